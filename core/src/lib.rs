@@ -1,0 +1,8 @@
+//! collscope's core: the shared model, NCCL-format logging, environment parameters, and (in later modules)
+//! topology, graph search, tuning and the runtime. Data flows one way: detect -> model -> search -> tune ->
+//! run -> observe.
+
+pub mod debug;
+pub mod env;
+pub mod model;
+pub mod sys;

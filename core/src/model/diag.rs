@@ -1,0 +1,46 @@
+//! Environment, warnings and findings: what was set, what went wrong, and what collscope concludes.
+
+use super::names::Severity;
+use serde::{Deserialize, Serialize};
+
+/// `NAME set by environment to VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSetting {
+    pub name: String,
+    pub value: String,
+    pub rank: Option<u32>,
+}
+
+/// Where a line came from: file and 1-based line number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LineRef {
+    pub file: String,
+    pub line: u64,
+    pub text: String,
+}
+
+/// A WARN (or error) line, classified.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub rank: Option<u32>,
+    pub host: Option<String>,
+    pub line: Option<LineRef>,
+    pub text: String,
+    /// "ib_verbs", "socket", "shm", "cuda", "proxy", "nccl_error", "watchdog", "other".
+    pub class: String,
+    /// NCCL source `file:line` of a WARN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A diagnosis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable identifier, e.g. "no_gdrdma_distance".
+    pub code: String,
+    pub severity: Severity,
+    pub title: String,
+    pub detail: String,
+    pub evidence: Vec<LineRef>,
+    pub fix: String,
+}

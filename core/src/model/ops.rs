@@ -1,0 +1,72 @@
+//! Operation records and proxy progress, as the runtime records them for telemetry and the TUI.
+
+use super::names::{Algorithm, Collective, DataType, Protocol, RedOp};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpState {
+    Enqueued,
+    Started,
+    Completed,
+    Failed,
+}
+
+/// One collective or point-to-point call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpRecord {
+    pub comm: Option<String>,
+    pub rank: u32,
+    /// Per-communicator sequence number (NCCL's opCount).
+    pub seq: u64,
+    pub coll: Collective,
+    pub count: u64,
+    pub datatype: DataType,
+    pub op: Option<RedOp>,
+    pub root: Option<i32>,
+    pub peer: Option<i32>,
+    pub bytes: u64,
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub n_channels: Option<u32>,
+    pub state: OpState,
+    /// Microseconds since the UNIX epoch.
+    pub enqueued_us: Option<u64>,
+    pub started_us: Option<u64>,
+    pub completed_us: Option<u64>,
+    pub duration_us: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+}
+
+/// Where a proxy step waits (NCCL's proxy progress states, as the profiler plugin names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyWait {
+    /// Sender waits for the GPU/kernel to fill the step.
+    WaitingForData,
+    /// Sender waits for the receiver's clear-to-send / credit.
+    WaitingForPeer,
+    /// Send posted, waiting for the network to finish it.
+    WaitingForSendCompletion,
+    /// Receive posted, waiting for data to arrive.
+    WaitingForRecv,
+    /// Data arrived, waiting for the flush to make it visible.
+    WaitingForFlush,
+}
+
+/// One proxy sub-operation on one channel and peer: steps `posted`, `transmitted`, `done` out of `n_steps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProxyOp {
+    pub rank: u32,
+    pub seq: u64,
+    pub channel: u32,
+    pub peer: u32,
+    pub send: bool,
+    pub n_steps: u64,
+    pub posted: u64,
+    pub transmitted: u64,
+    pub done: u64,
+    /// Seconds spent in each wait state.
+    pub waits: Vec<(ProxyWait, f64)>,
+}

@@ -1,0 +1,26 @@
+//! The `collscope` command line.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "collscope", version, about = "A collectives runtime built to be seen through")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the NCCL version line collscope logs and the version it models.
+    Version,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("{}", collscope_core::debug::version_string());
+            Ok(())
+        }
+    }
+}
