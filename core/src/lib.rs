@@ -4,5 +4,6 @@
 
 pub mod debug;
 pub mod env;
+pub mod graph;
 pub mod model;
 pub mod sys;
