@@ -206,7 +206,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         let tree = &graphs.tree.channels[c].intra;
         // crossNic 2 rings alternate on odd nodes to avoid crossing rails (postset's exchange).
         for n in 0..nnodes {
-            let swap = graphs.ring.cross_nic == 2 && n_channels % 2 == 0 && n % 2 == 1;
+            let swap = graphs.ring.cross_nic == 2 && n_channels & 1 == 0 && n & 1 == 1;
             let rc = if swap { c ^ 1 } else { c };
             let ring = if swap { &graphs.ring.channels[rc].intra } else { ring };
             ring_recv[c][n] = global(n, ring[0]);

@@ -45,7 +45,7 @@ pub fn btree(n: i32, node: i32) -> TreeLink {
 pub fn dtree(n: i32, node: i32) -> (TreeLink, TreeLink) {
     let first = btree(n, node);
     let (map_in, map_out): (i32, fn(i32, i32) -> i32) =
-        if n % 2 == 1 { ((node - 1 + n) % n, |x, n| (x + 1) % n) } else { (n - 1 - node, |x, n| n - 1 - x) };
+        if n & 1 == 1 { ((node - 1 + n) % n, |x, n| (x + 1) % n) } else { (n - 1 - node, |x, n| n - 1 - x) };
     let t = btree(n, map_in);
     let map = |x: i32| if x == -1 { -1 } else { map_out(x, n) };
     let second = TreeLink { up: map(t.up), down0: map(t.down0), down1: map(t.down1), child_type: t.child_type };
