@@ -5,7 +5,7 @@
 //! is what a graph's `intra` holds.
 
 use super::trees::{dtree, tree_depth};
-use super::GraphError;
+use super::{GraphError, InfoLine};
 use crate::env::Env;
 use crate::model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
@@ -72,8 +72,8 @@ pub struct Connected {
     /// One per channel per rank.
     pub trees: Vec<Tree>,
     pub tree_depth: i32,
-    /// The INFO lines NCCL prints (GRAPH and INIT), in order; per-rank lines for every rank.
-    pub lines: Vec<String>,
+    /// The INFO lines NCCL prints, in order; per-rank lines for every rank.
+    pub lines: Vec<InfoLine>,
 }
 
 /// Aligns the graphs every rank found (`init.cc`, after AllGather3): fewest channels, lowest bandwidths,
@@ -95,7 +95,7 @@ pub fn align(per_rank: &[Graph]) -> Option<Graph> {
 
 /// `ncclMinNchannels`/`ncclMaxNchannels`: `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` (and the legacy
 /// `NCCL_MIN_NRINGS`/`NCCL_MAX_NRINGS`, overridden by the new names), clamped to 0..=64 and 1..=64.
-pub fn channel_limits(env: &Env, lines: &mut Vec<String>) -> Result<(u32, u32), GraphError> {
+pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), GraphError> {
     let mut min = 0;
     let legacy_min = env.int("NCCL_MIN_NRINGS", -2)?;
     if legacy_min != -2 {
@@ -106,7 +106,9 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<String>) -> Result<(u32, u32), 
         min = new_min;
     }
     if min > MAXCHANNELS as i64 {
-        lines.push(format!("User asked for a minimum of {min} channels, limiting to {MAXCHANNELS}"));
+        lines.push(InfoLine::graph_env(format!(
+            "User asked for a minimum of {min} channels, limiting to {MAXCHANNELS}"
+        )));
         min = MAXCHANNELS as i64;
     }
     let min = min.max(0) as u32;
@@ -121,7 +123,7 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<String>) -> Result<(u32, u32), 
     }
     max = max.min(MAXCHANNELS as i64);
     if max < 1 {
-        lines.push(format!("User asked for a maximum of {max} channels, setting it to 1"));
+        lines.push(InfoLine::graph_env(format!("User asked for a maximum of {max} channels, setting it to 1")));
         max = 1;
     }
     Ok((min, max as u32))
@@ -267,8 +269,8 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
             if [&to_parent, &to_child0, &to_child1].iter().any(|v| v[c][node] == r) {
                 for ch in [c, c + n_channels] {
                     let t = trees[ch][r as usize];
-                    tree_lines
-                        .push(format!("Tree {ch} : {} -> {r} -> {}/{}/{}", t.up, t.down[0], t.down[1], t.down[2]));
+                    let text = format!("Tree {ch} : {} -> {r} -> {}/{}/{}", t.up, t.down[0], t.down[1], t.down[2]);
+                    tree_lines.push(InfoLine::graph(text));
                 }
             }
         }
@@ -333,7 +335,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         if seen.len() != nranks {
             return Err(GraphError::Internal(format!("ring {c} does not contain every rank")));
         }
-        lines.push(dump_line(&order, &format!("Channel {c:02}/{n:02} :")));
+        lines.push(InfoLine::init(dump_line(&order, &format!("Channel {c:02}/{n:02} :"))));
         let neighbours = (0..nranks).map(|r| (prev[c][r] as u32, r as u32, next[c][r] as u32)).collect();
         rings.push(Ring { channel: c as u32, order, truncated: false, neighbours });
     }
@@ -344,17 +346,17 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         for c in 0..n {
             let t = trees[c][r];
             summary.push_str(&format!(" [{c}] {}/{}/{}->{r}->{}", t.down[0], t.down[1], t.down[2], t.up));
-            lines.push(format!("Ring {c:02} : {} -> {r} -> {}", prev[c][r], next[c][r]));
+            lines.push(InfoLine::graph(format!("Ring {c:02} : {} -> {r} -> {}", prev[c][r], next[c][r])));
             out_trees.push(Tree { channel: c as u32, rank: r as u32, up: t.up, down: t.down.to_vec() });
         }
         summary.truncate(1022);
-        lines.push(format!("Trees{summary}"));
+        lines.push(InfoLine::init(format!("Trees{summary}")));
     }
 
     let (p2p, per_peer) = p2p_channels(coll, nranks, nnodes, shape, env)?;
-    lines.push(format!(
+    lines.push(InfoLine::init(format!(
         "{coll} coll channels, {coll} collnet channels, {nvls} nvls channels, {p2p} p2p channels, {per_peer} p2p channels per peer"
-    ));
+    )));
     let counts = ChannelCounts {
         coll: Some(coll),
         collnet: Some(coll),
@@ -398,6 +400,10 @@ mod tests {
     use super::*;
     use crate::model::{GraphChannel, PathType};
 
+    fn has(c: &Connected, text: &str) -> bool {
+        c.lines.iter().any(|l| l.text == text)
+    }
+
     fn graph(pattern: Pattern, n: u32, bw: f64, order: &[i32], cross_nic: u32) -> Graph {
         Graph {
             pattern,
@@ -433,18 +439,18 @@ mod tests {
         assert_eq!(c.rings.len(), 24);
         assert_eq!(c.rings[0].order, (0..16).collect::<Vec<u32>>());
         // Reference text 000 pads ranks to 4 columns; rings.cc's dumpLine pads to the width of nranks-1 (2 here).
-        assert!(c.lines.contains(&"Channel 00/24 :  0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15".to_string()));
-        assert!(c.lines.contains(&"Ring 00 : 15 -> 0 -> 1".to_string()));
-        assert!(c.lines.contains(&"Tree 0 : -1 -> 0 -> 1/8/-1".to_string()));
-        assert!(c.lines.contains(&"Tree 12 : 8 -> 0 -> 1/-1/-1".to_string()));
-        let trees0 = c.lines.iter().find(|l| l.starts_with("Trees [0] ")).unwrap();
+        assert!(has(&c, "Channel 00/24 :  0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15"));
+        assert!(has(&c, "Ring 00 : 15 -> 0 -> 1"));
+        assert!(has(&c, "Tree 0 : -1 -> 0 -> 1/8/-1"));
+        assert!(has(&c, "Tree 12 : 8 -> 0 -> 1/-1/-1"));
+        let trees0 = &c.lines.iter().find(|l| l.text.starts_with("Trees [0] ")).unwrap().text;
         assert!(trees0.starts_with("Trees [0] 1/8/-1->0->-1 [1] 1/8/-1->0->-1"), "{trees0}");
         assert!(trees0.contains(" [12] 1/-1/-1->0->8"), "{trees0}");
         assert_eq!(c.tree_depth, 8);
         // Reference text 000 prints `32 p2p channels per peer`; NCCL 2.28.9's ncclTopoGetNchannels gives remote
         // peers 2 channels (paths.cc), so the source's answer is 2.
         assert_eq!(
-            c.lines.last().unwrap(),
+            c.lines.last().unwrap().text,
             "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 2 p2p channels per peer"
         );
     }
@@ -453,10 +459,10 @@ mod tests {
     fn one_node_ring_closes_inside_the_node() {
         let (g, shape) = a100(1);
         let c = connect(&g, &shape, &Env::default()).unwrap();
-        assert!(c.lines.contains(&"Ring 00 : 7 -> 0 -> 1".to_string()));
-        assert!(c.lines.contains(&"Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] 1/-1/-1->0->-1 [3] 1/-1/-1->0->-1 [4] 1/-1/-1->0->-1 [5] 1/-1/-1->0->-1 [6] 1/-1/-1->0->-1 [7] 1/-1/-1->0->-1 [8] 1/-1/-1->0->-1 [9] 1/-1/-1->0->-1 [10] 1/-1/-1->0->-1 [11] 1/-1/-1->0->-1 [12] 1/-1/-1->0->-1 [13] 1/-1/-1->0->-1 [14] 1/-1/-1->0->-1 [15] 1/-1/-1->0->-1 [16] 1/-1/-1->0->-1 [17] 1/-1/-1->0->-1 [18] 1/-1/-1->0->-1 [19] 1/-1/-1->0->-1 [20] 1/-1/-1->0->-1 [21] 1/-1/-1->0->-1 [22] 1/-1/-1->0->-1 [23] 1/-1/-1->0->-1".to_string()));
+        assert!(has(&c, "Ring 00 : 7 -> 0 -> 1"));
+        assert!(has(&c, "Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] 1/-1/-1->0->-1 [3] 1/-1/-1->0->-1 [4] 1/-1/-1->0->-1 [5] 1/-1/-1->0->-1 [6] 1/-1/-1->0->-1 [7] 1/-1/-1->0->-1 [8] 1/-1/-1->0->-1 [9] 1/-1/-1->0->-1 [10] 1/-1/-1->0->-1 [11] 1/-1/-1->0->-1 [12] 1/-1/-1->0->-1 [13] 1/-1/-1->0->-1 [14] 1/-1/-1->0->-1 [15] 1/-1/-1->0->-1 [16] 1/-1/-1->0->-1 [17] 1/-1/-1->0->-1 [18] 1/-1/-1->0->-1 [19] 1/-1/-1->0->-1 [20] 1/-1/-1->0->-1 [21] 1/-1/-1->0->-1 [22] 1/-1/-1->0->-1 [23] 1/-1/-1->0->-1"));
         assert_eq!(
-            c.lines.last().unwrap(),
+            c.lines.last().unwrap().text,
             "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"
         );
     }
@@ -471,11 +477,11 @@ mod tests {
         let env = Env::from_pairs([("NCCL_MAX_NCHANNELS", "0")]);
         let mut lines = Vec::new();
         assert_eq!(channel_limits(&env, &mut lines).unwrap(), (0, 1));
-        assert_eq!(lines, ["User asked for a maximum of 0 channels, setting it to 1"]);
+        assert_eq!(lines, [InfoLine::graph_env("User asked for a maximum of 0 channels, setting it to 1".into())]);
         let env = Env::from_pairs([("NCCL_MIN_NRINGS", "100"), ("NCCL_MAX_NCHANNELS", "x")]);
         let e = channel_limits(&env, &mut lines).unwrap_err().to_string();
         assert!(e.contains("NCCL_MAX_NCHANNELS='x'"), "{e}");
-        assert_eq!(lines.last().unwrap(), "User asked for a minimum of 100 channels, limiting to 64");
+        assert_eq!(lines.last().unwrap().text, "User asked for a minimum of 100 channels, limiting to 64");
     }
 
     #[test]
