@@ -382,12 +382,13 @@ fn topo_file_and_dump_file_from_env() {
     assert_eq!(dump_if_requested(&x, &env).unwrap(), Some(out.clone()));
     let env = crate::env::Env::from_pairs([("NCCL_TOPO_FILE", out.to_str().unwrap())]);
     let source = TopoSource::from_env(&env);
-    assert_eq!(source, Some(TopoSource::File(out.clone())));
-    let back = load(&source.unwrap()).unwrap();
+    assert_eq!(source, TopoSource::File(out.clone()));
+    let back = load(&source).unwrap();
     let t = build(&back, &TopoEnv::default()).unwrap();
     assert_eq!(t.source, format!("file:{}", out.display()));
     let mut orig = build(&x, &TopoEnv::default()).unwrap();
     orig.source = t.source.clone();
     assert_eq!(t, orig);
     assert_eq!(dump_if_requested(&x, &crate::env::Env::default()).unwrap(), None);
+    assert_eq!(TopoSource::from_env(&crate::env::Env::default()), TopoSource::Detect { root: "/".into() });
 }
