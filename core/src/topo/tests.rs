@@ -392,3 +392,82 @@ fn topo_file_and_dump_file_from_env() {
     assert_eq!(dump_if_requested(&x, &crate::env::Env::default()).unwrap(), None);
     assert_eq!(TopoSource::from_env(&crate::env::Env::default()), TopoSource::Detect { root: "/".into() });
 }
+
+#[test]
+fn broadcom_gen4_switches_are_flattened() {
+    let bcm = r#"vendor="0x1000" device="0xc010" subsystem_vendor="0x1000" subsystem_device="0xa064" link_speed="16.0 GT/s PCIe" link_width="16""#;
+    let gpu = |bus: &str, dev: u32| {
+        format!(
+            r#"<pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci>"#
+        )
+    };
+    let text = format!(
+        r#"<system version="1"><cpu numaid="0" arch="arm64">
+        <pci busid="0000:01:00.0" class="0x060400" {bcm}>
+          <pci busid="0000:02:00.0" class="0x060400" {bcm}>{}</pci>
+          <pci busid="0000:03:00.0" class="0x060400" {bcm}>{}</pci>
+        </pci></cpu></system>"#,
+        gpu("0000:04:00.0", 0),
+        gpu("0000:05:00.0", 1)
+    );
+    let t = from_xml(&text, &TopoEnv::default());
+    assert_eq!(t.nodes_of(NodeType::PCI).count(), 1, "sub-switches folded into the top one");
+    let (sw, node) = t.nodes_of(NodeType::PCI).next().unwrap();
+    assert_eq!(node.name(), "PCI/0-1000");
+    assert_eq!(node.pci.as_ref().unwrap().subsystem_device.as_deref(), Some("0xffff"));
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert_eq!(kind(&t, g0, g1), PathType::PIX);
+    assert!(t.links.iter().any(|l| l.from == g0 && l.to == sw));
+    assert!(t.links.iter().any(|l| l.from == sw && l.to == g1));
+    // Without the Broadcom ids the two levels stay: PXB.
+    let plain =
+        from_xml(&text.replace(r#"subsystem_device="0xa064""#, r#"subsystem_device="0x0000""#), &TopoEnv::default());
+    assert_eq!(plain.nodes_of(NodeType::PCI).count(), 3);
+    assert_eq!(kind(&plain, g0, g1), PathType::PXB);
+}
+
+#[test]
+fn amd_with_two_gpus_allows_p2p_across_sockets() {
+    let gpu = |numa: u32, bus: &str, dev: u32| {
+        format!(
+            r#"<cpu numaid="{numa}" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1"><pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci></cpu>"#
+        )
+    };
+    let text = format!(r#"<system version="1">{}{}</system>"#, gpu(0, "0000:01:00.0", 0), gpu(1, "0000:81:00.0", 1));
+    let env = TopoEnv::default();
+    let t = from_xml(&text, &env);
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    let d = check_p2p(&t, &env, g0, g1);
+    assert_eq!((d.path, d.level, d.p2p), (PathType::SYS, PathType::SYS, true));
+    assert_eq!(paths::path(&t, g0, g1).unwrap().bw, bandwidth::AMD_BW);
+    // The user's level still wins.
+    let pxb = TopoEnv { p2p_level: Some(PathType::PXB), ..TopoEnv::default() };
+    assert!(!check_p2p(&t, &pxb, g0, g1).p2p);
+}
+
+#[test]
+fn separate_hosts_are_disconnected() {
+    let cpu = |hash: &str, bus: &str, dev: u32| {
+        format!(
+            r#"<cpu host_hash="{hash}" numaid="0" arch="arm64"><pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="90" rank="{dev}" gdr="1"/></pci></cpu>"#
+        )
+    };
+    let text =
+        format!(r#"<system version="1">{}{}</system>"#, cpu("0xa", "0000:01:00.0", 0), cpu("0xb", "0000:01:00.0", 1));
+    let t = from_xml(&text, &TopoEnv::default());
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert_eq!(t.nodes[g1].name(), "GPU/1-1000", "the second host is system 1");
+    assert_eq!(kind(&t, g0, g1), PathType::DIS);
+    assert!(!check_p2p(&t, &TopoEnv::default(), g0, g1).p2p);
+}
+
+#[test]
+fn gdr_c2c_parameter() {
+    let off = TopoEnv { gdr_c2c: false, ..TopoEnv::default() };
+    let t = from_xml(GRACE, &off);
+    let (g, net) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::NET, 0));
+    let d = check_gdr(&t, &off, g, net, false).unwrap();
+    assert_eq!(d.lines, ["GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 6 > 5)"]);
+    // Without GDR the NIC path is rerouted through the CPU's memory: P2C stays the merged type.
+    assert_eq!(kind(&t, g, net), PathType::P2C);
+}
