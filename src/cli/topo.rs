@@ -82,6 +82,8 @@ pub fn run(args: TopoArgs) -> Result<()> {
             let xml = topo::load(&source.source(&env))?;
             topo::dump_if_requested(&xml, &env)?;
             let topology = topo::build(&xml, &topo_env)?;
+            // With NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH, the same lines NCCL logs at init.
+            print::log_system(&topology);
             if json {
                 return emit(&format!("{}\n", serde_json::to_string_pretty(&topology)?));
             }

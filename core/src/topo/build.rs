@@ -177,7 +177,7 @@ impl<'a> Builder<'a> {
             ..CpuAttrs::default()
         };
         // NCCL reads vendor, family and model only where they matter: x86, and for Intel/Zhaoxin models.
-        if CpuKind::of(&attrs).arch == bandwidth::CPU_ARCH_X86 {
+        if bandwidth::cpu_arch_id(&attrs.arch) == bandwidth::CPU_ARCH_X86 {
             attrs.vendor = self.req(x, "vendor")?.to_string();
             let kind = CpuKind::of(&attrs);
             let needs_model =

@@ -349,6 +349,8 @@ fn malformed_input_is_reported_with_file_line_and_expectation() {
     let e = parse_err("<system version=\"2\"/>");
     assert!(e.contains("<system version=\"2\"> is not valid: expected 1"), "{e}");
     let e = parse_err("<graphs/>");
+    assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found <graphs>");
+    let e = parse_err("<!-- nothing -->");
     assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found no element");
     let e = parse_err("<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"0\" rank=\"0\" gdr=\"1\"/></pci></cpu></system>");
     assert_eq!(e, "bad.xml:1: <gpu> is missing the attribute 'sm'");
