@@ -473,3 +473,47 @@ fn gdr_c2c_parameter() {
     // Without GDR the NIC path is rerouted through the CPU's memory: P2C stays the merged type.
     assert_eq!(kind(&t, g, net), PathType::P2C);
 }
+
+#[test]
+fn net_between_local_gpus_and_flush() {
+    let env = TopoEnv::default();
+    let t = preset("hgx-pcie", &env);
+    let g: Vec<usize> = t.nodes_of(NodeType::GPU).map(|(i, _)| i).collect();
+    // GPU0 and GPU3 (PHB, 24 GB/s between them) each reach a NIC at PIX, but at the same 24 GB/s: no.
+    assert!(!paths::check_net(&t, &env, g[0], g[3]));
+    // Across sockets (10 GB/s) only GPU0 has a NIC at PXB or better: no.
+    assert!(!paths::check_net(&t, &env, g[0], g[4]));
+    let nvb = preset("nvlink-bridge-4", &env);
+    let h: Vec<usize> = nvb.nodes_of(NodeType::GPU).map(|(i, _)| i).collect();
+    assert!(!paths::check_net(&nvb, &env, h[0], h[2]), "the NIC is PHB away from every GPU");
+    let net = nth(&t, NodeType::NET, 0);
+    assert!(paths::need_flush(&t, &env, g[0], net, false), "Ampere flushes");
+    let h100 = preset("dgx-h100", &env);
+    let (hg, hn) = (nth(&h100, NodeType::GPU, 0), nth(&h100, NodeType::NET, 0));
+    assert!(!paths::need_flush(&h100, &env, hg, hn, false), "Hopper does not");
+    assert!(paths::need_flush(&h100, &env, hg, hn, true));
+    let forced = TopoEnv { net_force_flush: true, ..TopoEnv::default() };
+    assert!(paths::need_flush(&h100, &forced, hg, hn, false));
+}
+
+#[test]
+fn net_wins_when_faster_than_p2p() {
+    // Two GPUs on different sockets of an Ice Lake host (10 GB/s between them), each with its own 50 GB/s NIC
+    // on its switch (PCIe Gen4: 24 GB/s paths), so the network is faster.
+    let side = |numa: u32, sw: &str, gpu: &str, nic: &str, dev: u32| {
+        format!(
+            r#"<cpu numaid="{numa}" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="106"><pci busid="{sw}" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16"><pci busid="{gpu}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci><pci busid="{nic}" class="0x020700" link_speed="16.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_{dev}" dev="{dev}" speed="400000" gdr="1"/></nic></pci></pci></cpu>"#
+        )
+    };
+    let text = format!(
+        r#"<system version="1">{}{}</system>"#,
+        side(0, "0000:10:00.0", "0000:11:00.0", "0000:12:00.0", 0),
+        side(1, "0000:90:00.0", "0000:91:00.0", "0000:92:00.0", 1)
+    );
+    let env = TopoEnv::default();
+    let t = from_xml(&text, &env);
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert!(paths::check_net(&t, &env, g0, g1));
+    let off = TopoEnv { net_disable_intra: true, ..TopoEnv::default() };
+    assert!(!paths::check_net(&t, &off, g0, g1));
+}
