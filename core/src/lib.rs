@@ -6,3 +6,4 @@ pub mod debug;
 pub mod env;
 pub mod model;
 pub mod sys;
+pub mod tuning;
