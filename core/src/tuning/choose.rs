@@ -113,7 +113,23 @@ impl Choice {
         self.ranked().into_iter().find(|(a, p, _)| (*a, *p) != (self.algo, self.proto))
     }
 
-    /// Which term decided against the runner-up, in words.
+    /// Which term of the time decided against the runner-up: "latency", "bandwidth", "latency and
+    /// bandwidth" (better in both), or "only choice".
+    pub fn deciding_term(&self) -> &'static str {
+        let me = &self.time;
+        match self.runner_up() {
+            None => "only choice",
+            Some((_, _, o)) if me.latency_term() < o.latency_term() && me.bandwidth_term() >= o.bandwidth_term() => {
+                "latency"
+            }
+            Some((_, _, o)) if me.bandwidth_term() < o.bandwidth_term() && me.latency_term() >= o.latency_term() => {
+                "bandwidth"
+            }
+            Some(_) => "latency and bandwidth",
+        }
+    }
+
+    /// Why this cell won, in words: its time split into latency and bandwidth terms against the runner-up's.
     pub fn reason(&self) -> String {
         let me = &self.time;
         let head = format!(
@@ -127,23 +143,14 @@ impl Choice {
         );
         match self.runner_up() {
             None => format!("{head}; the only enabled algorithm/protocol"),
-            Some((a, p, other)) => {
-                let term = if me.latency_term() < other.latency_term() && me.bandwidth_term() >= other.bandwidth_term()
-                {
-                    "lower latency decided"
-                } else if me.bandwidth_term() < other.bandwidth_term() && me.latency_term() >= other.latency_term() {
-                    "higher bandwidth decided"
-                } else {
-                    "lower latency and higher bandwidth"
-                };
-                format!(
-                    "{head}; {term} against {a}/{p} {:.1} us ({:.1} us latency + {:.1} us at {:.1} GB/s)",
-                    other.time_us,
-                    other.latency_term(),
-                    other.bandwidth_term(),
-                    other.bw_gbps
-                )
-            }
+            Some((a, p, o)) => format!(
+                "{head}; {} decided against {a}/{p} {:.1} us ({:.1} us latency + {:.1} us at {:.1} GB/s)",
+                self.deciding_term(),
+                o.time_us,
+                o.latency_term(),
+                o.bandwidth_term(),
+                o.bw_gbps
+            ),
         }
     }
 

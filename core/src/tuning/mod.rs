@@ -12,6 +12,7 @@ pub mod grammar;
 pub mod input;
 pub mod model;
 pub mod params;
+pub mod plan;
 pub mod print;
 
 pub use choose::{AlgoTime, CallInfo, Choice, Cost, Skip};

@@ -134,15 +134,14 @@ pub fn proto_upper(p: Protocol) -> &'static str {
 
 impl Choice {
     /// `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}` for a call of `call_bytes` (count x type
-    /// size, as NCCL prints it) running alone on channels 0..n_channels-1.
-    pub fn tuning_line(&self, call_bytes: u64) -> String {
+    /// size, as NCCL prints it) on channels `lo..=hi` (see `plan::channel_range`).
+    pub fn tuning_line(&self, call_bytes: u64, (lo, hi): (u32, u32)) -> String {
         format!(
-            "{}: {} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{0..{}}}",
+            "{}: {} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{{lo}..{hi}}}",
             self.coll.as_str(),
             call_bytes,
             algo_upper(self.algo),
             proto_upper(self.proto),
-            self.n_channels.saturating_sub(1)
         )
     }
 }
