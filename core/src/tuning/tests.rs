@@ -349,3 +349,93 @@ proptest! {
         }
     }
 }
+
+/// Two H100 nodes with NVLS and CollNet graphs, worked by hand from `ncclTopoTuneModel`.
+fn h100_collnet(heads: u32, collnet_ag: bool) -> TuningInput {
+    let ring = graph(Pattern::Ring, 8, 20.0, PathType::NVL, PathType::PXB);
+    let tree = graph(Pattern::Tree, 8, 20.0, PathType::NVL, PathType::PXB);
+    let mut g = TuningGraphs::ring_tree(ring, tree);
+    g.nvls = AlgoGraph { bw_inter: 20.0, ..graph(Pattern::Nvls, 4, 40.0, PathType::NVL, PathType::PXB) };
+    g.collnet_chain = graph(Pattern::Tree, 4, 40.0, PathType::NVL, PathType::PXB);
+    g.collnet_direct = graph(Pattern::CollnetDirect, 4, 40.0, PathType::NVL, PathType::PXB);
+    let mut i = TuningInput::new(g, 2, 8, 90);
+    i.nvls_support = true;
+    i.nvls_channels = 16;
+    i.collnet_enable = true;
+    i.collnet_heads = heads;
+    i.collnet_allgather = collnet_ag;
+    i.nvs_count = 4;
+    i
+}
+
+#[test]
+fn nvls_tree_and_collnet_formulas() {
+    let m = model(h100_collnet(4, false));
+    // NVLSTree: min(40 x .85 x 3/4 x 2, 2 x 20, 57.7) = 40 per channel, x 4 x 16/30; 25 + 2 x 1 x 20.9.
+    assert_eq!(cell(&m, C::AllReduce, A::NvlsTree, P::Simple), ("66.8".into(), "85.3".into()));
+    // NVLS across nodes: min(51, 20) x 4 x 16/30; 25 + 18.
+    assert_eq!(cell(&m, C::AllReduce, A::Nvls, P::Simple), ("43.0".into(), "42.7".into()));
+    // CollNetChain: 4 x 40 x 0.5; 2 x 7 x 2.8 + 30.
+    assert_eq!(cell(&m, C::AllReduce, A::CollNetChain, P::Simple), ("69.2".into(), "80.0".into()));
+    // CollNetDirect: 160 / (2 - 0.5) x .85 x 0.5; 2 x (3.7 + 7 x 0.4) + 31.
+    assert_eq!(cell(&m, C::AllReduce, A::CollNetDirect, P::Simple), ("44.0".into(), "45.3".into()));
+    assert_eq!(m.bandwidth(C::AllReduce, A::CollNetDirect, P::Ll), 0.0);
+    // AllGather over CollNetDirect needs the plugin's iallgather, then a head per local rank.
+    let why = m.off_reasons(C::AllGather, A::CollNetDirect, P::Simple);
+    assert!(why[0].to_string().contains("iallgather"), "{why:?}");
+    let few_heads = model(h100_collnet(4, true));
+    assert!(few_heads.off_reasons(C::AllGather, A::CollNetDirect, P::Simple)[0]
+        .to_string()
+        .contains("head per local rank"));
+    let ok = model(h100_collnet(8, true));
+    // 8 x min(40, 40 x 0.9), no algorithm-bandwidth conversion for AllGather off the ring.
+    assert_eq!(cell(&ok, C::AllGather, A::CollNetDirect, P::Simple), ("44.0".into(), "288.0".into()));
+    // Per call, NVLS runs on min(nvls, coll) channels across nodes.
+    let c = ok.choose(&CallInfo::new(C::AllReduce, 1 << 30)).unwrap();
+    assert_eq!(c.algo, A::NvlsTree, "{}", c.reason());
+    assert_eq!(c.n_channels, 16);
+}
+
+#[test]
+fn pat_serves_one_rank_per_node() {
+    let ring = graph(Pattern::Ring, 2, 12.0, PathType::LOC, PathType::PXB);
+    let tree = graph(Pattern::BalancedTree, 2, 12.0, PathType::LOC, PathType::PXB);
+    let m = model(TuningInput::new(TuningGraphs::ring_tree(ring, tree), 4, 1, 80));
+    // 2 x 12 x .75; 8 + 2 x 14/3.5 + 4 x 2.8 (ppn 1 uses the Tree network latency).
+    assert_eq!(cell(&m, C::AllGather, A::Pat, P::Simple), ("27.2".into(), "18.0".into()));
+    let eight = model(TuningInput::new(TuningGraphs::ring_tree(ring, tree), 4, 8, 80));
+    assert_eq!(eight.off_reasons(C::AllGather, A::Pat, P::Simple), [Off::Pat("PAT supports only one rank per node")]);
+    let off = model_env(m.input.clone(), &[("NCCL_PAT_ENABLE", "0")]).unwrap();
+    assert_eq!(off.off_reasons(C::ReduceScatter, A::Pat, P::Simple), [Off::Pat("NCCL_PAT_ENABLE=0")]);
+}
+
+#[test]
+fn thread_counts_and_thresholds_follow_env() {
+    let m = model_env(
+        dgx_a100(1, CpuVendor::Intel),
+        &[("NCCL_NTHREADS", "100"), ("NCCL_LL128_NTHREADS", "64"), ("NCCL_THREAD_THRESHOLDS", "1 2 3 4")],
+    )
+    .unwrap();
+    assert_eq!(m.max_threads[A::Ring.id()], [512, 160, 512]);
+    assert!(m.notes.contains(&"Invalid NCCL_NTHREADS 100 (must be a multiple of 32)".to_string()));
+    assert!(m.notes.contains(&"Invalid NCCL_LL128_NTHREADS 64 (minimum 160).".to_string()));
+    assert_eq!(m.thresholds_line(), "threadThresholds 1/2/3 | 4/8/64 | 512 | 512");
+}
+
+#[test]
+fn enabled_matrix_layout() {
+    // "^LL" rewrites the whole row to 1 before clearing LL: LL128 becomes explicitly on (1, not the default 2),
+    // which skips the platform's LL128 rules, as in NCCL.
+    let m = model_env(dgx_a100(1, CpuVendor::Intel), &[("NCCL_PROTO", "^LL")]).unwrap();
+    let s = m.enabled_matrix();
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines[0], "Enabled NCCL Func/Proto/Algo Matrix:");
+    assert_eq!(
+        lines[1],
+        "     Function |       LL     LL128    Simple   |          Tree           Ring  CollNetDirect   CollNetChain           NVLS       NVLSTree            PAT  "
+    );
+    assert_eq!(
+        lines[2],
+        "    Broadcast |        0         1         1   |             1              1              1              1              1              1              1  "
+    );
+}
