@@ -439,3 +439,21 @@ fn enabled_matrix_layout() {
         "    Broadcast |        0         1         1   |             1              1              1              1              1              1              1  "
     );
 }
+
+/// Real logs print `threadThresholds` with Ring/LL = 8 x nRanks: 4, 8 and 64 ranks (only nRanks matters here).
+#[test]
+fn thresholds_match_real_logs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/nccl-logs/");
+    for (file, nodes, per_node) in
+        [("043_nccl-1609.log", 1, 4), ("x10_nccl-tests-252.log", 2, 4), ("x02_nccl-1814.log", 8, 8)]
+    {
+        let Ok(text) = std::fs::read_to_string(format!("{dir}{file}")) else {
+            panic!("fixture {dir}{file} is missing (CI keeps ../shared beside the clone)");
+        };
+        let logged =
+            text.lines().find_map(|l| l.split("NCCL INFO ").nth(1).filter(|m| m.starts_with("threadThresholds")));
+        let ring = graph(Pattern::Ring, 8, 20.0, PathType::NVL, PathType::PXB);
+        let m = model(TuningInput::new(TuningGraphs::ring_tree(ring, ring), nodes, per_node, 90));
+        assert_eq!(Some(m.thresholds_line().as_str()), logged, "{file}");
+    }
+}
