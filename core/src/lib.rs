@@ -4,6 +4,7 @@
 
 pub mod debug;
 pub mod env;
+pub mod graph;
 pub mod model;
 pub mod sys;
 pub mod topo;
