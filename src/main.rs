@@ -1,5 +1,7 @@
 //! The `collscope` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -13,6 +15,16 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Topology tools.
+    #[command(subcommand)]
+    Topo(TopoCommand),
+}
+
+#[derive(Subcommand)]
+enum TopoCommand {
+    /// Everything NCCL would decide at init for N identical nodes, and per collective and size the
+    /// algorithm, protocol and channels it would pick, and why.
+    Explain(cli::explain::ExplainArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -22,5 +34,6 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
+        Command::Topo(TopoCommand::Explain(args)) => cli::explain::run(args),
     }
 }

@@ -71,7 +71,14 @@ impl Builder {
         for &t in &targets {
             for s in 0..n {
                 if s == t {
-                    self.topo.paths.push(Path { from: s, to: t, kind: PathType::LOC, bw: 5000.0, hops: 0, links: Vec::new() });
+                    self.topo.paths.push(Path {
+                        from: s,
+                        to: t,
+                        kind: PathType::LOC,
+                        bw: 5000.0,
+                        hops: 0,
+                        links: Vec::new(),
+                    });
                     continue;
                 }
                 if let Some(p) = self.walk(s, t) {

@@ -3,7 +3,7 @@
 //! time (latency x launches + bytes / bandwidth, after the tree correction and the ring plateau), the smallest
 //! wins, then the channel and thread counts shrink for small messages.
 
-use super::model::TuningModel;
+use super::model::{tidy, TuningModel};
 use super::params::TuningError;
 use crate::model::{Algorithm, Collective, DataType, Decision, Protocol, RedOp, RunnerUp};
 use serde::Serialize;
@@ -162,8 +162,8 @@ impl Choice {
             algo: self.algo,
             proto: self.proto,
             n_channels: self.n_channels,
-            time_us: Some(self.time.time_us),
-            runner_up: self.runner_up().map(|(algo, proto, t)| RunnerUp { algo, proto, time_us: t.time_us }),
+            time_us: Some(tidy(self.time.time_us)),
+            runner_up: self.runner_up().map(|(algo, proto, t)| RunnerUp { algo, proto, time_us: tidy(t.time_us) }),
             reason: Some(self.reason()),
             datatype: None,
             rank: None,

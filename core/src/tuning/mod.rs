@@ -8,6 +8,7 @@
 
 pub mod choose;
 pub mod constants;
+pub mod from_plan;
 pub mod grammar;
 pub mod input;
 pub mod model;

@@ -557,7 +557,8 @@ impl TuningModel {
                     if !reasons.is_empty() {
                         self.bandwidths[ci][a.id()][p.id()] = 0.0;
                         let cell = &mut self.off[ci][a.id()][p.id()];
-                        if cell.contains(&Off::NotServed) {
+                        // Cells that never exist for this collective/protocol keep only that reason.
+                        if cell.iter().any(|o| matches!(o, Off::NotServed | Off::SimpleOnly)) {
                             continue;
                         }
                         for r in reasons {
@@ -632,6 +633,6 @@ impl TuningModel {
 }
 
 /// f32 values widened for JSON without float noise (137.14285 not 137.14285278320312).
-fn tidy(v: f64) -> f64 {
+pub(crate) fn tidy(v: f64) -> f64 {
     (v * 1e5).round() / 1e5
 }

@@ -1,0 +1,3 @@
+pub mod explain;
+mod explain_text;
+pub mod sizes;
