@@ -32,7 +32,7 @@ pub struct ExplainArgs {
     /// Identical nodes in the communicator.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nodes: u32,
-    /// Ranks per node: one per GPU of the topology (the only shape modelled).
+    /// Ranks per node: the first K GPUs of the topology (default: all of them, one rank per GPU).
     #[arg(long, value_name = "K")]
     pub nranks_per_node: Option<u32>,
     /// Message sizes (NCCL's nBytes: the whole buffer, gathered for AllGather/ReduceScatter; float32
@@ -134,7 +134,10 @@ fn load_topology(args: &ExplainArgs, env: &Env) -> Result<Topology> {
             bail!("give the machine: --preset P (one of {}) or --topo-file F", topo::presets::names().join(", "))
         }
     };
-    let xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    let mut xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    if let Some(k) = args.nranks_per_node {
+        super::trim::keep_gpus(&mut xml, k)?;
+    }
     let topo_env = TopoEnv::from_env(env)?;
     Ok(topo::build(&xml, &topo_env)?)
 }
@@ -192,12 +195,6 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     }
     let env = Env::from_process();
     let topology = load_topology(&args, &env)?;
-    let gpus = topology.nodes_of(collscope_core::model::NodeType::GPU).count() as u32;
-    if let Some(k) = args.nranks_per_node {
-        if k != gpus {
-            bail!("--nranks-per-node {k}: the topology has {gpus} GPUs and collscope models one rank per GPU; give a topology with {k} GPUs");
-        }
-    }
     let plan: Plan = graph::plan(&topology, args.nodes, &env)?;
     let input = input_from_plan(&plan, &topology, args.nodes);
     let params = TuningParams::from_env(&env)?;

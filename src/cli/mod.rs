@@ -1,3 +1,4 @@
 pub mod explain;
 mod explain_text;
 pub mod sizes;
+mod trim;
