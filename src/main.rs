@@ -15,16 +15,8 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
-    /// Topology tools.
-    #[command(subcommand)]
-    Topo(TopoCommand),
-}
-
-#[derive(Subcommand)]
-enum TopoCommand {
-    /// Everything NCCL would decide at init for N identical nodes, and per collective and size the
-    /// algorithm, protocol and channels it would pick, and why.
-    Explain(cli::explain::ExplainArgs),
+    /// The machine as NCCL sees it: `topo show`, `topo dump`.
+    Topo(cli::topo::TopoArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,6 +26,6 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
-        Command::Topo(TopoCommand::Explain(args)) => cli::explain::run(args),
+        Command::Topo(args) => cli::topo::run(args),
     }
 }

@@ -153,7 +153,7 @@ fn bad_input_is_a_clear_error() {
         (vec!["--preset", "dgx-a100"], vec![("NCCL_PROTO", "allreduce:LL;broadcst:LL")], "\"broadcst\""),
         (vec!["--preset", "dgx-a100", "--sizes", "4Q"], vec![], "'4Q'"),
         (vec!["--preset", "dgx-a200"], vec![], "dgx-a200"),
-        (vec![], vec![], "--preset"),
+        (vec!["--preset", "cpu-host"], vec![], "no GPU"),
         (vec!["--preset", "dgx-a100", "--nranks-per-node", "9"], vec![], "--nranks-per-node 9"),
     ] {
         let out = explain(&args, &env);

@@ -4,6 +4,7 @@
 //! what forcing costs against the default. `--json` for machines, `--log` for NCCL INFO lines.
 
 use super::sizes;
+use super::topo::SourceArgs;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -12,23 +13,19 @@ use collscope_core::env::Env;
 use collscope_core::graph::{self, Plan};
 use collscope_core::model::{Algorithm, ChannelCounts, Collective, Decision, Graph, Protocol, Ring, Topology, Tree};
 use collscope_core::nccl_info;
-use collscope_core::topo::{self, TopoEnv, TopoSource};
+use collscope_core::topo::{self, TopoEnv};
 use collscope_core::tuning::constants::NCCL_2_28_9;
 use collscope_core::tuning::from_plan::input_from_plan;
 use collscope_core::tuning::plan::channel_range;
 use collscope_core::tuning::{CallInfo, Choice, TuningModel, TuningParams};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-#[derive(Args, Debug)]
+#[derive(Args)]
 pub struct ExplainArgs {
-    /// An NCCL topology XML file (as NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE hold).
-    #[arg(long, value_name = "F", conflicts_with = "preset")]
-    pub topo_file: Option<PathBuf>,
-    /// A shipped reference machine (dgx-a100, dgx-h100, hgx-pcie, ...).
-    #[arg(long, value_name = "P")]
-    pub preset: Option<String>,
+    /// The machine of every node; neither flag: NCCL_TOPO_FILE, else this host.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Identical nodes in the communicator.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nodes: u32,
@@ -127,13 +124,7 @@ fn install_logger(log: bool) -> Result<()> {
 }
 
 fn load_topology(args: &ExplainArgs, env: &Env) -> Result<Topology> {
-    let source = match (&args.preset, &args.topo_file) {
-        (Some(p), _) => TopoSource::Preset(p.clone()),
-        (None, Some(f)) => TopoSource::File(f.clone()),
-        (None, None) => {
-            bail!("give the machine: --preset P (one of {}) or --topo-file F", topo::presets::names().join(", "))
-        }
-    };
+    let source = args.source.source(env);
     let mut xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
     if let Some(k) = args.nranks_per_node {
         super::trim::keep_gpus(&mut xml, k)?;

@@ -44,11 +44,6 @@ struct Builder<'a> {
     host_hashes: Vec<u64>,
 }
 
-/// Parses a C integer attribute value.
-fn int_value(v: &str) -> Option<i64> {
-    parse_c_int(v)
-}
-
 /// `strtoull(s, NULL, 16)`: the leading hex digits, 0 when there are none. NCCL reads host hashes and GUIDs
 /// this way; they are opaque identifiers, so a placeholder such as `0x...` reads as 0 there too.
 fn hex_prefix(s: &str) -> u64 {
@@ -96,13 +91,13 @@ impl<'a> Builder<'a> {
 
     fn req_int(&self, node: &XmlNode, attr: &'static str) -> Result<i64, TopoError> {
         let v = self.req(node, attr)?;
-        int_value(v).ok_or_else(|| self.bad(node, attr, v, "an integer"))
+        parse_c_int(v).ok_or_else(|| self.bad(node, attr, v, "an integer"))
     }
 
     fn opt_int(&self, node: &XmlNode, attr: &'static str, default: i64) -> Result<i64, TopoError> {
         match node.attr(attr) {
             None => Ok(default),
-            Some(v) => int_value(v).ok_or_else(|| self.bad(node, attr, v, "an integer")),
+            Some(v) => parse_c_int(v).ok_or_else(|| self.bad(node, attr, v, "an integer")),
         }
     }
 
@@ -177,7 +172,7 @@ impl<'a> Builder<'a> {
             ..CpuAttrs::default()
         };
         // NCCL reads vendor, family and model only where they matter: x86, and for Intel/Zhaoxin models.
-        if CpuKind::of(&attrs).arch == bandwidth::CPU_ARCH_X86 {
+        if bandwidth::cpu_arch_id(&attrs.arch) == bandwidth::CPU_ARCH_X86 {
             attrs.vendor = self.req(x, "vendor")?.to_string();
             let kind = CpuKind::of(&attrs);
             let needs_model =
@@ -273,7 +268,7 @@ impl<'a> Builder<'a> {
         let width = if width_str.is_empty() {
             0
         } else {
-            int_value(width_str)
+            parse_c_int(width_str)
                 .filter(|w| (0..=64).contains(w))
                 .ok_or_else(|| self.bad(x, "link_width", width_str, "a PCIe link width (0 to 64 lanes)"))?
         };
@@ -288,7 +283,7 @@ impl<'a> Builder<'a> {
 
     fn uint(&self, x: &XmlNode, attr: &'static str) -> Result<u32, TopoError> {
         let v = self.req(x, attr)?;
-        int_value(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.bad(x, attr, v, "a non-negative integer"))
+        parse_c_int(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.bad(x, attr, v, "a non-negative integer"))
     }
 
     fn add_nic(&mut self, x: &XmlNode, nic: NRef, system: usize) -> Result<(), TopoError> {
@@ -428,6 +423,69 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Removes a node and every link to it; later nodes of its type move down one index.
+    fn remove_node(&mut self, r: NRef) {
+        let t = r.kind as usize;
+        self.nodes[t].remove(r.index);
+        self.links[t].remove(r.index);
+        for lists in self.links.iter_mut() {
+            for list in lists.iter_mut() {
+                list.retain(|l| l.to != r);
+                for l in list.iter_mut().filter(|l| l.to.kind == r.kind && l.to.index > r.index) {
+                    l.to.index -= 1;
+                }
+            }
+        }
+    }
+
+    fn device_code(&self, r: NRef) -> u64 {
+        self.node(r).pci.as_ref().map_or(0, pci_device_code)
+    }
+
+    /// Broadcom Gen4/Gen5 switches show up as two levels of switches although they switch at full
+    /// bandwidth between all ports; NCCL folds the second level into the first (`ncclTopoFlattenBcmSwitches`).
+    fn flatten_bcm_switches(&mut self) {
+        let mut s = 0;
+        while s < self.nodes[NodeType::PCI as usize].len() {
+            let sw = NRef { kind: NodeType::PCI, index: s };
+            let gen = bcm_gen(self.device_code(sw), 0);
+            if gen == 0 {
+                s += 1;
+                continue;
+            }
+            let subs: Vec<NRef> = self
+                .links_of(sw)
+                .iter()
+                .map(|l| l.to)
+                .filter(|&to| to.kind == NodeType::PCI && bcm_gen(self.device_code(to), 1) == gen)
+                .collect();
+            self.links[NodeType::PCI as usize][s].retain(|l| !subs.contains(&l.to));
+            // Children of each sub-switch hang directly off the parent switch; each removal shifts the
+            // indices of the sub-switches after it, so they are found again by id.
+            let ids: Vec<NodeId> = subs.iter().map(|&r| self.node(r).id).collect();
+            for id in ids {
+                let Some(sub) = self.find(NodeType::PCI, id) else { continue };
+                let sw = NRef { kind: NodeType::PCI, index: s };
+                for link in self.links_of(sub).clone().into_iter().filter(|l| l.to != sw) {
+                    for back in self.links[link.to.kind as usize][link.to.index].iter_mut().filter(|b| b.to == sub) {
+                        back.to = sw;
+                    }
+                    self.links[NodeType::PCI as usize][sw.index].push(link);
+                }
+                let parent_before = sub.index < sw.index;
+                self.remove_node(sub);
+                if parent_before {
+                    s -= 1;
+                }
+            }
+            // Mark the switch so it is not folded again, as NCCL sets the subsystem device to 0xffff.
+            if let Some(pci) = self.nodes[NodeType::PCI as usize][s].pci.as_mut() {
+                pci.subsystem_device = Some("0xffff".into());
+            }
+            s = 0;
+        }
+    }
+
     fn connect_cpus(&mut self) {
         let cpus = self.nodes[NodeType::CPU as usize].clone();
         for (n, c1) in cpus.iter().enumerate() {
@@ -493,6 +551,7 @@ pub fn topology_from_xml(xml: &TopoXml, host: Option<String>) -> Result<Topology
     for pass in [LinkPass::NvLink, LinkPass::C2c, LinkPass::PciLink] {
         b.walk_links(&xml.system, None, 0, pass)?;
     }
+    b.flatten_bcm_switches();
     b.connect_cpus();
     for index in 0..b.nodes[NodeType::CPU as usize].len() {
         b.sort(NRef { kind: NodeType::CPU, index }, None);
@@ -500,10 +559,23 @@ pub fn topology_from_xml(xml: &TopoXml, host: Option<String>) -> Result<Topology
     Ok(b.finish(xml.origin.clone(), host))
 }
 
+/// The Broadcom PCIe switch generation of a device code, at the first (`level` 0) or second level
+/// (`getBcmGen`): 4 for PEX88000 in base mode, 5 for PEX89000; 0 otherwise.
+fn bcm_gen(code: u64, level: u64) -> u32 {
+    let masked = code & 0xffff_ffff_ffff_f000;
+    if masked == 0x1000_c010_1000_a000 {
+        4
+    } else if masked == (0x1000_c030_1000_0000 | (level * 0x1000)) {
+        5
+    } else {
+        0
+    }
+}
+
 /// The 64-bit value NCCL prints for a PCI switch: vendor, device, subsystem vendor and subsystem device
 /// packed 16 bits each (`ncclTopoAddPci`).
 pub fn pci_device_code(pci: &PciAttrs) -> u64 {
-    let field = |v: &Option<String>| v.as_deref().and_then(int_value).unwrap_or(0) as u64 & 0xffff;
+    let field = |v: &Option<String>| v.as_deref().and_then(parse_c_int).unwrap_or(0) as u64 & 0xffff;
     (field(&pci.vendor) << 48)
         | (field(&pci.device) << 32)
         | (field(&pci.subsystem_vendor) << 16)

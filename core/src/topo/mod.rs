@@ -1,6 +1,16 @@
 //! The machine as NCCL sees it: topology XML (read, detected or preset), the node/link graph built from it,
 //! and NCCL's paths, P2P and GPUDirect RDMA decisions (modelled on NCCL 2.28.9, `src/graph/`).
 //!
+//! For other parts of collscope:
+//! - [`load`] a [`TopoSource`] (preset, file, host detection) into a [`TopoXml`]; [`build()`] it into a
+//!   `model::Topology` with nodes, links, paths (`Path::links` lists the links walked) and `max_bw`/`total_bw`;
+//!   [`dump`] / [`dump_if_requested`] write NCCL XML.
+//! - Decisions on a built topology (node indices): [`check_p2p`], [`check_gdr`], [`paths::check_net`],
+//!   [`paths::need_flush`], [`paths::local_net`], [`paths::local_gpu`], [`paths::pxn_proxy`],
+//!   [`paths::local_cpu`], [`paths::nearest`], [`paths::search_init_bw`] (inter-node `maxBw`/`totalBw`).
+//! - Constants and CPU kinds: [`bandwidth`] (`LOC_BW`, NVLink/PCI/QPI figures, `intel_p2p_overhead`, `CpuKind`).
+//! - NCCL's printouts: [`mod@print`].
+//!
 //! Typical use:
 //! ```
 //! use collscope_core::topo::{self, TopoEnv, TopoSource};
@@ -11,9 +21,11 @@
 
 pub mod bandwidth;
 pub mod build;
+pub mod detect;
 pub mod error;
 pub mod paths;
 pub mod presets;
+pub mod print;
 pub mod settings;
 pub mod xml;
 
@@ -33,20 +45,26 @@ pub enum TopoSource {
     Preset(String),
     /// An NCCL topology XML file.
     File(PathBuf),
+    /// The running host, read from the sysfs/procfs tree under `root` (`/` for the real one).
+    Detect { root: PathBuf },
 }
 
 impl TopoSource {
-    /// `NCCL_TOPO_FILE` when set.
-    pub fn from_env(env: &Env) -> Option<Self> {
-        env.str("NCCL_TOPO_FILE").map(|f| TopoSource::File(PathBuf::from(f)))
+    /// `NCCL_TOPO_FILE` when set, else detection of the running host.
+    pub fn from_env(env: &Env) -> Self {
+        match env.str("NCCL_TOPO_FILE") {
+            Some(f) => TopoSource::File(PathBuf::from(f)),
+            None => TopoSource::Detect { root: PathBuf::from("/") },
+        }
     }
 }
 
-/// Reads the topology XML from its source.
+/// Reads the topology XML from its source; detection reads `NCCL_SOCKET_IFNAME` from the process.
 pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
     match source {
         TopoSource::Preset(name) => presets::load(name),
         TopoSource::File(path) => xml::read_file(path),
+        TopoSource::Detect { root } => detect::detect(root, &Env::from_process()),
     }
 }
 
