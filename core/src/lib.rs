@@ -7,3 +7,4 @@ pub mod env;
 pub mod graph;
 pub mod model;
 pub mod sys;
+pub mod topo;

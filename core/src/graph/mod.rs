@@ -3,11 +3,11 @@
 
 pub mod compute;
 pub mod connect;
-#[cfg(test)]
-mod fixture;
 pub mod plan;
 pub mod search;
 pub mod system;
+#[cfg(test)]
+mod testing;
 pub mod trees;
 pub mod xml;
 

@@ -104,7 +104,7 @@ impl Searcher<'_> {
         if kind == PathType::PHB && start_is_gpu && links.iter().any(|&l| self.sys.cpu_x86_intel[self.sys.links[l].to])
         {
             // P2P through an Intel root complex costs 6/5 of the bandwidth on PCI links.
-            pci_bw = bw * 6.0 / 5.0;
+            pci_bw = crate::topo::bandwidth::intel_p2p_overhead(bw);
         }
         let mut node = start;
         for (step, &l) in links.iter().take(max_steps).enumerate() {
@@ -620,11 +620,12 @@ impl Searcher<'_> {
                         local as usize,
                     )?;
                 }
-                let (gpus, kind) = self.sys.local(self.sys.nets[n], &self.sys.gpus.clone());
-                if kind != PathType::DIS {
-                    for lg in gpus.into_iter().filter(|&x| x as i32 != local) {
-                        self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
-                    }
+                if info.local_gpus.is_empty() {
+                    // NCCL skips the NIC here without giving its bandwidth back (search.cc does the same).
+                    continue;
+                }
+                for &lg in info.local_gpus.iter().filter(|&&x| x as i32 != local) {
+                    self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
                 }
             }
             self.share_net_bw(&info, bw);

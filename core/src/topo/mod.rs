@@ -1,0 +1,78 @@
+//! The machine as NCCL sees it: topology XML (read, detected or preset), the node/link graph built from it,
+//! and NCCL's paths, P2P and GPUDirect RDMA decisions (modelled on NCCL 2.28.9, `src/graph/`).
+//!
+//! Typical use:
+//! ```
+//! use collscope_core::topo::{self, TopoEnv, TopoSource};
+//! let xml = topo::load(&TopoSource::Preset("dgx-a100".into())).unwrap();
+//! let topology = topo::build(&xml, &TopoEnv::default()).unwrap();
+//! assert_eq!(topology.max_bw, 240.0);
+//! ```
+
+pub mod bandwidth;
+pub mod build;
+pub mod error;
+pub mod paths;
+pub mod presets;
+pub mod settings;
+pub mod xml;
+
+pub use error::TopoError;
+pub use paths::{check_gdr, check_p2p, GdrDecision, GdrMode, P2pDecision};
+pub use settings::TopoEnv;
+pub use xml::TopoXml;
+
+use crate::env::Env;
+use crate::model::Topology;
+use std::path::PathBuf;
+
+/// Where a topology comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopoSource {
+    /// A shipped reference machine (see [`presets::names`]).
+    Preset(String),
+    /// An NCCL topology XML file.
+    File(PathBuf),
+}
+
+impl TopoSource {
+    /// `NCCL_TOPO_FILE` when set.
+    pub fn from_env(env: &Env) -> Option<Self> {
+        env.str("NCCL_TOPO_FILE").map(|f| TopoSource::File(PathBuf::from(f)))
+    }
+}
+
+/// Reads the topology XML from its source.
+pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
+    match source {
+        TopoSource::Preset(name) => presets::load(name),
+        TopoSource::File(path) => xml::read_file(path),
+    }
+}
+
+/// Builds the model topology from XML and computes its paths, P2P/PXN/GDR rewrites and bandwidths.
+pub fn build(xml: &TopoXml, env: &TopoEnv) -> Result<Topology, TopoError> {
+    let detected = xml.origin == "detected";
+    let mut topology = build::topology_from_xml(xml, detected.then(crate::sys::hostname))?;
+    if !detected && !xml.origin.starts_with("preset:") {
+        topology.source = format!("file:{}", xml.origin);
+    }
+    paths::compute(&mut topology, env)?;
+    Ok(topology)
+}
+
+/// The XML as NCCL writes it.
+pub fn dump(xml: &TopoXml) -> String {
+    xml::to_string(xml)
+}
+
+/// Writes the XML to `NCCL_TOPO_DUMP_FILE` when it is set; returns the path written.
+pub fn dump_if_requested(xml: &TopoXml, env: &Env) -> Result<Option<PathBuf>, TopoError> {
+    let Some(file) = env.str("NCCL_TOPO_DUMP_FILE") else { return Ok(None) };
+    let path = PathBuf::from(file);
+    xml::write_file(xml, &path)?;
+    Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests;
