@@ -32,6 +32,9 @@ impl InfoLine {
     pub fn init(text: String) -> Self {
         InfoLine { subsys: Subsys::INIT, text }
     }
+    pub fn env(text: String) -> Self {
+        InfoLine { subsys: Subsys::ENV, text }
+    }
     pub fn graph_env(text: String) -> Self {
         InfoLine { subsys: Subsys::GRAPH | Subsys::ENV, text }
     }

@@ -244,3 +244,31 @@ mod tests {
         assert!(e.contains("no GPU"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod collnet_tests {
+    use super::*;
+    use crate::graph::testing::from_xml;
+
+    #[test]
+    fn collnet_graphs_with_a_collnet_network() {
+        let text = crate::topo::presets::text("dgx-a100").unwrap().replace("<net ", "<net coll=\"1\" ");
+        let topo = from_xml(&text);
+        let env = Env::from_pairs([("NCCL_COLLNET_ENABLE", "1")]);
+        let p = plan(&topo, 2, &env).unwrap();
+        let chain = &p.collnet_chain.as_ref().unwrap().graph;
+        // The chain enters and leaves each node through the same GPU, whose NIC is on its own PCI switch (PIX).
+        assert_eq!(
+            (chain.pattern, chain.n_channels, chain.type_inter),
+            (Pattern::Tree, 8, crate::model::PathType::PIX)
+        );
+        let direct = &p.collnet_direct.as_ref().unwrap().graph;
+        // CollNet Direct: at most NCCL_MAX_DIRECT_ARITY+1 = 8 heads, each GPU heading one channel.
+        assert_eq!(direct.n_channels, 8);
+        let heads: std::collections::BTreeSet<i32> = direct.channels.iter().map(|c| c.intra[0]).collect();
+        assert_eq!(heads.len(), 8);
+        assert!(p.lines.iter().any(|l| l.text.starts_with("Pattern 6, crossNic 0, nChannels 8, ")));
+        // Without NCCL_COLLNET_ENABLE=1 neither graph is computed.
+        assert!(plan(&topo, 2, &Env::default()).unwrap().collnet_direct.is_none());
+    }
+}

@@ -149,7 +149,8 @@ impl Searcher<'_> {
         let is_intra = |x: At| matches!(x, At::Gpu(_) | At::Nvs(_));
         let intra = is_intra(from) && is_intra(to);
         let (bw, limit) = if intra { (g.bw_intra, g.type_intra) } else { (g.bw_inter, g.type_inter) };
-        if kind >= PathType::DIS || links.is_empty() {
+        // A GPU's path to itself (LOC, no links) is free, as NCCL's zero-step walk is.
+        if kind >= PathType::DIS || (links.is_empty() && a != b) {
             return false;
         }
         if mult > 0.0 && kind > limit {
@@ -264,6 +265,13 @@ impl Searcher<'_> {
             }
             for &n in &self.sys.preferred_nets[g] {
                 push(&mut nets, n);
+            }
+        }
+        // NCCL_NETDEVS_POLICY=MAX:n keeps only the preferred NETs, up to n per GPU.
+        if let Some(max) = self.sys.netdevs_max {
+            let max = if gpu.is_none() { max * self.sys.ngpus() } else { max };
+            if nets.len() >= max {
+                return nets;
             }
         }
         for t in PathType::ALL.iter().copied().filter(|t| *t <= type_inter) {

@@ -6,6 +6,7 @@ use super::search::MAX_CHANNELS;
 use super::GraphError;
 use crate::model::{LinkType, NodeType, PathType, Topology};
 use crate::topo::paths as topo_paths;
+use crate::topo::settings::NetDevsPolicy;
 use crate::topo::TopoEnv;
 use std::rc::Rc;
 
@@ -94,6 +95,8 @@ pub struct System {
     pub preferred_nets: Vec<Vec<usize>>,
     /// Per GPU, the NETs (indices) with the best path from it (`ncclTopoGetLocal(GPU -> NET)`).
     pub local_nets: Vec<Vec<usize>>,
+    /// `NCCL_NETDEVS_POLICY=MAX:n`.
+    pub netdevs_max: Option<usize>,
 }
 
 impl System {
@@ -222,6 +225,10 @@ impl System {
             total_bw,
             preferred_nets,
             local_nets,
+            netdevs_max: match topo_env.netdevs {
+                NetDevsPolicy::Max(n) => Some(n as usize),
+                _ => None,
+            },
         })
     }
 
