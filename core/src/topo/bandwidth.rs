@@ -113,14 +113,19 @@ pub const CPU_MODEL_INTEL_ERP: i32 = 4;
 pub const CPU_MODEL_YONGFENG: i32 = 1;
 const UNDEF: i32 = -1;
 
+/// NCCL's number for an architecture name (`kvDictCpuArch`); -1 when the topology does not say.
+pub fn cpu_arch_id(arch: &str) -> i32 {
+    if arch.is_empty() {
+        UNDEF
+    } else {
+        kv_lookup(arch, &[("x86_64", CPU_ARCH_X86), ("arm64", CPU_ARCH_ARM), ("ppc64", CPU_ARCH_POWER)], 0)
+    }
+}
+
 impl CpuKind {
     /// Classifies a CPU node as `ncclTopoAddCpu` does.
     pub fn of(cpu: &CpuAttrs) -> CpuKind {
-        let arch = if cpu.arch.is_empty() {
-            UNDEF
-        } else {
-            kv_lookup(&cpu.arch, &[("x86_64", CPU_ARCH_X86), ("arm64", CPU_ARCH_ARM), ("ppc64", CPU_ARCH_POWER)], 0)
-        };
+        let arch = cpu_arch_id(&cpu.arch);
         let mut kind = CpuKind { arch, vendor: UNDEF, model: UNDEF };
         if arch != CPU_ARCH_X86 {
             return kind;

@@ -177,7 +177,7 @@ impl<'a> Builder<'a> {
             ..CpuAttrs::default()
         };
         // NCCL reads vendor, family and model only where they matter: x86, and for Intel/Zhaoxin models.
-        if CpuKind::of(&attrs).arch == bandwidth::CPU_ARCH_X86 {
+        if bandwidth::cpu_arch_id(&attrs.arch) == bandwidth::CPU_ARCH_X86 {
             attrs.vendor = self.req(x, "vendor")?.to_string();
             let kind = CpuKind::of(&attrs);
             let needs_model =
@@ -428,6 +428,69 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Removes a node and every link to it; later nodes of its type move down one index.
+    fn remove_node(&mut self, r: NRef) {
+        let t = r.kind as usize;
+        self.nodes[t].remove(r.index);
+        self.links[t].remove(r.index);
+        for lists in self.links.iter_mut() {
+            for list in lists.iter_mut() {
+                list.retain(|l| l.to != r);
+                for l in list.iter_mut().filter(|l| l.to.kind == r.kind && l.to.index > r.index) {
+                    l.to.index -= 1;
+                }
+            }
+        }
+    }
+
+    fn device_code(&self, r: NRef) -> u64 {
+        self.node(r).pci.as_ref().map_or(0, pci_device_code)
+    }
+
+    /// Broadcom Gen4/Gen5 switches show up as two levels of switches although they switch at full
+    /// bandwidth between all ports; NCCL folds the second level into the first (`ncclTopoFlattenBcmSwitches`).
+    fn flatten_bcm_switches(&mut self) {
+        let mut s = 0;
+        while s < self.nodes[NodeType::PCI as usize].len() {
+            let sw = NRef { kind: NodeType::PCI, index: s };
+            let gen = bcm_gen(self.device_code(sw), 0);
+            if gen == 0 {
+                s += 1;
+                continue;
+            }
+            let subs: Vec<NRef> = self
+                .links_of(sw)
+                .iter()
+                .map(|l| l.to)
+                .filter(|&to| to.kind == NodeType::PCI && bcm_gen(self.device_code(to), 1) == gen)
+                .collect();
+            self.links[NodeType::PCI as usize][s].retain(|l| !subs.contains(&l.to));
+            // Children of each sub-switch hang directly off the parent switch; each removal shifts the
+            // indices of the sub-switches after it, so they are found again by id.
+            let ids: Vec<NodeId> = subs.iter().map(|&r| self.node(r).id).collect();
+            for id in ids {
+                let Some(sub) = self.find(NodeType::PCI, id) else { continue };
+                let sw = NRef { kind: NodeType::PCI, index: s };
+                for link in self.links_of(sub).clone().into_iter().filter(|l| l.to != sw) {
+                    for back in self.links[link.to.kind as usize][link.to.index].iter_mut().filter(|b| b.to == sub) {
+                        back.to = sw;
+                    }
+                    self.links[NodeType::PCI as usize][sw.index].push(link);
+                }
+                let parent_before = sub.index < sw.index;
+                self.remove_node(sub);
+                if parent_before {
+                    s -= 1;
+                }
+            }
+            // Mark the switch so it is not folded again, as NCCL sets the subsystem device to 0xffff.
+            if let Some(pci) = self.nodes[NodeType::PCI as usize][s].pci.as_mut() {
+                pci.subsystem_device = Some("0xffff".into());
+            }
+            s = 0;
+        }
+    }
+
     fn connect_cpus(&mut self) {
         let cpus = self.nodes[NodeType::CPU as usize].clone();
         for (n, c1) in cpus.iter().enumerate() {
@@ -493,11 +556,25 @@ pub fn topology_from_xml(xml: &TopoXml, host: Option<String>) -> Result<Topology
     for pass in [LinkPass::NvLink, LinkPass::C2c, LinkPass::PciLink] {
         b.walk_links(&xml.system, None, 0, pass)?;
     }
+    b.flatten_bcm_switches();
     b.connect_cpus();
     for index in 0..b.nodes[NodeType::CPU as usize].len() {
         b.sort(NRef { kind: NodeType::CPU, index }, None);
     }
     Ok(b.finish(xml.origin.clone(), host))
+}
+
+/// The Broadcom PCIe switch generation of a device code, at the first (`level` 0) or second level
+/// (`getBcmGen`): 4 for PEX88000 in base mode, 5 for PEX89000; 0 otherwise.
+fn bcm_gen(code: u64, level: u64) -> u32 {
+    let masked = code & 0xffff_ffff_ffff_f000;
+    if masked == 0x1000_c010_1000_a000 {
+        4
+    } else if masked == (0x1000_c030_1000_0000 | (level * 0x1000)) {
+        5
+    } else {
+        0
+    }
 }
 
 /// The 64-bit value NCCL prints for a PCI switch: vendor, device, subsystem vendor and subsystem device

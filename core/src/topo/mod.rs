@@ -11,9 +11,11 @@
 
 pub mod bandwidth;
 pub mod build;
+pub mod detect;
 pub mod error;
 pub mod paths;
 pub mod presets;
+pub mod print;
 pub mod settings;
 pub mod xml;
 
@@ -33,20 +35,26 @@ pub enum TopoSource {
     Preset(String),
     /// An NCCL topology XML file.
     File(PathBuf),
+    /// The running host, read from the sysfs/procfs tree under `root` (`/` for the real one).
+    Detect { root: PathBuf },
 }
 
 impl TopoSource {
-    /// `NCCL_TOPO_FILE` when set.
-    pub fn from_env(env: &Env) -> Option<Self> {
-        env.str("NCCL_TOPO_FILE").map(|f| TopoSource::File(PathBuf::from(f)))
+    /// `NCCL_TOPO_FILE` when set, else detection of the running host.
+    pub fn from_env(env: &Env) -> Self {
+        match env.str("NCCL_TOPO_FILE") {
+            Some(f) => TopoSource::File(PathBuf::from(f)),
+            None => TopoSource::Detect { root: PathBuf::from("/") },
+        }
     }
 }
 
-/// Reads the topology XML from its source.
+/// Reads the topology XML from its source; detection reads `NCCL_SOCKET_IFNAME` from the process.
 pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
     match source {
         TopoSource::Preset(name) => presets::load(name),
         TopoSource::File(path) => xml::read_file(path),
+        TopoSource::Detect { root } => detect::detect(root, &Env::from_process()),
     }
 }
 

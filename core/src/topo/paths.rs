@@ -382,6 +382,37 @@ pub fn check_gdr(topo: &Topology, env: &TopoEnv, gpu: usize, net: usize, read: b
     Ok(d)
 }
 
+/// Whether two GPUs of one node would do better through the network than through P2P/SHM
+/// (`ncclTopoCheckNet`): both reach a NIC at PXB or better faster than they reach each other.
+pub fn check_net(topo: &Topology, env: &TopoEnv, gpu1: usize, gpu2: usize) -> bool {
+    if env.net_disable_intra {
+        return false;
+    }
+    let speed = path(topo, gpu1, gpu2).map_or(0.0, |p| p.bw);
+    let net_speed = |g: usize| {
+        topo.nodes_of(NodeType::NET)
+            .filter_map(|(n, _)| path(topo, g, n))
+            .filter(|p| p.kind <= PathType::PXB)
+            .fold(0.0f64, |m, p| m.max(p.bw))
+    };
+    net_speed(gpu1) > speed && net_speed(gpu2) > speed
+}
+
+/// Whether GDR receives need a flush (`ncclTopoNeedFlush`): always before Hopper, and on C2C systems when the
+/// NIC sits on the GPU's PCI switch. `nic_forces_flush` is the network plugin's `forceFlush` property.
+pub fn need_flush(topo: &Topology, env: &TopoEnv, gpu: usize, net: usize, nic_forces_flush: bool) -> bool {
+    if nic_forces_flush || env.net_force_flush {
+        return true;
+    }
+    let mut flush = topo.nodes[gpu].gpu.as_ref().map_or(0, |g| g.sm) < 90;
+    if let Some(c) = local_cpu(topo, gpu) {
+        if kind_of(topo, gpu, net) <= PathType::PXB && kind_of(topo, gpu, c) == PathType::C2C {
+            flush = true;
+        }
+    }
+    flush
+}
+
 /// `system->maxBw` and `totalBw` as `ncclTopoSearchInit` sets them: the best path bandwidth from a GPU to
 /// another GPU (to a NET when `inter`), and the larger of a GPU's summed NVLink and its PCI bandwidth.
 pub fn search_init_bw(topo: &Topology, inter: bool) -> (f64, f64) {

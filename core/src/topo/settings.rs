@@ -30,6 +30,10 @@ pub struct TopoEnv {
     /// `NCCL_PXN_C2C` (default 1): peers reaching the NIC over C2C qualify for PXN.
     pub pxn_c2c: bool,
     pub netdevs: NetDevsPolicy,
+    /// `NCCL_NET_DISABLE_INTRA`: never use the network between GPUs of one node.
+    pub net_disable_intra: bool,
+    /// `NCCL_NET_FORCE_FLUSH`: flush GDR receives even on Hopper and later.
+    pub net_force_flush: bool,
 }
 
 impl Default for TopoEnv {
@@ -43,6 +47,8 @@ impl Default for TopoEnv {
             pxn_disable: false,
             pxn_c2c: true,
             netdevs: NetDevsPolicy::Auto,
+            net_disable_intra: false,
+            net_force_flush: false,
         }
     }
 }
@@ -108,6 +114,8 @@ impl TopoEnv {
         t.nvb_disable = env.int("NCCL_NVB_DISABLE", 0)? != 0;
         t.pxn_disable = env.int("NCCL_PXN_DISABLE", 0)? == 1;
         t.pxn_c2c = env.int("NCCL_PXN_C2C", 1)? != 0;
+        t.net_disable_intra = env.int("NCCL_NET_DISABLE_INTRA", 0)? == 1;
+        t.net_force_flush = env.int("NCCL_NET_FORCE_FLUSH", 0)? != 0;
         if let Some(v) = env.str("NCCL_NETDEVS_POLICY") {
             t.netdevs = parse_netdevs(v)?;
         }
@@ -147,6 +155,10 @@ mod tests {
             ("NCCL_PXN_DISABLE", "1"),
             ("NCCL_NVB_DISABLE", "1"),
             ("NCCL_NETDEVS_POLICY", "MAX:2"),
+            ("NCCL_NET_DISABLE_INTRA", "1"),
+            ("NCCL_NET_FORCE_FLUSH", "1"),
+            ("NCCL_PXN_C2C", "0"),
+            ("NCCL_NET_GDR_C2C", "0"),
         ]);
         let t = TopoEnv::from_env(&env).unwrap();
         assert_eq!(t.p2p_level, Some(PathType::SYS));
@@ -154,6 +166,7 @@ mod tests {
         assert_eq!(t.gdr_read, 0);
         assert!(t.pxn_disable && t.nvb_disable);
         assert_eq!(t.netdevs, NetDevsPolicy::Max(2));
+        assert!(t.net_disable_intra && t.net_force_flush && !t.pxn_c2c && !t.gdr_c2c);
         let names: Vec<_> = env.settings().into_iter().map(|s| s.name).collect();
         assert!(names.contains(&"NCCL_P2P_LEVEL".to_string()) && names.contains(&"NCCL_NET_GDR_LEVEL".to_string()));
 

@@ -349,6 +349,8 @@ fn malformed_input_is_reported_with_file_line_and_expectation() {
     let e = parse_err("<system version=\"2\"/>");
     assert!(e.contains("<system version=\"2\"> is not valid: expected 1"), "{e}");
     let e = parse_err("<graphs/>");
+    assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found <graphs>");
+    let e = parse_err("<!-- nothing -->");
     assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found no element");
     let e = parse_err("<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"\" link_width=\"16\"><gpu dev=\"0\" rank=\"0\" gdr=\"1\"/></pci></cpu></system>");
     assert_eq!(e, "bad.xml:1: <gpu> is missing the attribute 'sm'");
@@ -382,12 +384,136 @@ fn topo_file_and_dump_file_from_env() {
     assert_eq!(dump_if_requested(&x, &env).unwrap(), Some(out.clone()));
     let env = crate::env::Env::from_pairs([("NCCL_TOPO_FILE", out.to_str().unwrap())]);
     let source = TopoSource::from_env(&env);
-    assert_eq!(source, Some(TopoSource::File(out.clone())));
-    let back = load(&source.unwrap()).unwrap();
+    assert_eq!(source, TopoSource::File(out.clone()));
+    let back = load(&source).unwrap();
     let t = build(&back, &TopoEnv::default()).unwrap();
     assert_eq!(t.source, format!("file:{}", out.display()));
     let mut orig = build(&x, &TopoEnv::default()).unwrap();
     orig.source = t.source.clone();
     assert_eq!(t, orig);
     assert_eq!(dump_if_requested(&x, &crate::env::Env::default()).unwrap(), None);
+    assert_eq!(TopoSource::from_env(&crate::env::Env::default()), TopoSource::Detect { root: "/".into() });
+}
+
+#[test]
+fn broadcom_gen4_switches_are_flattened() {
+    let bcm = r#"vendor="0x1000" device="0xc010" subsystem_vendor="0x1000" subsystem_device="0xa064" link_speed="16.0 GT/s PCIe" link_width="16""#;
+    let gpu = |bus: &str, dev: u32| {
+        format!(
+            r#"<pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci>"#
+        )
+    };
+    let text = format!(
+        r#"<system version="1"><cpu numaid="0" arch="arm64">
+        <pci busid="0000:01:00.0" class="0x060400" {bcm}>
+          <pci busid="0000:02:00.0" class="0x060400" {bcm}>{}</pci>
+          <pci busid="0000:03:00.0" class="0x060400" {bcm}>{}</pci>
+        </pci></cpu></system>"#,
+        gpu("0000:04:00.0", 0),
+        gpu("0000:05:00.0", 1)
+    );
+    let t = from_xml(&text, &TopoEnv::default());
+    assert_eq!(t.nodes_of(NodeType::PCI).count(), 1, "sub-switches folded into the top one");
+    let (sw, node) = t.nodes_of(NodeType::PCI).next().unwrap();
+    assert_eq!(node.name(), "PCI/0-1000");
+    assert_eq!(node.pci.as_ref().unwrap().subsystem_device.as_deref(), Some("0xffff"));
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert_eq!(kind(&t, g0, g1), PathType::PIX);
+    assert!(t.links.iter().any(|l| l.from == g0 && l.to == sw));
+    assert!(t.links.iter().any(|l| l.from == sw && l.to == g1));
+    // Without the Broadcom ids the two levels stay: PXB.
+    let plain =
+        from_xml(&text.replace(r#"subsystem_device="0xa064""#, r#"subsystem_device="0x0000""#), &TopoEnv::default());
+    assert_eq!(plain.nodes_of(NodeType::PCI).count(), 3);
+    assert_eq!(kind(&plain, g0, g1), PathType::PXB);
+}
+
+#[test]
+fn amd_with_two_gpus_allows_p2p_across_sockets() {
+    let gpu = |numa: u32, bus: &str, dev: u32| {
+        format!(
+            r#"<cpu numaid="{numa}" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1"><pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci></cpu>"#
+        )
+    };
+    let text = format!(r#"<system version="1">{}{}</system>"#, gpu(0, "0000:01:00.0", 0), gpu(1, "0000:81:00.0", 1));
+    let env = TopoEnv::default();
+    let t = from_xml(&text, &env);
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    let d = check_p2p(&t, &env, g0, g1);
+    assert_eq!((d.path, d.level, d.p2p), (PathType::SYS, PathType::SYS, true));
+    assert_eq!(paths::path(&t, g0, g1).unwrap().bw, bandwidth::AMD_BW);
+    // The user's level still wins.
+    let pxb = TopoEnv { p2p_level: Some(PathType::PXB), ..TopoEnv::default() };
+    assert!(!check_p2p(&t, &pxb, g0, g1).p2p);
+}
+
+#[test]
+fn separate_hosts_are_disconnected() {
+    let cpu = |hash: &str, bus: &str, dev: u32| {
+        format!(
+            r#"<cpu host_hash="{hash}" numaid="0" arch="arm64"><pci busid="{bus}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="90" rank="{dev}" gdr="1"/></pci></cpu>"#
+        )
+    };
+    let text =
+        format!(r#"<system version="1">{}{}</system>"#, cpu("0xa", "0000:01:00.0", 0), cpu("0xb", "0000:01:00.0", 1));
+    let t = from_xml(&text, &TopoEnv::default());
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert_eq!(t.nodes[g1].name(), "GPU/1-1000", "the second host is system 1");
+    assert_eq!(kind(&t, g0, g1), PathType::DIS);
+    assert!(!check_p2p(&t, &TopoEnv::default(), g0, g1).p2p);
+}
+
+#[test]
+fn gdr_c2c_parameter() {
+    let off = TopoEnv { gdr_c2c: false, ..TopoEnv::default() };
+    let t = from_xml(GRACE, &off);
+    let (g, net) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::NET, 0));
+    let d = check_gdr(&t, &off, g, net, false).unwrap();
+    assert_eq!(d.lines, ["GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 6 > 5)"]);
+    // Without GDR the NIC path is rerouted through the CPU's memory: P2C stays the merged type.
+    assert_eq!(kind(&t, g, net), PathType::P2C);
+}
+
+#[test]
+fn net_between_local_gpus_and_flush() {
+    let env = TopoEnv::default();
+    let t = preset("hgx-pcie", &env);
+    let g: Vec<usize> = t.nodes_of(NodeType::GPU).map(|(i, _)| i).collect();
+    // GPU0 and GPU3 (PHB, 24 GB/s between them) each reach a NIC at PIX, but at the same 24 GB/s: no.
+    assert!(!paths::check_net(&t, &env, g[0], g[3]));
+    // Across sockets (10 GB/s) only GPU0 has a NIC at PXB or better: no.
+    assert!(!paths::check_net(&t, &env, g[0], g[4]));
+    let nvb = preset("nvlink-bridge-4", &env);
+    let h: Vec<usize> = nvb.nodes_of(NodeType::GPU).map(|(i, _)| i).collect();
+    assert!(!paths::check_net(&nvb, &env, h[0], h[2]), "the NIC is PHB away from every GPU");
+    let net = nth(&t, NodeType::NET, 0);
+    assert!(paths::need_flush(&t, &env, g[0], net, false), "Ampere flushes");
+    let h100 = preset("dgx-h100", &env);
+    let (hg, hn) = (nth(&h100, NodeType::GPU, 0), nth(&h100, NodeType::NET, 0));
+    assert!(!paths::need_flush(&h100, &env, hg, hn, false), "Hopper does not");
+    assert!(paths::need_flush(&h100, &env, hg, hn, true));
+    let forced = TopoEnv { net_force_flush: true, ..TopoEnv::default() };
+    assert!(paths::need_flush(&h100, &forced, hg, hn, false));
+}
+
+#[test]
+fn net_wins_when_faster_than_p2p() {
+    // Two GPUs on different sockets of an Ice Lake host (10 GB/s between them), each with its own 50 GB/s NIC
+    // on its switch (PCIe Gen4: 24 GB/s paths), so the network is faster.
+    let side = |numa: u32, sw: &str, gpu: &str, nic: &str, dev: u32| {
+        format!(
+            r#"<cpu numaid="{numa}" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="106"><pci busid="{sw}" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16"><pci busid="{gpu}" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="80" rank="{dev}" gdr="1"/></pci><pci busid="{nic}" class="0x020700" link_speed="16.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_{dev}" dev="{dev}" speed="400000" gdr="1"/></nic></pci></pci></cpu>"#
+        )
+    };
+    let text = format!(
+        r#"<system version="1">{}{}</system>"#,
+        side(0, "0000:10:00.0", "0000:11:00.0", "0000:12:00.0", 0),
+        side(1, "0000:90:00.0", "0000:91:00.0", "0000:92:00.0", 1)
+    );
+    let env = TopoEnv::default();
+    let t = from_xml(&text, &env);
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert!(paths::check_net(&t, &env, g0, g1));
+    let off = TopoEnv { net_disable_intra: true, ..TopoEnv::default() };
+    assert!(!paths::check_net(&t, &off, g0, g1));
 }

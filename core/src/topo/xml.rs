@@ -113,6 +113,8 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
     let mut stack: Vec<XmlNode> = vec![XmlNode::new("")];
     // Depth of elements being skipped because the schema does not hold them there.
     let mut skipping = 0usize;
+    // The first top-level element, for the error when it is not <system>.
+    let mut first_top: Option<String> = None;
     loop {
         let before = reader.buffer_position() as usize;
         let event = reader.read_event().map_err(|err| TopoError::Syntax {
@@ -127,6 +129,9 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
             Event::Empty(_) if skipping > 0 => {}
             Event::Start(e) => {
                 let node = open_element(&e, line, origin)?;
+                if stack.len() == 1 {
+                    first_top.get_or_insert_with(|| node.name.clone());
+                }
                 if accepts(&stack, &node.name) {
                     stack.push(node);
                 } else {
@@ -136,6 +141,9 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
             }
             Event::Empty(e) => {
                 let node = open_element(&e, line, origin)?;
+                if stack.len() == 1 {
+                    first_top.get_or_insert_with(|| node.name.clone());
+                }
                 if accepts(&stack, &node.name) {
                     attach(&mut stack, node);
                 } else {
@@ -155,10 +163,7 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
         }
     }
     let root = stack.pop().unwrap_or_else(|| XmlNode::new(""));
-    let found = || match root.subs.first() {
-        Some(n) => format!("<{}>", n.name),
-        None => "no element".to_string(),
-    };
+    let found = || first_top.map_or("no element".to_string(), |n| format!("<{n}>"));
     let Some(system) = root.subs.iter().find(|n| n.name == "system").cloned() else {
         return Err(TopoError::NoSystem { origin: origin.to_string(), found: found() });
     };

@@ -1,0 +1,3 @@
+//! Subcommands of the `collscope` command line, one module each.
+
+pub mod topo;
