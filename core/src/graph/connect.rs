@@ -129,8 +129,43 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32)
     Ok((min, max as u32))
 }
 
-/// `NVLS_NCHANNELS_*` for a communicator whose NVLS graph found heads; 0 otherwise.
-pub fn nvls_channels(comp_cap: u32, multi_node: bool, env: &Env) -> Result<u32, GraphError> {
+/// The communicator's CTA bounds (`config.minCTAs`/`maxCTAs`, default 1 and 64) as `NCCL_MIN_CTAS` and
+/// `NCCL_MAX_CTAS` override them, capped as `envConfigOverride` (init.cc) does.
+pub fn cta_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), GraphError> {
+    let (mut min, mut max) = (1i64, MAXCHANNELS as i64);
+    for (name, value) in [("NCCL_MIN_CTAS", &mut min), ("NCCL_MAX_CTAS", &mut max)] {
+        let v = env.int(name, i64::MIN)?;
+        if v == i64::MIN {
+            continue;
+        }
+        if v <= 0 {
+            lines.push(InfoLine::env(format!("{name} {v} is too low, leaving it set at {value}")));
+        } else {
+            *value = v;
+        }
+    }
+    if min > MAXCHANNELS as i64 {
+        lines.push(InfoLine::env(format!(
+            "minCTAs {min} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+        )));
+        min = MAXCHANNELS as i64;
+    }
+    if max > MAXCHANNELS as i64 {
+        lines.push(InfoLine::env(format!(
+            "maxCTAs {max} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+        )));
+        max = MAXCHANNELS as i64;
+    }
+    if min > max {
+        lines.push(InfoLine::env(format!("minCTAs {min} is larger than maxCTAs {max}, set both to {max}")));
+        min = max;
+    }
+    Ok((min as u32, max as u32))
+}
+
+/// `ncclNvlsInit`'s channel count (`NVLS_NCHANNELS_*`, or `NCCL_NVLS_NCHANNELS` when positive), kept within
+/// the CTA bounds.
+pub fn nvls_channels(comp_cap: u32, multi_node: bool, ctas: (u32, u32), env: &Env) -> Result<u32, GraphError> {
     let default = if comp_cap >= 100 {
         if multi_node {
             NVLS_NCHANNELS_SM100
@@ -141,7 +176,8 @@ pub fn nvls_channels(comp_cap: u32, multi_node: bool, env: &Env) -> Result<u32, 
         NVLS_NCHANNELS_SM90
     };
     let n = env.int("NCCL_NVLS_NCHANNELS", default as i64)?;
-    Ok(n.clamp(1, MAXCHANNELS as i64) as u32)
+    let n = if n > 0 { n.min(MAXCHANNELS as i64) as u32 } else { default };
+    Ok(n.min(ctas.1).max(ctas.0))
 }
 
 fn pow2_up(x: u32) -> u32 {
@@ -301,16 +337,19 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     if shape.min_comp_cap >= 90 && nnodes > 1 && graphs.ring.bw_intra > 45.0 && n < 16 {
         n = copy(&mut prev, &mut next, &mut trees, n, 2 * n);
     }
+    // NCCL_MAX_NCHANNELS and maxCTAs first (keeping the first channels), then NCCL_MIN_NCHANNELS and minCTAs
+    // by copying them.
+    let ctas = cta_limits(env, &mut lines)?;
     let (min_ch, max_ch) = channel_limits(env, &mut lines)?;
-    n = n.min(max_ch as usize);
+    n = n.min(max_ch as usize).min(ctas.1 as usize);
     prev.truncate(n);
     next.truncate(n);
     trees.truncate(n);
-    n = copy(&mut prev, &mut next, &mut trees, n, (min_ch as usize).max(1));
+    n = copy(&mut prev, &mut next, &mut trees, n, min_ch.max(ctas.0) as usize);
     let coll = n as u32;
 
     let nvls = match &graphs.nvls {
-        Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, env)?,
+        Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, ctas, env)?,
         _ => 0,
     };
 
@@ -474,8 +513,20 @@ mod tests {
         let c = connect(&g, &shape, &env).unwrap();
         assert_eq!(c.counts.coll, Some(10));
         assert_eq!(c.rings[9].order, c.rings[1].order);
-        let env = Env::from_pairs([("NCCL_MAX_NCHANNELS", "0")]);
+        let env = Env::from_pairs([("NCCL_MAX_CTAS", "3"), ("NCCL_MIN_CTAS", "0")]);
+        let c = connect(&g, &shape, &env).unwrap();
+        assert_eq!(c.counts.coll, Some(3));
+        assert!(has(&c, "NCCL_MIN_CTAS 0 is too low, leaving it set at 1"));
         let mut lines = Vec::new();
+        let env = Env::from_pairs([("NCCL_MIN_CTAS", "80"), ("NCCL_MAX_CTAS", "8")]);
+        assert_eq!(cta_limits(&env, &mut lines).unwrap(), (8, 8));
+        assert_eq!(lines[0].text, "minCTAs 80 is larger than #channels upper limit 64, cap it to 64");
+        assert_eq!(lines[1].text, "minCTAs 64 is larger than maxCTAs 8, set both to 8");
+        assert_eq!(nvls_channels(90, false, (8, 8), &Env::default()).unwrap(), 8);
+        assert_eq!(nvls_channels(100, true, (1, 64), &Env::default()).unwrap(), 32);
+        assert_eq!(nvls_channels(100, false, (1, 64), &Env::from_pairs([("NCCL_NVLS_NCHANNELS", "-1")])).unwrap(), 24);
+        let env = Env::from_pairs([("NCCL_MAX_NCHANNELS", "0")]);
+        lines.clear();
         assert_eq!(channel_limits(&env, &mut lines).unwrap(), (0, 1));
         assert_eq!(lines, [InfoLine::graph_env("User asked for a maximum of 0 channels, setting it to 1".into())]);
         let env = Env::from_pairs([("NCCL_MIN_NRINGS", "100"), ("NCCL_MAX_NCHANNELS", "x")]);

@@ -3,11 +3,11 @@
 
 pub mod compute;
 pub mod connect;
-#[cfg(test)]
-mod fixture;
 pub mod plan;
 pub mod search;
 pub mod system;
+#[cfg(test)]
+mod testing;
 pub mod trees;
 pub mod xml;
 
@@ -31,6 +31,9 @@ impl InfoLine {
     }
     pub fn init(text: String) -> Self {
         InfoLine { subsys: Subsys::INIT, text }
+    }
+    pub fn env(text: String) -> Self {
+        InfoLine { subsys: Subsys::ENV, text }
     }
     pub fn graph_env(text: String) -> Self {
         InfoLine { subsys: Subsys::GRAPH | Subsys::ENV, text }

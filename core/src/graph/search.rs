@@ -104,7 +104,7 @@ impl Searcher<'_> {
         if kind == PathType::PHB && start_is_gpu && links.iter().any(|&l| self.sys.cpu_x86_intel[self.sys.links[l].to])
         {
             // P2P through an Intel root complex costs 6/5 of the bandwidth on PCI links.
-            pci_bw = bw * 6.0 / 5.0;
+            pci_bw = crate::topo::bandwidth::intel_p2p_overhead(bw);
         }
         let mut node = start;
         for (step, &l) in links.iter().take(max_steps).enumerate() {
@@ -149,7 +149,8 @@ impl Searcher<'_> {
         let is_intra = |x: At| matches!(x, At::Gpu(_) | At::Nvs(_));
         let intra = is_intra(from) && is_intra(to);
         let (bw, limit) = if intra { (g.bw_intra, g.type_intra) } else { (g.bw_inter, g.type_inter) };
-        if kind >= PathType::DIS || links.is_empty() {
+        // A GPU's path to itself (LOC, no links) is free, as NCCL's zero-step walk is.
+        if kind >= PathType::DIS || (links.is_empty() && a != b) {
             return false;
         }
         if mult > 0.0 && kind > limit {
@@ -264,6 +265,13 @@ impl Searcher<'_> {
             }
             for &n in &self.sys.preferred_nets[g] {
                 push(&mut nets, n);
+            }
+        }
+        // NCCL_NETDEVS_POLICY=MAX:n keeps only the preferred NETs, up to n per GPU.
+        if let Some(max) = self.sys.netdevs_max {
+            let max = if gpu.is_none() { max * self.sys.ngpus() } else { max };
+            if nets.len() >= max {
+                return nets;
             }
         }
         for t in PathType::ALL.iter().copied().filter(|t| *t <= type_inter) {
@@ -620,11 +628,12 @@ impl Searcher<'_> {
                         local as usize,
                     )?;
                 }
-                let (gpus, kind) = self.sys.local(self.sys.nets[n], &self.sys.gpus.clone());
-                if kind != PathType::DIS {
-                    for lg in gpus.into_iter().filter(|&x| x as i32 != local) {
-                        self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
-                    }
+                if info.local_gpus.is_empty() {
+                    // NCCL skips the NIC here without giving its bandwidth back (search.cc does the same).
+                    continue;
+                }
+                for &lg in info.local_gpus.iter().filter(|&&x| x as i32 != local) {
+                    self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
                 }
             }
             self.share_net_bw(&info, bw);
