@@ -49,3 +49,39 @@ pub fn input_from_plan(plan: &Plan, topo: &Topology, nnodes: u32) -> TuningInput
     input.nvs_count = topo.nodes_of(NodeType::NVS).count() as u32;
     input
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+    use crate::topo::{self, TopoEnv, TopoSource};
+    use crate::tuning::input::CpuVendor;
+
+    fn preset(name: &str) -> Topology {
+        let xml = topo::load(&TopoSource::Preset(name.into())).unwrap();
+        topo::build(&xml, &TopoEnv::default()).unwrap()
+    }
+
+    #[test]
+    fn dgx_a100_two_nodes_input() {
+        let t = preset("dgx-a100");
+        let plan = crate::graph::plan(&t, 2, &Env::default()).unwrap();
+        let i = input_from_plan(&plan, &t, 2);
+        assert_eq!((i.n_ranks, i.n_nodes, i.local_ranks), (16, 2, 8));
+        assert_eq!((i.min_comp_cap, i.max_comp_cap), (80, 80));
+        assert_eq!(i.cpu_vendor, CpuVendor::Amd);
+        assert_eq!(i.graphs.ring.n_channels, i.graphs.tree.n_channels);
+        assert_eq!(Some(i.coll_channels), plan.connected.counts.coll);
+        assert!(!i.nvls_support && i.nvs_count > 0);
+    }
+
+    #[test]
+    fn dgx_h100_has_nvls() {
+        let t = preset("dgx-h100");
+        let plan = crate::graph::plan(&t, 1, &Env::default()).unwrap();
+        let i = input_from_plan(&plan, &t, 1);
+        assert!(i.nvls_support);
+        assert_eq!(i.nvls_channels, 16);
+        assert!(i.graphs.nvls.n_channels >= 2);
+    }
+}
