@@ -11,7 +11,9 @@ use clap::Args;
 use collscope_core::debug::{self, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_core::env::Env;
 use collscope_core::graph::{self, Plan};
-use collscope_core::model::{Algorithm, ChannelCounts, Collective, Decision, Graph, Protocol, Ring, Topology, Tree};
+use collscope_core::model::{
+    Algorithm, ChannelCounts, Collective, DataType, Decision, Graph, Protocol, Ring, Topology, Tree,
+};
 use collscope_core::nccl_info;
 use collscope_core::topo::{self, TopoEnv};
 use collscope_core::tuning::constants::NCCL_2_28_9;
@@ -169,7 +171,7 @@ fn call_size(coll: Collective, size: u64, n_ranks: u32) -> (u64, u64) {
         _ => 1,
     };
     let count = (size / (ELEM * per)).max(1);
-    (count * ELEM * per, count)
+    (CallInfo::bytes_for(coll, count, DataType::F32, n_ranks), count)
 }
 
 /// Element size of the float32 calls explained.

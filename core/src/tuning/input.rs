@@ -186,8 +186,4 @@ impl TuningInput {
             cudart_version: 12080,
         }
     }
-
-    pub fn ppn(&self) -> f64 {
-        self.n_ranks as f64 / self.n_nodes.max(1) as f64
-    }
 }
