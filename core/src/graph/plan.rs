@@ -32,6 +32,14 @@ impl Plan {
         }
     }
 
+    /// Records graphs, channel counts, rings and trees in a snapshot.
+    pub fn fill(&self, snap: &mut crate::model::Snapshot) {
+        snap.graphs = self.graphs().into_iter().map(|f| f.graph.clone()).collect();
+        snap.channels = self.connected.counts.clone();
+        snap.rings = self.connected.rings.clone();
+        snap.trees = self.connected.trees.clone();
+    }
+
     /// The graphs in init.cc's order, skipping those not computed.
     pub fn graphs(&self) -> Vec<&Found> {
         let mut v = vec![&self.ring, &self.tree];
@@ -123,6 +131,10 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     };
     let connected = connect(&graphs, &shape, env)?;
     lines.extend(connected.lines.iter().cloned());
+    // From here on (tuning, transports) NCCL works with the aligned graphs; the lines stay as printed.
+    let (mut ring, mut tree) = (ring, tree);
+    ring.graph = graphs.ring;
+    tree.graph = graphs.tree;
     Ok(Plan { ring, tree, collnet_chain, collnet_direct, nvls, connected, lines })
 }
 
@@ -145,7 +157,15 @@ mod tests {
             "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"
         ));
         assert!(p.nvls.is_none() && p.collnet_direct.is_none());
-        assert_eq!(p.graphs().len(), 2);
+        let mut snap = crate::model::Snapshot::new(crate::model::Source::Model { topology: "dgx-a100".into() });
+        p.fill(&mut snap);
+        assert_eq!(snap.graphs.len(), 2);
+        assert_eq!(snap.channels.coll, Some(24));
+        assert_eq!(snap.rings.len(), 24);
+        assert_eq!(snap.trees.len(), 24 * 8);
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["graphs"][0]["n_channels"], 12);
+        assert_eq!(json["graphs"][0]["type_intra"], "NVL");
     }
 
     #[test]
@@ -270,5 +290,34 @@ mod collnet_tests {
         assert!(p.lines.iter().any(|l| l.text.starts_with("Pattern 6, crossNic 0, nChannels 8, ")));
         // Without NCCL_COLLNET_ENABLE=1 neither graph is computed.
         assert!(plan(&topo, 2, &Env::default()).unwrap().collnet_direct.is_none());
+    }
+}
+
+#[cfg(test)]
+mod one_gpu_tests {
+    use super::*;
+    use crate::graph::testing::from_xml;
+
+    #[test]
+    fn one_gpu_per_node_trees_are_the_node_trees() {
+        let topo = from_xml(
+            r#"<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+    <pci busid="0000:02:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_0" dev="0" speed="100000" port="1" guid="0x1" gdr="1"/></nic></pci>
+  </cpu>
+</system>"#,
+        );
+        let p = plan(&topo, 5, &Env::default()).unwrap();
+        assert_eq!(p.tree.graph.pattern, Pattern::Tree, "one GPU: trees are plain trees");
+        let n = p.ring.graph.n_channels;
+        let t = |ch: u32, r: u32| p.connected.trees.iter().find(|t| t.channel == ch && t.rank == r).unwrap().clone();
+        // First tree over 5 nodes: 0 -> 4 -> 2 -> {1, 3}; second tree shifted by one: 1 -> 0 -> 3 -> {2, 4}.
+        assert_eq!((t(0, 0).up, t(0, 0).down.clone()), (-1, vec![4, -1, -1]));
+        assert_eq!((t(0, 2).up, t(0, 2).down.clone()), (4, vec![1, 3, -1]));
+        assert_eq!((t(n, 1).up, t(n, 1).down.clone()), (-1, vec![0, -1, -1]));
+        assert_eq!((t(n, 3).up, t(n, 3).down.clone()), (0, vec![2, 4, -1]));
+        assert_eq!(p.connected.rings[0].order, vec![0, 1, 2, 3, 4]);
+        assert_eq!(p.connected.tree_depth, 2);
     }
 }
