@@ -23,15 +23,10 @@ fn cpu_of(topo: &Topology) -> (CpuArch, CpuVendor) {
 pub fn input_from_plan(plan: &Plan, topo: &Topology, nnodes: u32) -> TuningInput {
     let sms: Vec<u32> = topo.nodes_of(NodeType::GPU).filter_map(|(_, n)| n.gpu.as_ref().map(|g| g.sm)).collect();
     let ranks_per_node = sms.len().max(1) as u32;
-    let mut ring = algo_graph(&plan.ring);
-    let mut tree = algo_graph(&plan.tree);
-    // init.cc: the ring and tree graphs share the smaller channel count before tuning.
-    let n = ring.n_channels.min(tree.n_channels);
-    ring.n_channels = n;
-    tree.n_channels = n;
+    // The plan's ring and tree are already aligned (shared, smaller channel count), as init.cc tunes them.
     let graphs = TuningGraphs {
-        tree,
-        ring,
+        tree: algo_graph(&plan.tree),
+        ring: algo_graph(&plan.ring),
         collnet_direct: plan.collnet_direct.as_ref().map_or(AlgoGraph::none(Pattern::CollnetDirect), algo_graph),
         collnet_chain: plan.collnet_chain.as_ref().map_or(AlgoGraph::none(Pattern::Tree), algo_graph),
         nvls: plan.nvls.as_ref().map_or(AlgoGraph::none(Pattern::Nvls), algo_graph),
