@@ -8,6 +8,8 @@
 
 pub mod choose;
 pub mod constants;
+mod enables;
+mod formulas;
 pub mod from_plan;
 pub mod grammar;
 pub mod input;
