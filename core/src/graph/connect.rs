@@ -40,6 +40,8 @@ pub struct Graphs {
     pub tree: Graph,
     pub nvls: Option<Graph>,
     pub collnet_direct: Option<Graph>,
+    /// Present when CollNet is enabled for this communicator (graph found, enough nodes).
+    pub collnet_chain: Option<Graph>,
 }
 
 /// One rank's tree links in one channel.
@@ -333,6 +335,12 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     prev.truncate(n);
     next.truncate(n);
     trees.truncate(n);
+    // CollNet: half as many channels again to saturate the node, except with one rank per node.
+    if let Some(chain) = graphs.collnet_chain.as_ref().filter(|g| g.n_channels > 0) {
+        if chain.bw_intra > chain.bw_inter && nranks > nnodes {
+            n = copy(&mut prev, &mut next, &mut trees, n, (n + n / 2).min(MAXCHANNELS as usize));
+        }
+    }
     // Hopper and newer across nodes: 4 compute channels per search channel below 16.
     if shape.min_comp_cap >= 90 && nnodes > 1 && graphs.ring.bw_intra > 45.0 && n < 16 {
         n = copy(&mut prev, &mut next, &mut trees, n, 2 * n);
@@ -464,6 +472,7 @@ mod tests {
             tree: graph(Pattern::BalancedTree, 12, 20.0, &order, 0),
             nvls: None,
             collnet_direct: None,
+            collnet_chain: None,
         };
         let shape =
             CommShape { nnodes, ranks_per_node: 8, min_comp_cap: 80, p2p_local_peer_channels: 24, net_count_by_bw: 0 };
@@ -550,6 +559,17 @@ mod tests {
         assert_eq!(t(0, 8).up, 17);
         assert_eq!(c.rings[0].neighbours[8], (7, 8, 9));
         assert_eq!(c.rings[0].neighbours[31], (30, 31, 0));
+    }
+
+    #[test]
+    fn collnet_adds_half_the_channels_again() {
+        let (mut g, shape) = a100(2);
+        let mut chain = graph(Pattern::Tree, 12, 20.0, &[0, 1, 2, 3, 4, 5, 6, 7], 0);
+        chain.bw_inter = 10.0;
+        g.collnet_chain = Some(chain);
+        let c = connect(&g, &shape, &Env::default()).unwrap();
+        assert_eq!(c.counts.coll, Some(36));
+        assert_eq!(c.rings[30].order, c.rings[6].order);
     }
 
     #[test]
