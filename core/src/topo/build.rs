@@ -44,11 +44,6 @@ struct Builder<'a> {
     host_hashes: Vec<u64>,
 }
 
-/// Parses a C integer attribute value.
-fn int_value(v: &str) -> Option<i64> {
-    parse_c_int(v)
-}
-
 /// `strtoull(s, NULL, 16)`: the leading hex digits, 0 when there are none. NCCL reads host hashes and GUIDs
 /// this way; they are opaque identifiers, so a placeholder such as `0x...` reads as 0 there too.
 fn hex_prefix(s: &str) -> u64 {
@@ -96,13 +91,13 @@ impl<'a> Builder<'a> {
 
     fn req_int(&self, node: &XmlNode, attr: &'static str) -> Result<i64, TopoError> {
         let v = self.req(node, attr)?;
-        int_value(v).ok_or_else(|| self.bad(node, attr, v, "an integer"))
+        parse_c_int(v).ok_or_else(|| self.bad(node, attr, v, "an integer"))
     }
 
     fn opt_int(&self, node: &XmlNode, attr: &'static str, default: i64) -> Result<i64, TopoError> {
         match node.attr(attr) {
             None => Ok(default),
-            Some(v) => int_value(v).ok_or_else(|| self.bad(node, attr, v, "an integer")),
+            Some(v) => parse_c_int(v).ok_or_else(|| self.bad(node, attr, v, "an integer")),
         }
     }
 
@@ -273,7 +268,7 @@ impl<'a> Builder<'a> {
         let width = if width_str.is_empty() {
             0
         } else {
-            int_value(width_str)
+            parse_c_int(width_str)
                 .filter(|w| (0..=64).contains(w))
                 .ok_or_else(|| self.bad(x, "link_width", width_str, "a PCIe link width (0 to 64 lanes)"))?
         };
@@ -288,7 +283,7 @@ impl<'a> Builder<'a> {
 
     fn uint(&self, x: &XmlNode, attr: &'static str) -> Result<u32, TopoError> {
         let v = self.req(x, attr)?;
-        int_value(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.bad(x, attr, v, "a non-negative integer"))
+        parse_c_int(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| self.bad(x, attr, v, "a non-negative integer"))
     }
 
     fn add_nic(&mut self, x: &XmlNode, nic: NRef, system: usize) -> Result<(), TopoError> {
@@ -580,7 +575,7 @@ fn bcm_gen(code: u64, level: u64) -> u32 {
 /// The 64-bit value NCCL prints for a PCI switch: vendor, device, subsystem vendor and subsystem device
 /// packed 16 bits each (`ncclTopoAddPci`).
 pub fn pci_device_code(pci: &PciAttrs) -> u64 {
-    let field = |v: &Option<String>| v.as_deref().and_then(int_value).unwrap_or(0) as u64 & 0xffff;
+    let field = |v: &Option<String>| v.as_deref().and_then(parse_c_int).unwrap_or(0) as u64 & 0xffff;
     (field(&pci.vendor) << 48)
         | (field(&pci.device) << 32)
         | (field(&pci.subsystem_vendor) << 16)

@@ -1,6 +1,16 @@
 //! The machine as NCCL sees it: topology XML (read, detected or preset), the node/link graph built from it,
 //! and NCCL's paths, P2P and GPUDirect RDMA decisions (modelled on NCCL 2.28.9, `src/graph/`).
 //!
+//! For other parts of collscope:
+//! - [`load`] a [`TopoSource`] (preset, file, host detection) into a [`TopoXml`]; [`build()`] it into a
+//!   `model::Topology` with nodes, links, paths (`Path::links` lists the links walked) and `max_bw`/`total_bw`;
+//!   [`dump`] / [`dump_if_requested`] write NCCL XML.
+//! - Decisions on a built topology (node indices): [`check_p2p`], [`check_gdr`], [`paths::check_net`],
+//!   [`paths::need_flush`], [`paths::local_net`], [`paths::local_gpu`], [`paths::pxn_proxy`],
+//!   [`paths::local_cpu`], [`paths::nearest`], [`paths::search_init_bw`] (inter-node `maxBw`/`totalBw`).
+//! - Constants and CPU kinds: [`bandwidth`] (`LOC_BW`, NVLink/PCI/QPI figures, `intel_p2p_overhead`, `CpuKind`).
+//! - NCCL's printouts: [`mod@print`].
+//!
 //! Typical use:
 //! ```
 //! use collscope_core::topo::{self, TopoEnv, TopoSource};

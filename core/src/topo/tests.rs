@@ -365,6 +365,24 @@ fn malformed_input_is_reported_with_file_line_and_expectation() {
 }
 
 #[test]
+fn size_limits() {
+    let open = r#"<pci busid="0000:01:00.0" class="0x060400" link_speed="" link_width="16">"#;
+    let deep = format!(
+        r#"<system version="1"><cpu numaid="0" arch="arm64">{}{}</cpu></system>"#,
+        open.repeat(100),
+        "</pci>".repeat(100)
+    );
+    let e = parse_err(&deep);
+    assert!(e.starts_with("bad.xml:1: malformed XML: elements nested deeper than 64 levels"), "{e}");
+    let many = format!(
+        r#"<system version="1"><cpu numaid="0" arch="arm64"><nic>{}</nic></cpu></system>"#,
+        r#"<net dev="0"/>"#.repeat(300)
+    );
+    let e = parse_err(&many);
+    assert!(e.contains("more than 256 elements"), "{e}");
+}
+
+#[test]
 fn unknown_elements_are_dropped_like_nccl() {
     let x = xml::parse(
         "<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><foo><pci/></foo></cpu><bar/></system>",

@@ -12,6 +12,10 @@ use quick_xml::Reader;
 
 /// The topology file version NCCL 2.28.9 reads and writes (`NCCL_TOPO_XML_VERSION`).
 pub const TOPO_XML_VERSION: i64 = 1;
+/// NCCL reads at most this many elements from a topology file (`NCCL_TOPO_XML_MAX_NODES`).
+pub const MAX_ELEMENTS: usize = 256;
+/// Deeper nesting than any machine has; the limit keeps recursion over the tree bounded.
+pub const MAX_DEPTH: usize = 64;
 
 /// One element: name, attributes in file order, children, and the line it starts on (for error messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +119,8 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
     let mut skipping = 0usize;
     // The first top-level element, for the error when it is not <system>.
     let mut first_top: Option<String> = None;
+    let mut elements = 0usize;
+    let limit = |line: usize, detail: String| TopoError::Syntax { origin: origin.to_string(), line, detail };
     loop {
         let before = reader.buffer_position() as usize;
         let event = reader.read_event().map_err(|err| TopoError::Syntax {
@@ -123,16 +129,26 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
             detail: err.to_string(),
         })?;
         let after = reader.buffer_position() as usize;
-        let line = lines.line_of(before + text[before..after].find('<').unwrap_or(0));
+        let line = lines.line_of(before + text.get(before..after).and_then(|t| t.find('<')).unwrap_or(0));
         match event {
             Event::Start(_) if skipping > 0 => skipping += 1,
+            Event::Start(_) | Event::Empty(_) if elements == MAX_ELEMENTS => {
+                return Err(limit(
+                    line,
+                    format!("more than {MAX_ELEMENTS} elements (NCCL's limit for a topology file)"),
+                ));
+            }
             Event::Empty(_) if skipping > 0 => {}
             Event::Start(e) => {
                 let node = open_element(&e, line, origin)?;
+                if stack.len() > MAX_DEPTH {
+                    return Err(limit(line, format!("elements nested deeper than {MAX_DEPTH} levels")));
+                }
                 if stack.len() == 1 {
                     first_top.get_or_insert_with(|| node.name.clone());
                 }
                 if accepts(&stack, &node.name) {
+                    elements += 1;
                     stack.push(node);
                 } else {
                     nccl_info!(Subsys::GRAPH, "Ignoring element {}", node.name);
@@ -145,6 +161,7 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
                     first_top.get_or_insert_with(|| node.name.clone());
                 }
                 if accepts(&stack, &node.name) {
+                    elements += 1;
                     attach(&mut stack, node);
                 } else {
                     nccl_info!(Subsys::GRAPH, "Ignoring element {}", node.name);
