@@ -360,6 +360,9 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, ctas, env)?,
         _ => 0,
     };
+    if let Some(g) = graphs.nvls.as_ref().filter(|_| nvls > 0 && nnodes > 1) {
+        lines.extend(nvls_tree_lines(g, nnodes, k));
+    }
 
     // ncclBuildRings: follow `next` from rank 0 and check the ring closes over every rank.
     let mut rings = Vec::with_capacity(n);
@@ -412,6 +415,51 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         p2p_per_peer: Some(per_peer),
     };
     Ok(Connected { counts, rings, trees: out_trees, tree_depth: depth, lines })
+}
+
+/// `connectNvls` across nodes: each head GPU (the first GPU of an NVLS channel, once each) joins the double
+/// binary tree of its peers on the other nodes. Lines: `NVLS Head %2d:` with the head's rank on each node
+/// (first 20 nodes), then every rank's `NVLS Trees : d0/d1/d2->rank->up d0/d1/d2->rank->up` for channels 0 and 1.
+fn nvls_tree_lines(g: &Graph, nnodes: usize, k: usize) -> Vec<InfoLine> {
+    let mut heads: Vec<i32> = Vec::new();
+    for c in &g.channels {
+        if let Some(&h) = c.intra.first() {
+            if !heads.contains(&h) {
+                heads.push(h);
+            }
+        }
+    }
+    let nranks = (nnodes * k) as i32;
+    let global = |node: i32, local: i32| node * k as i32 + local;
+    let mut lines = Vec::new();
+    for (h, &head) in heads.iter().enumerate() {
+        let mut line = format!("NVLS Head {h:2}:");
+        for n in 0..nnodes.min(20) {
+            line.push_str(&format!(" {:2}", global(n as i32, head)));
+        }
+        lines.push(InfoLine::init(line));
+    }
+    for r in 0..nranks {
+        let (node, local) = (r / k as i32, r % k as i32);
+        let head_rank = heads.iter().position(|&h| h == local).map_or(-1, |h| h as i32);
+        let down = nranks + 1 + head_rank;
+        let (t0, t1) = dtree(nnodes as i32, node);
+        let map = |x: i32| if x == -1 || head_rank < 0 { -1 } else { global(x, local) };
+        let mut text = String::from("NVLS Trees :");
+        for t in [t0, t1] {
+            let mut tree_down = [down, -1, -1];
+            let mut ix = 1;
+            for d in [map(t.down0), map(t.down1)] {
+                if d != -1 {
+                    tree_down[ix] = d;
+                    ix += 1;
+                }
+            }
+            text.push_str(&format!(" {}/{}/{}->{r}->{}", tree_down[0], tree_down[1], tree_down[2], map(t.up)));
+        }
+        lines.push(InfoLine::graph(text));
+    }
+    lines
 }
 
 /// `ncclTopoComputeP2pChannels`: p2p channels bounded by `NCCL_MIN/MAX_P2P_NCHANNELS`, channels per peer the

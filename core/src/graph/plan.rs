@@ -212,6 +212,11 @@ mod tests {
         let p = plan(&preset("dgx-h100"), 2, &Env::default()).unwrap();
         // crossNic 2: odd nodes swap channel pairs, so node 1 walks channel 1's order.
         assert!(has(&p, "Channel 00/16 :  0  7  6  5  4  3  2  1  9 10 11 12 13 14 15  8"));
+        // Every GPU heads an NVLS channel; heads pair up across the two nodes' tree (nRanks+1+head below).
+        assert!(has(&p, "NVLS Head  0:  0  8"));
+        assert!(has(&p, "NVLS Head  7:  7 15"));
+        assert!(has(&p, "NVLS Trees : 17/8/-1->0->-1 17/-1/-1->0->8"));
+        assert!(has(&p, "NVLS Trees : 17/-1/-1->8->0 17/0/-1->8->-1"));
         let p = plan(&preset("dgx-h100"), 1, &Env::from_pairs([("NCCL_NVLS_ENABLE", "0")])).unwrap();
         assert!(p.nvls.is_none());
     }
