@@ -40,6 +40,8 @@ pub struct Graphs {
     pub tree: Graph,
     pub nvls: Option<Graph>,
     pub collnet_direct: Option<Graph>,
+    /// Present when CollNet is enabled for this communicator (graph found, enough nodes).
+    pub collnet_chain: Option<Graph>,
 }
 
 /// One rank's tree links in one channel.
@@ -333,6 +335,12 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     prev.truncate(n);
     next.truncate(n);
     trees.truncate(n);
+    // CollNet: half as many channels again to saturate the node, except with one rank per node.
+    if let Some(chain) = graphs.collnet_chain.as_ref().filter(|g| g.n_channels > 0) {
+        if chain.bw_intra > chain.bw_inter && nranks > nnodes {
+            n = copy(&mut prev, &mut next, &mut trees, n, (n + n / 2).min(MAXCHANNELS as usize));
+        }
+    }
     // Hopper and newer across nodes: 4 compute channels per search channel below 16.
     if shape.min_comp_cap >= 90 && nnodes > 1 && graphs.ring.bw_intra > 45.0 && n < 16 {
         n = copy(&mut prev, &mut next, &mut trees, n, 2 * n);
@@ -352,6 +360,9 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, ctas, env)?,
         _ => 0,
     };
+    if let Some(g) = graphs.nvls.as_ref().filter(|_| nvls > 0 && nnodes > 1) {
+        lines.extend(nvls_tree_lines(g, nnodes, k));
+    }
 
     // ncclBuildRings: follow `next` from rank 0 and check the ring closes over every rank.
     let mut rings = Vec::with_capacity(n);
@@ -404,6 +415,51 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         p2p_per_peer: Some(per_peer),
     };
     Ok(Connected { counts, rings, trees: out_trees, tree_depth: depth, lines })
+}
+
+/// `connectNvls` across nodes: each head GPU (the first GPU of an NVLS channel, once each) joins the double
+/// binary tree of its peers on the other nodes. Lines: `NVLS Head %2d:` with the head's rank on each node
+/// (first 20 nodes), then every rank's `NVLS Trees : d0/d1/d2->rank->up d0/d1/d2->rank->up` for channels 0 and 1.
+fn nvls_tree_lines(g: &Graph, nnodes: usize, k: usize) -> Vec<InfoLine> {
+    let mut heads: Vec<i32> = Vec::new();
+    for c in &g.channels {
+        if let Some(&h) = c.intra.first() {
+            if !heads.contains(&h) {
+                heads.push(h);
+            }
+        }
+    }
+    let nranks = (nnodes * k) as i32;
+    let global = |node: i32, local: i32| node * k as i32 + local;
+    let mut lines = Vec::new();
+    for (h, &head) in heads.iter().enumerate() {
+        let mut line = format!("NVLS Head {h:2}:");
+        for n in 0..nnodes.min(20) {
+            line.push_str(&format!(" {:2}", global(n as i32, head)));
+        }
+        lines.push(InfoLine::init(line));
+    }
+    for r in 0..nranks {
+        let (node, local) = (r / k as i32, r % k as i32);
+        let head_rank = heads.iter().position(|&h| h == local).map_or(-1, |h| h as i32);
+        let down = nranks + 1 + head_rank;
+        let (t0, t1) = dtree(nnodes as i32, node);
+        let map = |x: i32| if x == -1 || head_rank < 0 { -1 } else { global(x, local) };
+        let mut text = String::from("NVLS Trees :");
+        for t in [t0, t1] {
+            let mut tree_down = [down, -1, -1];
+            let mut ix = 1;
+            for d in [map(t.down0), map(t.down1)] {
+                if d != -1 {
+                    tree_down[ix] = d;
+                    ix += 1;
+                }
+            }
+            text.push_str(&format!(" {}/{}/{}->{r}->{}", tree_down[0], tree_down[1], tree_down[2], map(t.up)));
+        }
+        lines.push(InfoLine::graph(text));
+    }
+    lines
 }
 
 /// `ncclTopoComputeP2pChannels`: p2p channels bounded by `NCCL_MIN/MAX_P2P_NCHANNELS`, channels per peer the
@@ -464,6 +520,7 @@ mod tests {
             tree: graph(Pattern::BalancedTree, 12, 20.0, &order, 0),
             nvls: None,
             collnet_direct: None,
+            collnet_chain: None,
         };
         let shape =
             CommShape { nnodes, ranks_per_node: 8, min_comp_cap: 80, p2p_local_peer_channels: 24, net_count_by_bw: 0 };
@@ -550,6 +607,17 @@ mod tests {
         assert_eq!(t(0, 8).up, 17);
         assert_eq!(c.rings[0].neighbours[8], (7, 8, 9));
         assert_eq!(c.rings[0].neighbours[31], (30, 31, 0));
+    }
+
+    #[test]
+    fn collnet_adds_half_the_channels_again() {
+        let (mut g, shape) = a100(2);
+        let mut chain = graph(Pattern::Tree, 12, 20.0, &[0, 1, 2, 3, 4, 5, 6, 7], 0);
+        chain.bw_inter = 10.0;
+        g.collnet_chain = Some(chain);
+        let c = connect(&g, &shape, &Env::default()).unwrap();
+        assert_eq!(c.counts.coll, Some(36));
+        assert_eq!(c.rings[30].order, c.rings[6].order);
     }
 
     #[test]

@@ -66,7 +66,10 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     let ring = run(&Request::ring(), &mut lines)?;
     let tree = run(&Request::tree(ring.graph.n_channels as usize), &mut lines)?;
 
-    let collnet = env.int("NCCL_COLLNET_ENABLE", 0)? == 1 && sys.net_info.iter().any(|n| n.coll);
+    // CollNet needs a network that supports it (the plugin's collective support), whether or not the NETs
+    // take part in this communicator's search.
+    let collnet_net = topo.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|a| a.coll));
+    let collnet = env.int("NCCL_COLLNET_ENABLE", 0)? == 1 && collnet_net;
     let (collnet_chain, collnet_direct) = if collnet {
         let n = ring.graph.n_channels as usize;
         let chain = Request { id: 2, pattern: Pattern::Tree, min_channels: n, max_channels: n, coll_net: true };
@@ -116,11 +119,20 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
         g.n_channels = n;
         g.channels.truncate(n as usize);
     }
+    // CollNet stays on only if its chain graph was found and the communicator spans enough nodes.
+    let collnet_threshold = env.int("NCCL_COLLNET_NODE_THRESHOLD", 2)?;
+    let chain = collnet_chain.as_ref().filter(|f| f.graph.n_channels > 0);
+    if chain.is_some() && (nnodes as i64) < collnet_threshold {
+        lines.push(InfoLine::init(format!(
+            "Communicator has {nnodes} nodes which is less than CollNet node threshold {collnet_threshold}, disabling CollNet"
+        )));
+    }
     let graphs = Graphs {
         ring: ring_g,
         tree: tree_g,
         nvls: nvls.as_ref().map(|f| f.graph.clone()),
         collnet_direct: collnet_direct.as_ref().map(|f| f.graph.clone()),
+        collnet_chain: chain.filter(|_| nnodes as i64 >= collnet_threshold).map(|f| f.graph.clone()),
     };
     let shape = CommShape {
         nnodes,
@@ -200,6 +212,11 @@ mod tests {
         let p = plan(&preset("dgx-h100"), 2, &Env::default()).unwrap();
         // crossNic 2: odd nodes swap channel pairs, so node 1 walks channel 1's order.
         assert!(has(&p, "Channel 00/16 :  0  7  6  5  4  3  2  1  9 10 11 12 13 14 15  8"));
+        // Every GPU heads an NVLS channel; heads pair up across the two nodes' tree (nRanks+1+head below).
+        assert!(has(&p, "NVLS Head  0:  0  8"));
+        assert!(has(&p, "NVLS Head  7:  7 15"));
+        assert!(has(&p, "NVLS Trees : 17/8/-1->0->-1 17/-1/-1->0->8"));
+        assert!(has(&p, "NVLS Trees : 17/-1/-1->8->0 17/0/-1->8->-1"));
         let p = plan(&preset("dgx-h100"), 1, &Env::from_pairs([("NCCL_NVLS_ENABLE", "0")])).unwrap();
         assert!(p.nvls.is_none());
     }
@@ -288,6 +305,12 @@ mod collnet_tests {
         let heads: std::collections::BTreeSet<i32> = direct.channels.iter().map(|c| c.intra[0]).collect();
         assert_eq!(heads.len(), 8);
         assert!(p.lines.iter().any(|l| l.text.starts_with("Pattern 6, crossNic 0, nChannels 8, ")));
+        // The chain is faster inside the node than across it: 8 x 2 duplicated + 8 = 24 coll channels.
+        assert_eq!(p.connected.counts.coll, Some(24));
+        let one = plan(&topo, 1, &env).unwrap();
+        assert!(one.lines.iter().any(
+            |l| l.text == "Communicator has 1 nodes which is less than CollNet node threshold 2, disabling CollNet"
+        ));
         // Without NCCL_COLLNET_ENABLE=1 neither graph is computed.
         assert!(plan(&topo, 2, &Env::default()).unwrap().collnet_direct.is_none());
     }

@@ -251,44 +251,6 @@ impl Searcher<'_> {
         next
     }
 
-    /// `ncclTopoSelectNets`: preferred NETs channel by channel, then any NET within `type_inter`.
-    fn select_nets(&self, type_inter: PathType, gpu: Option<usize>) -> Vec<usize> {
-        let mut nets: Vec<usize> = Vec::new();
-        let push = |nets: &mut Vec<usize>, n: usize| {
-            if !nets.contains(&n) {
-                nets.push(n);
-            }
-        };
-        for g in 0..self.sys.ngpus() {
-            if gpu.is_some_and(|x| x != g) {
-                continue;
-            }
-            for &n in &self.sys.preferred_nets[g] {
-                push(&mut nets, n);
-            }
-        }
-        // NCCL_NETDEVS_POLICY=MAX:n keeps only the preferred NETs, up to n per GPU.
-        if let Some(max) = self.sys.netdevs_max {
-            let max = if gpu.is_none() { max * self.sys.ngpus() } else { max };
-            if nets.len() >= max {
-                return nets;
-            }
-        }
-        for t in PathType::ALL.iter().copied().filter(|t| *t <= type_inter) {
-            for g in 0..self.sys.ngpus() {
-                if gpu.is_some_and(|x| x != g) {
-                    continue;
-                }
-                for n in 0..self.sys.nets.len().min(MAX_CHANNELS) {
-                    if self.sys.paths.get(&(self.sys.gpus[g], self.sys.nets[n])).is_some_and(|p| p.kind == t) {
-                        push(&mut nets, n);
-                    }
-                }
-            }
-        }
-        nets
-    }
-
     /// `ncclTopoSearchCheckNet`: whether a channel may leave through NET `n` having entered through `start`.
     fn check_net(&self, g: &SearchGraph, start: usize, n: usize, step: usize) -> bool {
         let (net, first) = (&self.sys.net_info[n], &self.sys.net_info[start]);
@@ -489,7 +451,7 @@ impl Searcher<'_> {
                     .iter()
                     .position(|n| n.id == start_id)
                     .ok_or_else(|| GraphError::Internal(format!("Could not find net id {start_id:x}")))?;
-                for n in self.select_nets(g.type_inter, Some(gi)) {
+                for n in self.sys.select_nets(g.type_inter, Some(gi)).to_vec() {
                     if !self.check_net(g, start, n, step) {
                         continue;
                     }
@@ -559,7 +521,7 @@ impl Searcher<'_> {
     ) -> Result<(), GraphError> {
         // NCCL keeps this bandwidth in an int.
         let bw = g.bw_inter.trunc();
-        let nets = self.select_nets(g.type_inter, None);
+        let nets = self.sys.select_nets(g.type_inter, None).to_vec();
         let mut found = false;
         let direct = matches!(g.pattern, Pattern::Nvls | Pattern::CollnetDirect);
         for i in 0..nets.len() {

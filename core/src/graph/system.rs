@@ -95,8 +95,8 @@ pub struct System {
     pub preferred_nets: Vec<Vec<usize>>,
     /// Per GPU, the NETs (indices) with the best path from it (`ncclTopoGetLocal(GPU -> NET)`).
     pub local_nets: Vec<Vec<usize>>,
-    /// `NCCL_NETDEVS_POLICY=MAX:n`.
-    pub netdevs_max: Option<usize>,
+    /// `ncclTopoSelectNets` for every inter-node path type limit (by id) and GPU (index, or ngpus for all).
+    select_nets: Vec<Vec<Vec<usize>>>,
 }
 
 impl System {
@@ -195,7 +195,11 @@ impl System {
             .map(|&g| topo_paths::nearest(topo, g, NodeType::NET).into_iter().filter_map(net_pos).collect())
             .collect();
         let (max_bw, total_bw) = topo_paths::search_init_bw(topo, inter);
-        Ok(System {
+        let netdevs_max = match topo_env.netdevs {
+            NetDevsPolicy::Max(n) => Some(n as usize),
+            _ => None,
+        };
+        let mut sys = System {
             kinds: topo.nodes.iter().map(|n| n.kind).collect(),
             cpu_x86_intel: topo
                 .nodes
@@ -225,11 +229,51 @@ impl System {
             total_bw,
             preferred_nets,
             local_nets,
-            netdevs_max: match topo_env.netdevs {
-                NetDevsPolicy::Max(n) => Some(n as usize),
-                _ => None,
-            },
-        })
+            select_nets: Vec::new(),
+        };
+        sys.select_nets = PathType::ALL
+            .iter()
+            .map(|&t| (0..=sys.gpus.len()).map(|g| sys.compute_select_nets(t, g, netdevs_max)).collect())
+            .collect();
+        Ok(sys)
+    }
+
+    /// The NETs to try, best first (`ncclTopoSelectNets`), for one GPU or (`None`) all of them.
+    pub fn select_nets(&self, type_inter: PathType, gpu: Option<usize>) -> &[usize] {
+        &self.select_nets[type_inter.id() as usize][gpu.unwrap_or(self.gpus.len())]
+    }
+
+    /// Preferred NETs channel by channel first, then any NET within `type_inter`, best type first;
+    /// `NCCL_NETDEVS_POLICY=MAX:n` stops at n per GPU. `gpu == ngpus` means every GPU.
+    fn compute_select_nets(&self, type_inter: PathType, gpu: usize, netdevs_max: Option<usize>) -> Vec<usize> {
+        let all = gpu == self.gpus.len();
+        let gpus: Vec<usize> = if all { (0..self.gpus.len()).collect() } else { vec![gpu] };
+        let mut nets: Vec<usize> = Vec::new();
+        for &g in &gpus {
+            for &n in &self.preferred_nets[g] {
+                if !nets.contains(&n) {
+                    nets.push(n);
+                }
+            }
+        }
+        let max = netdevs_max.map_or(usize::MAX, |m| if all { m * self.gpus.len() } else { m });
+        if nets.len() >= max {
+            return nets;
+        }
+        for t in PathType::ALL.iter().copied().filter(|t| *t <= type_inter) {
+            for &g in &gpus {
+                for n in 0..self.nets.len().min(MAX_CHANNELS) {
+                    if nets.contains(&n) || self.paths.get(&(self.gpus[g], self.nets[n])).is_none_or(|p| p.kind != t) {
+                        continue;
+                    }
+                    nets.push(n);
+                    if nets.len() >= max {
+                        return nets;
+                    }
+                }
+            }
+        }
+        nets
     }
 
     pub fn ngpus(&self) -> usize {
