@@ -8,3 +8,4 @@ pub mod graph;
 pub mod model;
 pub mod sys;
 pub mod topo;
+pub mod tuning;

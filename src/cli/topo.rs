@@ -16,7 +16,7 @@ pub struct TopoArgs {
 
 /// Where the topology comes from; neither flag: `NCCL_TOPO_FILE`, else this host.
 #[derive(Args)]
-struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// An NCCL topology XML file (as NCCL_TOPO_FILE).
     #[arg(long, value_name = "FILE", conflicts_with = "preset")]
     topo_file: Option<PathBuf>,
@@ -26,7 +26,7 @@ struct SourceArgs {
 }
 
 impl SourceArgs {
-    fn source(&self, env: &Env) -> TopoSource {
+    pub(crate) fn source(&self, env: &Env) -> TopoSource {
         match (&self.topo_file, &self.preset) {
             (Some(f), _) => TopoSource::File(f.clone()),
             (None, Some(p)) => TopoSource::Preset(p.clone()),
@@ -53,6 +53,9 @@ enum TopoCommand {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Everything NCCL would decide at init for N identical nodes (graphs, channels, rings, trees, tuning),
+    /// and per collective and size the algorithm, protocol and channels it would pick, and why.
+    Explain(super::explain::ExplainArgs),
 }
 
 fn section(out: &mut String, title: &str, lines: &[String]) {
@@ -75,8 +78,13 @@ fn emit(text: &str) -> Result<()> {
 }
 
 pub fn run(args: TopoArgs) -> Result<()> {
+    if let TopoCommand::Explain(a) = args.command {
+        // Explain sets up its own logger before anything reads the environment.
+        return super::explain::run(a);
+    }
     let env = Env::from_process();
     match args.command {
+        TopoCommand::Explain(_) => unreachable!("handled above"),
         TopoCommand::Show { source, json } => {
             let topo_env = TopoEnv::from_env(&env)?;
             let xml = topo::load(&source.source(&env))?;

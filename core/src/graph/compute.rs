@@ -149,7 +149,7 @@ fn dup_channels(g: &mut SearchGraph, cc_min: u32, ngpus: usize) {
 /// Runs `ncclTopoCompute` for one graph of one node of an `nnodes`-node communicator. `NCCL_GRAPH_FILE`, when
 /// set, supplies the graph instead if it has one for this id.
 pub fn compute(topo: &Topology, req: &Request, nnodes: u32, env: &Env) -> Result<Found, GraphError> {
-    let sys = System::new(topo, nnodes)?;
+    let sys = System::new(topo, nnodes, &crate::topo::TopoEnv::from_env(env)?)?;
     compute_on(sys, req, env)
 }
 
@@ -458,29 +458,154 @@ fn print_lines(sys: &System, id: u32, g: &Graph) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::fixture;
+    use crate::graph::testing::{from_xml, preset};
 
-    fn run(topo: &Topology, req: &Request, nnodes: u32) -> Found {
-        compute(topo, req, nnodes, &Env::default()).unwrap()
+    fn pattern_line(topo: &Topology, req: &Request, nnodes: u32) -> String {
+        let f = compute(topo, req, nnodes, &Env::default()).unwrap();
+        f.lines.iter().find(|l| l.text.starts_with("Pattern")).unwrap().text.clone()
     }
 
     #[test]
-    fn a100_node_ring_is_12_channels_at_20() {
-        let topo = fixture::nvswitch_node(80, 240.0, "AuthenticAMD");
-        let f = run(&topo, &Request::ring(), 1);
+    fn speed_arrays_follow_compute_capability() {
+        assert_eq!(speed_array(80, false)[0], 40.0);
+        assert_eq!(speed_array(86, true)[0], 48.0);
+        assert_eq!(speed_array(90, false)[0], 60.0);
+        assert_eq!(speed_array(90, true)[1], 45.0);
+        assert_eq!(speed_array(100, false)[0], 90.0);
+        assert_eq!(speed_array(100, true)[2], 45.1);
+        assert_eq!(*speed_array(80, true).last().unwrap(), 0.12);
+    }
+
+    #[test]
+    fn dgx_a100_one_node_ring_is_12_channels_at_20() {
+        // 12 NVLinks x 20 GB/s into the NVSwitches: 6 channels at 40 fill the 240 GB/s, then pass 2 duplicates
+        // them (bwIntra >= 25) into 12 at 20, and 30 GB/s cannot hold 12.
+        let topo = preset("dgx-a100");
+        let f = compute(&topo, &Request::ring(), 1, &Env::default()).unwrap();
         assert_eq!(
             f.lines[0].text,
             "Pattern 4, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1"
         );
-        assert_eq!(f.graph.channels[0].intra, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(f.graph.channels[0].intra, (0..8).collect::<Vec<i32>>(), "PCI order first");
+        assert_eq!(f.graph.channels[6], f.graph.channels[0], "channels 6..11 duplicate 0..5");
         assert_eq!(
             f.lines[1].text,
-            " 0 : GPU/0-7000 GPU/0-17000 GPU/0-27000 GPU/0-37000 GPU/0-47000 GPU/0-57000 GPU/0-67000 GPU/0-77000"
+            " 0 : GPU/0-7000 GPU/0-f000 GPU/0-47000 GPU/0-4e000 GPU/0-87000 GPU/0-90000 GPU/0-b7000 GPU/0-bd000"
         );
-        let t = run(&topo, &Request::tree(12), 1);
         assert_eq!(
-            t.lines[0].text,
+            pattern_line(&topo, &Request::tree(12), 1),
             "Pattern 1, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1"
         );
+        // No NVLS before sm_90, no CollNet without a CollNet network.
+        assert_eq!(compute(&topo, &Request::nvls(), 1, &Env::default()).unwrap().graph.n_channels, 0);
+    }
+
+    #[test]
+    fn dgx_a100_two_nodes_use_each_nic_once() {
+        // Reference text 000 shows 12 channels at 20/20 with type NVL/PIX for two DGX A100s. On this preset the
+        // GPU reaches its NIC through two PCI switches (PXB) at 24 GB/s and speedArrayInter has 24, so NCCL's
+        // search (search.cc) finds one channel per NIC: 8 at 24. The source wins over the text.
+        let topo = preset("dgx-a100");
+        let f = compute(&topo, &Request::ring(), 2, &Env::default()).unwrap();
+        assert_eq!(
+            f.lines[0].text,
+            "Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PXB, sameChannels 0"
+        );
+        let nets: std::collections::BTreeSet<i64> = f.graph.channels.iter().map(|c| c.inter[0]).collect();
+        assert_eq!(nets.len(), 8);
+        assert!(f.graph.channels.iter().all(|c| c.inter[0] == c.inter[1]), "crossNic 0: leave by the entry NIC");
+        // NVSwitch: after the NIC's own GPU the ring tries the previous GPU first (search.cc's neighbour rule).
+        assert_eq!(f.graph.channels[0].intra, vec![0, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(
+            f.lines[1].text,
+            " 0 : NET/0-0 GPU/0-7000 GPU/0-bd000 GPU/0-b7000 GPU/0-90000 GPU/0-87000 GPU/0-4e000 GPU/0-47000 GPU/0-f000 NET/0-0"
+        );
+        assert_eq!(
+            pattern_line(&topo, &Request::tree(8), 2),
+            "Pattern 1, crossNic 0, nChannels 8, bw 30.000000/24.000000, type NVL/PXB, sameChannels 0"
+        );
+    }
+
+    #[test]
+    fn dgx_h100_rings_trees_and_nvls() {
+        let topo = preset("dgx-h100");
+        // 18 NVLinks x 20.6: 6 channels at 60, duplicated (60 >= 50 on sm_90) into 12 at 30.
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 1),
+            "Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1"
+        );
+        let nvls = compute(&topo, &Request::nvls(), 1, &Env::default()).unwrap();
+        assert_eq!(nvls.graph.n_channels, 8, "one NVLS head per GPU inside a node");
+        assert_eq!(nvls.lines[1].text, " 0 : GPU/0-1b000", "NVLS lines show the head only");
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 2),
+            "Pattern 4, crossNic 2, nChannels 8, bw 48.000000/48.000000, type NVL/PIX, sameChannels 0"
+        );
+        // sm_90 relaxes the balanced tree to a plain tree (pattern 3).
+        assert_eq!(
+            pattern_line(&topo, &Request::tree(8), 2),
+            "Pattern 3, crossNic 0, nChannels 8, bw 48.000000/48.000000, type NVL/PIX, sameChannels 0"
+        );
+        let nvls = compute(&topo, &Request::nvls(), 2, &Env::default()).unwrap();
+        assert_eq!(nvls.graph.n_channels, 8);
+        assert_eq!(nvls.lines[1].text, " 0 : NET/0-0 GPU/0-1b000 NET/0-0");
+    }
+
+    #[test]
+    fn pcie_and_bridge_presets() {
+        let topo = preset("hgx-pcie");
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 1),
+            "Pattern 4, crossNic 0, nChannels 1, bw 10.000000/10.000000, type SYS/PIX, sameChannels 1"
+        );
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 2),
+            "Pattern 4, crossNic 0, nChannels 1, bw 10.000000/10.000000, type SYS/SYS, sameChannels 1"
+        );
+        let topo = preset("nvlink-bridge-4");
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 1),
+            "Pattern 4, crossNic 0, nChannels 4, bw 12.000000/12.000000, type PHB/PIX, sameChannels 0"
+        );
+        assert_eq!(
+            pattern_line(&topo, &Request::ring(), 2),
+            "Pattern 4, crossNic 0, nChannels 2, bw 6.000000/6.000000, type PHB/PHB, sameChannels 1"
+        );
+        let e = compute(&preset("cpu-host"), &Request::ring(), 1, &Env::default()).unwrap_err();
+        assert!(e.to_string().contains("no GPU"), "{e}");
+    }
+
+    #[test]
+    fn no_path_falls_back_to_simple_order() {
+        // Two GPUs on Gen1 x1 links: far below the slowest intra-node speed (3 GB/s).
+        let topo = from_xml(
+            r#"<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:01:00.0" class="0x030000" link_speed="2.5 GT/s PCIe" link_width="1"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+    <pci busid="0000:02:00.0" class="0x030000" link_speed="2.5 GT/s PCIe" link_width="1"><gpu dev="1" sm="80" rank="1" gdr="1"/></pci>
+  </cpu>
+</system>"#,
+        );
+        let f = compute(&topo, &Request::ring(), 1, &Env::default()).unwrap();
+        assert_eq!(f.lines[0].text, "Could not find a path for pattern 4, falling back to simple order");
+        assert_eq!(
+            f.lines[1].text,
+            "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.100000, type SYS/SYS, sameChannels 1"
+        );
+        assert_eq!(f.graph.channels[0].intra, vec![0, 1]);
+    }
+
+    #[test]
+    fn one_gpu_trees_become_plain_trees() {
+        let topo = from_xml(
+            r#"<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1">
+    <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+  </cpu>
+</system>"#,
+        );
+        let f = compute(&topo, &Request::tree(1), 1, &Env::default()).unwrap();
+        assert_eq!(f.graph.pattern, Pattern::Tree);
+        assert_eq!(f.graph.n_channels, 1);
     }
 }

@@ -40,6 +40,8 @@ pub struct Graphs {
     pub tree: Graph,
     pub nvls: Option<Graph>,
     pub collnet_direct: Option<Graph>,
+    /// Present when CollNet is enabled for this communicator (graph found, enough nodes).
+    pub collnet_chain: Option<Graph>,
 }
 
 /// One rank's tree links in one channel.
@@ -129,8 +131,43 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32)
     Ok((min, max as u32))
 }
 
-/// `NVLS_NCHANNELS_*` for a communicator whose NVLS graph found heads; 0 otherwise.
-pub fn nvls_channels(comp_cap: u32, multi_node: bool, env: &Env) -> Result<u32, GraphError> {
+/// The communicator's CTA bounds (`config.minCTAs`/`maxCTAs`, default 1 and 64) as `NCCL_MIN_CTAS` and
+/// `NCCL_MAX_CTAS` override them, capped as `envConfigOverride` (init.cc) does.
+pub fn cta_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), GraphError> {
+    let (mut min, mut max) = (1i64, MAXCHANNELS as i64);
+    for (name, value) in [("NCCL_MIN_CTAS", &mut min), ("NCCL_MAX_CTAS", &mut max)] {
+        let v = env.int(name, i64::MIN)?;
+        if v == i64::MIN {
+            continue;
+        }
+        if v <= 0 {
+            lines.push(InfoLine::env(format!("{name} {v} is too low, leaving it set at {value}")));
+        } else {
+            *value = v;
+        }
+    }
+    if min > MAXCHANNELS as i64 {
+        lines.push(InfoLine::env(format!(
+            "minCTAs {min} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+        )));
+        min = MAXCHANNELS as i64;
+    }
+    if max > MAXCHANNELS as i64 {
+        lines.push(InfoLine::env(format!(
+            "maxCTAs {max} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+        )));
+        max = MAXCHANNELS as i64;
+    }
+    if min > max {
+        lines.push(InfoLine::env(format!("minCTAs {min} is larger than maxCTAs {max}, set both to {max}")));
+        min = max;
+    }
+    Ok((min as u32, max as u32))
+}
+
+/// `ncclNvlsInit`'s channel count (`NVLS_NCHANNELS_*`, or `NCCL_NVLS_NCHANNELS` when positive), kept within
+/// the CTA bounds.
+pub fn nvls_channels(comp_cap: u32, multi_node: bool, ctas: (u32, u32), env: &Env) -> Result<u32, GraphError> {
     let default = if comp_cap >= 100 {
         if multi_node {
             NVLS_NCHANNELS_SM100
@@ -141,7 +178,8 @@ pub fn nvls_channels(comp_cap: u32, multi_node: bool, env: &Env) -> Result<u32, 
         NVLS_NCHANNELS_SM90
     };
     let n = env.int("NCCL_NVLS_NCHANNELS", default as i64)?;
-    Ok(n.clamp(1, MAXCHANNELS as i64) as u32)
+    let n = if n > 0 { n.min(MAXCHANNELS as i64) as u32 } else { default };
+    Ok(n.min(ctas.1).max(ctas.0))
 }
 
 fn pow2_up(x: u32) -> u32 {
@@ -297,22 +335,34 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     prev.truncate(n);
     next.truncate(n);
     trees.truncate(n);
+    // CollNet: half as many channels again to saturate the node, except with one rank per node.
+    if let Some(chain) = graphs.collnet_chain.as_ref().filter(|g| g.n_channels > 0) {
+        if chain.bw_intra > chain.bw_inter && nranks > nnodes {
+            n = copy(&mut prev, &mut next, &mut trees, n, (n + n / 2).min(MAXCHANNELS as usize));
+        }
+    }
     // Hopper and newer across nodes: 4 compute channels per search channel below 16.
     if shape.min_comp_cap >= 90 && nnodes > 1 && graphs.ring.bw_intra > 45.0 && n < 16 {
         n = copy(&mut prev, &mut next, &mut trees, n, 2 * n);
     }
+    // NCCL_MAX_NCHANNELS and maxCTAs first (keeping the first channels), then NCCL_MIN_NCHANNELS and minCTAs
+    // by copying them.
+    let ctas = cta_limits(env, &mut lines)?;
     let (min_ch, max_ch) = channel_limits(env, &mut lines)?;
-    n = n.min(max_ch as usize);
+    n = n.min(max_ch as usize).min(ctas.1 as usize);
     prev.truncate(n);
     next.truncate(n);
     trees.truncate(n);
-    n = copy(&mut prev, &mut next, &mut trees, n, (min_ch as usize).max(1));
+    n = copy(&mut prev, &mut next, &mut trees, n, min_ch.max(ctas.0) as usize);
     let coll = n as u32;
 
     let nvls = match &graphs.nvls {
-        Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, env)?,
+        Some(g) if g.n_channels > 0 => nvls_channels(shape.min_comp_cap, nnodes > 1, ctas, env)?,
         _ => 0,
     };
+    if let Some(g) = graphs.nvls.as_ref().filter(|_| nvls > 0 && nnodes > 1) {
+        lines.extend(nvls_tree_lines(g, nnodes, k));
+    }
 
     // ncclBuildRings: follow `next` from rank 0 and check the ring closes over every rank.
     let mut rings = Vec::with_capacity(n);
@@ -365,6 +415,51 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         p2p_per_peer: Some(per_peer),
     };
     Ok(Connected { counts, rings, trees: out_trees, tree_depth: depth, lines })
+}
+
+/// `connectNvls` across nodes: each head GPU (the first GPU of an NVLS channel, once each) joins the double
+/// binary tree of its peers on the other nodes. Lines: `NVLS Head %2d:` with the head's rank on each node
+/// (first 20 nodes), then every rank's `NVLS Trees : d0/d1/d2->rank->up d0/d1/d2->rank->up` for channels 0 and 1.
+fn nvls_tree_lines(g: &Graph, nnodes: usize, k: usize) -> Vec<InfoLine> {
+    let mut heads: Vec<i32> = Vec::new();
+    for c in &g.channels {
+        if let Some(&h) = c.intra.first() {
+            if !heads.contains(&h) {
+                heads.push(h);
+            }
+        }
+    }
+    let nranks = (nnodes * k) as i32;
+    let global = |node: i32, local: i32| node * k as i32 + local;
+    let mut lines = Vec::new();
+    for (h, &head) in heads.iter().enumerate() {
+        let mut line = format!("NVLS Head {h:2}:");
+        for n in 0..nnodes.min(20) {
+            line.push_str(&format!(" {:2}", global(n as i32, head)));
+        }
+        lines.push(InfoLine::init(line));
+    }
+    for r in 0..nranks {
+        let (node, local) = (r / k as i32, r % k as i32);
+        let head_rank = heads.iter().position(|&h| h == local).map_or(-1, |h| h as i32);
+        let down = nranks + 1 + head_rank;
+        let (t0, t1) = dtree(nnodes as i32, node);
+        let map = |x: i32| if x == -1 || head_rank < 0 { -1 } else { global(x, local) };
+        let mut text = String::from("NVLS Trees :");
+        for t in [t0, t1] {
+            let mut tree_down = [down, -1, -1];
+            let mut ix = 1;
+            for d in [map(t.down0), map(t.down1)] {
+                if d != -1 {
+                    tree_down[ix] = d;
+                    ix += 1;
+                }
+            }
+            text.push_str(&format!(" {}/{}/{}->{r}->{}", tree_down[0], tree_down[1], tree_down[2], map(t.up)));
+        }
+        lines.push(InfoLine::graph(text));
+    }
+    lines
 }
 
 /// `ncclTopoComputeP2pChannels`: p2p channels bounded by `NCCL_MIN/MAX_P2P_NCHANNELS`, channels per peer the
@@ -425,6 +520,7 @@ mod tests {
             tree: graph(Pattern::BalancedTree, 12, 20.0, &order, 0),
             nvls: None,
             collnet_direct: None,
+            collnet_chain: None,
         };
         let shape =
             CommShape { nnodes, ranks_per_node: 8, min_comp_cap: 80, p2p_local_peer_channels: 24, net_count_by_bw: 0 };
@@ -474,8 +570,20 @@ mod tests {
         let c = connect(&g, &shape, &env).unwrap();
         assert_eq!(c.counts.coll, Some(10));
         assert_eq!(c.rings[9].order, c.rings[1].order);
-        let env = Env::from_pairs([("NCCL_MAX_NCHANNELS", "0")]);
+        let env = Env::from_pairs([("NCCL_MAX_CTAS", "3"), ("NCCL_MIN_CTAS", "0")]);
+        let c = connect(&g, &shape, &env).unwrap();
+        assert_eq!(c.counts.coll, Some(3));
+        assert!(has(&c, "NCCL_MIN_CTAS 0 is too low, leaving it set at 1"));
         let mut lines = Vec::new();
+        let env = Env::from_pairs([("NCCL_MIN_CTAS", "80"), ("NCCL_MAX_CTAS", "8")]);
+        assert_eq!(cta_limits(&env, &mut lines).unwrap(), (8, 8));
+        assert_eq!(lines[0].text, "minCTAs 80 is larger than #channels upper limit 64, cap it to 64");
+        assert_eq!(lines[1].text, "minCTAs 64 is larger than maxCTAs 8, set both to 8");
+        assert_eq!(nvls_channels(90, false, (8, 8), &Env::default()).unwrap(), 8);
+        assert_eq!(nvls_channels(100, true, (1, 64), &Env::default()).unwrap(), 32);
+        assert_eq!(nvls_channels(100, false, (1, 64), &Env::from_pairs([("NCCL_NVLS_NCHANNELS", "-1")])).unwrap(), 24);
+        let env = Env::from_pairs([("NCCL_MAX_NCHANNELS", "0")]);
+        lines.clear();
         assert_eq!(channel_limits(&env, &mut lines).unwrap(), (0, 1));
         assert_eq!(lines, [InfoLine::graph_env("User asked for a maximum of 0 channels, setting it to 1".into())]);
         let env = Env::from_pairs([("NCCL_MIN_NRINGS", "100"), ("NCCL_MAX_NCHANNELS", "x")]);
@@ -499,6 +607,17 @@ mod tests {
         assert_eq!(t(0, 8).up, 17);
         assert_eq!(c.rings[0].neighbours[8], (7, 8, 9));
         assert_eq!(c.rings[0].neighbours[31], (30, 31, 0));
+    }
+
+    #[test]
+    fn collnet_adds_half_the_channels_again() {
+        let (mut g, shape) = a100(2);
+        let mut chain = graph(Pattern::Tree, 12, 20.0, &[0, 1, 2, 3, 4, 5, 6, 7], 0);
+        chain.bw_inter = 10.0;
+        g.collnet_chain = Some(chain);
+        let c = connect(&g, &shape, &Env::default()).unwrap();
+        assert_eq!(c.counts.coll, Some(36));
+        assert_eq!(c.rings[30].order, c.rings[6].order);
     }
 
     #[test]

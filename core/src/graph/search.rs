@@ -104,7 +104,7 @@ impl Searcher<'_> {
         if kind == PathType::PHB && start_is_gpu && links.iter().any(|&l| self.sys.cpu_x86_intel[self.sys.links[l].to])
         {
             // P2P through an Intel root complex costs 6/5 of the bandwidth on PCI links.
-            pci_bw = bw * 6.0 / 5.0;
+            pci_bw = crate::topo::bandwidth::intel_p2p_overhead(bw);
         }
         let mut node = start;
         for (step, &l) in links.iter().take(max_steps).enumerate() {
@@ -149,7 +149,8 @@ impl Searcher<'_> {
         let is_intra = |x: At| matches!(x, At::Gpu(_) | At::Nvs(_));
         let intra = is_intra(from) && is_intra(to);
         let (bw, limit) = if intra { (g.bw_intra, g.type_intra) } else { (g.bw_inter, g.type_inter) };
-        if kind >= PathType::DIS || links.is_empty() {
+        // A GPU's path to itself (LOC, no links) is free, as NCCL's zero-step walk is.
+        if kind >= PathType::DIS || (links.is_empty() && a != b) {
             return false;
         }
         if mult > 0.0 && kind > limit {
@@ -248,37 +249,6 @@ impl Searcher<'_> {
             next.truncate(real);
         }
         next
-    }
-
-    /// `ncclTopoSelectNets`: preferred NETs channel by channel, then any NET within `type_inter`.
-    fn select_nets(&self, type_inter: PathType, gpu: Option<usize>) -> Vec<usize> {
-        let mut nets: Vec<usize> = Vec::new();
-        let push = |nets: &mut Vec<usize>, n: usize| {
-            if !nets.contains(&n) {
-                nets.push(n);
-            }
-        };
-        for g in 0..self.sys.ngpus() {
-            if gpu.is_some_and(|x| x != g) {
-                continue;
-            }
-            for &n in &self.sys.preferred_nets[g] {
-                push(&mut nets, n);
-            }
-        }
-        for t in PathType::ALL.iter().copied().filter(|t| *t <= type_inter) {
-            for g in 0..self.sys.ngpus() {
-                if gpu.is_some_and(|x| x != g) {
-                    continue;
-                }
-                for n in 0..self.sys.nets.len().min(MAX_CHANNELS) {
-                    if self.sys.paths.get(&(self.sys.gpus[g], self.sys.nets[n])).is_some_and(|p| p.kind == t) {
-                        push(&mut nets, n);
-                    }
-                }
-            }
-        }
-        nets
     }
 
     /// `ncclTopoSearchCheckNet`: whether a channel may leave through NET `n` having entered through `start`.
@@ -481,7 +451,7 @@ impl Searcher<'_> {
                     .iter()
                     .position(|n| n.id == start_id)
                     .ok_or_else(|| GraphError::Internal(format!("Could not find net id {start_id:x}")))?;
-                for n in self.select_nets(g.type_inter, Some(gi)) {
+                for n in self.sys.select_nets(g.type_inter, Some(gi)).to_vec() {
                     if !self.check_net(g, start, n, step) {
                         continue;
                     }
@@ -551,7 +521,7 @@ impl Searcher<'_> {
     ) -> Result<(), GraphError> {
         // NCCL keeps this bandwidth in an int.
         let bw = g.bw_inter.trunc();
-        let nets = self.select_nets(g.type_inter, None);
+        let nets = self.sys.select_nets(g.type_inter, None).to_vec();
         let mut found = false;
         let direct = matches!(g.pattern, Pattern::Nvls | Pattern::CollnetDirect);
         for i in 0..nets.len() {
@@ -620,11 +590,12 @@ impl Searcher<'_> {
                         local as usize,
                     )?;
                 }
-                let (gpus, kind) = self.sys.local(self.sys.nets[n], &self.sys.gpus.clone());
-                if kind != PathType::DIS {
-                    for lg in gpus.into_iter().filter(|&x| x as i32 != local) {
-                        self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
-                    }
+                if info.local_gpus.is_empty() {
+                    // NCCL skips the NIC here without giving its bandwidth back (search.cc does the same).
+                    continue;
+                }
+                for &lg in info.local_gpus.iter().filter(|&&x| x as i32 != local) {
+                    self.try_gpu(g, save, 0, back_to_net, back_to_first, Order::Free, Some(At::Net(n)), lg)?;
                 }
             }
             self.share_net_bw(&info, bw);
