@@ -71,9 +71,7 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     let collnet_net = topo.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|a| a.coll));
     let collnet = env.int("NCCL_COLLNET_ENABLE", 0)? == 1 && collnet_net;
     let (collnet_chain, collnet_direct) = if collnet {
-        let n = ring.graph.n_channels as usize;
-        let chain = Request { id: 2, pattern: Pattern::Tree, min_channels: n, max_channels: n, coll_net: true };
-        let chain = run(&chain, &mut lines)?;
+        let chain = run(&Request::collnet_chain(ring.graph.n_channels as usize), &mut lines)?;
         let direct = run(&Request::collnet_direct(), &mut lines)?;
         (Some(chain), Some(direct))
     } else {
