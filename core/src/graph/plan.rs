@@ -319,16 +319,33 @@ mod one_gpu_tests {
     use super::*;
     use crate::graph::testing::from_xml;
 
-    #[test]
-    fn one_gpu_per_node_trees_are_the_node_trees() {
-        let topo = from_xml(
-            r#"<system version="1">
+    const ONE_GPU: &str = r#"<system version="1">
   <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
     <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
     <pci busid="0000:02:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_0" dev="0" speed="100000" port="1" guid="0x1" gdr="1"/></nic></pci>
   </cpu>
-</system>"#,
+</system>"#;
+
+    #[test]
+    fn single_gpu_communicator() {
+        let topo = from_xml(ONE_GPU);
+        let p = plan(&topo, 1, &Env::default()).unwrap();
+        // A lone GPU's path to itself is LOC at 5000 GB/s: the search reaches maxChannels (32) at the first
+        // speed, postset doubles it to 64.
+        assert_eq!(
+            p.lines[0].text,
+            "Pattern 4, crossNic 0, nChannels 32, bw 40.000000/40.000000, type LOC/PIX, sameChannels 1"
         );
+        assert!(p.lines.iter().any(|l| l.text == "Channel 63/64 : 0"));
+        assert_eq!(
+            p.lines.last().unwrap().text,
+            "64 coll channels, 64 collnet channels, 0 nvls channels, 64 p2p channels, 64 p2p channels per peer"
+        );
+    }
+
+    #[test]
+    fn one_gpu_per_node_trees_are_the_node_trees() {
+        let topo = from_xml(ONE_GPU);
         let p = plan(&topo, 5, &Env::default()).unwrap();
         assert_eq!(p.tree.graph.pattern, Pattern::Tree, "one GPU: trees are plain trees");
         let n = p.ring.graph.n_channels;
