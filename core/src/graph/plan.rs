@@ -19,6 +19,8 @@ pub struct Plan {
     pub collnet_direct: Option<Found>,
     /// Computed only where NVLS is supported (NVSwitch, sm_90 or newer, two or more GPUs, `NCCL_NVLS_ENABLE`).
     pub nvls: Option<Found>,
+    /// The communicator: nodes, ranks per node, smallest compute capability, p2p inputs.
+    pub shape: CommShape,
     pub connected: Connected,
     /// Every INFO line in the order NCCL prints them.
     pub lines: Vec<InfoLine>,
@@ -145,7 +147,7 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     let (mut ring, mut tree) = (ring, tree);
     ring.graph = graphs.ring;
     tree.graph = graphs.tree;
-    Ok(Plan { ring, tree, collnet_chain, collnet_direct, nvls, connected, lines })
+    Ok(Plan { ring, tree, collnet_chain, collnet_direct, nvls, shape, connected, lines })
 }
 
 #[cfg(test)]
