@@ -69,6 +69,16 @@ impl Request {
             coll_net: false,
         }
     }
+    /// The CollNet chain graph: a plain tree over CollNet-capable NICs, pinned to the ring's channel count.
+    pub fn collnet_chain(ring_channels: usize) -> Self {
+        Request {
+            id: 2,
+            pattern: Pattern::Tree,
+            min_channels: ring_channels,
+            max_channels: ring_channels,
+            coll_net: true,
+        }
+    }
     pub fn nvls() -> Self {
         Request { id: 3, pattern: Pattern::Nvls, min_channels: 1, max_channels: MAX_CHANNELS, coll_net: false }
     }

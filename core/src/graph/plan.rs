@@ -19,6 +19,8 @@ pub struct Plan {
     pub collnet_direct: Option<Found>,
     /// Computed only where NVLS is supported (NVSwitch, sm_90 or newer, two or more GPUs, `NCCL_NVLS_ENABLE`).
     pub nvls: Option<Found>,
+    /// The communicator: nodes, ranks per node, smallest compute capability, p2p inputs.
+    pub shape: CommShape,
     pub connected: Connected,
     /// Every INFO line in the order NCCL prints them.
     pub lines: Vec<InfoLine>,
@@ -71,9 +73,7 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     let collnet_net = topo.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|a| a.coll));
     let collnet = env.int("NCCL_COLLNET_ENABLE", 0)? == 1 && collnet_net;
     let (collnet_chain, collnet_direct) = if collnet {
-        let n = ring.graph.n_channels as usize;
-        let chain = Request { id: 2, pattern: Pattern::Tree, min_channels: n, max_channels: n, coll_net: true };
-        let chain = run(&chain, &mut lines)?;
+        let chain = run(&Request::collnet_chain(ring.graph.n_channels as usize), &mut lines)?;
         let direct = run(&Request::collnet_direct(), &mut lines)?;
         (Some(chain), Some(direct))
     } else {
@@ -147,7 +147,7 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
     let (mut ring, mut tree) = (ring, tree);
     ring.graph = graphs.ring;
     tree.graph = graphs.tree;
-    Ok(Plan { ring, tree, collnet_chain, collnet_direct, nvls, connected, lines })
+    Ok(Plan { ring, tree, collnet_chain, collnet_direct, nvls, shape, connected, lines })
 }
 
 #[cfg(test)]
@@ -321,16 +321,33 @@ mod one_gpu_tests {
     use super::*;
     use crate::graph::testing::from_xml;
 
-    #[test]
-    fn one_gpu_per_node_trees_are_the_node_trees() {
-        let topo = from_xml(
-            r#"<system version="1">
+    const ONE_GPU: &str = r#"<system version="1">
   <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
     <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
     <pci busid="0000:02:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_0" dev="0" speed="100000" port="1" guid="0x1" gdr="1"/></nic></pci>
   </cpu>
-</system>"#,
+</system>"#;
+
+    #[test]
+    fn single_gpu_communicator() {
+        let topo = from_xml(ONE_GPU);
+        let p = plan(&topo, 1, &Env::default()).unwrap();
+        // A lone GPU's path to itself is LOC at 5000 GB/s: the search reaches maxChannels (32) at the first
+        // speed, postset doubles it to 64.
+        assert_eq!(
+            p.lines[0].text,
+            "Pattern 4, crossNic 0, nChannels 32, bw 40.000000/40.000000, type LOC/PIX, sameChannels 1"
         );
+        assert!(p.lines.iter().any(|l| l.text == "Channel 63/64 : 0"));
+        assert_eq!(
+            p.lines.last().unwrap().text,
+            "64 coll channels, 64 collnet channels, 0 nvls channels, 64 p2p channels, 64 p2p channels per peer"
+        );
+    }
+
+    #[test]
+    fn one_gpu_per_node_trees_are_the_node_trees() {
+        let topo = from_xml(ONE_GPU);
         let p = plan(&topo, 5, &Env::default()).unwrap();
         assert_eq!(p.tree.graph.pattern, Pattern::Tree, "one GPU: trees are plain trees");
         let n = p.ring.graph.n_channels;
