@@ -284,6 +284,16 @@ impl Comm {
         select(&self.select, coll, bytes, self.nranks)
     }
 
+    /// Replaces the algorithm/protocol restrictions `select` applies (what `NCCL_ALGO`/`NCCL_PROTO` gave at
+    /// init), e.g. for a benchmark that forces a protocol per run.
+    pub fn set_select_config(&mut self, cfg: SelectConfig) {
+        self.select = cfg;
+    }
+
+    pub fn select_config(&self) -> &SelectConfig {
+        &self.select
+    }
+
     /// Sets up `wants`; every peer named must call this with the mirror-image wants.
     pub(crate) fn connect(&mut self, wants: &[Want]) -> Result<()> {
         let mut pending = Vec::with_capacity(wants.len());

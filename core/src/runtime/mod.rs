@@ -26,3 +26,5 @@ pub use wait::AbortHandle;
 
 #[cfg(test)]
 mod matrix;
+#[cfg(test)]
+mod proc_test;
