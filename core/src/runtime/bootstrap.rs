@@ -19,6 +19,8 @@ pub trait Bootstrap: Send + Sync {
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<()>;
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>>;
+    /// `recv` that gives up after `timeout` with `None`, so callers can poll for an abort meanwhile.
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>>;
     fn barrier(&self) -> Result<()> {
         self.all_gather(&[]).map(|_| ())
     }
@@ -44,18 +46,25 @@ impl Mailbox {
 
     /// The oldest message from `from` with `tag`, waiting up to `timeout` for it.
     pub fn take(&self, me: u32, from: u32, tag: u64, timeout: Duration) -> Result<Vec<u8>> {
+        self.take_within(from, tag, timeout).ok_or_else(|| {
+            RuntimeError::Bootstrap(format!(
+                "rank {me} timed out after {} s waiting for a message from rank {from} (tag {tag:#x})",
+                timeout.as_secs()
+            ))
+        })
+    }
+
+    /// The oldest message from `from` with `tag` if one arrives within `timeout`.
+    pub fn take_within(&self, from: u32, tag: u64, timeout: Duration) -> Option<Vec<u8>> {
         let deadline = Instant::now() + timeout;
         let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(msg) = q.get_mut(&(from, tag)).and_then(VecDeque::pop_front) {
-                return Ok(msg);
+                return Some(msg);
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(RuntimeError::Bootstrap(format!(
-                    "rank {me} timed out after {} s waiting for a message from rank {from} (tag {tag:#x})",
-                    timeout.as_secs()
-                )));
+                return None;
             }
             q = self.arrived.wait_timeout(q, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -125,6 +134,11 @@ impl Bootstrap for ThreadBootstrap {
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
         self.check_peer(peer)?;
         self.boxes[self.rank as usize].take(self.rank, peer, tag, self.timeout)
+    }
+
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.check_peer(peer)?;
+        Ok(self.boxes[self.rank as usize].take_within(peer, tag, timeout))
     }
 }
 

@@ -81,6 +81,9 @@ impl Bootstrap for RelayBootstrap {
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
         self.inbox.take(self.rank, peer, tag, Duration::from_secs(30))
     }
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        Ok(self.inbox.take_within(peer, tag, timeout))
+    }
 }
 
 /// The parent's relay: accepts `n` ranks and forwards each frame to its destination.
