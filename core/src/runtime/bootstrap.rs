@@ -19,8 +19,11 @@ pub trait Bootstrap: Send + Sync {
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<()>;
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>>;
-    /// `recv` that gives up after `timeout` with `None`, so callers can poll for an abort meanwhile.
-    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>>;
+    /// `recv` that gives up after `timeout` with `None`, so callers can poll for an abort meanwhile. The
+    /// default waits as `recv` does (its own timeout and abort rules); bootstraps with a mailbox override it.
+    fn recv_timeout(&self, peer: u32, tag: u64, _timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.recv(peer, tag).map(Some)
+    }
     fn barrier(&self) -> Result<()> {
         self.all_gather(&[]).map(|_| ())
     }
