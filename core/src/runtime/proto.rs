@@ -75,6 +75,7 @@ pub fn read_step(
     w: &Waiter,
     channel: u32,
 ) -> Result<*const u8> {
+    debug_assert!(len > 0, "steps always carry data");
     let what = || format!("data from rank {} on channel {channel} (step {}, {proto})", end.peer, end.step);
     let slot = end.mem.slot(proto, end.step);
     match proto {
@@ -86,7 +87,12 @@ pub fn read_step(
             scratch.resize(len.div_ceil(8), 0);
             let flag = ll_flag(end.step);
             let out = scratch.as_mut_ptr() as *mut u32;
-            for i in 0..len.div_ceil(8) {
+            let lines = len.div_ceil(8);
+            // One writer stores the lines in order, so waiting for the last line first leaves the per-line
+            // checks below to succeed at once instead of chasing the writer line by line.
+            let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
+            w.wait(|| unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
+            for i in 0..lines {
                 // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
                 let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
                 let (mut lo, mut hi) = (0u64, 0u64);
@@ -110,6 +116,8 @@ pub fn read_step(
             scratch.resize((lines * LL128_DATA).div_ceil(8), 0);
             let out = scratch.as_mut_ptr() as *mut u8;
             let flag = end.step + 1;
+            let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
+            w.wait(|| last.load(Ordering::Acquire) == flag, what)?;
             for i in 0..lines {
                 let line = unsafe { slot.add(i * LL128_LINE) };
                 let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };
