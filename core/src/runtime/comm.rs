@@ -755,6 +755,28 @@ mod tests {
     }
 
     #[test]
+    fn mismatched_sizes_across_ranks_are_reported() {
+        let comms = threads(2, &[]);
+        let errs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        if c.rank() == 0 {
+                            c.send(&[7u32; 25], 1).err().map(|e| e.to_string()).unwrap_or_default()
+                        } else {
+                            c.recv(&mut [0u32; 50], 0).err().map(|e| e.to_string()).unwrap_or_default()
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(errs[0], "");
+        assert!(errs[1].contains("Recv #1") && errs[1].contains("rank 0 sent 100 bytes"), "{}", errs[1]);
+    }
+
+    #[test]
     fn a_missing_peer_times_out() {
         let mut comms = threads(2, &[("COLLSCOPE_TIMEOUT_S", "1")]);
         let _idle = comms.pop().unwrap();

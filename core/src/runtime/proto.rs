@@ -8,7 +8,7 @@
 //! Every protocol still posts `tail` and slot info, which the NET proxy uses to know a step is ready.
 
 use super::conn::{RecvEnd, SendEnd, LL128_DATA, LL128_LINE, LL_LINE};
-use super::error::Result;
+use super::error::{Result, RuntimeError};
 use super::wait::Waiter;
 use crate::model::Protocol;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +81,20 @@ pub fn read_step(
     match proto {
         Protocol::Simple => {
             w.wait(|| end.has_data(), what)?;
+            // Both sides cut a call into the same steps, so a different size means the ranks disagree.
+            let (sent_proto, sent) = end.mem.step_info(end.step);
+            if sent_proto != Some(Protocol::Simple) || sent != len {
+                return Err(RuntimeError::Mismatch {
+                    what: "message size across ranks",
+                    detail: format!(
+                        "rank {} sent {sent} bytes ({}) for step {} on channel {channel} where {len} bytes (Simple) \
+                         were expected: counts, datatypes, NCCL_PROTO or buffer sizes differ between ranks",
+                        end.peer,
+                        sent_proto.map_or("?", |p| p.as_str()),
+                        end.step
+                    ),
+                });
+            }
             Ok(slot)
         }
         Protocol::Ll => {
