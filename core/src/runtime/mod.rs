@@ -9,7 +9,7 @@
 //!   side a local region and moves steps between them with [`ConnMem::posted`] (sender side: wait for it, send
 //!   the bytes, then `head().store(step + 1)`) and [`ConnMem::deposit`] (receiver side, once
 //!   `head() + NCCL_STEPS > step`).
-//! - Every call goes through [`select`] (algorithm, protocol, channels), which honours `NCCL_ALGO`/`NCCL_PROTO`.
+//! - Every call goes through [`select()`] (algorithm, protocol, channels), which honours `NCCL_ALGO`/`NCCL_PROTO`.
 //! - Every wait ends on success, `COLLSCOPE_TIMEOUT_S`, or [`AbortHandle::abort`]; errors name the operation
 //!   and its sequence number.
 
