@@ -383,10 +383,13 @@ impl Comm {
             }
         }
         self.connect(&wants)?;
+        // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
         if algo == Algorithm::Tree {
             self.tree_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all trees");
         } else {
             self.ring_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0");
         }
         Ok(())
     }
