@@ -209,17 +209,14 @@ impl Comm {
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
         let channels: Vec<Channel> = (0..nch)
-            .map(|c| {
-                let tree = trees[if 2 * c < nch { 0 } else { 1 }];
-                let ch = Channel {
-                    id: c,
-                    ring_prev: (rank + nranks - 1) % nranks,
-                    ring_next: (rank + 1) % nranks,
-                    tree,
-                    send: Default::default(),
-                    recv: Default::default(),
-                };
-                ch
+            .map(|c| Channel {
+                id: c,
+                ring_prev: (rank + nranks - 1) % nranks,
+                ring_next: (rank + 1) % nranks,
+                // The first half of the channels run on the first tree, the rest on the second.
+                tree: trees[if 2 * c < nch { 0 } else { 1 }],
+                send: Default::default(),
+                recv: Default::default(),
             })
             .collect();
         log_rings_and_trees(rank, nranks, &channels);
