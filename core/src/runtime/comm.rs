@@ -177,6 +177,7 @@ impl Comm {
         let (rank, nranks) = (boot.rank(), boot.nranks());
         let sizes = BufSizes::from_env(env)?;
         let timeout = timeout_from_env(env)?;
+        let eager = env.int("NCCL_RUNTIME_CONNECT", 1)? == 0;
         let chans = |name: &str, default: i64| -> Result<u32, EnvError> {
             let v = env.int(name, default)?;
             if !(1..=MAX_CHANNELS as i64).contains(&v) {
@@ -228,7 +229,7 @@ impl Comm {
             send: Default::default(),
             recv: Default::default(),
         };
-        Ok(Comm {
+        let mut comm = Comm {
             rank,
             nranks,
             boot,
@@ -245,7 +246,13 @@ impl Comm {
             records: Arc::new(Records::default()),
             guards: Vec::new(),
             name: opts.name,
-        })
+        };
+        // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
+        if eager && nranks > 1 {
+            comm.ensure_connected(Algorithm::Ring)?;
+            comm.ensure_connected(Algorithm::Tree)?;
+        }
+        Ok(comm)
     }
 
     /// `n` ranks as threads of this process: one communicator per rank, in rank order.
@@ -791,6 +798,16 @@ mod tests {
         });
         assert_eq!(errs[0], "");
         assert!(errs[1].contains("Recv #1") && errs[1].contains("rank 0 sent 100 bytes"), "{}", errs[1]);
+    }
+
+    #[test]
+    fn eager_connection_connects_rings_and_trees_at_init() {
+        let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0")]);
+        // Ring alone: one send per rank and channel (8); the trees add sends to neighbours off the ring.
+        let total: usize = comms.iter().map(|c| c.records().connections().len()).sum();
+        assert!(total > 8, "{total}");
+        let lazy = threads(4, &[]);
+        assert!(lazy.iter().all(|c| c.records().connections().is_empty()));
     }
 
     #[test]
