@@ -1,5 +1,7 @@
 //! The double binary tree the runtime's Tree algorithm runs on (NCCL 2.28.9 `src/graph/trees.cc`,
-//! `ncclGetBtree`/`ncclGetDtree`), over rank indices.
+//! `ncclGetBtree`/`ncclGetDtree`), over rank indices, in the shape the primitives walk.
+
+use crate::graph::trees;
 
 /// A rank's place in one tree: parent and up to two children (-1 for none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,44 +16,16 @@ impl TreeNode {
     }
 }
 
-/// The binary tree rooted at 0 that alternates leaves and nodes.
-pub fn btree(nranks: i32, rank: i32) -> TreeNode {
-    let mut bit = 1;
-    while bit < nranks && bit & rank == 0 {
-        bit <<= 1;
+impl From<trees::TreeLink> for TreeNode {
+    fn from(l: trees::TreeLink) -> Self {
+        TreeNode { up: l.up, down: [l.down0, l.down1] }
     }
-    if rank == 0 {
-        return TreeNode { up: -1, down: [-1, if nranks > 1 { bit >> 1 } else { -1 }] };
-    }
-    let mut up = (rank ^ bit) | (bit << 1);
-    if up >= nranks {
-        up = rank ^ bit;
-    }
-    let mut lowbit = bit >> 1;
-    let down0 = if lowbit == 0 { -1 } else { rank - lowbit };
-    let mut down1 = if lowbit == 0 { -1 } else { rank + lowbit };
-    while down1 >= nranks {
-        down1 = if lowbit == 0 { -1 } else { rank + lowbit };
-        lowbit >>= 1;
-    }
-    TreeNode { up, down: [down0, down1] }
 }
 
-/// Both trees of the double binary tree: the second mirrors the first for even counts, shifts it by one
-/// rank for odd counts.
+/// Both trees of the double binary tree over ranks, from the graph module's `ncclGetDtree`.
 pub fn dtree(nranks: i32, rank: i32) -> [TreeNode; 2] {
-    let t0 = btree(nranks, rank);
-    let map = |v: i32, f: &dyn Fn(i32) -> i32| if v == -1 { -1 } else { f(v) };
-    let t1 = if nranks % 2 == 1 {
-        let t = btree(nranks, (rank - 1 + nranks) % nranks);
-        let f = |v: i32| (v + 1) % nranks;
-        TreeNode { up: map(t.up, &f), down: [map(t.down[0], &f), map(t.down[1], &f)] }
-    } else {
-        let t = btree(nranks, nranks - 1 - rank);
-        let f = |v: i32| nranks - 1 - v;
-        TreeNode { up: map(t.up, &f), down: [map(t.down[0], &f), map(t.down[1], &f)] }
-    };
-    [t0, t1]
+    let (first, second) = trees::dtree(nranks, rank);
+    [first.into(), second.into()]
 }
 
 #[cfg(test)]
@@ -61,9 +35,9 @@ mod tests {
     #[test]
     fn matches_nccls_pictures_and_is_consistent() {
         // trees.cc's 14-rank picture: 8's children are 4 and 12, 13's parent is 12.
-        assert_eq!(btree(14, 8), TreeNode { up: 0, down: [4, 12] });
-        assert_eq!(btree(14, 13).up, 12);
-        assert_eq!(btree(14, 0), TreeNode { up: -1, down: [-1, 8] });
+        assert_eq!(dtree(14, 8)[0], TreeNode { up: 0, down: [4, 12] });
+        assert_eq!(dtree(14, 13)[0].up, 12);
+        assert_eq!(dtree(14, 0)[0], TreeNode { up: -1, down: [-1, 8] });
         // Mirror for 12 ranks: rank 11 (the mirror of 0) roots the second tree, with 3 as its child.
         assert_eq!(dtree(12, 11)[1], TreeNode { up: -1, down: [-1, 3] });
         for n in 1..=17 {
