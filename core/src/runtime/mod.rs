@@ -1,0 +1,4 @@
+//! The collectives runtime.
+
+pub mod bootstrap;
+pub mod socket;
