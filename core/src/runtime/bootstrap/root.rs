@@ -23,7 +23,7 @@ pub(super) struct CheckIn {
 pub(super) const CHECK_IN_BYTES: usize = 8 + 2 * ADDR_BYTES;
 
 impl CheckIn {
-    pub fn to_bytes(&self) -> [u8; CHECK_IN_BYTES] {
+    pub fn to_bytes(self) -> [u8; CHECK_IN_BYTES] {
         let mut b = [0u8; CHECK_IN_BYTES];
         b[..4].copy_from_slice(&self.rank.to_le_bytes());
         b[4..8].copy_from_slice(&self.nranks.to_le_bytes());

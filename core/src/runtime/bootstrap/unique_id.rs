@@ -25,7 +25,7 @@ pub enum UniqueIdError {
 
 impl UniqueId {
     /// Layout: magic (LE u64), then the address as `socket::addr_to_bytes` writes it, then zeros.
-    pub fn to_bytes(&self) -> [u8; UNIQUE_ID_BYTES] {
+    pub fn to_bytes(self) -> [u8; UNIQUE_ID_BYTES] {
         let mut b = [0u8; UNIQUE_ID_BYTES];
         b[..8].copy_from_slice(&self.magic.to_le_bytes());
         b[8..8 + ADDR_BYTES].copy_from_slice(&addr_to_bytes(&self.addr));
