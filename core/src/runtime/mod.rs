@@ -1,4 +1,5 @@
 //! The collectives runtime.
 
 pub mod bootstrap;
+pub mod net;
 pub mod socket;
