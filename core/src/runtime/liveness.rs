@@ -6,8 +6,8 @@
 
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
-use crate::runtime::bootstrap::{BootstrapError, TcpBootstrap};
 use crate::runtime::socket::Socket;
+use crate::runtime::tcp_bootstrap::{BootstrapError, TcpBootstrap};
 use crate::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The bootstrap tag of liveness connections.
-pub const LIVENESS_TAG: u32 = 0x4c49_5645;
+pub const LIVENESS_TAG: u64 = 0x4c49_5645;
 /// Default silence after which a peer is declared dead (`COLLSCOPE_PEER_TIMEOUT`, seconds).
 pub const DEFAULT_PEER_TIMEOUT_S: i64 = 8;
 const HEARTBEAT: u8 = 1;
@@ -217,7 +217,7 @@ fn wait_any(peers: &[Peer], timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bootstrap::UniqueId;
+    use crate::runtime::tcp_bootstrap::UniqueId;
 
     fn env() -> Env {
         Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20")])

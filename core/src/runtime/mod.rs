@@ -1,6 +1,6 @@
 //! The collectives runtime.
 
-pub mod bootstrap;
 pub mod liveness;
 pub mod net;
 pub mod socket;
+pub mod tcp_bootstrap;

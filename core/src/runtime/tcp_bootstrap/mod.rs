@@ -37,16 +37,14 @@ pub enum BootstrapError {
     Protocol(String),
     #[error("rank {rank} is out of range for {nranks} ranks")]
     BadRank { rank: u32, nranks: u32 },
-    #[error("bootstrap {op} with rank {peer} (tag {tag}) failed: {source}")]
+    #[error("bootstrap {op} rank {peer} (tag {tag:#x}) failed: {source}")]
     Peer {
         op: &'static str,
         peer: u32,
-        tag: u32,
+        tag: u64,
         #[source]
         source: SocketError,
     },
-    #[error("bootstrap allgather: rank {rank} expected {expected} bytes per rank, got {got}")]
-    SizeMismatch { rank: u32, expected: usize, got: usize },
 }
 
 /// The bootstrap interface of this process, chosen once (NCCL's `bootstrapNetInit`).
@@ -140,17 +138,26 @@ fn start_root(listener: Listener, magic: u64, timeout: Duration) -> Result<(), B
         .map_err(|e| BootstrapError::Protocol(format!("cannot start the root thread: {e}")))
 }
 
-/// Header of every point-to-point bootstrap connection: sender rank, tag.
-const HEADER_BYTES: usize = 8;
+/// Header of every point-to-point bootstrap connection: sender rank, kind, tag.
+const HEADER_BYTES: usize = 16;
+/// A whole message follows (length, bytes); the acceptor reads it at once, so `send` never waits for `recv`.
+const KIND_MESSAGE: u32 = 0;
+/// The connection itself is handed over (`connect`/`accept`).
+const KIND_STREAM: u32 = 1;
 
-/// A connection someone opened to us that nobody has claimed yet (NCCL's `unexConn`).
-struct Unexpected {
-    peer: u32,
-    tag: u32,
-    sock: Socket,
+enum Payload {
+    Message(Vec<u8>),
+    Stream(Socket),
 }
 
-/// Connections accepted by the acceptor thread, waiting to be claimed by (peer, tag).
+/// Something a peer sent that nobody has claimed yet (NCCL's `unexConn`).
+struct Unexpected {
+    peer: u32,
+    tag: u64,
+    payload: Payload,
+}
+
+/// What the acceptor thread received, waiting to be claimed by (peer, tag).
 #[derive(Default)]
 struct Inbox {
     queue: Mutex<Vec<Unexpected>>,
@@ -229,7 +236,7 @@ impl TcpBootstrap {
             let (inbox, stop, abort) = (inbox.clone(), stop.clone(), abort.clone());
             std::thread::Builder::new()
                 .name(format!("collscope Bootstrap{rank}"))
-                .spawn(move || accept_loop(listener, &inbox, &stop, &abort))
+                .spawn(move || accept_loop(listener, &inbox, &stop, &abort, timeout))
                 .map_err(|e| BootstrapError::Protocol(format!("cannot start the bootstrap acceptor: {e}")))?
         };
         let mut boot = TcpBootstrap {
@@ -247,9 +254,12 @@ impl TcpBootstrap {
         };
         let all = boot.all_gather(&addr_to_bytes(&listen_addr))?;
         boot.peers = all
-            .chunks(ADDR_BYTES)
+            .iter()
             .map(|c| {
                 let mut a = [0u8; ADDR_BYTES];
+                if c.len() != ADDR_BYTES {
+                    return Err(BootstrapError::Protocol(format!("peer address of {} bytes", c.len())));
+                }
                 a.copy_from_slice(c);
                 addr_from_bytes(&a).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
             })
@@ -290,45 +300,31 @@ impl TcpBootstrap {
         &self.peers
     }
 
-    /// NCCL's `bootstrapAllGather` over the ring: returns every rank's `mine`, in rank order.
-    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<u8>, BootstrapError> {
+    /// NCCL's `bootstrapAllGather` over the ring: every rank's `mine` (sizes may differ), in rank order.
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
         let n = self.nranks as usize;
-        let size = mine.len();
-        let mut out = vec![0u8; size * n];
         let r = self.rank as usize;
-        out[r * size..(r + 1) * size].copy_from_slice(mine);
+        let mut slots: Vec<Vec<u8>> = vec![Vec::new(); n];
+        slots[r] = mine.to_vec();
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let Ring { next, prev } = &mut *ring;
-        let abort = &*self.abort;
+        let (abort, timeout) = (&*self.abort, self.timeout);
         for i in 0..n.saturating_sub(1) {
-            let send_slot = (r + n - i) % n;
-            let recv_slot = (r + n - i - 1) % n;
-            let (before, after) = out.split_at_mut(recv_slot.max(send_slot) * size);
-            let (send_buf, recv_buf) = if send_slot < recv_slot {
-                (&before[send_slot * size..(send_slot + 1) * size], &mut after[..size])
-            } else {
-                (&after[..size], &mut before[recv_slot * size..(recv_slot + 1) * size])
-            };
+            let send_buf = &slots[(r + n - i) % n];
             // Send and receive together so large slices cannot deadlock on full socket buffers.
-            std::thread::scope(|s| {
+            let got = std::thread::scope(|s| {
                 let sender = s.spawn(|| {
-                    let mut hdr = [0u8; 8];
-                    hdr.copy_from_slice(&(size as u64).to_le_bytes());
-                    next.send_timeout(&hdr, self.timeout, Some(abort))?;
-                    next.send_timeout(send_buf, self.timeout, Some(abort))
+                    next.send_timeout(&(send_buf.len() as u64).to_le_bytes(), timeout, Some(abort))?;
+                    next.send_timeout(send_buf, timeout, Some(abort))
                 });
-                let mut hdr = [0u8; 8];
-                prev.recv_timeout(&mut hdr, self.timeout, Some(abort))?;
-                let got = u64::from_le_bytes(hdr) as usize;
-                if got != size {
-                    return Err(BootstrapError::SizeMismatch { rank: self.rank, expected: size, got });
-                }
-                prev.recv_timeout(recv_buf, self.timeout, Some(abort))?;
-                sender.join().map_err(|_| BootstrapError::Protocol("allgather sender panicked".into()))??;
-                Ok(())
+                let got = recv_message(prev, timeout, abort);
+                let sent = sender.join().map_err(|_| BootstrapError::Protocol("allgather sender panicked".into()))?;
+                sent?;
+                got
             })?;
+            slots[(r + n - i - 1) % n] = got;
         }
-        Ok(out)
+        Ok(slots)
     }
 
     /// A barrier over the ring (an AllGather of nothing).
@@ -336,57 +332,77 @@ impl TcpBootstrap {
         self.all_gather(&[]).map(|_| ())
     }
 
-    /// NCCL's `bootstrapSend`: one connection per message to the peer's listener.
-    pub fn send(&self, peer: u32, tag: u32, data: &[u8]) -> Result<(), BootstrapError> {
-        let mut s = self.connect(peer, tag)?;
+    /// NCCL's `bootstrapSend`: one connection per message to the peer's listener, whose acceptor reads it
+    /// whole, so this returns without waiting for the matching `recv`.
+    pub fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<(), BootstrapError> {
+        let mut s = self.open(peer, tag, KIND_MESSAGE)?;
         let wrap = |source| BootstrapError::Peer { op: "send", peer, tag, source };
         s.send_timeout(&(data.len() as u64).to_le_bytes(), self.timeout, Some(&self.abort)).map_err(wrap)?;
-        s.send_timeout(data, self.timeout, Some(&self.abort)).map_err(wrap)
+        s.send_timeout(data, self.timeout, Some(&self.abort)).map_err(wrap)?;
+        // Wait for the acceptor's close so the message is known to have landed before we return.
+        let mut eof = [0u8; 1];
+        match s.recv_timeout(&mut eof, self.timeout, Some(&self.abort)) {
+            Err(SocketError::Closed { .. }) => Ok(()),
+            Err(e) => Err(wrap(e)),
+            Ok(()) => Err(BootstrapError::Protocol(format!("rank {peer} answered a bootstrap message"))),
+        }
     }
 
     /// NCCL's `bootstrapRecv`: the message `peer` sent with `tag`.
-    pub fn recv(&self, peer: u32, tag: u32) -> Result<Vec<u8>, BootstrapError> {
-        let mut s = self.accept(peer, tag)?;
-        let wrap = |source| BootstrapError::Peer { op: "receive", peer, tag, source };
-        let mut len = [0u8; 8];
-        s.recv_timeout(&mut len, self.timeout, Some(&self.abort)).map_err(wrap)?;
-        let len = u64::from_le_bytes(len) as usize;
-        let mut data = vec![0u8; len];
-        s.recv_timeout(&mut data, self.timeout, Some(&self.abort)).map_err(wrap)?;
-        Ok(data)
+    pub fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>, BootstrapError> {
+        match self.claim(peer, tag, KIND_MESSAGE)? {
+            Payload::Message(m) => Ok(m),
+            Payload::Stream(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}"))),
+        }
     }
 
     /// Opens a lasting connection to `peer`, which claims it with `accept(self.rank, tag)`.
-    pub fn connect(&self, peer: u32, tag: u32) -> Result<Socket, BootstrapError> {
+    pub fn connect(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
+        self.open(peer, tag, KIND_STREAM)
+    }
+
+    /// Claims the lasting connection `peer` opened with `tag`.
+    pub fn accept(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
+        match self.claim(peer, tag, KIND_STREAM)? {
+            Payload::Stream(s) => Ok(s),
+            Payload::Message(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}"))),
+        }
+    }
+
+    fn open(&self, peer: u32, tag: u64, kind: u32) -> Result<Socket, BootstrapError> {
         let addr = *self.peers.get(peer as usize).ok_or(BootstrapError::BadRank { rank: peer, nranks: self.nranks })?;
         let wrap = |source| BootstrapError::Peer { op: "connect to", peer, tag, source };
         let mut s = Socket::connect(addr, self.magic, SocketType::Bootstrap, self.timeout).map_err(wrap)?;
         let mut hdr = [0u8; HEADER_BYTES];
         hdr[..4].copy_from_slice(&self.rank.to_le_bytes());
-        hdr[4..].copy_from_slice(&tag.to_le_bytes());
+        hdr[4..8].copy_from_slice(&kind.to_le_bytes());
+        hdr[8..].copy_from_slice(&tag.to_le_bytes());
         s.send_timeout(&hdr, self.timeout, Some(&self.abort)).map_err(wrap)?;
         Ok(s)
     }
 
-    /// Claims the connection `peer` opened with `tag`; others that arrive meanwhile stay queued.
-    pub fn accept(&self, peer: u32, tag: u32) -> Result<Socket, BootstrapError> {
+    /// Waits for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
+    fn claim(&self, peer: u32, tag: u64, kind: u32) -> Result<Payload, BootstrapError> {
         if peer >= self.nranks {
             return Err(BootstrapError::BadRank { rank: peer, nranks: self.nranks });
         }
         let start = Instant::now();
+        let is_kind =
+            |p: &Payload| matches!((p, kind), (Payload::Message(_), KIND_MESSAGE) | (Payload::Stream(_), KIND_STREAM));
         let mut queue = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag) {
-                return Ok(queue.swap_remove(i).sock);
+            if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
+                return Ok(queue.remove(i).payload);
             }
             let addr = addr_string(&self.listen_addr);
-            let fail = |source| Err(BootstrapError::Peer { op: "accept from", peer, tag, source });
+            let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
+            let fail = |source| Err(BootstrapError::Peer { op, peer, tag, source });
             if self.abort.load(Ordering::Acquire) {
                 return fail(SocketError::Aborted { addr });
             }
             if start.elapsed() >= self.timeout {
                 return fail(SocketError::Timeout {
-                    what: "accept a connection on",
+                    what: "hear from a peer on",
                     addr,
                     secs: self.timeout.as_secs_f64(),
                 });
@@ -395,6 +411,21 @@ impl TcpBootstrap {
         }
     }
 }
+
+fn recv_message(s: &mut Socket, timeout: Duration, abort: &AtomicBool) -> Result<Vec<u8>, BootstrapError> {
+    let mut len = [0u8; 8];
+    s.recv_timeout(&mut len, timeout, Some(abort))?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_MESSAGE {
+        return Err(BootstrapError::Protocol(format!("a {len}-byte bootstrap message exceeds {MAX_MESSAGE} bytes")));
+    }
+    let mut data = vec![0u8; len as usize];
+    s.recv_timeout(&mut data, timeout, Some(abort))?;
+    Ok(data)
+}
+
+/// Largest bootstrap message accepted (guards against a corrupt length).
+const MAX_MESSAGE: u64 = 1 << 32;
 
 impl Drop for TcpBootstrap {
     fn drop(&mut self) {
@@ -406,7 +437,7 @@ impl Drop for TcpBootstrap {
 }
 
 /// Accepts peers' connections, reads their (rank, tag) header and queues them for `accept`.
-fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &AtomicBool) {
+fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &AtomicBool, timeout: Duration) {
     while !stop.load(Ordering::Acquire) && !abort.load(Ordering::Acquire) {
         let mut s = match listener.accept(POLL_SLICE, Some(stop)) {
             Ok(s) => s,
@@ -422,8 +453,19 @@ fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &Ato
             continue;
         }
         let peer = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-        let tag = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-        inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).push(Unexpected { peer, tag, sock: s });
+        let kind = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+        let tag = u64::from_le_bytes(hdr[8..].try_into().unwrap_or_default());
+        let payload = match kind {
+            KIND_MESSAGE => match recv_message(&mut s, timeout, abort) {
+                Ok(m) => Payload::Message(m),
+                Err(e) => {
+                    nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a message from rank {peer}: {e}");
+                    continue;
+                }
+            },
+            _ => Payload::Stream(s),
+        };
+        inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).push(Unexpected { peer, tag, payload });
         inbox.arrived.notify_all();
     }
 }
@@ -460,10 +502,12 @@ mod tests {
         for n in [1u32, 2, 3, 5] {
             let out = run_ranks(n, |b| {
                 let r = b.rank();
-                let mine: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + r) as u8).collect();
+                // Sizes differ per rank; rank 0's slice is big enough to fill socket buffers.
+                let mine: Vec<u8> = (0..(1 + r as usize) * 100_000).map(|i| (i as u32 * 7 + r) as u8).collect();
                 let all = b.all_gather(&mine).unwrap();
-                for q in 0..n as usize {
-                    assert_eq!(all[q * 100_000 + 3], (21 + q) as u8);
+                for (q, slice) in all.iter().enumerate() {
+                    assert_eq!(slice.len(), (1 + q) * 100_000);
+                    assert_eq!(slice[3], (21 + q) as u8);
                 }
                 // Everyone sends to everyone with two tags, received in the opposite order.
                 for p in 0..n {
@@ -490,7 +534,7 @@ mod tests {
         let e = TcpBootstrap::init(&wrong, 0, 1, &env()).unwrap_err().to_string();
         assert!(e.contains("wrong magic"), "{e}");
         let ok = TcpBootstrap::init(&id, 0, 1, &env()).unwrap();
-        assert_eq!(ok.all_gather(b"x").unwrap(), b"x");
+        assert_eq!(ok.all_gather(b"x").unwrap(), vec![b"x".to_vec()]);
     }
 
     #[test]
@@ -519,7 +563,7 @@ mod tests {
                     let e = &e;
                     s.spawn(move || {
                         let b = TcpBootstrap::init(&id, r, 3, e).unwrap();
-                        b.all_gather(&[r as u8]).unwrap().iter().map(|&x| x as u32).sum()
+                        b.all_gather(&[r as u8]).unwrap().iter().map(|x| x[0] as u32).sum()
                     })
                 })
                 .collect();
