@@ -129,8 +129,14 @@ impl NetSocket {
         self.nthreads * self.nsocks_per_thread
     }
 
-    /// `ncclNetSocketListen`: a listener on device `dev` and the handle the sender needs to reach it.
-    pub fn listen(&self, dev: usize) -> Result<(NetListener, Handle), NetError> {
+    /// `ncclNetSocketListen`: a listener on device `dev` and the handle the sender needs to reach it. A thread
+    /// accepts the sender's sockets as they come, so neither side's connect waits for the other's accept.
+    pub fn listen(
+        &self,
+        dev: usize,
+        timeout: Duration,
+        abort: Arc<AtomicBool>,
+    ) -> Result<(NetListener, Handle), NetError> {
         let d = self.devices.get(dev).ok_or(NetError::BadDevice { dev, ndev: self.devices.len() })?;
         let magic = random_u64().unwrap_or(0x564a_b9f2_fc4b_9d6c);
         let listener = Listener::bind_ip(d.addr.ip(), magic, SocketType::NetSocket)?;
@@ -140,7 +146,16 @@ impl NetSocket {
             nthreads: self.nthreads as u32,
             nsocks_per_thread: self.nsocks_per_thread as u32,
         };
-        Ok((NetListener { listener, layout: self.clone(), handle }, handle))
+        let nsocks = self.nsocks();
+        let ab = abort.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("collscope NetAccept".into())
+            .spawn(move || accept_all(&listener, nsocks, timeout, &ab))
+            .map_err(|e| NetError::Progress {
+                peer: addr_string(&handle.addr),
+                msg: format!("cannot start acceptor: {e}"),
+            })?;
+        Ok((NetListener { acceptor, layout: self.clone(), handle, abort }, handle))
     }
 
     /// `ncclNetSocketConnect`: opens the data sockets then the control socket, each announcing its index.
@@ -204,32 +219,45 @@ impl Handle {
     }
 }
 
-/// The receiving side's listener (`ncclNetSocketListenComm`).
+/// The receiving side's listener (`ncclNetSocketListenComm`), accepting on its own thread.
 #[derive(Debug)]
 pub struct NetListener {
-    listener: Listener,
+    acceptor: std::thread::JoinHandle<Result<Vec<Socket>, NetError>>,
     layout: NetSocket,
     handle: Handle,
+    abort: Arc<AtomicBool>,
 }
 
 impl NetListener {
-    /// `ncclNetSocketAccept`: takes the sender's sockets in whatever order they arrive, by their index.
-    pub fn accept(&self, timeout: Duration, abort: Arc<AtomicBool>) -> Result<NetComm, NetError> {
-        let nsocks = (self.handle.nthreads * self.handle.nsocks_per_thread) as usize;
-        let mut slots: Vec<Option<Socket>> = (0..=nsocks).map(|_| None).collect();
-        for _ in 0..=nsocks {
-            let mut s = self.listener.accept(timeout, Some(&abort))?;
-            let mut idx = [0u8; 1];
-            s.recv_timeout(&mut idx, timeout, Some(&abort))?;
-            let i = idx[0] as usize;
-            match slots.get_mut(i) {
-                Some(slot @ None) => *slot = Some(s),
-                _ => return Err(NetError::BadHandle(format!("peer sent socket index {i} twice or out of range"))),
-            }
-        }
-        let ctrl = slots.pop().flatten().ok_or_else(|| NetError::BadHandle("no control socket".into()))?;
-        NetComm::new(ctrl, slots.into_iter().flatten().collect(), &self.handle, &self.layout, abort)
+    /// `ncclNetSocketAccept`: the connection once all of the sender's sockets arrived.
+    pub fn accept(self) -> Result<NetComm, NetError> {
+        let peer = addr_string(&self.handle.addr);
+        let mut socks =
+            self.acceptor.join().map_err(|_| NetError::Progress { peer, msg: "acceptor thread panicked".into() })??;
+        let ctrl = socks.pop().ok_or_else(|| NetError::BadHandle("no control socket".into()))?;
+        NetComm::new(ctrl, socks, &self.handle, &self.layout, self.abort)
     }
+}
+
+/// Takes the sender's data sockets and control socket in whatever order they arrive, placed by their index.
+fn accept_all(
+    listener: &Listener,
+    nsocks: usize,
+    timeout: Duration,
+    abort: &AtomicBool,
+) -> Result<Vec<Socket>, NetError> {
+    let mut slots: Vec<Option<Socket>> = (0..=nsocks).map(|_| None).collect();
+    for _ in 0..=nsocks {
+        let mut s = listener.accept(timeout, Some(abort))?;
+        let mut idx = [0u8; 1];
+        s.recv_timeout(&mut idx, timeout, Some(abort))?;
+        let i = idx[0] as usize;
+        match slots.get_mut(i) {
+            Some(slot @ None) => *slot = Some(s),
+            _ => return Err(NetError::BadHandle(format!("peer sent socket index {i} twice or out of range"))),
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
 }
 
 /// A raw view of a buffer the caller keeps alive until the request completes.
@@ -520,15 +548,11 @@ mod tests {
 
     fn pair(env: &Env) -> (NetComm, NetComm) {
         let net = NetSocket::discover(env).unwrap();
-        let (l, h) = net.listen(0).unwrap();
-        let h = Handle::from_bytes(&h.to_bytes()).unwrap();
         let abort = Arc::new(AtomicBool::new(false));
-        std::thread::scope(|s| {
-            let a = abort.clone();
-            let recv = s.spawn(move || l.accept(Duration::from_secs(10), a).unwrap());
-            let send = net.connect(&h, Duration::from_secs(10), abort).unwrap();
-            (send, recv.join().unwrap())
-        })
+        let (l, h) = net.listen(0, Duration::from_secs(10), abort.clone()).unwrap();
+        let h = Handle::from_bytes(&h.to_bytes()).unwrap();
+        let send = net.connect(&h, Duration::from_secs(10), abort).unwrap();
+        (send, l.accept().unwrap())
     }
 
     fn transfer(send: &mut NetComm, recv: &mut NetComm, sizes: &[usize]) {
