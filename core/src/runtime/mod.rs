@@ -7,6 +7,7 @@ pub mod comm;
 pub mod conn;
 pub mod error;
 pub mod group;
+pub mod job;
 pub mod liveness;
 pub mod net;
 pub mod prims;
