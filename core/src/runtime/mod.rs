@@ -8,6 +8,7 @@ pub mod conn;
 pub mod error;
 pub mod group;
 pub mod job;
+pub mod launch;
 pub mod liveness;
 pub mod net;
 pub mod prims;
