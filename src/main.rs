@@ -1,5 +1,7 @@
 //! The `collscope` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -13,6 +15,8 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Benchmark a collective like nccl-tests (`all_reduce_perf` and friends), byte-compatible output.
+    Perf(cli::perf::PerfArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -22,5 +26,6 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
+        Command::Perf(args) => cli::perf::run(&args),
     }
 }

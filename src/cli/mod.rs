@@ -1,0 +1,2 @@
+pub mod perf;
+pub mod ranks;
