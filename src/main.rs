@@ -17,6 +17,8 @@ enum Command {
     Version,
     /// Benchmark a collective like nccl-tests (`all_reduce_perf` and friends), byte-compatible output.
     Perf(cli::perf::PerfArgs),
+    /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
+    Demo(cli::demo::DemoArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +29,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Perf(args) => cli::perf::run(&args),
+        Command::Demo(args) => cli::demo::run(&args),
     }
 }

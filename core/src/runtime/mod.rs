@@ -17,6 +17,7 @@ pub mod record;
 pub mod select;
 pub mod socket;
 pub mod tcp_bootstrap;
+pub mod training;
 pub mod transport;
 pub mod tree;
 pub mod wait;

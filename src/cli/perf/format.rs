@@ -45,7 +45,7 @@ pub fn c_g(value: f64) -> String {
     // The exponent after rounding to P significant digits decides the style.
     let sci = format!("{:.*e}", (P - 1) as usize, value);
     let exp: i32 = sci.split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0);
-    if exp < -4 || exp >= P {
+    if !(-4..P).contains(&exp) {
         let (mant, _) = sci.split_once('e').unwrap_or((&sci, ""));
         format!("{}e{}{:02}", strip_zeros(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
     } else {

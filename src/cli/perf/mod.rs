@@ -89,7 +89,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
         _ => return Err(format!("'{s}' has an unknown unit '{unit}': expected K, M or G")),
     };
     let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size: expected a number like 8, 1K or 64M"))?;
-    if !(v >= 0.0) || v * mult > 1e15 {
+    if v.is_nan() || v < 0.0 || v * mult > 1e15 {
         return Err(format!("'{s}' is out of range"));
     }
     Ok((v * mult) as usize)
@@ -364,31 +364,19 @@ fn print_preamble(args: &PerfArgs, devices: &[String], threads: u32, w: &mut imp
         "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          ",
         "", "", "", "", ""
     )?;
-    writeln!(
-        w,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {}",
-        "size",
-        "count",
-        "type",
-        "redop",
-        "root",
-        "time",
-        "algbw",
-        "busbw",
-        "#wrong",
-        "time",
-        "algbw",
-        "busbw",
-        "#wrong",
-        ""
-    )?;
-    writeln!(
-        w,
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {}",
-        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", ""
-    )?;
+    let names = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"];
+    let units = ["(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""];
+    writeln!(w, "{}", header_row(&names))?;
+    writeln!(w, "{}", header_row(&units))?;
     w.flush()?;
     Ok(())
+}
+
+/// `# %10s  %12s  %8s  %6s  %6s` then `  %7s  %6s  %6s  %6s` for out-of-place and in-place, then `" %*s"` with
+/// no timestamp column: nccl-tests' header rows end in a space.
+fn header_row(c: &[&str; 9]) -> String {
+    let half = format!("  {:>7}  {:>6}  {:>6}  {:>6}", c[5], c[6], c[7], c[8]);
+    format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{half}{half} ", c[0], c[1], c[2], c[3], c[4])
 }
 
 fn progress_bar(len: u64) -> indicatif::ProgressBar {
