@@ -350,10 +350,24 @@ impl TcpBootstrap {
 
     /// NCCL's `bootstrapRecv`: the message `peer` sent with `tag`.
     pub fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>, BootstrapError> {
-        match self.claim(peer, tag, KIND_MESSAGE)? {
-            Payload::Message(m) => Ok(m),
-            Payload::Stream(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}"))),
+        self.recv_within(peer, tag, self.timeout)?.ok_or_else(|| self.timed_out(peer, tag, "receive from"))
+    }
+
+    /// `recv` that returns `None` once `timeout` passed without the message.
+    pub fn recv_within(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>, BootstrapError> {
+        match self.claim(peer, tag, KIND_MESSAGE, timeout)? {
+            None => Ok(None),
+            Some(Payload::Message(m)) => Ok(Some(m)),
+            Some(Payload::Stream(_)) => {
+                Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}")))
+            }
         }
+    }
+
+    fn timed_out(&self, peer: u32, tag: u64, op: &'static str) -> BootstrapError {
+        let addr = addr_string(&self.listen_addr);
+        let source = SocketError::Timeout { what: "hear from a peer on", addr, secs: self.timeout.as_secs_f64() };
+        BootstrapError::Peer { op, peer, tag, source }
     }
 
     /// Opens a lasting connection to `peer`, which claims it with `accept(self.rank, tag)`.
@@ -363,9 +377,12 @@ impl TcpBootstrap {
 
     /// Claims the lasting connection `peer` opened with `tag`.
     pub fn accept(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
-        match self.claim(peer, tag, KIND_STREAM)? {
-            Payload::Stream(s) => Ok(s),
-            Payload::Message(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}"))),
+        match self.claim(peer, tag, KIND_STREAM, self.timeout)? {
+            None => Err(self.timed_out(peer, tag, "accept from")),
+            Some(Payload::Stream(s)) => Ok(s),
+            Some(Payload::Message(_)) => {
+                Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}")))
+            }
         }
     }
 
@@ -381,8 +398,8 @@ impl TcpBootstrap {
         Ok(s)
     }
 
-    /// Waits for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
-    fn claim(&self, peer: u32, tag: u64, kind: u32) -> Result<Payload, BootstrapError> {
+    /// Waits up to `timeout` for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
+    fn claim(&self, peer: u32, tag: u64, kind: u32, timeout: Duration) -> Result<Option<Payload>, BootstrapError> {
         if peer >= self.nranks {
             return Err(BootstrapError::BadRank { rank: peer, nranks: self.nranks });
         }
@@ -392,22 +409,18 @@ impl TcpBootstrap {
         let mut queue = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
-                return Ok(queue.remove(i).payload);
+                return Ok(Some(queue.remove(i).payload));
             }
-            let addr = addr_string(&self.listen_addr);
-            let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
-            let fail = |source| Err(BootstrapError::Peer { op, peer, tag, source });
             if self.abort.load(Ordering::Acquire) {
-                return fail(SocketError::Aborted { addr });
+                let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
+                let source = SocketError::Aborted { addr: addr_string(&self.listen_addr) };
+                return Err(BootstrapError::Peer { op, peer, tag, source });
             }
-            if start.elapsed() >= self.timeout {
-                return fail(SocketError::Timeout {
-                    what: "hear from a peer on",
-                    addr,
-                    secs: self.timeout.as_secs_f64(),
-                });
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(None);
             }
-            queue = self.inbox.arrived.wait_timeout(queue, POLL_SLICE).unwrap_or_else(|p| p.into_inner()).0;
+            queue = self.inbox.arrived.wait_timeout(queue, left.min(POLL_SLICE)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 }
@@ -446,6 +459,10 @@ impl crate::runtime::Bootstrap for TcpBootstrap {
 
     fn recv(&self, peer: u32, tag: u64) -> crate::runtime::Result<Vec<u8>> {
         TcpBootstrap::recv(self, peer, tag).map_err(into_runtime)
+    }
+
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> crate::runtime::Result<Option<Vec<u8>>> {
+        self.recv_within(peer, tag, timeout).map_err(into_runtime)
     }
 
     fn barrier(&self) -> crate::runtime::Result<()> {
