@@ -76,7 +76,8 @@ impl Stats {
 
 /// A step the send side handed to the network.
 struct InFlight {
-    header: Box<[u8; HEADER_BYTES]>,
+    /// The header's bytes, kept alive until the network has sent them.
+    _header: Box<[u8; HEADER_BYTES]>,
     head_req: Request,
     head_done: bool,
     body: Request,
@@ -129,7 +130,13 @@ impl SendConn {
             let header = Box::new(header(proto, bytes.len()));
             let head_req = self.net.isend(header.as_ptr(), HEADER_BYTES);
             let body = self.net.isend(bytes.as_ptr(), bytes.len());
-            self.inflight.push_back(InFlight { header, head_req, head_done: false, body, since: Instant::now() });
+            self.inflight.push_back(InFlight {
+                _header: header,
+                head_req,
+                head_done: false,
+                body,
+                since: Instant::now(),
+            });
             self.next += 1;
             self.idle_since = Instant::now();
             self.stats.record(|o| {
@@ -151,7 +158,6 @@ impl SendConn {
                 break;
             }
             let since = f.since;
-            debug_assert_eq!(f.header.len(), HEADER_BYTES);
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
             self.mem.head().store(done, Ordering::Release);
