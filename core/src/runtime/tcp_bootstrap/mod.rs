@@ -61,6 +61,16 @@ pub fn bootstrap_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     Ok(i.clone())
 }
 
+/// The bootstrap interface as the shared model records it (`Bootstrap: Using eth0:10.0.0.1<0>`).
+pub fn model_interface(i: &NetIf, rank: Option<u32>) -> crate::model::BootstrapInterface {
+    crate::model::BootstrapInterface {
+        name: i.name.clone(),
+        address: addr_string(&i.addr),
+        host: Some(crate::sys::hostname()),
+        rank,
+    }
+}
+
 fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
     if let Some(id) = env.str("NCCL_COMM_ID") {
@@ -575,6 +585,15 @@ mod tests {
             });
             assert_eq!(out, vec![n as usize; n as usize]);
         }
+    }
+
+    #[test]
+    fn the_interface_goes_into_the_model_as_printed() {
+        let i = NetIf { name: "eth0".into(), addr: "10.0.0.1:0".parse().unwrap(), netmask: None };
+        let m = model_interface(&i, Some(3));
+        assert_eq!((m.name.as_str(), m.address.as_str(), m.rank), ("eth0", "10.0.0.1<0>", Some(3)));
+        let net = crate::runtime::net::socket::NetSocket::discover(&Env::default()).unwrap();
+        assert_eq!(net.model_devices()[0].link.as_deref(), Some(addr_string(&net.devices[0].addr).as_str()));
     }
 
     #[test]
