@@ -118,6 +118,24 @@ fn now_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
+/// The init lines NCCL 2.28.9 prints for rings and trees: rank 0's `Channel 00/02 : 0 1 2 3` per ring
+/// (`src/graph/rings.cc`), each rank's `Ring 00 : 3 -> 0 -> 1` and `Trees [0] 1/-1/-1->0->-1 ...`
+/// (`src/init.cc`).
+fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
+    let width = (nranks.max(1) - 1).to_string().len();
+    let mut trees = String::new();
+    for ch in channels {
+        if rank == 0 {
+            let order: String = (0..nranks).map(|r| format!(" {r:>width$}")).collect();
+            nccl_info!(Subsys::INIT, "Channel {:02}/{:02} :{order}", ch.id, channels.len());
+        }
+        let t = ch.tree;
+        trees.push_str(&format!(" [{}] {}/{}/-1->{rank}->{}", ch.id, t.down[0], t.down[1], t.up));
+        nccl_info!(Subsys::GRAPH, "Ring {:02} : {} -> {rank} -> {}", ch.id, ch.ring_prev, ch.ring_next);
+    }
+    nccl_info!(Subsys::INIT, "Trees{trees}");
+}
+
 /// One connection a rank wants: `send` to or receive from `peer` on `channel` (`conn_index` 1 = p2p).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Want {
@@ -191,21 +209,17 @@ impl Comm {
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
         let channels: Vec<Channel> = (0..nch)
-            .map(|c| {
-                let tree = trees[if 2 * c < nch { 0 } else { 1 }];
-                let ch = Channel {
-                    id: c,
-                    ring_prev: (rank + nranks - 1) % nranks,
-                    ring_next: (rank + 1) % nranks,
-                    tree,
-                    send: Default::default(),
-                    recv: Default::default(),
-                };
-                nccl_info!(Subsys::GRAPH, "Ring {c:02} : {} -> {rank} -> {}", ch.ring_prev, ch.ring_next);
-                nccl_info!(Subsys::GRAPH, "Tree {c} : {} -> {rank} -> {}/{}/-1", tree.up, tree.down[0], tree.down[1]);
-                ch
+            .map(|c| Channel {
+                id: c,
+                ring_prev: (rank + nranks - 1) % nranks,
+                ring_next: (rank + 1) % nranks,
+                // The first half of the channels run on the first tree, the rest on the second.
+                tree: trees[if 2 * c < nch { 0 } else { 1 }],
+                send: Default::default(),
+                recv: Default::default(),
             })
             .collect();
+        log_rings_and_trees(rank, nranks, &channels);
         let p2p = Channel {
             id: 0,
             ring_prev: 0,
@@ -383,10 +397,13 @@ impl Comm {
             }
         }
         self.connect(&wants)?;
+        // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
         if algo == Algorithm::Tree {
             self.tree_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all trees");
         } else {
             self.ring_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0");
         }
         Ok(())
     }

@@ -246,7 +246,7 @@ fn count(case: &Case, esize: usize) -> usize {
         Size::Odd => 1001,
         Size::OffChunk => 5 * payload / esize + 3,
         Size::MultiMb => {
-            let n = (5 << 19) / esize;
+            let n = (3 << 19) / esize;
             if blocks {
                 (n / case.nranks as usize).max(1)
             } else {

@@ -6,7 +6,7 @@ use super::bootstrap::{all_gather_p2p, Bootstrap, Mailbox};
 use super::comm::{Comm, CommOptions};
 use super::error::{Result, RuntimeError};
 use super::select::SelectConfig;
-use super::transport::shm::{sweep_stale_segments, SHM_PREFIX};
+use super::transport::shm::{sweep_stale_segments, unlink_own_segments, ShmTransport, SHM_PREFIX};
 use crate::env::Env;
 use crate::model::{RedOp, Transport};
 use std::io::{Read, Write};
@@ -154,6 +154,15 @@ fn child_main(spec: &str) {
     let conns = comm.records().connections();
     assert!(!conns.is_empty() && conns.iter().all(|c| c.transport == Transport::Shm), "{conns:?}");
     assert!(segments_of(std::process::id()).is_empty(), "segments left while running");
+    // A receiver whose sender never came (died before mapping) can still drop its names on the way out.
+    let (me, peer) = (super::comm::local_peer_info(0), super::comm::local_peer_info(1));
+    let sizes = super::conn::BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
+    let spec = super::transport::ConnSpec { channel: 5, conn_index: 0, me: &me, peer: &peer, sizes, comm: None };
+    let (pending, _) = super::transport::Transport::recv_setup(&ShmTransport::new(), &spec).expect("segment");
+    assert_eq!(segments_of(std::process::id()).len(), 1);
+    unlink_own_segments();
+    assert!(segments_of(std::process::id()).is_empty());
+    drop(pending);
     println!("CHILD {rank} OK");
 }
 
