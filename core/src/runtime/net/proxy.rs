@@ -370,6 +370,18 @@ impl Drop for ProxyGuard {
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 impl Conn {
+    /// Whether bytes are on their way right now (the proxy should not sleep).
+    fn busy(&self) -> bool {
+        match self {
+            Conn::Send(s) => !s.inflight.is_empty(),
+            Conn::Recv(r) => match &r.state {
+                RecvState::Credit => false,
+                RecvState::Header(_, req) => req.started(),
+                RecvState::Body(..) => true,
+            },
+        }
+    }
+
     /// Whether nothing the rank posted is still waiting for the network.
     fn drained(&self) -> bool {
         match self {
@@ -433,9 +445,13 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         if let Some(i) = failed {
             conns.remove(i);
         }
-        // Idle: yield first (a step is usually microseconds away), then back off so ranks sharing the core run.
+        // While bytes are in flight keep going (yielding the core); when idle, back off so ranks sharing the
+        // core run: yield first (a step is usually microseconds away), then sleep.
         if moved {
             idle_rounds = 0;
+        } else if conns.iter().any(|e| e.conn.busy()) {
+            idle_rounds = 0;
+            std::thread::yield_now();
         } else {
             idle_rounds = idle_rounds.saturating_add(1);
             if idle_rounds < 64 {

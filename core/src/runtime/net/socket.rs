@@ -337,6 +337,13 @@ pub struct Request {
     tasks: Vec<Arc<AtomicU8>>,
 }
 
+impl Request {
+    /// Whether bytes of this request have started to move (its size header, at least).
+    pub fn started(&self) -> bool {
+        self.ctrl_off > 0
+    }
+}
+
 impl NetComm {
     fn new(ctrl: Socket, data: Vec<Socket>, handle: &Handle, layout: &NetSocket) -> Result<NetComm, NetError> {
         let closing = Arc::new(AtomicBool::new(false));
