@@ -5,3 +5,6 @@ mod explain_text;
 pub mod sizes;
 pub mod topo;
 mod trim;
+pub mod demo;
+pub mod perf;
+pub mod ranks;

@@ -12,6 +12,10 @@
 //! - Every call goes through [`select()`] (algorithm, protocol, channels), which honours `NCCL_ALGO`/`NCCL_PROTO`.
 //! - Every wait ends on success, `COLLSCOPE_TIMEOUT_S`, or [`AbortHandle::abort`]; errors name the operation
 //!   and its sequence number.
+//! - Across processes and hosts: [`job::JobComm::init_rank`] joins with a [`tcp_bootstrap::UniqueId`] over the
+//!   TCP bootstrap, adds the NET/Socket transport ([`net`], driven by a proxy thread per rank) and a
+//!   [`liveness`] watchdog that aborts every rank's waits naming a dead peer; [`launch`] reads which rank this
+//!   process is from collscope's launcher, torchrun, Open MPI or Slurm; [`training`] is the demo's workload.
 
 pub mod algos;
 pub mod bootstrap;
@@ -19,10 +23,17 @@ pub mod comm;
 pub mod conn;
 pub mod error;
 pub mod group;
+pub mod job;
+pub mod launch;
+pub mod liveness;
+pub mod net;
 pub mod prims;
 pub mod proto;
 pub mod record;
 pub mod select;
+pub mod socket;
+pub mod tcp_bootstrap;
+pub mod training;
 pub mod transport;
 pub mod tree;
 pub mod wait;
