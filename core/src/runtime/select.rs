@@ -1,76 +1,47 @@
-//! The one place a call's algorithm, protocol and channel count are chosen. For now: `NCCL_ALGO` /
-//! `NCCL_PROTO` restrict the candidates (NCCL 2.28.9 `src/graph/tuning.cc` `parseList` grammar:
-//! `list;coll:list;...`, `^` to exclude), then a size rule picks among what is left. The tuning model
-//! replaces the size rule later.
+//! The one place a call's algorithm, protocol and channel count are chosen: `NCCL_ALGO` / `NCCL_PROTO`
+//! restrict the candidates (the tuning model's `parseList` grammar), then a size rule picks among what is
+//! left. NCCL's tuning model needs hardware constants for host memory, which the calibration of the
+//! performance work will measure; until then the size rule stands in for it on CPUs.
 
 use crate::env::{Env, EnvError};
 use crate::model::{Algorithm, Collective, Protocol};
-use std::str::FromStr;
+use crate::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 
-/// Which values of `T` each collective may use.
+/// What `select` needs from the communicator: the `NCCL_ALGO` / `NCCL_PROTO` enable matrices, parsed by the
+/// tuning model's grammar, and the channel budget.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EnableList<T> {
-    per_coll: Vec<(Collective, Vec<T>)>,
-}
-
-impl<T: Copy + PartialEq + FromStr> EnableList<T> {
-    /// Parses NCCL's list grammar; `all` are the values a collective may use when nothing restricts it.
-    pub fn parse(name: &str, value: Option<&str>, all: &[T]) -> Result<Self, EnvError> {
-        let mut per_coll: Vec<(Collective, Vec<T>)> = Collective::ALL.iter().map(|c| (*c, all.to_vec())).collect();
-        let Some(value) = value else { return Ok(EnableList { per_coll }) };
-        let err = |expected: String| EnvError { name: name.into(), value: value.into(), expected };
-        for (i, entry) in value.split(';').filter(|e| !e.trim().is_empty()).enumerate() {
-            let (prefix, list) = match entry.split_once(':') {
-                Some((p, l)) => (Some(p.trim()), l),
-                None if i == 0 => (None, entry),
-                None => return Err(err("every entry after the first to start with a collective and ':'".into())),
-            };
-            let (negate, list) = match list.trim().strip_prefix('^') {
-                Some(rest) => (true, rest),
-                None => (false, list.trim()),
-            };
-            let mut named = Vec::new();
-            for tok in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-                named.push(tok.parse::<T>().map_err(|_| {
-                    err(format!("a comma list of {}", std::any::type_name::<T>().rsplit("::").next().unwrap_or("")))
-                })?);
-            }
-            let chosen: Vec<T> =
-                if negate { all.iter().copied().filter(|v| !named.contains(v)).collect() } else { named };
-            let mut matched = false;
-            for (c, v) in per_coll.iter_mut() {
-                if prefix.is_none_or(|p| p.eq_ignore_ascii_case(c.as_str())) {
-                    *v = chosen.clone();
-                    matched = true;
-                }
-            }
-            if !matched {
-                return Err(err(format!("collective names from {:?}", Collective::ALL)));
-            }
-        }
-        Ok(EnableList { per_coll })
-    }
-
-    pub fn allowed(&self, coll: Collective) -> &[T] {
-        self.per_coll.iter().find(|(c, _)| *c == coll).map(|(_, v)| v.as_slice()).unwrap_or(&[])
-    }
-}
-
-/// What `select` needs from the communicator.
-#[derive(Debug, Clone)]
 pub struct SelectConfig {
-    pub algos: EnableList<Algorithm>,
-    pub protos: EnableList<Protocol>,
+    algos: EnableMatrix<7>,
+    protos: EnableMatrix<3>,
     pub max_channels: u32,
 }
 
 impl SelectConfig {
     pub fn from_env(env: &Env, max_channels: u32) -> Result<Self, EnvError> {
+        let named = |name: &str, value: Option<&str>, e: GrammarError| EnvError {
+            name: name.into(),
+            value: value.unwrap_or_default().into(),
+            expected: e.to_string(),
+        };
+        let algo = env.str("NCCL_ALGO");
+        let proto = env.str("NCCL_PROTO");
         Ok(SelectConfig {
-            algos: EnableList::parse("NCCL_ALGO", env.str("NCCL_ALGO"), &[Algorithm::Tree, Algorithm::Ring])?,
-            protos: EnableList::parse("NCCL_PROTO", env.str("NCCL_PROTO"), Protocol::ALL)?,
+            algos: parse_algo(algo).map_err(|e| named("NCCL_ALGO", algo, e))?,
+            protos: parse_proto(proto).map_err(|e| named("NCCL_PROTO", proto, e))?,
             max_channels,
         })
+    }
+
+    fn row(coll: Collective) -> Option<usize> {
+        Collective::TUNED.iter().position(|c| *c == coll)
+    }
+
+    fn algo_allowed(&self, coll: Collective, a: Algorithm) -> bool {
+        Self::row(coll).is_some_and(|r| self.algos[r][a.id()] != 0)
+    }
+
+    fn proto_allowed(&self, coll: Collective, p: Protocol) -> bool {
+        Self::row(coll).is_some_and(|r| self.protos[r][p.id()] != 0)
     }
 }
 
@@ -92,9 +63,8 @@ pub fn select(cfg: &SelectConfig, coll: Collective, bytes: u64, nranks: u32) -> 
     if matches!(coll, Collective::Send | Collective::Recv | Collective::SendRecv | Collective::AllToAll) {
         return Choice { algo: Algorithm::Ring, proto: Protocol::Simple, nchannels: 1 };
     }
-    let algos = cfg.algos.allowed(coll);
-    let algo = if coll == Collective::AllReduce && algos.contains(&Algorithm::Tree) {
-        let ring_ok = algos.contains(&Algorithm::Ring);
+    let algo = if coll == Collective::AllReduce && cfg.algo_allowed(coll, Algorithm::Tree) {
+        let ring_ok = cfg.algo_allowed(coll, Algorithm::Ring);
         if !ring_ok || (bytes <= 64 << 10 && nranks > 2) {
             Algorithm::Tree
         } else {
@@ -103,7 +73,6 @@ pub fn select(cfg: &SelectConfig, coll: Collective, bytes: u64, nranks: u32) -> 
     } else {
         Algorithm::Ring
     };
-    let protos = cfg.protos.allowed(coll);
     let by_size = if bytes <= 16 << 10 {
         [Protocol::Ll, Protocol::Ll128, Protocol::Simple]
     } else if bytes <= 256 << 10 {
@@ -111,7 +80,7 @@ pub fn select(cfg: &SelectConfig, coll: Collective, bytes: u64, nranks: u32) -> 
     } else {
         [Protocol::Simple, Protocol::Ll128, Protocol::Ll]
     };
-    let proto = by_size.into_iter().find(|p| protos.contains(p)).unwrap_or(Protocol::Simple);
+    let proto = by_size.into_iter().find(|p| cfg.proto_allowed(coll, *p)).unwrap_or(Protocol::Simple);
     Choice { algo, proto, nchannels }
 }
 
@@ -145,10 +114,10 @@ mod tests {
     #[test]
     fn bad_lists_name_the_variable() {
         let e = SelectConfig::from_env(&Env::from_pairs([("NCCL_PROTO", "LL,fast")]), 2).unwrap_err().to_string();
-        assert!(e.contains("NCCL_PROTO='LL,fast'") && e.contains("Protocol"), "{e}");
+        assert!(e.contains("NCCL_PROTO='LL,fast'") && e.contains("\"fast\"") && e.contains("LL128"), "{e}");
         let e = SelectConfig::from_env(&Env::from_pairs([("NCCL_ALGO", "ring;tree")]), 2).unwrap_err().to_string();
         assert!(e.contains("NCCL_ALGO"), "{e}");
         let e = SelectConfig::from_env(&Env::from_pairs([("NCCL_ALGO", "allredux:ring")]), 2).unwrap_err().to_string();
-        assert!(e.contains("collective"), "{e}");
+        assert!(e.contains("\"allredux\"") && e.contains("AllReduce"), "{e}");
     }
 }
