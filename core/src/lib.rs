@@ -5,4 +5,5 @@
 pub mod debug;
 pub mod env;
 pub mod model;
+pub mod recorder;
 pub mod sys;

@@ -5,6 +5,7 @@
 pub mod comm;
 pub mod connection;
 pub mod diag;
+pub mod events;
 pub mod graph;
 pub mod names;
 pub mod ops;
@@ -14,6 +15,7 @@ pub mod tuning;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
+pub use events::{ChannelTraffic, Event};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{OpRecord, OpState, ProxyOp, ProxyWait};
