@@ -1,5 +1,7 @@
 //! The `collscope` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -13,6 +15,11 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Read real NCCL logs.
+    Log {
+        #[command(subcommand)]
+        command: cli::log::LogCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -22,5 +29,6 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
+        Command::Log { command } => cli::log::run(command),
     }
 }
