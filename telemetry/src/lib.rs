@@ -13,6 +13,7 @@ pub mod prom;
 mod server;
 pub mod sink;
 pub mod state;
+pub mod tail;
 
 pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
