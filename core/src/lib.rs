@@ -6,4 +6,5 @@ pub mod debug;
 pub mod env;
 pub mod model;
 pub mod recorder;
+pub mod runtime;
 pub mod sys;
