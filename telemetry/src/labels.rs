@@ -71,6 +71,11 @@ pub fn direction(d: Direction) -> &'static str {
     }
 }
 
+/// A channel's transport, `unknown` until a connection record names it.
+pub fn transport(t: Option<Transport>) -> &'static str {
+    t.map_or("unknown", Transport::as_str)
+}
+
 pub fn send_or_recv(send: bool) -> &'static str {
     if send {
         "send"

@@ -328,7 +328,7 @@ impl MetricSink for Otel {
             kv("collscope.channel", t.channel.to_string()),
             kv("collscope.peer", t.peer.to_string()),
             kv("collscope.direction", labels::direction(t.direction)),
-            kv("collscope.transport", t.transport.as_str()),
+            kv("collscope.transport", labels::transport(t.transport)),
         ];
         self.m.channel_io.add(t.bytes, &attrs);
         if t.seconds > 0.0 {

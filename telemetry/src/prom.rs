@@ -196,7 +196,7 @@ impl MetricSink for PromMetrics {
     fn traffic(&mut self, t: &ChannelTraffic) {
         let values =
             [t.rank.to_string(), t.channel.to_string(), t.peer.to_string(), labels::direction(t.direction).into()];
-        let values = [&values[0], &values[1], &values[2], &values[3], t.transport.as_str()];
+        let values = [&values[0], &values[1], &values[2], &values[3], labels::transport(t.transport)];
         self.channel_bytes.with_label_values(&values).inc_by(t.bytes);
         if t.seconds > 0.0 {
             self.channel_seconds.with_label_values(&values).inc_by(t.seconds);

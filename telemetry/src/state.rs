@@ -2,11 +2,14 @@
 //! decisions and warnings), the metrics derived from it, and the live event stream. Events from the runtime
 //! and snapshots from a followed log both land here.
 
+use crate::labels;
 use crate::otel::Otel;
 use crate::prom::PromMetrics;
 use crate::sink::MetricSink;
-use collscope_core::model::{Decision, Event, OpRecord, ProxyOp, Snapshot, Source, Warning};
-use std::collections::{BTreeMap, VecDeque};
+use collscope_core::model::{
+    Connection, Decision, Direction, Event, OpRecord, ProxyOp, Snapshot, Source, Transport, Warning,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -77,12 +80,27 @@ struct Ingested {
 
 type OpKey = (Option<String>, u32, u64);
 
+/// (rank, channel, peer, sends): how a rank's channel reaches a peer in one direction.
+type LinkKey = (u32, u32, u32, bool);
+
+/// The directions a connection record covers, as seen from the rank that owns each end.
+fn link_keys(c: &Connection) -> Vec<LinkKey> {
+    let (rank, peer) = labels::connection_ends(c);
+    match c.direction {
+        Direction::Send => vec![(rank, c.channel, peer, true)],
+        Direction::Recv => vec![(rank, c.channel, peer, false)],
+        Direction::Both => vec![(c.src, c.channel, c.dst, true), (c.dst, c.channel, c.src, false)],
+    }
+}
+
 pub struct State {
     /// Everything but the histories below (whose lists here stay empty).
     facts: Snapshot,
     ops: Ring<OpRecord>,
     in_flight: BTreeMap<OpKey, OpRecord>,
     in_flight_cap: usize,
+    /// Transports by channel end, from the connection records, for traffic that does not name one.
+    links: HashMap<LinkKey, Transport>,
     proxy: Ring<ProxyOp>,
     decisions: Ring<Decision>,
     warnings: Ring<Warning>,
@@ -105,6 +123,7 @@ impl State {
             ops: Ring::new(limits.ops),
             in_flight: BTreeMap::new(),
             in_flight_cap: limits.in_flight.max(1),
+            links: HashMap::new(),
             proxy: Ring::new(limits.proxy),
             decisions: Ring::new(limits.decisions),
             warnings: Ring::new(limits.warnings),
@@ -140,8 +159,20 @@ impl State {
         let _ = self.events.send(Arc::new(ev));
     }
 
+    fn learn_links(&mut self, c: &Connection) {
+        for k in link_keys(c) {
+            self.links.insert(k, c.transport);
+        }
+    }
+
     /// Takes one live event into the metrics, the histories and the event stream.
-    pub fn apply(&mut self, ev: Event) {
+    pub fn apply(&mut self, mut ev: Event) {
+        if let Event::Traffic(t) = &mut ev {
+            if t.transport.is_none() {
+                let key = (t.rank, t.channel, t.peer, t.direction != Direction::Recv);
+                t.transport = self.links.get(&key).copied();
+            }
+        }
         match &ev {
             Event::OpEnqueued(op) => {
                 if self.in_flight.len() >= self.in_flight_cap && !self.in_flight.contains_key(&op_key(op)) {
@@ -176,6 +207,7 @@ impl State {
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
             Event::Connection(c) => {
                 if !self.facts.connections.contains(c) {
+                    self.learn_links(c);
                     self.facts.connections.push(c.clone());
                     self.facts_dirty = true;
                 }
@@ -242,6 +274,10 @@ impl State {
         }
         for f in &snap.findings[new_findings] {
             self.publish(Event::Finding(f.clone()));
+        }
+        self.links.clear();
+        for c in &snap.connections {
+            self.learn_links(c);
         }
         self.facts = snap;
         self.facts_dirty = true;
@@ -429,7 +465,7 @@ mod tests {
             channel: 1,
             peer: 1,
             direction: Direction::Send,
-            transport: Transport::Net,
+            transport: Some(Transport::Net),
             bytes: 4096,
             seconds: 0.5,
         }));
@@ -468,6 +504,19 @@ mod tests {
         );
         let ch = "{channel=\"1\",direction=\"send\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
         assert_eq!(value(&text, &format!("collscope_channel_bytes_total{ch}")), Some(4096.0));
+        // Traffic without a transport takes it from the connection of the same channel end.
+        st.apply(Event::Traffic(collscope_core::model::ChannelTraffic {
+            rank: 0,
+            channel: 0,
+            peer: 1,
+            direction: Direction::Send,
+            transport: None,
+            bytes: 10,
+            seconds: 0.0,
+        }));
+        let text = st.metrics_text().unwrap();
+        let ch0 = "{channel=\"0\",direction=\"send\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
+        assert_eq!(value(&text, &format!("collscope_channel_bytes_total{ch0}")), Some(10.0));
         let c = "collscope_connection_channels{direction=\"send\",gdrdma=\"host_memory\",mode=\"Socket/0\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
         assert_eq!(value(&text, c), Some(2.0), "the duplicate connection counts once");
         assert_eq!(value(&text, "collscope_init_phase_seconds{phase=\"bootstrap\",rank=\"0\"}"), Some(0.25));

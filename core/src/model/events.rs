@@ -59,7 +59,8 @@ pub struct ChannelTraffic {
     pub peer: u32,
     /// `Send` or `Recv` as seen from `rank`.
     pub direction: Direction,
-    pub transport: Transport,
+    /// How the channel reaches the peer; `None` lets telemetry take it from the connection records.
+    pub transport: Option<Transport>,
     pub bytes: u64,
     /// Seconds the transfer took (first step posted to last step done).
     pub seconds: f64,
@@ -76,7 +77,7 @@ mod tests {
             channel: 2,
             peer: 0,
             direction: Direction::Send,
-            transport: Transport::Shm,
+            transport: Some(Transport::Shm),
             bytes: 4096,
             seconds: 0.5,
         });

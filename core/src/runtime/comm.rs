@@ -487,6 +487,7 @@ impl Comm {
                 return Ok(());
             }
             let part = Part { off, len: per_ch.min(count - off), chunk, esize: es, count };
+            let (channel, t0) = (ch.id, Instant::now());
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
             let r = match (coll, algo) {
                 (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(&mut p, src, dst, part),
@@ -496,6 +497,7 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
+            record_traffic(rank, channel, p.moved(), t0);
             if let Err(e) = &r {
                 waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
@@ -643,5 +645,27 @@ impl Comm {
     pub fn reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp, root: u32) -> Result<()> {
         let p = buf.as_mut_ptr() as *mut u8;
         self.collective(Collective::Reduce, model_dtype(T::DTYPE), op, root, p, p, buf.len())
+    }
+}
+
+/// Reports what one channel moved in one call to telemetry (nothing is built while it is off).
+fn record_traffic(rank: u32, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
+    if !crate::recorder::enabled() {
+        return;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for &(peer, sent, bytes) in moved {
+        let direction = if sent { model::Direction::Send } else { model::Direction::Recv };
+        crate::recorder::record(|| {
+            model::Event::Traffic(model::ChannelTraffic {
+                rank,
+                channel,
+                peer,
+                direction,
+                transport: None,
+                bytes,
+                seconds,
+            })
+        });
     }
 }

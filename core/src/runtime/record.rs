@@ -1,6 +1,7 @@
 //! What the runtime keeps for telemetry: the connections it made and a bounded ring of recent operations.
 
-use crate::model::{Connection, OpRecord};
+use crate::model::{Connection, Event, OpRecord};
+use crate::recorder;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -15,6 +16,7 @@ pub struct Records {
 
 impl Records {
     pub fn push_op(&self, op: OpRecord) {
+        recorder::record(|| Event::OpCompleted(op.clone()));
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         if ops.len() == OP_RING {
             ops.pop_front();
@@ -23,6 +25,7 @@ impl Records {
     }
 
     pub fn push_connection(&self, c: Connection) {
+        recorder::record(|| Event::Connection(c.clone()));
         self.connections.lock().unwrap_or_else(|p| p.into_inner()).push(c);
     }
 
