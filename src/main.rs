@@ -22,6 +22,10 @@ enum Command {
         #[command(subcommand)]
         command: cli::log::LogCommand,
     },
+    /// Benchmark a collective like nccl-tests (`all_reduce_perf` and friends), byte-compatible output.
+    Perf(cli::perf::PerfArgs),
+    /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
+    Demo(cli::demo::DemoArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +37,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Log { command } => cli::log::run(command),
         Command::Serve(args) => cli::serve::run(args),
+        Command::Perf(args) => cli::perf::run(&args),
+        Command::Demo(args) => cli::demo::run(&args),
     }
 }

@@ -1,2 +1,5 @@
+pub mod demo;
 pub mod log;
+pub mod perf;
+pub mod ranks;
 pub mod serve;

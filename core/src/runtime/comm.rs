@@ -364,6 +364,7 @@ impl Comm {
 
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
+        self.records.begin_op(self.seq);
         OpRecord {
             comm: self.name.clone(),
             rank: self.rank,

@@ -8,6 +8,7 @@ use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::runtime::socket::Socket;
 use crate::runtime::tcp_bootstrap::{BootstrapError, TcpBootstrap};
+use crate::runtime::wait::AbortHandle;
 use crate::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -33,7 +34,9 @@ pub struct PeerFailure {
 
 struct Shared {
     failure: Mutex<Option<PeerFailure>>,
+    /// The bootstrap's flag, so its waits end too.
     abort: Arc<AtomicBool>,
+    comm: AbortHandle,
     stop: AtomicBool,
 }
 
@@ -42,7 +45,9 @@ impl Shared {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
             nccl_warn!("Peer rank {rank} {cause}; aborting the communicator");
-            *f = Some(PeerFailure { rank, cause });
+            let failure = PeerFailure { rank, cause };
+            self.comm.abort(failure.to_string());
+            *f = Some(failure);
         }
         self.abort.store(true, Ordering::Release);
     }
@@ -74,9 +79,9 @@ pub fn peer_timeout(env: &Env) -> Result<Duration, EnvError> {
 }
 
 impl Liveness {
-    /// Connects the mesh (to higher ranks, then from lower ones) and starts the watchdog. Raises `boot`'s
-    /// abort flag on failure.
-    pub fn start(boot: &TcpBootstrap, timeout: Duration) -> Result<Liveness, BootstrapError> {
+    /// Connects the mesh (to higher ranks, then from lower ones) and starts the watchdog. A failure aborts
+    /// `comm` with a reason naming the peer, and ends `boot`'s waits.
+    pub fn start(boot: &TcpBootstrap, timeout: Duration, comm: AbortHandle) -> Result<Liveness, BootstrapError> {
         let me = boot.rank();
         let mut peers = Vec::new();
         for p in me + 1..boot.nranks() {
@@ -88,8 +93,12 @@ impl Liveness {
         for (p, s) in &peers {
             s.stream().set_nonblocking(true).map_err(|e| BootstrapError::Protocol(format!("rank {p}: {e}")))?;
         }
-        let shared =
-            Arc::new(Shared { failure: Mutex::new(None), abort: boot.abort_flag(), stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            failure: Mutex::new(None),
+            abort: boot.abort_flag(),
+            comm,
+            stop: AtomicBool::new(false),
+        });
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("collscope Liveness{me}"))
@@ -241,13 +250,15 @@ mod tests {
                                 None
                             }
                             _ => {
-                                let live = Liveness::start(&boot, Duration::from_secs(8)).unwrap();
+                                let comm = AbortHandle::default();
+                                let live = Liveness::start(&boot, Duration::from_secs(8), comm.clone()).unwrap();
                                 boot.barrier().unwrap();
                                 let t = Instant::now();
                                 while live.failure().is_none() && t.elapsed() < Duration::from_secs(10) {
                                     std::thread::sleep(Duration::from_millis(20));
                                 }
                                 assert!(boot.abort_flag().load(Ordering::Acquire));
+                                assert!(comm.reason().unwrap_or_default().contains("rank 2 closed"));
                                 live.failure()
                             }
                         }
@@ -270,7 +281,7 @@ mod tests {
             for r in 0..2u32 {
                 s.spawn(move || {
                     let boot = TcpBootstrap::init(&id, r, 2, &env()).unwrap();
-                    let live = Liveness::start(&boot, Duration::from_secs(8)).unwrap();
+                    let live = Liveness::start(&boot, Duration::from_secs(8), AbortHandle::default()).unwrap();
                     boot.barrier().unwrap();
                     if r == 0 {
                         live.close();

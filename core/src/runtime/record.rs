@@ -1,8 +1,9 @@
 //! What the runtime keeps for telemetry: the connections it made and a bounded ring of recent operations.
 
-use crate::model::{Connection, Event, OpRecord};
+use crate::model::{Connection, Event, OpRecord, ProxyOp};
 use crate::recorder;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Operations kept per communicator.
@@ -12,6 +13,10 @@ pub const OP_RING: usize = 1024;
 pub struct Records {
     ops: Mutex<VecDeque<OpRecord>>,
     connections: Mutex<Vec<Connection>>,
+    /// Proxy sub-operations of NET connections, most recent last.
+    proxy: Mutex<VecDeque<ProxyOp>>,
+    /// Sequence number of the operation the rank is running (0 before the first).
+    current_seq: AtomicU64,
 }
 
 impl Records {
@@ -32,6 +37,49 @@ impl Records {
     /// The most recent operations, oldest first.
     pub fn ops(&self) -> Vec<OpRecord> {
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    /// Marks `seq` as the operation in progress, so proxy threads can attribute their steps to it.
+    pub fn begin_op(&self, seq: u64) {
+        let prev = self.current_seq.swap(seq, Ordering::AcqRel);
+        if prev != 0 && prev != seq && recorder::enabled() {
+            self.report_proxy(prev);
+        }
+    }
+
+    /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy
+    /// thread has no moment of its own at which a sub-operation is final).
+    fn report_proxy(&self, seq: u64) {
+        let ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        for o in ops.iter().rev().take_while(|o| o.seq >= seq).filter(|o| o.seq == seq) {
+            recorder::record(|| Event::Proxy(o.clone()));
+        }
+    }
+
+    pub fn current_seq(&self) -> u64 {
+        self.current_seq.load(Ordering::Acquire)
+    }
+
+    /// Updates the proxy record of (seq, channel, peer, direction) in place, or starts it.
+    pub fn update_proxy(&self, key: &ProxyOp, f: impl FnOnce(&mut ProxyOp)) {
+        let mut ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        let same =
+            |o: &ProxyOp| o.seq == key.seq && o.channel == key.channel && o.peer == key.peer && o.send == key.send;
+        if let Some(o) = ops.iter_mut().rev().find(|o| same(o)) {
+            f(o);
+            return;
+        }
+        if ops.len() == OP_RING {
+            ops.pop_front();
+        }
+        let mut o = key.clone();
+        f(&mut o);
+        ops.push_back(o);
+    }
+
+    /// The most recent proxy sub-operations, oldest first.
+    pub fn proxy_ops(&self) -> Vec<ProxyOp> {
+        self.proxy.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
 
     pub fn connections(&self) -> Vec<Connection> {

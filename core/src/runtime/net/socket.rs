@@ -147,15 +147,14 @@ impl NetSocket {
             nsocks_per_thread: self.nsocks_per_thread as u32,
         };
         let nsocks = self.nsocks();
-        let ab = abort.clone();
         let acceptor = std::thread::Builder::new()
             .name("collscope NetAccept".into())
-            .spawn(move || accept_all(&listener, nsocks, timeout, &ab))
+            .spawn(move || accept_all(&listener, nsocks, timeout, &abort))
             .map_err(|e| NetError::Progress {
                 peer: addr_string(&handle.addr),
                 msg: format!("cannot start acceptor: {e}"),
             })?;
-        Ok((NetListener { acceptor, layout: self.clone(), handle, abort }, handle))
+        Ok((NetListener { acceptor, layout: self.clone(), handle }, handle))
     }
 
     /// `ncclNetSocketConnect`: opens the data sockets then the control socket, each announcing its index.
@@ -168,7 +167,7 @@ impl NetSocket {
             socks.push(s);
         }
         let ctrl = socks.pop().ok_or_else(|| NetError::BadHandle("no control socket".into()))?;
-        NetComm::new(ctrl, socks, handle, self, abort)
+        NetComm::new(ctrl, socks, handle, self)
     }
 }
 
@@ -225,7 +224,6 @@ pub struct NetListener {
     acceptor: std::thread::JoinHandle<Result<Vec<Socket>, NetError>>,
     layout: NetSocket,
     handle: Handle,
-    abort: Arc<AtomicBool>,
 }
 
 impl NetListener {
@@ -235,7 +233,7 @@ impl NetListener {
         let mut socks =
             self.acceptor.join().map_err(|_| NetError::Progress { peer, msg: "acceptor thread panicked".into() })??;
         let ctrl = socks.pop().ok_or_else(|| NetError::BadHandle("no control socket".into()))?;
-        NetComm::new(ctrl, socks, &self.handle, &self.layout, self.abort)
+        NetComm::new(ctrl, socks, &self.handle, &self.layout)
     }
 }
 
@@ -299,7 +297,8 @@ pub struct NetComm {
     next_sock: usize,
     inline_size: usize,
     min_task_size: usize,
-    abort: Arc<AtomicBool>,
+    /// Raised when the comm is dropped, so helper threads stop waiting on their sockets.
+    closing: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for NetComm {
@@ -323,13 +322,8 @@ pub struct Request {
 }
 
 impl NetComm {
-    fn new(
-        ctrl: Socket,
-        data: Vec<Socket>,
-        handle: &Handle,
-        layout: &NetSocket,
-        abort: Arc<AtomicBool>,
-    ) -> Result<NetComm, NetError> {
+    fn new(ctrl: Socket, data: Vec<Socket>, handle: &Handle, layout: &NetSocket) -> Result<NetComm, NetError> {
+        let closing = Arc::new(AtomicBool::new(false));
         let peer = ctrl.peer();
         ctrl.stream().set_nonblocking(true).map_err(|e| SocketError::Io {
             what: "configure",
@@ -346,7 +340,7 @@ impl NetComm {
             }
             let (tx, rx) = mpsc::channel::<Task>();
             let error = Arc::new(Mutex::new(None));
-            let (err, ab) = (error.clone(), abort.clone());
+            let (err, ab) = (error.clone(), closing.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("collscope Sock{t}"))
                 .spawn(move || helper_loop(socks, rx, &err, &ab))
@@ -365,7 +359,7 @@ impl NetComm {
             next_sock: 0,
             inline_size: layout.inline_size,
             min_task_size: layout.min_task_size,
-            abort,
+            closing,
         })
     }
 
@@ -474,9 +468,6 @@ impl NetComm {
 
     /// Moves what the kernel accepts right now; true once `buf` is complete.
     fn progress(&mut self, send: bool, buf: &mut [u8], off: &mut usize) -> Result<bool, NetError> {
-        if self.abort.load(Ordering::Acquire) {
-            return Err(SocketError::Aborted { addr: addr_string(&self.peer) }.into());
-        }
         let mut stream = self.ctrl.stream();
         while *off < buf.len() {
             let r = if send { stream.write(&buf[*off..]) } else { stream.read(&mut buf[*off..]) };
@@ -503,6 +494,7 @@ fn closed_or_io(e: io::Error, peer: &SocketAddr) -> SocketError {
 
 impl Drop for NetComm {
     fn drop(&mut self) {
+        self.closing.store(true, Ordering::Release);
         for h in &mut self.helpers {
             h.queue = None;
         }
@@ -515,7 +507,7 @@ impl Drop for NetComm {
     }
 }
 
-/// Runs tasks in posting order; each blocks on its socket until done, the peer fails, or the comm aborts.
+/// Runs tasks in posting order; each blocks on its socket until done, the peer fails, or the comm closes.
 fn helper_loop(mut socks: Vec<Socket>, rx: mpsc::Receiver<Task>, error: &Mutex<Option<String>>, abort: &AtomicBool) {
     const FOREVER: Duration = Duration::from_secs(u64::MAX / 4);
     while let Ok(task) = rx.recv() {

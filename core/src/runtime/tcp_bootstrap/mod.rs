@@ -427,6 +427,39 @@ fn recv_message(s: &mut Socket, timeout: Duration, abort: &AtomicBool) -> Result
 /// Largest bootstrap message accepted (guards against a corrupt length).
 const MAX_MESSAGE: u64 = 1 << 32;
 
+impl crate::runtime::Bootstrap for TcpBootstrap {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    fn all_gather(&self, mine: &[u8]) -> crate::runtime::Result<Vec<Vec<u8>>> {
+        TcpBootstrap::all_gather(self, mine).map_err(into_runtime)
+    }
+
+    fn send(&self, peer: u32, tag: u64, data: &[u8]) -> crate::runtime::Result<()> {
+        TcpBootstrap::send(self, peer, tag, data).map_err(into_runtime)
+    }
+
+    fn recv(&self, peer: u32, tag: u64) -> crate::runtime::Result<Vec<u8>> {
+        TcpBootstrap::recv(self, peer, tag).map_err(into_runtime)
+    }
+
+    fn barrier(&self) -> crate::runtime::Result<()> {
+        TcpBootstrap::barrier(self).map_err(into_runtime)
+    }
+}
+
+fn into_runtime(e: BootstrapError) -> crate::runtime::RuntimeError {
+    match e {
+        BootstrapError::Env(e) => crate::runtime::RuntimeError::Env(e),
+        other => crate::runtime::RuntimeError::Bootstrap(other.to_string()),
+    }
+}
+
 impl Drop for TcpBootstrap {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
