@@ -3,3 +3,4 @@ pub mod log;
 pub mod perf;
 pub mod ranks;
 pub mod serve;
+pub mod telemetry;

@@ -156,6 +156,7 @@ impl Comm {
     /// Creates this rank's communicator; every rank of the bootstrap must call it.
     pub fn init_rank(boot: Arc<dyn Bootstrap>, opts: CommOptions) -> Result<Comm> {
         let env = &opts.env;
+        let started = Instant::now();
         let (rank, nranks) = (boot.rank(), boot.nranks());
         let sizes = BufSizes::from_env(env)?;
         let timeout = timeout_from_env(env)?;
@@ -176,6 +177,7 @@ impl Comm {
         let select = SelectConfig::from_env(env, nch)?;
         let chain = transport::default_chain(env, opts.net.clone())?;
 
+        let t_env = started.elapsed();
         let me = local_peer_info(rank);
         let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
         let peers = boot
@@ -187,6 +189,7 @@ impl Comm {
                     .map_err(|e| RuntimeError::Bootstrap(format!("peer info of rank {r} is malformed: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
+        let t_allgather = started.elapsed();
 
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
@@ -214,6 +217,7 @@ impl Comm {
             send: Default::default(),
             recv: Default::default(),
         };
+        report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
         Ok(Comm {
             rank,
             nranks,
@@ -365,7 +369,7 @@ impl Comm {
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
         self.records.begin_op(self.seq);
-        OpRecord {
+        let rec = OpRecord {
             comm: self.name.clone(),
             rank: self.rank,
             seq: self.seq,
@@ -386,7 +390,9 @@ impl Comm {
             duration_us: None,
             algbw_gbps: None,
             busbw_gbps: None,
-        }
+        };
+        crate::recorder::record(|| model::Event::OpEnqueued(rec.clone()));
+        rec
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
@@ -469,6 +475,20 @@ impl Comm {
         rec.algo = Some(algo);
         rec.proto = Some(choice.proto);
         rec.n_channels = Some(nch as u32);
+        crate::recorder::record(|| {
+            model::Event::Decision(model::Decision {
+                coll,
+                bytes: rec.bytes,
+                algo,
+                proto: choice.proto,
+                n_channels: nch as u32,
+                time_us: None,
+                runner_up: None,
+                reason: None,
+                datatype: Some(dt),
+                rank: Some(self.rank),
+            })
+        });
         self.ensure_connected(algo)?;
 
         let payload = self.sizes.step_payload(choice.proto);
@@ -669,4 +689,34 @@ fn record_traffic(rank: u32, channel: u32, moved: &[(u32, bool, u64)], started: 
             })
         });
     }
+}
+
+/// Reports a ready communicator with its init phases (ends of: parameters, peer-info allgather, channels) to
+/// telemetry.
+fn report_init(name: &Option<String>, peers: &[PeerInfo], rank: u32, ends: [Duration; 3]) {
+    crate::recorder::record(|| {
+        let me = peers.get(rank as usize);
+        let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
+        let [env, allgather, total] = ends.map(|d| d.as_secs_f64());
+        model::Event::Communicator(model::Communicator {
+            comm: name.clone(),
+            rank: Some(rank),
+            nranks: Some(peers.len() as u32),
+            nnodes: Some(hosts.len() as u32),
+            host: me.map(|p| p.host.clone()),
+            pid: me.map(|p| p.pid),
+            cuda_dev: me.map(|p| p.dev),
+            version: Some(crate::debug::NCCL_MODEL_VERSION.to_string()),
+            init: model::InitTimings {
+                total: Some(total),
+                phases: vec![
+                    ("parameters".into(), env),
+                    ("allgathers".into(), allgather - env),
+                    ("channels".into(), total - allgather),
+                ],
+            },
+            state: model::CommState::Ready,
+            ..Default::default()
+        })
+    });
 }
