@@ -67,6 +67,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let files = args.logs.iter().map(|p| p.display().to_string()).collect();
     stop_on_signals()?;
     let telemetry = Telemetry::start(&cfg, Source::Log { files }, None)?;
+    if !args.follow {
+        let snap = collscope_logreader::read_paths(&args.logs, Options::default()).context("reading the logs")?;
+        telemetry.with_state(|s| s.ingest(snap));
+    }
     let url = telemetry.url();
     println!("collscope: serving {url}/metrics {url}/api/v1/snapshot {url}/api/v1/events {url}/healthz");
     std::io::stdout().flush()?;
@@ -74,8 +78,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.follow {
         follow(&telemetry, &args.logs, poll)?;
     } else {
-        let snap = collscope_logreader::read_paths(&args.logs, Options::default()).context("reading the logs")?;
-        telemetry.with_state(|s| s.ingest(snap));
         while !STOP.load(Ordering::Relaxed) {
             std::thread::sleep(poll);
         }

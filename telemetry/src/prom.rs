@@ -48,7 +48,7 @@ impl PromMetrics {
         let counter = |name: &str, help: &str, l: &[&str]| reg(&r, CounterVec::new(Opts::new(name, help), l)?);
         let gauge = |name: &str, help: &str, l: &[&str]| reg(&r, GaugeVec::new(Opts::new(name, help), l)?);
         let int_gauge = |name: &str, help: &str, l: &[&str]| reg(&r, IntGaugeVec::new(Opts::new(name, help), l)?);
-        Ok(PromMetrics {
+        let m = PromMetrics {
             coll_duration: reg(
                 &r,
                 HistogramVec::new(
@@ -151,7 +151,12 @@ impl PromMetrics {
                 &["stage"],
             )?,
             registry: r,
-        })
+        };
+        // Both stages exist from the start, so a rate of drops reads 0 rather than nothing.
+        for stage in ["queue", "history"] {
+            m.dropped.with_label_values(&[stage]).inc_by(0);
+        }
+        Ok(m)
     }
 
     /// The exposition in Prometheus text format 0.0.4.
