@@ -96,7 +96,7 @@ pub fn table_line(msg: &str) -> Option<TableLine> {
 }
 
 pub fn decision(msg: &str) -> Option<DecisionLine> {
-    let (coll, rest) = match msg.split_once(": ") {
+    let (coll, rest) = match super::split_colon(msg) {
         Some((c, r)) if !c.contains(' ') => (Some(c.parse().ok()?), r),
         _ => (None, msg),
     };
@@ -127,7 +127,8 @@ pub fn decision(msg: &str) -> Option<DecisionLine> {
 }
 
 pub fn coll(msg: &str) -> Option<CollLine> {
-    let (name, rest) = msg.split_once(": opCount ")?;
+    let (name, rest) = super::split_colon(msg)?;
+    let rest = rest.strip_prefix("opCount ")?;
     let coll = name.parse().ok()?;
     let mut toks = rest.split_ascii_whitespace();
     let op_count = u64::from_str_radix(toks.next()?, 16).ok()?;
