@@ -285,9 +285,16 @@ impl Job {
             Event::Decision(d) => {
                 let s = self.streams.entry(*stream).or_default();
                 let Some(coll) = d.coll.or(s.last_coll) else { return };
-                if self.snap.decisions.len() < MAX_DECISIONS
-                    && self.decision_seen.insert((Some(coll), d.bytes, d.algo, d.proto, rank))
-                {
+                let key = (coll, d.bytes, d.algo, d.proto, rank);
+                if let Some(&i) = self.decision_index.get(&key) {
+                    // The same choice printed again (INFO and TRACE): keep what each adds.
+                    let known = &mut self.snap.decisions[i];
+                    known.time_us = known.time_us.or(d.time_us);
+                    if known.n_channels == 0 {
+                        known.n_channels = d.n_channels.unwrap_or(0);
+                    }
+                } else if self.snap.decisions.len() < MAX_DECISIONS {
+                    self.decision_index.insert(key, self.snap.decisions.len());
                     self.snap.decisions.push(Decision {
                         coll,
                         bytes: d.bytes,
