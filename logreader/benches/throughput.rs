@@ -50,7 +50,7 @@ fn init(out: &mut impl Write, comm: u64) -> std::io::Result<()> {
         }
         info(out, r, &format!("Trees [0] {}/-1/-1->{r}->{} [1] {}/-1/-1->{r}->{}", next, prev, next, prev))?;
         for ch in 0..16 {
-            if next % PER_HOST == 0 {
+            if next.is_multiple_of(PER_HOST) {
                 info(
                     out,
                     r,
@@ -92,7 +92,7 @@ fn generate(path: &std::path::Path, target: u64) -> std::io::Result<u64> {
     let mut call = 0u64;
     let comm = 0x7f00_0000_0000u64;
     while written < target {
-        if call % 20_000 == 0 {
+        if call.is_multiple_of(20_000) {
             init(&mut out, comm + call)?;
         }
         // One collective, printed by every rank: COLL then TUNING.

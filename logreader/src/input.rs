@@ -154,7 +154,7 @@ mod tests {
         let mut got = Vec::new();
         for_each_line(open(&p).unwrap(), |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
         assert_eq!(got, vec!["line one", "line two"]);
-        assert_eq!(expand(&[dir.clone()]).unwrap(), vec![p]);
+        assert_eq!(expand(std::slice::from_ref(&dir)).unwrap(), vec![p]);
         let err = expand(&[dir.join("absent.log")]).unwrap_err().to_string();
         assert!(err.contains("absent.log"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();

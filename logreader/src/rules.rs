@@ -221,7 +221,8 @@ fn ll128_disabled(job: &Job) -> Vec<Finding> {
         .flat_map(|a| a.values())
         .any(|p| p.contains_key(&collscope_core::model::Protocol::Ll128));
     let by_env = env(job, "NCCL_PROTO").is_some();
-    if !(explicit || (table_has_others && !table_has_ll128 && !by_env)) {
+    let implied_by_table = table_has_others && !table_has_ll128 && !by_env;
+    if !explicit && !implied_by_table {
         return Vec::new();
     }
     vec![finding(

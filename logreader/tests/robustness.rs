@@ -104,7 +104,7 @@ fn one_file_per_rank_directories_and_gzip_merge_into_one_job() {
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(b" [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0/GDRDMA\n").unwrap();
     std::fs::write(dir.join("sub/rank1.log.gz"), gz.finish().unwrap()).unwrap();
-    let s = read_paths(&[dir.clone()], Options::default()).unwrap();
+    let s = read_paths(std::slice::from_ref(&dir), Options::default()).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(s.connections.len(), 2);
     assert!(s.connections.iter().any(|c| c.transport == Transport::Net && c.gdrdma == Some(true)));

@@ -9,9 +9,7 @@ impl Job {
         self.procs.insert(key.id, Some(rank));
         self.ranks_seen.insert(rank);
         if let Some(h) = key.host {
-            if !self.rank_host.contains_key(&rank) {
-                self.rank_host.insert(rank, h.to_string());
-            }
+            self.rank_host.entry(rank).or_insert_with(|| h.to_string());
         }
         if let Some(d) = key.dev {
             self.rank_dev.entry(rank).or_insert(d);

@@ -69,6 +69,9 @@ impl<'a> ProcKey<'a> {
     }
 }
 
+/// What makes a connection line new: (communicator, channel, src, dst, direction, transport, mode).
+type ConnKey = (Option<usize>, u32, u32, u32, Direction, Transport, Option<String>);
+
 /// A printing thread (file, host, pid, tid), hashed.
 type StreamKey = u64;
 
@@ -184,7 +187,7 @@ pub struct Job {
     procs: FastMap<u64, Option<u32>>,
     streams: FastMap<StreamKey, Stream>,
     comm_index: HashMap<String, usize>,
-    conn_seen: FastSet<(Option<usize>, u32, u32, u32, Direction, Transport, Option<String>)>,
+    conn_seen: FastSet<ConnKey>,
     ring_index: HashMap<u32, usize>,
     tree_seen: FastSet<(u32, u32)>,
     decision_index: FastMap<(Collective, u64, Algorithm, Protocol, Option<u32>), usize>,
