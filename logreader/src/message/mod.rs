@@ -112,7 +112,7 @@ pub fn parse(msg: &str) -> Option<Event> {
         b'T' if msg.starts_with("Trees") => conn::trees(msg).map(Event::Trees),
         b'T' if msg.starts_with("Tree ") => conn::tree(msg).map(|t| Event::Trees(vec![t])),
         b'N' if msg.starts_with("NCCL version ") => Some(Event::Version(setup::version(msg)?)),
-        b'N' if msg.starts_with("NCCL_") => setup::env(msg),
+        b'N' if msg.starts_with("NCCL_") => setup::env(msg).or_else(|| setup::misc(msg)),
         b'0'..=b'9' if msg.contains(" Bytes -> Algo ") => tuning::decision(msg).map(Event::Decision),
         _ => {
             if let Some((name, rest)) = split_colon(msg) {
