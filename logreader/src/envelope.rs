@@ -161,6 +161,9 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
 
 /// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:` and torchrun's `[rank3]:`.
 pub fn launcher_rank(text: &str) -> Option<u32> {
+    if !text.contains('[') {
+        return None;
+    }
     let head = &text[..floor_char_boundary(text, 96)];
     if let Some(i) = head.find("[rank") {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();

@@ -77,13 +77,13 @@ pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(&[u8], bool)) -> st
             if skipping {
                 skipping = false;
             } else {
-                f(trim_cr(&buf[start..end]), false);
+                emit(&buf[start..end], &mut f);
             }
             start = end + 1;
         }
         if eof {
             if start < filled && !skipping {
-                f(trim_cr(&buf[start..filled]), false);
+                emit(&buf[start..filled], &mut f);
             }
             return Ok(());
         }
@@ -96,6 +96,15 @@ pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(&[u8], bool)) -> st
             skipping = true;
             filled = 0;
         }
+    }
+}
+
+/// Hands a whole line on, cut to [`MAX_LINE`].
+fn emit(line: &[u8], f: &mut impl FnMut(&[u8], bool)) {
+    if line.len() > MAX_LINE {
+        f(&line[..MAX_LINE], true);
+    } else {
+        f(trim_cr(line), false);
     }
 }
 
@@ -145,7 +154,7 @@ mod tests {
         let mut got = Vec::new();
         for_each_line(open(&p).unwrap(), |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
         assert_eq!(got, vec!["line one", "line two"]);
-        assert_eq!(expand(&[dir.clone()]).unwrap(), vec![p]);
+        assert_eq!(expand(std::slice::from_ref(&dir)).unwrap(), vec![p]);
         let err = expand(&[dir.join("absent.log")]).unwrap_err().to_string();
         assert!(err.contains("absent.log"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -58,7 +58,11 @@ fn list(items: impl IntoIterator<Item = String>, max: usize) -> String {
 pub fn report(s: &Snapshot, strict: bool) -> String {
     let mut o = String::new();
     let inferred = |fact: &str| {
-        s.log.as_ref().is_some_and(|l| l.inferred.iter().any(|i| i.fact == fact)).then_some(" (inferred)").unwrap_or("")
+        if s.log.as_ref().is_some_and(|l| l.inferred.iter().any(|i| i.fact == fact)) {
+            " (inferred)"
+        } else {
+            ""
+        }
     };
     let _ = writeln!(o, "== Job");
     let _ = writeln!(o, "  NCCL version   {}", opt(&s.nccl_version));

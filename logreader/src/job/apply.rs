@@ -6,10 +6,10 @@ const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simpl
 
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
-        self.procs.insert(key.clone(), Some(rank));
+        self.procs.insert(key.id, Some(rank));
         self.ranks_seen.insert(rank);
-        if let Some(h) = &key.host {
-            self.rank_host.entry(rank).or_insert_with(|| h.clone());
+        if let Some(h) = key.host {
+            self.rank_host.entry(rank).or_insert_with(|| h.to_string());
         }
         if let Some(d) = key.dev {
             self.rank_dev.entry(rank).or_insert(d);
@@ -57,13 +57,13 @@ impl Job {
     }
 
     fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> usize {
-        let id = format!("{}:{}:{}:{comm}", key.host.as_deref().unwrap_or(""), key.file, key.pid.unwrap_or(0));
+        let id = format!("{}:{}:{}:{comm}", key.host.unwrap_or(""), key.file, key.pid.unwrap_or(0));
         if let Some(&i) = self.comm_index.get(&id) {
             return i;
         }
         self.snap.communicators.push(Communicator {
             comm: Some(comm.to_string()),
-            host: key.host.clone(),
+            host: key.host.map(str::to_string),
             pid: key.pid,
             cuda_dev: key.dev,
             ..Communicator::default()
@@ -74,11 +74,15 @@ impl Job {
     }
 
     fn topo_slot(&mut self, key: &ProcKey) -> usize {
-        let id = key.host.clone().unwrap_or_else(|| format!("file {}", key.file));
+        let id = key.host.map(str::to_string).unwrap_or_else(|| format!("file {}", key.file));
         if let Some(&i) = self.topo_index.get(&id) {
             return i;
         }
-        self.snap.topology.push(Topology { host: key.host.clone(), source: "log".into(), ..Topology::default() });
+        self.snap.topology.push(Topology {
+            host: key.host.map(str::to_string),
+            source: "log".into(),
+            ..Topology::default()
+        });
         let i = self.snap.topology.len() - 1;
         self.topo_index.insert(id, i);
         i
@@ -101,7 +105,7 @@ impl Job {
         match ev {
             Event::Version(v) => self.version(at, &v, rank.map(|r| format!("rank {r}"))),
             Event::Bootstrap { name, address } => {
-                let b = BootstrapInterface { name, address, host: key.host.clone(), rank };
+                let b = BootstrapInterface { name, address, host: key.host.map(str::to_string), rank };
                 if !self.snap.bootstrap.iter().any(|x| x.name == b.name && x.address == b.address && x.host == b.host) {
                     self.snap.bootstrap.push(b);
                 }
@@ -109,7 +113,7 @@ impl Job {
             }
             Event::NetUsing { net, devices } => {
                 for d in devices {
-                    let d = NetDevice { host: key.host.clone(), ..d };
+                    let d = NetDevice { host: key.host.map(str::to_string), ..d };
                     if !self.snap.net_devices.iter().any(|x| x.name == d.name && x.host == d.host && x.index == d.index)
                     {
                         self.snap.net_devices.push(d);
@@ -137,7 +141,7 @@ impl Job {
             }
             Event::Gdr(g) => {
                 let check = GdrCheck {
-                    host: key.host.clone(),
+                    host: key.host.map(str::to_string),
                     rank: g.rank.or(rank),
                     hca: g.hca,
                     hca_name: g.hca_name,
@@ -163,7 +167,7 @@ impl Job {
                         && x.type_intra == g.type_intra
                         && x.type_inter == g.type_inter
                 };
-                let s = self.streams.entry(stream.clone()).or_default();
+                let s = self.streams.entry(*stream).or_default();
                 if self.snap.graphs.iter().any(same) {
                     s.graph = None;
                 } else {
@@ -249,7 +253,7 @@ impl Job {
                     comm.state = CommState::Initializing;
                 }
                 self.nranks_printed = Some(self.nranks_printed.map_or(c.nranks, |n| n.max(c.nranks)));
-                self.streams.entry(stream.clone()).or_default().comm = Some(i);
+                self.streams.entry(*stream).or_default().comm = Some(i);
                 self.cite(if c.complete { Ev::InitComplete(i) } else { Ev::InitStart(i) }, at);
             }
             Event::CommInfo(c) => {
@@ -263,7 +267,7 @@ impl Job {
                 comm.local_rank = Some(c.local_rank);
                 self.nranks_printed = Some(self.nranks_printed.map_or(c.nranks, |n| n.max(c.nranks)));
                 self.nnodes_printed = Some(self.nnodes_printed.map_or(c.nnodes, |n| n.max(c.nnodes)));
-                self.streams.entry(stream.clone()).or_default().comm = Some(i);
+                self.streams.entry(*stream).or_default().comm = Some(i);
             }
             Event::InitTimings { rank: r, nranks, total, phases } => {
                 self.learn_rank(key, r);
@@ -277,11 +281,18 @@ impl Job {
             Event::Table(t) => self.table(at, stream, t),
             Event::MatrixStart => self.in_matrix = true,
             Event::Decision(d) => {
-                let s = self.streams.entry(stream.clone()).or_default();
+                let s = self.streams.entry(*stream).or_default();
                 let Some(coll) = d.coll.or(s.last_coll) else { return };
-                if self.snap.decisions.len() < MAX_DECISIONS
-                    && self.decision_seen.insert((Some(coll), d.bytes, d.algo, d.proto, rank))
-                {
+                let key = (coll, d.bytes, d.algo, d.proto, rank);
+                if let Some(&i) = self.decision_index.get(&key) {
+                    // The same choice printed again (INFO and TRACE): keep what each adds.
+                    let known = &mut self.snap.decisions[i];
+                    known.time_us = known.time_us.or(d.time_us);
+                    if known.n_channels == 0 {
+                        known.n_channels = d.n_channels.unwrap_or(0);
+                    }
+                } else if self.snap.decisions.len() < MAX_DECISIONS {
+                    self.decision_index.insert(key, self.snap.decisions.len());
                     self.snap.decisions.push(Decision {
                         coll,
                         bytes: d.bytes,
@@ -296,7 +307,7 @@ impl Job {
                     });
                 }
             }
-            Event::Coll(c) => self.coll(key, rank, stream, c),
+            Event::Coll(c) => self.coll(rank, stream, c),
             Event::Env { name, value } => {
                 let e = EnvSetting { name: name.clone(), value: value.clone(), rank };
                 if !self.snap.env.iter().any(|x| x.name == e.name && x.value == e.value) {
@@ -379,7 +390,7 @@ impl Job {
     }
 
     fn table(&mut self, at: &At, stream: &StreamKey, t: TableLine) {
-        let s = self.streams.entry(stream.clone()).or_default();
+        let s = self.streams.entry(*stream).or_default();
         match t {
             TableLine::Columns(cols) => s.table_cols = cols,
             TableLine::Algorithms(algos) => {
@@ -404,22 +415,27 @@ impl Job {
         }
     }
 
-    fn coll(&mut self, key: &ProcKey, rank: Option<u32>, stream: &StreamKey, c: message::CollLine) {
+    fn coll(&mut self, rank: Option<u32>, stream: &StreamKey, c: message::CollLine) {
         if let Some(n) = c.nranks {
             self.nranks_printed = Some(self.nranks_printed.map_or(n, |m| m.max(n)));
         }
-        self.streams.entry(stream.clone()).or_default().last_coll = Some(c.coll);
-        let comm = c.comm.clone().unwrap_or_default();
-        let who = match rank {
-            Some(r) => format!("rank {r}"),
-            None => {
-                format!("{}:{}[{}]", key.host.as_deref().unwrap_or("?"), key.pid.unwrap_or(0), key.dev.unwrap_or(-1))
-            }
-        };
-        self.last_op.insert((comm.clone(), who), c.op_count);
+        self.streams.entry(*stream).or_default().last_coll = Some(c.coll);
         let (Some(rank), Some(datatype)) = (rank, c.datatype.and_then(DataType::from_id)) else { return };
-        let slot = (hash_of(comm.as_bytes()), rank);
-        let op = OpRecord {
+        let slot = (hash_of(c.comm.as_deref().unwrap_or("").as_bytes()), rank);
+        let bytes = c.count.saturating_mul(datatype.size() as u64);
+        // The last call of each rank on each communicator: where a hung job stopped.
+        if let Some(&i) = self.op_index.get(&slot) {
+            let op = &mut self.snap.ops[i];
+            op.seq = c.op_count;
+            op.coll = c.coll;
+            op.count = c.count;
+            op.datatype = datatype;
+            op.op = c.op.and_then(RedOp::from_id);
+            op.root = c.root;
+            op.bytes = bytes;
+            return;
+        }
+        self.snap.ops.push(OpRecord {
             comm: c.comm,
             rank,
             seq: c.op_count,
@@ -429,7 +445,7 @@ impl Job {
             op: c.op.and_then(RedOp::from_id),
             root: c.root,
             peer: None,
-            bytes: c.count.saturating_mul(datatype.size() as u64),
+            bytes,
             algo: None,
             proto: None,
             n_channels: None,
@@ -440,13 +456,7 @@ impl Job {
             duration_us: None,
             algbw_gbps: None,
             busbw_gbps: None,
-        };
-        match self.op_index.get(&slot) {
-            Some(&i) => self.snap.ops[i] = op,
-            None => {
-                self.snap.ops.push(op);
-                self.op_index.insert(slot, self.snap.ops.len() - 1);
-            }
-        }
+        });
+        self.op_index.insert(slot, self.snap.ops.len() - 1);
     }
 }

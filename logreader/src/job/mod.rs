@@ -11,9 +11,7 @@ use collscope_core::model::{
     EnvSetting, GdrCheck, LineRef, LogFacts, NetDevice, Node, NodeId, NodeType, OpRecord, OpState, Path, Protocol,
     RedOp, Ring, Snapshot, Source, Topology, Transport, Tree, TuningCell, Warning,
 };
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
@@ -48,21 +46,99 @@ pub enum Ev {
     Warning(&'static str),
 }
 
-/// Who printed a line, for attributing ranks: the file when the host prefix was stripped.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ProcKey {
-    host: Option<String>,
+/// Who printed a line, for attributing ranks: the file stands in for the host when the prefix was stripped.
+/// `id` hashes the rest, so lookups need no allocation.
+#[derive(Debug, Clone, Copy)]
+struct ProcKey<'a> {
+    id: u64,
+    host: Option<&'a str>,
     file: usize,
     pid: Option<u32>,
     dev: Option<i32>,
 }
 
-type StreamKey = (usize, Option<String>, Option<u32>, Option<u32>);
+impl<'a> ProcKey<'a> {
+    fn new(env: &Envelope<'a>, file: usize) -> Self {
+        let file = if env.host.is_some() { usize::MAX } else { file };
+        let mut h = FastHash::default();
+        h.bytes(env.host.unwrap_or("").as_bytes());
+        h.word(file as u64);
+        h.word(env.pid.map_or(u64::MAX, u64::from));
+        h.word(env.dev.map_or(u64::MAX, |d| d as u64));
+        ProcKey { id: h.0, host: env.host, file, pid: env.pid, dev: env.dev }
+    }
+}
+
+/// What makes a connection line new: (communicator, channel, src, dst, direction, transport, mode).
+type ConnKey = (Option<usize>, u32, u32, u32, Direction, Transport, Option<String>);
+
+/// A printing thread (file, host, pid, tid), hashed.
+type StreamKey = u64;
+
+fn stream_key(env: &Envelope, file: usize) -> StreamKey {
+    let mut h = FastHash::default();
+    h.bytes(env.host.unwrap_or("").as_bytes());
+    h.word(file as u64);
+    h.word(env.pid.map_or(u64::MAX, u64::from));
+    h.word(env.tid.map_or(u64::MAX, u64::from));
+    h.0
+}
+
+/// A small multiply-rotate hash (the Fx hash): SipHash costs more than parsing a line.
+#[derive(Default)]
+pub(crate) struct FastHash(u64);
+
+/// Hash maps and sets keyed on the hot path.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
+type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHash>>;
+
+impl std::hash::Hasher for FastHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.bytes(bytes);
+    }
+    fn write_u64(&mut self, w: u64) {
+        self.word(w);
+    }
+    fn write_u32(&mut self, w: u32) {
+        self.word(w.into());
+    }
+    fn write_usize(&mut self, w: usize) {
+        self.word(w as u64);
+    }
+}
+
+impl FastHash {
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            self.word(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.word(u64::from_le_bytes(tail) ^ b.len() as u64);
+    }
+}
+
+pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
+    let mut h = FastHash::default();
+    h.bytes(bytes);
+    h.0
+}
 
 struct Pending {
     line: LineRef,
     msg: String,
-    key: ProcKey,
+    host: Option<String>,
+    file: usize,
+    pid: Option<u32>,
+    dev: Option<i32>,
+    id: u64,
     rank: Option<u32>,
     stream: StreamKey,
 }
@@ -96,8 +172,6 @@ pub struct Job {
     /// Largest nranks / nNodes printed.
     pub nranks_printed: Option<u32>,
     pub nnodes_printed: Option<u32>,
-    /// Last opCount per (communicator, printer).
-    pub last_op: BTreeMap<(String, String), u64>,
     /// The last value each env variable was set to.
     pub env_values: BTreeMap<String, String>,
     /// `Using network X`.
@@ -110,14 +184,14 @@ pub struct Job {
     pub nvls: Option<bool>,
     /// Largest `Channel xx/NN` channel count of the ring prints.
     pub ring_nchannels: Option<u32>,
-    procs: HashMap<ProcKey, Option<u32>>,
-    streams: HashMap<StreamKey, Stream>,
+    procs: FastMap<u64, Option<u32>>,
+    streams: FastMap<StreamKey, Stream>,
     comm_index: HashMap<String, usize>,
-    conn_seen: HashSet<(Option<usize>, u32, u32, u32, Direction, Transport, Option<String>)>,
+    conn_seen: FastSet<ConnKey>,
     ring_index: HashMap<u32, usize>,
-    tree_seen: HashSet<(u32, u32)>,
-    decision_seen: HashSet<(Option<Collective>, u64, Algorithm, Protocol, Option<u32>)>,
-    op_index: HashMap<(u64, u32), usize>,
+    tree_seen: FastSet<(u32, u32)>,
+    decision_index: FastMap<(Collective, u64, Algorithm, Protocol, Option<u32>), usize>,
+    op_index: FastMap<(u64, u32), usize>,
     pub versions: BTreeMap<String, BTreeSet<String>>,
     topo_index: HashMap<String, usize>,
     recent: [u64; RECENT],
@@ -126,12 +200,6 @@ pub struct Job {
     pending: Option<Pending>,
     /// The enabled matrix prints its rows without a prefix after its INFO line.
     in_matrix: bool,
-}
-
-fn hash_of(bytes: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
 }
 
 impl Job {
@@ -149,7 +217,6 @@ impl Job {
             max_dev: None,
             nranks_printed: None,
             nnodes_printed: None,
-            last_op: BTreeMap::new(),
             env_values: BTreeMap::new(),
             using_network: None,
             net_using: BTreeSet::new(),
@@ -157,14 +224,14 @@ impl Job {
             net_no_device: BTreeSet::new(),
             nvls: None,
             ring_nchannels: None,
-            procs: HashMap::new(),
-            streams: HashMap::new(),
+            procs: FastMap::default(),
+            streams: FastMap::default(),
             comm_index: HashMap::new(),
-            conn_seen: HashSet::new(),
+            conn_seen: FastSet::default(),
             ring_index: HashMap::new(),
-            tree_seen: HashSet::new(),
-            decision_seen: HashSet::new(),
-            op_index: HashMap::new(),
+            tree_seen: FastSet::default(),
+            decision_index: FastMap::default(),
+            op_index: FastMap::default(),
             versions: BTreeMap::new(),
             topo_index: HashMap::new(),
             recent: [0; RECENT],
@@ -207,7 +274,8 @@ impl Job {
                 String::from_utf8_lossy(raw)
             }
         };
-        if raw.iter().any(|&b| b < 0x20 && b != b'\t') {
+        // A fold rather than `any`, so the compiler can vectorise it.
+        if raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != b'\t'))) {
             stats.garbled_lines += 1;
         }
         if !raw.is_empty() {
@@ -259,7 +327,8 @@ impl Job {
                     self.facts.stats.wrapped_lines += 1;
                     let text = format!("{}\n{}", p.line.text, text);
                     let at2 = At { file: at.file, line: p.line.line, text: &text };
-                    self.event(&at2, &p.key, p.rank, &p.stream, ev);
+                    let key = ProcKey { id: p.id, host: p.host.as_deref(), file: p.file, pid: p.pid, dev: p.dev };
+                    self.event(&at2, &key, p.rank, &p.stream, ev);
                     return;
                 }
             }
@@ -294,25 +363,20 @@ impl Job {
     }
 
     fn nccl(&mut self, at: &At, env: &Envelope) {
-        let key = ProcKey {
-            host: env.host.map(str::to_string),
-            file: if env.host.is_some() { usize::MAX } else { at.file },
-            pid: env.pid,
-            dev: env.dev,
-        };
-        if !self.procs.contains_key(&key) {
+        let key = ProcKey::new(env, at.file);
+        if !self.procs.contains_key(&key.id) {
             self.procs_seen += 1;
+            if let Some(h) = env.host {
+                if !self.snap.hosts.iter().any(|x| x == h) {
+                    self.snap.hosts.push(h.to_string());
+                }
+            }
             if let Some(d) = key.dev.filter(|&d| d >= 0) {
                 self.max_dev = Some(self.max_dev.map_or(d, |m| m.max(d)));
             }
-            self.procs.insert(key.clone(), None);
+            self.procs.insert(key.id, None);
         }
-        if let Some(h) = env.host {
-            if !self.snap.hosts.iter().any(|x| x == h) {
-                self.snap.hosts.push(h.to_string());
-            }
-        }
-        let rank = env.launcher_rank.or_else(|| self.procs.get(&key).copied().flatten());
+        let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
         if let Some(r) = env.launcher_rank {
             self.learn_rank(&key, r);
         }
@@ -328,7 +392,7 @@ impl Job {
             }
             Level::Info | Level::Trace => match message::parse(env.msg) {
                 Some(ev) => {
-                    let stream = (at.file, env.host.map(str::to_string), env.pid, env.tid);
+                    let stream = stream_key(env, at.file);
                     if let Event::Version(v) = &ev {
                         self.version(at, v, who(env, rank));
                     } else {
@@ -336,9 +400,17 @@ impl Job {
                     }
                 }
                 None => {
-                    let stream = (at.file, env.host.map(str::to_string), env.pid, env.tid);
-                    self.pending =
-                        Some(Pending { line: at.line_ref(&self.files), msg: env.msg.to_string(), key, rank, stream })
+                    self.pending = Some(Pending {
+                        line: at.line_ref(&self.files),
+                        msg: env.msg.to_string(),
+                        host: key.host.map(str::to_string),
+                        file: key.file,
+                        pid: key.pid,
+                        dev: key.dev,
+                        id: key.id,
+                        rank,
+                        stream: stream_key(env, at.file),
+                    })
                 }
             },
         }
@@ -375,5 +447,5 @@ fn bracket_rank(text: &str) -> Option<u32> {
 
 /// A second NCCL line glued into this message (two processes writing at once), to be split on its own.
 fn second_line(msg: &str) -> Option<&str> {
-    [" NCCL INFO ", " NCCL WARN ", " NCCL TRACE "].iter().any(|m| msg.contains(m)).then_some(msg)
+    matches!(envelope::split(msg), Line::Nccl(e) if e.level != Level::Version).then_some(msg)
 }

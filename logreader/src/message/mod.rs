@@ -112,14 +112,14 @@ pub fn parse(msg: &str) -> Option<Event> {
         b'T' if msg.starts_with("Trees") => conn::trees(msg).map(Event::Trees),
         b'T' if msg.starts_with("Tree ") => conn::tree(msg).map(|t| Event::Trees(vec![t])),
         b'N' if msg.starts_with("NCCL version ") => Some(Event::Version(setup::version(msg)?)),
-        b'N' if msg.starts_with("NCCL_") => setup::env(msg),
+        b'N' if msg.starts_with("NCCL_") => setup::env(msg).or_else(|| setup::misc(msg)),
         b'0'..=b'9' if msg.contains(" Bytes -> Algo ") => tuning::decision(msg).map(Event::Decision),
         _ => {
-            if let Some((name, rest)) = msg.split_once(": ") {
+            if let Some((name, rest)) = split_colon(msg) {
                 if rest.starts_with("opCount ") {
                     return tuning::coll(msg).map(Event::Coll);
                 }
-                if rest.contains(" Bytes -> Algo ") && !name.contains(' ') {
+                if rest.starts_with(|c: char| c.is_ascii_digit()) && !name.contains(' ') {
                     return tuning::decision(msg).map(Event::Decision);
                 }
             }
@@ -131,6 +131,12 @@ pub fn parse(msg: &str) -> Option<Event> {
             setup::misc(msg)
         }
     }
+}
+
+/// `name: rest` at the first `": "` (a byte search: this runs on every COLL and TUNING line).
+pub(crate) fn split_colon(msg: &str) -> Option<(&str, &str)> {
+    let b = msg.as_bytes();
+    memchr::memchr_iter(b':', b).find(|&i| b.get(i + 1) == Some(&b' ')).map(|i| (&msg[..i], &msg[i + 2..]))
 }
 
 #[cfg(test)]

@@ -343,7 +343,12 @@ const KNOWN_PREFIXES: &[&str] = &[
     "NET/IB: [",
     "NET/IB : ",
     "NET/Socket : ",
+    "Invalid NCCL_",
+    "minCTAs ",
 ];
+
+/// Known messages recognised by a fragment in the middle.
+const KNOWN_FRAGMENTS: &[&str] = &[" connected via C2C link", " is too low, leaving it set at "];
 
 /// Everything else: tried in order of how often it appears.
 pub fn misc(msg: &str) -> Option<Event> {
@@ -452,7 +457,8 @@ pub fn misc(msg: &str) -> Option<Event> {
     if msg.starts_with("Connected") {
         return connected(msg);
     }
-    KNOWN_PREFIXES.iter().any(|k| msg.starts_with(k)).then_some(Event::Known)
+    (KNOWN_PREFIXES.iter().any(|k| msg.starts_with(k)) || KNOWN_FRAGMENTS.iter().any(|k| msg.contains(k)))
+        .then_some(Event::Known)
 }
 
 #[cfg(test)]

@@ -49,7 +49,8 @@ fn algorithm(name: &str) -> Option<Algorithm> {
     if name.eq_ignore_ascii_case("CollNet") {
         return Some(Algorithm::CollNetDirect);
     }
-    name.parse().ok().or_else(|| name.parse::<usize>().ok().and_then(Algorithm::from_id))
+    // Decision lines use ncclAlgoToString's spelling (`COLLNET_DIRECT`, `NVLS_TREE`), the table ncclAlgoStr's.
+    name.replace('_', "").parse().ok().or_else(|| name.parse::<usize>().ok().and_then(Algorithm::from_id))
 }
 
 fn protocol(name: &str) -> Option<Protocol> {
@@ -96,7 +97,7 @@ pub fn table_line(msg: &str) -> Option<TableLine> {
 }
 
 pub fn decision(msg: &str) -> Option<DecisionLine> {
-    let (coll, rest) = match msg.split_once(": ") {
+    let (coll, rest) = match super::split_colon(msg) {
         Some((c, r)) if !c.contains(' ') => (Some(c.parse().ok()?), r),
         _ => (None, msg),
     };
@@ -127,7 +128,8 @@ pub fn decision(msg: &str) -> Option<DecisionLine> {
 }
 
 pub fn coll(msg: &str) -> Option<CollLine> {
-    let (name, rest) = msg.split_once(": opCount ")?;
+    let (name, rest) = super::split_colon(msg)?;
+    let rest = rest.strip_prefix("opCount ")?;
     let coll = name.parse().ok()?;
     let mut toks = rest.split_ascii_whitespace();
     let op_count = u64::from_str_radix(toks.next()?, 16).ok()?;
@@ -199,6 +201,8 @@ mod tests {
             (d.coll, d.bytes, d.algo, d.proto, d.n_channels),
             (Some(Collective::AllReduce), 65536, Algorithm::Tree, Protocol::Ll, Some(2))
         );
+        let d = decision("AllReduce: 8 Bytes -> Algo NVLS_TREE proto SIMPLE channel{Lo..Hi}={0..3}").unwrap();
+        assert_eq!((d.algo, d.proto, d.n_channels), (Algorithm::NvlsTree, Protocol::Simple, Some(4)));
         let d = decision("65536 Bytes -> Algo 1 proto 2 time 34.690000").unwrap();
         assert_eq!((d.coll, d.algo, d.proto, d.time_us), (None, Algorithm::Ring, Protocol::Simple, Some(34.69)));
         let d = decision("AllGather: 1024 Bytes -> Algo 1 proto 0 nchannels 4 nthreads 256").unwrap();
