@@ -330,3 +330,20 @@ fn every_metric_the_dashboards_use_is_in_a_live_exposition() {
     let missing: Vec<_> = used.difference(&served).collect();
     assert!(missing.is_empty(), "dashboard metrics not served: {missing:?}");
 }
+
+#[test]
+fn serve_names_bad_input() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_collscope")).args(args).envs(env.iter().copied()).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let dir = root().join(FIXTURES);
+    let e = run(&["serve", "--log", dir.to_str().unwrap(), "--follow"], &[]);
+    assert!(e.contains("--follow reads files") && e.contains("nccl-logs"), "{e}");
+    let log = fixture("021_nccl-1189.log");
+    let e = run(&["serve", "--log", log.to_str().unwrap()], &[("COLLSCOPE_METRICS_ADDR", "nowhere")]);
+    assert!(e.contains("COLLSCOPE_METRICS_ADDR='nowhere'") && e.contains("HOST:PORT"), "{e}");
+    let e = run(&["serve", "--log", "/nonexistent/nccl.log", "--metrics-addr", "127.0.0.1:0"], &[]);
+    assert!(e.contains("/nonexistent/nccl.log"), "{e}");
+}

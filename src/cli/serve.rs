@@ -62,6 +62,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             if p.is_dir() || p.as_os_str() == "-" {
                 bail!("--follow reads files: '{}' is not one (give the log files themselves)", p.display());
             }
+            if is_gzip(p) {
+                bail!("--follow reads plain text: '{}' is gzip-compressed (serve it without --follow)", p.display());
+            }
         }
     }
     let files = args.logs.iter().map(|p| p.display().to_string()).collect();
@@ -84,6 +87,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     telemetry.shutdown()?;
     Ok(())
+}
+
+/// Whether `path` exists and starts with gzip's magic bytes.
+fn is_gzip(path: &std::path::Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+        && magic == [0x1f, 0x8b]
 }
 
 /// One followed file: its tail and its text so far, one part per file the path has named.
