@@ -81,10 +81,15 @@ impl Recorder {
         q.push_back(ev);
     }
 
-    /// Moves every queued event into `out`, oldest first.
-    pub fn drain_into(&self, out: &mut Vec<Event>) {
+    /// Moves every queued event into `out`, oldest first. The queue and `out` trade places, so the lock is
+    /// held for a swap, not a copy, and `out`'s capacity (once emptied by the caller) serves the next round.
+    pub fn drain_into(&self, out: &mut VecDeque<Event>) {
         let mut q = self.lock();
-        out.extend(q.drain(..));
+        if out.is_empty() {
+            std::mem::swap(&mut *q, out);
+        } else {
+            out.extend(q.drain(..));
+        }
     }
 
     /// Events evicted because the queue was full, since the process started.
@@ -117,7 +122,7 @@ mod tests {
         r.push(Event::Snapshot);
         r.disable();
         assert!(!r.is_enabled());
-        let mut out = Vec::new();
+        let mut out = VecDeque::new();
         r.drain_into(&mut out);
         assert_eq!(out, [Event::Snapshot], "events queued before disable stay until drained");
     }
@@ -136,7 +141,7 @@ mod tests {
                 source: None,
             }));
         }
-        let mut out = Vec::new();
+        let mut out = VecDeque::new();
         r.drain_into(&mut out);
         let texts: Vec<_> = out
             .iter()

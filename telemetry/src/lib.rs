@@ -80,6 +80,7 @@ impl Telemetry {
             peers: cfg.aggregate_peers.clone(),
             http,
             stop: stop_rx,
+            spare: Mutex::default(),
         });
         if let Some(r) = recorder {
             r.enable(cfg.queue_capacity);

@@ -3,15 +3,38 @@
 
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, MetricSink};
-use collscope_core::model::{ChannelTraffic, Decision, OpRecord, OpState, ProxyOp, Snapshot, Warning};
-use prometheus::{
-    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+use collscope_core::model::{
+    Algorithm, ChannelTraffic, Collective, Decision, Direction, OpRecord, OpState, Protocol, ProxyOp, Snapshot,
+    Transport, Warning,
 };
+use prometheus::{
+    Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use std::collections::HashMap;
 
 const COLL: &[&str] = &["collective", "algorithm", "protocol", "size_bucket", "rank"];
 
+/// The series one kind of call updates, looked up once: label formatting and hashing label strings cost more
+/// than the update itself, and the telemetry thread shares the machine with the ranks.
+struct CollSeries {
+    ops: IntCounter,
+    bytes: IntCounter,
+    duration: Histogram,
+    busbw: Gauge,
+    algbw: Gauge,
+}
+
+type CollKey = (Collective, Option<Algorithm>, Option<Protocol>, &'static str, u32);
+type TrafficKey = (u32, u32, u32, Direction, Option<Transport>);
+type DecisionKey = (Collective, Algorithm, Protocol, Option<u32>);
+
 pub struct PromMetrics {
     registry: Registry,
+    coll_series: HashMap<CollKey, CollSeries>,
+    traffic_series: HashMap<TrafficKey, (IntCounter, Counter)>,
+    decision_series: HashMap<DecisionKey, IntCounter>,
+    in_flight_series: HashMap<u32, IntGauge>,
     coll_duration: HistogramVec,
     coll_bytes: IntCounterVec,
     coll_ops: IntCounterVec,
@@ -49,6 +72,10 @@ impl PromMetrics {
         let gauge = |name: &str, help: &str, l: &[&str]| reg(&r, GaugeVec::new(Opts::new(name, help), l)?);
         let int_gauge = |name: &str, help: &str, l: &[&str]| reg(&r, IntGaugeVec::new(Opts::new(name, help), l)?);
         let m = PromMetrics {
+            coll_series: HashMap::new(),
+            traffic_series: HashMap::new(),
+            decision_series: HashMap::new(),
+            in_flight_series: HashMap::new(),
             coll_duration: reg(
                 &r,
                 HistogramVec::new(
@@ -169,42 +196,61 @@ impl PromMetrics {
 
 impl MetricSink for PromMetrics {
     fn collective(&mut self, op: &OpRecord) {
-        let l = CollLabels::of(op);
-        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str()];
         if op.state == OpState::Failed {
-            self.coll_failed.with_label_values(&[l.collective, l.rank.as_str()]).inc();
+            self.coll_failed.with_label_values(&[op.coll.as_str(), &op.rank.to_string()]).inc();
             return;
         }
-        self.coll_ops.with_label_values(&values).inc();
-        self.coll_bytes.with_label_values(&values).inc_by(op.bytes);
+        let key = (op.coll, op.algo, op.proto, labels::size_bucket(op.bytes), op.rank);
+        let s = self.coll_series.entry(key).or_insert_with(|| {
+            let l = CollLabels::of(op);
+            let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str()];
+            let bw_labels = [l.collective, l.size_bucket, l.rank.as_str()];
+            CollSeries {
+                ops: self.coll_ops.with_label_values(&values),
+                bytes: self.coll_bytes.with_label_values(&values),
+                duration: self.coll_duration.with_label_values(&values),
+                busbw: self.busbw.with_label_values(&bw_labels),
+                algbw: self.algbw.with_label_values(&bw_labels),
+            }
+        });
+        s.ops.inc();
+        s.bytes.inc_by(op.bytes);
         if let Some(us) = op.duration_us {
-            self.coll_duration.with_label_values(&values).observe(us * 1e-6);
+            s.duration.observe(us * 1e-6);
         }
-        let bw_labels = [l.collective, l.size_bucket, l.rank.as_str()];
         if let Some(bw) = op.busbw_gbps {
-            self.busbw.with_label_values(&bw_labels).set(bw * 1e9);
+            s.busbw.set(bw * 1e9);
         }
         if let Some(bw) = op.algbw_gbps {
-            self.algbw.with_label_values(&bw_labels).set(bw * 1e9);
+            s.algbw.set(bw * 1e9);
         }
     }
 
     fn in_flight(&mut self, rank: u32, delta: i64) {
-        self.in_flight.with_label_values(&[rank.to_string()]).add(delta);
+        let g =
+            self.in_flight_series.entry(rank).or_insert_with(|| self.in_flight.with_label_values(&[rank.to_string()]));
+        g.add(delta);
     }
 
     fn decision(&mut self, d: &Decision) {
-        let rank = sink::rank_label(d.rank);
-        self.decisions.with_label_values(&[d.coll.as_str(), d.algo.as_str(), d.proto.as_str(), &rank]).inc();
+        let key = (d.coll, d.algo, d.proto, d.rank);
+        let c = self.decision_series.entry(key).or_insert_with(|| {
+            let rank = sink::rank_label(d.rank);
+            self.decisions.with_label_values(&[d.coll.as_str(), d.algo.as_str(), d.proto.as_str(), &rank])
+        });
+        c.inc();
     }
 
     fn traffic(&mut self, t: &ChannelTraffic) {
-        let values =
-            [t.rank.to_string(), t.channel.to_string(), t.peer.to_string(), labels::direction(t.direction).into()];
-        let values = [&values[0], &values[1], &values[2], &values[3], labels::transport(t.transport)];
-        self.channel_bytes.with_label_values(&values).inc_by(t.bytes);
+        let key = (t.rank, t.channel, t.peer, t.direction, t.transport);
+        let (bytes, secs) = self.traffic_series.entry(key).or_insert_with(|| {
+            let v = [t.rank.to_string(), t.channel.to_string(), t.peer.to_string()];
+            let values = [&v[0], &v[1], &v[2], labels::direction(t.direction), labels::transport(t.transport)];
+            (self.channel_bytes.with_label_values(&values), self.channel_seconds.with_label_values(&values))
+        });
+        bytes.inc_by(t.bytes);
         if t.seconds > 0.0 {
-            self.channel_seconds.with_label_values(&values).inc_by(t.seconds);
+            secs.inc_by(t.seconds);
         }
     }
 

@@ -12,6 +12,7 @@ use axum::routing::get;
 use axum::Router;
 use collscope_core::model::Event;
 use collscope_core::recorder::Recorder;
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     pub peers: Vec<SocketAddr>,
     pub http: reqwest::Client,
     pub stop: watch::Receiver<bool>,
+    /// An empty queue with capacity, traded for the runtime's full one at each drain.
+    pub spare: Mutex<VecDeque<Event>>,
 }
 
 impl Shared {
@@ -41,13 +44,18 @@ impl Shared {
     /// Takes what the runtime queued into the state.
     pub fn drain(&self) {
         let Some(rec) = self.recorder else { return };
-        let mut events = Vec::new();
+        let mut events = self.spare.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
         rec.drain_into(&mut events);
         let mut st = self.lock();
-        for ev in events {
+        for ev in events.drain(..) {
             st.apply(ev);
         }
         st.note_queue_drops(rec.dropped());
+        drop(st);
+        // Keep the emptied buffer's capacity for the next swap with the runtime's queue.
+        if let Ok(mut s) = self.spare.lock() {
+            *s = events;
+        }
     }
 }
 

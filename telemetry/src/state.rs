@@ -7,7 +7,8 @@ use crate::otel::Otel;
 use crate::prom::PromMetrics;
 use crate::sink::MetricSink;
 use collscope_core::model::{
-    Connection, Decision, Direction, Event, OpRecord, ProxyOp, Snapshot, Source, Transport, Warning,
+    Algorithm, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp, Snapshot, Source, Transport,
+    Warning,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -78,7 +79,8 @@ struct Ingested {
     findings: usize,
 }
 
-type OpKey = (Option<String>, u32, u64);
+/// (hash of the communicator name, rank, seq): hashed so a lookup does not copy the name.
+type OpKey = (u64, u32, u64);
 
 /// (rank, channel, peer, sends): how a rank's channel reaches a peer in one direction.
 type LinkKey = (u32, u32, u32, bool);
@@ -112,8 +114,26 @@ pub struct State {
     ingested: Ingested,
 }
 
+fn decision_of(op: &OpRecord, algo: Algorithm, proto: Protocol) -> Decision {
+    Decision {
+        coll: op.coll,
+        bytes: op.bytes,
+        algo,
+        proto,
+        n_channels: op.n_channels.unwrap_or(1),
+        time_us: None,
+        runner_up: None,
+        reason: None,
+        datatype: Some(op.datatype),
+        rank: Some(op.rank),
+    }
+}
+
 fn op_key(op: &OpRecord) -> OpKey {
-    (op.comm.clone(), op.rank, op.seq)
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    op.comm.hash(&mut h);
+    (h.finish(), op.rank, op.seq)
 }
 
 impl State {
@@ -156,7 +176,9 @@ impl State {
 
     fn publish(&self, ev: Event) {
         // No subscriber is not an error: the stream is for whoever listens.
-        let _ = self.events.send(Arc::new(ev));
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(Arc::new(ev));
+        }
     }
 
     fn learn_links(&mut self, c: &Connection) {
@@ -175,13 +197,14 @@ impl State {
         }
         match &ev {
             Event::OpEnqueued(op) => {
-                if self.in_flight.len() >= self.in_flight_cap && !self.in_flight.contains_key(&op_key(op)) {
+                let key = op_key(op);
+                if self.in_flight.len() >= self.in_flight_cap && !self.in_flight.contains_key(&key) {
                     if let Some((_, old)) = self.in_flight.pop_first() {
                         self.sinks(|s| s.in_flight(old.rank, -1));
                         self.dropped_history(true);
                     }
                 }
-                if self.in_flight.insert(op_key(op), op.clone()).is_none() {
+                if self.in_flight.insert(key, op.clone()).is_none() {
                     self.sinks(|s| s.in_flight(op.rank, 1));
                 }
             }
@@ -190,6 +213,11 @@ impl State {
                     self.sinks(|s| s.in_flight(op.rank, -1));
                 }
                 self.sinks(|s| s.collective(op));
+                // The runtime's calls carry the tuner's choice; counting it here spares the data path an event.
+                if let (Source::Runtime, Some(algo), Some(proto)) = (&self.facts.source, op.algo, op.proto) {
+                    let d = decision_of(op, algo, proto);
+                    self.sinks(|s| s.decision(&d));
+                }
                 if let Some(o) = self.otel.as_mut() {
                     o.span(op);
                 }

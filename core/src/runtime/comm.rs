@@ -475,20 +475,6 @@ impl Comm {
         rec.algo = Some(algo);
         rec.proto = Some(choice.proto);
         rec.n_channels = Some(nch as u32);
-        crate::recorder::record(|| {
-            model::Event::Decision(model::Decision {
-                coll,
-                bytes: rec.bytes,
-                algo,
-                proto: choice.proto,
-                n_channels: nch as u32,
-                time_us: None,
-                runner_up: None,
-                reason: None,
-                datatype: Some(dt),
-                rank: Some(self.rank),
-            })
-        });
         self.ensure_connected(algo)?;
 
         let payload = self.sizes.step_payload(choice.proto);
