@@ -17,6 +17,13 @@ enum Command {
     Version,
     /// The machine as NCCL sees it: `topo show`, `topo dump`.
     Topo(cli::topo::TopoArgs),
+    /// Serve metrics, the model and live events for a job on real NCCL, from its logs.
+    Serve(cli::serve::ServeArgs),
+    /// Read real NCCL logs.
+    Log {
+        #[command(subcommand)]
+        command: cli::log::LogCommand,
+    },
     /// Benchmark a collective like nccl-tests (`all_reduce_perf` and friends), byte-compatible output.
     Perf(cli::perf::PerfArgs),
     /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
@@ -31,6 +38,8 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Topo(args) => cli::topo::run(args),
+        Command::Log { command } => cli::log::run(command),
+        Command::Serve(args) => cli::serve::run(args),
         Command::Perf(args) => cli::perf::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
     }

@@ -6,6 +6,7 @@ pub mod debug;
 pub mod env;
 pub mod graph;
 pub mod model;
+pub mod recorder;
 pub mod runtime;
 pub mod sys;
 pub mod topo;

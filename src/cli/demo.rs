@@ -26,6 +26,10 @@ pub struct DemoArgs {
     /// Gradient size per step in MiB (f32), all-reduced in 1 MiB buckets.
     #[arg(long, default_value_t = 8)]
     pub grad_mib: usize,
+    /// HOST:PORT or PORT for telemetry (each process adds its local rank) [default: COLLSCOPE_METRICS_ADDR,
+    /// else 127.0.0.1:9470]; port 0 picks a free one.
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
 }
 
 pub fn run(args: &DemoArgs) -> Result<()> {
@@ -46,6 +50,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         max_duration,
     };
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport };
+    let telemetry = super::telemetry::start(args.launch, args.metrics_addr.as_deref())?;
     ranks::run(&job, |rank| {
         let comm = rank.comm;
         let main = comm.rank() == 0;
@@ -87,5 +92,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             );
         }
         Ok(())
-    })
+    })?;
+    if let Some(t) = telemetry {
+        t.shutdown()?;
+    }
+    Ok(())
 }

@@ -3,8 +3,11 @@
 pub mod demo;
 pub mod explain;
 mod explain_text;
+pub mod log;
 pub mod perf;
 pub mod ranks;
+pub mod serve;
 pub mod sizes;
+pub mod telemetry;
 pub mod topo;
 mod trim;

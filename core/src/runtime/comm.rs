@@ -174,6 +174,7 @@ impl Comm {
     /// Creates this rank's communicator; every rank of the bootstrap must call it.
     pub fn init_rank(boot: Arc<dyn Bootstrap>, opts: CommOptions) -> Result<Comm> {
         let env = &opts.env;
+        let started = Instant::now();
         let (rank, nranks) = (boot.rank(), boot.nranks());
         let sizes = BufSizes::from_env(env)?;
         let timeout = timeout_from_env(env)?;
@@ -195,6 +196,7 @@ impl Comm {
         let select = SelectConfig::from_env(env, nch)?;
         let chain = transport::default_chain(env, opts.net.clone())?;
 
+        let t_env = started.elapsed();
         let me = local_peer_info(rank);
         let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
         let peers = boot
@@ -206,6 +208,7 @@ impl Comm {
                     .map_err(|e| RuntimeError::Bootstrap(format!("peer info of rank {r} is malformed: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
+        let t_allgather = started.elapsed();
 
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
@@ -229,6 +232,7 @@ impl Comm {
             send: Default::default(),
             recv: Default::default(),
         };
+        report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
         let mut comm = Comm {
             rank,
             nranks,
@@ -418,7 +422,7 @@ impl Comm {
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
         self.records.begin_op(self.seq);
-        OpRecord {
+        let rec = OpRecord {
             comm: self.name.clone(),
             rank: self.rank,
             seq: self.seq,
@@ -439,7 +443,9 @@ impl Comm {
             duration_us: None,
             algbw_gbps: None,
             busbw_gbps: None,
-        }
+        };
+        crate::recorder::record(|| model::Event::OpEnqueued(rec.clone()));
+        rec
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
@@ -541,6 +547,7 @@ impl Comm {
                 return Ok(());
             }
             let part = Part { off, len: per_ch.min(count - off), chunk, esize: es, count };
+            let (channel, t0) = (ch.id, Instant::now());
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
             let r = match (coll, algo) {
                 (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(&mut p, src, dst, part),
@@ -550,6 +557,7 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
+            record_traffic(rank, channel, p.moved(), t0);
             if let Err(e) = &r {
                 waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
@@ -698,6 +706,58 @@ impl Comm {
         let p = buf.as_mut_ptr() as *mut u8;
         self.collective(Collective::Reduce, model_dtype(T::DTYPE), op, root, p, p, buf.len())
     }
+}
+
+/// Reports what one channel moved in one call to telemetry (nothing is built while it is off).
+fn record_traffic(rank: u32, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
+    if !crate::recorder::enabled() {
+        return;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for &(peer, sent, bytes) in moved {
+        let direction = if sent { model::Direction::Send } else { model::Direction::Recv };
+        crate::recorder::record(|| {
+            model::Event::Traffic(model::ChannelTraffic {
+                rank,
+                channel,
+                peer,
+                direction,
+                transport: None,
+                bytes,
+                seconds,
+            })
+        });
+    }
+}
+
+/// Reports a ready communicator with its init phases (ends of: parameters, peer-info allgather, channels) to
+/// telemetry.
+fn report_init(name: &Option<String>, peers: &[PeerInfo], rank: u32, ends: [Duration; 3]) {
+    crate::recorder::record(|| {
+        let me = peers.get(rank as usize);
+        let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
+        let [env, allgather, total] = ends.map(|d| d.as_secs_f64());
+        model::Event::Communicator(model::Communicator {
+            comm: name.clone(),
+            rank: Some(rank),
+            nranks: Some(peers.len() as u32),
+            nnodes: Some(hosts.len() as u32),
+            host: me.map(|p| p.host.clone()),
+            pid: me.map(|p| p.pid),
+            cuda_dev: me.map(|p| p.dev),
+            version: Some(crate::debug::NCCL_MODEL_VERSION.to_string()),
+            init: model::InitTimings {
+                total: Some(total),
+                phases: vec![
+                    ("parameters".into(), env),
+                    ("allgathers".into(), allgather - env),
+                    ("channels".into(), total - allgather),
+                ],
+            },
+            state: model::CommState::Ready,
+            ..Default::default()
+        })
+    });
 }
 
 #[cfg(test)]

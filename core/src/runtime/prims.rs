@@ -48,6 +48,8 @@ pub struct Prims<'a> {
     pub piece: usize,
     scratch: Vec<Vec<u64>>,
     out: Vec<u64>,
+    /// Bytes moved per (peer, sent), for telemetry's per-channel traffic.
+    moved: Vec<(u32, bool, u64)>,
 }
 
 impl<'a> Prims<'a> {
@@ -62,7 +64,19 @@ impl<'a> Prims<'a> {
     ) -> Self {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
-        Prims { ch, proto, dt, op, nranks, w, piece, scratch: Vec::new(), out: Vec::new() }
+        Prims { ch, proto, dt, op, nranks, w, piece, scratch: Vec::new(), out: Vec::new(), moved: Vec::new() }
+    }
+
+    /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
+    pub fn moved(&self) -> &[(u32, bool, u64)] {
+        &self.moved
+    }
+
+    fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
+        match self.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
+            Some(m) => m.2 += n as u64,
+            None => self.moved.push((peer, sent, n as u64)),
+        }
     }
 
     /// The general primitive: inputs are `src` (if any) and one step from each of `from`; their reduction (or
@@ -141,6 +155,10 @@ impl<'a> Prims<'a> {
             }
             for p in from {
                 self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
+                self.count_moved(*p, false, len);
+            }
+            for p in to {
+                self.count_moved(*p, true, len);
             }
             off += len;
         }

@@ -1,6 +1,7 @@
 //! What the runtime keeps for telemetry: the connections it made and a bounded ring of recent operations.
 
-use crate::model::{Connection, OpRecord, ProxyOp};
+use crate::model::{Connection, Event, OpRecord, ProxyOp};
+use crate::recorder;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -20,6 +21,7 @@ pub struct Records {
 
 impl Records {
     pub fn push_op(&self, op: OpRecord) {
+        recorder::record(|| Event::OpCompleted(op.clone()));
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         if ops.len() == OP_RING {
             ops.pop_front();
@@ -28,6 +30,7 @@ impl Records {
     }
 
     pub fn push_connection(&self, c: Connection) {
+        recorder::record(|| Event::Connection(c.clone()));
         self.connections.lock().unwrap_or_else(|p| p.into_inner()).push(c);
     }
 
@@ -38,7 +41,19 @@ impl Records {
 
     /// Marks `seq` as the operation in progress, so proxy threads can attribute their steps to it.
     pub fn begin_op(&self, seq: u64) {
-        self.current_seq.store(seq, Ordering::Release);
+        let prev = self.current_seq.swap(seq, Ordering::AcqRel);
+        if prev != 0 && prev != seq && recorder::enabled() {
+            self.report_proxy(prev);
+        }
+    }
+
+    /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy
+    /// thread has no moment of its own at which a sub-operation is final).
+    fn report_proxy(&self, seq: u64) {
+        let ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        for o in ops.iter().rev().take_while(|o| o.seq >= seq).filter(|o| o.seq == seq) {
+            recorder::record(|| Event::Proxy(o.clone()));
+        }
     }
 
     pub fn current_seq(&self) -> u64 {

@@ -1,0 +1,114 @@
+//! Whatever the bytes, the reader keeps going: garbage, invalid UTF-8, glued, wrapped, duplicated and overlong
+//! lines are counted, never fatal; files, directories and gzip merge into one job.
+
+use collscope_core::model::{Snapshot, Transport};
+use collscope_logreader::{read_paths, Options, Reader};
+
+fn read(bytes: &[u8], strict: bool) -> Snapshot {
+    let mut r = Reader::new(Options { strict });
+    r.read_bytes("t.log", bytes);
+    r.finish()
+}
+
+fn stats(s: &Snapshot) -> collscope_core::model::LogStats {
+    s.log.as_ref().unwrap().stats.clone()
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let seeds = [
+        "node0:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/IB/0(1)/GDRDMA(PCI)/Shared\n",
+        "[1,0]<stdout>:n:1:2 [3] misc/x.cc:1 NCCL WARN Call to ibv_reg_mr failed\n",
+        "n:1:2 [0] NCCL INFO Trees [0] 1/2/-1->0->-1|-1->0->1/2/-1 [1\n",
+        "n:1:2 [0] NCCL INFO    AllReduce |    1.0/   2.0 |\nNCCL version 2.\n",
+    ];
+    for round in 0..400 {
+        let mut data: Vec<u8> = seeds[round % seeds.len()].as_bytes().to_vec();
+        for _ in 0..(round % 13) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pos = (x as usize) % (data.len() + 1);
+            match x % 4 {
+                0 => data.insert(pos, (x >> 8) as u8),
+                1 if pos < data.len() => {
+                    data.remove(pos);
+                }
+                2 => data.truncate(pos),
+                _ => data.extend_from_slice(seeds[(x as usize >> 3) % seeds.len()].as_bytes()),
+            }
+        }
+        let s = read(&data, true);
+        serde_json::to_string(&s).unwrap();
+    }
+}
+
+#[test]
+fn invalid_utf8_and_control_bytes_are_counted() {
+    let s = read(b"n:1:2 [0] NCCL INFO Ring 00 : 7 -> 0 -> 1 \xff\xfe\nplain\x07bell\n", false);
+    let st = stats(&s);
+    assert_eq!((st.invalid_utf8_lines, st.garbled_lines, st.lines), (1, 1, 2));
+}
+
+#[test]
+fn two_lines_written_into_one_are_split() {
+    let s = read(b"node0:1:2 [0] NCCL INFO Channnode1:5:6 [1] NCCL INFO Ring 00 : 7 -> 0 -> 1\n", false);
+    assert_eq!(stats(&s).garbled_lines, 1);
+    assert_eq!(s.rings[0].neighbours, vec![(7, 0, 1)]);
+}
+
+#[test]
+fn wrapped_lines_are_joined() {
+    let s = read(b"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via\nP2P/IPC/read\n", true);
+    assert_eq!(stats(&s).wrapped_lines, 1);
+    assert_eq!(s.connections.len(), 1);
+    assert_eq!(s.connections[0].mode.as_deref(), Some("IPC/read"));
+    assert!(s.unparsed_nccl_lines.is_empty());
+}
+
+#[test]
+fn duplicates_and_overlong_lines_are_counted() {
+    let line = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n";
+    let mut data = line.repeat(3).into_bytes();
+    data.extend(vec![b'z'; 200_000]);
+    data.extend_from_slice(b"\nh:1:1 [0] NCCL INFO Connected all rings\n");
+    let s = read(&data, false);
+    let st = stats(&s);
+    assert_eq!((st.duplicate_lines, st.truncated_lines, st.lines), (2, 1, 5));
+    assert_eq!(s.connections.len(), 1);
+}
+
+#[test]
+fn strict_lists_what_it_did_not_understand() {
+    let data = b"h:1:1 [0] NCCL INFO Frobnicating the widgets\nh:1:1 [0] NCCL INFO Connected all trees\n";
+    let s = read(data, true);
+    assert_eq!(s.unparsed_nccl_lines.len(), 1);
+    assert_eq!(
+        (s.unparsed_nccl_lines[0].line, s.unparsed_nccl_lines[0].text.as_str()),
+        (1, "h:1:1 [0] NCCL INFO Frobnicating the widgets")
+    );
+    let s = read(data, false);
+    assert!(s.unparsed_nccl_lines.is_empty());
+    assert_eq!(stats(&s).unparsed_nccl_lines, 1);
+}
+
+#[test]
+fn one_file_per_rank_directories_and_gzip_merge_into_one_job() {
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("collscope-lr-merge-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    // Host prefixes stripped: each file is one rank.
+    std::fs::write(dir.join("rank0.log"), " [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n").unwrap();
+    let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b" [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0/GDRDMA\n").unwrap();
+    std::fs::write(dir.join("sub/rank1.log.gz"), gz.finish().unwrap()).unwrap();
+    let s = read_paths(std::slice::from_ref(&dir), Options::default()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(s.connections.len(), 2);
+    assert!(s.connections.iter().any(|c| c.transport == Transport::Net && c.gdrdma == Some(true)));
+    assert_eq!(s.nranks, Some(3));
+    let err = read_paths(&[dir.join("missing.log")], Options::default()).unwrap_err().to_string();
+    assert!(err.contains("missing.log"), "{err}");
+}

@@ -1,0 +1,61 @@
+//! What telemetry costs the data path: AllReduce time per call on 2 ranks (threads, this process) with
+//! telemetry on (recorder enabled, server draining it) against off (what `COLLSCOPE_TELEMETRY=0` gives: the
+//! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; each figure is
+//! the median round. Run: `cargo bench -p collscope-telemetry --bench overhead`.
+
+use collscope_core::env::Env;
+use collscope_core::model::{RedOp, Source};
+use collscope_core::recorder;
+use collscope_core::runtime::comm::{Comm, CommOptions};
+use collscope_telemetry::{Telemetry, TelemetryConfig};
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 9;
+
+/// Seconds per call of `iters` AllReduces of `elems` f32 on every rank.
+fn run(comms: &mut [Comm], elems: usize, iters: usize) -> f64 {
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for c in comms.iter_mut() {
+            s.spawn(move || {
+                let send = vec![1.0f32; elems];
+                let mut recv = vec![0.0f32; elems];
+                for _ in 0..iters {
+                    c.all_reduce(&send, &mut recv, RedOp::Sum).expect("allreduce");
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64() / iters as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let opts = CommOptions { env: Env::from_process(), net: None, name: Some("bench".into()) };
+    let mut comms = Comm::init_threads(2, opts).expect("communicators");
+    let cfg = TelemetryConfig::new("127.0.0.1:0".parse().expect("address"));
+    for (label, elems, budget) in [("8 B", 2usize, 0.4f64), ("1 MiB", 1 << 18, 0.6)] {
+        // Warm up (connections, caches) and size the rounds to about `budget` seconds each.
+        let per_call = run(&mut comms, elems, 50);
+        let iters = ((budget / per_call) as usize).clamp(20, 200_000);
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            off.push(run(&mut comms, elems, iters));
+            let t = Telemetry::start(&cfg, Source::Runtime, Some(recorder::global())).expect("telemetry");
+            on.push(run(&mut comms, elems, iters));
+            t.shutdown().expect("telemetry shutdown");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (off, on) = (median(off), median(on));
+        println!(
+            "AllReduce {label:>6}: off {:>9.2} us/call, on {:>9.2} us/call, overhead {:+.2} % ({iters} calls x {ROUNDS} rounds)",
+            off * 1e6,
+            on * 1e6,
+            (on / off - 1.0) * 100.0
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! `collscope log analyze` end to end: the report, `--json` with the keys other tools rely on, `--strict`, stdin,
+//! and clear errors for bad paths.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const LOG: &str = "\
+node00:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>
+node00:1:1 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+node00:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)
+node00:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0
+node01:2:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0
+node01:2:2 [0] NCCL INFO Wibbling the frobnicator
+node01:2:2 [0] transport/shm.cc:1 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 1)
+";
+
+fn collscope(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_collscope"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("collscope runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    pipe.write_all(stdin.unwrap_or("").as_bytes()).expect("write stdin");
+    drop(pipe);
+    child.wait_with_output().expect("collscope exits")
+}
+
+fn temp_log() -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("collscope-cli-log-{}.log", std::process::id()));
+    std::fs::write(&p, LOG).unwrap();
+    p
+}
+
+#[test]
+fn report_has_every_section_and_the_findings() {
+    let p = temp_log();
+    let out = collscope(&["log", "analyze", p.to_str().unwrap(), "--strict"], None);
+    std::fs::remove_file(&p).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for section in [
+        "== Job",
+        "== Network",
+        "== Transports",
+        "== GPUDirect RDMA",
+        "== Rings and trees",
+        "== Channels",
+        "== Tuning",
+        "== Findings",
+        "== NCCL lines not understood (1)",
+    ] {
+        assert!(text.contains(section), "missing {section} in\n{text}");
+    }
+    assert!(text.contains("2.18.3+cuda12.2") && text.contains("used on 0 of 2 NET connections"), "{text}");
+    for code in ["no_gdrdma_no_module", "bootstrap_interface", "shm_exhausted"] {
+        assert!(text.contains(code), "missing finding {code} in\n{text}");
+    }
+    let errors = text.find("[error]").unwrap();
+    let warnings = text.find("[warning]").unwrap();
+    assert!(errors < warnings, "findings are ordered by severity");
+    assert!(text.contains("Wibbling the frobnicator"));
+}
+
+#[test]
+fn json_from_stdin_has_the_shared_keys() {
+    let out = collscope(&["log", "analyze", "-", "--json"], Some(LOG));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    for key in [
+        "schema_version",
+        "nccl_version",
+        "nranks",
+        "nnodes",
+        "network",
+        "connections",
+        "rings",
+        "trees",
+        "graphs",
+        "tuning",
+        "decisions",
+        "env",
+        "warnings",
+        "findings",
+        "unparsed_nccl_lines",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(v["nccl_version"], "2.18.3+cuda12.2");
+    assert_eq!(v["network"], "IB");
+    let c = &v["connections"][0];
+    for key in ["channel", "src", "dst", "direction", "transport", "mode", "net", "device", "gdrdma", "proxy_rank"] {
+        assert!(c.get(key).is_some(), "missing connection key {key}");
+    }
+    assert_eq!((c["transport"].as_str(), c["gdrdma"].as_bool()), (Some("NET"), Some(false)));
+    let w = &v["warnings"][0];
+    assert_eq!(w["class"], "shm");
+    assert_eq!(w["host"], "node01");
+    let f = &v["findings"][0];
+    for key in ["code", "severity", "title", "detail", "evidence", "fix"] {
+        assert!(f.get(key).is_some(), "missing finding key {key}");
+    }
+    assert_eq!(v["unparsed_nccl_lines"], serde_json::json!([]), "listed only with --strict");
+}
+
+#[test]
+fn bad_paths_and_missing_arguments_are_clear_errors() {
+    let out = collscope(&["log", "analyze", "/nonexistent/nccl.log"], None);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/nccl.log") && err.contains("cannot open"), "{err}");
+    let out = collscope(&["log", "analyze"], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PATHS"));
+}
