@@ -1,5 +1,7 @@
 //! The `collscope` command line.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -13,6 +15,8 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
+    Tui(cli::tui::TuiArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -22,5 +26,6 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
+        Command::Tui(args) => cli::tui::run(args),
     }
 }

@@ -1,0 +1,145 @@
+//! `collscope tui` end to end: the real binary in a real terminal (tmux), driven by keys, read back with
+//! `tmux capture-pane`. Each test uses its own tmux server (`-L`) and kills it at the end.
+
+use collscope_core::model::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `collscope <args>` in an 80x24 pane. The shell around it prints the exit status and lingers, so a
+    /// test can check that `q` left the normal screen behind.
+    fn start(name: &str, args: &[&str]) -> Tmux {
+        let socket = format!("collscope-{name}-{}", std::process::id());
+        let bin = env!("CARGO_BIN_EXE_collscope");
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let cmd = format!("'{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
+        let t = Tmux { socket };
+        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &cmd]);
+        t
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux runs");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "t", k]);
+        }
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Waits (up to 20 s) until every needle is on screen; returns the screen.
+    fn wait_for(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if needles.iter().all(|n| screen.contains(n)) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "waited 20 s for {needles:?}; the screen is:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("collscope-tui-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn op(seq: u64) -> OpRecord {
+    OpRecord {
+        comm: None,
+        rank: 0,
+        seq,
+        coll: Collective::AllReduce,
+        count: 1 << 20,
+        datatype: DataType::F32,
+        op: Some(RedOp::Sum),
+        root: None,
+        peer: None,
+        bytes: 4 << 20,
+        algo: Some(Algorithm::Ring),
+        proto: Some(Protocol::Simple),
+        n_channels: Some(2),
+        state: OpState::Completed,
+        enqueued_us: None,
+        started_us: None,
+        completed_us: None,
+        duration_us: Some(250.0),
+        algbw_gbps: Some(16.8),
+        busbw_gbps: Some(29.4),
+    }
+}
+
+/// A recording of two snapshots 1.5 s apart: the second has more operations.
+fn write_recording(path: &Path) {
+    let mut s = Snapshot::new(Source::Runtime);
+    s.nranks = Some(4);
+    s.rings.push(Ring { channel: 0, order: vec![0, 1, 2, 3], truncated: false, neighbours: vec![] });
+    s.ops = (1..=3).map(op).collect();
+    let first = serde_json::json!({"t": 0.0, "event": "snapshot", "data": s});
+    s.ops = (1..=7).map(op).collect();
+    let second = serde_json::json!({"t": 1.5, "event": "snapshot", "data": s});
+    std::fs::write(path, format!("{first}\n{second}\n")).expect("write recording");
+}
+
+#[test]
+fn replay_updates_the_ops_log_and_q_restores_the_terminal() {
+    let dir = temp_dir("replay");
+    let rec = dir.join("rec.jsonl");
+    write_recording(&rec);
+    let t = Tmux::start("replay", &["tui", "--replay", rec.to_str().unwrap()]);
+    t.wait_for(&["1Overview", "ranks 4"]);
+    t.keys(&["7"]);
+    t.wait_for(&["operations", "AllReduce"]);
+    let screen = t.wait_for(&["7 operations", "ended"]);
+    assert!(screen.contains("     7 AllReduce       4.0 MiB Ring/Simple"), "{screen}");
+    t.keys(&["2"]);
+    t.wait_for(&["0 ─?▶ 1 ─?▶ 2 ─?▶ 3 ─?▶ ↺ 0"]);
+    t.keys(&["q"]);
+    let screen = t.wait_for(&["EXIT=0"]);
+    assert!(!screen.contains("1Overview"), "the alternate screen is gone after q:\n{screen}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_arguments_are_reported_without_opening_the_screen() {
+    let dir = temp_dir("args");
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(&bad, "{\"t\": 0, \"event\": \"snapshot\", \"data\": {}}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
+        .args(["tui", "--replay", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stdout is not one"), "{err}");
+    let t = Tmux::start("args", &["tui", "--replay", bad.to_str().unwrap()]);
+    let screen = t.wait_for(&["EXIT=1"]);
+    assert!(screen.contains("event 'snapshot' from the source is not valid"), "{screen}");
+    let t2 = Tmux::start("args2", &["tui", "--connect", "localhost:1"]);
+    let screen = t2.wait_for(&["EXIT=1"]);
+    assert!(screen.contains("'localhost:1' is not a collscope URL: expected http://HOST:PORT"), "{screen}");
+    let out = Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--follow"]).output().unwrap();
+    assert!(!out.status.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
