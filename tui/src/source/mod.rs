@@ -4,6 +4,7 @@
 //! - `--replay`: a recording of that stream, played back at its own pace.
 
 mod connect;
+mod log;
 mod recording;
 mod replay;
 mod sse;

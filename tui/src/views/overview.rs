@@ -50,7 +50,9 @@ fn lines(live: &Live) -> Vec<Line<'_>> {
         out.push(field("Traffic", fmt_rate(live.traffic.total_rate())));
     }
     out.push(field("Findings", findings_summary(s)));
-    for f in s.findings.iter().filter(|f| f.severity != Severity::Info).chain(s.findings.iter()).take(4) {
+    let mut top: Vec<_> = s.findings.iter().collect();
+    top.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    for f in top.into_iter().take(4) {
         out.push(Line::from(vec![
             Span::raw("  "),
             Span::styled(format!("{:<8}", f.severity.as_str()), severity_style(f.severity)),
@@ -171,5 +173,7 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+        assert_eq!(text.matches("NET without GPUDirect RDMA").count(), 1, "{text}");
+        assert!(text.find("warning NET").unwrap() < text.find("info    SHM").unwrap(), "{text}");
     }
 }

@@ -26,11 +26,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let room = (table.height as usize).saturating_sub(1).max(1);
     let first = app.row.saturating_sub(room - 1);
     for (i, p) in s.proxy.iter().enumerate().skip(first).take(room) {
-        let (a, b) = if p.send { (p.rank, p.peer) } else { (p.peer, p.rank) };
         let line = Line::raw(format!(
             "{:02}  {:<8} {:<4} {} {} {} {:>5}",
             p.channel,
-            format!("{a} -> {b}"),
+            format!("{} {} {}", p.rank, if p.send { "->" } else { "<-" }, p.peer),
             if p.send { "send" } else { "recv" },
             progress(p.posted, p.n_steps),
             progress(p.transmitted, p.n_steps),
@@ -91,7 +90,7 @@ mod tests {
         let app = App { tab: Tab::Proxy, ..App::default() };
         let text = screen(&render(&app, &fixture::live(), 80, 24));
         assert!(text.contains("00  3 -> 4   send ████████··  48 ██████····  40 █████·····  32    64"), "{text}");
-        assert!(text.contains("00  3 -> 4   recv ██████████  64 ██████····  36 █████·····  30    64"), "{text}");
+        assert!(text.contains("00  4 <- 3   recv ██████████  64 ██████····  36 █████·····  30    64"), "{text}");
         assert!(text.contains("Where steps waited (0.80 s over all sub-operations)"), "{text}");
         assert!(text.contains("waiting for peer (credit)  ███████████···················  37.5%   0.300 s"), "{text}");
         assert!(text.contains("waiting for data (GPU)     ······························   0.0%   0.000 s"), "{text}");
