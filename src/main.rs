@@ -15,6 +15,11 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Read real NCCL logs.
+    Log {
+        #[command(subcommand)]
+        command: cli::log::LogCommand,
+    },
     /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
     Tui(cli::tui::TuiArgs),
 }
@@ -26,6 +31,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}", collscope_core::debug::version_string());
             Ok(())
         }
+        Command::Log { command } => cli::log::run(command),
         Command::Tui(args) => cli::tui::run(args),
     }
 }

@@ -143,3 +143,62 @@ fn bad_arguments_are_reported_without_opening_the_screen() {
     assert!(!out.status.success());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nccl-logs").join(name)
+}
+
+/// A real NCCL 2.5 log (16 ranks on 2 nodes, P2P, SHM and NET/IB without GDRDMA): ring rows, edge transports,
+/// channels, findings with evidence, help, quit.
+#[test]
+fn log_views_show_rings_transports_and_findings() {
+    let log = fixture("007_nccl-392.log");
+    let t = Tmux::start("log", &["tui", "--log", log.to_str().unwrap()]);
+    t.wait_for(&["1Overview", "2.5.7+cuda10.0   ranks 16   nodes 2", "NET x2  P2P x2  SHM x1"]);
+    t.keys(&["2"]);
+    let screen = t.wait_for(&[">ch 00", "Channel 00: 16 ranks"]);
+    assert!(screen.contains(" 0 ─P2P▶ 1 ─?▶ 2"), "{screen}");
+    assert!(screen.contains("15 ─NET▶ ↺ 0"), "{screen}");
+    assert!(screen.contains("0 -> 1     P2P/IPC"), "{screen}");
+    assert!(screen.contains("15 -> 0    NET/IB/0"), "{screen}");
+    t.keys(&["]"]);
+    t.wait_for(&[">ch 01", "Channel 01: 16 ranks"]);
+    t.keys(&["4"]);
+    let screen = t.wait_for(&["ch  peer      dir  transport"]);
+    assert!(screen.contains("00  15 -> 0   recv NET/IB/0             no"), "{screen}");
+    assert!(screen.contains("00  0 -> 7         SHM/direct shared m…"), "{screen}");
+    t.keys(&["8"]);
+    t.wait_for(&[
+        "2 findings",
+        "No GPUDirect RDMA on NET connections",
+        "GPUs on one node talk through host shared memory",
+    ]);
+    t.keys(&["Down", "Enter"]);
+    let screen = t.wait_for(&["Evidence", "Fix: "]);
+    assert!(screen.contains("007_nccl-392.log:17"), "{screen}");
+    t.keys(&["?"]);
+    t.wait_for(&["Keys", "Any key closes this help."]);
+    t.keys(&["Escape", "q"]);
+    let screen = t.wait_for(&["EXIT=0"]);
+    assert!(!screen.contains("1Overview"), "{screen}");
+}
+
+/// `--follow`: lines appended to the log show up without restarting.
+#[test]
+fn follow_picks_up_appended_lines() {
+    let dir = temp_dir("follow");
+    let text = std::fs::read_to_string(fixture("007_nccl-392.log")).expect("fixture log");
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().take_while(|l| !l.contains("Ring 00 :")).count();
+    let path = dir.join("job.log");
+    std::fs::write(&path, lines[..head].join("\n") + "\n").unwrap();
+    let t = Tmux::start("follow", &["tui", "--log", path.to_str().unwrap(), "--follow"]);
+    t.wait_for(&["ranks 16", "Transports  -", "live"]);
+    t.keys(&["2"]);
+    t.wait_for(&["0 ─?▶ 1"]);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    t.wait_for(&["0 ─P2P▶ 1", "15 ─NET▶ ↺ 0"]);
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+    std::fs::remove_dir_all(&dir).ok();
+}

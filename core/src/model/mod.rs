@@ -6,6 +6,7 @@ pub mod comm;
 pub mod connection;
 pub mod diag;
 pub mod graph;
+pub mod logfacts;
 pub mod names;
 pub mod ops;
 pub mod topology;
@@ -15,6 +16,7 @@ pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
+pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{OpRecord, OpState, ProxyOp, ProxyWait};
 pub use topology::{Link, LinkType, Node, NodeId, NodeType, Path, PathType, Topology};
@@ -87,6 +89,9 @@ pub struct Snapshot {
     pub proxy: Vec<ProxyOp>,
     /// NCCL lines the reader recognised as NCCL's but could not interpret.
     pub unparsed_nccl_lines: Vec<LineRef>,
+    /// What only a log carries (the log reader fills it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogFacts>,
 }
 
 impl Snapshot {
@@ -117,6 +122,7 @@ impl Snapshot {
             ops: Vec::new(),
             proxy: Vec::new(),
             unparsed_nccl_lines: Vec::new(),
+            log: None,
         }
     }
 }

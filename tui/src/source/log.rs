@@ -14,9 +14,9 @@ const POLL: Duration = Duration::from_millis(250);
 const READ_COST_FACTOR: u32 = 4;
 
 /// What a file looked like when last read: length and modification time.
-type Stamp = Vec<(u64, Option<SystemTime>)>;
+pub type Stamp = Vec<(u64, Option<SystemTime>)>;
 
-fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
+pub fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
     paths
         .iter()
         .map(|p| {
@@ -25,11 +25,16 @@ fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
         .collect()
 }
 
-pub fn run<R>(paths: Vec<PathBuf>, follow: bool, read: R, tx: &Sender<Update>, stop: &AtomicBool)
+/// Reads (or, when `known` says the files are as already read, first waits for a change) and, with `follow`,
+/// keeps re-reading as the files change.
+pub fn run<R>(paths: Vec<PathBuf>, follow: bool, read: R, known: Option<Stamp>, tx: &Sender<Update>, stop: &AtomicBool)
 where
     R: Fn(&[PathBuf]) -> Result<Snapshot, String>,
 {
-    let mut last: Option<Stamp> = None;
+    let mut last = known;
+    if last.is_some() && tx.send(Update::Link(LinkState::Live { following: follow })).is_err() {
+        return;
+    }
     let mut earliest_next = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -104,7 +109,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let (p, s) = (vec![path.clone()], stop.clone());
-        let worker = std::thread::spawn(move || run(p, true, count_lines, &tx, &s));
+        let worker = std::thread::spawn(move || run(p, true, count_lines, None, &tx, &s));
         assert_eq!(next_snapshot(&rx).nranks, Some(1));
         std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
         assert_eq!(next_snapshot(&rx).nranks, Some(3));
@@ -131,7 +136,7 @@ mod tests {
         let path = dir.join("a.log");
         std::fs::write(&path, "x\ny\n").unwrap();
         let (tx, rx) = mpsc::channel();
-        run(vec![path], false, count_lines, &tx, &AtomicBool::new(false));
+        run(vec![path], false, count_lines, None, &tx, &AtomicBool::new(false));
         let got: Vec<Update> = rx.try_iter().collect();
         assert!(matches!(&got[0], Update::Snapshot(s) if s.nranks == Some(2)));
         assert_eq!(got[1], Update::Link(LinkState::Live { following: false }));

@@ -52,17 +52,31 @@ pub enum SourceError {
     Recording { path: String, line: usize, reason: String },
     #[error("'{url}' is not a collscope URL: expected http://HOST:PORT")]
     Url { url: String },
-    #[error("reading NCCL logs needs the log reader, which this build does not have yet")]
-    NoLogReader,
+    #[error(transparent)]
+    Log(#[from] collscope_logreader::ReadError),
     #[error("event '{event}' from the source is not valid: {reason}")]
     Event { event: String, reason: String },
+}
+
+fn read_logs(paths: &[PathBuf]) -> Result<collscope_core::model::Snapshot, collscope_logreader::ReadError> {
+    collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
 }
 
 /// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when
 /// `stop` is set or the receiving side hangs up.
 pub fn spawn(spec: SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>, SourceError> {
     match spec {
-        SourceSpec::Log { .. } => Err(SourceError::NoLogReader),
+        SourceSpec::Log { paths, follow } => {
+            // Read once here so a missing or unreadable log is reported before the screen opens.
+            let known = log::stamp(&paths).ok();
+            let first = read_logs(&paths)?;
+            Ok(std::thread::spawn(move || {
+                if tx.send(Update::Snapshot(Box::new(first))).is_ok() {
+                    let read = |p: &[PathBuf]| read_logs(p).map_err(|e| e.to_string());
+                    log::run(paths, follow, read, known, &tx, &stop)
+                }
+            }))
+        }
         SourceSpec::Connect { url, record } => {
             let base = connect::base_url(&url)?;
             let recorder = record.map(|p| Recorder::create(&p)).transpose()?;

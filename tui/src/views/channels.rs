@@ -16,16 +16,20 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         frame.render_widget(Paragraph::new("No connections in this source yet."), area);
         return;
     }
+    // The transport column takes what the terminal has beyond 80 columns.
+    let tw = (area.width as usize).saturating_sub(60).clamp(20, 40);
     let mut lines = vec![Line::styled(
         format!(
-            "{:<3} {:<9} {:<4} {:<20} {:<4} {:>9} {:>10} {}",
+            "{:<3} {:<9} {:<4} {:<tw$} {:<4} {:>9} {:>10} {}",
             "ch", "peer", "dir", "transport", "GDR", "bytes", "rate", "rate history"
         ),
         bold(),
     )];
     let room = (area.height as usize).saturating_sub(1).max(1);
     let first = app.row.saturating_sub(room - 1).min(s.connections.len().saturating_sub(room));
-    for (i, c) in s.connections.iter().enumerate().skip(first).take(room) {
+    let mut conns: Vec<_> = s.connections.iter().collect();
+    conns.sort_by_key(|c| (c.channel, c.src, c.dst, c.direction));
+    for (i, c) in conns.into_iter().enumerate().skip(first).take(room) {
         let kind = EdgeKind::of(Some(c));
         let dir = match c.direction {
             Direction::Send => "send",
@@ -43,7 +47,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             None => ("-".into(), "-".into(), String::new()),
         };
         let mut label = transport_label(c);
-        label.truncate(20);
+        if label.chars().count() > tw {
+            label = label.chars().take(tw - 1).chain(['…']).collect();
+        }
         let line = Line::from(vec![
             Span::raw(format!(
                 "{:<3} {:<9} {:<4} ",
@@ -51,7 +57,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
                 format!("{} -> {}", c.src, c.dst),
                 dir
             )),
-            Span::styled(format!("{label:<20} "), kind.style()),
+            Span::styled(format!("{label:<tw$} "), kind.style()),
             Span::raw(format!("{gdr:<4} {bytes:>9} {rate:>10} ")),
             Span::styled(hist, kind.style()),
         ]);

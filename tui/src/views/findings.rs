@@ -39,10 +39,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         let f = &s.findings[current];
         let mut lines = vec![Line::raw(f.detail.clone()), Line::raw(""), Line::styled("Evidence", bold())];
         for e in &f.evidence {
-            lines.push(Line::from(vec![
-                Span::styled(format!("{}:{} ", e.file, e.line), dim()),
-                Span::raw(e.text.clone()),
-            ]));
+            // The file name is enough here; the full path is in the Overview's source line.
+            let file = std::path::Path::new(&e.file).file_name().and_then(|f| f.to_str()).unwrap_or(&e.file);
+            lines.push(Line::from(vec![Span::styled(format!("{file}:{} ", e.line), dim()), Span::raw(e.text.clone())]));
         }
         lines.push(Line::raw(""));
         lines.push(Line::from(vec![Span::styled("Fix: ", bold()), Span::raw(f.fix.clone())]));

@@ -6,6 +6,8 @@ mod help;
 mod ops;
 mod overview;
 mod proxy;
+#[cfg(test)]
+mod real_logs;
 mod rings;
 pub mod style;
 mod trees;
@@ -16,7 +18,7 @@ use crate::live::{LinkState, Live};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Tabs};
+use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
 use ratatui::Frame;
 
 pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
@@ -38,6 +40,23 @@ pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
     if app.show_help {
         help::draw_full(frame, frame.area());
     }
+}
+
+/// The channel list at the left of Rings and Trees; the selected one is marked and kept in view.
+fn channel_list(frame: &mut Frame, area: Rect, channels: &[u32], current: usize) {
+    let items: Vec<Line> = channels
+        .iter()
+        .enumerate()
+        .map(|(i, ch)| {
+            if i == current {
+                Line::styled(format!(">ch {ch:02}"), style::selected())
+            } else {
+                Line::raw(format!(" ch {ch:02}"))
+            }
+        })
+        .skip(current.saturating_sub(area.height.saturating_sub(1) as usize))
+        .collect();
+    frame.render_widget(Paragraph::new(items).block(Block::new().borders(Borders::RIGHT)), area);
 }
 
 fn draw_top(frame: &mut Frame, area: Rect, app: &App, live: &Live) {

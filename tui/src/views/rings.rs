@@ -1,14 +1,14 @@
 //! Rings: per channel, the ring as a cycle of ranks grouped by host, each edge tagged and coloured by its
 //! transport, with the full transport and live rate per edge below.
 
-use super::style::{bold, dim, edge_connection, fmt_rate, rank_host, selected, sparkline, transport_label, EdgeKind};
+use super::style::{bold, dim, edge_connection, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
 use crate::app::{ring_channels, App};
 use crate::live::Live;
 use crate::traffic::EdgeKey;
 use collscope_core::model::{Ring, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
@@ -20,20 +20,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     }
     let [list, main] = Layout::horizontal([Constraint::Length(9), Constraint::Min(20)]).areas(area);
     let current = app.channel.min(channels.len() - 1);
-    let items: Vec<Line> = channels
-        .iter()
-        .enumerate()
-        .map(|(i, ch)| {
-            let text = format!("ch {ch:02}");
-            if i == current {
-                Line::styled(text, selected())
-            } else {
-                Line::raw(text)
-            }
-        })
-        .skip(current.saturating_sub(list.height.saturating_sub(1) as usize))
-        .collect();
-    frame.render_widget(Paragraph::new(items).block(Block::new().borders(Borders::RIGHT)), list);
+    super::channel_list(frame, list, &channels, current);
 
     let channel = channels[current];
     let Some(order) = s.rings.iter().find(|r| r.channel == channel).map(ring_order) else {
@@ -142,7 +129,7 @@ mod tests {
         let app = App { tab: Tab::Rings, ..App::default() };
         let lines = render(&app, &fixture::live(), 80, 24);
         let text = screen(&lines);
-        assert!(lines[1].contains("ch 00") && lines[2].contains("ch 01"), "{text}");
+        assert!(lines[1].starts_with(">ch 00") && lines[2].starts_with(" ch 01"), "{text}");
         assert!(text.contains("node-a 0 ─P2P▶ 1 ─P2P▶ 2 ─SHM▶ 3 ─NET+GDR▶"), "{text}");
         assert!(text.contains("node-b 4 ─P2P▶ 5 ─P2P▶ 6 ─P2P▶ 7 ─NET▶ ↺ 0"), "{text}");
         assert!(text.contains("3 -> 4     NET/IB/0/GDRDMA          1.0 GB/s  █"), "{text}");

@@ -57,20 +57,22 @@ impl EdgeKind {
     }
 }
 
-/// The transport as NCCL prints it after `via`: `P2P/IPC/read`, `NET/IB/0/GDRDMA`, `SHM/direct/direct`.
+/// The transport as NCCL prints it after `via`: `P2P/IPC/read`, `NET/IB/0/GDRDMA`, `SHM/direct/direct`. The log
+/// reader keeps NCCL's whole text in `mode`; the runtime sets the flags, which are added when the text lacks them.
 pub fn transport_label(c: &Connection) -> String {
     let mut s = c.transport.as_str().to_string();
-    if let Some(mode) = &c.mode {
+    let mode = c.mode.as_deref().unwrap_or("");
+    if !mode.is_empty() {
         s.push('/');
         s.push_str(mode);
     }
-    if let Some(p) = c.proxy_rank {
+    if let Some(p) = c.proxy_rank.filter(|_| !mode.contains('(')) {
         s.push_str(&format!("({p})"));
     }
-    if c.gdrdma == Some(true) {
+    if c.gdrdma == Some(true) && !mode.contains("GDRDMA") {
         s.push_str("/GDRDMA");
     }
-    if c.shared {
+    if c.shared && !mode.contains("Shared") {
         s.push_str("/Shared");
     }
     s
@@ -177,5 +179,17 @@ mod tests {
         assert_eq!(fmt_us(1.25e6), "1.25 s");
         assert_eq!(sparkline(&VecDeque::from(vec![0.0, 1.0, 2.0]), 2), "▅█");
         assert_eq!(bar(0.5, 4), "██··");
+    }
+
+    #[test]
+    fn labels_do_not_repeat_what_the_log_text_already_says() {
+        let mut c = crate::fixture::snapshot().connections[3].clone();
+        assert_eq!(transport_label(&c), "NET/IB/0/GDRDMA");
+        c.mode = Some("IB/0/GDRDMA".into());
+        assert_eq!(transport_label(&c), "NET/IB/0/GDRDMA");
+        c.mode = Some("IB/0".into());
+        c.proxy_rank = Some(1);
+        c.shared = true;
+        assert_eq!(transport_label(&c), "NET/IB/0(1)/GDRDMA/Shared");
     }
 }

@@ -1,12 +1,12 @@
 //! Trees: per channel, the tree(s) as indented parent -> children, each edge tagged with its transport.
 //! NCCL's double binary tree is two such trees on alternate channels with the roles of the ranks swapped.
 
-use super::style::{bold, dim, edge_connection, rank_host, selected, transport_label, EdgeKind};
+use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
 use crate::app::{tree_channels, App};
 use collscope_core::model::{Snapshot, Tree};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
@@ -17,19 +17,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     }
     let [list, main] = Layout::horizontal([Constraint::Length(9), Constraint::Min(20)]).areas(area);
     let current = app.channel.min(channels.len() - 1);
-    let items: Vec<Line> = channels
-        .iter()
-        .enumerate()
-        .map(|(i, ch)| {
-            if i == current {
-                Line::styled(format!("ch {ch:02}"), selected())
-            } else {
-                Line::raw(format!("ch {ch:02}"))
-            }
-        })
-        .skip(current.saturating_sub(list.height.saturating_sub(1) as usize))
-        .collect();
-    frame.render_widget(Paragraph::new(items).block(Block::new().borders(Borders::RIGHT)), list);
+    super::channel_list(frame, list, &channels, current);
 
     let channel = channels[current];
     let nodes: Vec<&Tree> = s.trees.iter().filter(|t| t.channel == channel).collect();

@@ -1,0 +1,85 @@
+//! Facts only a log carries: how the reading went, GPUDirect RDMA checks, plugins, and what was inferred
+//! rather than printed.
+
+use serde::{Deserialize, Serialize};
+
+/// Counts of what the log reader saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStats {
+    pub lines: u64,
+    pub bytes: u64,
+    /// Lines with an NCCL prefix (`NCCL INFO|WARN|TRACE`, or the version line).
+    pub nccl_lines: u64,
+    /// Lines of other programs, kept as context.
+    pub context_lines: u64,
+    /// A line identical to one of the lines just before it.
+    pub duplicate_lines: u64,
+    /// Two lines written into one, or control characters inside a line.
+    pub garbled_lines: u64,
+    /// A line that continues the NCCL line before it.
+    pub wrapped_lines: u64,
+    /// Lines cut short (`...`) or longer than the reader keeps.
+    pub truncated_lines: u64,
+    /// Lines that were not valid UTF-8 (read lossily).
+    pub invalid_utf8_lines: u64,
+    /// NCCL lines no parser understood.
+    pub unparsed_nccl_lines: u64,
+}
+
+/// One GPUDirect RDMA check as NCCL printed it: per HCA (`NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'
+/// (no module)`) or per GPU and NIC (`GPU Direct RDMA Disabled for GPU 2 / HCA 0 (distance 3 > 2)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GdrCheck {
+    pub host: Option<String>,
+    /// The rank (or older logs' `rank[dev]`) the check was made for.
+    pub rank: Option<u32>,
+    /// HCA index or NCCL's NIC id in hex.
+    pub hca: Option<String>,
+    pub hca_name: Option<String>,
+    pub enabled: bool,
+    pub distance: Option<u32>,
+    /// `NCCL_NET_GDR_LEVEL` in force (as the number NCCL compared with).
+    pub level: Option<u32>,
+    /// What enabled or disabled it: "no module", "nvidia-peermem", "DMABUF", "distance".
+    pub reason: Option<String>,
+}
+
+/// A plugin line: `NET/Plugin: Loaded net plugin IBext (v8)`, `No plugin found (libnccl-net.so)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginNote {
+    /// "net", "collnet", "tuner", "profiler", "env".
+    pub kind: String,
+    pub name: Option<String>,
+    pub loaded: bool,
+    pub text: String,
+}
+
+/// A fact the log did not print but the reader concluded, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inference {
+    pub fact: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// What a log says beyond the shared model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogFacts {
+    pub stats: LogStats,
+    pub gdr_checks: Vec<GdrCheck>,
+    pub plugins: Vec<PluginNote>,
+    pub inferred: Vec<Inference>,
+    /// `threadThresholds ...` as printed (distinct values).
+    pub thread_thresholds: Vec<String>,
+    /// NVLS was set up (`NVLS comm ...`, `Connected NVLS tree`).
+    #[serde(default)]
+    pub nvls_used: bool,
+    /// `Connected all rings, use ring PXN x GDR y`.
+    pub ring_pxn: Option<bool>,
+    pub ring_gdr: Option<bool>,
+    /// `Collective/Protocol` and `Collective/Algorithm` pairs the enabled matrix shows as off.
+    #[serde(default)]
+    pub disabled: Vec<String>,
+    /// Every NCCL version string printed, with the ranks or hosts that printed it.
+    pub versions: Vec<(String, Vec<String>)>,
+}

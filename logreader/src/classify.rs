@@ -1,0 +1,122 @@
+//! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
+
+/// The class names the model's `Warning::class` uses.
+pub const CLASSES: &[&str] = &["watchdog", "ib_verbs", "shm", "cuda", "socket", "proxy", "nccl_error", "other"];
+
+/// Ordered: the first class whose markers appear wins (a CUDA error on a socket path is a CUDA error).
+const MARKERS: &[(&str, &[&str])] = &[
+    ("watchdog", &["Watchdog caught collective operation timeout", "detected by watchdog", "watchdog thread"]),
+    (
+        "ib_verbs",
+        &[
+            "ibv_",
+            "NET/IB",
+            "completion with error",
+            "vendor err",
+            "IB : ",
+            "wc status",
+            "ibverbs",
+            "mlx5",
+            "rdma",
+            "RDMA",
+        ],
+    ),
+    ("shm", &["/dev/shm", "shared memory", "posix_fallocate", "shm_open", "shmutils", "shm.h", "shm.cc"]),
+    ("cuda", &["Cuda failure", "CUDA error", "cudaError", "out of memory", "CUDA driver", "cuda"]),
+    (
+        "socket",
+        &[
+            "socket",
+            "Socket",
+            "Connection refused",
+            "Connection reset",
+            "No route to host",
+            "Connection timed out",
+            "Net : ",
+            "Broken pipe",
+            "bootstrap",
+            "Bootstrap",
+        ],
+    ),
+    ("proxy", &["Proxy Call", "proxy", "Proxy"]),
+    (
+        "nccl_error",
+        &[
+            "ncclSystemError",
+            "ncclInternalError",
+            "ncclRemoteError",
+            "ncclInvalidUsage",
+            "ncclInvalidArgument",
+            "ncclUnhandledCudaError",
+            "NCCL error",
+        ],
+    ),
+];
+
+/// Classifies an error line by its text and the NCCL source location that printed it.
+pub fn classify(text: &str, location: Option<&str>) -> &'static str {
+    let loc = location.unwrap_or("");
+    for (class, markers) in MARKERS {
+        if markers.iter().any(|m| text.contains(m) || loc.contains(m)) {
+            return class;
+        }
+    }
+    if loc.contains("socket") {
+        return "socket";
+    }
+    "other"
+}
+
+/// Lines of other programs that report a collective failure (PyTorch's watchdog, NCCL errors raised to Python).
+pub fn is_framework_error(text: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "Watchdog caught collective operation timeout",
+        "detected by watchdog",
+        "NCCL error",
+        "ncclSystemError",
+        "ncclInternalError",
+        "ncclRemoteError",
+        "ncclInvalidUsage",
+        "ncclUnhandledCudaError",
+        "CUDA out of memory",
+        "DistBackendError",
+    ];
+    MARKERS.iter().any(|m| text.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_from_real_lines() {
+        assert_eq!(
+            classify(
+                "Net : Call to recv from my_ip<30478> failed : Connection reset by peer",
+                Some("misc/socket.cc:518")
+            ),
+            "socket"
+        );
+        assert_eq!(
+            classify("Call to posix_fallocate failed : No space left on device", Some("include/shm.h:28")),
+            "shm"
+        );
+        assert_eq!(classify("Error while creating shared memory segment /dev/shm/nccl-x (size 1)", None), "shm");
+        assert_eq!(
+            classify(
+                "NET/IB : Got completion from peer 10.0.0.2<1> with error 12, opcode 0, len 0, vendor err 129",
+                None
+            ),
+            "ib_verbs"
+        );
+        assert_eq!(classify("Call to ibv_create_qp failed", Some("misc/ibvwrap.cc:1")), "ib_verbs");
+        assert_eq!(classify("Cuda failure 'out of memory'", Some("enqueue.cc:1")), "cuda");
+        assert_eq!(classify("Proxy Call to rank 3 failed (Setup)", Some("proxy.cc:1")), "proxy");
+        assert_eq!(classify("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(...)", None), "watchdog");
+        assert_eq!(classify("unhandled system error, ncclSystemError", None), "nccl_error");
+        assert_eq!(classify("something odd", None), "other");
+        assert!(CLASSES.iter().all(|c| *c == "other" || MARKERS.iter().any(|(m, _)| m == c)));
+        assert!(is_framework_error("RuntimeError: NCCL error in: x.cpp:1, unhandled system error"));
+        assert!(!is_framework_error("# Avg bus bandwidth"));
+    }
+}

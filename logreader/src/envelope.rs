@@ -1,0 +1,259 @@
+//! The envelope of one log line: whatever a launcher put in front, NCCL's `host:pid:tid [dev]` prefix, the level
+//! and (for WARN/TRACE) the source location, as NCCL 2.28.9's `ncclDebugLog` (`src/debug.cc`) writes them.
+//! The prefix is read backwards from the `NCCL INFO|WARN|TRACE` marker, so any launcher prefix in front of it
+//! (`[1,0]<stdout>:`, `[rank3]:`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is tolerated.
+
+use memchr::memmem;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Trace,
+    /// `NCCL version ...` printed without a prefix.
+    Version,
+}
+
+/// One NCCL line, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    pub host: Option<&'a str>,
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub dev: Option<i32>,
+    pub level: Level,
+    /// NCCL source `file:line` of a WARN or TRACE.
+    pub location: Option<&'a str>,
+    /// The rank a launcher printed in front of the line (`[1,3]<stdout>:`, `[rank3]:`).
+    pub launcher_rank: Option<u32>,
+    pub msg: &'a str,
+}
+
+/// A line, NCCL's or another program's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line<'a> {
+    Nccl(Envelope<'a>),
+    Other { launcher_rank: Option<u32>, text: &'a str },
+}
+
+fn marker() -> &'static memmem::Finder<'static> {
+    static F: OnceLock<memmem::Finder<'static>> = OnceLock::new();
+    F.get_or_init(|| memmem::Finder::new(b"NCCL "))
+}
+
+/// Splits a line (without its newline) into its envelope and message.
+pub fn split(line: &str) -> Line<'_> {
+    let bytes = line.as_bytes();
+    for pos in marker().find_iter(bytes) {
+        if pos > 0 && !matches!(bytes[pos - 1], b' ' | b':' | b'>' | b']' | b'|' | b'\t') {
+            continue;
+        }
+        let after = &line[pos + 5..];
+        let (level, rest) = if let Some(r) = after.strip_prefix("INFO") {
+            (Level::Info, r)
+        } else if let Some(r) = after.strip_prefix("WARN") {
+            (Level::Warn, r)
+        } else if let Some(r) = after.strip_prefix("TRACE") {
+            (Level::Trace, r)
+        } else if after.starts_with("version ") && prefix_is_launcher_only(&line[..pos]) {
+            return Line::Nccl(Envelope {
+                host: None,
+                pid: None,
+                tid: None,
+                dev: None,
+                level: Level::Version,
+                location: None,
+                launcher_rank: launcher_rank(&line[..pos]),
+                msg: &line[pos..],
+            });
+        } else {
+            continue;
+        };
+        if !(rest.is_empty() || rest.starts_with(' ')) {
+            continue;
+        }
+        let msg = rest.strip_prefix(' ').unwrap_or(rest);
+        return Line::Nccl(parse_prefix(&line[..pos], level, msg));
+    }
+    Line::Other { launcher_rank: launcher_rank(line), text: line }
+}
+
+/// A bare version line has nothing but a launcher prefix (or nothing) before it.
+fn prefix_is_launcher_only(prefix: &str) -> bool {
+    let p = prefix.trim();
+    p.is_empty() || p.ends_with(':') || p.ends_with('|') || p.ends_with(']')
+}
+
+fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a> {
+    let mut env =
+        Envelope { host: None, pid: None, tid: None, dev: None, level, location: None, launcher_rank: None, msg };
+    let mut rest = prefix.trim_end();
+    if matches!(level, Level::Warn | Level::Trace) {
+        if let Some((head, tok)) = last_token(rest) {
+            if is_location(tok) {
+                env.location = Some(tok);
+                rest = head;
+            }
+        }
+    }
+    if level == Level::Trace {
+        if let Some((head, tok)) = last_token(rest) {
+            if tok.parse::<f64>().is_ok() {
+                rest = head;
+            }
+        }
+    }
+    if let Some((head, tok)) = last_token(rest) {
+        if let Some(dev) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')).and_then(|t| t.parse().ok()) {
+            env.dev = Some(dev);
+            rest = head;
+        }
+    }
+    if let Some((head, tok)) = last_token(rest) {
+        if let Some((host, pid, tid, junk)) = host_pid_tid(tok) {
+            env.host = Some(host);
+            env.pid = Some(pid);
+            env.tid = Some(tid);
+            env.launcher_rank = launcher_rank(head).or_else(|| launcher_rank(junk));
+            return env;
+        }
+    }
+    env.launcher_rank = launcher_rank(rest);
+    env
+}
+
+fn last_token(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_end();
+    if s.is_empty() {
+        return None;
+    }
+    match s.rfind([' ', '\t']) {
+        Some(i) => Some((&s[..i], &s[i + 1..])),
+        None => Some(("", s)),
+    }
+}
+
+/// `misc/socket.cc:518`.
+fn is_location(tok: &str) -> bool {
+    match tok.rsplit_once(':') {
+        Some((file, line)) => {
+            !file.is_empty() && !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) && file.contains('.')
+        }
+        None => false,
+    }
+}
+
+/// `host:pid:tid`, where the host may carry a launcher prefix glued to it (`[1,0]<stdout>:node00`).
+/// Returns the host, pid, tid and the glued prefix.
+fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
+    let (rest, tid) = tok.rsplit_once(':')?;
+    let (hostpart, pid) = rest.rsplit_once(':')?;
+    let tid = tid.parse().ok()?;
+    let pid = pid.parse().ok()?;
+    let cut = hostpart.rfind([':', '|', '>']).map(|i| i + 1).unwrap_or(0);
+    let host = &hostpart[cut..];
+    if host.is_empty() {
+        return None;
+    }
+    Some((host, pid, tid, &hostpart[..cut]))
+}
+
+/// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:` and torchrun's `[rank3]:`.
+pub fn launcher_rank(text: &str) -> Option<u32> {
+    let head = &text[..floor_char_boundary(text, 96)];
+    if let Some(i) = head.find("[rank") {
+        let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        if let Ok(r) = digits.parse() {
+            return Some(r);
+        }
+    }
+    if let Some(i) = head.find("]<std") {
+        let open = head[..i].rfind('[')?;
+        let (_, rank) = head[open + 1..i].split_once(',')?;
+        return rank.trim().parse().ok();
+    }
+    None
+}
+
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if s.len() <= max {
+        return s.len();
+    }
+    let mut i = max;
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nccl(line: &str) -> Envelope<'_> {
+        match split(line) {
+            Line::Nccl(e) => e,
+            other => panic!("not an NCCL line: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_info_line() {
+        let e = nccl("node00:20000:30000 [3] NCCL INFO Ring 00 : 3[3] -> 1[1] via P2P/IPC");
+        assert_eq!((e.host, e.pid, e.tid, e.dev), (Some("node00"), Some(20000), Some(30000), Some(3)));
+        assert_eq!(e.level, Level::Info);
+        assert_eq!(e.msg, "Ring 00 : 3[3] -> 1[1] via P2P/IPC");
+    }
+
+    #[test]
+    fn warn_with_timestamp_and_location() {
+        let e = nccl("[2026-12-01 10:00:00] node1:4242:7 [0] transport.rs:88 NCCL WARN oops");
+        assert_eq!(e.level, Level::Warn);
+        assert_eq!(e.location, Some("transport.rs:88"));
+        assert_eq!(e.host, Some("node1"));
+        assert_eq!(e.msg, "oops");
+    }
+
+    #[test]
+    fn trace_line() {
+        let e = nccl("node1:4242:7 [1] 12.500000 p.rs:9 NCCL TRACE 65536 Bytes -> Algo 1 proto 2 time 34.69");
+        assert_eq!((e.level, e.location, e.dev), (Level::Trace, Some("p.rs:9"), Some(1)));
+    }
+
+    #[test]
+    fn launcher_prefixes() {
+        let e = nccl("[1,3]<stdout>:node00:20037:30011 [3] NCCL INFO Bootstrap : Using [0]lo:127.0.0.1<0>");
+        assert_eq!((e.host, e.launcher_rank, e.dev), (Some("node00"), Some(3), Some(3)));
+        let e = nccl("node00: node00:20000:30000 [0] NCCL INFO Trees [0] 1/8/-1->0->-1");
+        assert_eq!(e.host, Some("node00"));
+        let e = nccl("[rank3]: node00:1:2 [3] NCCL INFO x");
+        assert_eq!(e.launcher_rank, Some(3));
+        let e = nccl("(pid=123) node00:1:2 [0] NCCL INFO y");
+        assert_eq!((e.host, e.msg), (Some("node00"), "y"));
+        let e = nccl("| 2024-01-02 03:04:05 | node7:1:2 [0] NCCL INFO z");
+        assert_eq!(e.host, Some("node7"));
+        let e = nccl("   42  node7:1:2 [0] NCCL INFO z");
+        assert_eq!(e.host, Some("node7"));
+    }
+
+    #[test]
+    fn bare_lines_and_version() {
+        let e = nccl(" [0] NCCL INFO NCCL version 2.5.7+cuda10.0");
+        assert_eq!((e.host, e.dev, e.msg), (None, Some(0), "NCCL version 2.5.7+cuda10.0"));
+        let e = nccl("[1,0]<stdout>:NCCL version 2.5.6+cuda10.2");
+        assert_eq!((e.level, e.msg, e.launcher_rank), (Level::Version, "NCCL version 2.5.6+cuda10.2", Some(0)));
+        let e = nccl("[0] misc/socket.cc:518 NCCL WARN Net : Call to recv failed : Connection reset by peer  ");
+        assert_eq!((e.dev, e.location), (Some(0), Some("misc/socket.cc:518")));
+    }
+
+    #[test]
+    fn other_programs_lines_are_context() {
+        assert!(matches!(split("# Avg bus bandwidth    : 2.80613"), Line::Other { .. }));
+        assert!(matches!(split("we use NCCL for this"), Line::Other { .. }));
+        match split("[80746] [rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog") {
+            Line::Other { launcher_rank, .. } => assert_eq!(launcher_rank, Some(4)),
+            l => panic!("{l:?}"),
+        }
+    }
+}

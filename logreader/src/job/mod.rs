@@ -1,0 +1,379 @@
+//! Merging lines into one job: who printed each line (rank, communicator, host), and what every event adds to
+//! the model. Everything kept is deduplicated, so memory grows with what the log teaches, not with its length.
+
+mod apply;
+
+use crate::classify;
+use crate::envelope::{self, Envelope, Level, Line};
+use crate::message::{self, Event, TableLine};
+use collscope_core::model::{
+    Algorithm, BootstrapInterface, Collective, CommState, Communicator, Connection, DataType, Decision, Direction,
+    EnvSetting, GdrCheck, LineRef, LogFacts, NetDevice, Node, NodeId, NodeType, OpRecord, OpState, Path, Protocol,
+    RedOp, Ring, Snapshot, Source, Topology, Transport, Tree, TuningCell, Warning,
+};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+/// Caps on lists that could otherwise grow with the input.
+const MAX_WARNINGS: usize = 10_000;
+const MAX_UNPARSED: usize = 10_000;
+const MAX_DECISIONS: usize = 100_000;
+const MAX_EVIDENCE: usize = 5;
+const RECENT: usize = 8;
+
+/// Kinds of evidence the diagnosis rules cite.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ev {
+    NetNoGdr,
+    NetGdr,
+    NetSocket,
+    Shm,
+    P2p,
+    GdrDistance,
+    GdrHcaOff,
+    Bootstrap,
+    NetNoDevice,
+    NetUsing,
+    PluginMissing,
+    P2pDisabled,
+    Ll128Disabled,
+    ChannelsLimited,
+    SearchFallback,
+    Table,
+    Env(String),
+    Version(String),
+    InitStart(usize),
+    InitComplete(usize),
+    Warning(&'static str),
+}
+
+/// Who printed a line, for attributing ranks: the file when the host prefix was stripped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ProcKey {
+    host: Option<String>,
+    file: usize,
+    pid: Option<u32>,
+    dev: Option<i32>,
+}
+
+type StreamKey = (usize, Option<String>, Option<u32>, Option<u32>);
+
+struct Pending {
+    line: LineRef,
+    msg: String,
+    key: ProcKey,
+    rank: Option<u32>,
+    stream: StreamKey,
+}
+
+/// Per printing thread: the tuning table columns and the graph being printed.
+#[derive(Default)]
+struct Stream {
+    table_cols: Vec<(Algorithm, Protocol)>,
+    graph: Option<usize>,
+    comm: Option<usize>,
+    /// The collective of the last COLL line, for TRACE decision lines that do not name theirs.
+    last_coll: Option<Collective>,
+}
+
+/// The job being assembled.
+pub struct Job {
+    pub strict: bool,
+    pub files: Vec<String>,
+    pub snap: Snapshot,
+    pub facts: LogFacts,
+    pub evidence: BTreeMap<Ev, Vec<LineRef>>,
+    /// Ranks whose host is known, and their CUDA devices.
+    pub rank_host: BTreeMap<u32, String>,
+    pub rank_dev: BTreeMap<u32, i32>,
+    /// Ranks seen anywhere (printing or named as peers).
+    pub ranks_seen: BTreeSet<u32>,
+    /// Printing processes seen (host or file, pid, device).
+    pub procs_seen: usize,
+    /// Highest CUDA device printed in a `[dev]` prefix.
+    pub max_dev: Option<i32>,
+    /// Largest nranks / nNodes printed.
+    pub nranks_printed: Option<u32>,
+    pub nnodes_printed: Option<u32>,
+    /// Last opCount per (communicator, printer).
+    pub last_op: BTreeMap<(String, String), u64>,
+    /// The last value each env variable was set to.
+    pub env_values: BTreeMap<String, String>,
+    /// `Using network X`.
+    pub using_network: Option<String>,
+    /// Networks that printed `NET/X : Using ...`, plugin networks that printed lines, and `No device found`.
+    pub net_using: BTreeSet<String>,
+    pub plugin_nets: BTreeSet<String>,
+    pub net_no_device: BTreeSet<String>,
+    /// NVLS set up (true) or reported unavailable (false).
+    pub nvls: Option<bool>,
+    /// Largest `Channel xx/NN` channel count of the ring prints.
+    pub ring_nchannels: Option<u32>,
+    procs: HashMap<ProcKey, Option<u32>>,
+    streams: HashMap<StreamKey, Stream>,
+    comm_index: HashMap<String, usize>,
+    conn_seen: HashSet<(Option<usize>, u32, u32, u32, Direction, Transport, Option<String>)>,
+    ring_index: HashMap<u32, usize>,
+    tree_seen: HashSet<(u32, u32)>,
+    decision_seen: HashSet<(Option<Collective>, u64, Algorithm, Protocol, Option<u32>)>,
+    op_index: HashMap<(u64, u32), usize>,
+    pub versions: BTreeMap<String, BTreeSet<String>>,
+    topo_index: HashMap<String, usize>,
+    recent: [u64; RECENT],
+    recent_pos: usize,
+    /// An NCCL line no parser understood, held for one line in case the next one continues it.
+    pending: Option<Pending>,
+    /// The enabled matrix prints its rows without a prefix after its INFO line.
+    in_matrix: bool,
+}
+
+fn hash_of(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+impl Job {
+    pub fn new(strict: bool) -> Self {
+        Job {
+            strict,
+            files: Vec::new(),
+            snap: Snapshot::new(Source::Log { files: Vec::new() }),
+            facts: LogFacts::default(),
+            evidence: BTreeMap::new(),
+            rank_host: BTreeMap::new(),
+            rank_dev: BTreeMap::new(),
+            ranks_seen: BTreeSet::new(),
+            procs_seen: 0,
+            max_dev: None,
+            nranks_printed: None,
+            nnodes_printed: None,
+            last_op: BTreeMap::new(),
+            env_values: BTreeMap::new(),
+            using_network: None,
+            net_using: BTreeSet::new(),
+            plugin_nets: BTreeSet::new(),
+            net_no_device: BTreeSet::new(),
+            nvls: None,
+            ring_nchannels: None,
+            procs: HashMap::new(),
+            streams: HashMap::new(),
+            comm_index: HashMap::new(),
+            conn_seen: HashSet::new(),
+            ring_index: HashMap::new(),
+            tree_seen: HashSet::new(),
+            decision_seen: HashSet::new(),
+            op_index: HashMap::new(),
+            versions: BTreeMap::new(),
+            topo_index: HashMap::new(),
+            recent: [0; RECENT],
+            recent_pos: 0,
+            pending: None,
+            in_matrix: false,
+        }
+    }
+
+    pub fn add_file(&mut self, name: &str) -> usize {
+        self.flush_pending();
+        self.in_matrix = false;
+        self.files.push(name.to_string());
+        self.files.len() - 1
+    }
+
+    pub fn evidence(&self, ev: &Ev) -> &[LineRef] {
+        self.evidence.get(ev).map_or(&[], Vec::as_slice)
+    }
+
+    fn cite(&mut self, ev: Ev, at: &At) {
+        let list = self.evidence.entry(ev).or_default();
+        if list.len() < MAX_EVIDENCE {
+            list.push(at.line_ref(&self.files));
+        }
+    }
+
+    /// Feeds one raw line. `cut` says the input reader truncated it.
+    pub fn line(&mut self, file: usize, lineno: u64, raw: &[u8], cut: bool) {
+        let stats = &mut self.facts.stats;
+        stats.lines += 1;
+        stats.bytes += raw.len() as u64 + 1;
+        if cut {
+            stats.truncated_lines += 1;
+        }
+        let text = match std::str::from_utf8(raw) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => {
+                stats.invalid_utf8_lines += 1;
+                String::from_utf8_lossy(raw)
+            }
+        };
+        if raw.iter().any(|&b| b < 0x20 && b != b'\t') {
+            stats.garbled_lines += 1;
+        }
+        if !raw.is_empty() {
+            let h = hash_of(raw);
+            if self.recent.contains(&h) {
+                stats.duplicate_lines += 1;
+                return;
+            }
+            self.recent[self.recent_pos] = h;
+            self.recent_pos = (self.recent_pos + 1) % RECENT;
+        }
+        let at = At { file, line: lineno, text: &text };
+        self.dispatch(&at, &text);
+    }
+
+    fn dispatch(&mut self, at: &At, text: &str) {
+        match envelope::split(text) {
+            Line::Other { launcher_rank, text } => self.context(at, launcher_rank, text),
+            Line::Nccl(env) => {
+                self.in_matrix = false;
+                self.facts.stats.nccl_lines += 1;
+                self.flush_pending();
+                // Two processes writing into one line: handle the second line on its own.
+                if let Some(second) = second_line(env.msg) {
+                    self.facts.stats.garbled_lines += 1;
+                    self.dispatch(at, second);
+                    return;
+                }
+                self.nccl(at, &env);
+            }
+        }
+    }
+
+    fn context(&mut self, at: &At, launcher_rank: Option<u32>, text: &str) {
+        if self.in_matrix {
+            if let Some((coll, flags)) = message::tuning::matrix_row(text) {
+                self.matrix_row(coll, &flags);
+                return;
+            }
+            if text.contains("Function |") {
+                return;
+            }
+            self.in_matrix = false;
+        }
+        if let Some(p) = self.pending.take() {
+            let rest = text.trim_start();
+            for joined in [format!("{}{rest}", p.msg), format!("{} {rest}", p.msg)] {
+                if let Some(ev) = message::parse(&joined) {
+                    self.facts.stats.wrapped_lines += 1;
+                    let text = format!("{}\n{}", p.line.text, text);
+                    let at2 = At { file: at.file, line: p.line.line, text: &text };
+                    self.event(&at2, &p.key, p.rank, &p.stream, ev);
+                    return;
+                }
+            }
+            self.pending = Some(p);
+            self.flush_pending();
+        }
+        self.facts.stats.context_lines += 1;
+        if classify::is_framework_error(text) {
+            let rank = launcher_rank.or_else(|| bracket_rank(text));
+            self.warning(at, rank, None, text.trim(), None);
+        }
+        if let Some(v) = text.split("NCCL version ").nth(1) {
+            let v: String = v.chars().take_while(|c| !c.is_whitespace() && *c != ',' && *c != ')').collect();
+            if v.starts_with(|c: char| c.is_ascii_digit()) {
+                self.version(at, &v, launcher_rank.map(|r| format!("rank {r}")));
+            }
+        }
+    }
+
+    /// Called at the end of the input.
+    pub fn finish_lines(&mut self) {
+        self.flush_pending();
+    }
+
+    fn flush_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.facts.stats.unparsed_nccl_lines += 1;
+            if self.strict && self.snap.unparsed_nccl_lines.len() < MAX_UNPARSED {
+                self.snap.unparsed_nccl_lines.push(p.line);
+            }
+        }
+    }
+
+    fn nccl(&mut self, at: &At, env: &Envelope) {
+        let key = ProcKey {
+            host: env.host.map(str::to_string),
+            file: if env.host.is_some() { usize::MAX } else { at.file },
+            pid: env.pid,
+            dev: env.dev,
+        };
+        if !self.procs.contains_key(&key) {
+            self.procs_seen += 1;
+            if let Some(d) = key.dev.filter(|&d| d >= 0) {
+                self.max_dev = Some(self.max_dev.map_or(d, |m| m.max(d)));
+            }
+            self.procs.insert(key.clone(), None);
+        }
+        if let Some(h) = env.host {
+            if !self.snap.hosts.iter().any(|x| x == h) {
+                self.snap.hosts.push(h.to_string());
+            }
+        }
+        let rank = env.launcher_rank.or_else(|| self.procs.get(&key).copied().flatten());
+        if let Some(r) = env.launcher_rank {
+            self.learn_rank(&key, r);
+        }
+        match env.level {
+            Level::Warn => {
+                let loc = env.location;
+                self.warning(at, rank, env.host, env.msg.trim_end(), loc);
+            }
+            Level::Version => {
+                if let Some(v) = message::setup::version(env.msg) {
+                    self.version(at, &v, who(env, rank));
+                }
+            }
+            Level::Info | Level::Trace => match message::parse(env.msg) {
+                Some(ev) => {
+                    let stream = (at.file, env.host.map(str::to_string), env.pid, env.tid);
+                    if let Event::Version(v) = &ev {
+                        self.version(at, v, who(env, rank));
+                    } else {
+                        self.event(at, &key, rank, &stream, ev);
+                    }
+                }
+                None => {
+                    let stream = (at.file, env.host.map(str::to_string), env.pid, env.tid);
+                    self.pending =
+                        Some(Pending { line: at.line_ref(&self.files), msg: env.msg.to_string(), key, rank, stream })
+                }
+            },
+        }
+    }
+}
+
+/// A line being handled: where it is and what it says.
+pub struct At<'a> {
+    pub file: usize,
+    pub line: u64,
+    pub text: &'a str,
+}
+
+impl At<'_> {
+    pub fn line_ref(&self, files: &[String]) -> LineRef {
+        LineRef {
+            file: files.get(self.file).cloned().unwrap_or_default(),
+            line: self.line,
+            text: self.text.to_string(),
+        }
+    }
+}
+
+fn who(env: &Envelope, rank: Option<u32>) -> Option<String> {
+    rank.map(|r| format!("rank {r}")).or_else(|| env.host.map(|h| format!("{h}:{}", env.pid.unwrap_or(0))))
+}
+
+/// `[Rank 7]` / `[PG 0 (default_pg) Rank 7]` in PyTorch lines.
+fn bracket_rank(text: &str) -> Option<u32> {
+    let i = text.find(" Rank ").map(|i| i + 6).or_else(|| text.find("[Rank ").map(|i| i + 6))?;
+    let digits: String = text[i..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// A second NCCL line glued into this message (two processes writing at once), to be split on its own.
+fn second_line(msg: &str) -> Option<&str> {
+    [" NCCL INFO ", " NCCL WARN ", " NCCL TRACE "].iter().any(|m| msg.contains(m)).then_some(msg)
+}

@@ -1,0 +1,106 @@
+//! The 30 real NCCL logs in `../shared/fixtures/nccl-logs` (beside the workspace) must yield the facts recorded
+//! in the `.json` beside each: version (when printed), nranks, nnodes, transports, GPUDirect RDMA and the WARN
+//! lines.
+
+use collscope_core::model::Snapshot;
+use collscope_logreader::{gdrdma, transports_seen, Options, Reader};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixtures_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/nccl-logs");
+    dir.is_dir().then_some(dir)
+}
+
+fn read(path: &Path) -> Snapshot {
+    let mut r = Reader::new(Options { strict: true });
+    r.read_bytes(&path.display().to_string(), &std::fs::read(path).unwrap());
+    r.finish()
+}
+
+/// Checks one log against its facts; returns the mismatches.
+fn check(log: &Path, facts: &Value) -> Vec<String> {
+    let s = read(log);
+    let mut bad = Vec::new();
+    if let Some(v) = facts["nccl_version"].as_str().filter(|v| !v.contains("not printed")) {
+        if s.nccl_version.as_deref() != Some(v) {
+            bad.push(format!("version {:?} != {v}", s.nccl_version));
+        }
+    }
+    for (key, got) in [("nranks", s.nranks), ("nnodes", s.nnodes)] {
+        if let Some(want) = facts[key].as_u64() {
+            if got != Some(want as u32) {
+                bad.push(format!("{key} {got:?} != {want}"));
+            }
+        }
+    }
+    let seen = transports_seen(&s);
+    let expected: Vec<&str> = facts["transports_seen"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let mut plain = std::collections::BTreeSet::new();
+    for t in &expected {
+        match t.split_once(" (") {
+            // "NET/IB (selected at init; ...)", "SHM (implied by shm segment error)": no connection lines.
+            Some((base, _)) => {
+                let by_network = base.strip_prefix("NET/").is_some_and(|n| s.network.as_deref() == Some(n));
+                let by_warning = base == "SHM" && s.warnings.iter().any(|w| w.class == "shm");
+                if !(seen.contains(base) || by_network || by_warning) {
+                    bad.push(format!("transport {base} not seen (network {:?}, seen {seen:?})", s.network));
+                }
+            }
+            None => {
+                plain.insert(t.to_string());
+            }
+        }
+    }
+    if expected.iter().all(|t| !t.contains(" (")) && plain != seen {
+        bad.push(format!("transports {seen:?} != {plain:?}"));
+    }
+    if let Some(want) = facts["gdrdma"].as_bool() {
+        if gdrdma(&s) != Some(want) {
+            bad.push(format!("gdrdma {:?} != {want}", gdrdma(&s)));
+        }
+    }
+    let errors: Vec<&str> = facts["errors"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let warned: Vec<&str> = s.warnings.iter().filter_map(|w| w.line.as_ref()).map(|l| l.text.as_str()).collect();
+    if warned != errors {
+        bad.push(format!("warnings {warned:#?} != {errors:#?}"));
+    }
+    bad
+}
+
+#[test]
+fn real_logs_yield_their_recorded_facts() {
+    let Some(dir) = fixtures_dir() else {
+        eprintln!("note: ../shared/fixtures/nccl-logs is absent; the real-log checks are skipped");
+        return;
+    };
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    assert_eq!(logs.len(), 30, "expected 30 fixture logs in {}", dir.display());
+    let mut failures = Vec::new();
+    for log in &logs {
+        let facts: Value = serde_json::from_str(&std::fs::read_to_string(log.with_extension("json")).unwrap()).unwrap();
+        for b in check(log, &facts) {
+            failures.push(format!("{}: {b}", log.file_name().unwrap().to_string_lossy()));
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn real_logs_leave_no_nccl_line_unparsed() {
+    let Some(dir) = fixtures_dir() else { return };
+    let mut unparsed = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "log") {
+            unparsed
+                .extend(read(&p).unparsed_nccl_lines.into_iter().map(|l| format!("{}:{} {}", l.file, l.line, l.text)));
+        }
+    }
+    assert!(unparsed.is_empty(), "unparsed NCCL lines:\n{}", unparsed.join("\n"));
+}
