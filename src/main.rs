@@ -15,6 +15,8 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
+    /// Serve metrics, the model and live events for a job on real NCCL, from its logs.
+    Serve(cli::serve::ServeArgs),
     /// Read real NCCL logs.
     Log {
         #[command(subcommand)]
@@ -32,6 +34,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Log { command } => cli::log::run(command),
+        Command::Serve(args) => cli::serve::run(args),
         Command::Tui(args) => cli::tui::run(args),
     }
 }

@@ -96,9 +96,9 @@ fn write_recording(path: &Path) {
     s.nranks = Some(4);
     s.rings.push(Ring { channel: 0, order: vec![0, 1, 2, 3], truncated: false, neighbours: vec![] });
     s.ops = (1..=3).map(op).collect();
-    let first = serde_json::json!({"t": 0.0, "event": "snapshot", "data": s});
+    let first = serde_json::json!({"t": 0.0, "event": "fetched_snapshot", "data": s});
     s.ops = (1..=7).map(op).collect();
-    let second = serde_json::json!({"t": 1.5, "event": "snapshot", "data": s});
+    let second = serde_json::json!({"t": 1.5, "event": "fetched_snapshot", "data": s});
     std::fs::write(path, format!("{first}\n{second}\n")).expect("write recording");
 }
 
@@ -125,7 +125,7 @@ fn replay_updates_the_ops_log_and_q_restores_the_terminal() {
 fn bad_arguments_are_reported_without_opening_the_screen() {
     let dir = temp_dir("args");
     let bad = dir.join("bad.jsonl");
-    std::fs::write(&bad, "{\"t\": 0, \"event\": \"snapshot\", \"data\": {}}\n").unwrap();
+    std::fs::write(&bad, "{\"t\": 0, \"event\": \"fetched_snapshot\", \"data\": {}}\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
         .args(["tui", "--replay", bad.to_str().unwrap()])
         .output()
@@ -135,7 +135,7 @@ fn bad_arguments_are_reported_without_opening_the_screen() {
     assert!(err.contains("stdout is not one"), "{err}");
     let t = Tmux::start("args", &["tui", "--replay", bad.to_str().unwrap()]);
     let screen = t.wait_for(&["EXIT=1"]);
-    assert!(screen.contains("event 'snapshot' from the source is not valid"), "{screen}");
+    assert!(screen.contains("event 'fetched_snapshot' from the source is not valid"), "{screen}");
     let t2 = Tmux::start("args2", &["tui", "--connect", "localhost:1"]);
     let screen = t2.wait_for(&["EXIT=1"]);
     assert!(screen.contains("'localhost:1' is not a collscope URL: expected http://HOST:PORT"), "{screen}");

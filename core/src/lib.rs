@@ -5,4 +5,6 @@
 pub mod debug;
 pub mod env;
 pub mod model;
+pub mod recorder;
+pub mod runtime;
 pub mod sys;

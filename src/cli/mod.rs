@@ -1,2 +1,3 @@
 pub mod log;
+pub mod serve;
 pub mod tui;

@@ -5,6 +5,7 @@
 pub mod comm;
 pub mod connection;
 pub mod diag;
+pub mod events;
 pub mod graph;
 pub mod logfacts;
 pub mod names;
@@ -15,6 +16,7 @@ pub mod tuning;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
+pub use events::{ChannelTraffic, Event};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
 pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};

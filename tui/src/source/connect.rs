@@ -3,6 +3,7 @@
 
 use super::recording::Recorder;
 use super::sse::read_events;
+use super::stream::{Decoded, FETCHED_SNAPSHOT};
 use super::SourceError;
 use crate::live::{LinkState, Update};
 use std::io::BufReader;
@@ -62,25 +63,17 @@ fn session(
     stop: &AtomicBool,
     retry_s: &mut u64,
 ) -> Result<(), String> {
-    let snapshot: serde_json::Value = agent
-        .get(format!("{base}/api/v1/snapshot"))
-        .call()
-        .map_err(|e| e.to_string())
-        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
-    deliver("snapshot", snapshot, recorder, tx)?;
+    fetch_snapshot(agent, base, recorder, tx)?;
     *retry_s = 1;
     tx.send(Update::Link(LinkState::Live { following: true })).map_err(|e| e.to_string())?;
     let events = agent.get(format!("{base}/api/v1/events")).call().map_err(|e| e.to_string())?;
     let mut failure = None;
     read_events(BufReader::new(events.into_body().into_reader()), |e| {
-        let data = match serde_json::from_str(&e.data) {
-            Ok(v) => v,
-            Err(err) => {
-                failure = Some(format!("event '{}' is not JSON: {err}", e.event));
-                return false;
-            }
-        };
-        if let Err(err) = deliver(&e.event, data, recorder, tx) {
+        let step = serde_json::from_str(&e.data)
+            .map_err(|err| format!("event '{}' is not JSON: {err}", e.event))
+            .and_then(|data| deliver(&e.event, data, recorder, tx))
+            .and_then(|refetch| if refetch { fetch_snapshot(agent, base, recorder, tx) } else { Ok(()) });
+        if let Err(err) = step {
             failure = Some(err);
             return false;
         }
@@ -90,26 +83,46 @@ fn session(
     failure.map_or(Ok(()), Err)
 }
 
+fn fetch_snapshot(
+    agent: &ureq::Agent,
+    base: &str,
+    recorder: &mut Option<Recorder>,
+    tx: &Sender<Update>,
+) -> Result<(), String> {
+    let snapshot: serde_json::Value = agent
+        .get(format!("{base}/api/v1/snapshot"))
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
+    deliver(FETCHED_SNAPSHOT, snapshot, recorder, tx).map(|_| ())
+}
+
+/// Records and forwards one event; returns whether the snapshot must be fetched again.
 fn deliver(
     event: &str,
     data: serde_json::Value,
     recorder: &mut Option<Recorder>,
     tx: &Sender<Update>,
-) -> Result<(), String> {
-    let updates = super::decode(event, &data).map_err(|e| e.to_string())?;
-    if let Some(r) = recorder {
-        r.record(event, data).map_err(|e| e.to_string())?;
+) -> Result<bool, String> {
+    let decoded = super::decode(event, &data).map_err(|e| e.to_string())?;
+    match decoded {
+        Decoded::Update(u) => {
+            if let Some(r) = recorder {
+                r.record(event, data).map_err(|e| e.to_string())?;
+            }
+            tx.send(u).map_err(|e| e.to_string())?;
+            Ok(false)
+        }
+        Decoded::Refetch => Ok(true),
+        Decoded::Skip => Ok(false),
     }
-    for u in updates {
-        tx.send(u).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixture;
+    use collscope_core::model::Event;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::sync::mpsc;
@@ -121,15 +134,18 @@ mod tests {
         assert!(err.contains("'localhost:9400'") && err.contains("http://HOST:PORT"), "{err}");
     }
 
-    /// A real HTTP server on a loopback port: the snapshot, then an events stream that ends, then nothing
-    /// (the port closes), so the source must say "disconnected" and keep the snapshot it had.
+    const TRAFFIC: &str = r#"{"kind":"traffic","data":{"rank":3,"channel":0,"peer":4,"direction":"send","transport":"NET","bytes":4096,"seconds":0.01}}"#;
+
+    /// A real HTTP server on a loopback port: the snapshot, an events stream with a traffic event and a "fetch
+    /// the snapshot again" event, the snapshot again, then nothing (the port closes), so the source must say
+    /// "disconnected".
     #[test]
     fn takes_the_snapshot_follows_events_then_reports_the_loss() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let snapshot = serde_json::to_string(&fixture::snapshot()).unwrap();
         let server = std::thread::spawn(move || {
-            for _ in 0..2 {
+            for _ in 0..3 {
                 let (mut conn, _) = listener.accept().unwrap();
                 let mut buf = [0u8; 4096];
                 let n = conn.read(&mut buf).unwrap();
@@ -137,7 +153,7 @@ mod tests {
                 let (ctype, body) = if request.starts_with("GET /api/v1/snapshot ") {
                     ("application/json", snapshot.clone())
                 } else {
-                    ("text/event-stream", format!(": hi\n\nevent: snapshot\ndata: {snapshot}\n\n"))
+                    ("text/event-stream", format!(": hi\n\nevent: traffic\ndata: {TRAFFIC}\n\nevent: snapshot\ndata: {{\"kind\":\"snapshot\"}}\n\n"))
                 };
                 let head = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -162,10 +178,14 @@ mod tests {
         server.join().unwrap();
         assert!(matches!(&got[0], Update::Snapshot(s) if s.nranks == Some(8)));
         assert_eq!(got[1], Update::Link(LinkState::Live { following: true }));
-        assert!(matches!(&got[2], Update::Snapshot(_)));
-        assert!(matches!(&got[3], Update::Link(LinkState::Disconnected { retry_in_s: 1, .. })), "{:?}", got[3]);
+        assert!(matches!(&got[2], Update::Event(e) if matches!(**e, Event::Traffic(ref t) if t.bytes == 4096)));
+        assert!(matches!(&got[3], Update::Snapshot(_)), "the snapshot event makes the source fetch it again");
+        assert!(matches!(&got[4], Update::Link(LinkState::Disconnected { retry_in_s: 1, .. })), "{:?}", got[4]);
         let recorded = super::super::recording::read(&rec).unwrap();
-        assert_eq!(recorded.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["snapshot", "snapshot"]);
+        assert_eq!(
+            recorded.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
+            [FETCHED_SNAPSHOT, "traffic", FETCHED_SNAPSHOT]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,7 @@ mod sse;
 mod stream;
 
 pub use recording::{RecordedEvent, Recorder};
-pub use stream::decode;
+pub use stream::{decode, Decoded};
 
 use crate::live::Update;
 use std::path::PathBuf;

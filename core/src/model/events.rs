@@ -1,0 +1,90 @@
+//! Live events: what the runtime (or a followed log) reports as it happens. Telemetry turns them into metrics,
+//! spans and the server-sent event stream the TUI reads; each event is one JSON object
+//! `{"kind": "op_completed", "data": {...}}`.
+
+use super::comm::Communicator;
+use super::connection::{Connection, Direction};
+use super::diag::{Finding, Warning};
+use super::names::Transport;
+use super::ops::{OpRecord, ProxyOp};
+use super::tuning::Decision;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum Event {
+    /// A call entered the queue (state `Enqueued`, no completion fields yet).
+    OpEnqueued(OpRecord),
+    /// A call finished (state `Completed` or `Failed`, with timings and bandwidths).
+    OpCompleted(OpRecord),
+    /// A proxy sub-operation finished on one channel and peer (reported once, with its step counts and waits).
+    Proxy(ProxyOp),
+    /// Bytes a rank moved to or from one peer on one channel.
+    Traffic(ChannelTraffic),
+    /// A channel connection was set up.
+    Connection(Connection),
+    /// A communicator changed state (created, ready with its init timings, destroyed).
+    Communicator(Communicator),
+    /// The tuner chose an algorithm and protocol for a call.
+    Decision(Decision),
+    Warning(Warning),
+    Finding(Finding),
+    /// The facts that are not events (topology, graphs, tuning table, versions) changed: re-read the snapshot.
+    Snapshot,
+}
+
+impl Event {
+    /// The `kind` tag this event carries in JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::OpEnqueued(_) => "op_enqueued",
+            Event::OpCompleted(_) => "op_completed",
+            Event::Proxy(_) => "proxy",
+            Event::Traffic(_) => "traffic",
+            Event::Connection(_) => "connection",
+            Event::Communicator(_) => "communicator",
+            Event::Decision(_) => "decision",
+            Event::Warning(_) => "warning",
+            Event::Finding(_) => "finding",
+            Event::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// One rank's traffic with one peer on one channel, summed over a call's steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelTraffic {
+    pub rank: u32,
+    pub channel: u32,
+    pub peer: u32,
+    /// `Send` or `Recv` as seen from `rank`.
+    pub direction: Direction,
+    pub transport: Transport,
+    pub bytes: u64,
+    /// Seconds the transfer took (first step posted to last step done).
+    pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_with_snake_case_kinds() {
+        let ev = Event::Traffic(ChannelTraffic {
+            rank: 1,
+            channel: 2,
+            peer: 0,
+            direction: Direction::Send,
+            transport: Transport::Shm,
+            bytes: 4096,
+            seconds: 0.5,
+        });
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(json["kind"], ev.kind());
+        assert_eq!(json["data"]["transport"], "SHM");
+        assert_eq!(json["data"]["direction"], "send");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), ev);
+        assert_eq!(serde_json::to_value(Event::Snapshot).unwrap(), serde_json::json!({"kind": "snapshot"}));
+    }
+}

@@ -1,0 +1,3 @@
+//! Networks between hosts: the NET/Socket plugin, and the proxy that drives NET connections.
+
+pub mod socket;

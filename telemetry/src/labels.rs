@@ -1,0 +1,162 @@
+//! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
+//! of values (or one value per rank, channel or peer), so no series explodes with traffic.
+
+use collscope_core::model::{Connection, Direction, OpRecord, ProxyWait, Source, Transport};
+
+/// Upper bounds of the message-size buckets, in bytes, and their labels. A size lands in the first bucket whose
+/// bound it does not exceed.
+const SIZE_BUCKETS: [(u64, &str); 9] = [
+    (1 << 10, "0-1KiB"),
+    (16 << 10, "1KiB-16KiB"),
+    (256 << 10, "16KiB-256KiB"),
+    (1 << 20, "256KiB-1MiB"),
+    (4 << 20, "1MiB-4MiB"),
+    (16 << 20, "4MiB-16MiB"),
+    (64 << 20, "16MiB-64MiB"),
+    (256 << 20, "64MiB-256MiB"),
+    (1 << 30, "256MiB-1GiB"),
+];
+const SIZE_BUCKET_LARGEST: &str = "1GiB+";
+
+/// Every size-bucket label, smallest first.
+pub fn size_buckets() -> impl Iterator<Item = &'static str> {
+    SIZE_BUCKETS.iter().map(|(_, l)| *l).chain(std::iter::once(SIZE_BUCKET_LARGEST))
+}
+
+pub fn size_bucket(bytes: u64) -> &'static str {
+    SIZE_BUCKETS.iter().find(|(bound, _)| bytes <= *bound).map_or(SIZE_BUCKET_LARGEST, |(_, l)| *l)
+}
+
+/// Collective duration histogram bounds in seconds: 1 us to about 4 s in steps of 4.
+pub fn duration_bounds() -> Vec<f64> {
+    (0..12).map(|i| 1e-6 * 4f64.powi(i)).collect()
+}
+
+/// Where the data came from, as a label.
+pub fn source(s: &Source) -> &'static str {
+    match s {
+        Source::Runtime => "runtime",
+        Source::Log { .. } => "log",
+        Source::Model { .. } => "model",
+    }
+}
+
+/// The labels of one completed call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CollLabels {
+    pub collective: &'static str,
+    pub algorithm: &'static str,
+    pub protocol: &'static str,
+    pub size_bucket: &'static str,
+    pub rank: String,
+}
+
+impl CollLabels {
+    pub fn of(op: &OpRecord) -> Self {
+        CollLabels {
+            collective: op.coll.as_str(),
+            algorithm: op.algo.map_or("none", |a| a.as_str()),
+            protocol: op.proto.map_or("none", |p| p.as_str()),
+            size_bucket: size_bucket(op.bytes),
+            rank: op.rank.to_string(),
+        }
+    }
+}
+
+pub fn direction(d: Direction) -> &'static str {
+    match d {
+        Direction::Send => "send",
+        Direction::Recv => "recv",
+        Direction::Both => "both",
+    }
+}
+
+pub fn send_or_recv(send: bool) -> &'static str {
+    if send {
+        "send"
+    } else {
+        "recv"
+    }
+}
+
+pub fn wait_state(w: ProxyWait) -> &'static str {
+    match w {
+        ProxyWait::WaitingForData => "waiting_for_data",
+        ProxyWait::WaitingForPeer => "waiting_for_peer",
+        ProxyWait::WaitingForSendCompletion => "waiting_for_send_completion",
+        ProxyWait::WaitingForRecv => "waiting_for_recv",
+        ProxyWait::WaitingForFlush => "waiting_for_flush",
+    }
+}
+
+/// GPUDirect RDMA as a label: `enabled`/`disabled` where a NET line says, `host_memory` for collscope's own
+/// NET connections (its buffers are host memory, so GDR does not apply rather than being off), `n/a` for
+/// transports where it never applies.
+pub fn gdrdma(c: &Connection, source: &Source) -> &'static str {
+    match c.gdrdma {
+        Some(true) => "enabled",
+        Some(false) => "disabled",
+        None if c.transport == Transport::Net && *source == Source::Runtime => "host_memory",
+        None => "n/a",
+    }
+}
+
+/// The rank that reports a connection line and the peer it names: the receiver for `[receive]` lines, the
+/// sender otherwise (NCCL prints both kinds from the rank that owns the connector).
+pub fn connection_ends(c: &Connection) -> (u32, u32) {
+    match c.direction {
+        Direction::Recv => (c.dst, c.src),
+        Direction::Send | Direction::Both => (c.src, c.dst),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_land_in_the_first_bucket_that_holds_them() {
+        assert_eq!(size_bucket(0), "0-1KiB");
+        assert_eq!(size_bucket(8), "0-1KiB");
+        assert_eq!(size_bucket(1024), "0-1KiB");
+        assert_eq!(size_bucket(1025), "1KiB-16KiB");
+        assert_eq!(size_bucket(1 << 20), "256KiB-1MiB");
+        assert_eq!(size_bucket((1 << 20) + 1), "1MiB-4MiB");
+        assert_eq!(size_bucket(u64::MAX), "1GiB+");
+        assert_eq!(size_buckets().count(), 10);
+    }
+
+    #[test]
+    fn duration_bounds_rise_from_a_microsecond() {
+        let b = duration_bounds();
+        assert_eq!(b[0], 1e-6);
+        assert!(b.windows(2).all(|w| w[1] > w[0]));
+        assert!(*b.last().unwrap() > 1.0);
+    }
+
+    #[test]
+    fn gdr_label_distinguishes_host_memory_from_off() {
+        let mut c = Connection {
+            channel: 0,
+            src: 1,
+            dst: 0,
+            direction: Direction::Recv,
+            transport: Transport::Net,
+            mode: Some("Socket/0".into()),
+            net: Some("Socket".into()),
+            device: Some(0),
+            gdrdma: None,
+            proxy_rank: None,
+            shared: false,
+            comm: None,
+        };
+        assert_eq!(gdrdma(&c, &Source::Runtime), "host_memory");
+        assert_eq!(gdrdma(&c, &Source::Log { files: vec![] }), "n/a");
+        c.gdrdma = Some(false);
+        assert_eq!(gdrdma(&c, &Source::Runtime), "disabled");
+        assert_eq!(connection_ends(&c), (0, 1));
+        c.transport = Transport::P2p;
+        c.gdrdma = None;
+        assert_eq!(gdrdma(&c, &Source::Runtime), "n/a");
+    }
+}

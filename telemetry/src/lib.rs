@@ -1,0 +1,154 @@
+//! collscope's telemetry: turns the model (live events from the runtime, or snapshots of a followed NCCL log)
+//! into Prometheus metrics, OpenTelemetry metrics and spans, a JSON snapshot and a server-sent event stream,
+//! served over HTTP from a thread of its own.
+//!
+//! The runtime only calls `collscope_core::recorder::record(|| Event::...)`; [`Telemetry::start`] with the
+//! process's recorder turns that on and drains it.
+
+pub mod aggregate;
+pub mod config;
+pub mod labels;
+pub mod otel;
+pub mod prom;
+mod server;
+pub mod sink;
+pub mod state;
+pub mod tail;
+
+pub use config::{ConfigError, LocalRank, TelemetryConfig};
+pub use otel::{Otel, OtelConfig, OtelError};
+pub use state::{Limits, State};
+
+use collscope_core::model::Source;
+use collscope_core::recorder::Recorder;
+use server::Shared;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use tokio::sync::watch;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot serve telemetry on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start the telemetry thread: {0}")]
+    Thread(std::io::Error),
+    #[error("metrics registry: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error(transparent)]
+    Otel(#[from] OtelError),
+}
+
+/// A running telemetry server. Dropping it stops the server; [`Telemetry::shutdown`] also reports whether the
+/// last OTLP push went through.
+pub struct Telemetry {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Telemetry {
+    /// Binds the server (base port plus local rank), starts its thread, and, given a recorder, turns it on and
+    /// drains it every `drain_interval`.
+    pub fn start(
+        cfg: &TelemetryConfig,
+        source: Source,
+        recorder: Option<&'static Recorder>,
+    ) -> Result<Telemetry, TelemetryError> {
+        let otel = cfg.otel.as_ref().map(Otel::new).transpose()?;
+        let state = State::new(source, cfg.limits, otel)?;
+        let bind = cfg.bind_addr()?;
+        let bind_err = |source| TelemetryError::Bind { addr: bind, source };
+        let listener = std::net::TcpListener::bind(bind).map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(TelemetryError::Thread)?;
+        let listener = {
+            let _in_runtime = rt.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(bind_err)?
+        };
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| TelemetryError::Thread(std::io::Error::other(e.to_string())))?;
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            recorder,
+            peers: cfg.aggregate_peers.clone(),
+            http,
+            stop: stop_rx,
+        });
+        if let Some(r) = recorder {
+            r.enable(cfg.queue_capacity);
+        }
+        let app = server::router(shared.clone());
+        let drain = server::drain_loop(shared.clone(), cfg.drain_interval);
+        let mut stopped = shared.stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("collscope-telemetry".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let drainer = tokio::spawn(drain);
+                    let served = axum::serve(listener, app)
+                        .with_graceful_shutdown(async move {
+                            let _ = stopped.wait_for(|s| *s).await;
+                        })
+                        .await;
+                    if let Err(e) = served {
+                        collscope_core::nccl_warn!("collscope telemetry server on {addr} stopped: {e}");
+                    }
+                    let _ = drainer.await;
+                })
+            })
+            .map_err(TelemetryError::Thread)?;
+        Ok(Telemetry { shared, addr, stop, thread: Some(thread) })
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the base of every endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Runs `f` on the state (to add facts, ingest a snapshot, or read it).
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        self.shared.drain();
+        f(&mut self.shared.lock())
+    }
+
+    /// Stops the server, takes the last queued events, and pushes the last OTLP data.
+    pub fn shutdown(mut self) -> Result<(), TelemetryError> {
+        self.stop_server();
+        let otel = self.shared.lock().take_otel();
+        match otel {
+            Some(o) => Ok(o.shutdown()?),
+            None => Ok(()),
+        }
+    }
+
+    fn stop_server(&mut self) {
+        if let Some(r) = self.shared.recorder {
+            r.disable();
+        }
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        self.stop_server();
+        if let Some(o) = self.shared.lock().take_otel() {
+            let _ = o.shutdown();
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The OpenTelemetry export: the same metrics under OTel names with UCUM units, and one span per call with
+//! its proxy sub-operations as span events, sent over OTLP/HTTP (binary protobuf) to
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`.
+//!
+//! Build and shut down an `Otel` outside any tokio runtime: the OTLP client is a blocking one that runs
+//! on the SDK's own export threads. Recording only hands data to the SDK and never blocks.
+
+use crate::labels::{self, CollLabels};
+use crate::sink::{self, MetricSink};
+use collscope_core::model::{ChannelTraffic, Decision, OpRecord, OpState, ProxyOp, Snapshot, Warning};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
+use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};
+use opentelemetry::KeyValue;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
+use opentelemetry_sdk::Resource;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Where to send and how to describe this process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtelConfig {
+    /// Base URL (`http://host:4318`); `/v1/traces` and `/v1/metrics` are appended, as the OTLP spec says for
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub endpoint: String,
+    pub service_name: String,
+    pub host: String,
+    pub rank: Option<u32>,
+    /// `SLURM_JOB_ID` when the job runs under Slurm.
+    pub job_id: Option<String>,
+    /// How often metrics are pushed.
+    pub export_interval: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the OTLP exporter for '{endpoint}': {reason}")]
+pub struct OtelError {
+    pub endpoint: String,
+    pub reason: String,
+}
+
+/// (rank, seq): proxy operations name no communicator, so a span is found by rank and sequence number.
+type SpanKey = (u32, u64);
+
+pub struct Otel {
+    meters: SdkMeterProvider,
+    tracers: SdkTracerProvider,
+    tracer: SdkTracer,
+    m: Instruments,
+    /// Spans of finished calls, kept open for one more drain so that proxy events reported just after the
+    /// call still attach; value: (span, end time, generation created).
+    pending: HashMap<SpanKey, (Span, SystemTime, u64)>,
+    /// Proxy operations that arrived before their call's span; value: (generation, ops).
+    early_proxy: HashMap<SpanKey, (u64, Vec<ProxyOp>)>,
+    generation: u64,
+}
+
+struct Instruments {
+    coll_duration: Histogram<f64>,
+    coll_io: Counter<u64>,
+    coll_ops: Counter<u64>,
+    coll_failed: Counter<u64>,
+    busbw: Gauge<f64>,
+    algbw: Gauge<f64>,
+    in_flight: UpDownCounter<i64>,
+    channel_io: Counter<u64>,
+    channel_time: Counter<f64>,
+    proxy_wait: Counter<f64>,
+    proxy_steps: Counter<u64>,
+    proxy_ops: Counter<u64>,
+    connections: Gauge<i64>,
+    comm_size: Gauge<u64>,
+    channels: Gauge<i64>,
+    init_phase: Gauge<f64>,
+    init_total: Gauge<f64>,
+    decisions: Counter<u64>,
+    errors: Counter<u64>,
+    findings: Gauge<i64>,
+    dropped: Counter<u64>,
+}
+
+impl Instruments {
+    fn new(m: &Meter) -> Self {
+        Instruments {
+            coll_duration: m
+                .f64_histogram("collscope.collective.duration")
+                .with_unit("s")
+                .with_description("Time from start to completion of calls.")
+                .with_boundaries(labels::duration_bounds())
+                .build(),
+            coll_io: m
+                .u64_counter("collscope.collective.io")
+                .with_unit("By")
+                .with_description("User bytes moved.")
+                .build(),
+            coll_ops: m.u64_counter("collscope.collective.operations").with_unit("{operation}").build(),
+            coll_failed: m.u64_counter("collscope.collective.failures").with_unit("{operation}").build(),
+            busbw: m.f64_gauge("collscope.collective.bus_bandwidth").with_unit("By/s").build(),
+            algbw: m.f64_gauge("collscope.collective.algorithm_bandwidth").with_unit("By/s").build(),
+            in_flight: m.i64_up_down_counter("collscope.collective.in_flight").with_unit("{operation}").build(),
+            channel_io: m.u64_counter("collscope.channel.io").with_unit("By").build(),
+            channel_time: m.f64_counter("collscope.channel.transfer.time").with_unit("s").build(),
+            proxy_wait: m.f64_counter("collscope.proxy.wait.time").with_unit("s").build(),
+            proxy_steps: m.u64_counter("collscope.proxy.steps").with_unit("{step}").build(),
+            proxy_ops: m.u64_counter("collscope.proxy.operations").with_unit("{operation}").build(),
+            connections: m.i64_gauge("collscope.connection.channels").with_unit("{channel}").build(),
+            comm_size: m.u64_gauge("collscope.communicator.size").with_unit("{rank}").build(),
+            channels: m.i64_gauge("collscope.channels").with_unit("{channel}").build(),
+            init_phase: m.f64_gauge("collscope.init.phase.duration").with_unit("s").build(),
+            init_total: m.f64_gauge("collscope.init.duration").with_unit("s").build(),
+            decisions: m.u64_counter("collscope.tuning.decisions").with_unit("{decision}").build(),
+            errors: m.u64_counter("collscope.errors").with_unit("{error}").build(),
+            findings: m.i64_gauge("collscope.findings").with_unit("{finding}").build(),
+            dropped: m.u64_counter("collscope.telemetry.dropped").with_unit("{record}").build(),
+        }
+    }
+}
+
+fn kv(key: &'static str, value: impl Into<opentelemetry::Value>) -> KeyValue {
+    KeyValue::new(key, value)
+}
+
+fn coll_attrs(l: &CollLabels) -> [KeyValue; 5] {
+    [
+        kv("collscope.collective", l.collective),
+        kv("collscope.algorithm", l.algorithm),
+        kv("collscope.protocol", l.protocol),
+        kv("collscope.size_bucket", l.size_bucket),
+        kv("collscope.rank", l.rank.clone()),
+    ]
+}
+
+fn time_us(us: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(us)
+}
+
+impl Otel {
+    pub fn new(cfg: &OtelConfig) -> Result<Self, OtelError> {
+        let fail = |reason: String| OtelError { endpoint: cfg.endpoint.clone(), reason };
+        let base = cfg.endpoint.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(fail("expected an http:// or https:// URL".into()));
+        }
+        let mut attrs = vec![kv("host.name", cfg.host.clone()), kv("process.pid", i64::from(std::process::id()))];
+        if let Some(rank) = cfg.rank {
+            attrs.push(kv("collscope.rank", i64::from(rank)));
+        }
+        if let Some(job) = &cfg.job_id {
+            attrs.push(kv("collscope.job.id", job.clone()));
+        }
+        let resource =
+            Resource::builder_empty().with_service_name(cfg.service_name.clone()).with_attributes(attrs).build();
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(format!("{base}/v1/traces"))
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(format!("{base}/v1/metrics"))
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let tracers = SdkTracerProvider::builder().with_resource(resource.clone()).with_batch_exporter(spans).build();
+        let meters = SdkMeterProvider::builder()
+            .with_resource(resource)
+            .with_reader(PeriodicReader::builder(metrics).with_interval(cfg.export_interval).build())
+            .build();
+        Ok(Otel {
+            tracer: tracers.tracer("collscope"),
+            m: Instruments::new(&meters.meter("collscope")),
+            meters,
+            tracers,
+            pending: HashMap::new(),
+            early_proxy: HashMap::new(),
+            generation: 0,
+        })
+    }
+
+    /// Opens the span of a finished call; it ends at the call's completion time on the next-but-one `tick`.
+    pub fn span(&mut self, op: &OpRecord) {
+        let (Some(start), Some(end)) = (op.started_us.or(op.enqueued_us), op.completed_us) else { return };
+        let mut attrs = vec![
+            kv("collscope.collective", op.coll.as_str()),
+            kv("collscope.rank", i64::from(op.rank)),
+            kv("collscope.seq", op.seq as i64),
+            kv("collscope.count", op.count as i64),
+            kv("collscope.datatype", op.datatype.as_str()),
+            kv("collscope.bytes", op.bytes as i64),
+        ];
+        if let Some(a) = op.algo {
+            attrs.push(kv("collscope.algorithm", a.as_str()));
+        }
+        if let Some(p) = op.proto {
+            attrs.push(kv("collscope.protocol", p.as_str()));
+        }
+        if let Some(n) = op.n_channels {
+            attrs.push(kv("collscope.channels", i64::from(n)));
+        }
+        if let Some(bw) = op.busbw_gbps {
+            attrs.push(kv("collscope.busbw", bw * 1e9));
+        }
+        if let Some(c) = &op.comm {
+            attrs.push(kv("collscope.comm", c.clone()));
+        }
+        if let Some(p) = op.peer {
+            attrs.push(kv("collscope.peer", i64::from(p)));
+        }
+        let mut span = self
+            .tracer
+            .span_builder(op.coll.as_str())
+            .with_kind(SpanKind::Internal)
+            .with_start_time(time_us(start))
+            .with_attributes(attrs)
+            .start(&self.tracer);
+        if op.state == OpState::Failed {
+            span.set_status(Status::error("call failed"));
+        }
+        let end = time_us(end);
+        if let Some((_, early)) = self.early_proxy.remove(&(op.rank, op.seq)) {
+            for p in &early {
+                add_proxy_event(&mut span, p, end);
+            }
+        }
+        if let Some((mut old, old_end, _)) = self.pending.insert((op.rank, op.seq), (span, end, self.generation)) {
+            old.end_with_timestamp(old_end);
+        }
+    }
+
+    /// Attaches a proxy sub-operation to its call's span, or keeps it for the span to come.
+    pub fn proxy_event(&mut self, p: &ProxyOp) {
+        if let Some((span, end, _)) = self.pending.get_mut(&(p.rank, p.seq)) {
+            add_proxy_event(span, p, *end);
+            return;
+        }
+        self.early_proxy.entry((p.rank, p.seq)).or_insert_with(|| (self.generation, Vec::new())).1.push(p.clone());
+    }
+
+    /// Once per drain: ends the spans opened before the previous drain and forgets stale proxy operations.
+    pub fn tick(&mut self) {
+        let now = self.generation;
+        self.pending.retain(|_, (span, end, created)| {
+            let keep = *created >= now;
+            if !keep {
+                span.end_with_timestamp(*end);
+            }
+            keep
+        });
+        self.early_proxy.retain(|_, (created, _)| *created >= now);
+        self.generation += 1;
+    }
+
+    /// Ends every open span and pushes everything recorded so far.
+    pub fn shutdown(mut self) -> Result<(), OtelError> {
+        for (_, (mut span, end, _)) in self.pending.drain() {
+            span.end_with_timestamp(end);
+        }
+        let fail = |what: &str, e: opentelemetry_sdk::error::OTelSdkError| OtelError {
+            endpoint: what.to_string(),
+            reason: e.to_string(),
+        };
+        self.tracers.shutdown().map_err(|e| fail("traces", e))?;
+        self.meters.shutdown().map_err(|e| fail("metrics", e))
+    }
+}
+
+fn add_proxy_event(span: &mut Span, p: &ProxyOp, at: SystemTime) {
+    let mut attrs = vec![
+        kv("collscope.channel", i64::from(p.channel)),
+        kv("collscope.peer", i64::from(p.peer)),
+        kv("collscope.proxy.steps", p.n_steps as i64),
+        kv("collscope.proxy.posted", p.posted as i64),
+        kv("collscope.proxy.transmitted", p.transmitted as i64),
+        kv("collscope.proxy.done", p.done as i64),
+    ];
+    for (state, secs) in &p.waits {
+        attrs.push(KeyValue::new(format!("collscope.proxy.{}", labels::wait_state(*state)), *secs));
+    }
+    let name = if p.send { "proxy.send" } else { "proxy.recv" };
+    span.add_event_with_timestamp(name, at, attrs);
+}
+
+impl MetricSink for Otel {
+    fn collective(&mut self, op: &OpRecord) {
+        let l = CollLabels::of(op);
+        if op.state == OpState::Failed {
+            self.m.coll_failed.add(1, &[kv("collscope.collective", l.collective), kv("collscope.rank", l.rank)]);
+            return;
+        }
+        let attrs = coll_attrs(&l);
+        self.m.coll_ops.add(1, &attrs);
+        self.m.coll_io.add(op.bytes, &attrs);
+        if let Some(us) = op.duration_us {
+            self.m.coll_duration.record(us * 1e-6, &attrs);
+        }
+        let bw_attrs = [
+            kv("collscope.collective", l.collective),
+            kv("collscope.size_bucket", l.size_bucket),
+            kv("collscope.rank", l.rank.clone()),
+        ];
+        if let Some(bw) = op.busbw_gbps {
+            self.m.busbw.record(bw * 1e9, &bw_attrs);
+        }
+        if let Some(bw) = op.algbw_gbps {
+            self.m.algbw.record(bw * 1e9, &bw_attrs);
+        }
+    }
+
+    fn in_flight(&mut self, rank: u32, delta: i64) {
+        self.m.in_flight.add(delta, &[kv("collscope.rank", rank.to_string())]);
+    }
+
+    fn decision(&mut self, d: &Decision) {
+        let attrs = [
+            kv("collscope.collective", d.coll.as_str()),
+            kv("collscope.algorithm", d.algo.as_str()),
+            kv("collscope.protocol", d.proto.as_str()),
+            kv("collscope.rank", sink::rank_label(d.rank)),
+        ];
+        self.m.decisions.add(1, &attrs);
+    }
+
+    fn traffic(&mut self, t: &ChannelTraffic) {
+        let attrs = [
+            kv("collscope.rank", t.rank.to_string()),
+            kv("collscope.channel", t.channel.to_string()),
+            kv("collscope.peer", t.peer.to_string()),
+            kv("collscope.direction", labels::direction(t.direction)),
+            kv("collscope.transport", t.transport.as_str()),
+        ];
+        self.m.channel_io.add(t.bytes, &attrs);
+        if t.seconds > 0.0 {
+            self.m.channel_time.add(t.seconds, &attrs);
+        }
+    }
+
+    fn proxy(&mut self, p: &ProxyOp) {
+        let rank = kv("collscope.rank", p.rank.to_string());
+        let dir = kv("collscope.direction", labels::send_or_recv(p.send));
+        for (state, secs) in &p.waits {
+            if *secs > 0.0 {
+                let attrs = [rank.clone(), dir.clone(), kv("collscope.proxy.state", labels::wait_state(*state))];
+                self.m.proxy_wait.add(*secs, &attrs);
+            }
+        }
+        for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
+            self.m.proxy_steps.add(n, &[rank.clone(), dir.clone(), kv("collscope.proxy.stage", stage)]);
+        }
+        let attrs =
+            [rank, dir, kv("collscope.channel", p.channel.to_string()), kv("collscope.peer", p.peer.to_string())];
+        self.m.proxy_ops.add(1, &attrs);
+    }
+
+    fn error(&mut self, w: &Warning) {
+        self.m
+            .errors
+            .add(1, &[kv("collscope.error.class", w.class.clone()), kv("collscope.rank", sink::rank_label(w.rank))]);
+    }
+
+    fn dropped(&mut self, stage: &'static str, n: u64) {
+        self.m.dropped.add(n, &[kv("collscope.telemetry.stage", stage)]);
+    }
+
+    fn facts(&mut self, snap: &Snapshot) {
+        for (k, n) in sink::connection_groups(snap) {
+            let attrs = [
+                kv("collscope.rank", k.rank.to_string()),
+                kv("collscope.peer", k.peer.to_string()),
+                kv("collscope.direction", k.direction),
+                kv("collscope.transport", k.transport),
+                kv("collscope.connection.mode", k.mode),
+                kv("collscope.gdrdma", k.gdrdma),
+            ];
+            self.m.connections.record(n as i64, &attrs);
+        }
+        for c in &snap.communicators {
+            let rank = sink::rank_label(c.rank);
+            if let Some(n) = c.nranks {
+                let attrs = [
+                    kv("collscope.comm", sink::opt_label(c.comm.as_ref())),
+                    kv("collscope.rank", rank.clone()),
+                    kv("collscope.nnodes", sink::opt_label(c.nnodes.or(snap.nnodes))),
+                    kv("collscope.nccl.version", sink::opt_label(c.version.as_ref().or(snap.nccl_version.as_ref()))),
+                ];
+                self.m.comm_size.record(u64::from(n), &attrs);
+            }
+            for (phase, secs) in &c.init.phases {
+                let attrs = [kv("collscope.rank", rank.clone()), kv("collscope.init.phase", phase.clone())];
+                self.m.init_phase.record(*secs, &attrs);
+            }
+            if let Some(total) = c.init.total {
+                self.m.init_total.record(total, &[kv("collscope.rank", rank.clone())]);
+            }
+        }
+        let ch = &snap.channels;
+        for (kind, n) in [("coll", ch.coll), ("collnet", ch.collnet), ("nvls", ch.nvls), ("p2p", ch.p2p)] {
+            if let Some(n) = n {
+                self.m.channels.record(i64::from(n), &[kv("collscope.channel.kind", kind)]);
+            }
+        }
+        let mut findings: HashMap<(&str, &str), i64> = HashMap::new();
+        for f in &snap.findings {
+            *findings.entry((f.code.as_str(), f.severity.as_str())).or_default() += 1;
+        }
+        for ((code, severity), n) in findings {
+            let attrs = [kv("collscope.finding.code", code.to_string()), kv("collscope.finding.severity", severity)];
+            self.m.findings.record(n, &attrs);
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The Prometheus export: `collscope_*` families in base units (seconds, bytes, bytes per second), counters
+//! ending in `_total`, info-style gauges for facts, all in one registry per telemetry state.
+
+use crate::labels::{self, CollLabels};
+use crate::sink::{self, MetricSink};
+use collscope_core::model::{ChannelTraffic, Decision, OpRecord, OpState, ProxyOp, Snapshot, Warning};
+use prometheus::{
+    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+const COLL: &[&str] = &["collective", "algorithm", "protocol", "size_bucket", "rank"];
+
+pub struct PromMetrics {
+    registry: Registry,
+    coll_duration: HistogramVec,
+    coll_bytes: IntCounterVec,
+    coll_ops: IntCounterVec,
+    coll_failed: IntCounterVec,
+    busbw: GaugeVec,
+    algbw: GaugeVec,
+    in_flight: IntGaugeVec,
+    channel_bytes: IntCounterVec,
+    channel_seconds: CounterVec,
+    proxy_wait: CounterVec,
+    proxy_steps: IntCounterVec,
+    proxy_ops: IntCounterVec,
+    connections: IntGaugeVec,
+    communicator: IntGaugeVec,
+    job: IntGaugeVec,
+    channels: IntGaugeVec,
+    init_phase: GaugeVec,
+    init_total: GaugeVec,
+    decisions: IntCounterVec,
+    errors: IntCounterVec,
+    findings: IntGaugeVec,
+    dropped: IntCounterVec,
+}
+
+fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> Result<T, prometheus::Error> {
+    r.register(Box::new(m.clone()))?;
+    Ok(m)
+}
+
+impl PromMetrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let r = Registry::new();
+        let int_counter = |name: &str, help: &str, l: &[&str]| reg(&r, IntCounterVec::new(Opts::new(name, help), l)?);
+        let counter = |name: &str, help: &str, l: &[&str]| reg(&r, CounterVec::new(Opts::new(name, help), l)?);
+        let gauge = |name: &str, help: &str, l: &[&str]| reg(&r, GaugeVec::new(Opts::new(name, help), l)?);
+        let int_gauge = |name: &str, help: &str, l: &[&str]| reg(&r, IntGaugeVec::new(Opts::new(name, help), l)?);
+        Ok(PromMetrics {
+            coll_duration: reg(
+                &r,
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "collscope_collective_duration_seconds",
+                        "Time from start to completion of collective and point-to-point calls.",
+                    )
+                    .buckets(labels::duration_bounds()),
+                    COLL,
+                )?,
+            )?,
+            coll_bytes: int_counter(
+                "collscope_collective_bytes_total",
+                "Bytes of the user buffer moved by calls (count times datatype size).",
+                COLL,
+            )?,
+            coll_ops: int_counter("collscope_collective_operations_total", "Calls completed or reported.", COLL)?,
+            coll_failed: int_counter(
+                "collscope_collective_failures_total",
+                "Calls that failed.",
+                &["collective", "rank"],
+            )?,
+            busbw: gauge(
+                "collscope_collective_bus_bandwidth_bytes_per_second",
+                "Bus bandwidth of the latest call (nccl-tests' busbw), by collective and size bucket.",
+                &["collective", "size_bucket", "rank"],
+            )?,
+            algbw: gauge(
+                "collscope_collective_algorithm_bandwidth_bytes_per_second",
+                "Algorithm bandwidth (bytes over time) of the latest call, by collective and size bucket.",
+                &["collective", "size_bucket", "rank"],
+            )?,
+            in_flight: int_gauge(
+                "collscope_collectives_in_flight",
+                "Calls enqueued and not yet completed.",
+                &["rank"],
+            )?,
+            channel_bytes: int_counter(
+                "collscope_channel_bytes_total",
+                "Bytes moved on one channel to or from one peer.",
+                &["rank", "channel", "peer", "direction", "transport"],
+            )?,
+            channel_seconds: counter(
+                "collscope_channel_transfer_seconds_total",
+                "Time spent moving those bytes.",
+                &["rank", "channel", "peer", "direction", "transport"],
+            )?,
+            proxy_wait: counter(
+                "collscope_proxy_wait_seconds_total",
+                "Time proxy steps spent in each wait state.",
+                &["rank", "direction", "state"],
+            )?,
+            proxy_steps: int_counter(
+                "collscope_proxy_steps_total",
+                "Proxy steps that reached each stage (posted, transmitted, done).",
+                &["rank", "direction", "stage"],
+            )?,
+            proxy_ops: int_counter(
+                "collscope_proxy_operations_total",
+                "Proxy sub-operations finished, per channel and peer.",
+                &["rank", "channel", "peer", "direction"],
+            )?,
+            connections: int_gauge(
+                "collscope_connection_channels",
+                "Channels connecting a rank to a peer, by direction, transport, mode and GPUDirect RDMA state.",
+                &["rank", "peer", "direction", "transport", "mode", "gdrdma"],
+            )?,
+            communicator: int_gauge(
+                "collscope_communicator_info",
+                "One per rank of each communicator, with its size and NCCL version.",
+                &["comm", "rank", "nranks", "nnodes", "version", "host"],
+            )?,
+            job: int_gauge(
+                "collscope_job_info",
+                "What this data describes: its source, NCCL version and network.",
+                &["source", "nccl_version", "network", "nranks", "nnodes"],
+            )?,
+            channels: int_gauge("collscope_channels", "Channels set up, by kind.", &["kind"])?,
+            init_phase: gauge(
+                "collscope_init_phase_seconds",
+                "Communicator init time by phase (NCCL's Init timings line).",
+                &["rank", "phase"],
+            )?,
+            init_total: gauge("collscope_init_seconds", "Total communicator init time.", &["rank"])?,
+            decisions: int_counter(
+                "collscope_tuning_decisions_total",
+                "Algorithm and protocol choices made by the tuner.",
+                &["collective", "algorithm", "protocol", "rank"],
+            )?,
+            errors: int_counter("collscope_errors_total", "Warnings and errors, by class.", &["class", "rank"])?,
+            findings: int_gauge(
+                "collscope_findings",
+                "Diagnoses currently raised, by code and severity.",
+                &["code", "severity"],
+            )?,
+            dropped: int_counter(
+                "collscope_dropped_records_total",
+                "Telemetry records dropped to bound memory: 'queue' when the runtime's queue was full, \
+                 'history' when the oldest kept record made room.",
+                &["stage"],
+            )?,
+            registry: r,
+        })
+    }
+
+    /// The exposition in Prometheus text format 0.0.4.
+    pub fn encode(&self) -> Result<String, prometheus::Error> {
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf)?;
+        String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}
+
+impl MetricSink for PromMetrics {
+    fn collective(&mut self, op: &OpRecord) {
+        let l = CollLabels::of(op);
+        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str()];
+        if op.state == OpState::Failed {
+            self.coll_failed.with_label_values(&[l.collective, l.rank.as_str()]).inc();
+            return;
+        }
+        self.coll_ops.with_label_values(&values).inc();
+        self.coll_bytes.with_label_values(&values).inc_by(op.bytes);
+        if let Some(us) = op.duration_us {
+            self.coll_duration.with_label_values(&values).observe(us * 1e-6);
+        }
+        let bw_labels = [l.collective, l.size_bucket, l.rank.as_str()];
+        if let Some(bw) = op.busbw_gbps {
+            self.busbw.with_label_values(&bw_labels).set(bw * 1e9);
+        }
+        if let Some(bw) = op.algbw_gbps {
+            self.algbw.with_label_values(&bw_labels).set(bw * 1e9);
+        }
+    }
+
+    fn in_flight(&mut self, rank: u32, delta: i64) {
+        self.in_flight.with_label_values(&[rank.to_string()]).add(delta);
+    }
+
+    fn decision(&mut self, d: &Decision) {
+        let rank = sink::rank_label(d.rank);
+        self.decisions.with_label_values(&[d.coll.as_str(), d.algo.as_str(), d.proto.as_str(), &rank]).inc();
+    }
+
+    fn traffic(&mut self, t: &ChannelTraffic) {
+        let values =
+            [t.rank.to_string(), t.channel.to_string(), t.peer.to_string(), labels::direction(t.direction).into()];
+        let values = [&values[0], &values[1], &values[2], &values[3], t.transport.as_str()];
+        self.channel_bytes.with_label_values(&values).inc_by(t.bytes);
+        if t.seconds > 0.0 {
+            self.channel_seconds.with_label_values(&values).inc_by(t.seconds);
+        }
+    }
+
+    fn proxy(&mut self, p: &ProxyOp) {
+        let rank = p.rank.to_string();
+        let dir = labels::send_or_recv(p.send);
+        for (state, secs) in &p.waits {
+            if *secs > 0.0 {
+                self.proxy_wait.with_label_values(&[rank.as_str(), dir, labels::wait_state(*state)]).inc_by(*secs);
+            }
+        }
+        for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
+            self.proxy_steps.with_label_values(&[rank.as_str(), dir, stage]).inc_by(n);
+        }
+        self.proxy_ops.with_label_values(&[rank, p.channel.to_string(), p.peer.to_string(), dir.into()]).inc();
+    }
+
+    fn error(&mut self, w: &Warning) {
+        self.errors.with_label_values(&[w.class.clone(), sink::rank_label(w.rank)]).inc();
+    }
+
+    fn dropped(&mut self, stage: &'static str, n: u64) {
+        self.dropped.with_label_values(&[stage]).inc_by(n);
+    }
+
+    fn facts(&mut self, snap: &Snapshot) {
+        self.connections.reset();
+        for (k, n) in sink::connection_groups(snap) {
+            let values = [&k.rank.to_string(), &k.peer.to_string(), k.direction, k.transport, &k.mode, k.gdrdma];
+            self.connections.with_label_values(&values).set(n as i64);
+        }
+        self.communicator.reset();
+        self.init_phase.reset();
+        self.init_total.reset();
+        for c in &snap.communicators {
+            let rank = sink::rank_label(c.rank);
+            let values = [
+                sink::opt_label(c.comm.as_ref()),
+                rank.clone(),
+                sink::opt_label(c.nranks),
+                sink::opt_label(c.nnodes.or(snap.nnodes)),
+                sink::opt_label(c.version.as_ref().or(snap.nccl_version.as_ref())),
+                sink::opt_label(c.host.as_ref()),
+            ];
+            self.communicator.with_label_values(&values).set(1);
+            for (phase, secs) in &c.init.phases {
+                self.init_phase.with_label_values(&[rank.as_str(), phase.as_str()]).set(*secs);
+            }
+            if let Some(total) = c.init.total {
+                self.init_total.with_label_values(&[rank.as_str()]).set(total);
+            }
+        }
+        self.job.reset();
+        let job = [
+            labels::source(&snap.source).to_string(),
+            sink::opt_label(snap.nccl_version.as_ref()),
+            sink::opt_label(snap.network.as_ref()),
+            sink::opt_label(snap.nranks),
+            sink::opt_label(snap.nnodes),
+        ];
+        self.job.with_label_values(&job).set(1);
+        self.channels.reset();
+        let ch = &snap.channels;
+        for (kind, n) in [("coll", ch.coll), ("collnet", ch.collnet), ("nvls", ch.nvls), ("p2p", ch.p2p)] {
+            if let Some(n) = n {
+                self.channels.with_label_values(&[kind]).set(i64::from(n));
+            }
+        }
+        self.findings.reset();
+        for f in &snap.findings {
+            self.findings.with_label_values(&[f.code.as_str(), f.severity.as_str()]).inc();
+        }
+    }
+}

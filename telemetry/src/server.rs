@@ -1,0 +1,161 @@
+//! The HTTP endpoints, served by axum on a current-thread tokio runtime in the telemetry thread, never in the
+//! data path: `/metrics`, `/metrics/aggregate` (local rank 0, when aggregating), `/api/v1/snapshot`,
+//! `/api/v1/events` (server-sent events) and `/healthz`. The same thread drains the runtime's event queue.
+
+use crate::aggregate::merge_expositions;
+use crate::state::State;
+use axum::extract::State as Shared_;
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use collscope_core::model::Event;
+use collscope_core::recorder::Recorder;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+/// Prometheus text exposition format 0.0.4.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How long `/metrics/aggregate` waits for each local rank.
+const PEER_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub recorder: Option<&'static Recorder>,
+    pub peers: Vec<SocketAddr>,
+    pub http: reqwest::Client,
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in one handler leaves the state usable (every update is a whole record): keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes what the runtime queued into the state.
+    pub fn drain(&self) {
+        let Some(rec) = self.recorder else { return };
+        let mut events = Vec::new();
+        rec.drain_into(&mut events);
+        let mut st = self.lock();
+        for ev in events {
+            st.apply(ev);
+        }
+        st.note_queue_drops(rec.dropped());
+    }
+}
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/metrics/aggregate", get(aggregate))
+        .route("/api/v1/snapshot", get(snapshot))
+        .route("/api/v1/events", get(events))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/events, /healthz\n",
+            )
+        })
+        .with_state(shared)
+}
+
+/// Drains the runtime's queue every `interval` and once more when asked to stop.
+pub(crate) async fn drain_loop(shared: Arc<Shared>, interval: Duration) {
+    let mut stop = shared.stop.clone();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                shared.drain();
+                shared.lock().tick();
+            }
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    shared.drain();
+    shared.lock().tick();
+}
+
+fn own_metrics(shared: &Shared) -> Result<String, prometheus::Error> {
+    shared.drain();
+    shared.lock().metrics_text()
+}
+
+fn metrics_failed(e: prometheus::Error) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode metrics: {e}\n")).into_response()
+}
+
+async fn metrics(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    match own_metrics(&shared) {
+        Ok(text) => ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response(),
+        Err(e) => metrics_failed(e),
+    }
+}
+
+async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    let own = match own_metrics(&shared) {
+        Ok(t) => t,
+        Err(e) => return metrics_failed(e),
+    };
+    let fetches = shared.peers.iter().map(|peer| {
+        let req = shared.http.get(format!("http://{peer}/metrics")).timeout(PEER_TIMEOUT);
+        async move {
+            let text = async { req.send().await?.error_for_status()?.text().await }.await;
+            (*peer, text)
+        }
+    });
+    let mut texts = vec![own];
+    let mut up = String::from(
+        "# HELP collscope_aggregate_peer_up Whether a local rank's /metrics answered this aggregation.\n\
+         # TYPE collscope_aggregate_peer_up gauge\n",
+    );
+    for (peer, text) in futures_util::future::join_all(fetches).await {
+        let ok = text.is_ok();
+        if let Ok(t) = text {
+            texts.push(t);
+        }
+        up.push_str(&format!("collscope_aggregate_peer_up{{peer=\"{peer}\"}} {}\n", u8::from(ok)));
+    }
+    texts.push(up);
+    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
+}
+
+async fn snapshot(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    shared.drain();
+    let snap = shared.lock().snapshot();
+    axum::Json(snap).into_response()
+}
+
+fn sse_event(ev: &Event) -> SseEvent {
+    match serde_json::to_string(ev) {
+        Ok(json) => SseEvent::default().event(ev.kind()).data(json),
+        Err(e) => SseEvent::default().event("error").data(e.to_string()),
+    }
+}
+
+async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
+    let rx = shared.lock().subscribe();
+    let stop = shared.stop.clone();
+    let stream = futures_util::stream::unfold((rx, stop), |(mut rx, mut stop)| async move {
+        let item = tokio::select! {
+            r = rx.recv() => match r {
+                Ok(ev) => sse_event(&ev),
+                // A slow reader missed some: say how many, then go on with the newest.
+                Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            _ = stop.wait_for(|s| *s) => return None,
+        };
+        Some((Ok::<_, Infallible>(item), (rx, stop)))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,526 @@
+//! The telemetry state: the model as last known (facts plus bounded histories of calls, proxy operations,
+//! decisions and warnings), the metrics derived from it, and the live event stream. Events from the runtime
+//! and snapshots from a followed log both land here.
+
+use crate::otel::Otel;
+use crate::prom::PromMetrics;
+use crate::sink::MetricSink;
+use collscope_core::model::{Decision, Event, OpRecord, ProxyOp, Snapshot, Source, Warning};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// How many records of each kind the state keeps; older ones go and `collscope_dropped_records_total`
+/// (stage "history") rises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub ops: usize,
+    pub in_flight: usize,
+    pub proxy: usize,
+    pub decisions: usize,
+    pub warnings: usize,
+}
+
+impl Limits {
+    /// The same bound for every kind of record.
+    pub fn uniform(n: usize) -> Self {
+        let n = n.max(1);
+        Limits { ops: n, in_flight: n, proxy: n, decisions: n, warnings: n }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::uniform(4096)
+    }
+}
+
+/// Live events buffered per subscriber before a slow one starts missing some.
+const EVENT_BUFFER: usize = 4096;
+
+struct Ring<T> {
+    items: VecDeque<T>,
+    cap: usize,
+}
+
+impl<T: Clone> Ring<T> {
+    fn new(cap: usize) -> Self {
+        Ring { items: VecDeque::new(), cap: cap.max(1) }
+    }
+
+    /// Keeps `item`; true when the oldest had to go.
+    fn push(&mut self, item: T) -> bool {
+        let evicted = self.items.len() >= self.cap;
+        if evicted {
+            self.items.pop_front();
+        }
+        self.items.push_back(item);
+        evicted
+    }
+
+    fn to_vec(&self) -> Vec<T> {
+        self.items.iter().cloned().collect()
+    }
+}
+
+/// How far into each list of a followed source's snapshots the state has already taken events.
+#[derive(Debug, Default, Clone, Copy)]
+struct Ingested {
+    ops: usize,
+    proxy: usize,
+    decisions: usize,
+    warnings: usize,
+    connections: usize,
+    communicators: usize,
+    findings: usize,
+}
+
+type OpKey = (Option<String>, u32, u64);
+
+pub struct State {
+    /// Everything but the histories below (whose lists here stay empty).
+    facts: Snapshot,
+    ops: Ring<OpRecord>,
+    in_flight: BTreeMap<OpKey, OpRecord>,
+    in_flight_cap: usize,
+    proxy: Ring<ProxyOp>,
+    decisions: Ring<Decision>,
+    warnings: Ring<Warning>,
+    prom: PromMetrics,
+    otel: Option<Otel>,
+    events: broadcast::Sender<Arc<Event>>,
+    facts_dirty: bool,
+    queue_drops_seen: u64,
+    ingested: Ingested,
+}
+
+fn op_key(op: &OpRecord) -> OpKey {
+    (op.comm.clone(), op.rank, op.seq)
+}
+
+impl State {
+    pub fn new(source: Source, limits: Limits, otel: Option<Otel>) -> Result<Self, prometheus::Error> {
+        Ok(State {
+            facts: Snapshot::new(source),
+            ops: Ring::new(limits.ops),
+            in_flight: BTreeMap::new(),
+            in_flight_cap: limits.in_flight.max(1),
+            proxy: Ring::new(limits.proxy),
+            decisions: Ring::new(limits.decisions),
+            warnings: Ring::new(limits.warnings),
+            prom: PromMetrics::new()?,
+            otel,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            facts_dirty: true,
+            queue_drops_seen: 0,
+            ingested: Ingested::default(),
+        })
+    }
+
+    /// Live events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    fn sinks(&mut self, f: impl Fn(&mut dyn MetricSink)) {
+        f(&mut self.prom);
+        if let Some(o) = self.otel.as_mut() {
+            f(o);
+        }
+    }
+
+    fn dropped_history(&mut self, evicted: bool) {
+        if evicted {
+            self.sinks(|s| s.dropped("history", 1));
+        }
+    }
+
+    fn publish(&self, ev: Event) {
+        // No subscriber is not an error: the stream is for whoever listens.
+        let _ = self.events.send(Arc::new(ev));
+    }
+
+    /// Takes one live event into the metrics, the histories and the event stream.
+    pub fn apply(&mut self, ev: Event) {
+        match &ev {
+            Event::OpEnqueued(op) => {
+                if self.in_flight.len() >= self.in_flight_cap && !self.in_flight.contains_key(&op_key(op)) {
+                    if let Some((_, old)) = self.in_flight.pop_first() {
+                        self.sinks(|s| s.in_flight(old.rank, -1));
+                        self.dropped_history(true);
+                    }
+                }
+                if self.in_flight.insert(op_key(op), op.clone()).is_none() {
+                    self.sinks(|s| s.in_flight(op.rank, 1));
+                }
+            }
+            Event::OpCompleted(op) => {
+                if self.in_flight.remove(&op_key(op)).is_some() {
+                    self.sinks(|s| s.in_flight(op.rank, -1));
+                }
+                self.sinks(|s| s.collective(op));
+                if let Some(o) = self.otel.as_mut() {
+                    o.span(op);
+                }
+                let evicted = self.ops.push(op.clone());
+                self.dropped_history(evicted);
+            }
+            Event::Proxy(p) => {
+                self.sinks(|s| s.proxy(p));
+                if let Some(o) = self.otel.as_mut() {
+                    o.proxy_event(p);
+                }
+                let evicted = self.proxy.push(p.clone());
+                self.dropped_history(evicted);
+            }
+            Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
+            Event::Connection(c) => {
+                if !self.facts.connections.contains(c) {
+                    self.facts.connections.push(c.clone());
+                    self.facts_dirty = true;
+                }
+            }
+            Event::Communicator(c) => {
+                let same = self.facts.communicators.iter_mut().find(|k| k.comm == c.comm && k.rank == c.rank);
+                match same {
+                    Some(k) => *k = c.clone(),
+                    None => self.facts.communicators.push(c.clone()),
+                }
+                self.facts_dirty = true;
+            }
+            Event::Decision(d) => {
+                self.sinks(|s| s.decision(d));
+                let evicted = self.decisions.push(d.clone());
+                self.dropped_history(evicted);
+            }
+            Event::Warning(w) => {
+                self.sinks(|s| s.error(w));
+                let evicted = self.warnings.push(w.clone());
+                self.dropped_history(evicted);
+            }
+            Event::Finding(f) => {
+                match self.facts.findings.iter_mut().find(|k| k.code == f.code) {
+                    Some(k) => *k = f.clone(),
+                    None => self.facts.findings.push(f.clone()),
+                }
+                self.facts_dirty = true;
+            }
+            Event::Snapshot => {}
+        }
+        self.publish(ev);
+    }
+
+    /// Changes facts that have no event of their own (topology, graphs, tuning table, versions).
+    pub fn update_facts(&mut self, f: impl FnOnce(&mut Snapshot)) {
+        f(&mut self.facts);
+        self.facts_dirty = true;
+        self.publish(Event::Snapshot);
+    }
+
+    /// Takes a snapshot of a source that only grows (a log read from its start): its facts replace the
+    /// state's, and what its lists gained since the last one becomes events. A list that shrank means the
+    /// source started over (a new file after rotation), so all of it is new.
+    pub fn ingest(&mut self, mut snap: Snapshot) {
+        fn fresh<T>(list: &[T], seen: &mut usize) -> std::ops::Range<usize> {
+            let from = if list.len() < *seen { 0 } else { *seen };
+            *seen = list.len();
+            from..list.len()
+        }
+        let ops = std::mem::take(&mut snap.ops);
+        let proxy = std::mem::take(&mut snap.proxy);
+        let decisions = std::mem::take(&mut snap.decisions);
+        let warnings = std::mem::take(&mut snap.warnings);
+        let mut seen = self.ingested;
+        let new_connections = fresh(&snap.connections, &mut seen.connections);
+        let new_communicators = fresh(&snap.communicators, &mut seen.communicators);
+        let new_findings = fresh(&snap.findings, &mut seen.findings);
+        for c in &snap.connections[new_connections] {
+            self.publish(Event::Connection(c.clone()));
+        }
+        for c in &snap.communicators[new_communicators] {
+            self.publish(Event::Communicator(c.clone()));
+        }
+        for f in &snap.findings[new_findings] {
+            self.publish(Event::Finding(f.clone()));
+        }
+        self.facts = snap;
+        self.facts_dirty = true;
+        for i in fresh(&ops, &mut seen.ops) {
+            self.apply(Event::OpCompleted(ops[i].clone()));
+        }
+        for i in fresh(&proxy, &mut seen.proxy) {
+            self.apply(Event::Proxy(proxy[i].clone()));
+        }
+        for i in fresh(&decisions, &mut seen.decisions) {
+            self.apply(Event::Decision(decisions[i].clone()));
+        }
+        for i in fresh(&warnings, &mut seen.warnings) {
+            self.apply(Event::Warning(warnings[i].clone()));
+        }
+        self.ingested = seen;
+        self.publish(Event::Snapshot);
+    }
+
+    /// Takes a followed source's snapshot as the new baseline without counting anything in it: for a follower
+    /// that had to forget its oldest input, so its lists shrank although nothing started over.
+    pub fn rebase(&mut self, mut snap: Snapshot) {
+        self.ingested = Ingested {
+            ops: snap.ops.len(),
+            proxy: snap.proxy.len(),
+            decisions: snap.decisions.len(),
+            warnings: snap.warnings.len(),
+            connections: snap.connections.len(),
+            communicators: snap.communicators.len(),
+            findings: snap.findings.len(),
+        };
+        snap.ops.clear();
+        snap.proxy.clear();
+        snap.decisions.clear();
+        snap.warnings.clear();
+        self.facts = snap;
+        self.facts_dirty = true;
+        self.publish(Event::Snapshot);
+    }
+
+    /// The runtime queue's drop counter, as read now (it only rises).
+    pub fn note_queue_drops(&mut self, total: u64) {
+        let new = total.saturating_sub(self.queue_drops_seen);
+        if new > 0 {
+            self.queue_drops_seen = total;
+            self.sinks(|s| s.dropped("queue", new));
+        }
+    }
+
+    /// Brings the fact metrics up to date and lets the span exporter end spans; call once per drain.
+    pub fn tick(&mut self) {
+        self.refresh_facts();
+        if let Some(o) = self.otel.as_mut() {
+            o.tick();
+        }
+    }
+
+    fn refresh_facts(&mut self) {
+        if self.facts_dirty {
+            self.facts_dirty = false;
+            let facts = std::mem::replace(&mut self.facts, Snapshot::new(Source::Runtime));
+            self.sinks(|s| s.facts(&facts));
+            self.facts = facts;
+        }
+    }
+
+    /// The model as known now: facts, then calls (finished ones, then those in flight), proxy operations,
+    /// decisions and warnings kept so far.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.facts.clone();
+        s.ops = self.ops.to_vec();
+        s.ops.extend(self.in_flight.values().cloned());
+        s.proxy = self.proxy.to_vec();
+        s.decisions = self.decisions.to_vec();
+        s.warnings = self.warnings.to_vec();
+        s
+    }
+
+    /// The Prometheus exposition, facts brought up to date first.
+    pub fn metrics_text(&mut self) -> Result<String, prometheus::Error> {
+        self.refresh_facts();
+        self.prom.encode()
+    }
+
+    /// The OTel pipeline, for shutting it down outside the server's runtime.
+    pub fn take_otel(&mut self) -> Option<Otel> {
+        self.otel.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collscope_core::model::{
+        Algorithm, Collective, Communicator, Connection, DataType, Direction, InitTimings, OpState, Protocol,
+        ProxyWait, Transport,
+    };
+
+    pub(crate) fn op(rank: u32, seq: u64, bytes: u64, state: OpState) -> OpRecord {
+        OpRecord {
+            comm: Some("0x1".into()),
+            rank,
+            seq,
+            coll: Collective::AllReduce,
+            count: bytes / 4,
+            datatype: DataType::F32,
+            op: None,
+            root: None,
+            peer: None,
+            bytes,
+            algo: Some(Algorithm::Ring),
+            proto: Some(Protocol::Simple),
+            n_channels: Some(2),
+            state,
+            enqueued_us: Some(1_000),
+            started_us: Some(1_010),
+            completed_us: (state == OpState::Completed).then_some(1_510),
+            duration_us: (state == OpState::Completed).then_some(500.0),
+            algbw_gbps: (state == OpState::Completed).then_some(2.0),
+            busbw_gbps: (state == OpState::Completed).then_some(3.0),
+        }
+    }
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    fn state(limits: Limits) -> State {
+        State::new(Source::Runtime, limits, None).unwrap()
+    }
+
+    #[test]
+    fn completed_calls_become_counters_histograms_and_bandwidth_gauges() {
+        let mut st = state(Limits::default());
+        st.apply(Event::OpEnqueued(op(0, 1, 1 << 20, OpState::Enqueued)));
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_collectives_in_flight{rank=\"0\"}"), Some(1.0));
+        st.apply(Event::OpCompleted(op(0, 1, 1 << 20, OpState::Completed)));
+        st.apply(Event::OpCompleted(op(0, 2, 1 << 20, OpState::Completed)));
+        let text = st.metrics_text().unwrap();
+        let l =
+            "{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
+        assert_eq!(value(&text, &format!("collscope_collective_operations_total{l}")), Some(2.0));
+        assert_eq!(value(&text, &format!("collscope_collective_bytes_total{l}")), Some(2.0 * (1 << 20) as f64));
+        assert_eq!(value(&text, &format!("collscope_collective_duration_seconds_count{l}")), Some(2.0));
+        assert_eq!(value(&text, &format!("collscope_collective_duration_seconds_sum{l}")), Some(0.001));
+        let bw = "{collective=\"AllReduce\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
+        assert_eq!(value(&text, &format!("collscope_collective_bus_bandwidth_bytes_per_second{bw}")), Some(3e9));
+        assert_eq!(value(&text, "collscope_collectives_in_flight{rank=\"0\"}"), Some(0.0));
+        assert_eq!(st.snapshot().ops.len(), 2);
+    }
+
+    #[test]
+    fn histories_are_bounded_and_evictions_are_counted() {
+        let mut st = state(Limits::uniform(3));
+        for seq in 0..5 {
+            st.apply(Event::OpCompleted(op(1, seq, 8, OpState::Completed)));
+        }
+        let snap = st.snapshot();
+        assert_eq!(snap.ops.iter().map(|o| o.seq).collect::<Vec<_>>(), [2, 3, 4]);
+        st.note_queue_drops(7);
+        st.note_queue_drops(7);
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_dropped_records_total{stage=\"history\"}"), Some(2.0));
+        assert_eq!(value(&text, "collscope_dropped_records_total{stage=\"queue\"}"), Some(7.0));
+    }
+
+    #[test]
+    fn proxy_traffic_connections_and_init_facts_are_exported() {
+        let mut st = state(Limits::default());
+        st.apply(Event::Proxy(ProxyOp {
+            rank: 0,
+            seq: 1,
+            channel: 1,
+            peer: 1,
+            send: true,
+            n_steps: 8,
+            posted: 8,
+            transmitted: 8,
+            done: 8,
+            waits: vec![(ProxyWait::WaitingForPeer, 0.25), (ProxyWait::WaitingForData, 0.0)],
+        }));
+        st.apply(Event::Traffic(collscope_core::model::ChannelTraffic {
+            rank: 0,
+            channel: 1,
+            peer: 1,
+            direction: Direction::Send,
+            transport: Transport::Net,
+            bytes: 4096,
+            seconds: 0.5,
+        }));
+        let conn = Connection {
+            channel: 0,
+            src: 0,
+            dst: 1,
+            direction: Direction::Send,
+            transport: Transport::Net,
+            mode: Some("Socket/0".into()),
+            net: Some("Socket".into()),
+            device: Some(0),
+            gdrdma: None,
+            proxy_rank: None,
+            shared: false,
+            comm: None,
+        };
+        st.apply(Event::Connection(conn.clone()));
+        st.apply(Event::Connection(conn.clone()));
+        st.apply(Event::Connection(Connection { channel: 1, ..conn }));
+        st.apply(Event::Communicator(Communicator {
+            rank: Some(0),
+            nranks: Some(2),
+            nnodes: Some(1),
+            version: Some("2.28.9".into()),
+            init: InitTimings { total: Some(0.5), phases: vec![("bootstrap".into(), 0.25)] },
+            ..Default::default()
+        }));
+        let text = st.metrics_text().unwrap();
+        let wait = "collscope_proxy_wait_seconds_total{direction=\"send\",rank=\"0\",state=\"waiting_for_peer\"}";
+        assert_eq!(value(&text, wait), Some(0.25));
+        assert!(!text.contains("state=\"waiting_for_data\""), "zero waits add no series");
+        assert_eq!(
+            value(&text, "collscope_proxy_steps_total{direction=\"send\",rank=\"0\",stage=\"done\"}"),
+            Some(8.0)
+        );
+        let ch = "{channel=\"1\",direction=\"send\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
+        assert_eq!(value(&text, &format!("collscope_channel_bytes_total{ch}")), Some(4096.0));
+        let c = "collscope_connection_channels{direction=\"send\",gdrdma=\"host_memory\",mode=\"Socket/0\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
+        assert_eq!(value(&text, c), Some(2.0), "the duplicate connection counts once");
+        assert_eq!(value(&text, "collscope_init_phase_seconds{phase=\"bootstrap\",rank=\"0\"}"), Some(0.25));
+        assert_eq!(value(&text, "collscope_init_seconds{rank=\"0\"}"), Some(0.5));
+    }
+
+    #[test]
+    fn ingesting_a_growing_snapshot_counts_only_what_is_new_and_restarts_after_a_shrink() {
+        let mut st = state(Limits::default());
+        let mut rx = st.subscribe();
+        let mut snap = Snapshot::new(Source::Log { files: vec!["a.log".into()] });
+        snap.nccl_version = Some("2.18.3".into());
+        snap.decisions.push(Decision {
+            coll: Collective::AllReduce,
+            bytes: 8,
+            algo: Algorithm::Tree,
+            proto: Protocol::Ll,
+            n_channels: 1,
+            time_us: None,
+            runner_up: None,
+            reason: None,
+            datatype: None,
+            rank: Some(0),
+        });
+        st.ingest(snap.clone());
+        snap.decisions.push(snap.decisions[0].clone());
+        st.ingest(snap.clone());
+        let text = st.metrics_text().unwrap();
+        let d =
+            "collscope_tuning_decisions_total{algorithm=\"Tree\",collective=\"AllReduce\",protocol=\"LL\",rank=\"0\"}";
+        assert_eq!(value(&text, d), Some(2.0));
+        assert!(text.contains("nccl_version=\"2.18.3\""), "{text}");
+        st.rebase(snap.clone());
+        snap.decisions.push(snap.decisions[0].clone());
+        st.ingest(snap.clone());
+        assert_eq!(value(&st.metrics_text().unwrap(), d), Some(3.0), "after a rebase only what follows counts");
+        snap.decisions.truncate(1);
+        st.ingest(snap);
+        assert_eq!(value(&st.metrics_text().unwrap(), d), Some(4.0), "a shrunk list is a new file: all of it is new");
+        let mut kinds = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            kinds.push(ev.kind());
+        }
+        let expected = ["decision", "snapshot", "decision", "snapshot", "snapshot", "decision", "snapshot"];
+        assert_eq!(kinds, [&expected[..], &["decision", "snapshot"]].concat());
+    }
+
+    #[test]
+    fn failed_calls_count_as_failures_not_operations() {
+        let mut st = state(Limits::default());
+        st.apply(Event::OpCompleted(op(2, 9, 64, OpState::Failed)));
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_collective_failures_total{collective=\"AllReduce\",rank=\"2\"}"), Some(1.0));
+        assert!(!text.contains("collscope_collective_operations_total{"));
+    }
+}

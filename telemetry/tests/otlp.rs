@@ -1,0 +1,199 @@
+//! OTLP/HTTP export: an in-process receiver decodes the protobuf payloads the exporter sends and the test
+//! checks the spans and metrics that arrived.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use collscope_core::model::{
+    Algorithm, Collective, Communicator, DataType, Event, InitTimings, OpRecord, OpState, Protocol, ProxyOp, ProxyWait,
+    Source,
+};
+use collscope_core::recorder::Recorder;
+use collscope_telemetry::{OtelConfig, Telemetry, TelemetryConfig};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
+use prost::Message;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Default)]
+struct Received {
+    traces: Vec<ExportTraceServiceRequest>,
+    metrics: Vec<ExportMetricsServiceRequest>,
+}
+
+type Inbox = Arc<Mutex<Received>>;
+
+async fn traces(State(inbox): State<Inbox>, body: Bytes) -> &'static str {
+    let req = ExportTraceServiceRequest::decode(body).expect("a protobuf trace export");
+    inbox.lock().unwrap().traces.push(req);
+    ""
+}
+
+async fn metrics(State(inbox): State<Inbox>, body: Bytes) -> &'static str {
+    let req = ExportMetricsServiceRequest::decode(body).expect("a protobuf metrics export");
+    inbox.lock().unwrap().metrics.push(req);
+    ""
+}
+
+/// An OTLP/HTTP receiver on a free loopback port, running until the test process ends.
+fn receiver() -> (SocketAddr, Inbox) {
+    let inbox = Inbox::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(traces))
+        .route("/v1/metrics", post(metrics))
+        .with_state(inbox.clone());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    (addr, inbox)
+}
+
+fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
+    attrs.iter().find(|kv| kv.key == key)?.value.as_ref()?.value.as_ref()
+}
+
+fn string(attrs: &[KeyValue], key: &str) -> Option<String> {
+    match attr(attrs, key)? {
+        any_value::Value::StringValue(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn int(attrs: &[KeyValue], key: &str) -> Option<i64> {
+    match attr(attrs, key)? {
+        any_value::Value::IntValue(i) => Some(*i),
+        _ => None,
+    }
+}
+
+fn proxy(send: bool) -> ProxyOp {
+    ProxyOp {
+        rank: 0,
+        seq: 7,
+        channel: 1,
+        peer: 1,
+        send,
+        n_steps: 4,
+        posted: 4,
+        transmitted: 4,
+        done: 4,
+        waits: vec![(ProxyWait::WaitingForPeer, 0.002)],
+    }
+}
+
+#[test]
+fn spans_and_metrics_arrive_over_otlp_http_with_the_resource() {
+    let (addr, inbox) = receiver();
+    let mut cfg = TelemetryConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.otel = Some(OtelConfig {
+        endpoint: format!("http://{addr}"),
+        service_name: "collscope-test".into(),
+        host: "testhost".into(),
+        rank: Some(5),
+        job_id: Some("4242".into()),
+        export_interval: Duration::from_secs(60),
+    });
+    let rec: &'static Recorder = Box::leak(Box::new(Recorder::new()));
+    let t = Telemetry::start(&cfg, Source::Runtime, Some(rec)).unwrap();
+    rec.push(Event::Proxy(proxy(true)));
+    rec.push(Event::OpCompleted(OpRecord {
+        comm: Some("0xc0".into()),
+        rank: 0,
+        seq: 7,
+        coll: Collective::AllReduce,
+        count: 1 << 18,
+        datatype: DataType::F32,
+        op: None,
+        root: None,
+        peer: None,
+        bytes: 1 << 20,
+        algo: Some(Algorithm::Ring),
+        proto: Some(Protocol::Simple),
+        n_channels: Some(2),
+        state: OpState::Completed,
+        enqueued_us: Some(1_700_000_000_000_000),
+        started_us: Some(1_700_000_000_000_100),
+        completed_us: Some(1_700_000_000_000_600),
+        duration_us: Some(500.0),
+        algbw_gbps: Some(2.0),
+        busbw_gbps: Some(3.0),
+    }));
+    rec.push(Event::Proxy(proxy(false)));
+    rec.push(Event::Communicator(Communicator {
+        rank: Some(0),
+        nranks: Some(2),
+        init: InitTimings { total: Some(0.75), phases: vec![("bootstrap".into(), 0.5)] },
+        ..Default::default()
+    }));
+    t.shutdown().unwrap();
+
+    let got = inbox.lock().unwrap();
+    let resource_spans: Vec<_> = got.traces.iter().flat_map(|r| &r.resource_spans).collect();
+    let resource = resource_spans[0].resource.as_ref().unwrap();
+    assert_eq!(string(&resource.attributes, "service.name").as_deref(), Some("collscope-test"));
+    assert_eq!(string(&resource.attributes, "host.name").as_deref(), Some("testhost"));
+    assert_eq!(int(&resource.attributes, "collscope.rank"), Some(5));
+    assert_eq!(string(&resource.attributes, "collscope.job.id").as_deref(), Some("4242"));
+
+    let spans: Vec<_> = resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
+    assert_eq!(spans.len(), 1, "one span per call");
+    let span = spans[0];
+    assert_eq!(span.name, "AllReduce");
+    assert_eq!(span.start_time_unix_nano, 1_700_000_000_000_100_000);
+    assert_eq!(span.end_time_unix_nano, 1_700_000_000_000_600_000);
+    assert_eq!(string(&span.attributes, "collscope.algorithm").as_deref(), Some("Ring"));
+    assert_eq!(string(&span.attributes, "collscope.protocol").as_deref(), Some("Simple"));
+    assert_eq!(int(&span.attributes, "collscope.channels"), Some(2));
+    assert_eq!(int(&span.attributes, "collscope.bytes"), Some(1 << 20));
+    let mut events: Vec<_> = span.events.iter().map(|e| e.name.as_str()).collect();
+    events.sort();
+    assert_eq!(events, ["proxy.recv", "proxy.send"], "proxy operations before and after the call both attach");
+    assert_eq!(int(&span.events[0].attributes, "collscope.proxy.done"), Some(4));
+
+    let all: Vec<&Metric> = got
+        .metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .collect();
+    let find = |name: &str| *all.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no metric {name}"));
+    let duration = find("collscope.collective.duration");
+    assert_eq!(duration.unit, "s");
+    match &duration.data {
+        Some(metric::Data::Histogram(h)) => {
+            assert_eq!(h.data_points[0].count, 1);
+            assert!((h.data_points[0].sum.unwrap() - 500e-6).abs() < 1e-12);
+        }
+        other => panic!("duration is not a histogram: {other:?}"),
+    }
+    let io = find("collscope.collective.io");
+    assert_eq!(io.unit, "By");
+    match &io.data {
+        Some(metric::Data::Sum(s)) => {
+            assert!(s.is_monotonic);
+            assert_eq!(s.data_points[0].value, Some(number_data_point::Value::AsInt(1 << 20)));
+            assert_eq!(string(&s.data_points[0].attributes, "collscope.size_bucket").as_deref(), Some("256KiB-1MiB"));
+        }
+        other => panic!("io is not a sum: {other:?}"),
+    }
+    assert_eq!(find("collscope.collective.bus_bandwidth").unit, "By/s");
+    assert_eq!(find("collscope.proxy.wait.time").unit, "s");
+    match &find("collscope.init.phase.duration").data {
+        Some(metric::Data::Gauge(g)) => {
+            assert_eq!(g.data_points[0].value, Some(number_data_point::Value::AsDouble(0.5)));
+        }
+        other => panic!("init phase is not a gauge: {other:?}"),
+    }
+}

@@ -1,0 +1,147 @@
+//! The HTTP endpoints, served for real on loopback ports the OS picks.
+
+use collscope_core::model::{Algorithm, Collective, DataType, Event, OpRecord, OpState, Protocol, Source, Warning};
+use collscope_core::recorder::Recorder;
+use collscope_telemetry::{Telemetry, TelemetryConfig};
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+fn recorder() -> &'static Recorder {
+    Box::leak(Box::new(Recorder::new()))
+}
+
+fn config() -> TelemetryConfig {
+    TelemetryConfig::new("127.0.0.1:0".parse().unwrap())
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
+}
+
+fn get(url: &str) -> String {
+    let r = client().get(url).send().unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    r.text().unwrap()
+}
+
+fn completed(rank: u32, seq: u64) -> OpRecord {
+    OpRecord {
+        comm: Some("0xc0".into()),
+        rank,
+        seq,
+        coll: Collective::AllGather,
+        count: 256,
+        datatype: DataType::F32,
+        op: None,
+        root: None,
+        peer: None,
+        bytes: 1024,
+        algo: Some(Algorithm::Ring),
+        proto: Some(Protocol::Ll),
+        n_channels: Some(1),
+        state: OpState::Completed,
+        enqueued_us: Some(10),
+        started_us: Some(11),
+        completed_us: Some(31),
+        duration_us: Some(20.0),
+        algbw_gbps: Some(0.05),
+        busbw_gbps: Some(0.025),
+    }
+}
+
+#[test]
+fn endpoints_serve_what_the_runtime_recorded() {
+    let rec = recorder();
+    let t = Telemetry::start(&config(), Source::Runtime, Some(rec)).unwrap();
+    assert!(t.addr().ip().is_loopback());
+    assert!(rec.is_enabled(), "starting telemetry turns the recorder on");
+    assert_eq!(get(&format!("{}/healthz", t.url())), "ok\n");
+
+    rec.push(Event::OpCompleted(completed(3, 1)));
+    rec.push(Event::Warning(Warning {
+        rank: Some(3),
+        host: None,
+        line: None,
+        text: "NET/Socket : peer closed".into(),
+        class: "socket".into(),
+        source: None,
+    }));
+    let resp = client().get(format!("{}/metrics", t.url())).send().unwrap();
+    let ctype = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+    let text = resp.text().unwrap();
+    assert!(
+        text.contains("collscope_collective_operations_total{algorithm=\"Ring\",collective=\"AllGather\",protocol=\"LL\",rank=\"3\",size_bucket=\"0-1KiB\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("collscope_errors_total{class=\"socket\",rank=\"3\"} 1"), "{text}");
+
+    let snap: serde_json::Value = serde_json::from_str(&get(&format!("{}/api/v1/snapshot", t.url()))).unwrap();
+    assert_eq!(snap["source"]["kind"], "runtime");
+    assert_eq!(snap["ops"][0]["seq"], 1);
+    assert_eq!(snap["warnings"][0]["class"], "socket");
+
+    let missing = client().get(format!("{}/nope", t.url())).send().unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    t.shutdown().unwrap();
+    assert!(!rec.is_enabled(), "shutting down turns the recorder off");
+}
+
+#[test]
+fn event_stream_delivers_events_as_they_happen() {
+    let rec = recorder();
+    let t = Telemetry::start(&config(), Source::Runtime, Some(rec)).unwrap();
+    let resp = client().get(format!("{}/api/v1/events", t.url())).send().unwrap();
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    // The subscription exists once the response head arrived; what is recorded now reaches it.
+    rec.push(Event::OpCompleted(completed(0, 42)));
+    let mut lines = BufReader::new(resp).lines();
+    let mut event = None;
+    let mut data = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(e) = line.strip_prefix("event: ") {
+            event = Some(e.to_string());
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            data = Some(d.to_string());
+            break;
+        }
+    }
+    assert_eq!(event.as_deref(), Some("op_completed"));
+    let ev: Event = serde_json::from_str(&data.unwrap()).unwrap();
+    match ev {
+        Event::OpCompleted(op) => assert_eq!(op.seq, 42),
+        other => panic!("unexpected event {other:?}"),
+    }
+    drop(lines);
+    t.shutdown().unwrap();
+}
+
+#[test]
+fn local_rank_zero_aggregates_the_other_ranks_metrics() {
+    let rec1 = recorder();
+    let peer = Telemetry::start(&config(), Source::Runtime, Some(rec1)).unwrap();
+    rec1.push(Event::OpCompleted(completed(1, 1)));
+    // A port nobody listens on: bind one, note it, free it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut cfg = config();
+    cfg.aggregate_peers = vec![peer.addr(), dead];
+    let rec0 = recorder();
+    let t = Telemetry::start(&cfg, Source::Runtime, Some(rec0)).unwrap();
+    rec0.push(Event::OpCompleted(completed(0, 1)));
+    let text = get(&format!("{}/metrics/aggregate", t.url()));
+    assert_eq!(text.matches("# TYPE collscope_collective_operations_total counter").count(), 1, "{text}");
+    for rank in ["0", "1"] {
+        assert!(text.contains(&format!("collective=\"AllGather\",protocol=\"LL\",rank=\"{rank}\"")), "{text}");
+    }
+    assert!(text.contains(&format!("collscope_aggregate_peer_up{{peer=\"{}\"}} 1", peer.addr())), "{text}");
+    assert!(text.contains(&format!("collscope_aggregate_peer_up{{peer=\"{dead}\"}} 0")), "{text}");
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = TelemetryConfig::new(held.local_addr().unwrap());
+    let err = Telemetry::start(&cfg, Source::Runtime, None).err().expect("the port is taken").to_string();
+    assert!(err.contains(&held.local_addr().unwrap().to_string()) && err.contains("cannot serve"), "{err}");
+}
