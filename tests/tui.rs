@@ -202,3 +202,62 @@ fn follow_picks_up_appended_lines() {
     t.wait_for(&["EXIT=0"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A `collscope serve` child, killed when dropped so a failing test leaves no process behind.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `collscope serve --log FILE --follow` on `addr`; returns the server and its URL (from its first line).
+fn serve(log: &Path, addr: &str) -> (Server, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_collscope"))
+        .args(["serve", "--log", log.to_str().unwrap(), "--follow", "--poll-ms", "100", "--metrics-addr", addr])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("collscope serve starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("serve prints its URL");
+    let url = line.split_whitespace().find_map(|w| w.strip_suffix("/healthz")).map(str::to_string);
+    (Server(child), url.unwrap_or_else(|| panic!("no URL in {line:?}")))
+}
+
+/// Against a live `collscope serve`: lines appended to the served log arrive as events and the counts move;
+/// when the server goes away the TUI says "disconnected" and keeps the picture, and reconnects when it is back;
+/// the recording it wrote replays the same picture.
+#[test]
+fn connect_follows_a_live_server_survives_its_loss_and_records() {
+    let dir = temp_dir("connect");
+    let text = std::fs::read_to_string(fixture("007_nccl-392.log")).expect("fixture log");
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().take_while(|l| !l.contains("Ring 00 :")).count();
+    let log = dir.join("job.log");
+    std::fs::write(&log, lines[..head].join("\n") + "\n").unwrap();
+    let rec = dir.join("rec.jsonl");
+    let (server, url) = serve(&log, "127.0.0.1:0");
+    let t = Tmux::start("connect", &["tui", "--connect", &url, "--record", rec.to_str().unwrap()]);
+    t.wait_for(&["ranks 16", "Transports  -", "live"]);
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    t.wait_for(&["NET x2  P2P x2  SHM x1", "GDRDMA on 0 of 2 NET connections"]);
+    t.keys(&["4"]);
+    t.wait_for(&["00  15 -> 0   recv NET/IB/0"]);
+    drop(server);
+    let screen = t.wait_for(&["disconnected, retry"]);
+    assert!(screen.contains("00  15 -> 0   recv NET/IB/0"), "the last picture stays:\n{screen}");
+    let addr = url.trim_start_matches("http://").to_string();
+    let (server, _) = serve(&log, &addr);
+    t.wait_for(&["live", "00  15 -> 0   recv NET/IB/0"]);
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+    drop(server);
+
+    let replay = Tmux::start("connect-replay", &["tui", "--replay", rec.to_str().unwrap()]);
+    replay.wait_for(&["ranks 16", "NET x2  P2P x2  SHM x1", "ended"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
