@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 struct Tmux {
     socket: String,
+    /// The server's socket file, removed at the end (tmux leaves it behind).
+    socket_path: PathBuf,
 }
 
 impl Tmux {
@@ -18,8 +20,9 @@ impl Tmux {
         let bin = env!("CARGO_BIN_EXE_collscope");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let cmd = format!("'{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
-        let t = Tmux { socket };
+        let mut t = Tmux { socket, socket_path: PathBuf::new() };
         t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &cmd]);
+        t.socket_path = PathBuf::from(t.tmux(&["display-message", "-p", "#{socket_path}"]).trim());
         t
     }
 
@@ -56,6 +59,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        let _ = std::fs::remove_file(&self.socket_path);
     }
 }
 
