@@ -1,6 +1,7 @@
 //! Which view is shown and what is selected in it; keys change it. Pure state, so key handling is tested
 //! without a terminal.
 
+use crate::rings::ring_paths;
 use collscope_core::model::{Collective, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +187,7 @@ impl App {
 
 /// Channels that have a ring, in order.
 pub fn ring_channels(s: &Snapshot) -> Vec<u32> {
-    let mut v: Vec<u32> = s.rings.iter().map(|r| r.channel).collect();
+    let mut v: Vec<u32> = ring_paths(s).iter().map(|r| r.channel).collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -213,8 +214,7 @@ fn rows(tab: Tab, s: &Snapshot, channel: usize) -> usize {
     match tab {
         Tab::Rings => ring_channels(s)
             .get(channel)
-            .and_then(|ch| s.rings.iter().find(|r| r.channel == *ch))
-            .map_or(0, |r| r.order.len().max(r.neighbours.len())),
+            .map_or(0, |ch| ring_paths(s).iter().filter(|r| r.channel == *ch).map(|r| r.order.len()).sum()),
         Tab::Trees => tree_channels(s).get(channel).map_or(0, |ch| s.trees.iter().filter(|t| t.channel == *ch).count()),
         Tab::Channels => s.connections.len(),
         Tab::Proxy => s.proxy.len(),

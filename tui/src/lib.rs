@@ -5,6 +5,7 @@ pub mod app;
 #[cfg(test)]
 mod fixture;
 pub mod live;
+pub mod rings;
 pub mod source;
 pub mod terminal;
 pub mod traffic;

@@ -69,3 +69,12 @@ fn many_channels_scroll_in_the_channel_list() {
     assert!(text.contains(">ch 03") && text.contains("Channel 03: 2 ranks"), "{text}");
     assert!(text.contains(" 0 ─?▶ 1 ─?▶ ↺ 0"), "{text}");
 }
+
+#[test]
+fn without_ring_lines_the_rings_come_from_connection_lines() {
+    let live = live("x11_nccl-834.log");
+    let text = view(&live, App { tab: Tab::Rings, channel: 1, ..App::default() });
+    assert!(text.contains("Channel 01: no ring order in the log; 3 part(s) from connection lines"), "{text}");
+    assert!(text.contains(" 2 ─P2P▶ 1 ─NET+GDR▶ 10 ─P2P▶ 15"), "{text}");
+    assert!(text.contains("1 -> 10    NET/IB/0/GDRDMA"), "{text}");
+}

@@ -4,8 +4,9 @@
 use super::style::{bold, dim, edge_connection, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
 use crate::app::{ring_channels, App};
 use crate::live::Live;
+use crate::rings::{ring_paths, RingPath};
 use crate::traffic::EdgeKey;
-use collscope_core::model::{Ring, Snapshot};
+use collscope_core::model::Snapshot;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -23,21 +24,29 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     super::channel_list(frame, list, &channels, current);
 
     let channel = channels[current];
-    let Some(order) = s.rings.iter().find(|r| r.channel == channel).map(ring_order) else {
-        return;
-    };
-    let mut lines = vec![Line::styled(
-        format!("Channel {channel:02}: {} ranks, data flows left to right and wraps", order.len()),
-        bold(),
-    )];
-    lines.extend(cycle_lines(s, channel, &order, main.width as usize));
+    let paths: Vec<RingPath> = ring_paths(s).into_iter().filter(|r| r.channel == channel).collect();
+    let mut lines = Vec::new();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    if paths.iter().any(|p| p.from_connections) {
+        let parts = paths.len();
+        let title = format!("Channel {channel:02}: no ring order in the log; {parts} part(s) from connection lines");
+        lines.push(Line::styled(title, bold()));
+    }
+    for p in &paths {
+        if !p.from_connections {
+            let what = if p.closed { "data flows left to right and wraps" } else { "cut short in the log" };
+            lines.push(Line::styled(format!("Channel {channel:02}: {} ranks, {what}", p.order.len()), bold()));
+        }
+        lines.extend(cycle_lines(s, channel, &p.order, p.closed, main.width as usize));
+        let n = p.order.len();
+        let count = if p.closed { n } else { n.saturating_sub(1) };
+        edges.extend((0..count).map(|i| (p.order[i], p.order[(i + 1) % n])));
+    }
     lines.push(Line::raw(""));
     lines.push(Line::styled(format!("{:<10} {:<22} {:>10}  {}", "edge", "transport", "rate", "history"), bold()));
-    let edges = order.len();
     let room = (main.height as usize).saturating_sub(lines.len());
-    let first = app.row.min(edges.saturating_sub(room.max(1)));
-    for i in (first..edges).take(room) {
-        let (src, dst) = (order[i], order[(i + 1) % edges]);
+    let first = app.row.min(edges.len().saturating_sub(room.max(1)));
+    for &(src, dst) in edges.iter().skip(first).take(room) {
         let conn = edge_connection(s, channel, src, dst);
         let kind = EdgeKind::of(conn);
         let label = conn.map(transport_label).unwrap_or_else(|| "?".into());
@@ -55,27 +64,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     frame.render_widget(Paragraph::new(lines), main);
 }
 
-/// The rank order of a ring: as printed, or rebuilt from the (prev, rank, next) lines ranks printed.
-pub fn ring_order(r: &Ring) -> Vec<u32> {
-    if !r.order.is_empty() || r.neighbours.is_empty() {
-        return r.order.clone();
-    }
-    let start = r.neighbours.iter().map(|n| n.1).min().unwrap_or(0);
-    let mut order = vec![start];
-    let mut at = start;
-    while let Some(&(_, _, next)) = r.neighbours.iter().find(|n| n.1 == at) {
-        if next == start || order.contains(&next) || order.len() > r.neighbours.len() {
-            break;
-        }
-        order.push(next);
-        at = next;
-    }
-    order
-}
-
 /// One row per run of ranks on the same host: `node-a  0 ─P2P▶ 1 ─SHM▶ 2 ─NET+GDR▶`, wrapped to `width`;
-/// the last edge returns to the first rank (`↺ 0`).
-fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], width: usize) -> Vec<Line<'static>> {
+/// on a closed ring the last edge returns to the first rank (`↺ 0`).
+fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], closed: bool, width: usize) -> Vec<Line<'static>> {
     let host_width = order.iter().filter_map(|r| rank_host(s, *r)).map(str::len).max().unwrap_or(0).min(16);
     let mut lines: Vec<Line> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
@@ -95,7 +86,10 @@ fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], width: usize) -> Vec<L
         let next = order[(i + 1) % order.len()];
         let kind = EdgeKind::of(edge_connection(s, channel, rank, next));
         let rank_text = format!("{rank}");
-        let edge_text = if i + 1 == order.len() {
+        let last = i + 1 == order.len();
+        let edge_text = if last && !closed {
+            String::new()
+        } else if last {
             format!(" ─{}▶ ↺ {next}", kind.tag())
         } else {
             format!(" ─{}▶ ", kind.tag())
@@ -122,6 +116,7 @@ mod tests {
     use crate::app::{App, Tab};
     use crate::fixture;
     use crate::views::testing::*;
+    use collscope_core::model::Ring;
     use ratatui::style::Color;
 
     #[test]
@@ -169,13 +164,11 @@ mod tests {
     }
 
     #[test]
-    fn long_rings_wrap_and_neighbour_lines_rebuild_the_order() {
-        let r = Ring { channel: 0, order: vec![], truncated: false, neighbours: vec![(2, 0, 1), (0, 1, 2), (1, 2, 0)] };
-        assert_eq!(ring_order(&r), vec![0, 1, 2]);
+    fn long_rings_wrap_to_the_width() {
         let mut s = fixture::snapshot();
         s.rings = vec![Ring { channel: 0, order: (0..40).collect(), truncated: false, neighbours: vec![] }];
         s.communicators.clear();
-        let lines = cycle_lines(&s, 0, &s.rings[0].order, 60);
+        let lines = cycle_lines(&s, 0, &s.rings[0].order, true, 60);
         assert!(lines.len() > 2 && lines.iter().all(|l| l.width() <= 60));
     }
 }
