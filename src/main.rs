@@ -28,6 +28,8 @@ enum Command {
     Perf(cli::perf::PerfArgs),
     /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
     Demo(cli::demo::DemoArgs),
+    /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
+    Tui(cli::tui::TuiArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,5 +44,6 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => cli::serve::run(args),
         Command::Perf(args) => cli::perf::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
+        Command::Tui(args) => cli::tui::run(args),
     }
 }

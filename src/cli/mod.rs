@@ -11,3 +11,4 @@ pub mod sizes;
 pub mod telemetry;
 pub mod topo;
 mod trim;
+pub mod tui;

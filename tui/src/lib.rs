@@ -1,0 +1,17 @@
+//! `collscope tui`: a terminal view of one job, read only from the shared model (`collscope_core::model`).
+//! Sources (a log, a live collscope process, a recording) feed [`live::Live`]; views draw it.
+
+pub mod app;
+#[cfg(test)]
+mod fixture;
+pub mod live;
+pub mod rings;
+pub mod source;
+pub mod terminal;
+pub mod traffic;
+pub mod views;
+
+pub use app::{App, Tab};
+pub use live::{LinkState, Live, Update};
+pub use source::SourceSpec;
+pub use terminal::{run, RunError};

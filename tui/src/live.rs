@@ -1,0 +1,198 @@
+//! What the TUI knows right now: the latest snapshot from the source, live traffic, and the state of the link to
+//! the source. Sources send [`Update`]s; the UI thread applies them.
+
+use crate::traffic::{EdgeKey, Traffic};
+use collscope_core::model::{Direction, Event, OpRecord, ProxyOp, Snapshot, Source};
+
+/// How many operations, decisions and warnings the TUI keeps.
+pub const MAX_OPS: usize = 2000;
+
+/// The link to the source.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkState {
+    Connecting,
+    /// Reading or receiving; `following` when more may still arrive.
+    Live {
+        following: bool,
+    },
+    /// The source went away; the last snapshot stays on screen while it retries.
+    Disconnected {
+        reason: String,
+        retry_in_s: u64,
+    },
+    /// A finite source (log without `--follow`, replay) was read to its end.
+    Ended,
+}
+
+/// One thing a source reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// A whole new picture (a log re-read, `/api/v1/snapshot`).
+    Snapshot(Box<Snapshot>),
+    /// One live event from the events stream.
+    Event(Box<Event>),
+    Link(LinkState),
+}
+
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub snapshot: Snapshot,
+    pub traffic: Traffic,
+    pub link: LinkState,
+    /// What the source is, for the title bar ("log x.log", "http://...").
+    pub source_label: String,
+    /// Bumped on every change, so the UI redraws only when something changed.
+    pub generation: u64,
+}
+
+impl Live {
+    pub fn new(source_label: impl Into<String>) -> Self {
+        Live {
+            snapshot: Snapshot::new(Source::Runtime),
+            traffic: Traffic::default(),
+            link: LinkState::Connecting,
+            source_label: source_label.into(),
+            generation: 0,
+        }
+    }
+
+    pub fn with_snapshot(source_label: impl Into<String>, snapshot: Snapshot) -> Self {
+        let mut live = Live::new(source_label);
+        live.snapshot = snapshot;
+        live.link = LinkState::Ended;
+        live
+    }
+
+    pub fn apply(&mut self, update: Update) {
+        self.generation += 1;
+        match update {
+            Update::Snapshot(s) => self.snapshot = *s,
+            Update::Event(e) => self.apply_event(*e),
+            Update::Link(link) => self.link = link,
+        }
+    }
+
+    fn apply_event(&mut self, event: Event) {
+        let s = &mut self.snapshot;
+        match event {
+            Event::OpEnqueued(op) | Event::OpCompleted(op) => upsert_op(&mut s.ops, op),
+            Event::Proxy(p) => upsert_proxy(&mut s.proxy, p),
+            // Both ends report a transfer; the sender's report counts for the edge.
+            Event::Traffic(t) if t.direction != Direction::Recv => {
+                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes)
+            }
+            Event::Traffic(_) => {}
+            Event::Connection(c) => {
+                if !s.connections.contains(&c) {
+                    s.connections.push(c);
+                }
+            }
+            Event::Communicator(c) => match s.communicators.iter_mut().find(|o| o.comm == c.comm && o.rank == c.rank) {
+                Some(existing) => *existing = c,
+                None => s.communicators.push(c),
+            },
+            Event::Decision(d) => push_bounded(&mut s.decisions, d),
+            Event::Warning(w) => push_bounded(&mut s.warnings, w),
+            Event::Finding(f) => match s.findings.iter_mut().find(|o| o.code == f.code && o.title == f.title) {
+                Some(existing) => *existing = f,
+                None => s.findings.push(f),
+            },
+            // The source fetches the new snapshot and sends it as `Update::Snapshot`.
+            Event::Snapshot => {}
+        }
+    }
+
+    /// Takes a traffic rate sample (the UI calls it once a second).
+    pub fn sample(&mut self, now: f64) {
+        if !self.traffic.is_empty() {
+            self.traffic.sample(now);
+            self.generation += 1;
+        }
+    }
+}
+
+/// Replaces the record of the same (comm, rank, seq), else appends; keeps the newest [`MAX_OPS`].
+fn upsert_op(ops: &mut Vec<OpRecord>, op: OpRecord) {
+    let same = |o: &OpRecord| o.seq == op.seq && o.rank == op.rank && o.comm == op.comm && o.coll == op.coll;
+    if let Some(existing) = ops.iter_mut().rev().take(64).find(|o| same(o)) {
+        *existing = op;
+    } else {
+        ops.push(op);
+        if ops.len() > MAX_OPS {
+            ops.drain(..ops.len() - MAX_OPS);
+        }
+    }
+}
+
+fn push_bounded<T>(v: &mut Vec<T>, item: T) {
+    v.push(item);
+    if v.len() > MAX_OPS {
+        v.drain(..v.len() - MAX_OPS);
+    }
+}
+
+/// Proxy progress is kept per (rank, channel, peer, direction): the latest sub-operation replaces the previous.
+fn upsert_proxy(proxy: &mut Vec<ProxyOp>, p: ProxyOp) {
+    match proxy.iter_mut().find(|o| o.rank == p.rank && o.channel == p.channel && o.peer == p.peer && o.send == p.send)
+    {
+        Some(existing) => *existing = p,
+        None => proxy.push(p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::op as record;
+    use collscope_core::model::{Algorithm, Collective, OpState, Protocol};
+
+    fn op(seq: u64, state: OpState) -> OpRecord {
+        record(seq, Collective::AllReduce, 4096, Algorithm::Ring, Protocol::Simple, state)
+    }
+
+    #[test]
+    fn an_op_update_replaces_the_same_call_and_appends_new_ones() {
+        let mut live = Live::new("test");
+        live.apply(Update::Event(Box::new(Event::OpEnqueued(op(1, OpState::Enqueued)))));
+        live.apply(Update::Event(Box::new(Event::OpCompleted(op(1, OpState::Completed)))));
+        live.apply(Update::Event(Box::new(Event::OpEnqueued(op(2, OpState::Enqueued)))));
+        let states: Vec<_> = live.snapshot.ops.iter().map(|o| (o.seq, o.state)).collect();
+        assert_eq!(states, vec![(1, OpState::Completed), (2, OpState::Enqueued)]);
+        assert_eq!(live.generation, 3);
+    }
+
+    #[test]
+    fn the_op_log_is_bounded() {
+        let mut live = Live::new("test");
+        for seq in 0..(MAX_OPS as u64 + 10) {
+            live.apply(Update::Event(Box::new(Event::OpCompleted(op(seq, OpState::Completed)))));
+        }
+        assert_eq!(live.snapshot.ops.len(), MAX_OPS);
+        assert_eq!(live.snapshot.ops[0].seq, 10);
+    }
+
+    #[test]
+    fn traffic_counts_the_senders_reports_and_connections_are_not_duplicated() {
+        use collscope_core::model::{ChannelTraffic, Transport};
+        let mut live = Live::new("test");
+        let t = |direction, bytes| {
+            Update::Event(Box::new(Event::Traffic(ChannelTraffic {
+                rank: 3,
+                channel: 0,
+                peer: 4,
+                direction,
+                transport: Some(Transport::Net),
+                bytes,
+                seconds: 0.1,
+            })))
+        };
+        live.apply(t(Direction::Send, 1000));
+        live.apply(t(Direction::Send, 500));
+        live.apply(t(Direction::Recv, 7777));
+        assert_eq!(live.traffic.get(EdgeKey { channel: 0, src: 3, dst: 4 }).unwrap().bytes, 1500);
+        let c = crate::fixture::snapshot().connections[0].clone();
+        live.apply(Update::Event(Box::new(Event::Connection(c.clone()))));
+        live.apply(Update::Event(Box::new(Event::Connection(c))));
+        assert_eq!(live.snapshot.connections.len(), 1);
+    }
+}

@@ -1,0 +1,191 @@
+//! `--connect URL`: a running collscope. Takes `/api/v1/snapshot`, then follows `/api/v1/events`; when the
+//! process goes away it reports "disconnected" and retries with a growing pause.
+
+use super::recording::Recorder;
+use super::sse::read_events;
+use super::stream::{Decoded, FETCHED_SNAPSHOT};
+use super::SourceError;
+use crate::live::{LinkState, Update};
+use std::io::BufReader;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// Longest pause between retries.
+const MAX_RETRY_S: u64 = 5;
+/// A stream silent for this long (no event, no keep-alive) is taken as lost.
+const STREAM_IDLE: Duration = Duration::from_secs(30);
+
+/// `http://host:port` without a trailing slash.
+pub fn base_url(url: &str) -> Result<String, SourceError> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let rest = trimmed.strip_prefix("http://").ok_or_else(|| SourceError::Url { url: url.to_string() })?;
+    if rest.is_empty() || rest.contains(char::is_whitespace) {
+        return Err(SourceError::Url { url: url.to_string() });
+    }
+    Ok(trimmed.to_string())
+}
+
+pub fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop: &AtomicBool) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(Duration::from_secs(2)))
+        .timeout_per_read(Some(STREAM_IDLE))
+        .build()
+        .into();
+    let mut retry_s = 1;
+    while !stop.load(Ordering::Relaxed) {
+        let reason = match session(&agent, base, &mut recorder, tx, stop, &mut retry_s) {
+            Ok(()) => "the event stream ended".to_string(),
+            Err(e) => e,
+        };
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if tx.send(Update::Link(LinkState::Disconnected { reason, retry_in_s: retry_s })).is_err() {
+            return;
+        }
+        for _ in 0..retry_s * 10 {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        retry_s = (retry_s * 2).min(MAX_RETRY_S);
+    }
+}
+
+/// One connection: the snapshot, then events until the stream ends. Errors are reasons for the status bar.
+fn session(
+    agent: &ureq::Agent,
+    base: &str,
+    recorder: &mut Option<Recorder>,
+    tx: &Sender<Update>,
+    stop: &AtomicBool,
+    retry_s: &mut u64,
+) -> Result<(), String> {
+    fetch_snapshot(agent, base, recorder, tx)?;
+    *retry_s = 1;
+    tx.send(Update::Link(LinkState::Live { following: true })).map_err(|e| e.to_string())?;
+    let events = agent.get(format!("{base}/api/v1/events")).call().map_err(|e| e.to_string())?;
+    let mut failure = None;
+    read_events(BufReader::new(events.into_body().into_reader()), |e| {
+        let step = serde_json::from_str(&e.data)
+            .map_err(|err| format!("event '{}' is not JSON: {err}", e.event))
+            .and_then(|data| deliver(&e.event, data, recorder, tx))
+            .and_then(|refetch| if refetch { fetch_snapshot(agent, base, recorder, tx) } else { Ok(()) });
+        if let Err(err) = step {
+            failure = Some(err);
+            return false;
+        }
+        !stop.load(Ordering::Relaxed)
+    })
+    .map_err(|e| e.to_string())?;
+    failure.map_or(Ok(()), Err)
+}
+
+fn fetch_snapshot(
+    agent: &ureq::Agent,
+    base: &str,
+    recorder: &mut Option<Recorder>,
+    tx: &Sender<Update>,
+) -> Result<(), String> {
+    let snapshot: serde_json::Value = agent
+        .get(format!("{base}/api/v1/snapshot"))
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
+    deliver(FETCHED_SNAPSHOT, snapshot, recorder, tx).map(|_| ())
+}
+
+/// Records and forwards one event; returns whether the snapshot must be fetched again.
+fn deliver(
+    event: &str,
+    data: serde_json::Value,
+    recorder: &mut Option<Recorder>,
+    tx: &Sender<Update>,
+) -> Result<bool, String> {
+    let decoded = super::decode(event, &data).map_err(|e| e.to_string())?;
+    match decoded {
+        Decoded::Update(u) => {
+            if let Some(r) = recorder {
+                r.record(event, data).map_err(|e| e.to_string())?;
+            }
+            tx.send(u).map_err(|e| e.to_string())?;
+            Ok(false)
+        }
+        Decoded::Refetch => Ok(true),
+        Decoded::Skip => Ok(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+    use collscope_core::model::Event;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    #[test]
+    fn urls_must_be_http_host_port() {
+        assert_eq!(base_url("http://127.0.0.1:9400/").unwrap(), "http://127.0.0.1:9400");
+        let err = base_url("localhost:9400").unwrap_err().to_string();
+        assert!(err.contains("'localhost:9400'") && err.contains("http://HOST:PORT"), "{err}");
+    }
+
+    const TRAFFIC: &str = r#"{"kind":"traffic","data":{"rank":3,"channel":0,"peer":4,"direction":"send","transport":"NET","bytes":4096,"seconds":0.01}}"#;
+
+    /// A real HTTP server on a loopback port: the snapshot, an events stream with a traffic event and a "fetch
+    /// the snapshot again" event, the snapshot again, then nothing (the port closes), so the source must say
+    /// "disconnected".
+    #[test]
+    fn takes_the_snapshot_follows_events_then_reports_the_loss() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let snapshot = serde_json::to_string(&fixture::snapshot()).unwrap();
+        let server = std::thread::spawn(move || {
+            for _ in 0..3 {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).unwrap();
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let (ctype, body) = if request.starts_with("GET /api/v1/snapshot ") {
+                    ("application/json", snapshot.clone())
+                } else {
+                    ("text/event-stream", format!(": hi\n\nevent: traffic\ndata: {TRAFFIC}\n\nevent: snapshot\ndata: {{\"kind\":\"snapshot\"}}\n\n"))
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                conn.write_all(head.as_bytes()).unwrap();
+                conn.write_all(body.as_bytes()).unwrap();
+            }
+        });
+        let dir = std::env::temp_dir().join(format!("collscope-tui-connect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = dir.join("rec.jsonl");
+        let (tx, rx) = mpsc::channel();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let spec = super::super::SourceSpec::Connect { url: format!("http://{addr}"), record: Some(rec.clone()) };
+        let _worker = super::super::spawn(spec, tx, stop.clone()).unwrap();
+        let mut got = Vec::new();
+        while !matches!(got.last(), Some(Update::Link(LinkState::Disconnected { .. }))) {
+            got.push(rx.recv_timeout(Duration::from_secs(10)).expect("an update within 10 s"));
+        }
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+        assert!(matches!(&got[0], Update::Snapshot(s) if s.nranks == Some(8)));
+        assert_eq!(got[1], Update::Link(LinkState::Live { following: true }));
+        assert!(matches!(&got[2], Update::Event(e) if matches!(**e, Event::Traffic(ref t) if t.bytes == 4096)));
+        assert!(matches!(&got[3], Update::Snapshot(_)), "the snapshot event makes the source fetch it again");
+        assert!(matches!(&got[4], Update::Link(LinkState::Disconnected { retry_in_s: 1, .. })), "{:?}", got[4]);
+        let recorded = super::super::recording::read(&rec).unwrap();
+        assert_eq!(
+            recorded.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
+            [FETCHED_SNAPSHOT, "traffic", FETCHED_SNAPSHOT]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,90 @@
+//! Where the TUI's facts come from. Each source runs on its own thread and sends [`Update`]s; none blocks the UI.
+//! - `--log`: real NCCL logs through the log reader, re-read as lines arrive with `--follow`;
+//! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded;
+//! - `--replay`: a recording of that stream, played back at its own pace.
+
+mod connect;
+mod log;
+mod recording;
+mod replay;
+mod sse;
+mod stream;
+
+pub use recording::{RecordedEvent, Recorder};
+pub use stream::{decode, Decoded};
+
+use crate::live::Update;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceSpec {
+    Log { paths: Vec<PathBuf>, follow: bool },
+    Connect { url: String, record: Option<PathBuf> },
+    Replay { file: PathBuf },
+}
+
+impl SourceSpec {
+    /// A short name for the title bar.
+    pub fn label(&self) -> String {
+        match self {
+            SourceSpec::Log { paths, .. } => {
+                paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            }
+            SourceSpec::Connect { url, .. } => url.clone(),
+            SourceSpec::Replay { file } => format!("replay {}", file.display()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("cannot write the recording {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error(
+        "{path}:{line}: not a recorded event: {reason} (expected one JSON object per line with t, event and data)"
+    )]
+    Recording { path: String, line: usize, reason: String },
+    #[error("'{url}' is not a collscope URL: expected http://HOST:PORT")]
+    Url { url: String },
+    #[error(transparent)]
+    Log(#[from] collscope_logreader::ReadError),
+    #[error("event '{event}' from the source is not valid: {reason}")]
+    Event { event: String, reason: String },
+}
+
+fn read_logs(paths: &[PathBuf]) -> Result<collscope_core::model::Snapshot, collscope_logreader::ReadError> {
+    collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
+}
+
+/// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when
+/// `stop` is set or the receiving side hangs up.
+pub fn spawn(spec: SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>, SourceError> {
+    match spec {
+        SourceSpec::Log { paths, follow } => {
+            // Read once here so a missing or unreadable log is reported before the screen opens.
+            let known = log::stamp(&paths).ok();
+            let first = read_logs(&paths)?;
+            Ok(std::thread::spawn(move || {
+                if tx.send(Update::Snapshot(Box::new(first))).is_ok() {
+                    let read = |p: &[PathBuf]| read_logs(p).map_err(|e| e.to_string());
+                    log::run(paths, follow, read, known, &tx, &stop)
+                }
+            }))
+        }
+        SourceSpec::Connect { url, record } => {
+            let base = connect::base_url(&url)?;
+            let recorder = record.map(|p| Recorder::create(&p)).transpose()?;
+            Ok(std::thread::spawn(move || connect::run(&base, recorder, &tx, &stop)))
+        }
+        SourceSpec::Replay { file } => {
+            let timeline = replay::Timeline::decode(recording::read(&file)?)?;
+            Ok(std::thread::spawn(move || replay::run(timeline, &tx, &stop)))
+        }
+    }
+}

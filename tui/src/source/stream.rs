@@ -1,0 +1,75 @@
+//! Turns one event of collscope's events stream (live or recorded) into TUI updates.
+
+use super::SourceError;
+use crate::live::Update;
+use collscope_core::model::{Event, Snapshot};
+use serde::Deserialize;
+
+/// The name a recording gives to a snapshot the source fetched (`/api/v1/snapshot`), as opposed to the stream's
+/// data-less `snapshot` event that says "fetch it again".
+pub const FETCHED_SNAPSHOT: &str = "fetched_snapshot";
+
+/// What one event means to the TUI.
+#[derive(Debug, PartialEq)]
+pub enum Decoded {
+    Update(Update),
+    /// The server's facts changed: the snapshot must be fetched again.
+    Refetch,
+    /// Lag notices, errors the server reports in-band, kinds this version does not know (the SSE convention).
+    Skip,
+}
+
+pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceError> {
+    let bad = |e: serde_json::Error| SourceError::Event { event: event.to_string(), reason: e.to_string() };
+    Ok(match event {
+        FETCHED_SNAPSHOT => Decoded::Update(Update::Snapshot(Box::new(Snapshot::deserialize(data).map_err(bad)?))),
+        "lagged" | "error" => Decoded::Skip,
+        _ => match Event::deserialize(data) {
+            Ok(Event::Snapshot) => Decoded::Refetch,
+            Ok(e) => Decoded::Update(Update::Event(Box::new(e))),
+            // A kind added after this build: skip it; a known kind that does not parse is an error.
+            Err(_) if !KNOWN.contains(&event) => Decoded::Skip,
+            Err(e) => return Err(bad(e)),
+        },
+    })
+}
+
+/// The kinds of `collscope_core::model::Event`.
+const KNOWN: [&str; 10] = [
+    "op_enqueued",
+    "op_completed",
+    "proxy",
+    "traffic",
+    "connection",
+    "communicator",
+    "decision",
+    "warning",
+    "finding",
+    "snapshot",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collscope_core::model::{ChannelTraffic, Direction, Transport};
+
+    #[test]
+    fn stream_events_decode_and_unknown_kinds_are_skipped() {
+        let ev = Event::Traffic(ChannelTraffic {
+            rank: 0,
+            channel: 1,
+            peer: 2,
+            direction: Direction::Send,
+            transport: Some(Transport::P2p),
+            bytes: 8,
+            seconds: 0.5,
+        });
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(decode("traffic", &json).unwrap(), Decoded::Update(Update::Event(Box::new(ev))));
+        assert_eq!(decode("snapshot", &serde_json::json!({"kind": "snapshot"})).unwrap(), Decoded::Refetch);
+        assert_eq!(decode("lagged", &serde_json::json!(12)).unwrap(), Decoded::Skip);
+        assert_eq!(decode("new_kind", &serde_json::json!({"kind": "new_kind", "data": 1})).unwrap(), Decoded::Skip);
+        let err = decode("traffic", &serde_json::json!({"kind": "traffic", "data": {"rank": "x"}})).unwrap_err();
+        assert!(err.to_string().contains("event 'traffic' from the source is not valid"), "{err}");
+    }
+}

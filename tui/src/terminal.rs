@@ -1,0 +1,130 @@
+//! The terminal loop: raw mode and the alternate screen (restored on exit, error or panic), keys, resizes,
+//! updates from the source thread, and redraws only when something changed.
+
+use crate::app::{App, Key};
+use crate::live::{Live, Update};
+use crate::source::{self, SourceError, SourceSpec};
+use crate::views;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen};
+use ratatui::Terminal;
+use std::io::{self, Stdout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the loop wakes when nothing happens (about 10 frames per second at most).
+const TICK: Duration = Duration::from_millis(100);
+/// How often traffic rates are sampled.
+const SAMPLE: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the terminal: {0}")]
+    Terminal(#[from] io::Error),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+/// Restores the terminal when dropped, so an error or a panic never leaves it in raw mode.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = disable_raw_mode();
+        let _ = execute!(io::stdout(), LeaveAlternateScreen, ratatui::crossterm::cursor::Show);
+    }
+}
+
+/// Runs the TUI on this terminal until `q`.
+pub fn run(spec: SourceSpec) -> Result<(), RunError> {
+    let label = spec.label();
+    let (tx, rx) = mpsc::channel::<Update>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = source::spawn(spec, tx, stop.clone())?;
+
+    enable_raw_mode()?;
+    let _restore = Restore;
+    execute!(io::stdout(), EnterAlternateScreen)?;
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = disable_raw_mode();
+        let _ = execute!(io::stdout(), LeaveAlternateScreen);
+        previous_hook(info);
+    }));
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    terminal.clear()?;
+    let result = event_loop(&mut terminal, Live::new(label), rx);
+    stop.store(true, Ordering::Relaxed);
+    drop(worker); // the source thread notices `stop` or the closed channel and ends on its own
+    result
+}
+
+fn event_loop(
+    terminal: &mut Terminal<CrosstermBackend<Stdout>>,
+    mut live: Live,
+    rx: mpsc::Receiver<Update>,
+) -> Result<(), RunError> {
+    let mut app = App::default();
+    let start = Instant::now();
+    let mut next_sample = start + SAMPLE;
+    let mut drawn: Option<u64> = None;
+    let mut dirty = true;
+    loop {
+        while let Ok(update) = rx.try_recv() {
+            live.apply(update);
+        }
+        if Instant::now() >= next_sample {
+            live.sample(start.elapsed().as_secs_f64());
+            next_sample += SAMPLE;
+        }
+        if dirty || drawn != Some(live.generation) {
+            terminal.draw(|f| views::draw(f, &app, &live))?;
+            drawn = Some(live.generation);
+            dirty = false;
+        }
+        if event::poll(TICK)? {
+            match event::read()? {
+                Event::Key(k) if k.kind != KeyEventKind::Release => {
+                    if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+                        return Ok(());
+                    }
+                    if let Some(key) = map_key(k.code) {
+                        dirty |= app.key(key, &live.snapshot);
+                    }
+                    if app.quit {
+                        return Ok(());
+                    }
+                }
+                Event::Resize(..) => {
+                    terminal.autoresize()?;
+                    dirty = true;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn map_key(code: KeyCode) -> Option<Key> {
+    Some(match code {
+        KeyCode::Char(c) => Key::Char(c),
+        KeyCode::Enter => Key::Enter,
+        KeyCode::Esc => Key::Esc,
+        KeyCode::Backspace => Key::Backspace,
+        KeyCode::Tab => Key::Tab,
+        KeyCode::BackTab => Key::BackTab,
+        KeyCode::Up => Key::Up,
+        KeyCode::Down => Key::Down,
+        KeyCode::Left => Key::Left,
+        KeyCode::Right => Key::Right,
+        KeyCode::PageUp => Key::PageUp,
+        KeyCode::PageDown => Key::PageDown,
+        KeyCode::Home => Key::Home,
+        KeyCode::End => Key::End,
+        _ => return None,
+    })
+}

@@ -1,0 +1,72 @@
+//! Findings: the diagnosis list; Enter shows the selected finding's detail, evidence lines and fix.
+
+use super::style::{bold, dim, selected, severity_style};
+use crate::app::App;
+use collscope_core::model::Snapshot;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+    if s.findings.is_empty() {
+        let text = format!("No findings. {} WARN lines.", s.warnings.len());
+        frame.render_widget(Paragraph::new(text), area);
+        return;
+    }
+    let current = app.row.min(s.findings.len() - 1);
+    let (list_area, detail_area) = if app.detail {
+        let list_height = (s.findings.len() as u16 + 1).min(area.height / 3).max(2);
+        let [a, b] = Layout::vertical([Constraint::Length(list_height), Constraint::Min(3)]).areas(area);
+        (a, Some(b))
+    } else {
+        (area, None)
+    };
+    let room = (list_area.height as usize).saturating_sub(1).max(1);
+    let first = current.saturating_sub(room - 1);
+    let mut lines = vec![Line::styled(format!("{} findings (Enter: evidence and fix)", s.findings.len()), dim())];
+    for (i, f) in s.findings.iter().enumerate().skip(first).take(room) {
+        let line = Line::from(vec![
+            Span::styled(format!("{:<8}", f.severity.as_str()), severity_style(f.severity)),
+            Span::raw(format!("{}  ", f.title)),
+            Span::styled(f.code.clone(), dim()),
+        ]);
+        lines.push(if i == current { line.style(selected()) } else { line });
+    }
+    frame.render_widget(Paragraph::new(lines), list_area);
+
+    if let Some(area) = detail_area {
+        let f = &s.findings[current];
+        let mut lines = vec![Line::raw(f.detail.clone()), Line::raw(""), Line::styled("Evidence", bold())];
+        for e in &f.evidence {
+            // The file name is enough here; the full path is in the Overview's source line.
+            let file = std::path::Path::new(&e.file).file_name().and_then(|f| f.to_str()).unwrap_or(&e.file);
+            lines.push(Line::from(vec![Span::styled(format!("{file}:{} ", e.line), dim()), Span::raw(e.text.clone())]));
+        }
+        lines.push(Line::raw(""));
+        lines.push(Line::from(vec![Span::styled("Fix: ", bold()), Span::raw(f.fix.clone())]));
+        let block = Block::new().borders(Borders::TOP).title(format!(" {} ", f.title));
+        frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::app::{App, Tab};
+    use crate::fixture;
+    use crate::views::testing::*;
+
+    #[test]
+    fn the_list_then_enter_shows_evidence_and_fix() {
+        let app = App { tab: Tab::Findings, ..App::default() };
+        let text = screen(&render(&app, &fixture::live(), 80, 24));
+        assert!(text.contains("warning NET without GPUDirect RDMA on ring channel 0  no_gdrdma"), "{text}");
+        assert!(text.contains("info    SHM used between GPUs 2 and 3"), "{text}");
+        assert!(!text.contains("Evidence"), "{text}");
+        let app = App { tab: Tab::Findings, row: 1, detail: true, ..App::default() };
+        let text = screen(&render(&app, &fixture::live(), 80, 24));
+        assert!(text.contains("Evidence"), "{text}");
+        assert!(text.contains("job.log:40 Channel 00/0 : 2[2] -> 3[3] via SHM/direct/direct"), "{text}");
+        assert!(text.contains("Fix: Check ACS and IOMMU settings."), "{text}");
+    }
+}

@@ -1,0 +1,195 @@
+//! Shared look: transport colours and labels, number formats, sparklines.
+
+use collscope_core::model::{Connection, Severity, Snapshot, Transport};
+use ratatui::style::{Color, Modifier, Style};
+use std::collections::VecDeque;
+
+/// What an edge is, for its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeKind {
+    P2p,
+    Shm,
+    NetGdr,
+    Net,
+    Other,
+    Unknown,
+}
+
+impl EdgeKind {
+    pub fn of(conn: Option<&Connection>) -> Self {
+        match conn {
+            None => EdgeKind::Unknown,
+            Some(c) => match c.transport {
+                Transport::P2p => EdgeKind::P2p,
+                Transport::Shm => EdgeKind::Shm,
+                Transport::Net if c.gdrdma == Some(true) => EdgeKind::NetGdr,
+                Transport::Net => EdgeKind::Net,
+                _ => EdgeKind::Other,
+            },
+        }
+    }
+
+    pub fn color(self) -> Color {
+        match self {
+            EdgeKind::P2p => Color::Green,
+            EdgeKind::Shm => Color::Yellow,
+            EdgeKind::NetGdr => Color::Cyan,
+            EdgeKind::Net => Color::Red,
+            EdgeKind::Other => Color::Magenta,
+            EdgeKind::Unknown => Color::DarkGray,
+        }
+    }
+
+    /// The short tag drawn on a ring edge.
+    pub fn tag(self) -> &'static str {
+        match self {
+            EdgeKind::P2p => "P2P",
+            EdgeKind::Shm => "SHM",
+            EdgeKind::NetGdr => "NET+GDR",
+            EdgeKind::Net => "NET",
+            EdgeKind::Other => "OTHER",
+            EdgeKind::Unknown => "?",
+        }
+    }
+
+    pub fn style(self) -> Style {
+        Style::default().fg(self.color())
+    }
+}
+
+/// The transport as NCCL prints it after `via`: `P2P/IPC/read`, `NET/IB/0/GDRDMA`, `SHM/direct/direct`. The log
+/// reader keeps NCCL's whole text in `mode`; the runtime sets the flags, which are added when the text lacks them.
+pub fn transport_label(c: &Connection) -> String {
+    let mut s = c.transport.as_str().to_string();
+    let mode = c.mode.as_deref().unwrap_or("");
+    if !mode.is_empty() {
+        s.push('/');
+        s.push_str(mode);
+    }
+    if let Some(p) = c.proxy_rank.filter(|_| !mode.contains('(')) {
+        s.push_str(&format!("({p})"));
+    }
+    if c.gdrdma == Some(true) && !mode.contains("GDRDMA") {
+        s.push_str("/GDRDMA");
+    }
+    if c.shared && !mode.contains("Shared") {
+        s.push_str("/Shared");
+    }
+    s
+}
+
+/// The connection carrying data from `src` to `dst` on `channel`: a send line of `src`, a receive line of `dst`,
+/// or a line without direction.
+pub fn edge_connection(s: &Snapshot, channel: u32, src: u32, dst: u32) -> Option<&Connection> {
+    s.connections.iter().find(|c| c.channel == channel && c.src == src && c.dst == dst)
+}
+
+/// The host a rank runs on, from the communicators.
+pub fn rank_host(s: &Snapshot, rank: u32) -> Option<&str> {
+    s.communicators.iter().find(|c| c.rank == Some(rank)).and_then(|c| c.host.as_deref())
+}
+
+pub fn severity_style(sev: Severity) -> Style {
+    match sev {
+        Severity::Error => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+        Severity::Warning => Style::default().fg(Color::Yellow),
+        Severity::Info => Style::default().fg(Color::Blue),
+    }
+}
+
+pub fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
+pub fn dim() -> Style {
+    Style::default().fg(Color::DarkGray)
+}
+
+pub fn selected() -> Style {
+    Style::default().add_modifier(Modifier::REVERSED)
+}
+
+/// Bytes in binary units: `512 B`, `4.0 KiB`, `64.0 MiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A rate in decimal units, as bandwidths are quoted: `1.0 GB/s`.
+pub fn fmt_rate(bps: f64) -> String {
+    const UNITS: [&str; 5] = ["B/s", "kB/s", "MB/s", "GB/s", "TB/s"];
+    let mut v = bps;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// Seconds as `1.25 s` or `490 us`.
+pub fn fmt_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{us:.0} us")
+    }
+}
+
+/// The last `width` values as block characters scaled to their maximum.
+pub fn sparkline(values: &VecDeque<f64>, width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let skip = values.len().saturating_sub(width);
+    let max = values.iter().skip(skip).cloned().fold(0.0, f64::max);
+    values
+        .iter()
+        .skip(skip)
+        .map(|v| if max <= 0.0 { BARS[0] } else { BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize] })
+        .collect()
+}
+
+/// A text progress bar `[####....]` of `width` cells.
+pub fn bar(fraction: f64, width: usize) -> String {
+    let filled = ((fraction.clamp(0.0, 1.0)) * width as f64).round() as usize;
+    format!("{}{}", "█".repeat(filled), "·".repeat(width - filled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_bytes(512), "512 B");
+        assert_eq!(fmt_bytes(64 << 20), "64.0 MiB");
+        assert_eq!(fmt_rate(1e9), "1.0 GB/s");
+        assert_eq!(fmt_us(490.0), "490 us");
+        assert_eq!(fmt_us(1.25e6), "1.25 s");
+        assert_eq!(sparkline(&VecDeque::from(vec![0.0, 1.0, 2.0]), 2), "▅█");
+        assert_eq!(bar(0.5, 4), "██··");
+    }
+
+    #[test]
+    fn labels_do_not_repeat_what_the_log_text_already_says() {
+        let mut c = crate::fixture::snapshot().connections[3].clone();
+        assert_eq!(transport_label(&c), "NET/IB/0/GDRDMA");
+        c.mode = Some("IB/0/GDRDMA".into());
+        assert_eq!(transport_label(&c), "NET/IB/0/GDRDMA");
+        c.mode = Some("IB/0".into());
+        c.proxy_rank = Some(1);
+        c.shared = true;
+        assert_eq!(transport_label(&c), "NET/IB/0(1)/GDRDMA/Shared");
+    }
+}

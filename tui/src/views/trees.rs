@@ -1,0 +1,101 @@
+//! Trees: per channel, the tree(s) as indented parent -> children, each edge tagged with its transport.
+//! NCCL's double binary tree is two such trees on alternate channels with the roles of the ranks swapped.
+
+use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
+use crate::app::{tree_channels, App};
+use collscope_core::model::{Snapshot, Tree};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+    let channels = tree_channels(s);
+    if channels.is_empty() {
+        frame.render_widget(Paragraph::new("No trees in this source yet."), area);
+        return;
+    }
+    let [list, main] = Layout::horizontal([Constraint::Length(9), Constraint::Min(20)]).areas(area);
+    let current = app.channel.min(channels.len() - 1);
+    super::channel_list(frame, list, &channels, current);
+
+    let channel = channels[current];
+    let nodes: Vec<&Tree> = s.trees.iter().filter(|t| t.channel == channel).collect();
+    let mut lines = vec![Line::styled(format!("Channel {channel:02} tree: parent -> children"), bold())];
+    // Roots: ranks whose parent is -1 or did not print a tree line of its own.
+    let known = |r: i32| nodes.iter().any(|t| t.rank as i32 == r);
+    for root in nodes.iter().filter(|t| t.up < 0 || !known(t.up)) {
+        if root.up >= 0 {
+            lines.push(Line::styled(format!("(parent {} not in the log)", root.up), dim()));
+        }
+        subtree(s, &nodes, root, "", true, true, &mut lines);
+    }
+    let skip = app.row.min(lines.len().saturating_sub(main.height as usize));
+    frame.render_widget(Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>()), main);
+}
+
+fn subtree(
+    s: &Snapshot,
+    nodes: &[&Tree],
+    t: &Tree,
+    prefix: &str,
+    last: bool,
+    root: bool,
+    out: &mut Vec<Line<'static>>,
+) {
+    let mut spans = Vec::new();
+    if root {
+        spans.push(Span::styled(format!("{}", t.rank), bold()));
+    } else {
+        spans.push(Span::raw(format!("{prefix}{}", if last { "└─" } else { "├─" })));
+        let conn = edge_connection(s, t.channel, t.up as u32, t.rank);
+        let kind = EdgeKind::of(conn);
+        spans.push(Span::styled(
+            format!("{}▶ ", conn.map(transport_label).unwrap_or_else(|| kind.tag().into())),
+            kind.style(),
+        ));
+        spans.push(Span::styled(format!("{}", t.rank), bold()));
+    }
+    if let Some(h) = rank_host(s, t.rank) {
+        spans.push(Span::styled(format!(" {h}"), dim()));
+    }
+    out.push(Line::from(spans));
+    let children: Vec<&Tree> = t
+        .down
+        .iter()
+        .filter(|d| **d >= 0)
+        .filter_map(|d| nodes.iter().find(|n| n.rank as i32 == *d).copied())
+        .collect();
+    let missing: Vec<i32> =
+        t.down.iter().copied().filter(|d| *d >= 0 && !nodes.iter().any(|n| n.rank as i32 == *d)).collect();
+    let child_prefix = if root { String::new() } else { format!("{prefix}{}", if last { "  " } else { "│ " }) };
+    for (i, c) in children.iter().enumerate() {
+        subtree(s, nodes, c, &child_prefix, i + 1 == children.len() && missing.is_empty(), false, out);
+    }
+    for (i, d) in missing.iter().enumerate() {
+        let branch = if i + 1 == missing.len() { "└─" } else { "├─" };
+        out.push(Line::styled(format!("{child_prefix}{branch}▶ {d} (no tree line)"), dim()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::app::{App, Tab};
+    use crate::fixture;
+    use crate::views::testing::*;
+
+    #[test]
+    fn trees_show_parents_children_and_edge_transports() {
+        let app = App { tab: Tab::Trees, ..App::default() };
+        let lines = render(&app, &fixture::live(), 80, 24);
+        let text = screen(&lines);
+        assert!(text.contains("│0 node-a"), "{text}");
+        assert!(text.contains("├─P2P/IPC/read▶ 1 node-a"), "{text}");
+        assert!(text.contains("│ └─P2P/IPC/read▶ 2 node-a"), "{text}");
+        assert!(text.contains("└─?▶ 4 node-b"), "{text}");
+        let app = App { tab: Tab::Trees, channel: 1, ..App::default() };
+        let text = screen(&render(&app, &fixture::live(), 80, 24));
+        assert!(text.contains("│4 node-b"), "{text}");
+        assert!(text.contains("││ └─▶ 6 (no tree line)"), "{text}");
+    }
+}

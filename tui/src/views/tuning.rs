@@ -1,0 +1,155 @@
+//! Tuning: the algorithm x protocol table of one collective as a heatmap of bandwidth, the cells recent calls
+//! got, and the message sizes where the best cell changes.
+
+use super::style::{bold, dim, fmt_bytes, fmt_us};
+use crate::app::App;
+use collscope_core::model::{Algorithm, Protocol, Snapshot, TuningCell};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+use std::collections::BTreeMap;
+
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+    let coll = app.collective;
+    let empty = BTreeMap::new();
+    let table = s.tuning.get(&coll).unwrap_or(&empty);
+    let mut lines =
+        vec![Line::styled(format!("{coll}: bandwidth GB/s / latency us per cell, * = chosen recently"), bold())];
+    if table.is_empty() {
+        lines.push(Line::raw(format!("No tuning table for {coll} in this source.")));
+    } else {
+        let max_bw = table.values().flat_map(|p| p.values()).map(|c| c.bw_gbps).fold(0.0, f64::max);
+        let chosen: Vec<(Algorithm, Protocol)> = s
+            .decisions
+            .iter()
+            .filter(|d| d.coll == coll)
+            .map(|d| (d.algo, d.proto))
+            .chain(s.ops.iter().rev().take(200).filter(|o| o.coll == coll).filter_map(|o| Some((o.algo?, o.proto?))))
+            .collect();
+        let mut header = vec![Span::styled(format!("{:<14}", "algorithm"), bold())];
+        header.extend(Protocol::ALL.iter().map(|p| Span::styled(format!("{:^17}", p.as_str()), bold())));
+        lines.push(Line::from(header));
+        for (algo, protos) in table {
+            let mut row = vec![Span::raw(format!("{:<14}", algo.as_str()))];
+            for proto in Protocol::ALL {
+                row.push(match protos.get(proto) {
+                    Some(c) => {
+                        let mark = if chosen.contains(&(*algo, *proto)) { "*" } else { " " };
+                        let mut style = Style::default().fg(Color::Black).bg(heat(c.bw_gbps / max_bw));
+                        if mark == "*" {
+                            style = style.add_modifier(Modifier::BOLD);
+                        }
+                        Span::styled(format!("{mark}{:>7.1}/{:<7.1} ", c.bw_gbps, c.lat_us), style)
+                    }
+                    None => Span::styled(format!("{:^17}", "-"), dim()),
+                });
+            }
+            lines.push(Line::from(row));
+        }
+        lines.push(Line::raw(""));
+        lines.push(Line::styled("Best cell by size (lat + bytes/bw, NCCL's first-order model)", bold()));
+        for (from, to, algo, proto) in crossovers(table) {
+            let upto = match to {
+                Some(to) => format!("{:>9} .. {:<9}", fmt_bytes(from), fmt_bytes(to)),
+                None => format!("{:>9} and up     ", fmt_bytes(from)),
+            };
+            lines.push(Line::raw(format!("  {upto} {}/{}", algo.as_str(), proto.as_str())));
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("Recent calls", bold()));
+    let recent: Vec<String> = s
+        .decisions
+        .iter()
+        .rev()
+        .filter(|d| d.coll == coll)
+        .take(6)
+        .map(|d| {
+            let time = d.time_us.map(|t| format!(" predicted {}", fmt_us(t))).unwrap_or_default();
+            format!("  {:>10} -> {}/{} on {} channels{time}", fmt_bytes(d.bytes), d.algo, d.proto, d.n_channels)
+        })
+        .collect();
+    if recent.is_empty() {
+        lines.push(Line::styled("  none", dim()));
+    }
+    lines.extend(recent.into_iter().map(Line::raw));
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// Blue (slow) to red (fast).
+fn heat(frac: f64) -> Color {
+    const RAMP: [Color; 5] = [Color::Blue, Color::Cyan, Color::Green, Color::Yellow, Color::Red];
+    RAMP[((frac.clamp(0.0, 1.0)) * (RAMP.len() - 1) as f64).round() as usize]
+}
+
+/// Predicted time of one call (NCCL 2.28.9 `src/graph/tuning.cc`, `ncclTopoGetAlgoTime`: `lat + bytes / (1000 *
+/// bw)` us for one operation, leaving out its tree correction factors and ring plateau).
+fn time_us(c: &TuningCell, bytes: u64) -> Option<f64> {
+    (c.bw_gbps > 0.0).then(|| c.lat_us + bytes as f64 / (1000.0 * c.bw_gbps))
+}
+
+/// Size ranges (powers of two from 1 KiB to 16 GiB) over which one cell is fastest: (from, to, algo, proto).
+fn crossovers(
+    table: &BTreeMap<Algorithm, BTreeMap<Protocol, TuningCell>>,
+) -> Vec<(u64, Option<u64>, Algorithm, Protocol)> {
+    let mut out: Vec<(u64, Option<u64>, Algorithm, Protocol)> = Vec::new();
+    for shift in 10..=34u32 {
+        let bytes = 1u64 << shift;
+        let best = table
+            .iter()
+            .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, c)))
+            .filter_map(|(a, p, c)| time_us(c, bytes).map(|t| (t, a, p)))
+            .min_by(|x, y| x.0.total_cmp(&y.0));
+        let Some((_, algo, proto)) = best else { continue };
+        match out.last_mut() {
+            Some(last) if (last.2, last.3) == (algo, proto) => {}
+            _ => {
+                if let Some(last) = out.last_mut() {
+                    last.1 = Some(bytes / 2);
+                }
+                out.push((bytes, None, algo, proto));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::{App, Tab};
+    use crate::fixture;
+    use crate::views::testing::*;
+    use collscope_core::model::Collective;
+
+    #[test]
+    fn crossovers_follow_lat_plus_bytes_over_bw() {
+        let s = fixture::snapshot();
+        let table = &s.tuning[&Collective::AllReduce];
+        let x = crossovers(table);
+        // Tree/LL (12 us, 4 GB/s) wins small sizes; Ring/Simple (56 us, 80 GB/s) wins the largest.
+        assert_eq!((x[0].0, x[0].2, x[0].3), (1024, Algorithm::Tree, Protocol::Ll));
+        let last = x.last().unwrap();
+        assert_eq!((last.1, last.2, last.3), (None, Algorithm::Ring, Protocol::Simple));
+        // Each boundary is where the next cell becomes faster.
+        for w in x.windows(2) {
+            let at = w[1].0;
+            let cell = |a: Algorithm, p: Protocol| table[&a][&p];
+            assert!(time_us(&cell(w[1].2, w[1].3), at).unwrap() < time_us(&cell(w[0].2, w[0].3), at).unwrap());
+            assert_eq!(w[0].1, Some(at / 2));
+        }
+    }
+
+    #[test]
+    fn heatmap_marks_chosen_cells_and_lists_recent_calls() {
+        let app = App { tab: Tab::Tuning, ..App::default() };
+        let text = screen(&render(&app, &fixture::live(), 80, 24));
+        assert!(text.contains("AllReduce: bandwidth GB/s"), "{text}");
+        assert!(text.contains("Tree          *    4.0/12.0        30.0/20.0        60.0/50.0"), "{text}");
+        assert!(text.contains("Ring               9.0/16.0        36.0/26.0    *   80.0/56.0"), "{text}");
+        assert!(text.contains("64.0 MiB -> Ring/Simple on 2 channels predicted 900 us"), "{text}");
+        assert!(text.contains("Tree/LL"), "{text}");
+    }
+}
