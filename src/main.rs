@@ -17,6 +17,10 @@ enum Command {
     Version,
     /// The machine as NCCL sees it: `topo show`, `topo dump`.
     Topo(cli::topo::TopoArgs),
+    /// Benchmark a collective like nccl-tests (`all_reduce_perf` and friends), byte-compatible output.
+    Perf(cli::perf::PerfArgs),
+    /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
+    Demo(cli::demo::DemoArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +31,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Topo(args) => cli::topo::run(args),
+        Command::Perf(args) => cli::perf::run(&args),
+        Command::Demo(args) => cli::demo::run(&args),
     }
 }

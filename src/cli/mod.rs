@@ -1,3 +1,6 @@
 //! Subcommands of the `collscope` command line, one module each.
 
+pub mod demo;
+pub mod perf;
+pub mod ranks;
 pub mod topo;

@@ -1,0 +1,460 @@
+//! TCP sockets with NCCL's connection handshake (NCCL 2.28.9 `src/misc/socket.cc`): the connecting side sends
+//! a 64-bit magic and the socket type; the accepting side checks both. Unlike NCCL, which silently drops a peer
+//! with the wrong magic, the acceptor answers with one status byte so the stray peer gets an error naming the
+//! cause. Every connect, accept and receive has a deadline.
+
+mod iface;
+
+pub use iface::{find_interfaces, list_interfaces, select_interfaces, IfSpec, NetIf, SocketFamily};
+
+use crate::debug::Subsys;
+use crate::nccl_info;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// NCCL's `NCCL_MAGIC` ("Nickel atomic number is 28"), used when the id comes from `NCCL_COMM_ID`.
+pub const NCCL_MAGIC: u64 = 0x0280_0280_0280_0280;
+
+/// What a socket is for (NCCL's `ncclSocketType`); both ends must agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SocketType {
+    Bootstrap = 1,
+    Proxy = 2,
+    NetSocket = 3,
+}
+
+impl SocketType {
+    fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(SocketType::Bootstrap),
+            2 => Some(SocketType::Proxy),
+            3 => Some(SocketType::NetSocket),
+            _ => None,
+        }
+    }
+}
+
+const ACK_OK: u8 = 1;
+const ACK_WRONG_MAGIC: u8 = 2;
+const ACK_WRONG_TYPE: u8 = 3;
+
+/// How long an accepted connection may take to send its magic before it is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Granularity of waits that also watch an abort flag.
+pub const POLL_SLICE: Duration = Duration::from_millis(100);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("connect to {addr} failed after {secs:.1} s: {last}")]
+    ConnectTimeout { addr: String, secs: f64, last: String },
+    #[error("peer {addr} refused the connection: wrong magic (the unique id belongs to another job or is stale)")]
+    WrongMagic { addr: String },
+    #[error("peer {addr} refused the connection: socket type mismatch (expected {expected:?})")]
+    WrongType { addr: String, expected: SocketType },
+    #[error("connection closed by remote peer {addr}")]
+    Closed { addr: String },
+    #[error("timed out after {secs:.1} s waiting to {what} {addr}")]
+    Timeout { what: &'static str, addr: String, secs: f64 },
+    #[error("{what} {addr} failed: {source}")]
+    Io {
+        what: &'static str,
+        addr: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("'{input}' is not a valid address: expected <ipv4>:<port>, [<ipv6>]:<port> or <hostname>:<port>")]
+    BadAddress { input: String },
+    #[error("operation on {addr} aborted")]
+    Aborted { addr: String },
+}
+
+/// NCCL's `ncclSocketToString`: `address<port>`.
+pub fn addr_string(addr: &SocketAddr) -> String {
+    format!("{}<{}>", addr.ip(), addr.port())
+}
+
+/// NCCL's `ncclSocketGetAddrFromString`: `<ipv4>:<port>`, `[<ipv6>]:<port>` or `<hostname>:<port>`.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, SocketError> {
+    let bad = || SocketError::BadAddress { input: s.to_string() };
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    // A host name: resolve it, preferring IPv4 as getaddrinfo's default order usually does.
+    let addrs: Vec<SocketAddr> = s.to_socket_addrs().map_err(|_| bad())?.collect();
+    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied().ok_or_else(bad)
+}
+
+/// Bytes an address takes on the wire: family (2 or 10, LE), port (BE), 16 address bytes, IPv6 scope id (LE).
+pub const ADDR_BYTES: usize = 24;
+
+pub fn addr_to_bytes(addr: &SocketAddr) -> [u8; ADDR_BYTES] {
+    let mut b = [0u8; ADDR_BYTES];
+    b[2..4].copy_from_slice(&addr.port().to_be_bytes());
+    match addr {
+        SocketAddr::V4(a) => {
+            b[..2].copy_from_slice(&2u16.to_le_bytes());
+            b[4..8].copy_from_slice(&a.ip().octets());
+        }
+        SocketAddr::V6(a) => {
+            b[..2].copy_from_slice(&10u16.to_le_bytes());
+            b[4..20].copy_from_slice(&a.ip().octets());
+            b[20..24].copy_from_slice(&a.scope_id().to_le_bytes());
+        }
+    }
+    b
+}
+
+/// The address in `b`, or the unknown family it names.
+pub fn addr_from_bytes(b: &[u8; ADDR_BYTES]) -> Result<SocketAddr, u16> {
+    let family = u16::from_le_bytes([b[0], b[1]]);
+    let port = u16::from_be_bytes([b[2], b[3]]);
+    match family {
+        2 => Ok(SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7])), port)),
+        10 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&b[4..20]);
+            let scope = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
+            Ok(SocketAddr::V6(std::net::SocketAddrV6::new(std::net::Ipv6Addr::from(o), port, 0, scope)))
+        }
+        _ => Err(family),
+    }
+}
+
+/// Fills 8 bytes from the kernel's random source (NCCL's `getRandomData`).
+pub fn random_u64() -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// A connected, handshaken TCP socket.
+#[derive(Debug)]
+pub struct Socket {
+    stream: TcpStream,
+    peer: SocketAddr,
+}
+
+impl Socket {
+    /// Connects to `addr`, retrying refused or unreachable attempts until `timeout` (NCCL retries
+    /// `NCCL_SOCKET_RETRY_CNT` times), then performs the magic/type handshake.
+    pub fn connect(addr: SocketAddr, magic: u64, ty: SocketType, timeout: Duration) -> Result<Socket, SocketError> {
+        let start = Instant::now();
+        let mut sleep = Duration::from_millis(10);
+        let stream = loop {
+            let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
+            match TcpStream::connect_timeout(&addr, left) {
+                Ok(s) => break s,
+                Err(e) if start.elapsed() + sleep < timeout && retryable(&e) => {
+                    std::thread::sleep(sleep);
+                    sleep = (sleep * 2).min(Duration::from_millis(200));
+                }
+                Err(e) => {
+                    return Err(SocketError::ConnectTimeout {
+                        addr: addr_string(&addr),
+                        secs: start.elapsed().as_secs_f64(),
+                        last: e.to_string(),
+                    })
+                }
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut s = Socket { stream, peer: addr };
+        let mut hello = [0u8; 12];
+        hello[..8].copy_from_slice(&magic.to_le_bytes());
+        hello[8..].copy_from_slice(&(ty as u32).to_le_bytes());
+        s.send(&hello)?;
+        let mut ack = [0u8; 1];
+        s.recv_timeout(&mut ack, timeout.saturating_sub(start.elapsed()).max(HANDSHAKE_TIMEOUT), None)?;
+        match ack[0] {
+            ACK_OK => Ok(s),
+            ACK_WRONG_MAGIC => Err(SocketError::WrongMagic { addr: addr_string(&addr) }),
+            _ => Err(SocketError::WrongType { addr: addr_string(&addr), expected: ty }),
+        }
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    fn io_err(&self, what: &'static str, e: io::Error) -> SocketError {
+        match e.kind() {
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
+                SocketError::Closed { addr: addr_string(&self.peer) }
+            }
+            _ => SocketError::Io { what, addr: addr_string(&self.peer), source: e },
+        }
+    }
+
+    /// Sends all of `buf` (blocking; the kernel buffers what the peer has not read yet).
+    pub fn send(&mut self, buf: &[u8]) -> Result<(), SocketError> {
+        let _ = self.stream.set_write_timeout(None);
+        self.stream.write_all(buf).map_err(|e| self.io_err("send to", e))
+    }
+
+    /// Sends all of `buf`, giving up after `timeout` or when `abort` is raised.
+    pub fn send_timeout(
+        &mut self,
+        buf: &[u8],
+        timeout: Duration,
+        abort: Option<&AtomicBool>,
+    ) -> Result<(), SocketError> {
+        let start = Instant::now();
+        let mut off = 0;
+        self.stream.set_write_timeout(Some(POLL_SLICE)).map_err(|e| self.io_err("send to", e))?;
+        while off < buf.len() {
+            match self.stream.write(&buf[off..]) {
+                Ok(0) => return Err(SocketError::Closed { addr: addr_string(&self.peer) }),
+                Ok(n) => off += n,
+                Err(e) if is_timeout(&e) => self.check_wait(start, timeout, abort, "send to")?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_err("send to", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives exactly `buf.len()` bytes within `timeout`, stopping early when `abort` is raised.
+    pub fn recv_timeout(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        abort: Option<&AtomicBool>,
+    ) -> Result<(), SocketError> {
+        let start = Instant::now();
+        let mut off = 0;
+        self.stream.set_read_timeout(Some(POLL_SLICE)).map_err(|e| self.io_err("receive from", e))?;
+        while off < buf.len() {
+            match self.stream.read(&mut buf[off..]) {
+                Ok(0) => return Err(SocketError::Closed { addr: addr_string(&self.peer) }),
+                Ok(n) => off += n,
+                Err(e) if is_timeout(&e) => self.check_wait(start, timeout, abort, "receive from")?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_err("receive from", e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn check_wait(
+        &self,
+        start: Instant,
+        timeout: Duration,
+        abort: Option<&AtomicBool>,
+        what: &'static str,
+    ) -> Result<(), SocketError> {
+        if abort.is_some_and(|a| a.load(Ordering::Acquire)) {
+            return Err(SocketError::Aborted { addr: addr_string(&self.peer) });
+        }
+        if start.elapsed() >= timeout {
+            return Err(SocketError::Timeout { what, addr: addr_string(&self.peer), secs: timeout.as_secs_f64() });
+        }
+        Ok(())
+    }
+
+    pub fn shutdown(&self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// Sleeps until `fd` is readable or `timeout` passes; a failed poll just ends the wait early.
+fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms =
+        PollTimeout::try_from(timeout.as_millis().max(1).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::ZERO);
+    let _ = poll(&mut [PollFd::new(fd.as_fd(), PollFlags::POLLIN)], ms);
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+fn retryable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::AddrNotAvailable
+    ) || e.raw_os_error() == Some(nix::libc::EHOSTUNREACH)
+        || e.raw_os_error() == Some(nix::libc::ENETUNREACH)
+}
+
+/// A listening socket that accepts only peers presenting its magic and type.
+#[derive(Debug)]
+pub struct Listener {
+    inner: TcpListener,
+    addr: SocketAddr,
+    magic: u64,
+    ty: SocketType,
+}
+
+impl Listener {
+    /// Listens on `ip` (port 0 picks a free port, as NCCL does).
+    pub fn bind(addr: SocketAddr, magic: u64, ty: SocketType) -> Result<Listener, SocketError> {
+        let inner = TcpListener::bind(addr).map_err(|e| SocketError::Io {
+            what: "listen on",
+            addr: addr_string(&addr),
+            source: e,
+        })?;
+        let addr = inner.local_addr().map_err(|e| SocketError::Io {
+            what: "listen on",
+            addr: addr_string(&addr),
+            source: e,
+        })?;
+        inner.set_nonblocking(true).map_err(|e| SocketError::Io {
+            what: "listen on",
+            addr: addr_string(&addr),
+            source: e,
+        })?;
+        Ok(Listener { inner, addr, magic, ty })
+    }
+
+    /// Binds to `ip` with a free port.
+    pub fn bind_ip(ip: IpAddr, magic: u64, ty: SocketType) -> Result<Listener, SocketError> {
+        Self::bind(SocketAddr::new(ip, 0), magic, ty)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Accepts the next peer with the right magic within `timeout`. Peers with the wrong magic are told so
+    /// and dropped, and accepting goes on (NCCL's `socketResetAccept`).
+    pub fn accept(&self, timeout: Duration, abort: Option<&AtomicBool>) -> Result<Socket, SocketError> {
+        let start = Instant::now();
+        loop {
+            match self.inner.accept() {
+                Ok((stream, peer)) => {
+                    if let Some(s) = self.finish_accept(stream, peer)? {
+                        return Ok(s);
+                    }
+                }
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {
+                    if abort.is_some_and(|a| a.load(Ordering::Acquire)) {
+                        return Err(SocketError::Aborted { addr: addr_string(&self.addr) });
+                    }
+                    let left = timeout.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        return Err(SocketError::Timeout {
+                            what: "accept a connection on",
+                            addr: addr_string(&self.addr),
+                            secs: timeout.as_secs_f64(),
+                        });
+                    }
+                    wait_readable(&self.inner, left.min(POLL_SLICE));
+                }
+                Err(e) => return Err(SocketError::Io { what: "accept on", addr: addr_string(&self.addr), source: e }),
+            }
+        }
+    }
+
+    fn finish_accept(&self, stream: TcpStream, peer: SocketAddr) -> Result<Option<Socket>, SocketError> {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_nodelay(true);
+        let mut s = Socket { stream, peer };
+        let mut hello = [0u8; 12];
+        if s.recv_timeout(&mut hello, HANDSHAKE_TIMEOUT, None).is_err() {
+            nccl_info!(
+                Subsys::NET | Subsys::INIT,
+                "socketFinalizeAccept: didn't receive a valid magic from {}",
+                addr_string(&peer)
+            );
+            return Ok(None);
+        }
+        let magic = u64::from_le_bytes(hello[..8].try_into().unwrap_or_default());
+        let ty = u32::from_le_bytes(hello[8..].try_into().unwrap_or_default());
+        if magic != self.magic {
+            nccl_info!(
+                Subsys::NET | Subsys::INIT,
+                "socketFinalizeAccept: didn't receive a valid magic from {}",
+                addr_string(&peer)
+            );
+            let _ = s.send(&[ACK_WRONG_MAGIC]);
+            return Ok(None);
+        }
+        if SocketType::from_u32(ty) != Some(self.ty) {
+            let _ = s.send(&[ACK_WRONG_TYPE]);
+            return Err(SocketError::WrongType { addr: addr_string(&peer), expected: self.ty });
+        }
+        s.send(&[ACK_OK])?;
+        Ok(Some(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn handshake_accepts_the_right_magic_and_refuses_the_wrong_one() {
+        let l = Listener::bind_ip(LO, 42, SocketType::Bootstrap).unwrap();
+        let addr = l.addr();
+        let t = std::thread::spawn(move || {
+            let bad = Socket::connect(addr, 7, SocketType::Bootstrap, Duration::from_secs(5)).unwrap_err();
+            assert!(matches!(bad, SocketError::WrongMagic { .. }), "{bad}");
+            assert!(bad.to_string().contains("wrong magic"));
+            let mut good = Socket::connect(addr, 42, SocketType::Bootstrap, Duration::from_secs(5)).unwrap();
+            good.send(b"hello").unwrap();
+        });
+        let mut s = l.accept(Duration::from_secs(5), None).unwrap();
+        let mut buf = [0u8; 5];
+        s.recv_timeout(&mut buf, Duration::from_secs(5), None).unwrap();
+        assert_eq!(&buf, b"hello");
+        t.join().unwrap();
+        let mut b = [0u8; 1];
+        assert!(matches!(s.recv_timeout(&mut b, Duration::from_secs(5), None), Err(SocketError::Closed { .. })));
+    }
+
+    #[test]
+    fn waits_end_with_timeouts_or_aborts() {
+        let l = Listener::bind_ip(LO, 1, SocketType::NetSocket).unwrap();
+        let e = l.accept(Duration::from_millis(50), None).unwrap_err();
+        assert!(e.to_string().contains("timed out"), "{e}");
+        let abort = AtomicBool::new(true);
+        assert!(matches!(l.accept(Duration::from_secs(60), Some(&abort)), Err(SocketError::Aborted { .. })));
+        let addr = l.addr();
+        drop(l);
+        let e = Socket::connect(addr, 1, SocketType::NetSocket, Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, SocketError::ConnectTimeout { .. }), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_an_error_on_both_sides() {
+        let l = Listener::bind_ip(LO, 5, SocketType::NetSocket).unwrap();
+        let addr = l.addr();
+        let t = std::thread::spawn(move || Socket::connect(addr, 5, SocketType::Proxy, Duration::from_secs(5)));
+        assert!(matches!(l.accept(Duration::from_secs(5), None), Err(SocketError::WrongType { .. })));
+        assert!(matches!(t.join().unwrap(), Err(SocketError::WrongType { .. })));
+    }
+
+    #[test]
+    fn addresses_print_and_parse_like_nccl() {
+        assert_eq!(addr_string(&"10.0.0.1:0".parse().unwrap()), "10.0.0.1<0>");
+        assert_eq!(parse_addr("10.1.2.3:5000").unwrap(), "10.1.2.3:5000".parse().unwrap());
+        assert_eq!(parse_addr("[::1]:80").unwrap().port(), 80);
+        assert_eq!(parse_addr("localhost:81").unwrap().port(), 81);
+        for bad in ["10.1.2.3", "host:", ":5", "1.2.3.4:99999"] {
+            let e = parse_addr(bad).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("<port>"), "{e}");
+        }
+    }
+}

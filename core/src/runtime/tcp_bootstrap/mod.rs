@@ -1,0 +1,607 @@
+//! The TCP bootstrap network (NCCL 2.28.9 `src/bootstrap.cc`): one rank creates a unique id (its root's
+//! address and a random magic) and hands it to the others out of band; every rank checks in with the root,
+//! which wires the ranks into a TCP ring; the ring carries AllGather and barriers, and point-to-point messages
+//! go over short-lived connections to each rank's peer listener, matched by (peer, tag).
+
+mod root;
+mod unique_id;
+
+pub use unique_id::{UniqueId, UniqueIdError, UNIQUE_ID_BYTES};
+
+use crate::debug::Subsys;
+use crate::env::{Env, EnvError};
+use crate::runtime::socket::{
+    addr_from_bytes, addr_string, addr_to_bytes, find_interfaces, random_u64, IfSpec, Listener, NetIf, Socket,
+    SocketError, SocketFamily, SocketType, ADDR_BYTES, POLL_SLICE,
+};
+use crate::{nccl_info, nccl_warn};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Default limit for every bootstrap wait (`COLLSCOPE_BOOTSTRAP_TIMEOUT`, seconds).
+pub const DEFAULT_TIMEOUT_S: i64 = 120;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error(transparent)]
+    UniqueId(#[from] UniqueIdError),
+    #[error("no usable bootstrap interface found{0}")]
+    NoInterface(String),
+    #[error("bootstrap protocol error: {0}")]
+    Protocol(String),
+    #[error("rank {rank} is out of range for {nranks} ranks")]
+    BadRank { rank: u32, nranks: u32 },
+    #[error("bootstrap {op} rank {peer} (tag {tag:#x}) failed: {source}")]
+    Peer {
+        op: &'static str,
+        peer: u32,
+        tag: u64,
+        #[source]
+        source: SocketError,
+    },
+}
+
+/// The bootstrap interface of this process, chosen once (NCCL's `bootstrapNetInit`).
+static BOOTSTRAP_IF: OnceLock<NetIf> = OnceLock::new();
+
+/// Chooses (once per process) and prints the bootstrap interface: `Bootstrap: Using eth0:10.0.0.1<0>`.
+pub fn bootstrap_interface(env: &Env) -> Result<NetIf, BootstrapError> {
+    if let Some(i) = BOOTSTRAP_IF.get() {
+        return Ok(i.clone());
+    }
+    let chosen = choose_interface(env)?;
+    let i = BOOTSTRAP_IF.get_or_init(|| chosen);
+    nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: Using {}:{}", i.name, addr_string(&i.addr));
+    Ok(i.clone())
+}
+
+fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
+    let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
+    if let Some(id) = env.str("NCCL_COMM_ID") {
+        let remote = crate::runtime::socket::parse_addr(id).map_err(|e| {
+            nccl_warn!(
+                "Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>"
+            );
+            BootstrapError::Env(EnvError { name: "NCCL_COMM_ID".into(), value: id.into(), expected: e.to_string() })
+        })?;
+        let all = crate::runtime::socket::list_interfaces();
+        let subnet = crate::runtime::socket::select_interfaces(&all, None, Some(&remote), family, 1);
+        // A loopback NCCL_COMM_ID matches lo's subnet; a remote one needs an interface on its subnet.
+        let pick = subnet
+            .into_iter()
+            .find(|i| i.addr.is_ipv4() == remote.is_ipv4())
+            .or_else(|| all.into_iter().find(|i| i.addr.ip() == remote.ip()));
+        return pick.ok_or_else(|| {
+            nccl_warn!("NET/Socket : No usable listening interface found");
+            BootstrapError::NoInterface(format!(" in the subnet of NCCL_COMM_ID={id}"))
+        });
+    }
+    let spec = env.parsed::<IfSpec>("NCCL_SOCKET_IFNAME")?;
+    if let Some(s) = env.str("NCCL_SOCKET_IFNAME") {
+        nccl_info!(Subsys::NET, "NCCL_SOCKET_IFNAME set to {s}");
+    }
+    find_interfaces(spec.as_ref(), None, family, 1).into_iter().next().ok_or_else(|| {
+        nccl_warn!("Bootstrap : no socket interface found");
+        BootstrapError::NoInterface(match env.str("NCCL_SOCKET_IFNAME") {
+            Some(s) => format!(" matching NCCL_SOCKET_IFNAME={s}"),
+            None => String::new(),
+        })
+    })
+}
+
+/// Limit for each bootstrap wait.
+pub fn timeout(env: &Env) -> Result<Duration, BootstrapError> {
+    let s = env.int("COLLSCOPE_BOOTSTRAP_TIMEOUT", DEFAULT_TIMEOUT_S)?;
+    if s <= 0 {
+        return Err(EnvError {
+            name: "COLLSCOPE_BOOTSTRAP_TIMEOUT".into(),
+            value: s.to_string(),
+            expected: "a positive number of seconds".into(),
+        }
+        .into());
+    }
+    Ok(Duration::from_secs(s as u64))
+}
+
+impl UniqueId {
+    /// NCCL's `ncclGetUniqueId`: a random magic and a root listening on the bootstrap interface, serving
+    /// check-ins on a background thread. With `NCCL_COMM_ID` set, the id names that address and NCCL's magic,
+    /// and rank 0's `TcpBootstrap::init` starts the root there instead.
+    pub fn create(env: &Env) -> Result<UniqueId, BootstrapError> {
+        if let Some(id) = env.str("NCCL_COMM_ID") {
+            return Ok(UniqueId::from_comm_id(id).map_err(|e| EnvError {
+                name: "NCCL_COMM_ID".into(),
+                value: id.into(),
+                expected: e.to_string(),
+            })?);
+        }
+        let iface = bootstrap_interface(env)?;
+        let magic = random_u64().map_err(|e| BootstrapError::Protocol(format!("cannot read /dev/urandom: {e}")))?;
+        let listener = Listener::bind_ip(iface.addr.ip(), magic, SocketType::Bootstrap)?;
+        let id = UniqueId { magic, addr: listener.addr() };
+        start_root(listener, magic, timeout(env)?)?;
+        Ok(id)
+    }
+}
+
+fn start_root(listener: Listener, magic: u64, timeout: Duration) -> Result<(), BootstrapError> {
+    std::thread::Builder::new()
+        .name("collscope BootstrapR".into())
+        .spawn(move || root::serve(listener, magic, timeout))
+        .map(|_| ())
+        .map_err(|e| BootstrapError::Protocol(format!("cannot start the root thread: {e}")))
+}
+
+/// Header of every point-to-point bootstrap connection: sender rank, kind, tag.
+const HEADER_BYTES: usize = 16;
+/// A whole message follows (length, bytes); the acceptor reads it at once, so `send` never waits for `recv`.
+const KIND_MESSAGE: u32 = 0;
+/// The connection itself is handed over (`connect`/`accept`).
+const KIND_STREAM: u32 = 1;
+
+enum Payload {
+    Message(Vec<u8>),
+    Stream(Socket),
+}
+
+/// Something a peer sent that nobody has claimed yet (NCCL's `unexConn`).
+struct Unexpected {
+    peer: u32,
+    tag: u64,
+    payload: Payload,
+}
+
+/// What the acceptor thread received, waiting to be claimed by (peer, tag).
+#[derive(Default)]
+struct Inbox {
+    queue: Mutex<Vec<Unexpected>>,
+    arrived: Condvar,
+}
+
+struct Ring {
+    next: Socket,
+    prev: Socket,
+}
+
+/// One rank's view of the TCP bootstrap network.
+pub struct TcpBootstrap {
+    rank: u32,
+    nranks: u32,
+    magic: u64,
+    timeout: Duration,
+    /// Every rank's peer listener.
+    peers: Vec<SocketAddr>,
+    listen_addr: SocketAddr,
+    ring: Mutex<Ring>,
+    inbox: Arc<Inbox>,
+    /// Raised by the failure watchdog: every wait gives up.
+    abort: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for TcpBootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TcpBootstrap(rank {} of {}, listening on {})", self.rank, self.nranks, self.listen_addr)
+    }
+}
+
+impl TcpBootstrap {
+    /// NCCL's `bootstrapInit`: check in with the root, connect the ring, and AllGather the peer listeners.
+    pub fn init(id: &UniqueId, rank: u32, nranks: u32, env: &Env) -> Result<TcpBootstrap, BootstrapError> {
+        if rank >= nranks {
+            return Err(BootstrapError::BadRank { rank, nranks });
+        }
+        let timeout = timeout(env)?;
+        let start = Instant::now();
+        let iface = bootstrap_interface(env)?;
+        if rank == 0 && env.str("NCCL_COMM_ID").is_some() {
+            let listener = Listener::bind(id.addr, id.magic, SocketType::Bootstrap)?;
+            start_root(listener, id.magic, timeout)?;
+        }
+        let ip = iface.addr.ip();
+        let reply = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
+        let ring_listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
+        let listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
+
+        let info = root::CheckIn { rank, nranks, reply_addr: reply.addr(), ring_addr: ring_listener.addr() };
+        Socket::connect(id.addr, id.magic, SocketType::Bootstrap, timeout)?.send(&info.to_bytes())?;
+        let t_send = start.elapsed();
+
+        let mut from_root = reply.accept(timeout, None)?;
+        let next_ring = recv_addr(&mut from_root, timeout)?;
+        let t_recv = start.elapsed();
+
+        // Connect to next and accept prev concurrently: with two ranks each is the other's both.
+        let connect = std::thread::scope(|s| {
+            let c = s.spawn(|| Socket::connect(next_ring, id.magic, SocketType::Bootstrap, timeout));
+            let prev = ring_listener.accept(timeout, None);
+            let next = c.join().map_err(|_| BootstrapError::Protocol("ring connect thread panicked".into()))?;
+            Ok::<_, BootstrapError>((next?, prev?))
+        })?;
+        let ring = Ring { next: connect.0, prev: connect.1 };
+        let t_ring = start.elapsed();
+
+        let inbox = Arc::new(Inbox::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let abort = Arc::new(AtomicBool::new(false));
+        let listen_addr = listener.addr();
+        let acceptor = {
+            let (inbox, stop, abort) = (inbox.clone(), stop.clone(), abort.clone());
+            std::thread::Builder::new()
+                .name(format!("collscope Bootstrap{rank}"))
+                .spawn(move || accept_loop(listener, &inbox, &stop, &abort, timeout))
+                .map_err(|e| BootstrapError::Protocol(format!("cannot start the bootstrap acceptor: {e}")))?
+        };
+        let mut boot = TcpBootstrap {
+            rank,
+            nranks,
+            magic: id.magic,
+            timeout,
+            peers: Vec::new(),
+            listen_addr,
+            ring: Mutex::new(ring),
+            inbox,
+            abort,
+            stop,
+            acceptor: Some(acceptor),
+        };
+        let all = boot.all_gather(&addr_to_bytes(&listen_addr))?;
+        boot.peers = all
+            .iter()
+            .map(|c| {
+                let mut a = [0u8; ADDR_BYTES];
+                if c.len() != ADDR_BYTES {
+                    return Err(BootstrapError::Protocol(format!("peer address of {} bytes", c.len())));
+                }
+                a.copy_from_slice(c);
+                addr_from_bytes(&a).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let total = start.elapsed();
+        nccl_info!(
+            Subsys::BOOTSTRAP | Subsys::PROFILE,
+            "Bootstrap timings total {:.6} (create {:.6}, send {:.6}, recv {:.6}, ring {:.6}, delay {:.6})",
+            total.as_secs_f64(),
+            0.0,
+            t_send.as_secs_f64(),
+            (t_recv - t_send).as_secs_f64(),
+            (t_ring - t_recv).as_secs_f64(),
+            0.0
+        );
+        Ok(boot)
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// The flag that makes every bootstrap wait give up (raised by the failure watchdog).
+    pub fn abort_flag(&self) -> Arc<AtomicBool> {
+        self.abort.clone()
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Every rank's bootstrap peer listener.
+    pub fn peer_addrs(&self) -> &[SocketAddr] {
+        &self.peers
+    }
+
+    /// NCCL's `bootstrapAllGather` over the ring: every rank's `mine` (sizes may differ), in rank order.
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        let n = self.nranks as usize;
+        let r = self.rank as usize;
+        let mut slots: Vec<Vec<u8>> = vec![Vec::new(); n];
+        slots[r] = mine.to_vec();
+        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        let Ring { next, prev } = &mut *ring;
+        let (abort, timeout) = (&*self.abort, self.timeout);
+        for i in 0..n.saturating_sub(1) {
+            let send_buf = &slots[(r + n - i) % n];
+            // Send and receive together so large slices cannot deadlock on full socket buffers.
+            let got = std::thread::scope(|s| {
+                let sender = s.spawn(|| {
+                    next.send_timeout(&(send_buf.len() as u64).to_le_bytes(), timeout, Some(abort))?;
+                    next.send_timeout(send_buf, timeout, Some(abort))
+                });
+                let got = recv_message(prev, timeout, abort);
+                let sent = sender.join().map_err(|_| BootstrapError::Protocol("allgather sender panicked".into()))?;
+                sent?;
+                got
+            })?;
+            slots[(r + n - i - 1) % n] = got;
+        }
+        Ok(slots)
+    }
+
+    /// A barrier over the ring (an AllGather of nothing).
+    pub fn barrier(&self) -> Result<(), BootstrapError> {
+        self.all_gather(&[]).map(|_| ())
+    }
+
+    /// NCCL's `bootstrapSend`: one connection per message to the peer's listener, whose acceptor reads it
+    /// whole, so this returns without waiting for the matching `recv`.
+    pub fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<(), BootstrapError> {
+        let mut s = self.open(peer, tag, KIND_MESSAGE)?;
+        let wrap = |source| BootstrapError::Peer { op: "send", peer, tag, source };
+        s.send_timeout(&(data.len() as u64).to_le_bytes(), self.timeout, Some(&self.abort)).map_err(wrap)?;
+        s.send_timeout(data, self.timeout, Some(&self.abort)).map_err(wrap)?;
+        // Wait for the acceptor's close so the message is known to have landed before we return.
+        let mut eof = [0u8; 1];
+        match s.recv_timeout(&mut eof, self.timeout, Some(&self.abort)) {
+            Err(SocketError::Closed { .. }) => Ok(()),
+            Err(e) => Err(wrap(e)),
+            Ok(()) => Err(BootstrapError::Protocol(format!("rank {peer} answered a bootstrap message"))),
+        }
+    }
+
+    /// NCCL's `bootstrapRecv`: the message `peer` sent with `tag`.
+    pub fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>, BootstrapError> {
+        match self.claim(peer, tag, KIND_MESSAGE)? {
+            Payload::Message(m) => Ok(m),
+            Payload::Stream(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}"))),
+        }
+    }
+
+    /// Opens a lasting connection to `peer`, which claims it with `accept(self.rank, tag)`.
+    pub fn connect(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
+        self.open(peer, tag, KIND_STREAM)
+    }
+
+    /// Claims the lasting connection `peer` opened with `tag`.
+    pub fn accept(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
+        match self.claim(peer, tag, KIND_STREAM)? {
+            Payload::Stream(s) => Ok(s),
+            Payload::Message(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}"))),
+        }
+    }
+
+    fn open(&self, peer: u32, tag: u64, kind: u32) -> Result<Socket, BootstrapError> {
+        let addr = *self.peers.get(peer as usize).ok_or(BootstrapError::BadRank { rank: peer, nranks: self.nranks })?;
+        let wrap = |source| BootstrapError::Peer { op: "connect to", peer, tag, source };
+        let mut s = Socket::connect(addr, self.magic, SocketType::Bootstrap, self.timeout).map_err(wrap)?;
+        let mut hdr = [0u8; HEADER_BYTES];
+        hdr[..4].copy_from_slice(&self.rank.to_le_bytes());
+        hdr[4..8].copy_from_slice(&kind.to_le_bytes());
+        hdr[8..].copy_from_slice(&tag.to_le_bytes());
+        s.send_timeout(&hdr, self.timeout, Some(&self.abort)).map_err(wrap)?;
+        Ok(s)
+    }
+
+    /// Waits for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
+    fn claim(&self, peer: u32, tag: u64, kind: u32) -> Result<Payload, BootstrapError> {
+        if peer >= self.nranks {
+            return Err(BootstrapError::BadRank { rank: peer, nranks: self.nranks });
+        }
+        let start = Instant::now();
+        let is_kind =
+            |p: &Payload| matches!((p, kind), (Payload::Message(_), KIND_MESSAGE) | (Payload::Stream(_), KIND_STREAM));
+        let mut queue = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
+                return Ok(queue.remove(i).payload);
+            }
+            let addr = addr_string(&self.listen_addr);
+            let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
+            let fail = |source| Err(BootstrapError::Peer { op, peer, tag, source });
+            if self.abort.load(Ordering::Acquire) {
+                return fail(SocketError::Aborted { addr });
+            }
+            if start.elapsed() >= self.timeout {
+                return fail(SocketError::Timeout {
+                    what: "hear from a peer on",
+                    addr,
+                    secs: self.timeout.as_secs_f64(),
+                });
+            }
+            queue = self.inbox.arrived.wait_timeout(queue, POLL_SLICE).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
+fn recv_message(s: &mut Socket, timeout: Duration, abort: &AtomicBool) -> Result<Vec<u8>, BootstrapError> {
+    let mut len = [0u8; 8];
+    s.recv_timeout(&mut len, timeout, Some(abort))?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_MESSAGE {
+        return Err(BootstrapError::Protocol(format!("a {len}-byte bootstrap message exceeds {MAX_MESSAGE} bytes")));
+    }
+    let mut data = vec![0u8; len as usize];
+    s.recv_timeout(&mut data, timeout, Some(abort))?;
+    Ok(data)
+}
+
+/// Largest bootstrap message accepted (guards against a corrupt length).
+const MAX_MESSAGE: u64 = 1 << 32;
+
+impl crate::runtime::Bootstrap for TcpBootstrap {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    fn all_gather(&self, mine: &[u8]) -> crate::runtime::Result<Vec<Vec<u8>>> {
+        TcpBootstrap::all_gather(self, mine).map_err(into_runtime)
+    }
+
+    fn send(&self, peer: u32, tag: u64, data: &[u8]) -> crate::runtime::Result<()> {
+        TcpBootstrap::send(self, peer, tag, data).map_err(into_runtime)
+    }
+
+    fn recv(&self, peer: u32, tag: u64) -> crate::runtime::Result<Vec<u8>> {
+        TcpBootstrap::recv(self, peer, tag).map_err(into_runtime)
+    }
+
+    fn barrier(&self) -> crate::runtime::Result<()> {
+        TcpBootstrap::barrier(self).map_err(into_runtime)
+    }
+}
+
+fn into_runtime(e: BootstrapError) -> crate::runtime::RuntimeError {
+    match e {
+        BootstrapError::Env(e) => crate::runtime::RuntimeError::Env(e),
+        other => crate::runtime::RuntimeError::Bootstrap(other.to_string()),
+    }
+}
+
+impl Drop for TcpBootstrap {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.acceptor.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts peers' connections, reads their (rank, tag) header and queues them for `accept`.
+fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &AtomicBool, timeout: Duration) {
+    while !stop.load(Ordering::Acquire) && !abort.load(Ordering::Acquire) {
+        let mut s = match listener.accept(POLL_SLICE, Some(stop)) {
+            Ok(s) => s,
+            Err(SocketError::Timeout { .. } | SocketError::Aborted { .. }) => continue,
+            Err(e) => {
+                nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a connection: {e}");
+                continue;
+            }
+        };
+        let mut hdr = [0u8; HEADER_BYTES];
+        if let Err(e) = s.recv_timeout(&mut hdr, Duration::from_secs(5), Some(stop)) {
+            nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a connection without header: {e}");
+            continue;
+        }
+        let peer = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+        let kind = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+        let tag = u64::from_le_bytes(hdr[8..].try_into().unwrap_or_default());
+        let payload = match kind {
+            KIND_MESSAGE => match recv_message(&mut s, timeout, abort) {
+                Ok(m) => Payload::Message(m),
+                Err(e) => {
+                    nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a message from rank {peer}: {e}");
+                    continue;
+                }
+            },
+            _ => Payload::Stream(s),
+        };
+        inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).push(Unexpected { peer, tag, payload });
+        inbox.arrived.notify_all();
+    }
+}
+
+fn recv_addr(s: &mut Socket, timeout: Duration) -> Result<SocketAddr, BootstrapError> {
+    let mut b = [0u8; ADDR_BYTES];
+    s.recv_timeout(&mut b, timeout, None)?;
+    addr_from_bytes(&b).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20")])
+    }
+
+    fn run_ranks<T: Send>(n: u32, f: impl Fn(TcpBootstrap) -> T + Sync) -> Vec<T> {
+        let id = UniqueId::create(&env()).unwrap();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|r| {
+                    let f = &f;
+                    s.spawn(move || f(TcpBootstrap::init(&id, r, n, &env()).unwrap()))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn ring_allgather_send_recv_and_barrier() {
+        for n in [1u32, 2, 3, 5] {
+            let out = run_ranks(n, |b| {
+                let r = b.rank();
+                // Sizes differ per rank; rank 0's slice is big enough to fill socket buffers.
+                let mine: Vec<u8> = (0..(1 + r as usize) * 100_000).map(|i| (i as u32 * 7 + r) as u8).collect();
+                let all = b.all_gather(&mine).unwrap();
+                for (q, slice) in all.iter().enumerate() {
+                    assert_eq!(slice.len(), (1 + q) * 100_000);
+                    assert_eq!(slice[3], (21 + q) as u8);
+                }
+                // Everyone sends to everyone with two tags, received in the opposite order.
+                for p in 0..n {
+                    for tag in [1, 2] {
+                        b.send(p, tag, format!("{r}->{p}:{tag}").as_bytes()).unwrap();
+                    }
+                }
+                for p in (0..n).rev() {
+                    for tag in [2, 1] {
+                        assert_eq!(b.recv(p, tag).unwrap(), format!("{p}->{r}:{tag}").as_bytes());
+                    }
+                }
+                b.barrier().unwrap();
+                b.peer_addrs().len()
+            });
+            assert_eq!(out, vec![n as usize; n as usize]);
+        }
+    }
+
+    #[test]
+    fn stray_rank_with_another_magic_is_refused() {
+        let id = UniqueId::create(&env()).unwrap();
+        let wrong = UniqueId { magic: id.magic ^ 1, addr: id.addr };
+        let e = TcpBootstrap::init(&wrong, 0, 1, &env()).unwrap_err().to_string();
+        assert!(e.contains("wrong magic"), "{e}");
+        let ok = TcpBootstrap::init(&id, 0, 1, &env()).unwrap();
+        assert_eq!(ok.all_gather(b"x").unwrap(), vec![b"x".to_vec()]);
+    }
+
+    #[test]
+    fn missing_ranks_time_out_and_bad_arguments_are_named() {
+        let e = Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "1")]);
+        let id = UniqueId::create(&e).unwrap();
+        let err = TcpBootstrap::init(&id, 0, 2, &e).unwrap_err().to_string();
+        assert!(err.contains("timed out"), "{err}");
+        assert!(matches!(TcpBootstrap::init(&id, 2, 2, &e), Err(BootstrapError::BadRank { rank: 2, nranks: 2 })));
+        let bad = Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "0")]);
+        assert!(timeout(&bad).unwrap_err().to_string().contains("COLLSCOPE_BOOTSTRAP_TIMEOUT"));
+    }
+
+    #[test]
+    fn comm_id_starts_the_root_on_rank_zero() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = Env::from_pairs([
+            ("NCCL_COMM_ID", format!("127.0.0.1:{port}")),
+            ("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20".into()),
+        ]);
+        let id = UniqueId::create(&e).unwrap();
+        assert_eq!(id.magic, crate::runtime::socket::NCCL_MAGIC);
+        let sums: Vec<u32> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3u32)
+                .map(|r| {
+                    let e = &e;
+                    s.spawn(move || {
+                        let b = TcpBootstrap::init(&id, r, 3, e).unwrap();
+                        b.all_gather(&[r as u8]).unwrap().iter().map(|x| x[0] as u32).sum()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(sums, vec![3, 3, 3]);
+    }
+}

@@ -1,0 +1,240 @@
+//! What each nccl-tests benchmark does (`src/<coll>.cu`): element counts from a byte size, the call, the
+//! expected result, and the bus bandwidth factor (`doc/PERFORMANCE.md`).
+
+use anyhow::Result;
+use clap::ValueEnum;
+use collscope_core::model::RedOp;
+use collscope_core::runtime::Comm;
+use collscope_kernels::Element;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum Bench {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    Alltoall,
+    Sendrecv,
+}
+
+/// Element counts of one size (nccl-tests' `getCollByteCount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub send: usize,
+    pub recv: usize,
+    /// The count the collective is called with (the table's `count` column).
+    pub param: usize,
+}
+
+impl Bench {
+    /// The nccl-tests program name (`all_reduce_perf`).
+    pub fn program(self) -> String {
+        format!("{}_perf", self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default())
+    }
+
+    pub fn uses_op(self) -> bool {
+        matches!(self, Bench::AllReduce | Bench::ReduceScatter | Bench::Reduce)
+    }
+
+    pub fn uses_root(self) -> bool {
+        matches!(self, Bench::Broadcast | Bench::Reduce)
+    }
+
+    pub fn counts(self, count: usize, n: usize) -> Counts {
+        match self {
+            Bench::AllReduce | Bench::Broadcast | Bench::Reduce | Bench::Sendrecv => {
+                Counts { send: count, recv: count, param: count }
+            }
+            Bench::AllGather => Counts { send: count / n, recv: count / n * n, param: count / n },
+            Bench::ReduceScatter => Counts { send: count / n * n, recv: count / n, param: count / n },
+            Bench::Alltoall => Counts { send: count / n * n, recv: count / n * n, param: count / n },
+        }
+    }
+
+    /// (algbw, busbw) in GB/s for `param` elements of `size` bytes taking `secs` (nccl-tests' `getBw`).
+    pub fn bandwidth(self, param: usize, size: usize, secs: f64, n: usize) -> (f64, f64) {
+        let nf = n as f64;
+        let (base_elems, factor) = match self {
+            Bench::AllReduce => (param, 2.0 * (nf - 1.0) / nf),
+            Bench::AllGather | Bench::ReduceScatter | Bench::Alltoall => (param * n, (nf - 1.0) / nf),
+            Bench::Broadcast | Bench::Reduce | Bench::Sendrecv => (param, 1.0),
+        };
+        let algbw = if secs > 0.0 { (base_elems * size) as f64 / 1e9 / secs } else { 0.0 };
+        (algbw, algbw * factor)
+    }
+}
+
+/// Rank `rank`'s input at index `i`: small values exact in every type (1 or 2 for products, so they
+/// cannot overflow differently in different orders).
+pub fn input<T: Element>(rank: usize, i: usize, op: RedOp) -> T {
+    if op == RedOp::Prod {
+        T::from_index(1 + (i + rank) % 2)
+    } else {
+        T::from_index(i * 3 + rank)
+    }
+}
+
+fn fold<T: Element>(op: RedOp, n: usize, at: impl Fn(usize) -> T) -> T {
+    let mut acc = at(0);
+    for q in 1..n {
+        let v = at(q);
+        acc = match op {
+            RedOp::Sum | RedOp::Avg => acc.add(v),
+            RedOp::Prod => acc.mul(v),
+            RedOp::Max => acc.max_of(v),
+            RedOp::Min => acc.min_of(v),
+        };
+    }
+    if op == RedOp::Avg {
+        acc.div_n(n as u32)
+    } else {
+        acc
+    }
+}
+
+/// What rank `rank`'s receive buffer must hold afterwards; `None` where the collective leaves it undefined.
+pub fn expected<T: Element>(b: Bench, c: Counts, rank: usize, n: usize, root: usize, op: RedOp) -> Option<Vec<T>> {
+    let inp = |q: usize, i: usize| input::<T>(q, i, op);
+    Some(match b {
+        Bench::AllReduce => (0..c.recv).map(|i| fold(op, n, |q| inp(q, i))).collect(),
+        Bench::Reduce if rank != root => return None,
+        Bench::Reduce => (0..c.recv).map(|i| fold(op, n, |q| inp(q, i))).collect(),
+        Bench::ReduceScatter => (0..c.recv).map(|i| fold(op, n, |q| inp(q, rank * c.param + i))).collect(),
+        Bench::Broadcast => (0..c.recv).map(|i| inp(root, i)).collect(),
+        Bench::AllGather => (0..c.recv).map(|i| inp(i / c.param.max(1), i % c.param.max(1))).collect(),
+        Bench::Alltoall => (0..c.recv).map(|i| inp(i / c.param.max(1), rank * c.param + i % c.param.max(1))).collect(),
+        Bench::Sendrecv => (0..c.recv).map(|i| inp((rank + n - 1) % n, i)).collect(),
+    })
+}
+
+/// Elements of `got` that differ from `want`: exactly for integers, within reduction-order rounding for floats.
+pub fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
+    let tol = match T::DTYPE {
+        collscope_kernels::Dtype::F16 => 1e-2,
+        collscope_kernels::Dtype::Bf16 => 5e-2,
+        collscope_kernels::Dtype::F32 => 1e-5,
+        collscope_kernels::Dtype::F64 => 1e-12,
+        _ => 0.0,
+    } * n as f64;
+    got.iter()
+        .zip(want)
+        .filter(|(g, w)| {
+            let (g, w) = (g.to_f64(), w.to_f64());
+            !(g == w || (g - w).abs() <= tol * w.abs().max(1.0))
+        })
+        .count() as u64
+}
+
+/// The buffers of one rank for one size.
+pub struct Buffers<T> {
+    pub send: Vec<T>,
+    pub recv: Vec<T>,
+    /// Scratch for the benchmarks whose in-place form needs a copy of the input (AllToAll, SendRecv).
+    scratch: Vec<T>,
+}
+
+impl<T: Element> Buffers<T> {
+    pub fn new(c: Counts) -> Self {
+        Buffers { send: vec![T::from_index(0); c.send], recv: vec![T::from_index(0); c.recv], scratch: Vec::new() }
+    }
+
+    /// Writes this rank's input where the call will read it (the send buffer, or its block of the receive
+    /// buffer for in-place runs).
+    pub fn fill(&mut self, b: Bench, c: Counts, rank: usize, op: RedOp, in_place: bool) {
+        let send: Vec<T> = (0..c.send).map(|i| input(rank, i, op)).collect();
+        if !in_place {
+            self.send = send;
+            return;
+        }
+        match b {
+            Bench::AllGather => self.recv[rank * c.param..(rank + 1) * c.param].copy_from_slice(&send),
+            Bench::ReduceScatter => {
+                self.recv = send;
+            }
+            _ => self.recv[..send.len()].copy_from_slice(&send),
+        }
+    }
+
+    /// The result: the receive buffer, or for in-place ReduceScatter this rank's block of it.
+    pub fn result(&self, b: Bench, c: Counts, rank: usize, in_place: bool) -> &[T] {
+        if in_place && b == Bench::ReduceScatter {
+            &self.recv[rank * c.param..(rank + 1) * c.param]
+        } else {
+            &self.recv
+        }
+    }
+
+    /// One call of the collective.
+    pub fn run(&mut self, comm: &mut Comm, b: Bench, op: RedOp, root: u32, in_place: bool) -> Result<()> {
+        let n = comm.nranks();
+        let rank = comm.rank();
+        match (b, in_place) {
+            (Bench::AllReduce, false) => comm.all_reduce(&self.send, &mut self.recv, op)?,
+            (Bench::AllReduce, true) => comm.all_reduce_in_place(&mut self.recv, op)?,
+            (Bench::AllGather, false) => comm.all_gather(&self.send, &mut self.recv)?,
+            (Bench::AllGather, true) => comm.all_gather_in_place(&mut self.recv)?,
+            (Bench::ReduceScatter, false) => comm.reduce_scatter(&self.send, &mut self.recv, op)?,
+            (Bench::ReduceScatter, true) => comm.reduce_scatter_in_place(&mut self.recv, op)?,
+            (Bench::Broadcast, false) => comm.broadcast(&self.send, &mut self.recv, root)?,
+            (Bench::Broadcast, true) => comm.broadcast_in_place(&mut self.recv, root)?,
+            (Bench::Reduce, false) => comm.reduce(&self.send, &mut self.recv, op, root)?,
+            (Bench::Reduce, true) => comm.reduce_in_place(&mut self.recv, op, root)?,
+            (Bench::Alltoall, false) => comm.all_to_all(&self.send, &mut self.recv)?,
+            (Bench::Sendrecv, false) => sendrecv(comm, &self.send, &mut self.recv, rank, n)?,
+            // In place, the input must be copied aside first (the copy is part of the measured time).
+            (Bench::Alltoall, true) => {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&self.recv);
+                comm.all_to_all(&self.scratch, &mut self.recv)?
+            }
+            (Bench::Sendrecv, true) => {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&self.recv);
+                sendrecv(comm, &self.scratch, &mut self.recv, rank, n)?
+            }
+        }
+        Ok(())
+    }
+}
+
+/// nccl-tests' sendrecv: send to the next rank, receive from the previous, in one group.
+fn sendrecv<T: Element>(comm: &mut Comm, send: &[T], recv: &mut [T], rank: u32, n: u32) -> Result<()> {
+    let mut g = comm.group();
+    g.send(send, (rank + 1) % n)?;
+    g.recv(recv, (rank + n - 1) % n)?;
+    g.end()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_bus_bandwidth_follow_nccl_tests() {
+        assert_eq!(Bench::AllGather.counts(1000, 4), Counts { send: 250, recv: 1000, param: 250 });
+        assert_eq!(Bench::ReduceScatter.counts(1001, 4), Counts { send: 1000, recv: 250, param: 250 });
+        assert_eq!(Bench::Alltoall.counts(10, 4), Counts { send: 8, recv: 8, param: 2 });
+        let (alg, bus) = Bench::AllReduce.bandwidth(250_000, 4, 1e-3, 4);
+        assert!((alg - 1.0).abs() < 1e-12 && (bus - 1.5).abs() < 1e-12);
+        let (alg, bus) = Bench::AllGather.bandwidth(250_000, 4, 1e-3, 4);
+        assert!((alg - 4.0).abs() < 1e-12 && (bus - 3.0).abs() < 1e-12);
+        assert_eq!(Bench::Sendrecv.bandwidth(10, 4, 1.0, 8).1, 40e-9);
+        assert_eq!(Bench::AllReduce.program(), "all_reduce_perf");
+        assert_eq!(Bench::Alltoall.program(), "alltoall_perf");
+    }
+
+    #[test]
+    fn expected_values_and_wrong_counts() {
+        let c = Bench::AllGather.counts(8, 2);
+        let e: Vec<i32> = expected(Bench::AllGather, c, 0, 2, 0, RedOp::Sum).unwrap();
+        assert_eq!(e, vec![0, 3, 6, 2, 1, 4, 0, 3]);
+        let s: Vec<f32> = expected(Bench::AllReduce, Bench::AllReduce.counts(3, 2), 0, 2, 0, RedOp::Sum).unwrap();
+        assert_eq!(s, vec![1.0, 7.0, 6.0]);
+        assert!(expected::<f32>(Bench::Reduce, c, 1, 2, 0, RedOp::Sum).is_none());
+        assert_eq!(count_wrong(&[1.0f32, 2.0, 3.0], &[1.0, 2.5, 3.0 + 1e-7], 2), 1);
+        assert_eq!(count_wrong(&[1i32, 2], &[1, 3], 2), 1);
+    }
+}

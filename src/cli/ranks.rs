@@ -1,0 +1,172 @@
+//! Runs one body on every rank of a job: ranks as threads of this process, as processes of this program
+//! started here (the local launcher), or as the one rank this process is when a launcher (collscope's,
+//! torchrun, Open MPI, Slurm) started it.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::ValueEnum;
+use collscope_core::env::Env;
+use collscope_core::runtime::job::{self, JobComm};
+use collscope_core::runtime::launch::{detect, LaunchInfo};
+use collscope_core::runtime::tcp_bootstrap::UniqueId;
+use collscope_core::runtime::{Comm, CommOptions};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LaunchMode {
+    Threads,
+    Processes,
+}
+
+/// Which transport connects ranks on this host (`auto` lets NCCL's order decide: P2P, SHM, NET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    Auto,
+    P2p,
+    Shm,
+    Socket,
+}
+
+/// How long the others may take to end once one rank failed before they are killed.
+const GRACE: Duration = Duration::from_secs(15);
+
+/// What a rank's body gets.
+pub struct Rank<'a> {
+    pub comm: &'a mut Comm,
+    pub local_rank: u32,
+    /// The number of threads in this process that are ranks (nccl-tests' `nThread`).
+    pub threads_per_process: u32,
+}
+
+pub struct Job {
+    pub nranks: u32,
+    pub launch: LaunchMode,
+    pub transport: TransportChoice,
+}
+
+/// The environment with `transport` applied (`NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`).
+pub fn transport_env(env: &Env, transport: TransportChoice) -> Env {
+    match transport {
+        TransportChoice::Auto => env.clone(),
+        TransportChoice::P2p => env.with("NCCL_SHM_DISABLE", "1"),
+        TransportChoice::Shm => env.with("NCCL_P2P_DISABLE", "1"),
+        TransportChoice::Socket => env.with("NCCL_P2P_DISABLE", "1").with("NCCL_SHM_DISABLE", "1"),
+    }
+}
+
+/// Whether a launcher started this process as one rank.
+pub fn launched() -> Result<Option<LaunchInfo>> {
+    Ok(detect(|k| std::env::var(k).ok())?)
+}
+
+/// Runs `body` on every rank and returns once all ended; the first rank error is returned.
+pub fn run(job: &Job, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
+    let env = transport_env(&Env::from_process(), job.transport);
+    if let Some(info) = launched()? {
+        return run_launched(&info, env, body);
+    }
+    if job.nranks == 0 {
+        bail!("--nranks must be at least 1");
+    }
+    match job.launch {
+        LaunchMode::Threads => run_threads(job.nranks, env, body),
+        LaunchMode::Processes => {
+            if job.transport == TransportChoice::P2p {
+                bail!("--transport p2p connects ranks of one process: use it with --launch threads");
+            }
+            spawn_processes(job.nranks, &env)
+        }
+    }
+}
+
+fn opts(env: Env) -> CommOptions {
+    CommOptions { env, net: None, name: None }
+}
+
+fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) -> Result<()> {
+    let (id, env) = info.unique_id(&env)?;
+    collscope_core::debug::set_thread_device(info.local_rank as i32);
+    let mut comm = JobComm::init_rank(&id, info.nranks, info.rank, opts(env))
+        .with_context(|| format!("rank {} of {} ({} launch)", info.rank, info.nranks, info.launcher))?;
+    let res = body(Rank { comm: &mut comm, local_rank: info.local_rank, threads_per_process: 1 });
+    if let Err(e) = res {
+        // Name the dead peer when the watchdog found one, even if a wait noticed first.
+        return Err(match comm.peer_failure() {
+            Some(f) if !format!("{e:#}").contains(&format!("rank {}", f.rank)) => e.context(f.to_string()),
+            _ => e,
+        });
+    }
+    comm.finish()?;
+    Ok(())
+}
+
+fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
+    let comms = job::init_threads(n, opts(env))?;
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|mut c| {
+                let body = &body;
+                s.spawn(move || {
+                    let r = c.rank();
+                    collscope_core::debug::set_thread_device(r as i32);
+                    body(Rank { comm: &mut c, local_rank: r, threads_per_process: n })
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a rank thread panicked")))).collect()
+    });
+    results.into_iter().collect()
+}
+
+/// The local launcher: this program again, once per rank, meeting at a root this process hosts.
+fn spawn_processes(n: u32, env: &Env) -> Result<()> {
+    let id = UniqueId::create(env)?;
+    let exe = std::env::current_exe().context("cannot find this program to start the ranks")?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut children: Vec<(u32, Child)> = Vec::new();
+    for r in 0..n {
+        let child = Command::new(&exe)
+            .args(&args)
+            .env("COLLSCOPE_RANK", r.to_string())
+            .env("COLLSCOPE_NRANKS", n.to_string())
+            .env("COLLSCOPE_LOCAL_RANK", r.to_string())
+            .env("COLLSCOPE_UNIQUE_ID", id.to_string())
+            .spawn()
+            .with_context(|| format!("cannot start rank {r}"))?;
+        children.push((r, child));
+    }
+    wait_all(children)
+}
+
+/// Waits for every rank; once one fails the others get `GRACE` to end before they are killed.
+fn wait_all(mut children: Vec<(u32, Child)>) -> Result<()> {
+    let mut failed: Vec<String> = Vec::new();
+    let mut first_failure: Option<Instant> = None;
+    while !children.is_empty() {
+        let mut still = Vec::new();
+        for (r, mut c) in children {
+            match c.try_wait() {
+                Ok(Some(status)) if status.success() => {}
+                Ok(Some(status)) => {
+                    failed.push(format!("rank {r} exited with {status}"));
+                    first_failure.get_or_insert_with(Instant::now);
+                }
+                Ok(None) if first_failure.is_some_and(|t| t.elapsed() > GRACE) => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    failed.push(format!("rank {r} was killed after outliving a failed rank by {} s", GRACE.as_secs()));
+                }
+                Ok(None) => still.push((r, c)),
+                Err(e) => failed.push(format!("rank {r}: cannot wait for it: {e}")),
+            }
+        }
+        children = still;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", failed.join("; "))
+    }
+}
