@@ -71,7 +71,14 @@ impl Builder {
         for &t in &targets {
             for s in 0..n {
                 if s == t {
-                    self.topo.paths.push(Path { from: s, to: t, kind: PathType::LOC, bw: 5000.0, hops: 0 });
+                    self.topo.paths.push(Path {
+                        from: s,
+                        to: t,
+                        kind: PathType::LOC,
+                        bw: 5000.0,
+                        hops: 0,
+                        links: Vec::new(),
+                    });
                     continue;
                 }
                 if let Some(p) = self.walk(s, t) {
@@ -121,7 +128,7 @@ impl Builder {
         } else {
             PathType::PXB
         };
-        Some(Path { from: s, to: t, kind, bw, hops })
+        Some(Path { from: s, to: t, kind, bw, hops, links: Vec::new() })
     }
 
     fn nvl(&self, a: usize, b: usize) -> bool {

@@ -43,12 +43,13 @@ fn parse(text: &str, file: &str) -> Result<XmlNode, GraphError> {
         let ev = reader.read_event().map_err(|e| bad(format!("not valid XML ({e})")))?;
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) => {
-                let mut node =
-                    XmlNode { name: String::from_utf8_lossy(e.name().as_ref()).into_owned(), ..Default::default() };
+                let mut node = XmlNode { name: e.name().as_ref().to_string(), ..Default::default() };
                 for a in e.attributes() {
                     let a = a.map_err(|e| bad(format!("bad attribute ({e})")))?;
-                    let v = a.unescape_value().map_err(|e| bad(format!("bad attribute value ({e})")))?;
-                    node.attrs.insert(String::from_utf8_lossy(a.key.as_ref()).into_owned(), v.into_owned());
+                    let v = a
+                        .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                        .map_err(|e| bad(format!("bad attribute value ({e})")))?;
+                    node.attrs.insert(a.key.as_ref().to_string(), v.into_owned());
                 }
                 if matches!(ev, Event::Start(_)) {
                     stack.push(node);
