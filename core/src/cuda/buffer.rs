@@ -35,6 +35,13 @@ impl DeviceBuffer {
         Ok(DeviceBuffer { bytes, dtype, count: host.len() / dtype.size() })
     }
 
+    /// A copy of `src`, queued on `stream`.
+    pub fn from_device(stream: &Arc<CudaStream>, src: &DeviceBuffer) -> Result<DeviceBuffer, CudaError> {
+        let mut b = Self::zeros(stream, src.dtype, src.count)?;
+        b.copy_from(stream, src)?;
+        Ok(b)
+    }
+
     /// A typed copy of `host`.
     pub fn from_elements<T: Element>(stream: &Arc<CudaStream>, host: &[T]) -> Result<DeviceBuffer, CudaError> {
         Self::from_host(stream, T::DTYPE, element_bytes(host))

@@ -6,11 +6,14 @@
 //! - [`kernels`] (feature `cuda`): NVRTC compilation with an on-disk PTX cache, launches on a stream with
 //!   GPU timestamps from events.
 //! - [`buffer`] (feature `cuda`): `DeviceBuffer`, device memory tagged with its datatype.
+//! - [`collective`] (feature `cuda`): AllReduce across the GPUs of in-process ranks (P2P, local or host-staged).
 
 pub mod source;
 
 #[cfg(feature = "cuda")]
 pub mod buffer;
+#[cfg(feature = "cuda")]
+pub mod collective;
 #[cfg(feature = "cuda")]
 pub mod device;
 #[cfg(feature = "cuda")]

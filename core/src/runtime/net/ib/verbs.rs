@@ -25,11 +25,16 @@ pub struct IbDevice {
 }
 
 /// Finds the active ports `NCCL_IB_HCA` selects, logs NCCL's `Using` or `No device found.` line, and returns
-/// them (empty: the caller falls back to sockets). `NCCL_IB_DISABLE=1` skips the search, as in NCCL.
+/// them (empty: the caller falls back to sockets). `NCCL_IB_DISABLE=1` skips the search, as in NCCL. Like
+/// NCCL's `ncclIbInit` the search runs once per process; later calls get the same ports.
 pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::runtime::RuntimeError> {
+    static FOUND: std::sync::OnceLock<Vec<IbDevice>> = std::sync::OnceLock::new();
     let params = IbParams::from_env(env)?;
     if params.disable {
         return Ok(Vec::new());
+    }
+    if let Some(found) = FOUND.get() {
+        return Ok(found.clone());
     }
     let hca_env = env.str("NCCL_IB_HCA");
     if let Some(v) = hca_env {
@@ -46,7 +51,7 @@ pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::runtime::RuntimeError
         oob.first().map_or((String::new(), String::new()), |i| (i.name.clone(), format!("{}<0>", i.addr.ip())));
     let ports: Vec<IbPort> = found.iter().map(|d| d.port.clone()).collect();
     nccl_info!(Subsys::INIT | Subsys::NET, "{}", using_line(&ports, false, &oob_if, &oob_addr));
-    Ok(found)
+    Ok(FOUND.get_or_init(|| found).clone())
 }
 
 fn ports(hca: &HcaList) -> Result<Vec<IbDevice>, VerbsError> {
@@ -113,4 +118,20 @@ fn dmabuf_probe(ctx: *mut ffi::ibv_context) -> bool {
     // SAFETY: pd was allocated above and has no registrations left.
     unsafe { ffi::ibv_dealloc_pd(pd) };
     supported
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real verbs calls on this host: without an RDMA device the search finds nothing and NET falls back.
+    #[test]
+    fn discovery_on_this_host() {
+        let found = discover(&Env::default()).unwrap();
+        let has_hca = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+        if !has_hca {
+            assert!(found.is_empty(), "{found:?}");
+        }
+        assert!(discover(&Env::from_pairs([("NCCL_IB_DISABLE", "1")])).unwrap().is_empty());
+    }
 }
