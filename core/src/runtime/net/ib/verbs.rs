@@ -59,7 +59,11 @@ fn ports(hca: &HcaList) -> Result<Vec<IbDevice>, VerbsError> {
     // SAFETY: libibverbs returns a NULL-terminated array (or NULL) that is freed below.
     let list = unsafe { ffi::ibv_get_device_list(&mut n) };
     if list.is_null() {
-        return Err(VerbsError { call: "ibv_get_device_list", errno: errno() });
+        return match errno() {
+            // ENOSYS: no RDMA support in the kernel (ib_uverbs not loaded), the usual machine without HCAs.
+            38 => Ok(Vec::new()),
+            e => Err(VerbsError { call: "ibv_get_device_list", errno: e }),
+        };
     }
     let mut out = Vec::new();
     for i in 0..n.max(0) as usize {
