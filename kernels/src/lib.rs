@@ -11,6 +11,8 @@ use half::{bf16, f16};
 
 /// Elements per unrolled block: 64 bytes of i8 up to 512 bytes of f64, enough for two AVX-512 registers.
 const BLOCK: usize = 64;
+/// Elements the half types widen to f32 at a time: large enough to amortize each conversion call.
+const HALF_BLOCK: usize = 1024;
 
 /// NCCL's reduction ops (`ncclRedOp_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -193,7 +195,7 @@ float_element!(f32, F32);
 float_element!(f64, F64);
 
 macro_rules! half_element {
-    ($t:ty, $d:ident) => {
+    ($t:ty, $d:ident, $widen:path, $narrow:path) => {
         impl Element for $t {
             const DTYPE: Dtype = Dtype::$d;
             fn add(self, o: Self) -> Self {
@@ -218,18 +220,17 @@ macro_rules! half_element {
                 self.to_f64()
             }
             fn reduce_slices(op: Op, dst: &mut [Self], a: &[Self], b: &[Self]) {
-                use half::slice::HalfFloatSliceExt;
                 let n = dst.len().min(a.len()).min(b.len());
-                let mut fa = [0f32; BLOCK];
-                let mut fb = [0f32; BLOCK];
-                let mut fd = [0f32; BLOCK];
+                let mut fa = [0f32; HALF_BLOCK];
+                let mut fb = [0f32; HALF_BLOCK];
+                let mut fd = [0f32; HALF_BLOCK];
                 let mut start = 0;
                 while start < n {
-                    let len = BLOCK.min(n - start);
-                    a[start..start + len].convert_to_f32_slice(&mut fa[..len]);
-                    b[start..start + len].convert_to_f32_slice(&mut fb[..len]);
+                    let len = HALF_BLOCK.min(n - start);
+                    $widen(&a[start..start + len], &mut fa[..len]);
+                    $widen(&b[start..start + len], &mut fb[..len]);
                     f32::reduce_slices(op, &mut fd[..len], &fa[..len], &fb[..len]);
-                    dst[start..start + len].convert_from_f32_slice(&fd[..len]);
+                    $narrow(&fd[..len], &mut dst[start..start + len]);
                     start += len;
                 }
             }
@@ -237,8 +238,44 @@ macro_rules! half_element {
     };
 }
 
-half_element!(f16, F16);
-half_element!(bf16, Bf16);
+/// f16 <-> f32 through `half`'s slice conversions (F16C when the CPU has it).
+mod f16_slices {
+    use half::f16;
+    use half::slice::HalfFloatSliceExt;
+
+    pub fn widen(src: &[f16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+
+    pub fn narrow(src: &[f32], dst: &mut [f16]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+/// bf16 <-> f32 as plain bit operations the compiler vectorizes; rounding (to nearest, ties to even) and NaN
+/// handling are `half`'s `bf16::from_f32`, so the fast path and the per-element path agree bit for bit.
+mod bf16_slices {
+    use half::bf16;
+
+    pub fn widen(src: &[bf16], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
+
+    pub fn narrow(src: &[f32], dst: &mut [bf16]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            let x = s.to_bits();
+            let nan = x & 0x7fff_ffff > 0x7f80_0000;
+            let round_up = (x & 0x8000 != 0) && (x & 0x17fff != 0);
+            let bits = if nan { (x >> 16) | 0x40 } else { (x >> 16) + round_up as u32 };
+            *d = bf16::from_bits(bits as u16);
+        }
+    }
+}
+
+half_element!(f16, F16, f16_slices::widen, f16_slices::narrow);
+half_element!(bf16, Bf16, bf16_slices::widen, bf16_slices::narrow);
 
 /// `dst = a op b` (`Avg` sums).
 pub fn reduce<T: Element>(op: Op, dst: &mut [T], a: &[T], b: &[T]) {
@@ -419,6 +456,22 @@ mod tests {
         check::<f32>();
         check::<f64>();
         check::<bf16>();
+    }
+
+    #[test]
+    fn bf16_block_path_matches_per_element_rounding_bit_for_bit() {
+        // Bit patterns across the range: normals, subnormals, ties, infinities and NaNs.
+        let pats: Vec<bf16> =
+            (0..4096u32).map(|i| bf16::from_bits((i.wrapping_mul(2654435761) >> 16) as u16)).collect();
+        let other: Vec<bf16> = pats.iter().rev().copied().collect();
+        for op in [Op::Sum, Op::Prod, Op::Max, Op::Min] {
+            let mut d = vec![bf16::ZERO; pats.len()];
+            reduce(op, &mut d, &pats, &other);
+            for i in 0..pats.len() {
+                let want = reference(op, pats[i], other[i]);
+                assert!(d[i].to_bits() == want.to_bits() || (d[i].is_nan() && want.is_nan()), "{op:?} {i}");
+            }
+        }
     }
 
     #[test]

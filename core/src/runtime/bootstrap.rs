@@ -19,40 +19,92 @@ pub trait Bootstrap: Send + Sync {
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<()>;
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>>;
+    /// `recv` that gives up after `timeout` with `None`, so callers can poll for an abort meanwhile. The
+    /// default waits as `recv` does (its own timeout and abort rules); bootstraps with a mailbox override it.
+    fn recv_timeout(&self, peer: u32, tag: u64, _timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.recv(peer, tag).map(Some)
+    }
     fn barrier(&self) -> Result<()> {
         self.all_gather(&[]).map(|_| ())
     }
 }
 
-type Key = (u32, u32, u64);
+/// Messages that arrived for one rank, by (sender, tag), with a timed wait. Bootstraps whose messages
+/// arrive on a receiving thread (TCP, the threads bootstrap) deposit them here.
+/// Queued messages by (sender, tag).
+type Queues = HashMap<(u32, u64), VecDeque<Vec<u8>>>;
 
-struct Mailboxes {
-    queues: Mutex<HashMap<Key, VecDeque<Vec<u8>>>>,
+#[derive(Default)]
+pub struct Mailbox {
+    queues: Mutex<Queues>,
     arrived: Condvar,
 }
 
-/// Ranks as threads of one process: messages go through shared mailboxes keyed by (from, to, tag).
+impl Mailbox {
+    pub fn deliver(&self, from: u32, tag: u64, data: Vec<u8>) {
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        q.entry((from, tag)).or_default().push_back(data);
+        self.arrived.notify_all();
+    }
+
+    /// The oldest message from `from` with `tag`, waiting up to `timeout` for it.
+    pub fn take(&self, me: u32, from: u32, tag: u64, timeout: Duration) -> Result<Vec<u8>> {
+        self.take_within(from, tag, timeout).ok_or_else(|| {
+            RuntimeError::Bootstrap(format!(
+                "rank {me} timed out after {} s waiting for a message from rank {from} (tag {tag:#x})",
+                timeout.as_secs()
+            ))
+        })
+    }
+
+    /// The oldest message from `from` with `tag` if one arrives within `timeout`.
+    pub fn take_within(&self, from: u32, tag: u64, timeout: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + timeout;
+        let mut q = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(msg) = q.get_mut(&(from, tag)).and_then(VecDeque::pop_front) {
+                return Some(msg);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            q = self.arrived.wait_timeout(q, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
+/// Allgather over `send`/`recv` with the reserved tag of the `seq`-th allgather, for bootstraps without a
+/// faster collective path.
+pub fn all_gather_p2p(b: &dyn Bootstrap, seq: u64, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let tag = RESERVED_TAG_BASE + seq;
+    for peer in (0..b.nranks()).filter(|&p| p != b.rank()) {
+        b.send(peer, tag, mine)?;
+    }
+    (0..b.nranks()).map(|peer| if peer == b.rank() { Ok(mine.to_vec()) } else { b.recv(peer, tag) }).collect()
+}
+
+/// Ranks as threads of one process: each rank has a mailbox the others deliver into.
 pub struct ThreadBootstrap {
     rank: u32,
-    nranks: u32,
-    boxes: Arc<Mailboxes>,
+    boxes: Arc<Vec<Mailbox>>,
     timeout: Duration,
-    /// Sequence number of this rank's next allgather, to keep consecutive ones apart.
+    /// Sequence number of this rank's last allgather, to keep consecutive ones apart.
     gathers: Mutex<u64>,
 }
 
 impl ThreadBootstrap {
     /// One bootstrap per rank, all connected to each other.
     pub fn group(nranks: u32, timeout: Duration) -> Vec<ThreadBootstrap> {
-        let boxes = Arc::new(Mailboxes { queues: Mutex::default(), arrived: Condvar::new() });
+        let boxes = Arc::new((0..nranks).map(|_| Mailbox::default()).collect::<Vec<_>>());
         (0..nranks)
-            .map(|rank| ThreadBootstrap { rank, nranks, boxes: boxes.clone(), timeout, gathers: Mutex::new(0) })
+            .map(|rank| ThreadBootstrap { rank, boxes: boxes.clone(), timeout, gathers: Mutex::new(0) })
             .collect()
     }
 
     fn check_peer(&self, peer: u32) -> Result<()> {
-        if peer >= self.nranks {
-            return Err(RuntimeError::Bootstrap(format!("peer {peer} is out of range for {} ranks", self.nranks)));
+        if peer >= self.nranks() {
+            return Err(RuntimeError::Bootstrap(format!("peer {peer} is out of range for {} ranks", self.nranks())));
         }
         Ok(())
     }
@@ -64,7 +116,7 @@ impl Bootstrap for ThreadBootstrap {
     }
 
     fn nranks(&self) -> u32 {
-        self.nranks
+        self.boxes.len() as u32
     }
 
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -73,40 +125,23 @@ impl Bootstrap for ThreadBootstrap {
             *g += 1;
             *g
         };
-        let tag = RESERVED_TAG_BASE + seq;
-        for peer in (0..self.nranks).filter(|&p| p != self.rank) {
-            self.send(peer, tag, mine)?;
-        }
-        (0..self.nranks).map(|peer| if peer == self.rank { Ok(mine.to_vec()) } else { self.recv(peer, tag) }).collect()
+        all_gather_p2p(self, seq, mine)
     }
 
     fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<()> {
         self.check_peer(peer)?;
-        let mut q = self.boxes.queues.lock().unwrap_or_else(|p| p.into_inner());
-        q.entry((self.rank, peer, tag)).or_default().push_back(data.to_vec());
-        self.boxes.arrived.notify_all();
+        self.boxes[peer as usize].deliver(self.rank, tag, data.to_vec());
         Ok(())
     }
 
     fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
         self.check_peer(peer)?;
-        let deadline = Instant::now() + self.timeout;
-        let key = (peer, self.rank, tag);
-        let mut q = self.boxes.queues.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(msg) = q.get_mut(&key).and_then(VecDeque::pop_front) {
-                return Ok(msg);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(RuntimeError::Bootstrap(format!(
-                    "rank {} timed out after {} s waiting for a message from rank {peer} (tag {tag:#x})",
-                    self.rank,
-                    self.timeout.as_secs()
-                )));
-            }
-            q = self.boxes.arrived.wait_timeout(q, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
-        }
+        self.boxes[self.rank as usize].take(self.rank, peer, tag, self.timeout)
+    }
+
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>> {
+        self.check_peer(peer)?;
+        Ok(self.boxes[self.rank as usize].take_within(peer, tag, timeout))
     }
 }
 

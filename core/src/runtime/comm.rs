@@ -118,6 +118,24 @@ fn now_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
+/// The init lines NCCL 2.28.9 prints for rings and trees: rank 0's `Channel 00/02 : 0 1 2 3` per ring
+/// (`src/graph/rings.cc`), each rank's `Ring 00 : 3 -> 0 -> 1` and `Trees [0] 1/-1/-1->0->-1 ...`
+/// (`src/init.cc`).
+fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
+    let width = (nranks.max(1) - 1).to_string().len();
+    let mut trees = String::new();
+    for ch in channels {
+        if rank == 0 {
+            let order: String = (0..nranks).map(|r| format!(" {r:>width$}")).collect();
+            nccl_info!(Subsys::INIT, "Channel {:02}/{:02} :{order}", ch.id, channels.len());
+        }
+        let t = ch.tree;
+        trees.push_str(&format!(" [{}] {}/{}/-1->{rank}->{}", ch.id, t.down[0], t.down[1], t.up));
+        nccl_info!(Subsys::GRAPH, "Ring {:02} : {} -> {rank} -> {}", ch.id, ch.ring_prev, ch.ring_next);
+    }
+    nccl_info!(Subsys::INIT, "Trees{trees}");
+}
+
 /// One connection a rank wants: `send` to or receive from `peer` on `channel` (`conn_index` 1 = p2p).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Want {
@@ -191,21 +209,17 @@ impl Comm {
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
         let channels: Vec<Channel> = (0..nch)
-            .map(|c| {
-                let tree = trees[if 2 * c < nch { 0 } else { 1 }];
-                let ch = Channel {
-                    id: c,
-                    ring_prev: (rank + nranks - 1) % nranks,
-                    ring_next: (rank + 1) % nranks,
-                    tree,
-                    send: Default::default(),
-                    recv: Default::default(),
-                };
-                nccl_info!(Subsys::GRAPH, "Ring {c:02} : {} -> {rank} -> {}", ch.ring_prev, ch.ring_next);
-                nccl_info!(Subsys::GRAPH, "Tree {c} : {} -> {rank} -> {}/{}/-1", tree.up, tree.down[0], tree.down[1]);
-                ch
+            .map(|c| Channel {
+                id: c,
+                ring_prev: (rank + nranks - 1) % nranks,
+                ring_next: (rank + 1) % nranks,
+                // The first half of the channels run on the first tree, the rest on the second.
+                tree: trees[if 2 * c < nch { 0 } else { 1 }],
+                send: Default::default(),
+                recv: Default::default(),
             })
             .collect();
+        log_rings_and_trees(rank, nranks, &channels);
         let p2p = Channel {
             id: 0,
             ring_prev: 0,
@@ -284,6 +298,16 @@ impl Comm {
         select(&self.select, coll, bytes, self.nranks)
     }
 
+    /// Replaces the algorithm/protocol restrictions `select` applies (what `NCCL_ALGO`/`NCCL_PROTO` gave at
+    /// init), e.g. for a benchmark that forces a protocol per run.
+    pub fn set_select_config(&mut self, cfg: SelectConfig) {
+        self.select = cfg;
+    }
+
+    pub fn select_config(&self) -> &SelectConfig {
+        &self.select
+    }
+
     /// Sets up `wants`; every peer named must call this with the mirror-image wants.
     pub(crate) fn connect(&mut self, wants: &[Want]) -> Result<()> {
         let mut pending = Vec::with_capacity(wants.len());
@@ -306,7 +330,7 @@ impl Comm {
             pending.push((w, t.kind(), p));
         }
         for (w, kind, p) in pending {
-            let handle = self.boot.recv(w.peer, conn_tag(w, !w.send))?;
+            let handle = self.recv_handle(w.peer, conn_tag(w, !w.send))?;
             let est = p.connect(&handle)?;
             if let Some(line) = &est.line {
                 let sub = match kind {
@@ -326,6 +350,25 @@ impl Comm {
             }
         }
         Ok(())
+    }
+
+    /// A connection handle from `peer`, waiting at most the communicator's timeout and ending early on abort.
+    fn recv_handle(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
+        let start = Instant::now();
+        let what = || format!("connection handle from rank {peer} (tag {tag:#x})");
+        loop {
+            if let Some(h) = self.boot.recv_timeout(peer, tag, Duration::from_millis(100))? {
+                return Ok(h);
+            }
+            let w = &self.waiter;
+            if w.abort.is_aborted() {
+                let reason = w.abort.reason().unwrap_or_default();
+                return Err(RuntimeError::Aborted { rank: self.rank, what: what(), reason });
+            }
+            if start.elapsed() >= w.timeout {
+                return Err(RuntimeError::Timeout { rank: self.rank, secs: w.timeout.as_secs(), what: what() });
+            }
+        }
     }
 
     fn ensure_connected(&mut self, algo: Algorithm) -> Result<()> {
@@ -354,10 +397,13 @@ impl Comm {
             }
         }
         self.connect(&wants)?;
+        // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
         if algo == Algorithm::Tree {
             self.tree_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all trees");
         } else {
             self.ring_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0");
         }
         Ok(())
     }
@@ -644,5 +690,116 @@ impl Comm {
     pub fn reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp, root: u32) -> Result<()> {
         let p = buf.as_mut_ptr() as *mut u8;
         self.collective(Collective::Reduce, model_dtype(T::DTYPE), op, root, p, p, buf.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threads(n: u32, pairs: &[(&str, &str)]) -> Vec<Comm> {
+        Comm::init_threads(
+            n,
+            CommOptions { env: Env::from_pairs(pairs.iter().copied()), net: None, name: Some("t".into()) },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bad_arguments_and_env_are_named() {
+        let mut c = threads(1, &[]).pop().unwrap();
+        let e = c.all_reduce(&[1u32, 2], &mut [0u32; 3], RedOp::Sum).unwrap_err().to_string();
+        assert!(e.contains("AllReduce") && e.contains("receive buffer has 3 elements, expected 2"), "{e}");
+        let e = c.broadcast_in_place(&mut [1u8], 4).unwrap_err().to_string();
+        assert!(e.contains("root: rank 4 is out of range for 1 ranks"), "{e}");
+        let e = c.send(&[1u8], 2).unwrap_err().to_string();
+        assert!(e.contains("peer: rank 2"), "{e}");
+        let huge = usize::MAX / 2;
+        let e = Comm::check_count::<f32>(Collective::AllGather, huge, 4).unwrap_err().to_string();
+        assert!(e.contains("AllGather: count") && e.contains("float"), "{e}");
+        for (k, v) in [("NCCL_MAX_NCHANNELS", "0"), ("COLLSCOPE_TIMEOUT_S", "-3"), ("NCCL_P2P_DISABLE", "yes")] {
+            let e = Comm::init_threads(1, CommOptions { env: Env::from_pairs([(k, v)]), net: None, name: None });
+            let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(msg.contains(&format!("{k}='{v}'")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn ops_and_connections_are_recorded_with_nccl_lines() {
+        let comms = threads(2, &[("NCCL_ALGO", "ring"), ("NCCL_PROTO", "LL128")]);
+        let recs: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        let mut buf = vec![1.5f64; 1000];
+                        c.all_reduce_in_place(&mut buf, RedOp::Avg).unwrap();
+                        assert!(buf.iter().all(|v| *v == 1.5));
+                        c.records()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let ops = recs[0].ops();
+        assert_eq!(ops.len(), 1);
+        let op = &ops[0];
+        assert_eq!((op.seq, op.coll, op.state), (1, Collective::AllReduce, OpState::Completed));
+        assert_eq!(
+            (op.algo, op.proto, op.n_channels, op.bytes),
+            (Some(Algorithm::Ring), Some(Protocol::Ll128), Some(1), 8000)
+        );
+        assert!(op.busbw_gbps.is_some_and(|b| b > 0.0));
+        let conns = recs[0].connections();
+        // Rank 0 sends to rank 1 on each of the two channels.
+        assert_eq!(conns.len(), 2);
+        assert!(conns.iter().all(|c| c.src == 0 && c.dst == 1 && c.mode.as_deref() == Some("direct pointer")));
+    }
+
+    #[test]
+    fn an_abort_ends_a_stuck_collective_naming_op_seq_and_reason() {
+        let mut comms = threads(2, &[]);
+        let _idle = comms.pop().unwrap();
+        let mut c = comms.pop().unwrap();
+        let h = c.abort_handle();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            h.abort("rank 1 is dead (connection closed)");
+        });
+        let e = c.all_reduce_in_place(&mut [1i32; 64], RedOp::Sum).unwrap_err().to_string();
+        t.join().unwrap();
+        assert!(e.contains("AllReduce #1 failed") && e.contains("rank 1 is dead"), "{e}");
+        assert_eq!(c.records().ops()[0].state, OpState::Failed);
+    }
+
+    #[test]
+    fn mismatched_sizes_across_ranks_are_reported() {
+        let comms = threads(2, &[]);
+        let errs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        if c.rank() == 0 {
+                            c.send(&[7u32; 25], 1).err().map(|e| e.to_string()).unwrap_or_default()
+                        } else {
+                            c.recv(&mut [0u32; 50], 0).err().map(|e| e.to_string()).unwrap_or_default()
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(errs[0], "");
+        assert!(errs[1].contains("Recv #1") && errs[1].contains("rank 0 sent 100 bytes"), "{}", errs[1]);
+    }
+
+    #[test]
+    fn a_missing_peer_times_out() {
+        let mut comms = threads(2, &[("COLLSCOPE_TIMEOUT_S", "1")]);
+        let _idle = comms.pop().unwrap();
+        let mut c = comms.pop().unwrap();
+        let e = c.broadcast_in_place(&mut [1u8; 8], 1).unwrap_err().to_string();
+        assert!(e.contains("Broadcast #1") && e.contains("timed out after 1 s") && e.contains("rank 1"), "{e}");
     }
 }

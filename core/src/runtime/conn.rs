@@ -166,15 +166,20 @@ impl ConnMem {
         self.info(step).store(((proto.id() as u64) << 56) | bytes as u64, Ordering::Relaxed);
     }
 
+    /// What the sender recorded for `step` (protocol and slot bytes); meaningful once `tail > step`.
+    pub fn step_info(&self, step: u64) -> (Option<Protocol>, usize) {
+        let info = self.info(step).load(Ordering::Relaxed);
+        (Protocol::from_id((info >> 56) as usize), (info & ((1 << 56) - 1)) as usize)
+    }
+
     /// For a NET sender's proxy: the protocol and raw slot bytes (lines included for LL/LL128) of `step` once
     /// the sender posted it (`tail > step`), `None` before.
     pub fn posted(&self, step: u64) -> Option<(Protocol, &[u8])> {
         if self.tail().load(Ordering::Acquire) <= step {
             return None;
         }
-        let info = self.info(step).load(Ordering::Relaxed);
-        let proto = Protocol::from_id((info >> 56) as usize)?;
-        let len = (info & ((1 << 56) - 1)) as usize;
+        let (proto, len) = self.step_info(step);
+        let proto = proto?;
         // SAFETY: the sender will not touch the slot until `head` passes `step`.
         Some((proto, unsafe { std::slice::from_raw_parts(self.slot(proto, step), len) }))
     }

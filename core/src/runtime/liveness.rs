@@ -38,6 +38,8 @@ struct Shared {
     abort: Arc<AtomicBool>,
     comm: AbortHandle,
     stop: AtomicBool,
+    /// Whether stopping says goodbye (a clean leave) or just closes (a failed rank: peers must notice).
+    goodbye: AtomicBool,
 }
 
 impl Shared {
@@ -98,6 +100,7 @@ impl Liveness {
             abort: boot.abort_flag(),
             comm,
             stop: AtomicBool::new(false),
+            goodbye: AtomicBool::new(false),
         });
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
@@ -112,8 +115,10 @@ impl Liveness {
         self.shared.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Says goodbye to every peer and stops the watchdog.
+    /// Says goodbye to every peer and stops the watchdog. Dropping instead closes the connections without a
+    /// goodbye, which the peers treat as this rank failing.
     pub fn close(mut self) {
+        self.shared.goodbye.store(true, Ordering::Release);
         self.stop_thread();
     }
 
@@ -171,8 +176,10 @@ fn watch(peers: Vec<(u32, Socket)>, shared: &Shared, timeout: Duration) {
             }
         }
     }
-    for p in peers.iter().filter(|p| !p.gone) {
-        let _ = p.sock.stream().write(&[GOODBYE]);
+    if shared.goodbye.load(Ordering::Acquire) {
+        for p in peers.iter().filter(|p| !p.gone) {
+            let _ = p.sock.stream().write(&[GOODBYE]);
+        }
     }
 }
 

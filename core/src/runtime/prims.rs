@@ -30,10 +30,9 @@ unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
 impl Ptr {
-    /// `self + elems * esize`.
+    /// The address `bytes` further on (only dereferenced by the unsafe primitives, within the buffer).
     pub fn at(self, bytes: usize) -> *mut u8 {
-        // SAFETY: callers stay within the buffer they were given.
-        unsafe { self.0.add(bytes) }
+        self.0.wrapping_add(bytes)
     }
 }
 

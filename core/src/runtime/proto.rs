@@ -8,7 +8,7 @@
 //! Every protocol still posts `tail` and slot info, which the NET proxy uses to know a step is ready.
 
 use super::conn::{RecvEnd, SendEnd, LL128_DATA, LL128_LINE, LL_LINE};
-use super::error::Result;
+use super::error::{Result, RuntimeError};
 use super::wait::Waiter;
 use crate::model::Protocol;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,18 +75,38 @@ pub fn read_step(
     w: &Waiter,
     channel: u32,
 ) -> Result<*const u8> {
+    debug_assert!(len > 0, "steps always carry data");
     let what = || format!("data from rank {} on channel {channel} (step {}, {proto})", end.peer, end.step);
     let slot = end.mem.slot(proto, end.step);
     match proto {
         Protocol::Simple => {
             w.wait(|| end.has_data(), what)?;
+            // Both sides cut a call into the same steps, so a different size means the ranks disagree.
+            let (sent_proto, sent) = end.mem.step_info(end.step);
+            if sent_proto != Some(Protocol::Simple) || sent != len {
+                return Err(RuntimeError::Mismatch {
+                    what: "message size across ranks",
+                    detail: format!(
+                        "rank {} sent {sent} bytes ({}) for step {} on channel {channel} where {len} bytes (Simple) \
+                         were expected: counts, datatypes, NCCL_PROTO or buffer sizes differ between ranks",
+                        end.peer,
+                        sent_proto.map_or("?", |p| p.as_str()),
+                        end.step
+                    ),
+                });
+            }
             Ok(slot)
         }
         Protocol::Ll => {
             scratch.resize(len.div_ceil(8), 0);
             let flag = ll_flag(end.step);
             let out = scratch.as_mut_ptr() as *mut u32;
-            for i in 0..len.div_ceil(8) {
+            let lines = len.div_ceil(8);
+            // One writer stores the lines in order, so waiting for the last line first leaves the per-line
+            // checks below to succeed at once instead of chasing the writer line by line.
+            let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
+            w.wait(|| unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
+            for i in 0..lines {
                 // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
                 let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
                 let (mut lo, mut hi) = (0u64, 0u64);
@@ -110,6 +130,8 @@ pub fn read_step(
             scratch.resize((lines * LL128_DATA).div_ceil(8), 0);
             let out = scratch.as_mut_ptr() as *mut u8;
             let flag = end.step + 1;
+            let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
+            w.wait(|| last.load(Ordering::Acquire) == flag, what)?;
             for i in 0..lines {
                 let line = unsafe { slot.add(i * LL128_LINE) };
                 let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };

@@ -148,7 +148,6 @@ fn bench_rank(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Result<()> {
 
 struct Report {
     out: std::io::Stdout,
-    json: Option<Vec<J>>,
     bw_sum: f64,
     bw_count: usize,
     errors: usize,
@@ -163,13 +162,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
     let boot = comm.bootstrap().clone();
     let devices = device_lines(&*boot, me, rank.local_rank)?;
     let main = me == 0;
-    let mut report = Report {
-        out: std::io::stdout(),
-        json: args.json.as_ref().map(|_| Vec::new()),
-        bw_sum: 0.0,
-        bw_count: 0,
-        errors: 0,
-    };
+    let mut report = Report { out: std::io::stdout(), bw_sum: 0.0, bw_count: 0, errors: 0 };
     let start_time = now_string();
     if main {
         print_preamble(args, &devices, rank.threads_per_process, &mut report.out)?;
@@ -257,7 +250,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
         writeln!(w, "# {:<20} : {} ", "Avg bus bandwidth", c_g(avg))?;
         writeln!(w, "#")?;
         writeln!(w, "# Collective test concluded: {}", args.bench.program())?;
-        if let (Some(path), Some(_)) = (&args.json, &report.json) {
+        if let Some(path) = &args.json {
             write_json(path, args, &devices, rank.threads_per_process, start_time, results, report.errors, avg)?;
         }
     }

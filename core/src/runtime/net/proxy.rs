@@ -76,7 +76,8 @@ impl Stats {
 
 /// A step the send side handed to the network.
 struct InFlight {
-    header: Box<[u8; HEADER_BYTES]>,
+    /// The header's bytes, kept alive until the network has sent them.
+    _header: Box<[u8; HEADER_BYTES]>,
     head_req: Request,
     head_done: bool,
     body: Request,
@@ -129,7 +130,13 @@ impl SendConn {
             let header = Box::new(header(proto, bytes.len()));
             let head_req = self.net.isend(header.as_ptr(), HEADER_BYTES);
             let body = self.net.isend(bytes.as_ptr(), bytes.len());
-            self.inflight.push_back(InFlight { header, head_req, head_done: false, body, since: Instant::now() });
+            self.inflight.push_back(InFlight {
+                _header: header,
+                head_req,
+                head_done: false,
+                body,
+                since: Instant::now(),
+            });
             self.next += 1;
             self.idle_since = Instant::now();
             self.stats.record(|o| {
@@ -151,7 +158,6 @@ impl SendConn {
                 break;
             }
             let since = f.since;
-            debug_assert_eq!(f.header.len(), HEADER_BYTES);
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
             self.mem.head().store(done, Ordering::Release);
@@ -364,6 +370,18 @@ impl Drop for ProxyGuard {
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 impl Conn {
+    /// Whether bytes are on their way right now (the proxy should not sleep).
+    fn busy(&self) -> bool {
+        match self {
+            Conn::Send(s) => !s.inflight.is_empty(),
+            Conn::Recv(r) => match &r.state {
+                RecvState::Credit => false,
+                RecvState::Header(_, req) => req.started(),
+                RecvState::Body(..) => true,
+            },
+        }
+    }
+
     /// Whether nothing the rank posted is still waiting for the network.
     fn drained(&self) -> bool {
         match self {
@@ -427,9 +445,13 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         if let Some(i) = failed {
             conns.remove(i);
         }
-        // Idle: yield first (a step is usually microseconds away), then back off so ranks sharing the core run.
+        // While bytes are in flight keep going (yielding the core); when idle, back off so ranks sharing the
+        // core run: yield first (a step is usually microseconds away), then sleep.
         if moved {
             idle_rounds = 0;
+        } else if conns.iter().any(|e| e.conn.busy()) {
+            idle_rounds = 0;
+            std::thread::yield_now();
         } else {
             idle_rounds = idle_rounds.saturating_add(1);
             if idle_rounds < 64 {

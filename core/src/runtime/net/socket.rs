@@ -125,6 +125,22 @@ impl NetSocket {
         Ok(NetSocket { devices, nthreads, nsocks_per_thread: per_thread, inline_size, min_task_size })
     }
 
+    /// The devices as the shared model records them (`NET/Socket : Using [0]eth0:10.0.0.1<0>`).
+    pub fn model_devices(&self) -> Vec<crate::model::NetDevice> {
+        let host = crate::sys::hostname();
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| crate::model::NetDevice {
+                index: i as u32,
+                name: d.name.clone(),
+                port: None,
+                link: Some(addr_string(&d.addr)),
+                host: Some(host.clone()),
+            })
+            .collect()
+    }
+
     pub fn nsocks(&self) -> usize {
         self.nthreads * self.nsocks_per_thread
     }
@@ -319,6 +335,13 @@ pub struct Request {
     /// Payload bytes moved on the control socket.
     offset: usize,
     tasks: Vec<Arc<AtomicU8>>,
+}
+
+impl Request {
+    /// Whether bytes of this request have started to move (its size header, at least).
+    pub fn started(&self) -> bool {
+        self.ctrl_off > 0
+    }
 }
 
 impl NetComm {

@@ -174,3 +174,18 @@ impl Pending for NetRecvPending {
         Ok(Established { mem, record: self.record, line: Some(self.line), guard: Some(Box::new(guard)) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_net_accepts_socket_only() {
+        assert!(check_net_name(&Env::from_pairs([("NCCL_NET", "socket")])).is_ok());
+        assert!(check_net_name(&Env::default()).is_ok());
+        let e = check_net_name(&Env::from_pairs([("NCCL_NET", "IB")])).unwrap_err().to_string();
+        assert!(e.contains("NCCL_NET='IB'") && e.contains("Socket"), "{e}");
+        let e = NetTransport::new(&Env::from_pairs([("NCCL_NET", "IB")]), 0, Duration::from_secs(1)).err().unwrap();
+        assert!(e.to_string().contains("NCCL_NET"), "{e}");
+    }
+}

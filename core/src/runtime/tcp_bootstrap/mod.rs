@@ -61,6 +61,16 @@ pub fn bootstrap_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     Ok(i.clone())
 }
 
+/// The bootstrap interface as the shared model records it (`Bootstrap: Using eth0:10.0.0.1<0>`).
+pub fn model_interface(i: &NetIf, rank: Option<u32>) -> crate::model::BootstrapInterface {
+    crate::model::BootstrapInterface {
+        name: i.name.clone(),
+        address: addr_string(&i.addr),
+        host: Some(crate::sys::hostname()),
+        rank,
+    }
+}
+
 fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
     if let Some(id) = env.str("NCCL_COMM_ID") {
@@ -350,10 +360,24 @@ impl TcpBootstrap {
 
     /// NCCL's `bootstrapRecv`: the message `peer` sent with `tag`.
     pub fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>, BootstrapError> {
-        match self.claim(peer, tag, KIND_MESSAGE)? {
-            Payload::Message(m) => Ok(m),
-            Payload::Stream(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}"))),
+        self.recv_within(peer, tag, self.timeout)?.ok_or_else(|| self.timed_out(peer, tag, "receive from"))
+    }
+
+    /// `recv` that returns `None` once `timeout` passed without the message.
+    pub fn recv_within(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Option<Vec<u8>>, BootstrapError> {
+        match self.claim(peer, tag, KIND_MESSAGE, timeout)? {
+            None => Ok(None),
+            Some(Payload::Message(m)) => Ok(Some(m)),
+            Some(Payload::Stream(_)) => {
+                Err(BootstrapError::Protocol(format!("rank {peer} sent a stream with tag {tag}")))
+            }
         }
+    }
+
+    fn timed_out(&self, peer: u32, tag: u64, op: &'static str) -> BootstrapError {
+        let addr = addr_string(&self.listen_addr);
+        let source = SocketError::Timeout { what: "hear from a peer on", addr, secs: self.timeout.as_secs_f64() };
+        BootstrapError::Peer { op, peer, tag, source }
     }
 
     /// Opens a lasting connection to `peer`, which claims it with `accept(self.rank, tag)`.
@@ -363,9 +387,12 @@ impl TcpBootstrap {
 
     /// Claims the lasting connection `peer` opened with `tag`.
     pub fn accept(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
-        match self.claim(peer, tag, KIND_STREAM)? {
-            Payload::Stream(s) => Ok(s),
-            Payload::Message(_) => Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}"))),
+        match self.claim(peer, tag, KIND_STREAM, self.timeout)? {
+            None => Err(self.timed_out(peer, tag, "accept from")),
+            Some(Payload::Stream(s)) => Ok(s),
+            Some(Payload::Message(_)) => {
+                Err(BootstrapError::Protocol(format!("rank {peer} sent a message with tag {tag}")))
+            }
         }
     }
 
@@ -381,8 +408,8 @@ impl TcpBootstrap {
         Ok(s)
     }
 
-    /// Waits for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
-    fn claim(&self, peer: u32, tag: u64, kind: u32) -> Result<Payload, BootstrapError> {
+    /// Waits up to `timeout` for what `peer` sent with `tag`; anything else that arrives meanwhile stays queued.
+    fn claim(&self, peer: u32, tag: u64, kind: u32, timeout: Duration) -> Result<Option<Payload>, BootstrapError> {
         if peer >= self.nranks {
             return Err(BootstrapError::BadRank { rank: peer, nranks: self.nranks });
         }
@@ -392,22 +419,18 @@ impl TcpBootstrap {
         let mut queue = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
-                return Ok(queue.remove(i).payload);
+                return Ok(Some(queue.remove(i).payload));
             }
-            let addr = addr_string(&self.listen_addr);
-            let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
-            let fail = |source| Err(BootstrapError::Peer { op, peer, tag, source });
             if self.abort.load(Ordering::Acquire) {
-                return fail(SocketError::Aborted { addr });
+                let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
+                let source = SocketError::Aborted { addr: addr_string(&self.listen_addr) };
+                return Err(BootstrapError::Peer { op, peer, tag, source });
             }
-            if start.elapsed() >= self.timeout {
-                return fail(SocketError::Timeout {
-                    what: "hear from a peer on",
-                    addr,
-                    secs: self.timeout.as_secs_f64(),
-                });
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(None);
             }
-            queue = self.inbox.arrived.wait_timeout(queue, POLL_SLICE).unwrap_or_else(|p| p.into_inner()).0;
+            queue = self.inbox.arrived.wait_timeout(queue, left.min(POLL_SLICE)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 }
@@ -446,6 +469,10 @@ impl crate::runtime::Bootstrap for TcpBootstrap {
 
     fn recv(&self, peer: u32, tag: u64) -> crate::runtime::Result<Vec<u8>> {
         TcpBootstrap::recv(self, peer, tag).map_err(into_runtime)
+    }
+
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> crate::runtime::Result<Option<Vec<u8>>> {
+        self.recv_within(peer, tag, timeout).map_err(into_runtime)
     }
 
     fn barrier(&self) -> crate::runtime::Result<()> {
@@ -558,6 +585,15 @@ mod tests {
             });
             assert_eq!(out, vec![n as usize; n as usize]);
         }
+    }
+
+    #[test]
+    fn the_interface_goes_into_the_model_as_printed() {
+        let i = NetIf { name: "eth0".into(), addr: "10.0.0.1:0".parse().unwrap(), netmask: None };
+        let m = model_interface(&i, Some(3));
+        assert_eq!((m.name.as_str(), m.address.as_str(), m.rank), ("eth0", "10.0.0.1<0>", Some(3)));
+        let net = crate::runtime::net::socket::NetSocket::discover(&Env::default()).unwrap();
+        assert_eq!(net.model_devices()[0].link.as_deref(), Some(addr_string(&net.devices[0].addr).as_str()));
     }
 
     #[test]

@@ -59,20 +59,35 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
+/// Names of collscope segments in /dev/shm with the pid of their creator.
+fn segments() -> Vec<(String, i32)> {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix(SHM_PREFIX)?.split('-').next()?.parse().ok()?;
+            Some((name, pid))
+        })
+        .collect()
+}
+
 /// Removes `/dev/shm/collscope-<pid>-*` segments whose creating process no longer exists.
 pub fn sweep_stale_segments() {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
-    for entry in dir.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(SHM_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok())
-        else {
-            continue;
-        };
+    for (name, pid) in segments() {
         let gone =
             matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
         if gone && shm_unlink(format!("/{name}").as_str()).is_ok() {
             nccl_info!(Subsys::SHM, "Removed stale shared memory segment /dev/shm/{name} of dead process {pid}");
         }
+    }
+}
+
+/// Removes every segment this process created that is still named, for exit paths that skip destructors
+/// (`std::process::exit` after a peer failure). Mappings stay valid; only the names go.
+pub fn unlink_own_segments() {
+    let me = std::process::id() as i32;
+    for (name, _) in segments().into_iter().filter(|(_, pid)| *pid == me) {
+        let _ = shm_unlink(format!("/{name}").as_str());
     }
 }
 

@@ -1,0 +1,154 @@
+//! End-to-end: `collscope perf` as nccl-tests would be run, on threads and on processes, over each transport.
+
+use std::process::Command;
+
+fn collscope(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
+        .args(args)
+        .env_remove("NCCL_DEBUG")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .output()
+        .expect("collscope runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The data rows of an nccl-tests table: (bytes, #wrong out-of-place, #wrong in-place).
+fn rows(out: &str) -> Vec<(u64, String, String)> {
+    out.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 13, "row has nccl-tests' 13 columns: {l}");
+            (f[0].parse().expect("size"), f[8].to_string(), f[12].to_string())
+        })
+        .collect()
+}
+
+fn assert_clean_table(out: &str, err: &str, sizes: usize) {
+    let r = rows(out);
+    assert_eq!(r.len(), sizes, "{out}\n{err}");
+    assert!(r.iter().all(|(_, a, b)| a == "0" && b == "0"), "{out}");
+    assert!(out.contains("\n# Out of bounds values : 0 OK\n"), "{out}");
+    let avg = out.lines().find_map(|l| l.strip_prefix("# Avg bus bandwidth    : ")).expect("average line");
+    assert!(avg.ends_with(' ') && avg.trim().parse::<f64>().is_ok(), "{avg:?}");
+}
+
+#[test]
+fn all_reduce_on_threads_over_each_transport() {
+    for t in ["p2p", "shm", "socket"] {
+        let (ok, out, err) = collscope(&[
+            "perf",
+            "all_reduce",
+            "--nranks",
+            "4",
+            "--transport",
+            t,
+            "-b",
+            "8",
+            "-e",
+            "4M",
+            "-f",
+            "8",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ]);
+        assert!(ok, "{t}: {err}");
+        assert_clean_table(&out, &err, 7);
+        assert!(out.starts_with("# nccl-tests version collscope-"), "{out}");
+        assert!(out.contains("# nThread 4 nGpus 1 minBytes 8 maxBytes 4194304 step: 8(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0 unalign: 0\n"));
+        assert!(out.contains("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong \n"), "{out}");
+        assert!(out.contains("\n           8             2     float     sum      -1 "), "{out}");
+    }
+}
+
+#[test]
+fn all_reduce_on_processes_with_json() {
+    let dir = std::env::temp_dir().join(format!("collscope-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for t in ["shm", "socket"] {
+        let json = dir.join(format!("{t}.json"));
+        let j = json.to_string_lossy().into_owned();
+        let (ok, out, err) = collscope(&[
+            "perf",
+            "all_reduce",
+            "--nranks",
+            "3",
+            "--launch",
+            "processes",
+            "--transport",
+            t,
+            "-b",
+            "1K",
+            "-e",
+            "1M",
+            "-f",
+            "32",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "-J",
+            &j,
+        ]);
+        assert!(ok, "{t}: {err}");
+        assert_clean_table(&out, &err, 3);
+        // One process per rank, each with its own pid.
+        let pids: std::collections::HashSet<&str> =
+            out.lines().filter(|l| l.starts_with("#  Rank")).map(|l| l.split_whitespace().nth(6).unwrap()).collect();
+        assert_eq!(pids.len(), 3, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["version"], 2);
+        assert_eq!(v["results"].as_array().unwrap().len(), 3);
+        assert_eq!(v["results"][0]["out_of_place"]["nwrong"], 0.0);
+        assert_eq!(v["results"][2]["size"], 1 << 20);
+        assert_eq!(v["out_of_bounds"]["okay"], "true");
+        assert_eq!(v["config"]["devices"].as_array().unwrap().len(), 3);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn every_benchmark_with_other_types_and_ops() {
+    let cases: [&[&str]; 6] = [
+        &["all_gather", "-d", "half"],
+        &["reduce_scatter", "-d", "int32", "-o", "max"],
+        &["broadcast", "-r", "2", "-d", "bfloat16"],
+        &["reduce", "-r", "1", "-o", "prod", "-d", "double"],
+        &["alltoall", "-d", "uint8"],
+        &["sendrecv", "-d", "int64"],
+    ];
+    for case in cases {
+        let mut args = vec!["perf"];
+        args.extend_from_slice(case);
+        args.extend_from_slice(&["--nranks", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "2", "-w", "1"]);
+        let (ok, out, err) = collscope(&args);
+        assert!(ok, "{case:?}: {err}");
+        assert_clean_table(&out, &err, 3);
+        assert!(out.contains(&format!("# Collective test starting: {}_perf", case[0])), "{out}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let (ok, _, err) = collscope(&["perf", "all_reduce", "-b", "8X"]);
+    assert!(!ok && err.contains("'8X'"), "{err}");
+    let (ok, _, err) = collscope(&["perf", "broadcast", "--nranks", "2", "-r", "5", "-b", "8", "-e", "8"]);
+    assert!(!ok && err.contains("-r 5"), "{err}");
+    let (ok, _, err) =
+        collscope(&["perf", "all_reduce", "--launch", "processes", "--transport", "p2p", "--nranks", "2"]);
+    assert!(!ok && err.contains("--launch threads"), "{err}");
+}
+
+#[test]
+fn demo_runs_a_checked_training_loop() {
+    let (ok, out, err) = collscope(&["demo", "--nranks", "2", "--steps", "2", "--grad-mib", "1"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("step    1"), "{out}");
+    assert!(out.contains("done: 2 steps"), "{out}");
+}
