@@ -2,6 +2,7 @@
 //! topology, graph search, tuning and the runtime. Data flows one way: detect -> model -> search -> tune ->
 //! run -> observe.
 
+pub mod cuda;
 pub mod debug;
 pub mod env;
 pub mod graph;

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod explain;
 mod explain_text;
+pub mod gpu;
 pub mod log;
 pub mod perf;
 pub mod ranks;

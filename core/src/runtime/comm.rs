@@ -85,7 +85,7 @@ pub fn local_peer_info(rank: u32) -> PeerInfo {
     PeerInfo { rank, host, host_hash, pid_hash, pid, dev: 0 }
 }
 
-pub(crate) fn kernel_dtype(d: DataType) -> Dtype {
+pub fn kernel_dtype(d: DataType) -> Dtype {
     match d {
         DataType::I8 => Dtype::I8,
         DataType::U8 => Dtype::U8,
@@ -104,7 +104,7 @@ pub(crate) fn model_dtype(d: Dtype) -> DataType {
     DataType::ALL.iter().copied().find(|m| kernel_dtype(*m) == d).unwrap_or(DataType::U8)
 }
 
-fn kernel_op(op: RedOp) -> Op {
+pub fn kernel_op(op: RedOp) -> Op {
     match op {
         RedOp::Sum => Op::Sum,
         RedOp::Prod => Op::Prod,

@@ -244,14 +244,9 @@ impl Detector<'_> {
         Some(insert_chain(&mut self.system.subs[cpu], &chain))
     }
 
+    /// A peer-memory module is loaded (NCCL's GDR support check on the fake or real /sys).
     fn gdr_support(&self) -> bool {
-        [
-            "sys/kernel/mm/memory_peers/nv_mem/version",
-            "sys/module/nvidia_peermem/version",
-            "sys/module/nv_peer_mem/version",
-        ]
-        .iter()
-        .any(|p| self.sys.path(p).exists())
+        crate::runtime::net::ib::gdr::peer_mem_loaded(&self.sys.path(""))
     }
 
     fn add_gpus(&mut self) {

@@ -71,6 +71,9 @@ pub struct PerfArgs {
     pub launch: LaunchMode,
     #[arg(long, value_enum, default_value = "auto")]
     pub transport: TransportChoice,
+    /// Buffers in host memory or on GPUs (all_reduce; ranks of this process, see `collscope perf --help`).
+    #[arg(long, value_enum, default_value = "host")]
+    pub memory: super::gpu::Memory,
 }
 
 /// nccl-tests' `parsesize`: a number with an optional K, M or G (powers of 1024).
@@ -121,6 +124,12 @@ pub fn run(args: &PerfArgs) -> Result<()> {
     let sizes = args.sizes()?;
     if args.iters == 0 || args.agg_iters == 0 {
         bail!("-n and -m must be at least 1");
+    }
+    if args.memory == super::gpu::Memory::Gpu {
+        if args.bench != Bench::AllReduce {
+            bail!("--memory gpu runs all_reduce only");
+        }
+        return super::gpu::perf(args, &sizes);
     }
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport };
     ranks::run(&job, |rank| bench_rank(args, &sizes, rank))

@@ -54,6 +54,12 @@ impl NetTransport {
     /// the proxy to the communicator (`proxy().attach`) before its first connection.
     pub fn new(env: &Env, rank: u32, timeout: Duration) -> Result<NetTransport> {
         check_net_name(env)?;
+        // NET/IB is tried first, as NCCL does; collscope's data path over verbs is not built yet, so found
+        // ports are reported and sockets carry the data.
+        #[cfg(feature = "ib")]
+        if !super::ib::verbs::discover(env)?.is_empty() {
+            crate::nccl_warn!("NET/IB : RDMA data path not available in collscope yet; using NET/Socket");
+        }
         let net = NetSocket::init(env).map_err(net_err)?;
         nccl_info!(Subsys::INIT, "Using network Socket");
         Ok(NetTransport { net, dev: 0, proxy: Proxy::new(rank), timeout, stop: Arc::new(AtomicBool::new(false)) })

@@ -1,0 +1,33 @@
+//! CUDA through cudarc, loaded at run time. Without libcuda collscope says so once and runs on host memory;
+//! nothing here panics for lack of a driver because [`device::driver`] checks for the library before any call.
+//!
+//! - [`source`]: the reduce/copy kernels as CUDA C (builds and tests everywhere).
+//! - [`device`] (feature `cuda`): driver presence, GPUs and their facts (bus id, SM, memory, P2P access).
+//! - [`kernels`] (feature `cuda`): NVRTC compilation with an on-disk PTX cache, launches on a stream with
+//!   GPU timestamps from events.
+//! - [`buffer`] (feature `cuda`): `DeviceBuffer`, device memory tagged with its datatype.
+//! - [`collective`] (feature `cuda`): AllReduce across the GPUs of in-process ranks (P2P, local or host-staged).
+
+pub mod source;
+
+#[cfg(feature = "cuda")]
+pub mod buffer;
+#[cfg(feature = "cuda")]
+pub mod collective;
+#[cfg(feature = "cuda")]
+pub mod device;
+#[cfg(feature = "cuda")]
+pub mod kernels;
+
+/// Errors of the CUDA layer, each naming the driver or NVRTC call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver (libcuda.so could not be loaded)")]
+    NoDriver,
+    #[error("CUDA {call} failed: {msg}")]
+    Driver { call: &'static str, msg: String },
+    #[error("NVRTC could not compile the collscope kernels for {arch}: {msg}")]
+    Compile { arch: String, msg: String },
+    #[error("{0}")]
+    Usage(String),
+}

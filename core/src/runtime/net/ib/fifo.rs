@@ -1,0 +1,121 @@
+//! The clear-to-send FIFO (NCCL 2.28.9 `net_ib.cc`, `struct ncclIbSendFifo`): the receiver RDMA-writes one
+//! 64-byte entry per posted buffer into the sender's FIFO; the sender waits for `idx` to reach its next
+//! sequence number, then RDMA-WRITEs the data with immediate to `addr` with `rkeys`. Entries are 64 bytes,
+//! a multiple of 32, so relaxed ordering never splits one; `idx` is written last and read first.
+
+/// Devices one merged NIC may span (`NCCL_IB_MAX_DEVS_PER_NIC`).
+pub const MAX_DEVS_PER_NIC: usize = 4;
+/// Receives one FIFO slot can carry (`NCCL_NET_IB_MAX_RECVS`).
+pub const MAX_RECVS: usize = 8;
+/// In-flight requests per communicator (`NCCL_NET_MAX_REQUESTS`), the FIFO depth.
+pub const MAX_REQUESTS: usize = 32;
+/// Bytes of one entry as it travels.
+pub const ENTRY_BYTES: usize = 64;
+
+/// One clear-to-send entry: where the receiver's buffer is and how large.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtsEntry {
+    pub addr: u64,
+    pub size: u64,
+    pub rkeys: [u32; MAX_DEVS_PER_NIC],
+    pub nreqs: u32,
+    pub tag: u32,
+    /// The FIFO sequence number plus one; 0 marks an empty slot.
+    pub idx: u64,
+}
+
+/// An entry that cannot be the receiver's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FifoError {
+    #[error("CTS FIFO entry has {0} receives; at most {MAX_RECVS} fit a slot")]
+    TooManyRecvs(u32),
+    #[error("CTS FIFO entry is {0} bytes; entries are {ENTRY_BYTES}")]
+    Length(usize),
+}
+
+impl CtsEntry {
+    /// The little-endian wire form, field by field as the C struct lays it out (16 bytes of padding last).
+    pub fn encode(&self) -> [u8; ENTRY_BYTES] {
+        let mut b = [0u8; ENTRY_BYTES];
+        b[0..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..16].copy_from_slice(&self.size.to_le_bytes());
+        for (i, k) in self.rkeys.iter().enumerate() {
+            b[16 + 4 * i..20 + 4 * i].copy_from_slice(&k.to_le_bytes());
+        }
+        b[32..36].copy_from_slice(&self.nreqs.to_le_bytes());
+        b[36..40].copy_from_slice(&self.tag.to_le_bytes());
+        b[40..48].copy_from_slice(&self.idx.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<CtsEntry, FifoError> {
+        if b.len() != ENTRY_BYTES {
+            return Err(FifoError::Length(b.len()));
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
+        let e = CtsEntry {
+            addr: u64_at(0),
+            size: u64_at(8),
+            rkeys: [u32_at(16), u32_at(20), u32_at(24), u32_at(28)],
+            nreqs: u32_at(32),
+            tag: u32_at(36),
+            idx: u64_at(40),
+        };
+        if e.nreqs as usize > MAX_RECVS {
+            return Err(FifoError::TooManyRecvs(e.nreqs));
+        }
+        Ok(e)
+    }
+
+    /// Whether this slot holds the entry the sender expects next (`fifo_head` requests consumed so far).
+    pub fn is_ready(&self, fifo_head: u64) -> bool {
+        self.idx == fifo_head + 1
+    }
+}
+
+/// The slot of request `seq` in the FIFO and the byte offset of its first entry in the remote FIFO memory.
+pub fn slot_offset(seq: u64) -> (usize, usize) {
+    let slot = (seq % MAX_REQUESTS as u64) as usize;
+    (slot, slot * MAX_RECVS * ENTRY_BYTES)
+}
+
+/// The immediate carried by the data write: the byte count when one receive is posted, as NCCL does
+/// (several receives send their sizes through a separate FIFO, which collscope does not use).
+pub fn imm_for(bytes: usize) -> Option<u32> {
+    u32::try_from(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_layout() {
+        let e = CtsEntry { addr: 0x7f00_1234_5000, size: 1 << 20, rkeys: [7, 8, 0, 0], nreqs: 1, tag: 3, idx: 42 };
+        let b = e.encode();
+        assert_eq!(&b[0..8], &0x7f00_1234_5000u64.to_le_bytes());
+        assert_eq!(&b[40..48], &42u64.to_le_bytes());
+        assert!(b[48..].iter().all(|&x| x == 0));
+        assert_eq!(CtsEntry::decode(&b).unwrap(), e);
+        assert!(e.is_ready(41));
+        assert!(!e.is_ready(42));
+        assert!(!CtsEntry::default().is_ready(0));
+    }
+
+    #[test]
+    fn bad_entries() {
+        assert_eq!(CtsEntry::decode(&[0u8; 63]), Err(FifoError::Length(63)));
+        let e = CtsEntry { nreqs: 9, ..Default::default() };
+        assert_eq!(CtsEntry::decode(&e.encode()), Err(FifoError::TooManyRecvs(9)));
+    }
+
+    #[test]
+    fn slots_wrap() {
+        assert_eq!(slot_offset(0), (0, 0));
+        assert_eq!(slot_offset(1), (1, 512));
+        assert_eq!(slot_offset(MAX_REQUESTS as u64 + 2), (2, 1024));
+        assert_eq!(imm_for(4096), Some(4096));
+        assert_eq!(imm_for(usize::MAX), None);
+    }
+}
