@@ -265,3 +265,50 @@ fn connect_follows_a_live_server_survives_its_loss_and_records() {
     replay.wait_for(&["ranks 16", "NET x2  P2P x2  SHM x1", "ended"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A base port whose next `n` ports are free now (the demo's ranks serve on base + local rank).
+fn free_ports(n: u16) -> u16 {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let base = first.local_addr().unwrap().port();
+        let rest: Vec<_> = (1..n)
+            .map_while(|i| base.checked_add(i))
+            .filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+            .collect();
+        if rest.len() == usize::from(n - 1) {
+            return base;
+        }
+    }
+}
+
+/// The number before " operations" in the Ops view.
+fn ops_count(screen: &str) -> u64 {
+    screen
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" operations").and_then(|n| n.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no operation count on screen:\n{screen}"))
+}
+
+/// `collscope demo` on a terminal opens the TUI on rank 0's live telemetry: operations arrive and their count
+/// moves while the ranks train; after `q` the launcher waits for its ranks and exits cleanly.
+#[test]
+fn demo_opens_the_tui_and_its_counters_move() {
+    let base = free_ports(4);
+    let addr = format!("127.0.0.1:{base}");
+    let t = Tmux::start("demo", &["demo", "--nranks", "2", "--duration", "6", "--metrics-addr", &addr]);
+    t.wait_for(&["live", "SHM"]);
+    t.keys(&["7"]);
+    let first = ops_count(&t.wait_for(&[" operations"]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = ops_count(&t.screen());
+        if now > first {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the operation count stayed at {first}:\n{}", t.screen());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.wait_for(&["AllReduce"]);
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+}

@@ -1,11 +1,16 @@
 //! `collscope demo`: the README's main job. Ranks (by default 4 processes on this host) run a training-like
 //! loop (`runtime::training`): bucketed gradient AllReduce, FSDP AllGather + ReduceScatter, small AllReduces.
-//! Rank 0 prints one line per step and a summary.
+//! Rank 0 prints one line per step and a summary. On a terminal the launcher shows the TUI connected to rank 0's
+//! telemetry instead (`--no-tui` keeps the plain output).
 
 use super::ranks::{self, Job, LaunchMode, TransportChoice};
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use collscope_core::env::Env;
 use collscope_core::runtime::training::{run_training, TrainingConfig};
+use collscope_telemetry::{LocalRank, TelemetryConfig};
+use collscope_tui::SourceSpec;
+use std::io::IsTerminal;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -30,6 +35,30 @@ pub struct DemoArgs {
     /// else 127.0.0.1:9470]; port 0 picks a free one.
     #[arg(long)]
     pub metrics_addr: Option<String>,
+    /// Do not open the terminal UI (it opens by default when stdout is a terminal and ranks run as processes).
+    #[arg(long)]
+    pub no_tui: bool,
+}
+
+/// Rank 0's telemetry URL when this process is the launcher of a demo that the TUI should watch: stdout is a
+/// terminal, ranks run as processes started here, telemetry is on and its port is known in advance.
+fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
+    if args.no_tui || args.launch != LaunchMode::Processes || !std::io::stdout().is_terminal() {
+        return Ok(None);
+    }
+    if ranks::launched()?.is_some() {
+        return Ok(None);
+    }
+    let mut env = Env::from_process();
+    if let Some(addr) = &args.metrics_addr {
+        env = env.with("COLLSCOPE_METRICS_ADDR", addr);
+    }
+    let rank0 = LocalRank { rank: Some(0), local_rank: 0, local_ranks: args.nranks };
+    let cfg = TelemetryConfig::from_env(&env, rank0, |k| std::env::var(k).ok())?;
+    if !cfg.enabled || cfg.addr.port() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(format!("http://{}", cfg.bind_addr()?)))
 }
 
 pub fn run(args: &DemoArgs) -> Result<()> {
@@ -49,7 +78,24 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         max_steps: args.steps,
         max_duration,
     };
-    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport };
+    let tui = tui_url(args)?;
+    let rank_output =
+        tui.as_ref().map(|_| std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())));
+    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output };
+    if let (Some(url), Some(log)) = (tui, &job.rank_output) {
+        // The ranks run in the background, their output kept in a file, while the TUI owns the terminal.
+        let result = std::thread::scope(|s| {
+            let ranks = s.spawn(|| ranks::run(&job, |_| Ok(())));
+            let shown = collscope_tui::run(SourceSpec::Connect { url, record: None });
+            if !ranks.is_finished() {
+                println!("collscope demo: waiting for the ranks to finish");
+            }
+            let ran = ranks.join().unwrap_or_else(|_| Err(anyhow!("the rank launcher panicked")));
+            shown.map_err(anyhow::Error::from).and(ran)
+        });
+        println!("collscope demo: the ranks' output is in {}", log.display());
+        return result;
+    }
     let telemetry = super::telemetry::start(args.launch, args.metrics_addr.as_deref())?;
     ranks::run(&job, |rank| {
         let comm = rank.comm;

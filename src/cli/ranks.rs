@@ -9,7 +9,9 @@ use collscope_core::runtime::job::{self, JobComm};
 use collscope_core::runtime::launch::{detect, LaunchInfo};
 use collscope_core::runtime::tcp_bootstrap::UniqueId;
 use collscope_core::runtime::{Comm, CommOptions};
-use std::process::{Child, Command};
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,6 +44,8 @@ pub struct Job {
     pub nranks: u32,
     pub launch: LaunchMode,
     pub transport: TransportChoice,
+    /// Where rank processes started here write their output instead of this terminal (while a TUI owns it).
+    pub rank_output: Option<PathBuf>,
 }
 
 /// The environment with `transport` applied (`NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`).
@@ -74,7 +78,7 @@ pub fn run(job: &Job, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
             if job.transport == TransportChoice::P2p {
                 bail!("--transport p2p connects ranks of one process: use it with --launch threads");
             }
-            spawn_processes(job.nranks, &env)
+            spawn_processes(job.nranks, &env, job.rank_output.as_deref())
         }
     }
 }
@@ -120,14 +124,26 @@ fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Re
 }
 
 /// The local launcher: this program again, once per rank, meeting at a root this process hosts.
-fn spawn_processes(n: u32, env: &Env) -> Result<()> {
+fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
     let id = UniqueId::create(env)?;
+    let out = |r: u32| -> Result<(Stdio, Stdio)> {
+        let Some(path) = output else { return Ok((Stdio::inherit(), Stdio::inherit())) };
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {} for the output of rank {r}", path.display()))?;
+        Ok((Stdio::from(f.try_clone()?), Stdio::from(f)))
+    };
     let exe = std::env::current_exe().context("cannot find this program to start the ranks")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut children: Vec<(u32, Child)> = Vec::new();
     for r in 0..n {
+        let (stdout, stderr) = out(r)?;
         let child = Command::new(&exe)
             .args(&args)
+            .stdout(stdout)
+            .stderr(stderr)
             .env("COLLSCOPE_RANK", r.to_string())
             .env("COLLSCOPE_NRANKS", n.to_string())
             .env("COLLSCOPE_LOCAL_RANK", r.to_string())

@@ -131,7 +131,7 @@ pub fn run(args: &PerfArgs) -> Result<()> {
         }
         return super::gpu::perf(args, &sizes);
     }
-    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport };
+    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output: None };
     ranks::run(&job, |rank| bench_rank(args, &sizes, rank))
 }
 
