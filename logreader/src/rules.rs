@@ -360,14 +360,29 @@ fn init_hang(job: &Job) -> Vec<Finding> {
         return Vec::new();
     }
     let completed = comms.iter().any(|c| c.state == CommState::Ready);
-    let ranks: Vec<String> = stuck.iter().map(|&i| comms[i].rank.map_or("?".to_string(), |r| r.to_string())).collect();
+    let started: BTreeSet<u32> = stuck.iter().filter_map(|&i| comms[i].rank).collect();
+    let ranks: Vec<String> = started.iter().map(u32::to_string).collect();
+    // Ranks of the same communicator that printed neither START nor COMPLETE never arrived (or were not logged).
+    let nranks = stuck.iter().filter_map(|&i| comms[i].nranks).max().unwrap_or(0);
+    let ids: BTreeSet<&str> = stuck.iter().filter_map(|&i| comms[i].comm_id.as_deref()).collect();
+    let present: BTreeSet<u32> = comms
+        .iter()
+        .filter(|c| c.comm_id.as_deref().is_some_and(|id| ids.contains(id)))
+        .filter_map(|c| c.rank)
+        .collect();
+    let absent: Vec<String> = (0..nranks).filter(|r| !present.contains(r)).map(|r| r.to_string()).collect();
+    let absent = if absent.is_empty() || ids.is_empty() {
+        String::new()
+    } else {
+        format!(" Ranks {} of that communicator printed no init line at all.", absent.join(", "))
+    };
     let ev = stuck.iter().flat_map(|&i| job.evidence(&Ev::InitStart(i)).iter().cloned()).take(5).collect();
     vec![finding(
         "init_hang",
         if completed { Severity::Error } else { Severity::Warning },
         "Communicator init started but did not complete",
         format!(
-            "Ranks {} printed Init START and no Init COMPLETE{}.",
+            "Ranks {} printed Init START and no Init COMPLETE{}.{absent}",
             ranks.join(", "),
             if completed {
                 " while others completed: those ranks are stuck in bootstrap or connection setup"
@@ -694,14 +709,14 @@ mod tests {
     #[test]
     fn init_start_without_complete() {
         let start = |r: u32| {
-            format!("a:{r}:1 [{r}] NCCL INFO ncclCommInitRank comm 0x{r}0 rank {r} nranks 2 cudaDev {r} nvmlDev {r} busId 1000 commId 0x99 - Init START")
+            format!("a:{r}:1 [{r}] NCCL INFO ncclCommInitRank comm 0x{r}0 rank {r} nranks 3 cudaDev {r} nvmlDev {r} busId 1000 commId 0x99 - Init START")
         };
-        let done = "a:0:1 [0] NCCL INFO ncclCommInitRank comm 0x00 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x99 - Init COMPLETE";
+        let done = "a:0:1 [0] NCCL INFO ncclCommInitRank comm 0x00 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x99 - Init COMPLETE";
         let (s0, s1) = (start(0), start(1));
         let s = read(&[&s0, &s1, done]);
         let f = s.findings.iter().find(|f| f.code == "init_hang").expect("finding");
         assert_eq!(f.severity, Severity::Error);
-        assert!(f.detail.contains("Ranks 1 "), "{}", f.detail);
+        assert!(f.detail.contains("Ranks 1 printed") && f.detail.contains("Ranks 2 of that"), "{}", f.detail);
     }
 
     #[test]
