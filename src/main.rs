@@ -20,6 +20,8 @@ enum Command {
         #[command(subcommand)]
         command: cli::log::LogCommand,
     },
+    /// The machine as NCCL sees it: `topo show`, `topo dump`.
+    Topo(cli::topo::TopoArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,5 +32,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Log { command } => cli::log::run(command),
+        Command::Topo(args) => cli::topo::run(args),
     }
 }

@@ -4,5 +4,9 @@
 
 pub mod debug;
 pub mod env;
+pub mod graph;
 pub mod model;
+pub mod runtime;
 pub mod sys;
+pub mod topo;
+pub mod tuning;

@@ -164,6 +164,10 @@ pub struct Path {
     pub bw: f64,
     /// Number of links.
     pub hops: u32,
+    /// The links walked, as indices into `Topology::links`, from `from` towards `to` (empty when the
+    /// producer, e.g. a log, does not know them). Graph search subtracts bandwidth along them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<usize>,
 }
 
 /// One host's topology.

@@ -1,0 +1,14 @@
+//! Topologies for the graph tests, built by the topology module from its presets or from inline XML.
+
+use crate::model::Topology;
+use crate::topo::{self, TopoEnv, TopoSource};
+
+pub fn preset(name: &str) -> Topology {
+    let xml = topo::load(&TopoSource::Preset(name.into())).expect("preset loads");
+    topo::build(&xml, &TopoEnv::default()).expect("preset builds")
+}
+
+pub fn from_xml(text: &str) -> Topology {
+    let xml = topo::xml::parse(text, "test").expect("test XML parses");
+    topo::build(&xml, &TopoEnv::default()).expect("test XML builds")
+}

@@ -1,0 +1,40 @@
+//! What can go wrong while reading, detecting or analysing a topology. Every error that comes from user input
+//! names where it came from (`origin`: a file path, `preset:NAME` or `detected`), the line, and what was expected.
+
+use crate::env::EnvError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopoError {
+    #[error("cannot read topology file '{path}': {source}")]
+    Read { path: String, source: std::io::Error },
+
+    #[error("cannot write topology file '{path}': {source}")]
+    Write { path: String, source: std::io::Error },
+
+    #[error("{origin}:{line}: malformed XML: {detail}")]
+    Syntax { origin: String, line: usize, detail: String },
+
+    #[error("{origin}: expected a <system version=\"1\"> element at the top, found {found}")]
+    NoSystem { origin: String, found: String },
+
+    #[error("{origin}:{line}: <{element}> is missing the attribute '{attr}'")]
+    MissingAttr { origin: String, line: usize, element: String, attr: &'static str },
+
+    #[error("{origin}:{line}: <{element} {attr}=\"{value}\"> is not valid: expected {expected}")]
+    BadAttr { origin: String, line: usize, element: String, attr: &'static str, value: String, expected: String },
+
+    #[error("{origin}:{line}: <{element}> refers to {what} '{target}', which is not in the topology")]
+    DanglingRef { origin: String, line: usize, element: String, what: &'static str, target: String },
+
+    #[error("unknown preset '{name}', expected one of: {known}")]
+    UnknownPreset { name: String, known: String },
+
+    #[error("topology detection failed reading '{path}': {source}")]
+    Detect { path: String, source: std::io::Error },
+
+    #[error("topology is inconsistent: {0}")]
+    Inconsistent(String),
+
+    #[error(transparent)]
+    Env(#[from] EnvError),
+}

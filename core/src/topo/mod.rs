@@ -1,0 +1,96 @@
+//! The machine as NCCL sees it: topology XML (read, detected or preset), the node/link graph built from it,
+//! and NCCL's paths, P2P and GPUDirect RDMA decisions (modelled on NCCL 2.28.9, `src/graph/`).
+//!
+//! For other parts of collscope:
+//! - [`load`] a [`TopoSource`] (preset, file, host detection) into a [`TopoXml`]; [`build()`] it into a
+//!   `model::Topology` with nodes, links, paths (`Path::links` lists the links walked) and `max_bw`/`total_bw`;
+//!   [`dump`] / [`dump_if_requested`] write NCCL XML.
+//! - Decisions on a built topology (node indices): [`check_p2p`], [`check_gdr`], [`paths::check_net`],
+//!   [`paths::need_flush`], [`paths::local_net`], [`paths::local_gpu`], [`paths::pxn_proxy`],
+//!   [`paths::local_cpu`], [`paths::nearest`], [`paths::search_init_bw`] (inter-node `maxBw`/`totalBw`).
+//! - Constants and CPU kinds: [`bandwidth`] (`LOC_BW`, NVLink/PCI/QPI figures, `intel_p2p_overhead`, `CpuKind`).
+//! - NCCL's printouts: [`mod@print`].
+//!
+//! Typical use:
+//! ```
+//! use collscope_core::topo::{self, TopoEnv, TopoSource};
+//! let xml = topo::load(&TopoSource::Preset("dgx-a100".into())).unwrap();
+//! let topology = topo::build(&xml, &TopoEnv::default()).unwrap();
+//! assert_eq!(topology.max_bw, 240.0);
+//! ```
+
+pub mod bandwidth;
+pub mod build;
+pub mod detect;
+pub mod error;
+pub mod paths;
+pub mod presets;
+pub mod print;
+pub mod settings;
+pub mod xml;
+
+pub use error::TopoError;
+pub use paths::{check_gdr, check_p2p, GdrDecision, GdrMode, P2pDecision};
+pub use settings::TopoEnv;
+pub use xml::TopoXml;
+
+use crate::env::Env;
+use crate::model::Topology;
+use std::path::PathBuf;
+
+/// Where a topology comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopoSource {
+    /// A shipped reference machine (see [`presets::names`]).
+    Preset(String),
+    /// An NCCL topology XML file.
+    File(PathBuf),
+    /// The running host, read from the sysfs/procfs tree under `root` (`/` for the real one).
+    Detect { root: PathBuf },
+}
+
+impl TopoSource {
+    /// `NCCL_TOPO_FILE` when set, else detection of the running host.
+    pub fn from_env(env: &Env) -> Self {
+        match env.str("NCCL_TOPO_FILE") {
+            Some(f) => TopoSource::File(PathBuf::from(f)),
+            None => TopoSource::Detect { root: PathBuf::from("/") },
+        }
+    }
+}
+
+/// Reads the topology XML from its source; detection reads `NCCL_SOCKET_IFNAME` from the process.
+pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
+    match source {
+        TopoSource::Preset(name) => presets::load(name),
+        TopoSource::File(path) => xml::read_file(path),
+        TopoSource::Detect { root } => detect::detect(root, &Env::from_process()),
+    }
+}
+
+/// Builds the model topology from XML and computes its paths, P2P/PXN/GDR rewrites and bandwidths.
+pub fn build(xml: &TopoXml, env: &TopoEnv) -> Result<Topology, TopoError> {
+    let detected = xml.origin == "detected";
+    let mut topology = build::topology_from_xml(xml, detected.then(crate::sys::hostname))?;
+    if !detected && !xml.origin.starts_with("preset:") {
+        topology.source = format!("file:{}", xml.origin);
+    }
+    paths::compute(&mut topology, env)?;
+    Ok(topology)
+}
+
+/// The XML as NCCL writes it.
+pub fn dump(xml: &TopoXml) -> String {
+    xml::to_string(xml)
+}
+
+/// Writes the XML to `NCCL_TOPO_DUMP_FILE` when it is set; returns the path written.
+pub fn dump_if_requested(xml: &TopoXml, env: &Env) -> Result<Option<PathBuf>, TopoError> {
+    let Some(file) = env.str("NCCL_TOPO_DUMP_FILE") else { return Ok(None) };
+    let path = PathBuf::from(file);
+    xml::write_file(xml, &path)?;
+    Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! The tuning model's constants as data, named by the NCCL release they come from. NCCL 2.28.9 keeps them in
+//! `src/graph/tuning.cc` (`ncclTunerConstantsDefaults`, `nvlsEfficiency`, `treeCorrectionFactor`) and
+//! `src/include/{device,comm}.h` (thread counts and thresholds). Where a later release (as reference text 001,
+//! ch. 21, quotes it from `src/tuning/cost_model.cc`) differs in a way visible there, that release is a second
+//! table here, not a second copy of the formulas.
+
+use crate::model::{Algorithm, Protocol};
+
+/// `NCCL_HW_*`: which per-hop latency row applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hw {
+    Nvlink = 0,
+    Pci = 1,
+    Net = 2,
+}
+
+/// `NCCL_*_COMPCAP_IDX`: the GPU generation column of the per-generation tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CompCapIdx {
+    Volta = 0,
+    Ampere = 1,
+    Hopper = 2,
+    Blackwell = 3,
+}
+
+impl CompCapIdx {
+    /// NCCL 2.28.9 `ncclTopoTuneModel`: >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere, else Volta.
+    pub fn of(comp_cap: u32) -> Self {
+        match comp_cap {
+            100.. => CompCapIdx::Blackwell,
+            90..=99 => CompCapIdx::Hopper,
+            80..=89 => CompCapIdx::Ampere,
+            _ => CompCapIdx::Volta,
+        }
+    }
+}
+
+/// Per (algorithm, protocol) values, indexed `[Algorithm::id()][Protocol::id()]`.
+pub type AlgoProto<T> = [[T; 3]; 7];
+/// Per generation and node-count column (1 node, 2 nodes, more), indexed `[CompCapIdx][column]`.
+pub type PerGeneration = [[f64; 3]; 4];
+
+/// Which pairs of compute capabilities may run LL128 by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ll128MixedCompCap {
+    /// NCCL 2.28.9: only when every GPU has the same compute capability.
+    Never,
+    /// Later releases: mixed generations are allowed when the oldest is at least this.
+    From(u32),
+}
+
+/// Every number the tuning model uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunerConstants {
+    /// The NCCL release these numbers were read from.
+    pub version: &'static str,
+    /// Where they were read.
+    pub source: &'static str,
+    /// `baseLatencies[algo][proto]`, us.
+    pub base_latencies: AlgoProto<f64>,
+    /// `hwLatencies[hw][algo][proto]`, us per hop.
+    pub hw_latencies: [AlgoProto<f64>; 3],
+    /// `llMaxBws[index1][index2]`: index1 is the GPU generation on one node, the CPU vendor row (0 Intel, 1 AMD)
+    /// across nodes; index2 the node-count column. GB/s.
+    pub ll_max_bws: PerGeneration,
+    pub per_ch_max_ring_ll128_bws: PerGeneration,
+    pub per_ch_max_tree_ll128_bws: PerGeneration,
+    pub per_ch_max_tree_bws: PerGeneration,
+    pub per_ch_max_nvls_tree_bws: PerGeneration,
+    /// `nvlsEfficiency[compCapIdx]`.
+    pub nvls_efficiency: [f64; 4],
+    /// `treeCorrectionFactor[proto][log2(bytes/64)]`, 64 B to 256 MB.
+    pub tree_correction_factor: [[f64; 23]; 3],
+    /// Ring/Simple multi-node AllReduce latency multiplier once each rank's share of a channel is >= 64 B:
+    /// (before sm80, sm80 and newer).
+    pub ring_plateau_factor: (f64, f64),
+    /// Bytes per rank per channel from which the ring plateau factor applies.
+    pub ring_plateau_min_bytes: u64,
+    /// Per network step overhead in us by CPU (`getNetOverhead`): Intel x86, AMD x86, anything else.
+    pub net_overhead_intel: f64,
+    pub net_overhead_amd: f64,
+    pub net_overhead_other: f64,
+    /// Net overhead multiplier for Simple (three posts per step).
+    pub net_overhead_simple_factor: f64,
+    /// Bus bandwidth efficiencies the formulas apply.
+    pub ring_ll_efficiency: f64,
+    pub ring_ll128_efficiency: f64,
+    pub tree_efficiency: f64,
+    pub tree_ll_divisor: f64,
+    pub tree_ll128_efficiency_1node: f64,
+    pub tree_ll128_efficiency: f64,
+    pub tree_pattern_penalty: f64,
+    pub pat_efficiency: f64,
+    pub collnet_direct_net_efficiency: f64,
+    pub collnet_direct_sm90_efficiency: f64,
+    /// CollNetDirect arity serialisation latency per local peer, us.
+    pub collnet_direct_arity_latency: f64,
+    /// PAT: network latency divisor and linear per-rank term, us.
+    pub pat_net_latency_divisor: f64,
+    pub pat_rank_latency: f64,
+    pub ll128_mixed_comp_cap: Ll128MixedCompCap,
+    pub threads: ThreadConstants,
+}
+
+/// Thread counts and per-thread work thresholds (`src/include/device.h`, `comm.h`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadConstants {
+    pub warp_size: u32,
+    pub max_nthreads: u32,
+    pub simple_max_nthreads: u32,
+    pub ll_max_nthreads: u32,
+    pub ll128_max_nthreads: u32,
+    /// Ring/Simple falls back to this many threads when the ring graph's total bandwidth is at most `pci_bw`.
+    pub simple_pci_nthreads: u32,
+    /// `PCI_BW`, GB/s (`src/graph/topo.h`).
+    pub pci_bw: f64,
+    pub ll_thread_threshold: i64,
+    pub ll128_thread_threshold: i64,
+    pub simple_thread_threshold: i64,
+    pub collnet_thread_threshold: i64,
+    /// `NCCL_MAX_DEV_WORK_BATCH_COLLS`: 1024-byte batches of 96-byte `ncclDevWorkColl`.
+    pub max_dev_work_batch_colls: u32,
+    /// `NCCL_MAX_DIRECT_ARITY` and `NCCL_MAX_NVLS_ARITY`.
+    pub max_direct_arity: u32,
+    pub max_nvls_arity: u32,
+}
+
+const THREADS_2_28: ThreadConstants = ThreadConstants {
+    warp_size: 32,
+    max_nthreads: 640,
+    simple_max_nthreads: 512,
+    ll_max_nthreads: 512,
+    ll128_max_nthreads: 640,
+    simple_pci_nthreads: 256,
+    pci_bw: 12.0,
+    ll_thread_threshold: 8,
+    ll128_thread_threshold: 8,
+    simple_thread_threshold: 64,
+    collnet_thread_threshold: 512,
+    max_dev_work_batch_colls: 10,
+    max_direct_arity: 7,
+    max_nvls_arity: 32,
+};
+
+/// NCCL 2.28.9, `src/graph/tuning.cc`.
+pub const NCCL_2_28_9: TunerConstants = TunerConstants {
+    version: "2.28.9",
+    source: "NVIDIA/nccl v2.28.9 src/graph/tuning.cc",
+    base_latencies: [
+        [6.8, 14.0, 8.4], // Tree
+        [6.6, 14.0, 8.4], // Ring
+        [0.0, 0.0, 0.0],  // CollNetDirect
+        [0.0, 0.0, 0.0],  // CollNetChain
+        [0.0, 0.0, 0.0],  // NVLS
+        [0.0, 0.0, 0.0],  // NVLSTree
+        [8.0, 8.0, 8.0],  // PAT
+    ],
+    hw_latencies: [
+        // NVLINK
+        [
+            [0.6, 1.25, 4.0],
+            [0.6, 1.9, 3.4],
+            [0.0, 0.0, 3.7],
+            [0.0, 0.0, 2.8],
+            [0.0, 0.0, 25.0],
+            [0.0, 0.0, 25.0],
+            [0.0, 0.0, 4.0],
+        ],
+        // PCI
+        [
+            [1.0, 1.9, 4.0],
+            [1.0, 2.5, 5.7],
+            [0.0, 0.0, 3.7],
+            [0.0, 0.0, 2.8],
+            [0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0],
+            [0.0, 0.0, 4.0],
+        ],
+        // NET
+        [
+            [5.0, 8.5, 14.0],
+            [2.7, 4.0, 14.0],
+            [0.0, 0.0, 31.0],
+            [0.0, 0.0, 30.0],
+            [0.0, 0.0, 18.0],
+            [0.0, 0.0, 20.9],
+            [0.0, 0.0, 14.0],
+        ],
+    ],
+    ll_max_bws: [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [141.0, 45.0, 35.0], [2.0 * 141.0, 2.0 * 45.0, 2.0 * 35.0]],
+    per_ch_max_ring_ll128_bws: [
+        [20.0, 20.0, 20.0],
+        [20.0, 20.0, 20.0],
+        [36.7, 36.7, 36.7],
+        [2.0 * 36.7, 34.6, 2.0 * 36.7],
+    ],
+    per_ch_max_tree_ll128_bws: [[20.0, 20.0, 20.0], [20.0, 20.0, 20.0], [36.7, 36.7, 29.0], [55.6, 31.67, 20.0]],
+    per_ch_max_tree_bws: [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [38.7, 41.4, 36.0], [70.0, 42.8, 24.0]],
+    per_ch_max_nvls_tree_bws: [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 43.8]],
+    nvls_efficiency: [0.0, 0.0, 0.85, 0.74],
+    tree_correction_factor: [
+        [
+            1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0,
+            1.0, 1.0,
+        ],
+        [
+            1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9,
+            1.0, 1.0,
+        ],
+        [
+            0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8,
+            0.9, 0.9,
+        ],
+    ],
+    ring_plateau_factor: (1.9, 1.4),
+    ring_plateau_min_bytes: 64,
+    net_overhead_intel: 1.0,
+    net_overhead_amd: 2.0,
+    net_overhead_other: 1.0,
+    net_overhead_simple_factor: 3.0,
+    ring_ll_efficiency: 0.5,
+    ring_ll128_efficiency: 0.92,
+    tree_efficiency: 0.92,
+    tree_ll_divisor: 3.8,
+    tree_ll128_efficiency_1node: 7.0 / 9.0,
+    tree_ll128_efficiency: 120.0 / 128.0,
+    tree_pattern_penalty: 0.85,
+    pat_efficiency: 0.75,
+    collnet_direct_net_efficiency: 0.9,
+    collnet_direct_sm90_efficiency: 0.85,
+    collnet_direct_arity_latency: 0.4,
+    pat_net_latency_divisor: 3.5,
+    pat_rank_latency: 2.8,
+    ll128_mixed_comp_cap: Ll128MixedCompCap::Never,
+    threads: THREADS_2_28,
+};
+
+/// The later release reference text 001 (ch. 21) quotes from `src/tuning/cost_model.cc` (2.30 series): the
+/// Blackwell single-node LL bandwidth reads `2 * 141.2`, and LL128 is allowed across mixed generations when
+/// the oldest is sm90 or newer. Everything the text does not show is taken as unchanged from 2.28.9.
+pub const NCCL_2_30_TEXT001: TunerConstants = TunerConstants {
+    version: "2.30",
+    source: "reference text 001 ch. 21 (src/tuning/cost_model.cc as quoted)",
+    ll_max_bws: [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [141.0, 45.0, 35.0], [2.0 * 141.2, 2.0 * 45.0, 2.0 * 35.0]],
+    ll128_mixed_comp_cap: Ll128MixedCompCap::From(90),
+    ..NCCL_2_28_9
+};
+
+/// Every table collscope knows, newest last.
+pub const KNOWN: [&TunerConstants; 2] = [&NCCL_2_28_9, &NCCL_2_30_TEXT001];
+
+/// The table for a release name ("2.28.9", "2.30").
+pub fn for_version(version: &str) -> Option<&'static TunerConstants> {
+    KNOWN.into_iter().find(|c| c.version == version)
+}
+
+impl TunerConstants {
+    pub fn base_latency(&self, a: Algorithm, p: Protocol) -> f64 {
+        self.base_latencies[a.id()][p.id()]
+    }
+
+    pub fn hw_latency(&self, hw: Hw, a: Algorithm, p: Protocol) -> f64 {
+        self.hw_latencies[hw as usize][a.id()][p.id()]
+    }
+
+    /// The tree correction for a message of `bytes`, or None outside the table (below 64 B, from 512 MB).
+    pub fn tree_correction(&self, p: Protocol, bytes: u64) -> Option<f64> {
+        let log_size = log2i(bytes >> 6);
+        (0..23).contains(&log_size).then(|| self.tree_correction_factor[p.id()][log_size as usize])
+    }
+}
+
+/// NCCL's `log2i`: floor(log2(n)), -1 for 0.
+pub fn log2i(n: u64) -> i32 {
+    if n == 0 {
+        -1
+    } else {
+        63 - n.leading_zeros() as i32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_match_nccl_2_28_9() {
+        let c = &NCCL_2_28_9;
+        assert_eq!(c.base_latency(Algorithm::Ring, Protocol::Ll), 6.6);
+        assert_eq!(c.base_latency(Algorithm::Tree, Protocol::Ll128), 14.0);
+        assert_eq!(c.base_latency(Algorithm::Pat, Protocol::Simple), 8.0);
+        assert_eq!(c.hw_latency(Hw::Nvlink, Algorithm::Ring, Protocol::Simple), 3.4);
+        assert_eq!(c.hw_latency(Hw::Nvlink, Algorithm::Tree, Protocol::Ll128), 1.25);
+        assert_eq!(c.hw_latency(Hw::Pci, Algorithm::Ring, Protocol::Simple), 5.7);
+        assert_eq!(c.hw_latency(Hw::Pci, Algorithm::Nvls, Protocol::Simple), 0.0);
+        assert_eq!(c.hw_latency(Hw::Net, Algorithm::Ring, Protocol::Ll), 2.7);
+        assert_eq!(c.hw_latency(Hw::Net, Algorithm::NvlsTree, Protocol::Simple), 20.9);
+        assert_eq!(c.hw_latency(Hw::Net, Algorithm::CollNetDirect, Protocol::Simple), 31.0);
+        assert_eq!(c.ll_max_bws[CompCapIdx::Ampere as usize], [87.7, 22.5, 19.0]);
+        assert_eq!(c.ll_max_bws[CompCapIdx::Blackwell as usize][0], 282.0);
+        assert_eq!(c.per_ch_max_ring_ll128_bws[CompCapIdx::Blackwell as usize][1], 34.6);
+        assert_eq!(c.per_ch_max_tree_bws[CompCapIdx::Hopper as usize], [38.7, 41.4, 36.0]);
+        assert_eq!(c.per_ch_max_nvls_tree_bws[CompCapIdx::Hopper as usize][1], 57.7);
+        assert_eq!(c.nvls_efficiency, [0.0, 0.0, 0.85, 0.74]);
+        assert_eq!(c.ring_plateau_factor, (1.9, 1.4));
+        assert_eq!((c.net_overhead_intel, c.net_overhead_amd), (1.0, 2.0));
+        assert_eq!(c.threads.max_dev_work_batch_colls, 10);
+        assert_eq!(c.threads.ll128_max_nthreads, 640);
+    }
+
+    #[test]
+    fn tree_correction_indexes_by_log2_of_64_byte_units() {
+        let c = &NCCL_2_28_9;
+        assert_eq!(c.tree_correction(Protocol::Simple, 63), None);
+        assert_eq!(c.tree_correction(Protocol::Simple, 64), Some(0.9));
+        assert_eq!(c.tree_correction(Protocol::Ll, 64 << 12), Some(0.4));
+        assert_eq!(c.tree_correction(Protocol::Ll128, 256 << 20), Some(1.0));
+        assert_eq!(c.tree_correction(Protocol::Ll128, 512 << 20), None);
+        assert_eq!(log2i(0), -1);
+        assert_eq!(log2i(32), 5);
+    }
+
+    #[test]
+    fn later_release_differences_are_data() {
+        let later = for_version("2.30").unwrap();
+        assert_eq!(later.ll_max_bws[3][0], 282.4);
+        assert_eq!(later.ll128_mixed_comp_cap, Ll128MixedCompCap::From(90));
+        assert_eq!(later.base_latencies, NCCL_2_28_9.base_latencies);
+        assert_eq!(for_version("2.28.9").unwrap().ll128_mixed_comp_cap, Ll128MixedCompCap::Never);
+        assert!(for_version("2.1").is_none());
+    }
+}

@@ -1,0 +1,147 @@
+//! The tuning model's INFO lines in NCCL 2.28.9's exact layout (`src/graph/tuning.cc`): the TUNING table
+//! (`Algorithm |`, `Protocol |`, `Max NThreads |`, one row of `lat/bw` cells per collective, three algorithms
+//! per block), the `Enabled NCCL Func/Proto/Algo Matrix` printed when `NCCL_ALGO`/`NCCL_PROTO` are set, and the
+//! `threadThresholds` line; and the per-call `Bytes -> Algo` line of `src/enqueue.cc`.
+
+use super::choose::Choice;
+use super::model::TuningModel;
+use crate::debug::Subsys;
+use crate::model::{Algorithm, Collective, Protocol};
+use crate::nccl_info;
+
+impl TuningModel {
+    /// The TUNING table, one string per INFO line.
+    pub fn table_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let n_algos = Algorithm::ALL.len();
+        for block in 0..n_algos.div_ceil(3) {
+            let algos: Vec<Algorithm> = (0..3).filter_map(|ba| Algorithm::from_id(block * 3 + ba)).collect();
+            let mut line = String::from("  Algorithm   |");
+            for a in &algos {
+                line.push_str(&format!(" {:>14}   {:>14}   {:>14} |", "", a.as_str(), ""));
+            }
+            out.push(line);
+            // NCCL prints three algorithms' worth of protocol headers even in a short last block.
+            let mut line = String::from("  Protocol    |");
+            for _ in 0..3 {
+                for p in Protocol::ALL {
+                    line.push_str(&format!(" {:>14} |", p.as_str()));
+                }
+            }
+            out.push(line);
+            let mut line = String::from(" Max NThreads |");
+            for a in &algos {
+                for p in Protocol::ALL {
+                    line.push_str(&format!(" {:>14} |", self.max_threads[a.id()][p.id()]));
+                }
+            }
+            out.push(line);
+            for (ci, coll) in Collective::TUNED.iter().enumerate() {
+                let mut line = format!("{:>13} |", coll.as_str());
+                for a in &algos {
+                    for p in Protocol::ALL {
+                        let lat = self.latencies[ci][a.id()][p.id()] as f64;
+                        let bw = self.bandwidths[ci][a.id()][p.id()] as f64;
+                        line.push_str(&format!("{lat:8.1}/{bw:6.1} |"));
+                    }
+                }
+                out.push(line);
+            }
+        }
+        out
+    }
+
+    /// `Enabled NCCL Func/Proto/Algo Matrix:` followed by the matrix NCCL embeds in the same message.
+    pub fn enabled_matrix(&self) -> String {
+        let mut s = String::from("\n     Function | ");
+        for p in Protocol::ALL {
+            s.push_str(&format!("{:>8}  ", p.as_str()));
+        }
+        s.push_str(" | ");
+        for a in Algorithm::ALL {
+            s.push_str(&format!("{:>13}  ", a.as_str()));
+        }
+        s.push('\n');
+        for (ci, coll) in Collective::TUNED.iter().enumerate() {
+            s.push_str(&format!("{:>13} | ", coll.as_str()));
+            for v in self.proto_enable[ci] {
+                s.push_str(&format!("{v:>8}  "));
+            }
+            s.push_str(" | ");
+            for v in self.algo_enable[ci] {
+                s.push_str(&format!("{v:>13}  "));
+            }
+            s.push('\n');
+        }
+        format!("Enabled NCCL Func/Proto/Algo Matrix:{s}")
+    }
+
+    /// `threadThresholds %ld/%ld/%ld | %ld/%ld/%ld | %ld | %ld`.
+    pub fn thresholds_line(&self) -> String {
+        let t = &self.thread_thresholds;
+        let (tr, ri) = (t[Algorithm::Tree.id()], t[Algorithm::Ring.id()]);
+        format!(
+            "threadThresholds {}/{}/{} | {}/{}/{} | {} | {}",
+            tr[0],
+            tr[1],
+            tr[2],
+            ri[0],
+            ri[1],
+            ri[2],
+            t[Algorithm::CollNetDirect.id()][2],
+            t[Algorithm::CollNetChain.id()][2]
+        )
+    }
+
+    /// Logs what NCCL's rank 0 logs while tuning, in NCCL's order.
+    pub fn log(&self) {
+        for note in &self.notes {
+            nccl_info!(Subsys::GRAPH | Subsys::ENV, "{note}");
+        }
+        if self.input.n_ranks <= 1 {
+            return;
+        }
+        if self.params.forced() {
+            nccl_info!(Subsys::ENV, "{}", self.enabled_matrix());
+        }
+        for line in self.table_lines() {
+            nccl_info!(Subsys::TUNING, "{line}");
+        }
+        nccl_info!(Subsys::INIT, "{}", self.thresholds_line());
+    }
+}
+
+/// NCCL's `ncclAlgoToString` / `ncclProtoToString` spellings (upper case), used by the per-call line.
+pub fn algo_upper(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::Tree => "TREE",
+        Algorithm::Ring => "RING",
+        Algorithm::CollNetDirect => "COLLNET_DIRECT",
+        Algorithm::CollNetChain => "COLLNET_CHAIN",
+        Algorithm::Nvls => "NVLS",
+        Algorithm::NvlsTree => "NVLS_TREE",
+        Algorithm::Pat => "PAT",
+    }
+}
+
+pub fn proto_upper(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Ll => "LL",
+        Protocol::Ll128 => "LL128",
+        Protocol::Simple => "SIMPLE",
+    }
+}
+
+impl Choice {
+    /// `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}` for a call of `call_bytes` (count x type
+    /// size, as NCCL prints it) on channels `lo..=hi` (see `plan::channel_range`).
+    pub fn tuning_line(&self, call_bytes: u64, (lo, hi): (u32, u32)) -> String {
+        format!(
+            "{}: {} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{{lo}..{hi}}}",
+            self.coll.as_str(),
+            call_bytes,
+            algo_upper(self.algo),
+            proto_upper(self.proto),
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! `collscope topo explain` end to end on the shipped presets: the worked numbers of issue 3, checked against
+//! NCCL 2.28.9's formulas (see `core/src/tuning/tests.rs` for where reference text 000 slips).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn explain(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["topo", "explain"]).args(args).env_remove("NCCL_ALGO").env_remove("NCCL_PROTO").env_remove("NCCL_DEBUG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("collscope runs")
+}
+
+fn json(args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let out = explain(&a, env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn cell(v: &Value, coll: &str, algo: &str, proto: &str) -> (String, String) {
+    let c = &v["tuning"][coll][algo][proto];
+    (format!("{:.1}", c["lat_us"].as_f64().unwrap()), format!("{:.1}", c["bw_gbps"].as_f64().unwrap()))
+}
+
+/// (algo, proto) chosen for `coll` at `bytes`.
+fn pick(v: &Value, coll: &str, bytes: u64) -> (String, String) {
+    let d = v["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["coll"] == coll && d["bytes"] == bytes)
+        .unwrap_or_else(|| panic!("no decision for {coll} {bytes}"));
+    (d["algo"].as_str().unwrap().to_string(), d["proto"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn dgx_a100_one_node() {
+    let v = json(&["--preset", "dgx-a100", "--sizes", "8,1G"], &[]);
+    let ring = &v["graphs"][0];
+    assert_eq!(ring["pattern"], "ring");
+    assert_eq!((ring["n_channels"].as_u64(), ring["bw_intra"].as_f64()), (Some(12), Some(20.0)));
+    assert_eq!((ring["type_intra"].as_str(), ring["type_inter"].as_str()), (Some("NVL"), Some("PIX")));
+    assert_eq!(v["channels"]["coll"], 24);
+    for (algo, proto, lat, bw) in [
+        ("Tree", "LL", "15.2", "29.1"),
+        ("Tree", "LL128", "31.5", "85.9"),
+        ("Tree", "Simple", "64.4", "110.4"),
+        ("Ring", "LL", "15.0", "50.1"),
+        ("Ring", "LL128", "40.6", "126.2"),
+        ("Ring", "Simple", "56.0", "137.1"),
+    ] {
+        assert_eq!(cell(&v, "AllReduce", algo, proto), (lat.into(), bw.into()), "{algo}/{proto}");
+    }
+    assert_eq!(pick(&v, "AllReduce", 8), ("Ring".into(), "LL".into()));
+    assert_eq!(pick(&v, "AllReduce", 1 << 30), ("Ring".into(), "Simple".into()));
+    let d = &v["decisions"][0];
+    for key in ["coll", "bytes", "algo", "proto", "n_channels", "time_us", "runner_up", "reason"] {
+        assert!(d.get(key).is_some(), "decision lacks {key}");
+    }
+    assert_eq!(v["decisions"].as_array().unwrap().len(), 10, "5 collectives x 2 sizes");
+    assert_eq!(v["rings"].as_array().unwrap().len(), 24);
+}
+
+#[test]
+fn dgx_a100_two_nodes_amd() {
+    let v = json(&["--preset", "dgx-a100", "--nodes", "2", "--sizes", "1M"], &[]);
+    assert_eq!(cell(&v, "AllReduce", "Ring", "Simple").0, "204.4");
+    assert_eq!(cell(&v, "AllReduce", "Ring", "LL").0, "68.0");
+    assert_eq!(cell(&v, "AllReduce", "Tree", "Simple").0, "92.4");
+    // Rings cross nodes: every channel visits all 16 ranks.
+    let order = v["rings"][0]["order"].as_array().unwrap();
+    assert_eq!(order.len(), 16);
+}
+
+#[test]
+fn dgx_h100_one_node_nvls_for_large_ll_for_small() {
+    let v = json(&["--preset", "dgx-h100", "--sizes", "8,64K,256K,16M,1G"], &[]);
+    for bytes in [8, 64 << 10, 256 << 10] {
+        assert_eq!(pick(&v, "AllReduce", bytes).1, "LL", "{bytes} B");
+    }
+    for bytes in [16 << 20, 1 << 30] {
+        assert_eq!(pick(&v, "AllReduce", bytes), ("NVLS".into(), "Simple".into()), "{bytes} B");
+    }
+}
+
+#[test]
+fn dgx_h100_32_nodes_trees_up_to_hundreds_of_mb() {
+    let v = json(&["--preset", "dgx-h100", "--nodes", "32", "--sizes", "8:512M"], &[]);
+    // Tree (LL/LL128) for small messages, then NVLSTree (NVLS inside the node, a tree across nodes), which
+    // NCCL 2.28.9 enables across nodes without CollNet: never the 510-step ring below 1 GB.
+    for d in v["decisions"].as_array().unwrap().iter().filter(|d| d["coll"] == "AllReduce") {
+        let algo = d["algo"].as_str().unwrap();
+        assert!(algo == "Tree" || algo == "NVLSTree", "{} B -> {algo}", d["bytes"]);
+    }
+    assert_eq!(pick(&v, "AllReduce", 1 << 20).0, "Tree");
+}
+
+#[test]
+fn hgx_pcie_shows_why_ll128_is_off() {
+    let out = explain(&["--preset", "hgx-pcie", "--sizes", "1M"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let line = text.lines().find(|l| l.trim_start().starts_with("Ring") && l.contains("LL128")).expect("LL128 line");
+    assert!(line.contains("LL128 disabled: intra-node path type") && line.contains("beyond NVB"), "{line}");
+    let v = json(&["--preset", "hgx-pcie", "--sizes", "1M"], &[]);
+    assert!(v["tuning"]["AllReduce"]["Ring"].get("LL128").is_none());
+    assert!(v["disabled"]["AllReduce"]["Ring"]["LL128"][0].as_str().unwrap().contains("LL128 disabled"));
+}
+
+#[test]
+fn forcing_ring_on_nvswitch_costs_bandwidth() {
+    let v = json(&["--preset", "dgx-h100", "--sizes", "64K,1G"], &[("NCCL_ALGO", "ring")]);
+    let f = v["forcing"].as_array().unwrap();
+    let big = f.iter().find(|f| f["coll"] == "AllReduce" && f["bytes"] == 1u64 << 30).unwrap();
+    assert_eq!(big["default"]["algo"], "NVLS");
+    assert_eq!(big["forced"]["algo"], "Ring");
+    assert!(big["slowdown"].as_f64().unwrap() > 1.2, "{big}");
+    let small = f.iter().find(|f| f["coll"] == "AllReduce" && f["bytes"] == 64 << 10).unwrap();
+    assert_eq!(small["slowdown"].as_f64(), Some(1.0), "small calls were Ring anyway");
+    let text =
+        String::from_utf8_lossy(&explain(&["--preset", "dgx-h100", "--sizes", "1G"], &[("NCCL_ALGO", "ring")]).stdout)
+            .to_string();
+    assert!(text.contains("What NCCL_ALGO=ring costs against NCCL's default"), "{text}");
+}
+
+#[test]
+fn log_mode_prints_nccl_lines() {
+    let out = explain(&["--preset", "dgx-a100", "--sizes", "1M", "--log"], &[("NCCL_PROTO", "^LL128")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for want in [
+        "NCCL INFO NCCL version 2.28.9",
+        "NCCL INFO Pattern 4, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1",
+        "NCCL INFO   Algorithm   |",
+        "NCCL INFO     AllReduce |    15.2/  29.1 |    31.5/   0.0 |    64.4/ 110.4 |",
+        "NCCL INFO Enabled NCCL Func/Proto/Algo Matrix:",
+        "NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+        "NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}=",
+        "NCCL INFO 24 coll channels",
+    ] {
+        assert!(text.contains(want), "missing {want:?}");
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    for (args, env, want) in [
+        (vec!["--preset", "dgx-a100"], vec![("NCCL_ALGO", "rnig")], "Unrecognized element token \"rnig\""),
+        (vec!["--preset", "dgx-a100"], vec![("NCCL_PROTO", "allreduce:LL;broadcst:LL")], "\"broadcst\""),
+        (vec!["--preset", "dgx-a100", "--sizes", "4Q"], vec![], "'4Q'"),
+        (vec!["--preset", "dgx-a200"], vec![], "dgx-a200"),
+        (vec!["--preset", "cpu-host"], vec![], "no GPU"),
+        (vec!["--preset", "dgx-a100", "--nranks-per-node", "9"], vec![], "--nranks-per-node 9"),
+    ] {
+        let out = explain(&args, &env);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?} {env:?}: {err}");
+    }
+    let out = explain(&["--preset", "dgx-a100", "--sizes", "1M"], &[("NCCL_ALGO", "NVLS")]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no algorithm/protocol available for function AllReduce"), "{text}");
+}
