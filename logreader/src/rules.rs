@@ -2,7 +2,7 @@
 //! write its function and add a row to [`RULES`] (and a test below).
 
 use crate::job::{Ev, Job};
-use collscope_core::model::{Finding, LineRef, Severity, Transport, Warning};
+use collscope_core::model::{Collective, Finding, LineRef, Severity, Transport, Warning};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Rule {
@@ -270,17 +270,31 @@ fn model_time(lat_us: f64, bw_gbps: f64, bytes: u64) -> f64 {
 }
 
 fn decision_not_table_min(job: &Job) -> Vec<Finding> {
+    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(job, v).is_some()).collect();
+    let tuner = job.facts.plugins.iter().any(|p| p.kind == "tuner" && p.loaded);
+    // The table holds base costs; NCCL adds pipelining and a Tree correction, so without an override in sight
+    // only a large gap counts.
+    let margin = if forced.is_empty() && !tuner { 0.5 } else { 0.8 };
     let mut odd = Vec::new();
     for d in &job.snap.decisions {
         let Some(table) = job.snap.tuning.get(&d.coll) else { continue };
         let Some(chosen) = table.get(&d.algo).and_then(|p| p.get(&d.proto)) else { continue };
-        let t_chosen = model_time(chosen.lat_us, chosen.bw_gbps, d.bytes);
+        // The line prints one rank's bytes; NCCL costs AllGather and ReduceScatter on the total (NCCL 2.28.9
+        // `src/enqueue.cc`, nBytes times nRanks).
+        let bytes = match d.coll {
+            Collective::AllGather | Collective::ReduceScatter => match job.snap.nranks {
+                Some(n) => d.bytes * n as u64,
+                None => continue,
+            },
+            _ => d.bytes,
+        };
+        let t_chosen = model_time(chosen.lat_us, chosen.bw_gbps, bytes);
         let best = table
             .iter()
-            .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, model_time(c.lat_us, c.bw_gbps, d.bytes))))
+            .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, model_time(c.lat_us, c.bw_gbps, bytes))))
             .min_by(|x, y| x.2.total_cmp(&y.2));
         if let Some((a, p, t)) = best {
-            if t < t_chosen * 0.8 {
+            if t < t_chosen * margin {
                 odd.push(format!(
                     "{} {} bytes: {}/{} ({t_chosen:.1} us by the table) where {a}/{p} ({t:.1} us) is cheaper",
                     d.coll, d.bytes, d.algo, d.proto
@@ -291,8 +305,6 @@ fn decision_not_table_min(job: &Job) -> Vec<Finding> {
     if odd.is_empty() {
         return Vec::new();
     }
-    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(job, v).is_some()).collect();
-    let tuner = job.facts.plugins.iter().any(|p| p.kind == "tuner" && p.loaded);
     let why = match (forced.is_empty(), tuner) {
         (false, _) => format!("{} restricts the choice", forced.join(" and ")),
         (true, true) => "a tuner plugin overrides the table".to_string(),

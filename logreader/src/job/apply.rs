@@ -333,7 +333,7 @@ impl Job {
                     let Some(to) = self.topo_node(t, &to) else { continue };
                     let paths = &mut self.snap.topology[t].paths;
                     if !paths.iter().any(|x| x.from == from && x.to == to) {
-                        paths.push(Path { from, to, kind, bw, hops });
+                        paths.push(Path { from, to, kind, bw, hops, links: Vec::new() });
                     }
                 }
             }
