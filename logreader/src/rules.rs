@@ -37,6 +37,21 @@ pub fn diagnose(job: &Job) -> Vec<Finding> {
     out
 }
 
+/// Ranks in `0..n` not in `known`, as text: at most 32 listed, and none for implausible job sizes (a garbled
+/// nranks must not cost memory).
+fn ranks_missing(n: u32, known: &BTreeSet<u32>) -> Vec<String> {
+    const MAX_JOB: u32 = 1 << 20;
+    if n > MAX_JOB {
+        return Vec::new();
+    }
+    let missing: Vec<u32> = (0..n).filter(|r| !known.contains(r)).collect();
+    let mut out: Vec<String> = missing.iter().take(32).map(u32::to_string).collect();
+    if missing.len() > 32 {
+        out.push(format!("(+{} more)", missing.len() - 32));
+    }
+    out
+}
+
 fn finding(code: &str, severity: Severity, title: &str, detail: String, evidence: Vec<LineRef>, fix: &str) -> Finding {
     Finding { code: code.into(), severity, title: title.into(), detail, evidence, fix: fix.into() }
 }
@@ -283,7 +298,7 @@ fn decision_not_table_min(job: &Job) -> Vec<Finding> {
         // `src/enqueue.cc`, nBytes times nRanks).
         let bytes = match d.coll {
             Collective::AllGather | Collective::ReduceScatter => match job.snap.nranks {
-                Some(n) => d.bytes * n as u64,
+                Some(n) => d.bytes.saturating_mul(n as u64),
                 None => continue,
             },
             _ => d.bytes,
@@ -384,7 +399,7 @@ fn init_hang(job: &Job) -> Vec<Finding> {
         .filter(|c| c.comm_id.as_deref().is_some_and(|id| ids.contains(id)))
         .filter_map(|c| c.rank)
         .collect();
-    let absent: Vec<String> = (0..nranks).filter(|r| !present.contains(r)).map(|r| r.to_string()).collect();
+    let absent = ranks_missing(nranks, &present);
     let absent = if absent.is_empty() || ids.is_empty() {
         String::new()
     } else {
@@ -553,8 +568,8 @@ fn watchdog_timeout(job: &Job) -> Vec<Finding> {
         }
     }
     if let Some(n) = job.snap.nranks {
-        let missing: Vec<String> = (0..n).filter(|r| !waited.contains(r)).map(|r| r.to_string()).collect();
-        if !missing.is_empty() && missing.len() < n as usize {
+        let missing = ranks_missing(n, &waited);
+        if !missing.is_empty() && waited.iter().any(|&r| r < n) {
             detail.push_str(&format!(
                 " Ranks without a timeout line (did not arrive, or their output is missing): {}.",
                 missing.join(", ")
