@@ -116,3 +116,20 @@ fn bad_paths_and_missing_arguments_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("PATHS"));
 }
+
+#[test]
+fn topo_explain_log_reads_back() {
+    let explain =
+        collscope(&["topo", "explain", "--preset", "dgx-h100", "--nodes", "2", "--sizes", "1M", "--log"], None);
+    assert!(explain.status.success(), "{}", String::from_utf8_lossy(&explain.stderr));
+    let log = String::from_utf8(explain.stdout).unwrap();
+    let out = collscope(&["log", "analyze", "-", "--json", "--strict"], Some(&log));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unparsed_nccl_lines"], serde_json::json!([]), "every line of topo explain --log is understood");
+    assert!(v["nccl_version"].as_str().unwrap().starts_with("2.28.9"));
+    assert!(!v["graphs"].as_array().unwrap().is_empty());
+    assert!(!v["rings"].as_array().unwrap().is_empty());
+    assert!(!v["tuning"]["AllReduce"].as_object().unwrap().is_empty());
+    assert!(v["decisions"].as_array().unwrap().iter().any(|d| d["coll"] == "AllReduce" && d["bytes"] == 1048576));
+}

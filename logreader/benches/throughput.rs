@@ -118,6 +118,13 @@ fn generate(path: &std::path::Path, target: u64) -> std::io::Result<u64> {
     Ok(std::fs::metadata(path)?.len())
 }
 
+/// Peak resident memory of this process in MB (`VmHWM`), where Linux has it.
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
 /// CPU time of this thread, from `/proc/thread-self/schedstat` (nanoseconds on a CPU), where Linux has it.
 fn cpu_seconds() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
@@ -157,7 +164,7 @@ fn main() -> std::io::Result<()> {
     result.map_err(std::io::Error::other)?;
     let stats = snap.log.as_ref().map(|l| l.stats.clone()).unwrap_or_default();
     println!(
-        "logreader throughput: {:.0} MB in {secs:.2} s of CPU ({wall:.2} s wall) = {:.0} MB/s on one core ({} lines, {:.2} M lines/s; {} ranks, {} connections, {} decisions, {} unparsed)",
+        "logreader throughput: {:.0} MB in {secs:.2} s of CPU ({wall:.2} s wall) = {:.0} MB/s on one core ({} lines, {:.2} M lines/s; {} ranks, {} connections, {} decisions, {} unparsed; peak RSS {:.0} MB)",
         size as f64 / 1e6,
         size as f64 / 1e6 / secs,
         stats.lines,
@@ -165,7 +172,8 @@ fn main() -> std::io::Result<()> {
         snap.nranks.unwrap_or(0),
         snap.connections.len(),
         snap.decisions.len(),
-        stats.unparsed_nccl_lines
+        stats.unparsed_nccl_lines,
+        peak_rss_mb().unwrap_or(0.0)
     );
     Ok(())
 }

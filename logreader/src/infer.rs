@@ -18,8 +18,8 @@ pub fn infer(job: &mut Job) {
     let nranks = match job.nranks_printed {
         Some(n) => Some(n),
         None => {
-            let by_rank = job.ranks_seen.last().map(|r| r + 1).unwrap_or(0);
-            let by_hosts = local.map_or(0, |l| l * job.snap.hosts.len() as u32);
+            let by_rank = job.ranks_seen.last().map(|r| r.saturating_add(1)).unwrap_or(0);
+            let by_hosts = local.map_or(0, |l| l.saturating_mul(job.snap.hosts.len() as u32));
             let by_procs = job.procs_seen as u32;
             let n = by_rank.max(by_hosts).max(by_procs);
             if n > 0 {
@@ -57,7 +57,7 @@ pub fn infer(job: &mut Job) {
         }
     };
     if job.snap.channels.coll.is_none() {
-        let n = job.ring_nchannels.or_else(|| job.snap.rings.iter().map(|r| r.channel + 1).max());
+        let n = job.ring_nchannels.or_else(|| job.snap.rings.iter().map(|r| r.channel.saturating_add(1)).max());
         if let Some(n) = n {
             job.snap.channels.coll = Some(n);
             note(job, "channels.coll", n, "not printed; from the ring channel prints".into());
@@ -103,10 +103,10 @@ fn ranks_per_node(job: &Job) -> Option<u32> {
     if let Some(l) = job.snap.communicators.iter().filter_map(|c| c.local_ranks).max() {
         return Some(l);
     }
-    let by_dev = job.max_dev.map(|d| d as u32 + 1).unwrap_or(0);
+    let by_dev = job.max_dev.map(|d| (d as u32).saturating_add(1)).unwrap_or(0);
     let by_group = same_node_groups(job).into_iter().map(|g| g.len() as u32).max().unwrap_or(0);
     let l = by_dev.max(by_group);
-    (l > 0).then(|| l.next_power_of_two())
+    (l > 0).then(|| l.checked_next_power_of_two().unwrap_or(l))
 }
 
 struct UnionFind(BTreeMap<u32, u32>);

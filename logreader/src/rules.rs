@@ -2,7 +2,7 @@
 //! write its function and add a row to [`RULES`] (and a test below).
 
 use crate::job::{Ev, Job};
-use collscope_core::model::{Finding, LineRef, Severity, Transport, Warning};
+use collscope_core::model::{Collective, Finding, LineRef, Severity, Transport, Warning};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Rule {
@@ -34,6 +34,21 @@ pub const RULES: &[Rule] = &[
 pub fn diagnose(job: &Job) -> Vec<Finding> {
     let mut out: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(job)).collect();
     out.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    out
+}
+
+/// Ranks in `0..n` not in `known`, as text: at most 32 listed, and none for implausible job sizes (a garbled
+/// nranks must not cost memory).
+fn ranks_missing(n: u32, known: &BTreeSet<u32>) -> Vec<String> {
+    const MAX_JOB: u32 = 1 << 20;
+    if n > MAX_JOB {
+        return Vec::new();
+    }
+    let missing: Vec<u32> = (0..n).filter(|r| !known.contains(r)).collect();
+    let mut out: Vec<String> = missing.iter().take(32).map(u32::to_string).collect();
+    if missing.len() > 32 {
+        out.push(format!("(+{} more)", missing.len() - 32));
+    }
     out
 }
 
@@ -270,17 +285,31 @@ fn model_time(lat_us: f64, bw_gbps: f64, bytes: u64) -> f64 {
 }
 
 fn decision_not_table_min(job: &Job) -> Vec<Finding> {
+    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(job, v).is_some()).collect();
+    let tuner = job.facts.plugins.iter().any(|p| p.kind == "tuner" && p.loaded);
+    // The table holds base costs; NCCL adds pipelining and a Tree correction, so without an override in sight
+    // only a large gap counts.
+    let margin = if forced.is_empty() && !tuner { 0.5 } else { 0.8 };
     let mut odd = Vec::new();
     for d in &job.snap.decisions {
         let Some(table) = job.snap.tuning.get(&d.coll) else { continue };
         let Some(chosen) = table.get(&d.algo).and_then(|p| p.get(&d.proto)) else { continue };
-        let t_chosen = model_time(chosen.lat_us, chosen.bw_gbps, d.bytes);
+        // The line prints one rank's bytes; NCCL costs AllGather and ReduceScatter on the total (NCCL 2.28.9
+        // `src/enqueue.cc`, nBytes times nRanks).
+        let bytes = match d.coll {
+            Collective::AllGather | Collective::ReduceScatter => match job.snap.nranks {
+                Some(n) => d.bytes.saturating_mul(n as u64),
+                None => continue,
+            },
+            _ => d.bytes,
+        };
+        let t_chosen = model_time(chosen.lat_us, chosen.bw_gbps, bytes);
         let best = table
             .iter()
-            .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, model_time(c.lat_us, c.bw_gbps, d.bytes))))
+            .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, model_time(c.lat_us, c.bw_gbps, bytes))))
             .min_by(|x, y| x.2.total_cmp(&y.2));
         if let Some((a, p, t)) = best {
-            if t < t_chosen * 0.8 {
+            if t < t_chosen * margin {
                 odd.push(format!(
                     "{} {} bytes: {}/{} ({t_chosen:.1} us by the table) where {a}/{p} ({t:.1} us) is cheaper",
                     d.coll, d.bytes, d.algo, d.proto
@@ -291,8 +320,6 @@ fn decision_not_table_min(job: &Job) -> Vec<Finding> {
     if odd.is_empty() {
         return Vec::new();
     }
-    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(job, v).is_some()).collect();
-    let tuner = job.facts.plugins.iter().any(|p| p.kind == "tuner" && p.loaded);
     let why = match (forced.is_empty(), tuner) {
         (false, _) => format!("{} restricts the choice", forced.join(" and ")),
         (true, true) => "a tuner plugin overrides the table".to_string(),
@@ -330,7 +357,9 @@ fn search_fallback(job: &Job) -> Vec<Finding> {
 }
 
 fn version_mismatch(job: &Job) -> Vec<Finding> {
-    if job.facts.versions.len() < 2 {
+    // Frameworks quote NCCL's version without the `+cudaX.Y` suffix: compare the release only.
+    let releases: BTreeSet<&str> = job.facts.versions.iter().map(|(v, _)| v.split('+').next().unwrap_or(v)).collect();
+    if releases.len() < 2 {
         return Vec::new();
     }
     let list: Vec<String> = job
@@ -360,14 +389,29 @@ fn init_hang(job: &Job) -> Vec<Finding> {
         return Vec::new();
     }
     let completed = comms.iter().any(|c| c.state == CommState::Ready);
-    let ranks: Vec<String> = stuck.iter().map(|&i| comms[i].rank.map_or("?".to_string(), |r| r.to_string())).collect();
+    let started: BTreeSet<u32> = stuck.iter().filter_map(|&i| comms[i].rank).collect();
+    let ranks: Vec<String> = started.iter().map(u32::to_string).collect();
+    // Ranks of the same communicator that printed neither START nor COMPLETE never arrived (or were not logged).
+    let nranks = stuck.iter().filter_map(|&i| comms[i].nranks).max().unwrap_or(0);
+    let ids: BTreeSet<&str> = stuck.iter().filter_map(|&i| comms[i].comm_id.as_deref()).collect();
+    let present: BTreeSet<u32> = comms
+        .iter()
+        .filter(|c| c.comm_id.as_deref().is_some_and(|id| ids.contains(id)))
+        .filter_map(|c| c.rank)
+        .collect();
+    let absent = ranks_missing(nranks, &present);
+    let absent = if absent.is_empty() || ids.is_empty() {
+        String::new()
+    } else {
+        format!(" Ranks {} of that communicator printed no init line at all.", absent.join(", "))
+    };
     let ev = stuck.iter().flat_map(|&i| job.evidence(&Ev::InitStart(i)).iter().cloned()).take(5).collect();
     vec![finding(
         "init_hang",
         if completed { Severity::Error } else { Severity::Warning },
         "Communicator init started but did not complete",
         format!(
-            "Ranks {} printed Init START and no Init COMPLETE{}.",
+            "Ranks {} printed Init START and no Init COMPLETE{}.{absent}",
             ranks.join(", "),
             if completed {
                 " while others completed: those ranks are stuck in bootstrap or connection setup"
@@ -524,8 +568,8 @@ fn watchdog_timeout(job: &Job) -> Vec<Finding> {
         }
     }
     if let Some(n) = job.snap.nranks {
-        let missing: Vec<String> = (0..n).filter(|r| !waited.contains(r)).map(|r| r.to_string()).collect();
-        if !missing.is_empty() && missing.len() < n as usize {
+        let missing = ranks_missing(n, &waited);
+        if !missing.is_empty() && waited.iter().any(|&r| r < n) {
             detail.push_str(&format!(
                 " Ranks without a timeout line (did not arrive, or their output is missing): {}.",
                 missing.join(", ")
@@ -688,20 +732,24 @@ mod tests {
             "b:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.2",
         ]);
         assert!(has(&s, "version_mismatch"));
-        assert!(!has(&read(&["a:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"]), "version_mismatch"));
+        let same = read(&[
+            "a:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error, NCCL version 2.18.1",
+        ]);
+        assert!(!has(&same, "version_mismatch"), "{:?}", codes(&same));
     }
 
     #[test]
     fn init_start_without_complete() {
         let start = |r: u32| {
-            format!("a:{r}:1 [{r}] NCCL INFO ncclCommInitRank comm 0x{r}0 rank {r} nranks 2 cudaDev {r} nvmlDev {r} busId 1000 commId 0x99 - Init START")
+            format!("a:{r}:1 [{r}] NCCL INFO ncclCommInitRank comm 0x{r}0 rank {r} nranks 3 cudaDev {r} nvmlDev {r} busId 1000 commId 0x99 - Init START")
         };
-        let done = "a:0:1 [0] NCCL INFO ncclCommInitRank comm 0x00 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x99 - Init COMPLETE";
+        let done = "a:0:1 [0] NCCL INFO ncclCommInitRank comm 0x00 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x99 - Init COMPLETE";
         let (s0, s1) = (start(0), start(1));
         let s = read(&[&s0, &s1, done]);
         let f = s.findings.iter().find(|f| f.code == "init_hang").expect("finding");
         assert_eq!(f.severity, Severity::Error);
-        assert!(f.detail.contains("Ranks 1 "), "{}", f.detail);
+        assert!(f.detail.contains("Ranks 1 printed") && f.detail.contains("Ranks 2 of that"), "{}", f.detail);
     }
 
     #[test]

@@ -14,6 +14,14 @@ fn line(level: Level, rank: u32, msg: &str) -> String {
 #[test]
 fn runtime_and_explain_lines_read_back() {
     let mut log = vec![line(Level::Version, 0, &version_string())];
+    for msg in [
+        "=== System : maxBw 24.0 totalBw 24.0 ===",
+        "CPU/0-0 (1/1/1)",
+        "+ PCI[24.0] - GPU/0-1b000 (0)",
+        "GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) CPU/0-0 (1/24.0/PHB) ",
+    ] {
+        log.push(line(Level::Info, 0, msg));
+    }
     for r in 0..4u32 {
         let (next, prev, dev) = ((r + 1) % 4, (r + 3) % 4, r % 2);
         log.push(line(Level::Info, r, "Bootstrap: Using eth0:10.0.0.1<0>"));
@@ -93,6 +101,11 @@ fn runtime_and_explain_lines_read_back() {
         .communicators
         .iter()
         .all(|c| c.state == collscope_core::model::CommState::Ready && c.init.total == Some(0.5)));
+    let topo = &s.topology[0];
+    assert_eq!((topo.host.as_deref(), topo.max_bw, topo.nodes.len()), (Some("node0"), 24.0, 2));
+    assert_eq!(topo.nodes[1].name(), "GPU/0-1b000");
+    assert_eq!(topo.paths.len(), 2);
+    assert_eq!(topo.path(1, 0).map(|p| (p.kind, p.bw, p.hops)), Some((collscope_core::model::PathType::PHB, 24.0, 1)));
     assert_eq!(s.graphs.len(), 1);
     assert_eq!(s.graphs[0].pattern, Pattern::Ring);
     assert_eq!(s.rings[0].order, vec![0, 1, 2, 3]);

@@ -112,3 +112,18 @@ fn one_file_per_rank_directories_and_gzip_merge_into_one_job() {
     let err = read_paths(&[dir.join("missing.log")], Options::default()).unwrap_err().to_string();
     assert!(err.contains("missing.log"), "{err}");
 }
+
+#[test]
+fn huge_numbers_cost_neither_memory_nor_overflow() {
+    // Found by the fuzzer: a garbled rank made nranks ~4e9 and the watchdog rule listed every missing rank.
+    let data = b"n:1:2 [0] NCCL INFO Ring 4294967295 : 4294967294 -> 4294967295 -> 0\n\
+n:1:2 [0] NCCL INFO Trees [4294967295] 1/2/-1->4294967295->-1\n\
+n:1:2 [2147483647] NCCL INFO AllReduce: 18446744073709551615 Bytes -> Algo Ring proto LL channel{Lo..Hi}={0..4294967295}\n\
+n:1:2 [0] NCCL INFO comm 0x1 rank 4294967295 nRanks 4294967295 nNodes 1 localRanks 4294967295 localRank 0 MNNVL 0\n\
+n:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 4294967295 cudaDev 0 nvmlDev 0 busId 0 commId 0x5 - Init START\n\
+[rank0]: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)\n";
+    let s = read(data, true);
+    let f = s.findings.iter().find(|f| f.code == "watchdog_timeout").expect("finding");
+    assert!(f.detail.len() < 1000, "{}", f.detail);
+    assert!(s.findings.iter().any(|f| f.code == "init_hang"));
+}

@@ -89,15 +89,16 @@ impl Job {
     }
 
     fn topo_node(&mut self, topo: usize, name: &str) -> Option<usize> {
-        let t = &mut self.snap.topology[topo];
-        if let Some(i) = t.nodes.iter().position(|n| n.name() == name) {
+        if let Some(&i) = self.node_index.get(&(topo, name.to_string())) {
             return Some(i);
         }
+        let t = &mut self.snap.topology[topo];
         let (kind, id) = name.split_once('/')?;
         let kind: NodeType = kind.parse().ok()?;
         let (system, local) = id.split_once('-').unwrap_or(("0", id));
         let id = NodeId { system: u64::from_str_radix(system, 16).ok()?, local: u64::from_str_radix(local, 16).ok()? };
         t.nodes.push(Node { kind, id, cpu: None, pci: None, gpu: None, net: None });
+        self.node_index.insert((topo, name.to_string()), t.nodes.len() - 1);
         Some(t.nodes.len() - 1)
     }
 

@@ -194,6 +194,8 @@ pub struct Job {
     op_index: FastMap<(u64, u32), usize>,
     pub versions: BTreeMap<String, BTreeSet<String>>,
     topo_index: HashMap<String, usize>,
+    /// (topology, node name) to node index.
+    node_index: HashMap<(usize, String), usize>,
     recent: [u64; RECENT],
     recent_pos: usize,
     /// An NCCL line no parser understood, held for one line in case the next one continues it.
@@ -234,6 +236,7 @@ impl Job {
             op_index: FastMap::default(),
             versions: BTreeMap::new(),
             topo_index: HashMap::new(),
+            node_index: HashMap::new(),
             recent: [0; RECENT],
             recent_pos: 0,
             pending: None,

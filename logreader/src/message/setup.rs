@@ -313,6 +313,7 @@ const KNOWN_PREFIXES: &[&str] = &[
     "DMA-BUF is available",
     "Check P2P Type",
     "NVLS Trees",
+    "NVLS Head",
     "NVLS Creating",
     "NVLS Created",
     "NVLS importing",

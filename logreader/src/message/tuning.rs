@@ -114,7 +114,7 @@ pub fn decision(msg: &str) -> Option<DecisionLine> {
         if let Some(range) = key.strip_prefix("channel{Lo..Hi}={").and_then(|r| r.strip_suffix('}')) {
             let (lo, hi) = range.split_once("..")?;
             let (lo, hi): (u32, u32) = (lo.parse().ok()?, hi.parse().ok()?);
-            d.n_channels = Some(hi.saturating_sub(lo) + 1);
+            d.n_channels = Some(hi.saturating_sub(lo).saturating_add(1));
             continue;
         }
         let value = toks.next();
