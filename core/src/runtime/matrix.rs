@@ -4,6 +4,7 @@
 //! exercises step counters and protocol switches across calls.
 
 use super::comm::{Comm, CommOptions};
+use super::reference::reference_reduce;
 use super::select::SelectConfig;
 use crate::env::Env;
 use crate::model::{Algorithm, Collective, DataType, Protocol, RedOp, Transport};
@@ -265,24 +266,6 @@ fn value<T: Element>(op: RedOp, rank: usize, i: usize) -> T {
     }
 }
 
-fn reduced<T: Element>(op: RedOp, nranks: usize, i: usize, input: impl Fn(usize, usize) -> T) -> T {
-    let mut acc = input(0, i);
-    for r in 1..nranks {
-        let v = input(r, i);
-        acc = match op {
-            RedOp::Sum | RedOp::Avg => acc.add(v),
-            RedOp::Prod => acc.mul(v),
-            RedOp::Max => acc.max_of(v),
-            RedOp::Min => acc.min_of(v),
-        };
-    }
-    if op == RedOp::Avg {
-        acc.div_n(nranks as u32)
-    } else {
-        acc
-    }
-}
-
 fn close<T: Element>(got: T, want: T) -> bool {
     if T::DTYPE.is_float() {
         // Reduction order differs between algorithms; inputs are small integers, so any error is tiny.
@@ -324,7 +307,7 @@ fn run_case<T: Element>(comm: &mut Comm, case: &Case) -> Result<(), String> {
                 comm.all_reduce(&input, &mut out, op).map_err(err)?;
                 out
             };
-            check(case, "out", &out, |i| reduced(op, n, i, v))
+            check(case, "out", &out, |i| reference_reduce(op, n, |r| v(r, i)))
         }
         Collective::AllGather => {
             let mut out = vec![sentinel; count * n];
@@ -350,7 +333,7 @@ fn run_case<T: Element>(comm: &mut Comm, case: &Case) -> Result<(), String> {
                 comm.reduce_scatter(&input, &mut out, op).map_err(err)?;
                 out
             };
-            check(case, "out", &out, |i| reduced(op, n, r * count + i, v))
+            check(case, "out", &out, |i| reference_reduce(op, n, |q| v(q, r * count + i)))
         }
         Collective::Broadcast => {
             let mine: Vec<T> = (0..count).map(|i| if r as u32 == root { v(r, i) } else { sentinel }).collect();
@@ -377,7 +360,7 @@ fn run_case<T: Element>(comm: &mut Comm, case: &Case) -> Result<(), String> {
                 out
             };
             if r as u32 == root {
-                check(case, "out", &out, |i| reduced(op, n, i, v))
+                check(case, "out", &out, |i| reference_reduce(op, n, |r| v(r, i)))
             } else {
                 Ok(())
             }

@@ -30,6 +30,7 @@ pub mod net;
 pub mod prims;
 pub mod proto;
 pub mod record;
+pub mod reference;
 pub mod select;
 pub mod socket;
 pub mod tcp_bootstrap;

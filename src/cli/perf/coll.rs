@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::ValueEnum;
 use collscope_core::model::RedOp;
+use collscope_core::runtime::reference::reference_reduce;
 use collscope_core::runtime::Comm;
 use collscope_kernels::Element;
 
@@ -76,32 +77,14 @@ pub fn input<T: Element>(rank: usize, i: usize, op: RedOp) -> T {
     }
 }
 
-fn fold<T: Element>(op: RedOp, n: usize, at: impl Fn(usize) -> T) -> T {
-    let mut acc = at(0);
-    for q in 1..n {
-        let v = at(q);
-        acc = match op {
-            RedOp::Sum | RedOp::Avg => acc.add(v),
-            RedOp::Prod => acc.mul(v),
-            RedOp::Max => acc.max_of(v),
-            RedOp::Min => acc.min_of(v),
-        };
-    }
-    if op == RedOp::Avg {
-        acc.div_n(n as u32)
-    } else {
-        acc
-    }
-}
-
 /// What rank `rank`'s receive buffer must hold afterwards; `None` where the collective leaves it undefined.
 pub fn expected<T: Element>(b: Bench, c: Counts, rank: usize, n: usize, root: usize, op: RedOp) -> Option<Vec<T>> {
     let inp = |q: usize, i: usize| input::<T>(q, i, op);
     Some(match b {
-        Bench::AllReduce => (0..c.recv).map(|i| fold(op, n, |q| inp(q, i))).collect(),
+        Bench::AllReduce => (0..c.recv).map(|i| reference_reduce(op, n, |q| inp(q, i))).collect(),
         Bench::Reduce if rank != root => return None,
-        Bench::Reduce => (0..c.recv).map(|i| fold(op, n, |q| inp(q, i))).collect(),
-        Bench::ReduceScatter => (0..c.recv).map(|i| fold(op, n, |q| inp(q, rank * c.param + i))).collect(),
+        Bench::Reduce => (0..c.recv).map(|i| reference_reduce(op, n, |q| inp(q, i))).collect(),
+        Bench::ReduceScatter => (0..c.recv).map(|i| reference_reduce(op, n, |q| inp(q, rank * c.param + i))).collect(),
         Bench::Broadcast => (0..c.recv).map(|i| inp(root, i)).collect(),
         Bench::AllGather => (0..c.recv).map(|i| inp(i / c.param.max(1), i % c.param.max(1))).collect(),
         Bench::Alltoall => (0..c.recv).map(|i| inp(i / c.param.max(1), rank * c.param + i % c.param.max(1))).collect(),
