@@ -9,18 +9,7 @@ use std::fmt::Write;
 fn graphs(out: &mut String, ex: &Explanation) {
     let _ = writeln!(out, "Graphs (what the search found per pattern)");
     for g in &ex.graphs {
-        let _ = writeln!(
-            out,
-            "  Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
-            g.pattern.id(),
-            g.cross_nic,
-            g.n_channels,
-            g.bw_intra,
-            g.bw_inter,
-            g.type_intra,
-            g.type_inter,
-            g.same_channels as u8
-        );
+        let _ = writeln!(out, "  {}", collscope_core::graph::compute::pattern_line(g));
     }
     let c = &ex.channels;
     let n = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());

@@ -429,9 +429,9 @@ fn finish(sys: &System, g: SearchGraph, mut lines: Vec<InfoLine>) -> Found {
     Found { id: g.id, graph, latency_inter: g.latency_inter, lines }
 }
 
-/// `ncclTopoPrintGraph`.
-fn print_lines(sys: &System, id: u32, g: &Graph) -> Vec<String> {
-    let mut out = vec![format!(
+/// The first line `ncclTopoPrintGraph` prints for a graph.
+pub fn pattern_line(g: &Graph) -> String {
+    format!(
         "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
         g.pattern.id(),
         g.cross_nic,
@@ -441,7 +441,12 @@ fn print_lines(sys: &System, id: u32, g: &Graph) -> Vec<String> {
         g.type_intra,
         g.type_inter,
         u8::from(g.same_channels)
-    )];
+    )
+}
+
+/// `ncclTopoPrintGraph`.
+fn print_lines(sys: &System, id: u32, g: &Graph) -> Vec<String> {
+    let mut out = vec![pattern_line(g)];
     let net = |id: i64| format!(" NET/{:x}-{:x}", (id as u64) >> 56, (id as u64) & 0x00ff_ffff_ffff_ffff);
     for (c, ch) in g.channels.iter().enumerate() {
         let mut line = format!("{c:2} :");
