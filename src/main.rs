@@ -32,8 +32,23 @@ enum Command {
     Tui(cli::tui::TuiArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Errors are printed as one chain of causes, never with a backtrace: they describe bad input or a failed
+/// peer, not a bug, whatever `RUST_BACKTRACE` says.
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            let causes: Vec<String> = e.chain().skip(1).map(|c| format!("    {c}")).collect();
+            if !causes.is_empty() {
+                eprintln!("\nCaused by:\n{}", causes.join("\n"));
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("{}", collscope_core::debug::version_string());
