@@ -246,6 +246,16 @@ impl State {
                     Some(k) => *k = c.clone(),
                     None => self.facts.communicators.push(c.clone()),
                 }
+                // The job-level facts (what the TUI's overview and the job info metric show) follow from the
+                // communicators the runtime reports.
+                self.facts.nranks = self.facts.nranks.max(c.nranks);
+                self.facts.nnodes = self.facts.nnodes.max(c.nnodes);
+                if self.facts.nccl_version.is_none() {
+                    self.facts.nccl_version.clone_from(&c.version);
+                }
+                if let Some(h) = c.host.as_ref().filter(|h| !self.facts.hosts.contains(h)) {
+                    self.facts.hosts.push(h.clone());
+                }
                 self.facts_dirty = true;
             }
             Event::Decision(d) => {
@@ -522,6 +532,8 @@ mod tests {
             init: InitTimings { total: Some(0.5), phases: vec![("bootstrap".into(), 0.25)] },
             ..Default::default()
         }));
+        let snap = st.snapshot();
+        assert_eq!((snap.nranks, snap.nnodes, snap.nccl_version.as_deref()), (Some(2), Some(1), Some("2.28.9")));
         let text = st.metrics_text().unwrap();
         let wait = "collscope_proxy_wait_seconds_total{direction=\"send\",rank=\"0\",state=\"waiting_for_peer\"}";
         assert_eq!(value(&text, wait), Some(0.25));
