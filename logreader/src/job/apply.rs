@@ -353,7 +353,7 @@ impl Job {
         i
     }
 
-    fn connection(&mut self, at: &At, key: &ProcKey, stream: &StreamKey, c: message::ConnLine) {
+    fn connection(&mut self, at: &At, key: &ProcKey, stream: &StreamKey, c: Connection) {
         let me = if c.direction == Direction::Recv { c.dst } else { c.src };
         self.learn_rank(key, me);
         self.ranks_seen.extend([c.src, c.dst]);
@@ -374,20 +374,7 @@ impl Job {
             return;
         }
         let comm = comm_idx.and_then(|i| self.snap.communicators[i].comm.clone());
-        self.snap.connections.push(Connection {
-            channel: c.channel,
-            src: c.src,
-            dst: c.dst,
-            direction: c.direction,
-            transport: c.transport,
-            mode: c.mode,
-            net: c.net,
-            device: c.device,
-            gdrdma: c.gdrdma,
-            proxy_rank: c.proxy_rank,
-            shared: c.shared,
-            comm,
-        });
+        self.snap.connections.push(Connection { comm, ..c });
     }
 
     fn table(&mut self, at: &At, stream: &StreamKey, t: TableLine) {

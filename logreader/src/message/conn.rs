@@ -3,23 +3,7 @@
 //! to 2.28.9 print (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`, `src/graph/connect.cc`).
 //! Hand-parsed rather than by regex: these are most of a log's lines.
 
-use collscope_core::model::{Direction, Transport};
-
-/// One connection line, before it is attributed to a communicator.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConnLine {
-    pub channel: u32,
-    pub src: u32,
-    pub dst: u32,
-    pub direction: Direction,
-    pub transport: Transport,
-    pub mode: Option<String>,
-    pub net: Option<String>,
-    pub device: Option<u32>,
-    pub gdrdma: Option<bool>,
-    pub proxy_rank: Option<u32>,
-    pub shared: bool,
-}
+use collscope_core::model::{Connection, Direction, Transport};
 
 /// `Channel 00/02 :    0   1   2 ...`.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +36,7 @@ fn channel_head(s: &str) -> Option<(u32, Option<u32>)> {
 }
 
 /// Parses `Channel ...`, `Ring ...` and `CollNet ...` bodies that carry ` via `.
-pub fn connection(msg: &str) -> Option<ConnLine> {
+pub fn connection(msg: &str) -> Option<Connection> {
     let (kind, body) = if let Some(b) = msg.strip_prefix("Channel ") {
         ("channel", b)
     } else if let Some(b) = msg.strip_prefix("Ring ") {
@@ -80,7 +64,7 @@ pub fn connection(msg: &str) -> Option<ConnLine> {
         }
         None => return None,
     };
-    let mut c = ConnLine {
+    let mut c = Connection {
         channel,
         src,
         dst,
@@ -92,6 +76,8 @@ pub fn connection(msg: &str) -> Option<ConnLine> {
         gdrdma: None,
         proxy_rank: None,
         shared: false,
+        // Set when the line is attributed to a communicator.
+        comm: None,
     };
     let spec = spec.trim_end();
     if let Some(m) = spec.strip_prefix("P2P/") {
@@ -118,7 +104,7 @@ pub fn connection(msg: &str) -> Option<ConnLine> {
 }
 
 /// `IB/0`, `IB/0/GDRDMA`, `IB/0(1)/GDRDMA(PCI)/Shared`, `Socket/3`, `AWS Libfabric/2`.
-fn net_spec(spec: &str, c: &mut ConnLine) -> Option<()> {
+fn net_spec(spec: &str, c: &mut Connection) -> Option<()> {
     let mut s = spec;
     if let Some(r) = s.strip_suffix("/Shared") {
         c.shared = true;

@@ -8,7 +8,7 @@ pub mod tuning;
 
 use collscope_core::model::{ChannelCounts, Graph, GraphChannel, NetDevice, PluginNote};
 
-pub use conn::{ConnLine, RingOrder, TreeEntry};
+pub use conn::{RingOrder, TreeEntry};
 pub use setup::{CommInfo, CommInit, GdrLine, PathLine};
 pub use tuning::{CollLine, DecisionLine, TableLine};
 
@@ -36,7 +36,7 @@ pub enum Event {
     GraphChannel(GraphChannel),
     /// `Could not find a path for pattern 4, falling back to simple order`.
     SearchFallback(u32),
-    Conn(ConnLine),
+    Conn(collscope_core::model::Connection),
     RingOrder(RingOrder),
     /// (channel, prev, rank, next).
     RingNeighbours(u32, u32, u32, u32),
