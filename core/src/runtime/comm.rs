@@ -9,6 +9,7 @@ use super::error::{Result, RuntimeError};
 use super::prims::{Channel, Prims, Ptr};
 use super::record::Records;
 use super::select::{select, Choice, SelectConfig};
+use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
 use super::wait::{AbortHandle, Waiter};
@@ -247,10 +248,11 @@ impl Comm {
             tree_ready: false,
             p2p,
             seq: 0,
-            records: Arc::new(Records::default()),
+            records: Arc::new(Records::new(rank, nch as usize)),
             guards: Vec::new(),
             name: opts.name,
         };
+        crate::recorder::global().register(&comm.records);
         // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
         if eager && nranks > 1 {
             comm.ensure_connected(Algorithm::Ring)?;
@@ -444,13 +446,16 @@ impl Comm {
             algbw_gbps: None,
             busbw_gbps: None,
         };
-        crate::recorder::record(|| model::Event::OpEnqueued(rec.clone()));
+        if crate::recorder::enabled() {
+            self.records.stats.begin();
+        }
         rec
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
     pub(crate) fn finish_record(&self, mut rec: OpRecord, started: Instant, res: Result<()>) -> Result<()> {
-        let secs = started.elapsed().as_secs_f64();
+        let elapsed = started.elapsed();
+        let secs = elapsed.as_secs_f64();
         rec.completed_us = Some(now_us());
         rec.duration_us = Some(secs * 1e6);
         rec.state = if res.is_ok() { OpState::Completed } else { OpState::Failed };
@@ -465,6 +470,9 @@ impl Comm {
             };
             rec.algbw_gbps = Some(algbw);
             rec.busbw_gbps = Some(algbw * factor);
+        }
+        if crate::recorder::enabled() {
+            self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
         }
         let (coll, seq) = (rec.coll, rec.seq);
         self.records.push_op(rec);
@@ -541,6 +549,7 @@ impl Comm {
         let (rank, nranks, proto) = (self.rank, self.nranks, choice.proto);
         let (src, dst) = (Ptr(src as *mut u8), Ptr(dst));
         let waiter = &self.waiter;
+        let stats = &self.records.stats;
         let run = |ch: &mut Channel| -> Result<()> {
             let off = ch.id as usize * per_ch;
             if off >= count {
@@ -557,7 +566,7 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
-            record_traffic(rank, channel, p.moved(), t0);
+            record_traffic(stats, channel, p.moved(), t0);
             if let Err(e) = &r {
                 waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
@@ -708,25 +717,14 @@ impl Comm {
     }
 }
 
-/// Reports what one channel moved in one call to telemetry (nothing is built while it is off).
-fn record_traffic(rank: u32, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
+/// Adds what one channel moved in one call to the rank's traffic totals (only while telemetry is on).
+fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
     if !crate::recorder::enabled() {
         return;
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let nanos = started.elapsed().as_nanos() as u64;
     for &(peer, sent, bytes) in moved {
-        let direction = if sent { model::Direction::Send } else { model::Direction::Recv };
-        crate::recorder::record(|| {
-            model::Event::Traffic(model::ChannelTraffic {
-                rank,
-                channel,
-                peer,
-                direction,
-                transport: None,
-                bytes,
-                seconds,
-            })
-        });
+        stats.traffic(channel, peer, sent, bytes, nanos);
     }
 }
 
