@@ -16,6 +16,8 @@ pub struct Records {
     /// Unique in the process, so a reader can tell these records from those of an earlier communicator.
     id: u64,
     rank: u32,
+    /// The communicator's name, given to the operations as they are handed out.
+    name: Option<String>,
     pub stats: CallStats,
     ops: Mutex<VecDeque<OpRecord>>,
     connections: Mutex<Vec<Connection>>,
@@ -33,11 +35,12 @@ pub struct NewOps {
 }
 
 impl Records {
-    pub fn new(rank: u32, nchannels: usize) -> Self {
+    pub fn new(rank: u32, nchannels: usize, name: Option<String>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Records {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             rank,
+            name,
             stats: CallStats::new(nchannels),
             ops: Mutex::default(),
             connections: Mutex::default(),
@@ -69,7 +72,11 @@ impl Records {
 
     /// The most recent operations, oldest first.
     pub fn ops(&self) -> Vec<OpRecord> {
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|o| self.named(o)).collect()
+    }
+
+    fn named(&self, op: &OpRecord) -> OpRecord {
+        OpRecord { comm: self.name.clone(), ..op.clone() }
     }
 
     /// The kept operations numbered after `seq`, oldest first.
@@ -77,7 +84,7 @@ impl Records {
         let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         let fresh = ops.partition_point(|o| o.seq <= seq);
         let missed = ops.get(fresh).map_or(0, |o| o.seq.saturating_sub(seq + 1));
-        NewOps { ops: ops.range(fresh..).cloned().collect(), missed }
+        NewOps { ops: ops.range(fresh..).map(|o| self.named(o)).collect(), missed }
     }
 
     /// Marks `seq` as the operation in progress, so proxy threads can attribute their steps to it.
