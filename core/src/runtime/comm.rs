@@ -115,7 +115,7 @@ pub fn kernel_op(op: RedOp) -> Op {
     }
 }
 
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
@@ -424,6 +424,7 @@ impl Comm {
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
         self.records.begin_op(self.seq);
+        let started = now_us();
         let rec = OpRecord {
             // The records add the communicator's name when they hand the call out, so no call allocates.
             comm: None,
@@ -440,8 +441,9 @@ impl Comm {
             proto: None,
             n_channels: None,
             state: OpState::Started,
-            enqueued_us: None,
-            started_us: Some(now_us()),
+            // A blocking call is enqueued as it starts; a group's operations from when the group opened.
+            enqueued_us: Some(started),
+            started_us: Some(started),
             completed_us: None,
             duration_us: None,
             algbw_gbps: None,
@@ -817,6 +819,9 @@ mod tests {
             (Some(Algorithm::Ring), Some(Protocol::Ll128), Some(1), 8000)
         );
         assert!(op.busbw_gbps.is_some_and(|b| b > 0.0));
+        assert_eq!(op.enqueued_us, op.started_us, "a blocking call is enqueued as it starts");
+        let (start, end, us) = (op.started_us.unwrap(), op.completed_us.unwrap(), op.duration_us.unwrap());
+        assert!((end - start).abs_diff(us as u64) <= 1, "the end is the start plus the measured duration");
         let conns = recs[0].connections();
         // Rank 0 sends to rank 1 on each of the two channels.
         assert_eq!(conns.len(), 2);
