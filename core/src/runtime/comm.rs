@@ -423,7 +423,6 @@ impl Comm {
 
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
-        self.records.begin_op(self.seq);
         let started = now_us();
         let rec = OpRecord {
             // The records add the communicator's name when they hand the call out, so no call allocates.
@@ -449,6 +448,7 @@ impl Comm {
             algbw_gbps: None,
             busbw_gbps: None,
         };
+        self.records.begin_op(&rec);
         if crate::recorder::enabled() {
             self.records.stats.begin();
         }
