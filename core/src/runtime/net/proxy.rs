@@ -592,3 +592,104 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+    use crate::runtime::conn::{BufSizes, RecvEnd, SendEnd};
+    use crate::runtime::net::api::{Listen, Net, SetupCtl};
+    use crate::runtime::net::socket::NetSocket;
+
+    /// NET/Socket that turns down every other `isend`/`irecv`, as NET/IB turns down a send until the receiver's
+    /// clear-to-send arrived: real sockets carry the bytes, the proxy must retry what was refused.
+    struct Refusing<C> {
+        inner: C,
+        refuse: bool,
+    }
+
+    impl<C: Comm> Refusing<C> {
+        fn turn(&mut self) -> bool {
+            self.refuse = !self.refuse;
+            self.refuse
+        }
+    }
+
+    impl<C: Comm> Comm for Refusing<C> {
+        type Request = C::Request;
+        type Mr = C::Mr;
+        fn peer(&self) -> String {
+            self.inner.peer()
+        }
+        fn reg_mr(&mut self, data: *mut u8, size: usize) -> Result<C::Mr, NetError> {
+            self.inner.reg_mr(data, size)
+        }
+        fn dereg_mr(&mut self, mr: C::Mr) -> Result<(), NetError> {
+            self.inner.dereg_mr(mr)
+        }
+        fn isend(&mut self, d: *const u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.isend(d, n, tag, mr)
+        }
+        fn irecv(&mut self, d: *mut u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.irecv(d, n, tag, mr)
+        }
+        fn test(&mut self, req: &mut C::Request) -> Result<Option<usize>, NetError> {
+            self.inner.test(req)
+        }
+        fn in_progress(&self, req: &C::Request) -> bool {
+            self.inner.in_progress(req)
+        }
+    }
+
+    fn fill(step: u64) -> Vec<u8> {
+        (0..100 + 37 * step as usize).map(|i| (i as u64 * 7 + step) as u8).collect()
+    }
+
+    #[test]
+    fn steps_cross_a_network_that_defers_transfers_in_order() {
+        let net = NetSocket::discover(&Env::default()).unwrap();
+        let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
+        let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
+        let send = Net::connect(&net, 0, &handle, &ctl).unwrap();
+        let recv = Listen::accept(listener).unwrap();
+        let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
+        let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
+        let proxy = Proxy::new(0);
+        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse: false }, smem.clone(), 0, 1).unwrap();
+        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse: false }, rmem.clone(), 0, 0).unwrap();
+        let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });
+        const STEPS: u64 = 3 * NCCL_STEPS + 1;
+        let start = Instant::now();
+        while rx.step < STEPS {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "stalled at step {} sent, {} received",
+                tx.step,
+                rx.step
+            );
+            if tx.step < STEPS && tx.has_credit() {
+                let bytes = fill(tx.step);
+                // SAFETY: the slot is the sender's until the step is posted, and large enough.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), tx.mem.slot(Protocol::Simple, tx.step), bytes.len())
+                };
+                tx.post(Protocol::Simple, bytes.len());
+            }
+            if rx.has_data() {
+                let want = fill(rx.step);
+                assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), want.len()));
+                // SAFETY: the step was published; the slot is the receiver's until released.
+                let got = unsafe { std::slice::from_raw_parts(rx.mem.slot(Protocol::Simple, rx.step), want.len()) };
+                assert_eq!(got, &want[..], "step {}", rx.step);
+                rx.release();
+            }
+            std::thread::yield_now();
+        }
+    }
+}

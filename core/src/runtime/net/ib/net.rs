@@ -46,11 +46,15 @@ impl IbNet {
         let params = IbParams::from_env(env)?;
         let oob = crate::runtime::socket::find_interfaces(None, None, None, 1).first().map(|i| i.addr.ip());
         let net = match (devices.is_empty(), oob) {
+            (true, _) => None,
+            (false, None) => {
+                crate::nccl_warn!("NET/IB : No IP interface found.");
+                None
+            }
             (false, Some(oob)) => {
                 let n = devices.len();
                 Some(IbNet { devices, params, oob, opened: Mutex::new((0..n).map(|_| None).collect()) })
             }
-            _ => None,
         };
         Ok(IB_NET.get_or_init(|| net).as_ref())
     }
@@ -92,10 +96,11 @@ pub struct IbComm {
 }
 
 enum Side {
-    /// The sender's CTS FIFO, written by the peer: 8-byte words so the entries are read with atomic loads.
-    Send { fifo: Box<[AtomicU64]>, _fifo_mr: Mr, seq: SendFifo },
+    /// The sender's CTS FIFO, written by the peer: 8-byte words so the entries are read with atomic loads. (Each
+    /// registration is listed before its memory, so it goes first.)
+    Send { _fifo_mr: Mr, fifo: Box<[AtomicU64]>, seq: SendFifo },
     /// The receiver's staged CTS entries and where the sender's FIFO is.
-    Recv { staged: Box<[[u8; ENTRY_BYTES]]>, staged_mr: Mr, seq: RecvFifo, fifo_addr: u64, fifo_rkey: u32 },
+    Recv { staged_mr: Mr, staged: Box<[[u8; ENTRY_BYTES]]>, seq: RecvFifo, fifo_addr: u64, fifo_rkey: u32 },
 }
 
 const FIFO_WORDS: usize = MAX_REQUESTS * MAX_RECVS * ENTRY_BYTES / 8;
@@ -330,5 +335,24 @@ impl api::Comm for IbComm {
     /// Completions are only known by polling, which `test` does; the proxy may back off meanwhile.
     fn in_progress(&self, _req: &IbRequest) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::net::transport::{select_net, NetKind};
+
+    /// Real device discovery: on a host without an RDMA device NET/IB declines (after NCCL's
+    /// `NET/IB : No device found.`) and NET is carried by sockets.
+    #[test]
+    fn without_rdma_devices_net_falls_back_to_sockets() {
+        let has_hca = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+        let env = Env::default();
+        let kind = select_net(&env, || Ok(IbNet::init(&env)?.is_some())).unwrap();
+        if !has_hca {
+            assert!(IbNet::init(&env).unwrap().is_none());
+            assert_eq!(kind, NetKind::Socket);
+        }
     }
 }
