@@ -111,8 +111,7 @@ struct SendConn<C: Comm> {
     net: C,
     mem: Arc<ConnMem>,
     headers: Headers,
-    /// Registrations: the headers, then each protocol's buffer by protocol id.
-    header_mr: Option<C::Mr>,
+    /// Registrations: each protocol's buffer by protocol id, then the headers (`MR_HEADERS`).
     mrs: Vec<C::Mr>,
     /// Next step to take from the rank.
     next: u64,
@@ -146,6 +145,9 @@ struct RecvConn<C: Comm> {
     stats: Stats,
 }
 
+/// Where the send side's header registration sits in its list, after one per protocol.
+const MR_HEADERS: usize = Protocol::ALL.len();
+/// The receive side's registrations.
 const MR_HEADER: usize = 0;
 const MR_STAGING: usize = 1;
 const MR_SIMPLE: usize = 2;
@@ -153,21 +155,11 @@ const MR_SIMPLE: usize = 2;
 impl<C: Comm> SendConn<C> {
     fn new(mut net: C, mem: Arc<ConnMem>, stats: Stats) -> Result<Self, NetError> {
         let mut headers: Headers = Box::new([[0u8; HEADER_BYTES]; NCCL_STEPS as usize]);
-        let header_mr = net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?;
         let sizes = mem.sizes();
-        let mrs =
+        let mut mrs =
             Protocol::ALL.iter().map(|&p| net.reg_mr(mem.slot(p, 0), sizes.of(p))).collect::<Result<Vec<_>, _>>()?;
-        Ok(SendConn {
-            net,
-            mem,
-            headers,
-            header_mr: Some(header_mr),
-            mrs,
-            next: 0,
-            inflight: VecDeque::new(),
-            idle_since: Instant::now(),
-            stats,
-        })
+        mrs.push(net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?);
+        Ok(SendConn { net, mem, headers, mrs, next: 0, inflight: VecDeque::new(), idle_since: Instant::now(), stats })
     }
 
     fn progress(&mut self) -> Result<bool, ProxyError> {
@@ -190,8 +182,9 @@ impl<C: Comm> SendConn<C> {
             let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
             let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
             *h = header(proto, bytes.len());
-            let Some(mr) = self.header_mr.as_ref() else { break };
-            let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, mr)? else { break };
+            let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADERS])? else {
+                break;
+            };
             self.stats.wait(ProxyWait::WaitingForData, self.idle_since);
             self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now() });
             self.next += 1;
@@ -338,7 +331,7 @@ fn deregister<C: Comm>(net: &mut C, id: ConnId, mrs: Vec<C::Mr>) {
 
 impl<C: Comm> Drop for SendConn<C> {
     fn drop(&mut self) {
-        let mrs: Vec<C::Mr> = self.header_mr.take().into_iter().chain(self.mrs.drain(..)).collect();
+        let mrs: Vec<C::Mr> = self.mrs.drain(..).collect();
         deregister(&mut self.net, self.stats.id, mrs);
     }
 }

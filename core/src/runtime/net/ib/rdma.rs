@@ -407,3 +407,31 @@ impl Drop for Mr {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+
+    #[test]
+    fn return_codes_become_errors_naming_the_call() {
+        assert!(check("ibv_modify_qp", 0).is_ok());
+        // modify_qp and post_send return the errno itself.
+        let e = check("ibv_modify_qp", 22).unwrap_err();
+        assert_eq!(e, VerbsError { call: "ibv_modify_qp", errno: 22 });
+        assert!(e.to_string().contains("NCCL_IB_GID_INDEX"), "{e}");
+        let e = check("ibv_post_send", 12).unwrap_err().to_string();
+        assert!(e.starts_with("NET/IB : ibv_post_send failed") && e.contains("queue is full"), "{e}");
+    }
+
+    /// Real verbs calls: opening a device this host does not have fails with the call that refused it.
+    #[test]
+    fn opening_a_missing_device_names_the_call() {
+        let params = IbParams::from_env(&Env::default()).unwrap();
+        let e = Device::open("collscope_no_such_hca", 1, &params).err().expect("no such device");
+        assert!(["ibv_get_device_list", "ibv_open_device"].contains(&e.call), "{e}");
+        if e.call == "ibv_open_device" {
+            assert!(e.to_string().contains("NCCL_IB_HCA"), "{e}");
+        }
+    }
+}
