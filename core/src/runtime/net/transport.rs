@@ -50,24 +50,21 @@ pub enum NetKind {
 /// `No device found.` line); it is not called when `NCCL_NET=Socket`.
 pub fn select_net(env: &Env, ib_found: impl FnOnce() -> Result<bool>) -> Result<NetKind> {
     let name = env.str("NCCL_NET");
-    let bad = |why: &str| EnvError {
-        name: "NCCL_NET".into(),
-        value: name.unwrap_or_default().into(),
-        expected: format!("Socket or IB{why}"),
-    };
     match name {
         Some(n) if n.eq_ignore_ascii_case("Socket") => Ok(NetKind::Socket),
         Some(n) if n.eq_ignore_ascii_case("IB") => {
+            let unavailable =
+                |why: &str| RuntimeError::Transport { transport: "NET", msg: format!("NCCL_NET={n}, but {why}") };
             if !cfg!(feature = "ib") {
-                return Err(bad(" (NET/IB needs collscope built with the `ib` feature)").into());
+                return Err(unavailable("NET/IB needs collscope built with the `ib` feature"));
             }
             if ib_found()? {
                 return Ok(NetKind::Ib);
             }
             crate::nccl_warn!("Failed to initialize any NET plugin");
-            Err(bad(" (NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo)").into())
+            Err(unavailable("NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo"))
         }
-        Some(_) => Err(bad("").into()),
+        Some(n) => Err(EnvError { name: "NCCL_NET".into(), value: n.into(), expected: "Socket or IB".into() }.into()),
         None => Ok(if ib_found()? { NetKind::Ib } else { NetKind::Socket }),
     }
 }
@@ -245,7 +242,7 @@ mod tests {
         let e = pick(&[("NCCL_NET", "Verbs")], true).unwrap_err().to_string();
         assert!(e.contains("NCCL_NET='Verbs'") && e.contains("Socket or IB"), "{e}");
         let e = pick(&[("NCCL_NET", "IB")], false).unwrap_err().to_string();
-        assert!(e.contains("NCCL_NET='IB'"), "{e}");
+        assert!(e.contains("NCCL_NET=IB, but"), "{e}");
         if cfg!(feature = "ib") {
             assert_eq!(pick(&[], true).unwrap(), NetKind::Ib);
             assert_eq!(pick(&[("NCCL_NET", "ib")], true).unwrap(), NetKind::Ib);
