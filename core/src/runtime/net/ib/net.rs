@@ -12,7 +12,7 @@ use super::qp;
 use super::rdma::{Cq, Device, Mr, Qp};
 use super::reqs::{Kind, Requests};
 use super::status::CompletionError;
-use super::verbs::{discover, IbDevice};
+use super::verbs::{discover, oob_interface, IbDevice};
 use super::{wr, IbError};
 use crate::env::Env;
 use crate::runtime::net::api::{self, NetError, SetupCtl};
@@ -44,7 +44,7 @@ impl IbNet {
         }
         let devices = discover(env)?;
         let params = IbParams::from_env(env)?;
-        let oob = crate::runtime::socket::find_interfaces(None, None, None, 1).first().map(|i| i.addr.ip());
+        let oob = oob_interface().map(|i| i.addr.ip());
         let net = match (devices.is_empty(), oob) {
             (true, _) => None,
             (false, None) => {
