@@ -19,7 +19,11 @@ fn ll_flag(step: u64) -> u64 {
 
 /// Waits until the sender's current slot is free.
 pub fn wait_credit(end: &SendEnd, w: &Waiter, channel: u32) -> Result<()> {
-    w.wait(|| end.has_credit(), || format!("credit from rank {} on channel {channel} (step {})", end.peer, end.step))
+    w.wait_on(
+        end.mem.head_bell(),
+        || end.has_credit(),
+        || format!("credit from rank {} on channel {channel} (step {})", end.peer, end.step),
+    )
 }
 
 /// Writes `len` payload bytes from `src` into the sender's current slot and posts it. Credit must be held.
@@ -80,7 +84,7 @@ pub fn read_step(
     let slot = end.mem.slot(proto, end.step);
     match proto {
         Protocol::Simple => {
-            w.wait(|| end.has_data(), what)?;
+            w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
             // Both sides cut a call into the same steps, so a different size means the ranks disagree.
             let (sent_proto, sent) = end.mem.step_info(end.step);
             if sent_proto != Some(Protocol::Simple) || sent != len {
@@ -105,7 +109,8 @@ pub fn read_step(
             // One writer stores the lines in order, so waiting for the last line first leaves the per-line
             // checks below to succeed at once instead of chasing the writer line by line.
             let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
-            w.wait(|| unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
+            // The sender posts `tail` after the lines, so sleeping on it is safe.
+            w.wait_on(end.mem.tail_bell(), || unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
             for i in 0..lines {
                 // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
                 let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
@@ -131,7 +136,7 @@ pub fn read_step(
             let out = scratch.as_mut_ptr() as *mut u8;
             let flag = end.step + 1;
             let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
-            w.wait(|| last.load(Ordering::Acquire) == flag, what)?;
+            w.wait_on(end.mem.tail_bell(), || last.load(Ordering::Acquire) == flag, what)?;
             for i in 0..lines {
                 let line = unsafe { slot.add(i * LL128_LINE) };
                 let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };
