@@ -221,6 +221,7 @@ impl Comm {
                 tree: trees[if 2 * c < nch { 0 } else { 1 }],
                 send: Default::default(),
                 recv: Default::default(),
+                scratch: Default::default(),
             })
             .collect();
         log_rings_and_trees(rank, nranks, &channels);
@@ -231,6 +232,7 @@ impl Comm {
             tree: trees[0],
             send: Default::default(),
             recv: Default::default(),
+            scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
         let mut comm = Comm {
@@ -564,6 +566,10 @@ impl Comm {
             r
         };
         let (first, rest) = self.channels[..nch].split_first_mut().expect("at least one channel");
+        if rest.is_empty() {
+            // One channel: no scope (it allocates) and no thread.
+            return run(first);
+        }
         std::thread::scope(|s| {
             let others: Vec<_> = rest.iter_mut().map(|ch| s.spawn(|| run(ch))).collect();
             let mut res = run(first);

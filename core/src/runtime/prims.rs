@@ -11,6 +11,30 @@ use super::wait::Waiter;
 use crate::model::Protocol;
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hashes a rank as itself: peer lookups happen several times per step, SipHash would cost more than the step.
+#[derive(Default)]
+pub struct RankHasher(u64);
+
+impl Hasher for RankHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | *b as u64;
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = n as u64;
+    }
+}
+
+/// Connections by peer rank.
+pub type PeerMap<T> = HashMap<u32, T, BuildHasherDefault<RankHasher>>;
 
 /// One channel of a communicator: its ring and tree neighbours and its connections by peer.
 pub struct Channel {
@@ -18,9 +42,24 @@ pub struct Channel {
     pub ring_prev: u32,
     pub ring_next: u32,
     pub tree: TreeNode,
-    pub send: HashMap<u32, SendEnd>,
-    pub recv: HashMap<u32, RecvEnd>,
+    pub send: PeerMap<SendEnd>,
+    pub recv: PeerMap<RecvEnd>,
+    pub scratch: Scratch,
 }
+
+/// Buffers the primitives keep from call to call, so a step allocates nothing.
+#[derive(Default)]
+pub struct Scratch {
+    /// LL/LL128 steps unpacked, one per input peer.
+    unpacked: Vec<Vec<u64>>,
+    /// A reduction with no destination in memory that peers see.
+    out: Vec<u64>,
+    /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
+    moved: Vec<(u32, bool, u64)>,
+}
+
+/// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
+const MAX_INPUTS: usize = 3;
 
 /// A pointer into a user buffer that channel threads share; each channel touches its own range.
 #[derive(Debug, Clone, Copy)]
@@ -46,10 +85,6 @@ pub struct Prims<'a> {
     pub w: &'a Waiter,
     /// Largest piece (bytes, whole elements) one step carries.
     pub piece: usize,
-    scratch: Vec<Vec<u64>>,
-    out: Vec<u64>,
-    /// Bytes moved per (peer, sent), for telemetry's per-channel traffic.
-    moved: Vec<(u32, bool, u64)>,
 }
 
 impl<'a> Prims<'a> {
@@ -64,18 +99,19 @@ impl<'a> Prims<'a> {
     ) -> Self {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
-        Prims { ch, proto, dt, op, nranks, w, piece, scratch: Vec::new(), out: Vec::new(), moved: Vec::new() }
+        ch.scratch.moved.clear();
+        Prims { ch, proto, dt, op, nranks, w, piece }
     }
 
     /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
     pub fn moved(&self) -> &[(u32, bool, u64)] {
-        &self.moved
+        &self.ch.scratch.moved
     }
 
     fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
-        match self.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
+        match self.ch.scratch.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
             Some(m) => m.2 += n as u64,
-            None => self.moved.push((peer, sent, n as u64)),
+            None => self.ch.scratch.moved.push((peer, sent, n as u64)),
         }
     }
 
@@ -94,8 +130,10 @@ impl<'a> Prims<'a> {
         post: bool,
     ) -> Result<()> {
         let channel = self.ch.id;
-        if self.scratch.len() < from.len() {
-            self.scratch.resize_with(from.len(), Vec::new);
+        let ninputs = from.len() + src.is_some() as usize;
+        assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
+        if self.ch.scratch.unpacked.len() < from.len() {
+            self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
         }
         let mut off = 0;
         while off < nbytes {
@@ -103,14 +141,18 @@ impl<'a> Prims<'a> {
             for p in to {
                 wait_credit(self.send_end(*p), self.w, channel)?;
             }
-            let mut inputs: Vec<*const u8> = Vec::with_capacity(from.len() + 1);
+            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+            let mut k = 0;
             if let Some(s) = src {
-                inputs.push(s.add(off));
+                inputs[0] = s.add(off);
+                k = 1;
             }
             for (i, p) in from.iter().enumerate() {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
-                inputs.push(read_step(end, self.proto, len, &mut self.scratch[i], self.w, channel)?);
+                inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
+                k += 1;
             }
+            let inputs = &inputs[..ninputs];
             let out: *const u8 = if inputs.len() == 1 {
                 match dst {
                     Some(d) => {
@@ -130,8 +172,9 @@ impl<'a> Prims<'a> {
                         e.mem.slot(Protocol::Simple, e.step)
                     }
                     _ => {
-                        self.out.resize(len.div_ceil(8), 0);
-                        self.out.as_mut_ptr() as *mut u8
+                        let out = &mut self.ch.scratch.out;
+                        out.resize(len.div_ceil(8), 0);
+                        out.as_mut_ptr() as *mut u8
                     }
                 };
                 let last = inputs.len() - 1;
