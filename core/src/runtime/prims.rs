@@ -60,6 +60,11 @@ pub struct Scratch {
 
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
 const MAX_INPUTS: usize = 3;
+/// Outputs of one step: the local destination and up to two tree children.
+const MAX_OUTPUTS: usize = 3;
+/// Bytes combined at a time: the inputs and the first output of a block stay in L1 while the block is copied
+/// to the other outputs, so each output costs a write, not another pass over memory.
+const BLOCK_BYTES: usize = 16 << 10;
 
 /// A pointer into a user buffer that channel threads share; each channel touches its own range.
 #[derive(Debug, Clone, Copy)]
@@ -153,48 +158,50 @@ impl<'a> Prims<'a> {
                 k += 1;
             }
             let inputs = &inputs[..ninputs];
-            let out: *const u8 = if inputs.len() == 1 {
-                match dst {
-                    Some(d) => {
-                        kern::copy(d.add(off), inputs[0], len);
-                        if post {
-                            kern::divide(self.dt, self.op, d.add(off), len, self.nranks);
-                        }
-                        d.add(off)
-                    }
-                    None => inputs[0],
+            if self.proto == Protocol::Simple {
+                // Outputs are the destination and each peer's slot, written straight from the inputs.
+                let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
+                let mut n = 0;
+                if let Some(d) = dst {
+                    outs[0] = d.add(off);
+                    n = 1;
                 }
-            } else {
-                let target: *mut u8 = match (dst, to.first()) {
-                    (Some(d), _) => d.add(off),
-                    (None, Some(p)) if self.proto == Protocol::Simple => {
-                        let e = self.send_end(*p);
-                        e.mem.slot(Protocol::Simple, e.step)
-                    }
-                    _ => {
-                        let out = &mut self.ch.scratch.out;
-                        out.resize(len.div_ceil(8), 0);
-                        out.as_mut_ptr() as *mut u8
-                    }
-                };
-                let last = inputs.len() - 1;
-                for k in 1..=last {
-                    let a = if k == 1 { inputs[0] } else { target as *const u8 };
-                    kern::reduce(
-                        self.dt,
-                        self.op,
-                        target,
-                        a,
-                        inputs[k],
+                for p in to {
+                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                    let e = self.send_end(*p);
+                    outs[n] = e.mem.slot(Protocol::Simple, e.step);
+                    n += 1;
+                }
+                self.combine(inputs, &outs[..n], len, post);
+                for (i, p) in to.iter().enumerate() {
+                    let slot = outs[i + dst.is_some() as usize];
+                    write_step(
+                        self.ch.send.get_mut(p).expect("primitive on an unconnected peer"),
+                        self.proto,
+                        slot,
                         len,
-                        (post && k == last).then_some(self.nranks),
                     );
                 }
-                target
-            };
-            for p in to {
-                let proto = self.proto;
-                write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+            } else {
+                // LL/LL128 lines are formatted from one contiguous result.
+                let out: *const u8 = match dst {
+                    None if inputs.len() == 1 => inputs[0],
+                    Some(d) => {
+                        self.combine(inputs, &[d.add(off)], len, post);
+                        d.add(off)
+                    }
+                    None => {
+                        let out = &mut self.ch.scratch.out;
+                        out.resize(len.div_ceil(8), 0);
+                        let target = out.as_mut_ptr() as *mut u8;
+                        self.combine(inputs, &[target], len, post);
+                        target
+                    }
+                };
+                for p in to {
+                    let proto = self.proto;
+                    write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+                }
             }
             for p in from {
                 self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
@@ -206,6 +213,38 @@ impl<'a> Prims<'a> {
             off += len;
         }
         Ok(())
+    }
+
+    /// Reduces `inputs` (or copies the single one) into `outs[0]`, dividing for Avg when `post`, and copies the
+    /// result to the other outputs, a block at a time.
+    ///
+    /// # Safety
+    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, nothing else
+    /// overlaps.
+    unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool) {
+        let Some((&first, rest)) = outs.split_first() else { return };
+        let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
+        let last = inputs.len() - 1;
+        let mut b = 0;
+        while b < len {
+            let n = block.min(len - b);
+            let target = first.add(b);
+            if last == 0 {
+                kern::copy(target, inputs[0].add(b), n);
+                if post {
+                    kern::divide(self.dt, self.op, target, n, self.nranks);
+                }
+            }
+            for k in 1..=last {
+                let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
+                let div = (post && k == last).then_some(self.nranks);
+                kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
+            }
+            for o in rest {
+                kern::copy(o.add(b), target, n);
+            }
+            b += n;
+        }
     }
 
     fn send_end(&self, peer: u32) -> &SendEnd {
