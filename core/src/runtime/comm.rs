@@ -11,7 +11,7 @@ use super::record::Records;
 use super::select::{select, Choice, SelectConfig};
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
-use super::wait::{AbortHandle, Waiter};
+use super::wait::{self, AbortHandle, Waiter};
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
@@ -235,6 +235,7 @@ impl Comm {
             scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
+        let spins = wait::spins_for(peers.iter().filter(|p| p.host_hash == me.host_hash).count());
         let mut comm = Comm {
             rank,
             nranks,
@@ -242,7 +243,7 @@ impl Comm {
             peers,
             chain,
             sizes,
-            waiter: Waiter { rank, timeout, abort: AbortHandle::default() },
+            waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
             select,
             channels,
             ring_ready: false,

@@ -11,7 +11,20 @@ use std::time::{Duration, Instant};
 
 /// Spins before the first yield: long enough to catch a peer on another core, short enough to leave the
 /// core to ranks sharing it.
-const SPINS: u32 = 256;
+pub const SPINS: u32 = 256;
+/// Spins when this host runs more ranks than it has cores: the peer a wait needs is then usually waiting for
+/// this very core, so yielding it early is what gets it to run.
+pub const SPINS_OVERSUBSCRIBED: u32 = 32;
+
+/// How long waits spin given how many ranks share this host's cores.
+pub fn spins_for(local_ranks: usize) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if local_ranks > cores {
+        SPINS_OVERSUBSCRIBED
+    } else {
+        SPINS
+    }
+}
 /// Yields before sleeping on a [`Bell`]: a peer that was just descheduled usually posts within a few.
 const YIELDS: u32 = 16;
 /// Longest single futex sleep, so abort and timeout are still noticed without a wake.
@@ -118,6 +131,8 @@ pub struct Waiter {
     pub rank: u32,
     pub timeout: Duration,
     pub abort: AbortHandle,
+    /// Spins before yielding ([`spins_for`]).
+    pub spins: u32,
 }
 
 impl Waiter {
@@ -139,7 +154,7 @@ impl Waiter {
         mut ready: impl FnMut() -> bool,
         what: impl FnOnce() -> String,
     ) -> Result<()> {
-        for _ in 0..SPINS {
+        for _ in 0..self.spins {
             if ready() {
                 return Ok(());
             }
@@ -195,7 +210,7 @@ mod tests {
 
     #[test]
     fn abort_ends_a_wait_with_the_reason() {
-        let w = Waiter { rank: 3, timeout: Duration::from_secs(30), abort: AbortHandle::default() };
+        let w = Waiter { rank: 3, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
         let h = w.abort.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
@@ -208,7 +223,7 @@ mod tests {
 
     #[test]
     fn timeout_names_the_wait() {
-        let w = Waiter { rank: 0, timeout: Duration::from_millis(10), abort: AbortHandle::default() };
+        let w = Waiter { rank: 0, timeout: Duration::from_millis(10), abort: AbortHandle::default(), spins: SPINS };
         let e = w.wait(|| false, || "credit from rank 2".into()).unwrap_err();
         assert!(matches!(e, RuntimeError::Timeout { .. }) && e.to_string().contains("credit from rank 2"));
         assert!(w.wait(|| true, String::new).is_ok());
@@ -217,7 +232,7 @@ mod tests {
     #[test]
     fn a_sleeper_on_a_bell_is_woken_by_the_ring_and_still_honours_abort() {
         let (word, sleepers) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU32::new(0)));
-        let w = Waiter { rank: 0, timeout: Duration::from_secs(30), abort: AbortHandle::default() };
+        let w = Waiter { rank: 0, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
         let (w2, word2, sleepers2) = (w.clone(), word.clone(), sleepers.clone());
         let t = std::thread::spawn(move || {
             let bell = Bell { word: &word2, sleepers: &sleepers2 };
