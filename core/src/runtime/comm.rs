@@ -12,7 +12,7 @@ use super::select::{select, Choice, SelectConfig};
 use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
-use super::wait::{AbortHandle, Waiter};
+use super::wait::{self, AbortHandle, Waiter};
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
@@ -222,6 +222,7 @@ impl Comm {
                 tree: trees[if 2 * c < nch { 0 } else { 1 }],
                 send: Default::default(),
                 recv: Default::default(),
+                scratch: Default::default(),
             })
             .collect();
         log_rings_and_trees(rank, nranks, &channels);
@@ -232,8 +233,10 @@ impl Comm {
             tree: trees[0],
             send: Default::default(),
             recv: Default::default(),
+            scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
+        let spins = wait::spins_for(peers.iter().filter(|p| p.host_hash == me.host_hash).count());
         let mut comm = Comm {
             rank,
             nranks,
@@ -241,7 +244,7 @@ impl Comm {
             peers,
             chain,
             sizes,
-            waiter: Waiter { rank, timeout, abort: AbortHandle::default() },
+            waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
             select,
             channels,
             ring_ready: false,
@@ -577,6 +580,10 @@ impl Comm {
             r
         };
         let (first, rest) = self.channels[..nch].split_first_mut().expect("at least one channel");
+        if rest.is_empty() {
+            // One channel: no scope (it allocates) and no thread.
+            return run(first);
+        }
         std::thread::scope(|s| {
             let others: Vec<_> = rest.iter_mut().map(|ch| s.spawn(|| run(ch))).collect();
             let mut res = run(first);

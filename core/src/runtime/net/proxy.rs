@@ -211,7 +211,7 @@ impl<C: Comm> SendConn<C> {
             let since = f.since;
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
-            self.mem.head().store(done, Ordering::Release);
+            self.mem.publish_head(done);
             self.stats.wait(ProxyWait::WaitingForSendCompletion, since);
             self.stats.record(|o| o.done += 1);
             moved = true;
@@ -305,7 +305,7 @@ impl<C: Comm> RecvConn<C> {
                     let proto = *proto;
                     if proto == Protocol::Simple {
                         self.mem.set_info(self.step, proto, n);
-                        self.mem.tail().store(self.step + 1, Ordering::Release);
+                        self.mem.publish_tail(self.step + 1);
                     } else {
                         self.mem.deposit(self.step, proto, &self.staging[..n]);
                     }
