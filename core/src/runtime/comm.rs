@@ -13,6 +13,7 @@ use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
 use super::wait::{self, AbortHandle, Waiter};
+use super::workers::Workers;
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
@@ -167,6 +168,8 @@ pub struct Comm {
     pub(crate) p2p: Channel,
     pub(crate) seq: u64,
     records: Arc<Records>,
+    /// Threads for channels 1.. (channel 0 runs on the caller's).
+    workers: Workers,
     guards: Vec<Box<dyn Send + Sync>>,
     name: Option<String>,
 }
@@ -252,6 +255,7 @@ impl Comm {
             p2p,
             seq: 0,
             records: Arc::new(Records::new(rank, nch as usize, opts.name.clone())),
+            workers: Workers::default(),
             guards: Vec::new(),
             name: opts.name,
         };
@@ -579,24 +583,7 @@ impl Comm {
             }
             r
         };
-        let (first, rest) = self.channels[..nch].split_first_mut().expect("at least one channel");
-        if rest.is_empty() {
-            // One channel: no scope (it allocates) and no thread.
-            return run(first);
-        }
-        std::thread::scope(|s| {
-            let others: Vec<_> = rest.iter_mut().map(|ch| s.spawn(|| run(ch))).collect();
-            let mut res = run(first);
-            for h in others {
-                let r = h.join().unwrap_or_else(|_| {
-                    Err(RuntimeError::Transport { transport: "channel", msg: "a channel thread panicked".into() })
-                });
-                if res.is_ok() {
-                    res = r;
-                }
-            }
-            res
-        })
+        self.workers.run(&mut self.channels[..nch], &run)
     }
 
     fn check_len(coll: Collective, buffer: &'static str, got: usize, expected: usize) -> Result<()> {

@@ -39,6 +39,7 @@ pub mod training;
 pub mod transport;
 pub mod tree;
 pub mod wait;
+pub mod workers;
 
 pub use bootstrap::{Bootstrap, ThreadBootstrap};
 pub use comm::{Comm, CommOptions};
