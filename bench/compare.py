@@ -89,7 +89,12 @@ class Report:
               f"{'PASS' if ok else 'MISS'}  ({unit})")
 
 
-def sizes(lo, hi):
+def sizes(lo, hi, *tables):
+    """The sizes from lo to hi that the first repetition of every given table has (collscope's --quick steps
+    by 4x where the anchors step by 2x); powers of two when no table is given."""
+    if tables and all(t for t in tables):
+        have = set.intersection(*(set(t[0]) for t in tables))
+        return sorted(s for s in have if lo <= s <= hi)
     s, v = lo, []
     while s <= hi:
         v.append(s)
@@ -103,37 +108,37 @@ def main(directory):
     for n in (2, 4):
         cs, _ = load(directory, f"cs-shm-{n}-large")
         mpi, _ = load(directory, f"mpi-{n}-large")
-        for s in sizes(64 * KB, 64 * MB):
+        for s in sizes(64 * KB, 64 * MB, cs, mpi):
             need = 1.5 if s >= 16 * MB else 1.0
             rep.row(f"SHM {n} ranks busbw vs Open MPI", s, median_of(cs, s, "ip_busbw"),
                     median_of(mpi, s, "ip_busbw"), "GB/s", need)
     for n in (2, 4):
         cs, _ = load(directory, f"cs-shm-{n}-small")
         mpi, _ = load(directory, f"mpi-{n}-small")
-        for s in sizes(8, 4 * KB):
+        for s in sizes(8, 4 * KB, cs, mpi):
             rep.row(f"SHM {n} ranks time/call vs Open MPI", s, median_of(cs, s, "ip_us"),
                     median_of(mpi, s, "ip_us"), "us", 1.5, at_least=False)
     for n in (2, 4):
         cs, _ = load(directory, f"cs-net-{n}")
         gloo, _ = load(directory, f"gloo-{n}")
-        for s in sizes(1 * MB, 64 * MB):
+        for s in sizes(1 * MB, 64 * MB, cs, gloo):
             rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, median_of(cs, s, "ip_busbw"),
                     median_of(gloo, s, "ip_busbw"), "GB/s", 2.0)
     for n in (2, 4):
         p2p, _ = load(directory, f"cs-p2p-{n}-large")
         shm, _ = load(directory, f"cs-shm-{n}-large")
-        for s in sizes(64 * KB, 64 * MB):
+        for s in sizes(64 * KB, 64 * MB, p2p, shm):
             rep.row(f"P2P threads {n} ranks vs collscope SHM", s, median_of(p2p, s, "ip_busbw"),
                     median_of(shm, s, "ip_busbw"), "GB/s", 1.0)
     ar, _ = load(directory, "cs-shm-4-large")
     for coll in ("ag", "rs"):
         other, _ = load(directory, f"cs-{coll}-4")
         name = "AllGather" if coll == "ag" else "ReduceScatter"
-        for s in sizes(1 * MB, 64 * MB):
+        for s in sizes(1 * MB, 64 * MB, other, ar):
             rep.row(f"{name} 4 ranks busbw vs AllReduce", s, median_of(other, s, "ip_busbw"),
                     median_of(ar, s, "ip_busbw"), "GB/s", 0.8, upper=1.2)
     eight, facts8 = load(directory, "cs-shm-8-large")
-    for s in sizes(1 * MB, 64 * MB):
+    for s in sizes(1 * MB, 64 * MB, eight, ar):
         mine = median_of(eight, s, "ip_busbw")
         four = median_of(ar, s, "ip_busbw")
         rep.row("8 ranks busbw vs 0.5 x 4 ranks", s, mine, four * 0.5 if four else None, "GB/s", 1.0)

@@ -3,7 +3,7 @@
 # release binary and the anchors, runs every benchmark REPS times, then bench/compare.py prints each target's
 # medians, ratio and PASS/MISS.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
-# --quick: fewer iterations and one repetition of the large sizes (under 2 minutes on 2 cores).
+# --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs /work/shared/bench/anchors.sh or ANCHORS=path/to/anchors.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,10 +26,11 @@ bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
 (cd "$root" && cargo build --release --quiet --bin collscope)
 cs="$root/target/release/collscope"
 # Small sizes: many iterations; large: few. Quick mode halves the work again.
-if [ $quick = 1 ]; then si=100 sw=10 li=4 lw=1 ni=3; else si=300 sw=30 li=10 lw=2 ni=5; fi
+# collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
+if [ $quick = 1 ]; then si=100 sw=10 li=4 lw=1 ni=3 cf=4; else si=300 sw=30 li=10 lw=2 ni=5 cf=2; fi
 export COLLSCOPE_TIMEOUT_S=${COLLSCOPE_TIMEOUT_S:-120}
 perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP
-  "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f 2 -n "$9" -w "${10}" -c 1 \
+  "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f $cf -n "$9" -w "${10}" -c 1 \
     > "$out/$1.$2.txt" 2> "$out/$1.$2.err" || { echo "collscope $1 failed, see $out/$1.$2.err" >&2; }
 }
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP

@@ -92,6 +92,8 @@ struct CellTimings {
 }
 
 const MIN_BYTES: u64 = 1024;
+/// Timed batches per size; each point is their median.
+const BATCHES: u64 = 5;
 const CELL_ALGOS: [Algorithm; 2] = [Algorithm::Tree, Algorithm::Ring];
 
 pub fn run(cmd: TuneCommand) -> Result<()> {
@@ -161,7 +163,7 @@ fn calibrate(a: &CalibrateArgs) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     let how = format!(
-        "collscope tune calibrate --nranks {}{}: AllReduce float sum in place, {} to {} bytes by 4x, {} MB or at most {} calls per size",
+        "collscope tune calibrate --nranks {}{}: AllReduce float sum in place, {} to {} bytes by 4x, {} MB or at most {} calls per size, median of {BATCHES} batches",
         a.nranks,
         if a.quick { " --quick" } else { "" },
         sizes[0],
@@ -303,16 +305,23 @@ fn measure_rank(a: &MeasureArgs, sizes: &[u64], rank: Rank) -> Result<()> {
                 let mut points = Vec::new();
                 for &bytes in sizes {
                     let mut buf = vec![1.0f32; (bytes / 4) as usize];
-                    let iters = (a.budget / bytes).clamp(3, a.max_iters as u64) as usize;
+                    let iters = (a.budget / bytes).clamp(BATCHES, a.max_iters as u64) as usize;
                     for _ in 0..2 {
                         comm.all_reduce_in_place(&mut buf, RedOp::Sum)?;
                     }
-                    boot.barrier()?;
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        comm.all_reduce_in_place(&mut buf, RedOp::Sum)?;
+                    // The median of a few batches: a rank descheduled by other load spoils one, not the point.
+                    let per_batch = iters.div_ceil(BATCHES as usize);
+                    let mut batches = Vec::new();
+                    for _ in 0..BATCHES {
+                        boot.barrier()?;
+                        let t = Instant::now();
+                        for _ in 0..per_batch {
+                            comm.all_reduce_in_place(&mut buf, RedOp::Sum)?;
+                        }
+                        batches.push(t.elapsed().as_secs_f64() * 1e6 / per_batch as f64);
                     }
-                    points.push((bytes as f64, t.elapsed().as_secs_f64() * 1e6 / iters as f64));
+                    batches.sort_by(f64::total_cmp);
+                    points.push((bytes as f64, batches[batches.len() / 2]));
                 }
                 cells.push(CellTimings { algo, proto, nchannels, points });
             }

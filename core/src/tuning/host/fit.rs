@@ -51,7 +51,7 @@ pub fn cell_from_fits(
     max_channels: u32,
 ) -> CellCost {
     let coll = Collective::AllReduce;
-    let (steps, factor) = (steps(coll, algo, nranks), bus_factor(coll, nranks));
+    let (steps, factor) = (steps(coll, algo, nranks), bus_factor(coll, algo, nranks));
     // bytes * factor / (bw * 1e3) us = slope * bytes.
     let bw = |slope: f64| if slope > 0.0 { (factor / (slope * 1e3)).min(MAX_FITTED_BW) } else { MAX_FITTED_BW };
     let extra = max_channels.saturating_sub(1).max(1) as f64;

@@ -25,13 +25,15 @@ pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
 }
 
 /// Bytes each rank sends per byte of the call's per-rank size (`bytes` as the runtime counts it: the whole
-/// vector for AllReduce, Broadcast and Reduce, one rank's block for AllGather and ReduceScatter). For
-/// AllReduce this is nccl-tests' bus bandwidth factor 2(n-1)/n, so the profile's bandwidths are bus bandwidths.
-pub fn bus_factor(coll: Collective, nranks: u32) -> f64 {
+/// vector for AllReduce, Broadcast and Reduce, one rank's block for AllGather and ReduceScatter). For a ring
+/// AllReduce this is nccl-tests' bus bandwidth factor 2(n-1)/n; a tree AllReduce sends everything up and down
+/// whatever the rank count (NCCL 2.28.9 `tuning.cc` turns tree bus bandwidth into algorithm bandwidth by 1/2).
+pub fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
-    match coll {
-        Collective::AllReduce => 2.0 * (n - 1.0) / n,
-        Collective::AllGather | Collective::ReduceScatter => n - 1.0,
+    match (coll, algo) {
+        (Collective::AllReduce, Algorithm::Tree) => 2.0,
+        (Collective::AllReduce, _) => 2.0 * (n - 1.0) / n,
+        (Collective::AllGather | Collective::ReduceScatter, _) => n - 1.0,
         _ => 1.0,
     }
 }
@@ -47,7 +49,7 @@ impl CellCost {
     pub fn time_us(&self, coll: Collective, bytes: u64, nranks: u32, nchannels: u32) -> f64 {
         let lat =
             steps(coll, self.algo, nranks) * self.lat_us + nchannels.saturating_sub(1) as f64 * self.channel_lat_us;
-        lat + bytes as f64 * bus_factor(coll, nranks) / (self.bandwidth(nchannels) * 1e3)
+        lat + bytes as f64 * bus_factor(coll, self.algo, nranks) / (self.bandwidth(nchannels) * 1e3)
     }
 }
 
@@ -112,7 +114,8 @@ mod tests {
         assert_eq!(steps(Collective::AllReduce, Algorithm::Ring, 4), 6.0);
         assert_eq!(steps(Collective::AllReduce, Algorithm::Tree, 8), 6.0);
         assert_eq!(steps(Collective::AllGather, Algorithm::Ring, 8), 7.0);
-        assert_eq!(bus_factor(Collective::AllReduce, 4), 1.5);
-        assert_eq!(bus_factor(Collective::ReduceScatter, 4), 3.0);
+        assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Ring, 4), 1.5);
+        assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Tree, 4), 2.0);
+        assert_eq!(bus_factor(Collective::ReduceScatter, Algorithm::Ring, 4), 3.0);
     }
 }

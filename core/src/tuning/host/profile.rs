@@ -41,7 +41,8 @@ pub struct CellCost {
     pub proto: Protocol,
     /// Latency of one step (one wait on a peer), us: the counterpart of NCCL's `hwLatencies`.
     pub lat_us: f64,
-    /// Bus bandwidth of one channel, GB/s: the counterpart of NCCL's per-channel bandwidths.
+    /// Bus bandwidth of one channel, GB/s: the counterpart of NCCL's per-channel bandwidths (for Tree, twice
+    /// the algorithm bandwidth, as NCCL counts it).
     pub bw_gbps: f64,
     /// Bus bandwidth of all channels together (`max_channels` of the facts), GB/s.
     pub max_bw_gbps: f64,
