@@ -1,12 +1,14 @@
-//! The runtime's side of telemetry: a bounded queue of live events that the data path fills and the telemetry
-//! thread drains. The hook costs one relaxed load while telemetry is off, and a short lock plus a push while
-//! it is on; events are built only when they will be kept. When the queue is full the oldest event goes and
-//! the drop counter rises, so memory stays bounded however slowly telemetry drains.
+//! The runtime's side of telemetry: the list of every communicator's records (call totals, recent operations,
+//! traffic), which telemetry reads when it likes, and a bounded queue for the rare events that are not calls
+//! (connections, communicators, proxy operations, warnings). The per-call hooks cost one relaxed load while
+//! telemetry is off. When the queue is full the oldest event goes and the drop counter rises, so memory stays
+//! bounded however slowly telemetry drains.
 
 use crate::model::events::Event;
+use crate::runtime::record::Records;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Events kept between two drains when `enable` is given no capacity.
 pub const DEFAULT_CAPACITY: usize = 1 << 16;
@@ -16,6 +18,7 @@ pub struct Recorder {
     capacity: AtomicUsize,
     queue: Mutex<VecDeque<Event>>,
     dropped: AtomicU64,
+    sources: Mutex<Vec<Arc<Records>>>,
 }
 
 static GLOBAL: Recorder = Recorder::new();
@@ -46,6 +49,7 @@ impl Recorder {
             capacity: AtomicUsize::new(DEFAULT_CAPACITY),
             queue: Mutex::new(VecDeque::new()),
             dropped: AtomicU64::new(0),
+            sources: Mutex::new(Vec::new()),
         }
     }
 
@@ -95,6 +99,25 @@ impl Recorder {
     /// Events evicted because the queue was full, since the process started.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Lists a communicator's records for telemetry to read. While nobody reads, records only the list still
+    /// holds (their communicator is gone) are let go here, so the list does not grow with communicators.
+    pub fn register(&self, records: &Arc<Records>) {
+        let mut s = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.is_enabled() {
+            s.retain(|r| Arc::strong_count(r) > 1);
+        }
+        s.push(records.clone());
+    }
+
+    /// Every listed communicator's records. Those of communicators already gone are handed out one last time
+    /// and then forgotten, so what they did in their last moments is still counted.
+    pub fn sources(&self) -> Vec<Arc<Records>> {
+        let mut s = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let all = s.clone();
+        s.retain(|r| Arc::strong_count(r) > 2);
+        all
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Event>> {

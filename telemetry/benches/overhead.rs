@@ -1,7 +1,7 @@
 //! What telemetry costs the data path: AllReduce time per call on 2 ranks (threads, this process) with
 //! telemetry on (recorder enabled, server draining it) against off (what `COLLSCOPE_TELEMETRY=0` gives: the
-//! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; each figure is
-//! the median round. Run: `cargo bench -p collscope-telemetry --bench overhead`.
+//! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; the times are
+//! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench -p collscope-telemetry --bench overhead`.
 
 use collscope_core::env::Env;
 use collscope_core::model::{RedOp, Source};
@@ -50,12 +50,13 @@ fn main() {
             t.shutdown().expect("telemetry shutdown");
             std::thread::sleep(Duration::from_millis(20));
         }
+        let ratio = median(on.iter().zip(&off).map(|(a, b)| a / b).collect());
         let (off, on) = (median(off), median(on));
         println!(
             "AllReduce {label:>6}: off {:>9.2} us/call, on {:>9.2} us/call, overhead {:+.2} % ({iters} calls x {ROUNDS} rounds)",
             off * 1e6,
             on * 1e6,
-            (on / off - 1.0) * 100.0
+            (ratio - 1.0) * 100.0
         );
     }
 }

@@ -31,7 +31,8 @@ pub struct TelemetryConfig {
     pub limits: Limits,
     /// Events the runtime may queue between two drains.
     pub queue_capacity: usize,
-    /// How often queued events are taken into the state.
+    /// How often queued events and the communicators' records are taken into the state (often enough for a live
+    /// view, rarely enough that reading costs the ranks nothing measurable).
     pub drain_interval: Duration,
     pub otel: Option<OtelConfig>,
 }
@@ -62,7 +63,7 @@ impl TelemetryConfig {
             aggregate_peers: Vec::new(),
             limits: Limits::default(),
             queue_capacity: recorder::DEFAULT_CAPACITY,
-            drain_interval: Duration::from_millis(20),
+            drain_interval: Duration::from_millis(100),
             otel: None,
         }
     }

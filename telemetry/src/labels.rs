@@ -1,35 +1,42 @@
 //! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
 //! of values (or one value per rank, channel or peer), so no series explodes with traffic.
 
-use collscope_core::model::{Connection, Direction, OpRecord, ProxyWait, Source, Transport};
+use collscope_core::model::{
+    Algorithm, Collective, Connection, Direction, OpRecord, Protocol, ProxyWait, Source, Transport,
+};
+use collscope_core::runtime::stats::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 
-/// Upper bounds of the message-size buckets, in bytes, and their labels. A size lands in the first bucket whose
-/// bound it does not exceed.
-const SIZE_BUCKETS: [(u64, &str); 9] = [
-    (1 << 10, "0-1KiB"),
-    (16 << 10, "1KiB-16KiB"),
-    (256 << 10, "16KiB-256KiB"),
-    (1 << 20, "256KiB-1MiB"),
-    (4 << 20, "1MiB-4MiB"),
-    (16 << 20, "4MiB-16MiB"),
-    (64 << 20, "16MiB-64MiB"),
-    (256 << 20, "64MiB-256MiB"),
-    (1 << 30, "256MiB-1GiB"),
+/// Labels of the runtime's message-size buckets (`stats::SIZE_BOUNDS`), then the open-ended one.
+const SIZE_LABELS: [&str; SIZE_BOUNDS.len() + 1] = [
+    "0-1KiB",
+    "1KiB-16KiB",
+    "16KiB-256KiB",
+    "256KiB-1MiB",
+    "1MiB-4MiB",
+    "4MiB-16MiB",
+    "16MiB-64MiB",
+    "64MiB-256MiB",
+    "256MiB-1GiB",
+    "1GiB+",
 ];
-const SIZE_BUCKET_LARGEST: &str = "1GiB+";
 
 /// Every size-bucket label, smallest first.
 pub fn size_buckets() -> impl Iterator<Item = &'static str> {
-    SIZE_BUCKETS.iter().map(|(_, l)| *l).chain(std::iter::once(SIZE_BUCKET_LARGEST))
+    SIZE_LABELS.into_iter()
+}
+
+/// The label of bucket `i` of `stats::SIZE_BOUNDS`.
+pub fn size_bucket_label(i: usize) -> &'static str {
+    SIZE_LABELS[i.min(SIZE_LABELS.len() - 1)]
 }
 
 pub fn size_bucket(bytes: u64) -> &'static str {
-    SIZE_BUCKETS.iter().find(|(bound, _)| bytes <= *bound).map_or(SIZE_BUCKET_LARGEST, |(_, l)| *l)
+    size_bucket_label(stats::size_bucket(bytes))
 }
 
-/// Collective duration histogram bounds in seconds: 1 us to about 4 s in steps of 4.
+/// Collective duration histogram bounds in seconds, the runtime's own (`stats::DURATION_BOUNDS_NS`).
 pub fn duration_bounds() -> Vec<f64> {
-    (0..12).map(|i| 1e-6 * 4f64.powi(i)).collect()
+    DURATION_BOUNDS_NS.iter().map(|ns| *ns as f64 / 1e9).collect()
 }
 
 /// Where the data came from, as a label.
@@ -52,14 +59,24 @@ pub struct CollLabels {
 }
 
 impl CollLabels {
-    pub fn of(op: &OpRecord) -> Self {
+    pub fn new(
+        coll: Collective,
+        algo: Option<Algorithm>,
+        proto: Option<Protocol>,
+        size_bucket: &'static str,
+        rank: u32,
+    ) -> Self {
         CollLabels {
-            collective: op.coll.as_str(),
-            algorithm: op.algo.map_or("none", |a| a.as_str()),
-            protocol: op.proto.map_or("none", |p| p.as_str()),
-            size_bucket: size_bucket(op.bytes),
-            rank: op.rank.to_string(),
+            collective: coll.as_str(),
+            algorithm: algo.map_or("none", |a| a.as_str()),
+            protocol: proto.map_or("none", |p| p.as_str()),
+            size_bucket,
+            rank: rank.to_string(),
         }
+    }
+
+    pub fn of(op: &OpRecord) -> Self {
+        Self::new(op.coll, op.algo, op.proto, size_bucket(op.bytes), op.rank)
     }
 }
 

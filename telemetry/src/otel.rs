@@ -6,8 +6,10 @@
 //! on the SDK's own export threads. Recording only hands data to the SDK and never blocks.
 
 use crate::labels::{self, CollLabels};
-use crate::sink::{self, MetricSink};
-use collscope_core::model::{ChannelTraffic, Decision, OpRecord, OpState, ProxyOp, Snapshot, Warning};
+use crate::sink::{self, Calls, MetricSink};
+use collscope_core::model::{
+    self, Algorithm, ChannelTraffic, Collective, OpRecord, OpState, ProxyOp, Snapshot, Warning,
+};
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};
 use opentelemetry::KeyValue;
@@ -283,27 +285,31 @@ fn add_proxy_event(span: &mut Span, p: &ProxyOp, at: SystemTime) {
 }
 
 impl MetricSink for Otel {
-    fn collective(&mut self, op: &OpRecord) {
-        let l = CollLabels::of(op);
-        if op.state == OpState::Failed {
-            self.m.coll_failed.add(1, &[kv("collscope.collective", l.collective), kv("collscope.rank", l.rank)]);
+    fn calls(&mut self, c: &Calls) {
+        let l = CollLabels::new(c.coll, c.algo, c.proto, c.size_bucket, c.rank);
+        if c.failed > 0 {
+            let attrs = [kv("collscope.collective", l.collective), kv("collscope.rank", l.rank.clone())];
+            self.m.coll_failed.add(c.failed, &attrs);
+        }
+        if c.ok == 0 {
             return;
         }
         let attrs = coll_attrs(&l);
-        self.m.coll_ops.add(1, &attrs);
-        self.m.coll_io.add(op.bytes, &attrs);
-        if let Some(us) = op.duration_us {
-            self.m.coll_duration.record(us * 1e-6, &attrs);
+        self.m.coll_ops.add(c.ok, &attrs);
+        self.m.coll_io.add(c.bytes, &attrs);
+        for &(n, secs) in &c.durations {
+            let mean = secs / n as f64;
+            (0..n).for_each(|_| self.m.coll_duration.record(mean, &attrs));
         }
         let bw_attrs = [
             kv("collscope.collective", l.collective),
             kv("collscope.size_bucket", l.size_bucket),
             kv("collscope.rank", l.rank.clone()),
         ];
-        if let Some(bw) = op.busbw_gbps {
+        if let Some(bw) = c.busbw_gbps {
             self.m.busbw.record(bw * 1e9, &bw_attrs);
         }
-        if let Some(bw) = op.algbw_gbps {
+        if let Some(bw) = c.algbw_gbps {
             self.m.algbw.record(bw * 1e9, &bw_attrs);
         }
     }
@@ -312,14 +318,14 @@ impl MetricSink for Otel {
         self.m.in_flight.add(delta, &[kv("collscope.rank", rank.to_string())]);
     }
 
-    fn decision(&mut self, d: &Decision) {
+    fn decided(&mut self, coll: Collective, algo: Algorithm, proto: model::Protocol, rank: Option<u32>, n: u64) {
         let attrs = [
-            kv("collscope.collective", d.coll.as_str()),
-            kv("collscope.algorithm", d.algo.as_str()),
-            kv("collscope.protocol", d.proto.as_str()),
-            kv("collscope.rank", sink::rank_label(d.rank)),
+            kv("collscope.collective", coll.as_str()),
+            kv("collscope.algorithm", algo.as_str()),
+            kv("collscope.protocol", proto.as_str()),
+            kv("collscope.rank", sink::rank_label(rank)),
         ];
-        self.m.decisions.add(1, &attrs);
+        self.m.decisions.add(n, &attrs);
     }
 
     fn traffic(&mut self, t: &ChannelTraffic) {

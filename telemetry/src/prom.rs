@@ -2,10 +2,9 @@
 //! ending in `_total`, info-style gauges for facts, all in one registry per telemetry state.
 
 use crate::labels::{self, CollLabels};
-use crate::sink::{self, MetricSink};
+use crate::sink::{self, Calls, MetricSink};
 use collscope_core::model::{
-    Algorithm, ChannelTraffic, Collective, Decision, Direction, OpRecord, OpState, Protocol, ProxyOp, Snapshot,
-    Transport, Warning,
+    Algorithm, ChannelTraffic, Collective, Direction, Protocol, ProxyOp, Snapshot, Transport, Warning,
 };
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
@@ -195,14 +194,16 @@ impl PromMetrics {
 }
 
 impl MetricSink for PromMetrics {
-    fn collective(&mut self, op: &OpRecord) {
-        if op.state == OpState::Failed {
-            self.coll_failed.with_label_values(&[op.coll.as_str(), &op.rank.to_string()]).inc();
+    fn calls(&mut self, c: &Calls) {
+        if c.failed > 0 {
+            self.coll_failed.with_label_values(&[c.coll.as_str(), &c.rank.to_string()]).inc_by(c.failed);
+        }
+        if c.ok == 0 {
             return;
         }
-        let key = (op.coll, op.algo, op.proto, labels::size_bucket(op.bytes), op.rank);
+        let key = (c.coll, c.algo, c.proto, c.size_bucket, c.rank);
         let s = self.coll_series.entry(key).or_insert_with(|| {
-            let l = CollLabels::of(op);
+            let l = CollLabels::new(c.coll, c.algo, c.proto, c.size_bucket, c.rank);
             let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str()];
             let bw_labels = [l.collective, l.size_bucket, l.rank.as_str()];
             CollSeries {
@@ -213,15 +214,16 @@ impl MetricSink for PromMetrics {
                 algbw: self.algbw.with_label_values(&bw_labels),
             }
         });
-        s.ops.inc();
-        s.bytes.inc_by(op.bytes);
-        if let Some(us) = op.duration_us {
-            s.duration.observe(us * 1e-6);
+        s.ops.inc_by(c.ok);
+        s.bytes.inc_by(c.bytes);
+        for &(n, secs) in &c.durations {
+            let mean = secs / n as f64;
+            (0..n).for_each(|_| s.duration.observe(mean));
         }
-        if let Some(bw) = op.busbw_gbps {
+        if let Some(bw) = c.busbw_gbps {
             s.busbw.set(bw * 1e9);
         }
-        if let Some(bw) = op.algbw_gbps {
+        if let Some(bw) = c.algbw_gbps {
             s.algbw.set(bw * 1e9);
         }
     }
@@ -232,13 +234,12 @@ impl MetricSink for PromMetrics {
         g.add(delta);
     }
 
-    fn decision(&mut self, d: &Decision) {
-        let key = (d.coll, d.algo, d.proto, d.rank);
-        let c = self.decision_series.entry(key).or_insert_with(|| {
-            let rank = sink::rank_label(d.rank);
-            self.decisions.with_label_values(&[d.coll.as_str(), d.algo.as_str(), d.proto.as_str(), &rank])
+    fn decided(&mut self, coll: Collective, algo: Algorithm, proto: Protocol, rank: Option<u32>, n: u64) {
+        let c = self.decision_series.entry((coll, algo, proto, rank)).or_insert_with(|| {
+            let rank = sink::rank_label(rank);
+            self.decisions.with_label_values(&[coll.as_str(), algo.as_str(), proto.as_str(), &rank])
         });
-        c.inc();
+        c.inc_by(n);
     }
 
     fn traffic(&mut self, t: &ChannelTraffic) {

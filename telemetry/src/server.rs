@@ -41,15 +41,20 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes what the runtime queued into the state.
+    /// Takes what the runtime queued, and what its communicators' records gained, into the state.
     pub fn drain(&self) {
         let Some(rec) = self.recorder else { return };
         let mut events = self.spare.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
         rec.drain_into(&mut events);
+        let sources = rec.sources();
         let mut st = self.lock();
         for ev in events.drain(..) {
             st.apply(ev);
         }
+        for r in &sources {
+            st.absorb(r);
+        }
+        st.retain_sources(&sources.iter().map(|r| r.id()).collect::<Vec<_>>());
         st.note_queue_drops(rec.dropped());
         drop(st);
         // Keep the emptied buffer's capacity for the next swap with the runtime's queue.
@@ -78,7 +83,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 /// Drains the runtime's queue every `interval` and once more when asked to stop.
 pub(crate) async fn drain_loop(shared: Arc<Shared>, interval: Duration) {
     let mut stop = shared.stop.clone();
-    let mut tick = tokio::time::interval(interval);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

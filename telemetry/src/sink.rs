@@ -2,15 +2,90 @@
 //! so both export the same facts with the same labels and only their naming differs.
 
 use crate::labels;
-use collscope_core::model::{ChannelTraffic, Decision, OpRecord, ProxyOp, Snapshot, Warning};
+use collscope_core::model::{
+    Algorithm, ChannelTraffic, Collective, Decision, OpRecord, OpState, Protocol, ProxyOp, Snapshot, Warning,
+};
+use collscope_core::runtime::stats::{CallTotals, DURATION_BOUNDS_NS};
 use std::collections::BTreeMap;
 
+/// Calls of one kind (collective, algorithm, protocol, size bucket, rank) finished since the last report: one
+/// call a log reported, or the difference between two reads of the runtime's running totals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calls {
+    pub coll: Collective,
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub size_bucket: &'static str,
+    pub rank: u32,
+    pub ok: u64,
+    pub failed: u64,
+    /// Bytes of the successful calls.
+    pub bytes: u64,
+    /// The successful calls whose duration is known, as (how many, their seconds), each entry inside one
+    /// duration-histogram bucket, so observing its mean that many times gives the histogram true counts and sum.
+    pub durations: Vec<(u64, f64)>,
+    /// Bandwidths of the latest successful call (GB/s).
+    pub busbw_gbps: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+}
+
+impl Calls {
+    /// One call, as a log (or a test) reports it.
+    pub fn of(op: &OpRecord) -> Self {
+        let ok = op.state != OpState::Failed;
+        Calls {
+            coll: op.coll,
+            algo: op.algo,
+            proto: op.proto,
+            size_bucket: labels::size_bucket(op.bytes),
+            rank: op.rank,
+            ok: u64::from(ok),
+            failed: u64::from(!ok),
+            bytes: if ok { op.bytes } else { 0 },
+            durations: op.duration_us.filter(|_| ok).map(|us| vec![(1, us * 1e-6)]).unwrap_or_default(),
+            busbw_gbps: op.busbw_gbps.filter(|_| ok),
+            algbw_gbps: op.algbw_gbps.filter(|_| ok),
+        }
+    }
+
+    /// What `now` added to `before` (the same cell of the same rank, read earlier; `None` the first time).
+    pub fn since(rank: u32, before: Option<&CallTotals>, now: &CallTotals) -> Self {
+        let sub = |f: fn(&CallTotals) -> u64| f(now).saturating_sub(before.map_or(0, f));
+        let durations: Vec<(u64, f64)> = (0..DURATION_BOUNDS_NS.len() + 1)
+            .filter_map(|i| {
+                let (n0, ns0) = before.map_or((0, 0), |b| b.durations[i]);
+                let (n, ns) = now.durations[i];
+                (n > n0).then(|| (n - n0, ns.saturating_sub(ns0) as f64 * 1e-9))
+            })
+            .collect();
+        let ok: u64 = durations.iter().map(|(n, _)| n).sum();
+        Calls {
+            coll: now.coll,
+            algo: now.algo,
+            proto: now.proto,
+            size_bucket: labels::size_bucket_label(now.size_bucket),
+            rank,
+            ok,
+            failed: sub(|t| t.failed),
+            bytes: sub(|t| t.bytes),
+            durations,
+            busbw_gbps: Some(now.busbw_gbps).filter(|_| ok > 0),
+            algbw_gbps: Some(now.algbw_gbps).filter(|_| ok > 0),
+        }
+    }
+}
+
 pub trait MetricSink {
-    /// A call finished (or a log reported it).
-    fn collective(&mut self, op: &OpRecord);
+    /// Calls finished (reported by a log, or summed by the runtime).
+    fn calls(&mut self, c: &Calls);
     /// Calls enqueued but not finished, on one rank, changed by `delta`.
     fn in_flight(&mut self, rank: u32, delta: i64);
-    fn decision(&mut self, d: &Decision);
+    /// The tuner chose (`coll`, `algo`, `proto`) `n` more times on `rank`.
+    fn decided(&mut self, coll: Collective, algo: Algorithm, proto: Protocol, rank: Option<u32>, n: u64);
+    /// One decision a log reported.
+    fn decision(&mut self, d: &Decision) {
+        self.decided(d.coll, d.algo, d.proto, d.rank, 1);
+    }
     fn traffic(&mut self, t: &ChannelTraffic);
     fn proxy(&mut self, p: &ProxyOp);
     fn error(&mut self, w: &Warning);

@@ -5,11 +5,13 @@
 use crate::labels;
 use crate::otel::Otel;
 use crate::prom::PromMetrics;
-use crate::sink::MetricSink;
+use crate::sink::{Calls, MetricSink};
 use collscope_core::model::{
-    Algorithm, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp, Snapshot, Source, Transport,
-    Warning,
+    Algorithm, ChannelTraffic, Collective, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp,
+    Snapshot, Source, Transport, Warning,
 };
+use collscope_core::runtime::record::Records;
+use collscope_core::runtime::stats::CallTotals;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -112,21 +114,18 @@ pub struct State {
     facts_dirty: bool,
     queue_drops_seen: u64,
     ingested: Ingested,
+    /// Read positions in each communicator's records, by records id.
+    cursors: HashMap<u64, Cursor>,
 }
 
-fn decision_of(op: &OpRecord, algo: Algorithm, proto: Protocol) -> Decision {
-    Decision {
-        coll: op.coll,
-        bytes: op.bytes,
-        algo,
-        proto,
-        n_channels: op.n_channels.unwrap_or(1),
-        time_us: None,
-        runner_up: None,
-        reason: None,
-        datatype: Some(op.datatype),
-        rank: Some(op.rank),
-    }
+/// How far telemetry has read one communicator's records: the last operation taken and the totals as last
+/// read, so the next read reports only what changed.
+#[derive(Debug, Default)]
+struct Cursor {
+    seq: u64,
+    in_flight: u64,
+    calls: HashMap<(Collective, Option<Algorithm>, Option<Protocol>, usize), CallTotals>,
+    traffic: HashMap<(u32, u32, Direction), (u64, u64)>,
 }
 
 fn op_key(op: &OpRecord) -> OpKey {
@@ -153,6 +152,7 @@ impl State {
             facts_dirty: true,
             queue_drops_seen: 0,
             ingested: Ingested::default(),
+            cursors: HashMap::new(),
         })
     }
 
@@ -212,17 +212,13 @@ impl State {
                 if self.in_flight.remove(&op_key(op)).is_some() {
                     self.sinks(|s| s.in_flight(op.rank, -1));
                 }
-                self.sinks(|s| s.collective(op));
-                // The runtime's calls carry the tuner's choice; counting it here spares the data path an event.
+                let calls = Calls::of(op);
+                self.sinks(|s| s.calls(&calls));
+                // The runtime's calls carry the tuner's choice.
                 if let (Source::Runtime, Some(algo), Some(proto)) = (&self.facts.source, op.algo, op.proto) {
-                    let d = decision_of(op, algo, proto);
-                    self.sinks(|s| s.decision(&d));
+                    self.sinks(|s| s.decided(op.coll, algo, proto, Some(op.rank), 1));
                 }
-                if let Some(o) = self.otel.as_mut() {
-                    o.span(op);
-                }
-                let evicted = self.ops.push(op.clone());
-                self.dropped_history(evicted);
+                self.keep_op(op);
             }
             Event::Proxy(p) => {
                 self.sinks(|s| s.proxy(p));
@@ -278,6 +274,73 @@ impl State {
             Event::Snapshot => {}
         }
         self.publish(ev);
+    }
+
+    /// A finished call for the histories, the spans and the event stream (its counts reach the metrics apart).
+    fn keep_op(&mut self, op: &OpRecord) {
+        if let Some(o) = self.otel.as_mut() {
+            o.span(op);
+        }
+        let evicted = self.ops.push(op.clone());
+        self.dropped_history(evicted);
+    }
+
+    /// Reads a communicator's records: what its running totals gained since the last read goes to the metrics,
+    /// its operations not seen yet to the histories, spans and event stream (operations its ring dropped
+    /// before this read count as dropped at the "queue" stage), and its traffic as events.
+    pub fn absorb(&mut self, r: &Records) {
+        let mut cur = self.cursors.remove(&r.id()).unwrap_or_default();
+        let rank = r.rank();
+        for now in r.stats.calls() {
+            let key = (now.coll, now.algo, now.proto, now.size_bucket);
+            let calls = Calls::since(rank, cur.calls.get(&key), &now);
+            if calls.ok + calls.failed > 0 {
+                self.sinks(|s| s.calls(&calls));
+                if let (Some(algo), Some(proto)) = (now.algo, now.proto) {
+                    self.sinks(|s| s.decided(now.coll, algo, proto, Some(rank), calls.ok + calls.failed));
+                }
+            }
+            cur.calls.insert(key, now);
+        }
+        let in_flight = r.stats.in_flight();
+        let delta = in_flight as i64 - cur.in_flight as i64;
+        if delta != 0 {
+            self.sinks(|s| s.in_flight(rank, delta));
+            cur.in_flight = in_flight;
+        }
+        for t in r.stats.traffic_totals() {
+            let (bytes, nanos) =
+                cur.traffic.insert((t.channel, t.peer, t.direction), (t.bytes, t.nanos)).unwrap_or_default();
+            if t.bytes > bytes {
+                let traffic = ChannelTraffic {
+                    rank,
+                    channel: t.channel,
+                    peer: t.peer,
+                    direction: t.direction,
+                    transport: None,
+                    bytes: t.bytes - bytes,
+                    seconds: t.nanos.saturating_sub(nanos) as f64 * 1e-9,
+                };
+                self.apply(Event::Traffic(traffic));
+            }
+        }
+        let fresh = r.ops_after(cur.seq);
+        if fresh.missed > 0 {
+            self.sinks(|s| s.dropped("queue", fresh.missed));
+        }
+        if let Some(last) = fresh.ops.last() {
+            cur.seq = last.seq;
+        }
+        for op in fresh.ops {
+            self.keep_op(&op);
+            self.publish(Event::OpCompleted(op));
+        }
+        self.cursors.insert(r.id(), cur);
+    }
+
+    /// Forgets the read positions of communicators other than `live` (by records id).
+    pub fn retain_sources(&mut self, live: &[u64]) {
+        self.cursors.retain(|id, _| live.contains(id));
     }
 
     /// Changes facts that have no event of their own (topology, graphs, tuning table, versions).

@@ -32,9 +32,10 @@ macro_rules! named_enum {
                 match self { $($name::$variant => $text),+ }
             }
 
-            /// NCCL's numeric id (position in NCCL's enum).
+            /// NCCL's numeric id (position in NCCL's enum; the variants carry no explicit discriminants, so
+            /// the cast is that position, at no cost on the data path).
             pub fn id(self) -> usize {
-                Self::ALL.iter().position(|v| *v == self).unwrap_or(0)
+                self as usize
             }
 
             /// The value with NCCL's numeric id `id`.

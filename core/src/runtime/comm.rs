@@ -9,6 +9,7 @@ use super::error::{Result, RuntimeError};
 use super::prims::{Channel, Prims, Ptr};
 use super::record::Records;
 use super::select::{ring_link, select, Choice, SelectConfig};
+use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
 use super::wait::{AbortHandle, Waiter};
@@ -114,7 +115,7 @@ pub fn kernel_op(op: RedOp) -> Op {
     }
 }
 
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
@@ -248,10 +249,11 @@ impl Comm {
             tree_ready: false,
             p2p,
             seq: 0,
-            records: Arc::new(Records::default()),
+            records: Arc::new(Records::new(rank, nch as usize, opts.name.clone())),
             guards: Vec::new(),
             name: opts.name,
         };
+        crate::recorder::global().register(&comm.records);
         // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
         if eager && nranks > 1 {
             comm.ensure_connected(Algorithm::Ring)?;
@@ -423,8 +425,10 @@ impl Comm {
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
         self.records.begin_op(self.seq);
+        let started = now_us();
         let rec = OpRecord {
-            comm: self.name.clone(),
+            // The records add the communicator's name when they hand the call out, so no call allocates.
+            comm: None,
             rank: self.rank,
             seq: self.seq,
             coll,
@@ -438,21 +442,26 @@ impl Comm {
             proto: None,
             n_channels: None,
             state: OpState::Started,
-            enqueued_us: None,
-            started_us: Some(now_us()),
+            // A blocking call is enqueued as it starts; a group's operations from when the group opened.
+            enqueued_us: Some(started),
+            started_us: Some(started),
             completed_us: None,
             duration_us: None,
             algbw_gbps: None,
             busbw_gbps: None,
         };
-        crate::recorder::record(|| model::Event::OpEnqueued(rec.clone()));
+        if crate::recorder::enabled() {
+            self.records.stats.begin();
+        }
         rec
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
     pub(crate) fn finish_record(&self, mut rec: OpRecord, started: Instant, res: Result<()>) -> Result<()> {
-        let secs = started.elapsed().as_secs_f64();
-        rec.completed_us = Some(now_us());
+        let elapsed = started.elapsed();
+        let secs = elapsed.as_secs_f64();
+        // One wall-clock read per call: the end follows from the start and the monotonic duration.
+        rec.completed_us = rec.started_us.map(|t| t + elapsed.as_micros() as u64);
         rec.duration_us = Some(secs * 1e6);
         rec.state = if res.is_ok() { OpState::Completed } else { OpState::Failed };
         if secs > 0.0 {
@@ -466,6 +475,9 @@ impl Comm {
             };
             rec.algbw_gbps = Some(algbw);
             rec.busbw_gbps = Some(algbw * factor);
+        }
+        if crate::recorder::enabled() {
+            self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
         }
         let (coll, seq) = (rec.coll, rec.seq);
         self.records.push_op(rec);
@@ -542,6 +554,7 @@ impl Comm {
         let (rank, nranks, proto) = (self.rank, self.nranks, choice.proto);
         let (src, dst) = (Ptr(src as *mut u8), Ptr(dst));
         let waiter = &self.waiter;
+        let stats = &self.records.stats;
         let run = |ch: &mut Channel| -> Result<()> {
             let off = ch.id as usize * per_ch;
             if off >= count {
@@ -558,7 +571,7 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
-            record_traffic(rank, channel, p.moved(), t0);
+            record_traffic(stats, channel, p.moved(), t0);
             if let Err(e) = &r {
                 waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
@@ -709,25 +722,14 @@ impl Comm {
     }
 }
 
-/// Reports what one channel moved in one call to telemetry (nothing is built while it is off).
-fn record_traffic(rank: u32, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
+/// Adds what one channel moved in one call to the rank's traffic totals (only while telemetry is on).
+fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
     if !crate::recorder::enabled() {
         return;
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let nanos = started.elapsed().as_nanos() as u64;
     for &(peer, sent, bytes) in moved {
-        let direction = if sent { model::Direction::Send } else { model::Direction::Recv };
-        crate::recorder::record(|| {
-            model::Event::Traffic(model::ChannelTraffic {
-                rank,
-                channel,
-                peer,
-                direction,
-                transport: None,
-                bytes,
-                seconds,
-            })
-        });
+        stats.traffic(channel, peer, sent, bytes, nanos);
     }
 }
 
@@ -818,6 +820,9 @@ mod tests {
             (Some(Algorithm::Ring), Some(Protocol::Ll128), Some(1), 8000)
         );
         assert!(op.busbw_gbps.is_some_and(|b| b > 0.0));
+        assert_eq!(op.enqueued_us, op.started_us, "a blocking call is enqueued as it starts");
+        let (start, end, us) = (op.started_us.unwrap(), op.completed_us.unwrap(), op.duration_us.unwrap());
+        assert!((end - start).abs_diff(us as u64) <= 1, "the end is the start plus the measured duration");
         let conns = recs[0].connections();
         // Rank 0 sends to rank 1 on each of the two channels.
         assert_eq!(conns.len(), 2);

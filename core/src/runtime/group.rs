@@ -2,7 +2,7 @@
 //! `ncclSend`/`ncclRecv`): operations are collected, then progressed together, one step at a time on every
 //! peer that can move, so the order in which ranks post them cannot deadlock.
 
-use super::comm::{model_dtype, Comm, Want};
+use super::comm::{model_dtype, now_us, Comm, Want};
 use super::error::{Result, RuntimeError};
 use super::proto::{read_step, write_step};
 use crate::model::{Collective, DataType, Protocol};
@@ -25,13 +25,15 @@ pub struct Group<'c, 'b> {
     comm: &'c mut Comm,
     ops: Vec<P2pOp>,
     kind: Collective,
+    /// When the group opened: its operations count as enqueued from then (wall clock, us).
+    opened_us: u64,
     _bufs: PhantomData<&'b mut [u8]>,
 }
 
 impl Comm {
     /// Starts a group (`ncclGroupStart`).
     pub fn group<'b>(&mut self) -> Group<'_, 'b> {
-        Group { comm: self, ops: Vec::new(), kind: Collective::SendRecv, _bufs: PhantomData }
+        Group { comm: self, ops: Vec::new(), kind: Collective::SendRecv, opened_us: now_us(), _bufs: PhantomData }
     }
 
     pub fn send<T: Element>(&mut self, buf: &[T], peer: u32) -> Result<()> {
@@ -87,7 +89,7 @@ impl<'b> Group<'_, 'b> {
 
     /// Runs the group (`ncclGroupEnd`).
     pub fn end(self) -> Result<()> {
-        let Group { comm, mut ops, kind, .. } = self;
+        let Group { comm, mut ops, kind, opened_us, .. } = self;
         let dt = ops.first().map(|o| o.dt).unwrap_or(DataType::U8);
         let total: usize = ops.iter().filter(|o| o.send).map(|o| o.bytes).sum();
         let coll = if kind == Collective::AllToAll {
@@ -100,6 +102,7 @@ impl<'b> Group<'_, 'b> {
             Collective::SendRecv
         };
         let mut rec = comm.new_record(coll, dt, total / dt.size(), None);
+        rec.enqueued_us = Some(opened_us);
         rec.bytes = total as u64;
         if let [one] = ops.as_slice() {
             rec.peer = Some(one.peer as i32);

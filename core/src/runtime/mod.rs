@@ -33,6 +33,7 @@ pub mod record;
 pub mod reference;
 pub mod select;
 pub mod socket;
+pub mod stats;
 pub mod tcp_bootstrap;
 pub mod training;
 pub mod transport;
