@@ -260,7 +260,7 @@ fn print_profile(p: &HostProfile, nranks: u32) -> Result<()> {
             );
         }
     }
-    let base = SelectConfig::from_env(&Env::from_pairs([(TUNING_FILE_VAR, BUILTIN)]), ch)?.with_profile(p.clone());
+    let base = SelectConfig::new(p.clone(), ch);
     for coll in [Collective::AllReduce, Collective::AllGather] {
         println!("#");
         println!("# {coll} choices on {nranks} ranks (bytes per rank: algo/proto/channels)");

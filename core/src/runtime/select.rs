@@ -37,8 +37,7 @@ impl SelectConfig {
         };
         let algo = env.str("NCCL_ALGO");
         let proto = env.str("NCCL_PROTO");
-        let max_channels = max_channels.max(1);
-        let min_channels = env.int("NCCL_MIN_NCHANNELS", 1)?.clamp(1, max_channels as i64) as u32;
+        let min_channels = env.int("NCCL_MIN_NCHANNELS", 1)?.clamp(1, max_channels.max(1) as i64) as u32;
         let profile = HostProfile::resolve(env).map_err(|e| EnvError {
             name: TUNING_FILE_VAR.into(),
             value: env.str(TUNING_FILE_VAR).map(String::from).unwrap_or_else(|| {
@@ -58,12 +57,24 @@ impl SelectConfig {
         Ok(SelectConfig {
             algos: parse_algo(algo).map_err(|e| named("NCCL_ALGO", algo, e))?,
             protos: parse_proto(proto).map_err(|e| named("NCCL_PROTO", proto, e))?,
-            max_channels,
             min_channels,
+            ..Self::new(profile, max_channels)
+        })
+    }
+
+    /// No restrictions, 1 to `max_channels` channels, priced by `profile` on P2P links (a calibration that was
+    /// just measured, a table printed for another profile).
+    pub fn new(profile: HostProfile, max_channels: u32) -> Self {
+        SelectConfig {
+            // Without a value the grammar has nothing to reject.
+            algos: parse_algo(None).unwrap_or_default(),
+            protos: parse_proto(None).unwrap_or_default(),
+            max_channels: max_channels.max(1),
+            min_channels: 1,
             profile: Arc::new(profile),
             link: model::Transport::P2p,
             forced: None,
-        })
+        }
     }
 
     /// The same configuration pricing calls on `link`.
@@ -77,11 +88,6 @@ impl SelectConfig {
 
     pub fn profile(&self) -> &HostProfile {
         &self.profile
-    }
-
-    /// The same configuration priced by `profile` (a calibration that was just measured).
-    pub fn with_profile(self, profile: HostProfile) -> Self {
-        SelectConfig { profile: Arc::new(profile), ..self }
     }
 
     /// The same configuration with every collective run as `choice` says (within the runtime's limits), as a
