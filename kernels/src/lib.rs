@@ -89,23 +89,77 @@ pub trait Element: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
             Op::Min => zip_blocks(dst, a, b, Self::min_of),
         }
     }
+
+    /// `acc[i] = acc[i] op b[i]`; the half types override it as they do `reduce_slices`.
+    fn reduce_assign(op: Op, acc: &mut [Self], b: &[Self]) {
+        match op {
+            Op::Sum | Op::Avg => assign_blocks(acc, b, Self::add),
+            Op::Prod => assign_blocks(acc, b, Self::mul),
+            Op::Max => assign_blocks(acc, b, Self::max_of),
+            Op::Min => assign_blocks(acc, b, Self::min_of),
+        }
+    }
+}
+
+/// Runs `body` compiled for AVX2 when the CPU has it (the build targets baseline x86-64, SSE2 only), so the
+/// unrolled blocks below become 256-bit vector code; elsewhere it runs as built.
+#[inline(always)]
+fn widest<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<R>(body: impl FnOnce() -> R) -> R {
+            body()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { avx2(body) };
+        }
+    }
+    body()
 }
 
 #[inline(always)]
 fn zip_blocks<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
-    let n = dst.len().min(a.len()).min(b.len());
-    let (dst, a, b) = (&mut dst[..n], &a[..n], &b[..n]);
-    let mut d = dst.chunks_exact_mut(BLOCK);
-    let mut x = a.chunks_exact(BLOCK);
-    let mut y = b.chunks_exact(BLOCK);
-    for ((d, x), y) in (&mut d).zip(&mut x).zip(&mut y) {
-        for i in 0..BLOCK {
-            d[i] = f(x[i], y[i]);
-        }
-    }
-    for ((d, x), y) in d.into_remainder().iter_mut().zip(x.remainder()).zip(y.remainder()) {
-        *d = f(*x, *y);
-    }
+    widest(
+        #[inline(always)]
+        || {
+            let n = dst.len().min(a.len()).min(b.len());
+            let (dst, a, b) = (&mut dst[..n], &a[..n], &b[..n]);
+            let mut d = dst.chunks_exact_mut(BLOCK);
+            let mut x = a.chunks_exact(BLOCK);
+            let mut y = b.chunks_exact(BLOCK);
+            for ((d, x), y) in (&mut d).zip(&mut x).zip(&mut y) {
+                for i in 0..BLOCK {
+                    d[i] = f(x[i], y[i]);
+                }
+            }
+            for ((d, x), y) in d.into_remainder().iter_mut().zip(x.remainder()).zip(y.remainder()) {
+                *d = f(*x, *y);
+            }
+        },
+    )
+}
+
+#[inline(always)]
+fn assign_blocks<T: Copy>(acc: &mut [T], b: &[T], f: impl Fn(T, T) -> T) {
+    widest(
+        #[inline(always)]
+        || {
+            let n = acc.len().min(b.len());
+            let (acc, b) = (&mut acc[..n], &b[..n]);
+            let mut d = acc.chunks_exact_mut(BLOCK);
+            let mut y = b.chunks_exact(BLOCK);
+            for (d, y) in (&mut d).zip(&mut y) {
+                for i in 0..BLOCK {
+                    d[i] = f(d[i], y[i]);
+                }
+            }
+            for (d, y) in d.into_remainder().iter_mut().zip(y.remainder()) {
+                *d = f(*d, *y);
+            }
+        },
+    )
 }
 
 macro_rules! int_element {
@@ -234,6 +288,15 @@ macro_rules! half_element {
                     start += len;
                 }
             }
+            fn reduce_assign(op: Op, acc: &mut [Self], b: &[Self]) {
+                // Blockwise through a stack copy of `acc`, so the widening path keeps its three-slice form.
+                let mut tmp = [<$t>::ZERO; HALF_BLOCK];
+                for (acc, b) in acc.chunks_mut(HALF_BLOCK).zip(b.chunks(HALF_BLOCK)) {
+                    let len = acc.len();
+                    tmp[..len].copy_from_slice(acc);
+                    Self::reduce_slices(op, acc, &tmp[..len], b);
+                }
+            }
         }
     };
 }
@@ -284,13 +347,7 @@ pub fn reduce<T: Element>(op: Op, dst: &mut [T], a: &[T], b: &[T]) {
 
 /// `acc = acc op b`, for in-place buffers.
 pub fn reduce_in_place<T: Element>(op: Op, acc: &mut [T], b: &[T]) {
-    // Blockwise through a stack copy of `acc` so the kernel keeps its three-slice, alias-free form.
-    let mut tmp = [acc.first().copied().unwrap_or_else(|| T::from_index(0)); BLOCK];
-    for (acc, b) in acc.chunks_mut(BLOCK).zip(b.chunks(BLOCK)) {
-        let len = acc.len();
-        tmp[..len].copy_from_slice(acc);
-        T::reduce_slices(op, acc, &tmp[..len], b);
-    }
+    T::reduce_assign(op, acc, b);
 }
 
 /// `buf /= nranks` where `op` is `Avg`; nothing for the other ops.

@@ -128,11 +128,15 @@ struct Cursor {
     traffic: HashMap<(u32, u32, Direction), (u64, u64)>,
 }
 
-fn op_key(op: &OpRecord) -> OpKey {
+fn comm_hash(comm: Option<&str>) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    op.comm.hash(&mut h);
-    (h.finish(), op.rank, op.seq)
+    comm.hash(&mut h);
+    h.finish()
+}
+
+fn op_key(op: &OpRecord) -> OpKey {
+    (comm_hash(op.comm.as_deref()), op.rank, op.seq)
 }
 
 impl State {
@@ -335,7 +339,23 @@ impl State {
             self.keep_op(&op);
             self.publish(Event::OpCompleted(op));
         }
+        self.track_running(r, cur.seq);
         self.cursors.insert(r.id(), cur);
+    }
+
+    /// Shows the call a communicator's rank is running (one that hangs stays in the snapshot's calls in
+    /// flight), and drops those it has finished (up to `done`, the last finished call read). The in-flight
+    /// gauge follows the running totals, not this list.
+    fn track_running(&mut self, r: &Records, done: u64) {
+        let (comm, rank) = (comm_hash(r.name()), r.rank());
+        self.in_flight.retain(|&(c, k, seq), _| !(c == comm && k == rank && seq <= done));
+        if let Some(op) = r.in_progress().filter(|op| op.seq > done) {
+            let key = op_key(&op);
+            if !self.in_flight.contains_key(&key) && self.in_flight.len() < self.in_flight_cap {
+                self.in_flight.insert(key, op.clone());
+                self.publish(Event::OpEnqueued(op));
+            }
+        }
     }
 
     /// Forgets the read positions of communicators other than `live` (by records id).

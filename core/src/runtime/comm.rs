@@ -12,7 +12,7 @@ use super::select::{ring_link, select, Choice, SelectConfig};
 use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
-use super::wait::{AbortHandle, Waiter};
+use super::wait::{self, AbortHandle, Waiter};
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
@@ -223,6 +223,7 @@ impl Comm {
                 tree: trees[if 2 * c < nch { 0 } else { 1 }],
                 send: Default::default(),
                 recv: Default::default(),
+                scratch: Default::default(),
             })
             .collect();
         log_rings_and_trees(rank, nranks, &channels);
@@ -233,8 +234,10 @@ impl Comm {
             tree: trees[0],
             send: Default::default(),
             recv: Default::default(),
+            scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
+        let spins = wait::spins_for(peers.iter().filter(|p| p.host_hash == me.host_hash).count());
         let mut comm = Comm {
             rank,
             nranks,
@@ -242,7 +245,7 @@ impl Comm {
             peers,
             chain,
             sizes,
-            waiter: Waiter { rank, timeout, abort: AbortHandle::default() },
+            waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
             select,
             channels,
             ring_ready: false,
@@ -424,7 +427,6 @@ impl Comm {
 
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
-        self.records.begin_op(self.seq);
         let started = now_us();
         let rec = OpRecord {
             // The records add the communicator's name when they hand the call out, so no call allocates.
@@ -450,6 +452,7 @@ impl Comm {
             algbw_gbps: None,
             busbw_gbps: None,
         };
+        self.records.begin_op(&rec);
         if crate::recorder::enabled() {
             self.records.stats.begin();
         }
@@ -578,6 +581,10 @@ impl Comm {
             r
         };
         let (first, rest) = self.channels[..nch].split_first_mut().expect("at least one channel");
+        if rest.is_empty() {
+            // One channel: no scope (it allocates) and no thread.
+            return run(first);
+        }
         std::thread::scope(|s| {
             let others: Vec<_> = rest.iter_mut().map(|ch| s.spawn(|| run(ch))).collect();
             let mut res = run(first);

@@ -8,10 +8,11 @@
 //! the receiver's proxy fills the receiver's, see [`ConnMem::posted`] and [`ConnMem::deposit`]).
 
 use super::error::{Result, RuntimeError};
+use super::wait::Bell;
 use crate::env::{Env, EnvError};
 use crate::model::Protocol;
 use memmap2::MmapMut;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Slots per connection (NCCL 2.28.9 `NCCL_STEPS`).
 pub const NCCL_STEPS: u64 = 8;
@@ -31,6 +32,8 @@ const CACHE_LINE: usize = 128;
 const OFF_TAIL: usize = 0;
 const OFF_HEAD: usize = CACHE_LINE;
 const OFF_INFO: usize = 2 * CACHE_LINE;
+/// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
+const SLEEPERS: usize = 8;
 /// Bytes before the first buffer: the counters, the per-slot info fifo, padding to a page.
 const CTRL_BYTES: usize = 4096;
 
@@ -149,6 +152,33 @@ impl ConnMem {
         self.counter(OFF_HEAD)
     }
 
+    fn sleepers(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as `counter`; 4-byte aligned, after the 8-byte counter on the same line.
+        unsafe { &*(self.base.add(off + SLEEPERS) as *const AtomicU32) }
+    }
+
+    /// What a receiver sleeps on while waiting for data: `tail`.
+    pub fn tail_bell(&self) -> Bell<'_> {
+        Bell { word: self.tail(), sleepers: self.sleepers(OFF_TAIL) }
+    }
+
+    /// What a sender sleeps on while waiting for credit: `head`.
+    pub fn head_bell(&self) -> Bell<'_> {
+        Bell { word: self.head(), sleepers: self.sleepers(OFF_HEAD) }
+    }
+
+    /// Publishes `tail = steps` and wakes a receiver sleeping on it.
+    pub fn publish_tail(&self, steps: u64) {
+        self.tail().store(steps, Ordering::Release);
+        self.tail_bell().ring();
+    }
+
+    /// Publishes `head = steps` and wakes a sender sleeping on it.
+    pub fn publish_head(&self, steps: u64) {
+        self.head().store(steps, Ordering::Release);
+        self.head_bell().ring();
+    }
+
     /// Per-slot info the sender writes before bumping `tail`: protocol id in the top byte, bytes in the rest.
     fn info(&self, step: u64) -> &AtomicU64 {
         self.counter(OFF_INFO + 8 * (step % NCCL_STEPS) as usize)
@@ -210,7 +240,7 @@ impl ConnMem {
             }
         }
         self.set_info(step, proto, bytes.len());
-        self.tail().store(step + 1, Ordering::Release);
+        self.publish_tail(step + 1);
     }
 }
 
@@ -239,7 +269,7 @@ impl SendEnd {
     /// Publishes the current step and moves to the next.
     pub fn post(&mut self, proto: Protocol, slot_bytes: usize) {
         self.mem.set_info(self.step, proto, slot_bytes);
-        self.mem.tail().store(self.step + 1, Ordering::Release);
+        self.mem.publish_tail(self.step + 1);
         self.step += 1;
     }
 }
@@ -252,7 +282,7 @@ impl RecvEnd {
 
     /// Hands the current slot back to the sender and moves to the next step.
     pub fn release(&mut self) {
-        self.mem.head().store(self.step + 1, Ordering::Release);
+        self.mem.publish_head(self.step + 1);
         self.step += 1;
     }
 }

@@ -6,15 +6,14 @@ use super::bootstrap::{Bootstrap, ThreadBootstrap};
 use super::comm::{timeout_from_env, Comm, CommOptions};
 use super::error::{Result, RuntimeError};
 use super::liveness::{peer_timeout, Liveness, PeerFailure};
-use super::net::NetTransport;
+use super::net::net_transport;
 use super::tcp_bootstrap::{BootstrapError, TcpBootstrap, UniqueId};
 use std::sync::Arc;
 
 /// Builds one rank's communicator over `boot` with its own NET transport (tried after P2P and SHM).
 pub fn init_comm(boot: Arc<dyn Bootstrap>, opts: CommOptions) -> Result<Comm> {
     let timeout = timeout_from_env(&opts.env)?;
-    let net = Arc::new(NetTransport::new(&opts.env, boot.rank(), timeout)?);
-    let proxy = net.proxy().clone();
+    let (net, proxy) = net_transport(&opts.env, boot.rank(), timeout)?;
     let comm = Comm::init_rank(boot, CommOptions { net: Some(net), ..opts })?;
     proxy.attach(comm.records(), comm.abort_handle());
     Ok(comm)

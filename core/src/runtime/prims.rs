@@ -11,6 +11,30 @@ use super::wait::Waiter;
 use crate::model::Protocol;
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hashes a rank as itself: peer lookups happen several times per step, SipHash would cost more than the step.
+#[derive(Default)]
+pub struct RankHasher(u64);
+
+impl Hasher for RankHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | *b as u64;
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = n as u64;
+    }
+}
+
+/// Connections by peer rank.
+pub type PeerMap<T> = HashMap<u32, T, BuildHasherDefault<RankHasher>>;
 
 /// One channel of a communicator: its ring and tree neighbours and its connections by peer.
 pub struct Channel {
@@ -18,9 +42,29 @@ pub struct Channel {
     pub ring_prev: u32,
     pub ring_next: u32,
     pub tree: TreeNode,
-    pub send: HashMap<u32, SendEnd>,
-    pub recv: HashMap<u32, RecvEnd>,
+    pub send: PeerMap<SendEnd>,
+    pub recv: PeerMap<RecvEnd>,
+    pub scratch: Scratch,
 }
+
+/// Buffers the primitives keep from call to call, so a step allocates nothing.
+#[derive(Default)]
+pub struct Scratch {
+    /// LL/LL128 steps unpacked, one per input peer.
+    unpacked: Vec<Vec<u64>>,
+    /// A reduction with no destination in memory that peers see.
+    out: Vec<u64>,
+    /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
+    moved: Vec<(u32, bool, u64)>,
+}
+
+/// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
+const MAX_INPUTS: usize = 3;
+/// Outputs of one step: the local destination and up to two tree children.
+const MAX_OUTPUTS: usize = 3;
+/// Bytes combined at a time: the inputs and the first output of a block stay in L1 while the block is copied
+/// to the other outputs, so each output costs a write, not another pass over memory.
+const BLOCK_BYTES: usize = 16 << 10;
 
 /// A pointer into a user buffer that channel threads share; each channel touches its own range.
 #[derive(Debug, Clone, Copy)]
@@ -46,10 +90,6 @@ pub struct Prims<'a> {
     pub w: &'a Waiter,
     /// Largest piece (bytes, whole elements) one step carries.
     pub piece: usize,
-    scratch: Vec<Vec<u64>>,
-    out: Vec<u64>,
-    /// Bytes moved per (peer, sent), for telemetry's per-channel traffic.
-    moved: Vec<(u32, bool, u64)>,
 }
 
 impl<'a> Prims<'a> {
@@ -64,18 +104,19 @@ impl<'a> Prims<'a> {
     ) -> Self {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
-        Prims { ch, proto, dt, op, nranks, w, piece, scratch: Vec::new(), out: Vec::new(), moved: Vec::new() }
+        ch.scratch.moved.clear();
+        Prims { ch, proto, dt, op, nranks, w, piece }
     }
 
     /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
     pub fn moved(&self) -> &[(u32, bool, u64)] {
-        &self.moved
+        &self.ch.scratch.moved
     }
 
     fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
-        match self.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
+        match self.ch.scratch.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
             Some(m) => m.2 += n as u64,
-            None => self.moved.push((peer, sent, n as u64)),
+            None => self.ch.scratch.moved.push((peer, sent, n as u64)),
         }
     }
 
@@ -94,8 +135,10 @@ impl<'a> Prims<'a> {
         post: bool,
     ) -> Result<()> {
         let channel = self.ch.id;
-        if self.scratch.len() < from.len() {
-            self.scratch.resize_with(from.len(), Vec::new);
+        let ninputs = from.len() + src.is_some() as usize;
+        assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
+        if self.ch.scratch.unpacked.len() < from.len() {
+            self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
         }
         let mut off = 0;
         while off < nbytes {
@@ -103,55 +146,62 @@ impl<'a> Prims<'a> {
             for p in to {
                 wait_credit(self.send_end(*p), self.w, channel)?;
             }
-            let mut inputs: Vec<*const u8> = Vec::with_capacity(from.len() + 1);
+            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+            let mut k = 0;
             if let Some(s) = src {
-                inputs.push(s.add(off));
+                inputs[0] = s.add(off);
+                k = 1;
             }
             for (i, p) in from.iter().enumerate() {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
-                inputs.push(read_step(end, self.proto, len, &mut self.scratch[i], self.w, channel)?);
+                inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
+                k += 1;
             }
-            let out: *const u8 = if inputs.len() == 1 {
-                match dst {
-                    Some(d) => {
-                        kern::copy(d.add(off), inputs[0], len);
-                        if post {
-                            kern::divide(self.dt, self.op, d.add(off), len, self.nranks);
-                        }
-                        d.add(off)
-                    }
-                    None => inputs[0],
+            let inputs = &inputs[..ninputs];
+            if self.proto == Protocol::Simple {
+                // Outputs are the destination and each peer's slot, written straight from the inputs.
+                let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
+                let mut n = 0;
+                if let Some(d) = dst {
+                    outs[0] = d.add(off);
+                    n = 1;
                 }
-            } else {
-                let target: *mut u8 = match (dst, to.first()) {
-                    (Some(d), _) => d.add(off),
-                    (None, Some(p)) if self.proto == Protocol::Simple => {
-                        let e = self.send_end(*p);
-                        e.mem.slot(Protocol::Simple, e.step)
-                    }
-                    _ => {
-                        self.out.resize(len.div_ceil(8), 0);
-                        self.out.as_mut_ptr() as *mut u8
-                    }
-                };
-                let last = inputs.len() - 1;
-                for k in 1..=last {
-                    let a = if k == 1 { inputs[0] } else { target as *const u8 };
-                    kern::reduce(
-                        self.dt,
-                        self.op,
-                        target,
-                        a,
-                        inputs[k],
+                for p in to {
+                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                    let e = self.send_end(*p);
+                    outs[n] = e.mem.slot(Protocol::Simple, e.step);
+                    n += 1;
+                }
+                self.combine(inputs, &outs[..n], len, post);
+                for (i, p) in to.iter().enumerate() {
+                    let slot = outs[i + dst.is_some() as usize];
+                    write_step(
+                        self.ch.send.get_mut(p).expect("primitive on an unconnected peer"),
+                        self.proto,
+                        slot,
                         len,
-                        (post && k == last).then_some(self.nranks),
                     );
                 }
-                target
-            };
-            for p in to {
-                let proto = self.proto;
-                write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+            } else {
+                // LL/LL128 lines are formatted from one contiguous result.
+                let out: *const u8 = match dst {
+                    None if inputs.len() == 1 => inputs[0],
+                    Some(d) => {
+                        self.combine(inputs, &[d.add(off)], len, post);
+                        d.add(off)
+                    }
+                    None => {
+                        let out = &mut self.ch.scratch.out;
+                        out.resize(len.div_ceil(8), 0);
+                        let target = out.as_mut_ptr() as *mut u8;
+                        self.combine(inputs, &[target], len, post);
+                        target
+                    }
+                };
+                for p in to {
+                    let proto = self.proto;
+                    write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+                }
             }
             for p in from {
                 self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
@@ -163,6 +213,38 @@ impl<'a> Prims<'a> {
             off += len;
         }
         Ok(())
+    }
+
+    /// Reduces `inputs` (or copies the single one) into `outs[0]`, dividing for Avg when `post`, and copies the
+    /// result to the other outputs, a block at a time.
+    ///
+    /// # Safety
+    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, nothing else
+    /// overlaps.
+    unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool) {
+        let Some((&first, rest)) = outs.split_first() else { return };
+        let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
+        let last = inputs.len() - 1;
+        let mut b = 0;
+        while b < len {
+            let n = block.min(len - b);
+            let target = first.add(b);
+            if last == 0 {
+                kern::copy(target, inputs[0].add(b), n);
+                if post {
+                    kern::divide(self.dt, self.op, target, n, self.nranks);
+                }
+            }
+            for k in 1..=last {
+                let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
+                let div = (post && k == last).then_some(self.nranks);
+                kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
+            }
+            for o in rest {
+                kern::copy(o.add(b), target, n);
+            }
+            b += n;
+        }
     }
 
     fn send_end(&self, peer: u32) -> &SendEnd {

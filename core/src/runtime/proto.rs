@@ -19,7 +19,11 @@ fn ll_flag(step: u64) -> u64 {
 
 /// Waits until the sender's current slot is free.
 pub fn wait_credit(end: &SendEnd, w: &Waiter, channel: u32) -> Result<()> {
-    w.wait(|| end.has_credit(), || format!("credit from rank {} on channel {channel} (step {})", end.peer, end.step))
+    w.wait_on(
+        end.mem.head_bell(),
+        || end.has_credit(),
+        || format!("credit from rank {} on channel {channel} (step {})", end.peer, end.step),
+    )
 }
 
 /// Writes `len` payload bytes from `src` into the sender's current slot and posts it. Credit must be held.
@@ -39,11 +43,16 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
             let flag = ll_flag(end.step) << 32;
             let lines = len.div_ceil(8);
             for i in 0..lines {
-                let mut word = [0u8; 8];
                 let n = 8.min(len - 8 * i);
-                std::ptr::copy_nonoverlapping(src.add(8 * i), word.as_mut_ptr(), n);
-                let lo = u32::from_le_bytes([word[0], word[1], word[2], word[3]]) as u64;
-                let hi = u32::from_le_bytes([word[4], word[5], word[6], word[7]]) as u64;
+                // Whole words are read in one load; only a short tail goes through a byte copy.
+                let v = if n == 8 {
+                    u64::from_le((src.add(8 * i) as *const u64).read_unaligned())
+                } else {
+                    let mut word = [0u8; 8];
+                    std::ptr::copy_nonoverlapping(src.add(8 * i), word.as_mut_ptr(), n);
+                    u64::from_le_bytes(word)
+                };
+                let (lo, hi) = (v & 0xffff_ffff, v >> 32);
                 let line = slot.add(i * LL_LINE) as *const AtomicU64;
                 (*line).store(lo | flag, Ordering::Release);
                 (*line.add(1)).store(hi | flag, Ordering::Release);
@@ -56,7 +65,11 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
             for i in 0..lines {
                 let n = LL128_DATA.min(len - LL128_DATA * i);
                 let line = slot.add(i * LL128_LINE);
-                std::ptr::copy_nonoverlapping(src.add(LL128_DATA * i), line, n);
+                if n == LL128_DATA {
+                    std::ptr::copy_nonoverlapping(src.add(LL128_DATA * i), line, LL128_DATA);
+                } else {
+                    std::ptr::copy_nonoverlapping(src.add(LL128_DATA * i), line, n);
+                }
                 (*(line.add(LL128_DATA) as *const AtomicU64)).store(flag, Ordering::Release);
             }
             lines * LL128_LINE
@@ -80,7 +93,7 @@ pub fn read_step(
     let slot = end.mem.slot(proto, end.step);
     match proto {
         Protocol::Simple => {
-            w.wait(|| end.has_data(), what)?;
+            w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
             // Both sides cut a call into the same steps, so a different size means the ranks disagree.
             let (sent_proto, sent) = end.mem.step_info(end.step);
             if sent_proto != Some(Protocol::Simple) || sent != len {
@@ -105,19 +118,24 @@ pub fn read_step(
             // One writer stores the lines in order, so waiting for the last line first leaves the per-line
             // checks below to succeed at once instead of chasing the writer line by line.
             let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
-            w.wait(|| unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
+            // The sender posts `tail` after the lines, so sleeping on it is safe.
+            w.wait_on(end.mem.tail_bell(), || unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
             for i in 0..lines {
                 // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
                 let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
-                let (mut lo, mut hi) = (0u64, 0u64);
-                w.wait(
-                    || unsafe {
-                        lo = (*line).load(Ordering::Acquire);
-                        hi = (*line.add(1)).load(Ordering::Acquire);
-                        lo >> 32 == flag && hi >> 32 == flag
-                    },
-                    what,
-                )?;
+                let (mut lo, mut hi) =
+                    unsafe { ((*line).load(Ordering::Acquire), (*line.add(1)).load(Ordering::Acquire)) };
+                // Lines before the last are almost always there already: wait only when one is not.
+                if lo >> 32 != flag || hi >> 32 != flag {
+                    w.wait(
+                        || unsafe {
+                            lo = (*line).load(Ordering::Acquire);
+                            hi = (*line.add(1)).load(Ordering::Acquire);
+                            lo >> 32 == flag && hi >> 32 == flag
+                        },
+                        what,
+                    )?;
+                }
                 unsafe {
                     *out.add(2 * i) = lo as u32;
                     *out.add(2 * i + 1) = hi as u32;
@@ -131,13 +149,16 @@ pub fn read_step(
             let out = scratch.as_mut_ptr() as *mut u8;
             let flag = end.step + 1;
             let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
-            w.wait(|| last.load(Ordering::Acquire) == flag, what)?;
+            w.wait_on(end.mem.tail_bell(), || last.load(Ordering::Acquire) == flag, what)?;
             for i in 0..lines {
                 let line = unsafe { slot.add(i * LL128_LINE) };
                 let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };
-                w.wait(|| f.load(Ordering::Acquire) == flag, what)?;
-                let n = LL128_DATA.min(len - LL128_DATA * i);
-                unsafe { std::ptr::copy_nonoverlapping(line, out.add(LL128_DATA * i), n) };
+                if f.load(Ordering::Acquire) != flag {
+                    w.wait(|| f.load(Ordering::Acquire) == flag, what)?;
+                }
+                // Whole lines at a fixed size (an inlined copy): `scratch` has room for the last line's tail,
+                // which the caller does not read.
+                unsafe { std::ptr::copy_nonoverlapping(line, out.add(LL128_DATA * i), LL128_DATA) };
             }
             Ok(scratch.as_ptr() as *const u8)
         }
@@ -157,7 +178,7 @@ mod tests {
         let sizes = BufSizes { simple: 8 * 256, ll: 8 * 16 * 16, ll128: 8 * 128 * 2 };
         for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let mem = Arc::new(ConnMem::anonymous(sizes).unwrap());
-            let w = Waiter { rank: 0, timeout: Duration::from_secs(20), abort: AbortHandle::default() };
+            let w = Waiter { rank: 0, timeout: Duration::from_secs(20), abort: AbortHandle::default(), spins: 64 };
             let cap = sizes.step_payload(proto);
             let lens: Vec<usize> = (0..40).map(|i| (i * 37 + 1) % cap + 1).collect();
             let mut send = SendEnd { mem: mem.clone(), peer: 1, step: 0 };

@@ -3,10 +3,10 @@
 //! every communicator's records); the data path never waits for telemetry.
 
 use super::stats::CallStats;
-use crate::model::{Connection, Event, OpRecord, ProxyOp};
+use crate::model::{Collective, Connection, DataType, Event, OpRecord, OpState, ProxyOp};
 use crate::recorder;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Operations kept per communicator.
@@ -25,6 +25,54 @@ pub struct Records {
     proxy: Mutex<VecDeque<ProxyOp>>,
     /// Sequence number of the operation the rank is running (0 before the first).
     current_seq: AtomicU64,
+    /// The call the rank is running, for telemetry to show one that never ends.
+    running: Running,
+}
+
+/// A seqlock over the running call's facts: the rank's thread is the only writer (`version` is odd while it
+/// writes), and a reader that sees the version move retries later instead of showing a mix of two calls.
+#[derive(Default)]
+struct Running {
+    version: AtomicU64,
+    seq: AtomicU64,
+    /// Collective id in the high 32 bits, data type id in the low.
+    kind: AtomicU64,
+    count: AtomicU64,
+    started_us: AtomicU64,
+}
+
+impl Running {
+    fn write(&self, op: &OpRecord) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.seq.store(op.seq, Ordering::Relaxed);
+        self.kind.store(((op.coll.id() as u64) << 32) | op.datatype.id() as u64, Ordering::Relaxed);
+        self.count.store(op.count, Ordering::Relaxed);
+        self.started_us.store(op.started_us.unwrap_or(0), Ordering::Relaxed);
+        self.version.store(v + 2, Ordering::Release);
+    }
+
+    /// (seq, collective, data type, count, started_us), unless a write is under way.
+    fn read(&self) -> Option<(u64, Collective, DataType, u64, u64)> {
+        let v = self.version.load(Ordering::Acquire);
+        if v % 2 == 1 || v == 0 {
+            return None;
+        }
+        let (seq, kind, count, started) = (
+            self.seq.load(Ordering::Relaxed),
+            self.kind.load(Ordering::Relaxed),
+            self.count.load(Ordering::Relaxed),
+            self.started_us.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        if self.version.load(Ordering::Relaxed) != v {
+            return None;
+        }
+        let coll = Collective::from_id((kind >> 32) as usize)?;
+        let dt = DataType::from_id((kind & 0xffff_ffff) as usize)?;
+        Some((seq, coll, dt, count, started))
+    }
 }
 
 /// Operations a reader had not seen yet, and how many it missed because the ring had moved past them.
@@ -46,6 +94,7 @@ impl Records {
             connections: Mutex::default(),
             proxy: Mutex::default(),
             current_seq: AtomicU64::new(0),
+            running: Running::default(),
         }
     }
 
@@ -55,6 +104,10 @@ impl Records {
 
     pub fn rank(&self) -> u32 {
         self.rank
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     pub fn push_op(&self, op: OpRecord) {
@@ -87,12 +140,46 @@ impl Records {
         NewOps { ops: ops.range(fresh..).map(|o| self.named(o)).collect(), missed }
     }
 
-    /// Marks `seq` as the operation in progress, so proxy threads can attribute their steps to it.
-    pub fn begin_op(&self, seq: u64) {
-        let prev = self.current_seq.swap(seq, Ordering::AcqRel);
-        if prev != 0 && prev != seq && recorder::enabled() {
-            self.report_proxy(prev);
+    /// Marks `op` as the operation in progress, so proxy threads can attribute their steps to it and
+    /// telemetry can show it while it runs.
+    pub fn begin_op(&self, op: &OpRecord) {
+        let prev = self.current_seq.swap(op.seq, Ordering::AcqRel);
+        if recorder::enabled() {
+            self.running.write(op);
+            if prev != 0 && prev != op.seq {
+                self.report_proxy(prev);
+            }
         }
+    }
+
+    /// The call this rank has begun and not finished, if any (as far as a read without locks can tell).
+    pub fn in_progress(&self) -> Option<OpRecord> {
+        if self.stats.in_flight() == 0 {
+            return None;
+        }
+        let (seq, coll, datatype, count, started) = self.running.read()?;
+        Some(OpRecord {
+            comm: self.name.clone(),
+            rank: self.rank,
+            seq,
+            coll,
+            count,
+            datatype,
+            op: None,
+            root: None,
+            peer: None,
+            bytes: count * datatype.size() as u64,
+            algo: None,
+            proto: None,
+            n_channels: None,
+            state: OpState::Started,
+            enqueued_us: Some(started),
+            started_us: Some(started),
+            completed_us: None,
+            duration_us: None,
+            algbw_gbps: None,
+            busbw_gbps: None,
+        })
     }
 
     /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy

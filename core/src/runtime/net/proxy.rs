@@ -11,19 +11,22 @@
 //! Each step's states are counted per sub-operation (`posted`, `transmitted`, `done`) in `model::ProxyOp`, with
 //! the time spent waiting in each state. A failed connection aborts the communicator naming the peer rank.
 
-use super::socket::{NetComm, NetError, Request};
+use super::api::{Comm, NetError};
 use crate::debug::Subsys;
 use crate::model::{Protocol, ProxyOp, ProxyWait};
-use crate::nccl_info;
 use crate::runtime::conn::{ConnMem, NCCL_STEPS};
 use crate::runtime::record::Records;
 use crate::runtime::wait::AbortHandle;
+use crate::{nccl_info, nccl_warn};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const HEADER_BYTES: usize = 16;
+/// Tags of the two messages of a step; a network that matches tags (NET/IB) catches a header/body mix-up.
+const HEADER_TAG: u32 = 0;
+const BODY_TAG: u32 = 1;
 
 fn header(proto: Protocol, bytes: usize) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
@@ -32,12 +35,29 @@ fn header(proto: Protocol, bytes: usize) -> [u8; HEADER_BYTES] {
     h
 }
 
+/// What stops a connection: the network, or a step that does not fit.
+#[derive(Debug, thiserror::Error)]
+enum ProxyError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("NET/{net} : step {step} from {peer} carries unknown protocol id {id}")]
+    Protocol { net: &'static str, peer: String, step: u64, id: u8 },
+    #[error(
+        "NET/{net} : peer {peer} message truncated : receiving {got} bytes instead of {cap}. If you believe your \
+         network is in a healthy state, there may be a mismatch in collective sizes or environment settings \
+         (e.g. NCCL_PROTO, NCCL_ALGO) between ranks"
+    )]
+    Truncated { net: &'static str, peer: String, got: usize, cap: usize },
+}
+
 /// Identifies one connection in the proxy's records.
 #[derive(Debug, Clone, Copy)]
 struct ConnId {
     channel: u32,
     peer: u32,
     send: bool,
+    /// The network's name (`Socket`, `IB`), for messages.
+    net: &'static str,
 }
 
 /// Per-operation accounting of one connection.
@@ -74,69 +94,99 @@ impl Stats {
     }
 }
 
+/// The step headers of a connection, one per slot, registered once: a step's header stays untouched until
+/// its send completes, and at most `NCCL_STEPS` steps are in flight.
+type Headers = Box<[[u8; HEADER_BYTES]; NCCL_STEPS as usize]>;
+
 /// A step the send side handed to the network.
-struct InFlight {
-    /// The header's bytes, kept alive until the network has sent them.
-    _header: Box<[u8; HEADER_BYTES]>,
-    head_req: Request,
-    head_done: bool,
-    body: Request,
+struct InFlight<C: Comm> {
+    /// The header's send, `None` once complete.
+    head: Option<C::Request>,
+    /// The body's send, `None` until the network took it.
+    body: Option<C::Request>,
     since: Instant,
 }
 
-struct SendConn {
-    net: NetComm,
+struct SendConn<C: Comm> {
+    net: C,
     mem: Arc<ConnMem>,
+    headers: Headers,
+    /// Registrations: each protocol's buffer by protocol id, then the headers (`MR_HEADERS`).
+    mrs: Vec<C::Mr>,
     /// Next step to take from the rank.
     next: u64,
-    inflight: VecDeque<InFlight>,
+    inflight: VecDeque<InFlight<C>>,
     /// When the proxy started waiting for the rank to post `next`.
     idle_since: Instant,
     stats: Stats,
 }
 
-enum RecvState {
+enum RecvState<C: Comm> {
     /// Waiting for the rank to free the next slot.
     Credit,
-    Header(Box<[u8; HEADER_BYTES]>, Request),
-    Body(Request, Protocol),
+    Header(C::Request),
+    /// The step's body: its receive (`None` until the network took it), protocol and length.
+    Body(Option<C::Request>, Protocol, usize),
 }
 
-struct RecvConn {
-    net: NetComm,
+struct RecvConn<C: Comm> {
+    net: C,
     mem: Arc<ConnMem>,
-    step: u64,
-    state: RecvState,
-    since: Instant,
-    /// Landing area for LL/LL128 steps, whose flags must be stored after their data.
+    header: Box<[u8; HEADER_BYTES]>,
+    /// Landing area for LL/LL128 steps, whose flags must be stored after their data; sized for the largest.
     staging: Vec<u8>,
+    /// Registrations of the header, the staging area and the Simple buffer.
+    mrs: Vec<C::Mr>,
+    step: u64,
+    state: RecvState<C>,
+    since: Instant,
     /// Steps the rank has consumed, as last seen.
     consumed: u64,
     stats: Stats,
 }
 
-enum Conn {
-    Send(SendConn),
-    Recv(RecvConn),
-}
+/// Where the send side's header registration sits in its list, after one per protocol.
+const MR_HEADERS: usize = Protocol::ALL.len();
+/// The receive side's registrations.
+const MR_HEADER: usize = 0;
+const MR_STAGING: usize = 1;
+const MR_SIMPLE: usize = 2;
 
-impl SendConn {
-    fn progress(&mut self) -> Result<bool, NetError> {
+impl<C: Comm> SendConn<C> {
+    fn new(mut net: C, mem: Arc<ConnMem>, stats: Stats) -> Result<Self, NetError> {
+        let mut headers: Headers = Box::new([[0u8; HEADER_BYTES]; NCCL_STEPS as usize]);
+        let sizes = mem.sizes();
+        let mut mrs =
+            Protocol::ALL.iter().map(|&p| net.reg_mr(mem.slot(p, 0), sizes.of(p))).collect::<Result<Vec<_>, _>>()?;
+        mrs.push(net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?);
+        Ok(SendConn { net, mem, headers, mrs, next: 0, inflight: VecDeque::new(), idle_since: Instant::now(), stats })
+    }
+
+    fn progress(&mut self) -> Result<bool, ProxyError> {
         let mut moved = false;
-        // transmitted: steps the rank posted go to the network, at most NCCL_STEPS at a time.
-        while (self.inflight.len() as u64) < NCCL_STEPS {
+        // transmitted: steps the rank posted go to the network, at most NCCL_STEPS at a time. A network may
+        // refuse a send until the receiver is ready (NET/IB's clear-to-send); the step then waits here.
+        loop {
+            if let Some(f) = self.inflight.back_mut().filter(|f| f.body.is_none()) {
+                let step = self.next - 1;
+                let Some((proto, bytes)) = self.mem.posted(step) else { break };
+                let Some(req) = self.net.isend(bytes.as_ptr(), bytes.len(), BODY_TAG, &self.mrs[proto.id()])? else {
+                    break;
+                };
+                f.body = Some(req);
+                moved = true;
+            }
+            if self.inflight.len() as u64 >= NCCL_STEPS {
+                break;
+            }
             let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
+            let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
+            *h = header(proto, bytes.len());
+            let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADERS])? else {
+                break;
+            };
             self.stats.wait(ProxyWait::WaitingForData, self.idle_since);
-            let header = Box::new(header(proto, bytes.len()));
-            let head_req = self.net.isend(header.as_ptr(), HEADER_BYTES);
-            let body = self.net.isend(bytes.as_ptr(), bytes.len());
-            self.inflight.push_back(InFlight {
-                _header: header,
-                head_req,
-                head_done: false,
-                body,
-                since: Instant::now(),
-            });
+            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now() });
             self.next += 1;
             self.idle_since = Instant::now();
             self.stats.record(|o| {
@@ -148,19 +198,20 @@ impl SendConn {
         }
         // done: completed sends, oldest first, give the slot back to the rank.
         while let Some(f) = self.inflight.front_mut() {
-            if !f.head_done {
-                if self.net.test(&mut f.head_req)?.is_none() {
+            if let Some(head) = f.head.as_mut() {
+                if self.net.test(head)?.is_none() {
                     break;
                 }
-                f.head_done = true;
+                f.head = None;
             }
-            if self.net.test(&mut f.body)?.is_none() {
+            let Some(body) = f.body.as_mut() else { break };
+            if self.net.test(body)?.is_none() {
                 break;
             }
             let since = f.since;
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
-            self.mem.head().store(done, Ordering::Release);
+            self.mem.publish_head(done);
             self.stats.wait(ProxyWait::WaitingForSendCompletion, since);
             self.stats.record(|o| o.done += 1);
             moved = true;
@@ -169,8 +220,33 @@ impl SendConn {
     }
 }
 
-impl RecvConn {
-    fn progress(&mut self) -> Result<bool, NetError> {
+impl<C: Comm> RecvConn<C> {
+    fn new(mut net: C, mem: Arc<ConnMem>, stats: Stats) -> Result<Self, NetError> {
+        let sizes = mem.sizes();
+        let stage =
+            [Protocol::Ll, Protocol::Ll128].iter().map(|&p| sizes.of(p)).max().unwrap_or(0) / NCCL_STEPS as usize;
+        let mut header = Box::new([0u8; HEADER_BYTES]);
+        let mut staging = vec![0u8; stage];
+        let mrs = vec![
+            net.reg_mr(header.as_mut_ptr(), HEADER_BYTES)?,
+            net.reg_mr(staging.as_mut_ptr(), staging.len())?,
+            net.reg_mr(mem.slot(Protocol::Simple, 0), sizes.of(Protocol::Simple))?,
+        ];
+        Ok(RecvConn {
+            net,
+            mem,
+            header,
+            staging,
+            mrs,
+            step: 0,
+            state: RecvState::Credit,
+            since: Instant::now(),
+            consumed: 0,
+            stats,
+        })
+    }
+
+    fn progress(&mut self) -> Result<bool, ProxyError> {
         let mut moved = false;
         let consumed = self.mem.head().load(Ordering::Acquire);
         if consumed > self.consumed {
@@ -185,43 +261,51 @@ impl RecvConn {
                     if self.consumed + NCCL_STEPS <= self.step {
                         return Ok(moved);
                     }
-                    let mut h = Box::new([0u8; HEADER_BYTES]);
-                    let req = self.net.irecv(h.as_mut_ptr(), HEADER_BYTES);
-                    self.state = RecvState::Header(h, req);
+                    let h = self.header.as_mut_ptr();
+                    let Some(req) = self.net.irecv(h, HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADER])? else {
+                        return Ok(moved);
+                    };
+                    self.state = RecvState::Header(req);
                     self.since = Instant::now();
                     self.stats.record(|o| {
                         o.n_steps += 1;
                         o.posted += 1;
                     });
                 }
-                RecvState::Header(h, req) => {
+                RecvState::Header(req) => {
                     if self.net.test(req)?.is_none() {
                         return Ok(moved);
                     }
-                    let proto = Protocol::from_id(h[0] as usize).ok_or_else(|| NetError::Progress {
-                        peer: self.net.peer().to_string(),
-                        msg: format!("step {} carries unknown protocol id {}", self.step, h[0]),
+                    let h = &self.header;
+                    let net = self.stats.id.net;
+                    let proto = Protocol::from_id(h[0] as usize).ok_or_else(|| ProxyError::Protocol {
+                        net,
+                        peer: self.net.peer(),
+                        step: self.step,
+                        id: h[0],
                     })?;
                     let len = u64::from_le_bytes(h[8..].try_into().unwrap_or_default()) as usize;
                     let cap = self.mem.sizes().of(proto) / NCCL_STEPS as usize;
                     if len > cap {
-                        return Err(NetError::Truncated { peer: self.net.peer().to_string(), got: len, cap });
+                        return Err(ProxyError::Truncated { net, peer: self.net.peer(), got: len, cap });
                     }
-                    let dst = if proto == Protocol::Simple {
-                        self.mem.slot(proto, self.step)
-                    } else {
-                        self.staging.resize(cap.max(self.staging.len()), 0);
-                        self.staging.as_mut_ptr()
-                    };
-                    let req = self.net.irecv(dst, len);
-                    self.state = RecvState::Body(req, proto);
+                    self.state = RecvState::Body(None, proto, len);
                 }
-                RecvState::Body(req, proto) => {
+                RecvState::Body(req @ None, proto, len) => {
+                    let (dst, mr) = if *proto == Protocol::Simple {
+                        (self.mem.slot(*proto, self.step), &self.mrs[MR_SIMPLE])
+                    } else {
+                        (self.staging.as_mut_ptr(), &self.mrs[MR_STAGING])
+                    };
+                    let Some(r) = self.net.irecv(dst, *len, BODY_TAG, mr)? else { return Ok(moved) };
+                    *req = Some(r);
+                }
+                RecvState::Body(Some(req), proto, _) => {
                     let Some(n) = self.net.test(req)? else { return Ok(moved) };
                     let proto = *proto;
                     if proto == Protocol::Simple {
                         self.mem.set_info(self.step, proto, n);
-                        self.mem.tail().store(self.step + 1, Ordering::Release);
+                        self.mem.publish_tail(self.step + 1);
                     } else {
                         self.mem.deposit(self.step, proto, &self.staging[..n]);
                     }
@@ -236,8 +320,75 @@ impl RecvConn {
     }
 }
 
+/// Deregisters a connection's buffers before its comm closes (`deregMr` then `closeSend`/`closeRecv`).
+fn deregister<C: Comm>(net: &mut C, id: ConnId, mrs: Vec<C::Mr>) {
+    for mr in mrs {
+        if let Err(e) = net.dereg_mr(mr) {
+            nccl_warn!("NET/{} : deregMr on the connection with rank {} failed: {e}", id.net, id.peer);
+        }
+    }
+}
+
+impl<C: Comm> Drop for SendConn<C> {
+    fn drop(&mut self) {
+        let mrs: Vec<C::Mr> = self.mrs.drain(..).collect();
+        deregister(&mut self.net, self.stats.id, mrs);
+    }
+}
+
+impl<C: Comm> Drop for RecvConn<C> {
+    fn drop(&mut self) {
+        let mrs: Vec<C::Mr> = self.mrs.drain(..).collect();
+        deregister(&mut self.net, self.stats.id, mrs);
+    }
+}
+
+/// One connection as the progress loop sees it, whatever network carries it.
+trait Conn: Send {
+    fn id(&self) -> ConnId;
+    fn progress(&mut self) -> Result<bool, ProxyError>;
+    /// Whether bytes are on their way right now (the proxy should not sleep).
+    fn busy(&self) -> bool;
+    /// Whether nothing the rank posted is still waiting for the network.
+    fn drained(&self) -> bool;
+}
+
+impl<C: Comm> Conn for SendConn<C> {
+    fn id(&self) -> ConnId {
+        self.stats.id
+    }
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        SendConn::progress(self)
+    }
+    fn busy(&self) -> bool {
+        !self.inflight.is_empty()
+    }
+    fn drained(&self) -> bool {
+        self.inflight.is_empty() && self.mem.posted(self.next).is_none()
+    }
+}
+
+impl<C: Comm> Conn for RecvConn<C> {
+    fn id(&self) -> ConnId {
+        self.stats.id
+    }
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        RecvConn::progress(self)
+    }
+    fn busy(&self) -> bool {
+        match &self.state {
+            RecvState::Credit => false,
+            RecvState::Header(req) => self.net.in_progress(req),
+            RecvState::Body(..) => true,
+        }
+    }
+    fn drained(&self) -> bool {
+        true
+    }
+}
+
 enum Cmd {
-    Add(u64, Box<Conn>),
+    Add(u64, Box<dyn Conn>),
     Remove(u64),
 }
 
@@ -293,56 +444,52 @@ impl Proxy {
         let _ = self.abort.set(abort);
     }
 
-    fn add(self: &Arc<Self>, conn: Conn) -> std::io::Result<ProxyGuard> {
+    fn add(self: &Arc<Self>, conn: Box<dyn Conn>) -> std::io::Result<ProxyGuard> {
         self.ensure_thread()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Cmd::Add(id, Box::new(conn)));
+        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Cmd::Add(id, conn));
         Ok(ProxyGuard { id, proxy: self.clone() })
     }
 
-    fn stats(&self, channel: u32, peer: u32, send: bool) -> Stats {
-        Stats { rank: self.rank, id: ConnId { channel, peer, send }, records: self.records.clone() }
+    fn stats(&self, net: &'static str, channel: u32, peer: u32, send: bool) -> Stats {
+        Stats { rank: self.rank, id: ConnId { channel, peer, send, net }, records: self.records.clone() }
     }
 
-    /// Drives the send side of a connection to `peer`: `mem` is what the rank writes into.
-    pub fn add_send(
+    /// Drives the send side of a connection to `peer` over `net` (network `net_name`): `mem` is what the rank
+    /// writes into; its buffers are registered with the network here.
+    pub fn add_send<C: Comm>(
         self: &Arc<Self>,
-        net: NetComm,
+        net_name: &'static str,
+        net: C,
         mem: Arc<ConnMem>,
         channel: u32,
         peer: u32,
-    ) -> std::io::Result<ProxyGuard> {
-        let stats = self.stats(channel, peer, true);
-        self.add(Conn::Send(SendConn {
-            net,
-            mem,
-            next: 0,
-            inflight: VecDeque::new(),
-            idle_since: Instant::now(),
-            stats,
-        }))
+    ) -> Result<ProxyGuard, AddError> {
+        let conn = SendConn::new(net, mem, self.stats(net_name, channel, peer, true))?;
+        Ok(self.add(Box::new(conn))?)
     }
 
     /// Drives the receive side of a connection from `peer`: `mem` is what the rank reads from.
-    pub fn add_recv(
+    pub fn add_recv<C: Comm>(
         self: &Arc<Self>,
-        net: NetComm,
+        net_name: &'static str,
+        net: C,
         mem: Arc<ConnMem>,
         channel: u32,
         peer: u32,
-    ) -> std::io::Result<ProxyGuard> {
-        let stats = self.stats(channel, peer, false);
-        self.add(Conn::Recv(RecvConn {
-            net,
-            mem,
-            step: 0,
-            state: RecvState::Credit,
-            since: Instant::now(),
-            staging: Vec::new(),
-            consumed: 0,
-            stats,
-        }))
+    ) -> Result<ProxyGuard, AddError> {
+        let conn = RecvConn::new(net, mem, self.stats(net_name, channel, peer, false))?;
+        Ok(self.add(Box::new(conn))?)
     }
+}
+
+/// Why a connection could not join the proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    #[error("cannot register the connection's buffers: {0}")]
+    Register(#[from] NetError),
+    #[error("cannot start the proxy thread: {0}")]
+    Thread(#[from] std::io::Error),
 }
 
 impl Drop for Proxy {
@@ -369,31 +516,9 @@ impl Drop for ProxyGuard {
 /// How long a leaving connection may take to hand its last steps to the network.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-impl Conn {
-    /// Whether bytes are on their way right now (the proxy should not sleep).
-    fn busy(&self) -> bool {
-        match self {
-            Conn::Send(s) => !s.inflight.is_empty(),
-            Conn::Recv(r) => match &r.state {
-                RecvState::Credit => false,
-                RecvState::Header(_, req) => req.started(),
-                RecvState::Body(..) => true,
-            },
-        }
-    }
-
-    /// Whether nothing the rank posted is still waiting for the network.
-    fn drained(&self) -> bool {
-        match self {
-            Conn::Send(s) => s.inflight.is_empty() && s.mem.posted(s.next).is_none(),
-            Conn::Recv(_) => true,
-        }
-    }
-}
-
 struct Entry {
     id: u64,
-    conn: Conn,
+    conn: Box<dyn Conn>,
     /// Set when the owner let go: the connection finishes its sends (as `ncclCommDestroy` waits for the
     /// proxy), then closes.
     leaving: Option<Instant>,
@@ -405,7 +530,7 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
     loop {
         for cmd in rx.try_iter() {
             match cmd {
-                Cmd::Add(id, c) => conns.push(Entry { id, conn: *c, leaving: None }),
+                Cmd::Add(id, conn) => conns.push(Entry { id, conn, leaving: None }),
                 Cmd::Remove(id) => {
                     for e in conns.iter_mut().filter(|e| e.id == id) {
                         e.leaving = Some(Instant::now());
@@ -420,18 +545,16 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         let mut moved = false;
         let mut failed = None;
         for (i, e) in conns.iter_mut().enumerate() {
-            let (r, peer, channel, dir) = match &mut e.conn {
-                Conn::Send(s) => (s.progress(), s.stats.id.peer, s.stats.id.channel, "send to"),
-                Conn::Recv(r) => (r.progress(), r.stats.id.peer, r.stats.id.channel, "receive from"),
-            };
-            match r {
+            let ConnId { peer, channel, send, net } = e.conn.id();
+            let dir = if send { "send to" } else { "receive from" };
+            match e.conn.progress() {
                 Ok(m) => moved |= m,
                 Err(err) => {
                     let reason = match err {
-                        NetError::Socket(crate::runtime::socket::SocketError::Closed { .. }) => {
-                            format!("rank {peer} closed its NET/Socket connection (channel {channel}, {dir}); it exited or was killed")
+                        ProxyError::Net(n) if n.peer_closed() => {
+                            format!("rank {peer} closed its NET/{net} connection (channel {channel}, {dir}); it exited or was killed")
                         }
-                        other => format!("NET/Socket {dir} rank {peer} on channel {channel} failed: {other}"),
+                        other => format!("NET/{net} {dir} rank {peer} on channel {channel} failed: {other}"),
                     };
                     nccl_info!(Subsys::NET | Subsys::PROXY, "Proxy of rank {rank}: {reason}");
                     if let (None, Some(a)) = (e.leaving, abort.get()) {
@@ -459,6 +582,107 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
             } else {
                 std::thread::sleep(Duration::from_micros(if idle_rounds < 10_000 { 20 } else { 500 }));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+    use crate::runtime::conn::{BufSizes, RecvEnd, SendEnd};
+    use crate::runtime::net::api::{Listen, Net, SetupCtl};
+    use crate::runtime::net::socket::NetSocket;
+
+    /// NET/Socket that turns down every other `isend`/`irecv`, as NET/IB turns down a send until the receiver's
+    /// clear-to-send arrived: real sockets carry the bytes, the proxy must retry what was refused.
+    struct Refusing<C> {
+        inner: C,
+        refuse: bool,
+    }
+
+    impl<C: Comm> Refusing<C> {
+        fn turn(&mut self) -> bool {
+            self.refuse = !self.refuse;
+            self.refuse
+        }
+    }
+
+    impl<C: Comm> Comm for Refusing<C> {
+        type Request = C::Request;
+        type Mr = C::Mr;
+        fn peer(&self) -> String {
+            self.inner.peer()
+        }
+        fn reg_mr(&mut self, data: *mut u8, size: usize) -> Result<C::Mr, NetError> {
+            self.inner.reg_mr(data, size)
+        }
+        fn dereg_mr(&mut self, mr: C::Mr) -> Result<(), NetError> {
+            self.inner.dereg_mr(mr)
+        }
+        fn isend(&mut self, d: *const u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.isend(d, n, tag, mr)
+        }
+        fn irecv(&mut self, d: *mut u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.irecv(d, n, tag, mr)
+        }
+        fn test(&mut self, req: &mut C::Request) -> Result<Option<usize>, NetError> {
+            self.inner.test(req)
+        }
+        fn in_progress(&self, req: &C::Request) -> bool {
+            self.inner.in_progress(req)
+        }
+    }
+
+    fn fill(step: u64) -> Vec<u8> {
+        (0..100 + 37 * step as usize).map(|i| (i as u64 * 7 + step) as u8).collect()
+    }
+
+    #[test]
+    fn steps_cross_a_network_that_defers_transfers_in_order() {
+        let net = NetSocket::discover(&Env::default()).unwrap();
+        let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
+        let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
+        let send = Net::connect(&net, 0, &handle, &ctl).unwrap();
+        let recv = Listen::accept(listener).unwrap();
+        let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
+        let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
+        let proxy = Proxy::new(0);
+        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse: false }, smem.clone(), 0, 1).unwrap();
+        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse: false }, rmem.clone(), 0, 0).unwrap();
+        let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });
+        const STEPS: u64 = 3 * NCCL_STEPS + 1;
+        let start = Instant::now();
+        while rx.step < STEPS {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "stalled at step {} sent, {} received",
+                tx.step,
+                rx.step
+            );
+            if tx.step < STEPS && tx.has_credit() {
+                let bytes = fill(tx.step);
+                // SAFETY: the slot is the sender's until the step is posted, and large enough.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), tx.mem.slot(Protocol::Simple, tx.step), bytes.len())
+                };
+                tx.post(Protocol::Simple, bytes.len());
+            }
+            if rx.has_data() {
+                let want = fill(rx.step);
+                assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), want.len()));
+                // SAFETY: the step was published; the slot is the receiver's until released.
+                let got = unsafe { std::slice::from_raw_parts(rx.mem.slot(Protocol::Simple, rx.step), want.len()) };
+                assert_eq!(got, &want[..], "step {}", rx.step);
+                rx.release();
+            }
+            std::thread::yield_now();
         }
     }
 }

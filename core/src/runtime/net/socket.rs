@@ -4,6 +4,7 @@
 //! least `NCCL_SOCKET_MIN_TASKSIZE` dealt round-robin to the data sockets, each driven by a helper thread. With no
 //! data sockets the caller's `test` moves the bytes on the control socket. Requests complete in posting order.
 
+use super::api;
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::runtime::socket::{
@@ -554,6 +555,68 @@ fn helper_loop(mut socks: Vec<Socket>, rx: mpsc::Receiver<Task>, error: &Mutex<O
                 return;
             }
         }
+    }
+}
+
+/// NET/Socket behind the network interface the proxy drives: thin calls into the methods above.
+impl api::Net for NetSocket {
+    type Listener = NetListener;
+    type Comm = NetComm;
+
+    fn name(&self) -> &'static str {
+        "Socket"
+    }
+
+    fn listen(&self, dev: usize, ctl: &api::SetupCtl) -> Result<(NetListener, Vec<u8>), api::NetError> {
+        let (l, h) = NetSocket::listen(self, dev, ctl.timeout, ctl.abort.clone())?;
+        Ok((l, h.to_bytes().to_vec()))
+    }
+
+    fn connect(&self, _dev: usize, handle: &[u8], ctl: &api::SetupCtl) -> Result<NetComm, api::NetError> {
+        let handle = Handle::from_bytes(handle)?;
+        Ok(NetSocket::connect(self, &handle, ctl.timeout, ctl.abort.clone())?)
+    }
+}
+
+impl api::Listen for NetListener {
+    type Comm = NetComm;
+
+    fn accept(self) -> Result<NetComm, api::NetError> {
+        Ok(NetListener::accept(self)?)
+    }
+}
+
+/// Sockets need no registration: the memory handle is empty.
+impl api::Comm for NetComm {
+    type Request = Request;
+    type Mr = ();
+
+    fn peer(&self) -> String {
+        addr_string(&self.peer)
+    }
+
+    fn reg_mr(&mut self, _data: *mut u8, _size: usize) -> Result<(), api::NetError> {
+        Ok(())
+    }
+
+    fn dereg_mr(&mut self, _mr: ()) -> Result<(), api::NetError> {
+        Ok(())
+    }
+
+    fn isend(&mut self, data: *const u8, size: usize, _tag: u32, _mr: &()) -> Result<Option<Request>, api::NetError> {
+        Ok(Some(NetComm::isend(self, data, size)))
+    }
+
+    fn irecv(&mut self, data: *mut u8, size: usize, _tag: u32, _mr: &()) -> Result<Option<Request>, api::NetError> {
+        Ok(Some(NetComm::irecv(self, data, size)))
+    }
+
+    fn test(&mut self, req: &mut Request) -> Result<Option<usize>, api::NetError> {
+        Ok(NetComm::test(self, req)?)
+    }
+
+    fn in_progress(&self, req: &Request) -> bool {
+        req.started()
     }
 }
 

@@ -1,10 +1,12 @@
 //! NET as a runtime transport (NCCL 2.28.9 `src/transport/net.cc`): both sides keep their connection memory
-//! local and the rank's proxy thread bridges them over NET/Socket. The receiver listens and publishes its
-//! handle; the sender connects with it. Lines as NCCL prints them:
-//! `Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0` and `... [receive] via NET/Socket/0`.
+//! local and the rank's proxy thread bridges them over the network (NET/IB when the `ib` feature is built and
+//! an RDMA port is active, else NET/Socket; `NCCL_NET` picks one by name). The receiver listens and publishes
+//! its handle; the sender connects with it. Lines as NCCL prints them:
+//! `Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0` and `... [receive] via NET/IB/0`.
 
-use super::proxy::Proxy;
-use super::socket::{Handle, NetError, NetListener, NetSocket};
+use super::api::{Listen, Net, NetError, SetupCtl};
+use super::proxy::{AddError, Proxy};
+use super::socket::NetSocket;
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
 use crate::model;
@@ -16,53 +18,90 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The NET transport of one rank: NET/Socket device 0 and the rank's proxy.
-pub struct NetTransport {
-    net: &'static NetSocket,
+/// The NET transport of one rank: device 0 of network `N` and the rank's proxy.
+pub struct NetTransport<N: Net> {
+    net: &'static N,
     dev: usize,
     proxy: Arc<Proxy>,
-    timeout: Duration,
-    /// Stops the socket waits of connection setup once the transport goes away.
-    stop: Arc<AtomicBool>,
+    /// Setup waits: the timeout, and a flag that stops them once the transport goes away.
+    ctl: SetupCtl,
 }
 
 fn net_err(e: NetError) -> RuntimeError {
     match e {
-        NetError::Env(e) => RuntimeError::Env(e),
+        NetError::Socket(super::socket::NetError::Env(e)) => RuntimeError::Env(e),
         other => RuntimeError::Transport { transport: "NET", msg: other.to_string() },
     }
 }
 
-fn proxy_err(e: std::io::Error) -> RuntimeError {
-    RuntimeError::Transport { transport: "NET", msg: format!("cannot start the proxy thread: {e}") }
+fn add_err(e: AddError) -> RuntimeError {
+    RuntimeError::Transport { transport: "NET", msg: e.to_string() }
 }
 
-/// `NCCL_NET`: only the built-in Socket network exists here (NET/IB comes with the `ib` feature).
-pub fn check_net_name(env: &Env) -> Result<(), EnvError> {
-    match env.str("NCCL_NET") {
-        Some(n) if !n.eq_ignore_ascii_case("Socket") => Err(EnvError {
-            name: "NCCL_NET".into(),
-            value: n.into(),
-            expected: "Socket (the only network built in; NET/IB needs the `ib` feature)".into(),
-        }),
-        _ => Ok(()),
+/// The networks collscope can carry NET traffic on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetKind {
+    Ib,
+    Socket,
+}
+
+/// Picks the network as NCCL's `ncclNetInit` does: `NCCL_NET` names one (case-insensitive), otherwise NET/IB
+/// when it finds a device, else NET/Socket. `ib_found` runs the NET/IB device search (printing its `Using` or
+/// `No device found.` line); it is not called when `NCCL_NET=Socket`.
+pub fn select_net(env: &Env, ib_found: impl FnOnce() -> Result<bool>) -> Result<NetKind> {
+    let name = env.str("NCCL_NET");
+    match name {
+        Some(n) if n.eq_ignore_ascii_case("Socket") => Ok(NetKind::Socket),
+        Some(n) if n.eq_ignore_ascii_case("IB") => {
+            let unavailable =
+                |why: &str| RuntimeError::Transport { transport: "NET", msg: format!("NCCL_NET={n}, but {why}") };
+            if !cfg!(feature = "ib") {
+                return Err(unavailable("NET/IB needs collscope built with the `ib` feature"));
+            }
+            if ib_found()? {
+                return Ok(NetKind::Ib);
+            }
+            crate::nccl_warn!("Failed to initialize any NET plugin");
+            Err(unavailable("NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo"))
+        }
+        Some(n) => Err(EnvError { name: "NCCL_NET".into(), value: n.into(), expected: "Socket or IB".into() }.into()),
+        None => Ok(if ib_found()? { NetKind::Ib } else { NetKind::Socket }),
     }
 }
 
-impl NetTransport {
-    /// Finds the NET/Socket devices (printing `NET/Socket : Using ...`) and starts `rank`'s proxy thread; attach
-    /// the proxy to the communicator (`proxy().attach`) before its first connection.
-    pub fn new(env: &Env, rank: u32, timeout: Duration) -> Result<NetTransport> {
-        check_net_name(env)?;
-        // NET/IB is tried first, as NCCL does; collscope's data path over verbs is not built yet, so found
-        // ports are reported and sockets carry the data.
+/// The rank's NET transport over the network `NCCL_NET` and the host's devices select, and its proxy; attach
+/// the proxy to the communicator (`Proxy::attach`) before its first connection.
+pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<(Arc<dyn Transport>, Arc<Proxy>)> {
+    #[cfg(feature = "ib")]
+    let found = || Ok(super::ib::net::IbNet::init(env)?.is_some());
+    #[cfg(not(feature = "ib"))]
+    let found = || Ok(false);
+    match select_net(env, found)? {
         #[cfg(feature = "ib")]
-        if !super::ib::verbs::discover(env)?.is_empty() {
-            crate::nccl_warn!("NET/IB : RDMA data path not available in collscope yet; using NET/Socket");
+        NetKind::Ib => {
+            let net = super::ib::net::IbNet::init(env)?
+                .ok_or_else(|| RuntimeError::Transport { transport: "NET/IB", msg: "no device found".into() })?;
+            let t = NetTransport::new(net, rank, timeout);
+            let proxy = t.proxy.clone();
+            Ok((Arc::new(t), proxy))
         }
-        let net = NetSocket::init(env).map_err(net_err)?;
-        nccl_info!(Subsys::INIT, "Using network Socket");
-        Ok(NetTransport { net, dev: 0, proxy: Proxy::new(rank), timeout, stop: Arc::new(AtomicBool::new(false)) })
+        #[cfg(not(feature = "ib"))]
+        NetKind::Ib => Err(RuntimeError::Transport { transport: "NET/IB", msg: "not built (feature `ib`)".into() }),
+        NetKind::Socket => {
+            let net = NetSocket::init(env).map_err(|e| net_err(e.into()))?;
+            let t = NetTransport::new(net, rank, timeout);
+            let proxy = t.proxy.clone();
+            Ok((Arc::new(t), proxy))
+        }
+    }
+}
+
+impl<N: Net> NetTransport<N> {
+    /// The transport over `net` (already initialized), with `rank`'s proxy; prints `Using network <name>`.
+    pub fn new(net: &'static N, rank: u32, timeout: Duration) -> NetTransport<N> {
+        nccl_info!(Subsys::INIT, "Using network {}", net.name());
+        let ctl = SetupCtl { timeout, abort: Arc::new(AtomicBool::new(false)) };
+        NetTransport { net, dev: 0, proxy: Proxy::new(rank), ctl }
     }
 
     pub fn proxy(&self) -> &Arc<Proxy> {
@@ -70,36 +109,37 @@ impl NetTransport {
     }
 }
 
-impl Drop for NetTransport {
+impl<N: Net> Drop for NetTransport<N> {
     /// Ends acceptor threads still waiting for senders that will never come.
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.ctl.abort.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
-fn net_record(spec: &ConnSpec, src: u32, dst: u32, send: bool, dev: usize) -> model::Connection {
-    let mut r = record(spec, src, dst, model::Transport::Net, &format!("Socket/{dev}"));
+fn net_record(spec: &ConnSpec, src: u32, dst: u32, send: bool, name: &str, dev: usize) -> model::Connection {
+    let mut r = record(spec, src, dst, model::Transport::Net, &format!("{name}/{dev}"));
     r.direction = if send { model::Direction::Send } else { model::Direction::Recv };
-    r.net = Some("Socket".into());
+    r.net = Some(name.into());
     r.device = Some(dev as u32);
     r.gdrdma = Some(false);
     r
 }
 
-struct NetSendPending {
-    net: &'static NetSocket,
+struct NetSendPending<N: Net> {
+    net: &'static N,
+    dev: usize,
     proxy: Arc<Proxy>,
     sizes: BufSizes,
     channel: u32,
     peer: u32,
-    timeout: Duration,
-    stop: Arc<AtomicBool>,
+    ctl: SetupCtl,
     record: model::Connection,
     line: String,
 }
 
-struct NetRecvPending {
-    listener: NetListener,
+struct NetRecvPending<N: Net> {
+    net: &'static N,
+    listener: N::Listener,
     proxy: Arc<Proxy>,
     sizes: BufSizes,
     channel: u32,
@@ -108,7 +148,7 @@ struct NetRecvPending {
     line: String,
 }
 
-impl Transport for NetTransport {
+impl<N: Net> Transport for NetTransport<N> {
     fn kind(&self) -> model::Transport {
         model::Transport::Net
     }
@@ -119,58 +159,62 @@ impl Transport for NetTransport {
     }
 
     fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
+        let name = self.net.name();
         let line = format!(
-            "Channel {:02}/{} : {}[{}] -> {}[{}] [send] via NET/Socket/{}",
+            "Channel {:02}/{} : {}[{}] -> {}[{}] [send] via NET/{name}/{}",
             spec.channel, spec.conn_index, spec.me.rank, spec.me.dev, spec.peer.rank, spec.peer.dev, self.dev
         );
         let pending = NetSendPending {
             net: self.net,
+            dev: self.dev,
             proxy: self.proxy.clone(),
             sizes: spec.sizes,
             channel: spec.channel,
             peer: spec.peer.rank,
-            timeout: self.timeout,
-            stop: self.stop.clone(),
-            record: net_record(spec, spec.me.rank, spec.peer.rank, true, self.dev),
+            ctl: self.ctl.clone(),
+            record: net_record(spec, spec.me.rank, spec.peer.rank, true, name, self.dev),
             line,
         };
         Ok((Box::new(pending), Vec::new()))
     }
 
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let (listener, handle) = self.net.listen(self.dev, self.timeout, self.stop.clone()).map_err(net_err)?;
+        let name = self.net.name();
+        let (listener, handle) = self.net.listen(self.dev, &self.ctl).map_err(net_err)?;
         let line = format!(
-            "Channel {:02}/{} : {}[{}] -> {}[{}] [receive] via NET/Socket/{}",
+            "Channel {:02}/{} : {}[{}] -> {}[{}] [receive] via NET/{name}/{}",
             spec.channel, spec.conn_index, spec.peer.rank, spec.peer.dev, spec.me.rank, spec.me.dev, self.dev
         );
         let pending = NetRecvPending {
+            net: self.net,
             listener,
             proxy: self.proxy.clone(),
             sizes: spec.sizes,
             channel: spec.channel,
             peer: spec.peer.rank,
-            record: net_record(spec, spec.peer.rank, spec.me.rank, false, self.dev),
+            record: net_record(spec, spec.peer.rank, spec.me.rank, false, name, self.dev),
             line,
         };
-        Ok((Box::new(pending), handle.to_bytes().to_vec()))
+        Ok((Box::new(pending), handle))
     }
 }
 
-impl Pending for NetSendPending {
+impl<N: Net> Pending for NetSendPending<N> {
     fn connect(self: Box<Self>, peer_handle: &[u8]) -> Result<Established> {
-        let handle = Handle::from_bytes(peer_handle).map_err(net_err)?;
-        let comm = self.net.connect(&handle, self.timeout, self.stop.clone()).map_err(net_err)?;
+        let comm = self.net.connect(self.dev, peer_handle, &self.ctl).map_err(net_err)?;
         let mem = Arc::new(ConnMem::anonymous(self.sizes)?);
-        let guard = self.proxy.add_send(comm, mem.clone(), self.channel, self.peer).map_err(proxy_err)?;
+        let guard =
+            self.proxy.add_send(self.net.name(), comm, mem.clone(), self.channel, self.peer).map_err(add_err)?;
         Ok(Established { mem, record: self.record, line: Some(self.line), guard: Some(Box::new(guard)) })
     }
 }
 
-impl Pending for NetRecvPending {
+impl<N: Net> Pending for NetRecvPending<N> {
     fn connect(self: Box<Self>, _peer_handle: &[u8]) -> Result<Established> {
         let comm = self.listener.accept().map_err(net_err)?;
         let mem = Arc::new(ConnMem::anonymous(self.sizes)?);
-        let guard = self.proxy.add_recv(comm, mem.clone(), self.channel, self.peer).map_err(proxy_err)?;
+        let guard =
+            self.proxy.add_recv(self.net.name(), comm, mem.clone(), self.channel, self.peer).map_err(add_err)?;
         Ok(Established { mem, record: self.record, line: Some(self.line), guard: Some(Box::new(guard)) })
     }
 }
@@ -179,13 +223,39 @@ impl Pending for NetRecvPending {
 mod tests {
     use super::*;
 
+    fn pick(pairs: &[(&str, &str)], ib: bool) -> Result<NetKind> {
+        select_net(&Env::from_pairs(pairs.iter().copied()), || Ok(ib))
+    }
+
     #[test]
-    fn nccl_net_accepts_socket_only() {
-        assert!(check_net_name(&Env::from_pairs([("NCCL_NET", "socket")])).is_ok());
-        assert!(check_net_name(&Env::default()).is_ok());
-        let e = check_net_name(&Env::from_pairs([("NCCL_NET", "IB")])).unwrap_err().to_string();
-        assert!(e.contains("NCCL_NET='IB'") && e.contains("Socket"), "{e}");
-        let e = NetTransport::new(&Env::from_pairs([("NCCL_NET", "IB")]), 0, Duration::from_secs(1)).err().unwrap();
+    fn nccl_net_selects_by_name_then_by_devices() {
+        assert_eq!(pick(&[], false).unwrap(), NetKind::Socket);
+        assert_eq!(pick(&[("NCCL_NET", "socket")], true).unwrap(), NetKind::Socket);
+        let searched = std::cell::Cell::new(false);
+        let env = Env::from_pairs([("NCCL_NET", "Socket")]);
+        select_net(&env, || {
+            searched.set(true);
+            Ok(true)
+        })
+        .unwrap();
+        assert!(!searched.get(), "NCCL_NET=Socket must not search for IB devices");
+        let e = pick(&[("NCCL_NET", "Verbs")], true).unwrap_err().to_string();
+        assert!(e.contains("NCCL_NET='Verbs'") && e.contains("Socket or IB"), "{e}");
+        let e = pick(&[("NCCL_NET", "IB")], false).unwrap_err().to_string();
+        assert!(e.contains("NCCL_NET=IB, but"), "{e}");
+        if cfg!(feature = "ib") {
+            assert_eq!(pick(&[], true).unwrap(), NetKind::Ib);
+            assert_eq!(pick(&[("NCCL_NET", "ib")], true).unwrap(), NetKind::Ib);
+            assert!(e.contains("no active RDMA port"), "{e}");
+        } else {
+            assert!(e.contains("`ib` feature"), "{e}");
+        }
+    }
+
+    #[test]
+    fn bad_nccl_net_fails_transport_creation() {
+        let env = Env::from_pairs([("NCCL_NET", "nope")]);
+        let e = net_transport(&env, 0, Duration::from_secs(1)).err().unwrap();
         assert!(e.to_string().contains("NCCL_NET"), "{e}");
     }
 }

@@ -24,6 +24,7 @@ pub enum SocketType {
     Bootstrap = 1,
     Proxy = 2,
     NetSocket = 3,
+    NetIb = 4,
 }
 
 impl SocketType {
@@ -32,6 +33,7 @@ impl SocketType {
             1 => Some(SocketType::Bootstrap),
             2 => Some(SocketType::Proxy),
             3 => Some(SocketType::NetSocket),
+            4 => Some(SocketType::NetIb),
             _ => None,
         }
     }

@@ -31,6 +31,14 @@ pub enum FifoError {
     TooManyRecvs(u32),
     #[error("CTS FIFO entry is {0} bytes; entries are {ENTRY_BYTES}")]
     Length(usize),
+    #[error("NET/IB : a send of {0} bytes does not fit the 32-bit immediate that carries its size")]
+    TooLarge(usize),
+    #[error("NET/IB : CTS FIFO entry groups {0} receives; collscope posts one receive per slot")]
+    Grouped(u32),
+    #[error("NET/IB : the peer posted a receive with tag {got} where tag {expected} was sent: both sides' steps are out of order")]
+    TagMismatch { expected: u32, got: u32 },
+    #[error("NET/IB : the peer posted incorrect receive info: size {size} addr {addr:#x} rkey {rkey:#x}")]
+    BadEntry { size: u64, addr: u64, rkey: u32 },
 }
 
 impl CtsEntry {
@@ -74,6 +82,69 @@ impl CtsEntry {
     }
 }
 
+/// The sender's side of the FIFO: which slot carries the next clear-to-send.
+#[derive(Debug, Default)]
+pub struct SendFifo {
+    /// Entries consumed so far (`fifoHead`).
+    head: u64,
+}
+
+impl SendFifo {
+    /// The slot the next entry lands in.
+    pub fn slot(&self) -> usize {
+        slot_offset(self.head).0
+    }
+
+    /// Whether a slot whose `idx` field reads `idx` holds the next entry.
+    pub fn ready(&self, idx: u64) -> bool {
+        idx == self.head + 1
+    }
+
+    /// Takes the ready entry for a send with `tag`: checks it is one receive of that tag with a usable buffer,
+    /// then moves to the next slot. collscope posts one receive per slot, so a different tag can never match.
+    pub fn take(&mut self, e: &CtsEntry, tag: u32) -> Result<CtsEntry, FifoError> {
+        if e.nreqs != 1 {
+            return Err(FifoError::Grouped(e.nreqs));
+        }
+        if e.tag != tag {
+            return Err(FifoError::TagMismatch { expected: tag, got: e.tag });
+        }
+        if e.addr == 0 || e.rkeys[0] == 0 {
+            return Err(FifoError::BadEntry { size: e.size, addr: e.addr, rkey: e.rkeys[0] });
+        }
+        self.head += 1;
+        Ok(*e)
+    }
+}
+
+/// The receiver's side: the entries it writes into the sender's FIFO (`remFifo.fifoTail`).
+#[derive(Debug, Default)]
+pub struct RecvFifo {
+    tail: u64,
+}
+
+/// One clear-to-send to write: the entry, where it goes in the sender's FIFO, and whether the write asks for a
+/// completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posted {
+    pub entry: CtsEntry,
+    pub slot: usize,
+    pub remote_offset: usize,
+    /// CTS writes are unsignaled except one per FIFO round (slot 0: NCCL's `slot == devIndex` with one
+    /// device), so the send queue drains without a completion per write.
+    pub signaled: bool,
+}
+
+impl RecvFifo {
+    /// The entry announcing a buffer of `size` bytes at `addr` (registered with `rkey`) for a send with `tag`.
+    pub fn post(&mut self, addr: u64, size: u64, rkey: u32, tag: u32) -> Posted {
+        let (slot, remote_offset) = slot_offset(self.tail);
+        self.tail += 1;
+        let entry = CtsEntry { addr, size, rkeys: [rkey, 0, 0, 0], nreqs: 1, tag, idx: self.tail };
+        Posted { entry, slot, remote_offset, signaled: slot == 0 }
+    }
+}
+
 /// The slot of request `seq` in the FIFO and the byte offset of its first entry in the remote FIFO memory.
 pub fn slot_offset(seq: u64) -> (usize, usize) {
     let slot = (seq % MAX_REQUESTS as u64) as usize;
@@ -108,6 +179,39 @@ mod tests {
         assert_eq!(CtsEntry::decode(&[0u8; 63]), Err(FifoError::Length(63)));
         let e = CtsEntry { nreqs: 9, ..Default::default() };
         assert_eq!(CtsEntry::decode(&e.encode()), Err(FifoError::TooManyRecvs(9)));
+    }
+
+    #[test]
+    fn sender_and_receiver_agree_across_wraps() {
+        let (mut tx, mut rx) = (SendFifo::default(), RecvFifo::default());
+        for seq in 0..(3 * MAX_REQUESTS as u64 + 5) {
+            let tag = (seq % 2) as u32;
+            let p = rx.post(0x1000 + seq, 64, 0x55, tag);
+            assert_eq!((p.slot, p.remote_offset), slot_offset(seq));
+            assert_eq!(p.signaled, seq % MAX_REQUESTS as u64 == 0);
+            assert_eq!(tx.slot(), p.slot);
+            // The entry crosses the wire; the sender sees it only once its idx is the next one.
+            let seen = CtsEntry::decode(&p.entry.encode()).unwrap();
+            assert!(tx.ready(seen.idx));
+            assert!(!tx.ready(seen.idx + MAX_REQUESTS as u64), "a stale entry from the previous round");
+            assert_eq!(tx.take(&seen, tag).unwrap().addr, 0x1000 + seq);
+            assert!(!tx.ready(seen.idx), "consumed");
+        }
+    }
+
+    #[test]
+    fn sender_refuses_entries_it_cannot_use() {
+        let mut rx = RecvFifo::default();
+        let p = rx.post(0x1000, 16, 7, 0);
+        let mut tx = SendFifo::default();
+        assert_eq!(tx.take(&p.entry, 1), Err(FifoError::TagMismatch { expected: 1, got: 0 }));
+        let no_key = CtsEntry { rkeys: [0; 4], ..p.entry };
+        assert!(matches!(tx.take(&no_key, 0), Err(FifoError::BadEntry { rkey: 0, .. })));
+        let multi = CtsEntry { nreqs: 2, ..p.entry };
+        assert_eq!(tx.take(&multi, 0), Err(FifoError::Grouped(2)));
+        assert_eq!(tx.slot(), 0, "a refused entry is not consumed");
+        assert!(tx.take(&p.entry, 0).is_ok());
+        assert_eq!(tx.slot(), 1);
     }
 
     #[test]

@@ -1,16 +1,45 @@
 //! NET/IB, NCCL's InfiniBand/RoCE network (NCCL 2.28.9 `src/transport/net_ib.cc`). Everything that does not
 //! call verbs lives in plain modules that build and test everywhere: the `NCCL_IB_HCA` grammar ([`hca`]), the
-//! clear-to-send FIFO entry ([`fifo`]), completion statuses and their usual causes ([`status`]), the
-//! `NCCL_IB_*` parameters ([`params`]) and the GPU Direct RDMA support checks ([`gdr`]). The `ib` cargo feature
-//! adds [`verbs`]: device discovery, RC queue pairs, memory registration and RDMA WRITE with immediate.
+//! clear-to-send FIFO and its sender/receiver sequence ([`fifo`]), completion statuses and their usual causes
+//! ([`status`]), the `NCCL_IB_*` parameters ([`params`]), the GPU Direct RDMA support checks ([`gdr`]), queue pair
+//! attributes and GID choice ([`qp`]), the handle and connection metadata ([`meta`]), the RDMA writes as values
+//! ([`wr`]) and the request/completion bookkeeping ([`reqs`]). The `ib` cargo feature adds [`verbs`] (the one
+//! module that finds devices), [`rdma`] (the verbs objects of a connection) and [`net`], NET/IB behind the proxy's network interface.
 
 pub mod fifo;
 pub mod gdr;
 pub mod hca;
+pub mod meta;
+#[cfg(feature = "ib")]
+pub mod net;
 pub mod params;
+pub mod qp;
+#[cfg(feature = "ib")]
+pub mod rdma;
+pub mod reqs;
 pub mod status;
 #[cfg(feature = "ib")]
 pub mod verbs;
+pub mod wr;
+
+/// A NET/IB failure: a verbs call, a failed completion, or a peer that does not follow the protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum IbError {
+    #[error(transparent)]
+    Verbs(#[from] status::VerbsError),
+    #[error(transparent)]
+    Completion(#[from] status::CompletionError),
+    #[error(transparent)]
+    Fifo(#[from] fifo::FifoError),
+    #[error(transparent)]
+    Meta(#[from] meta::MetaError),
+    #[error(transparent)]
+    Request(#[from] reqs::ReqError),
+    #[error("NET/IB : out-of-band connection: {0}")]
+    Oob(#[from] crate::runtime::socket::SocketError),
+    #[error("NET/IB : {0}")]
+    Setup(String),
+}
 
 /// One port NET/IB uses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -99,6 +99,7 @@ pub fn call_cause(call: &str, errno: i32) -> &'static str {
         ("ibv_open_device" | "ibv_get_device_list", libc_errno::EPERM | libc_errno::EACCES) => {
             "no permission on /dev/infiniband: check the device node permissions"
         }
+        ("ibv_open_device", libc_errno::ENODEV) => "no RDMA device of that name: check NCCL_IB_HCA and ibv_devinfo",
         (_, libc_errno::ENODEV) => "the device went away (driver reset or hot unplug)",
         _ => "see the verbs man page for this call",
     }

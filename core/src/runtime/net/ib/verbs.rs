@@ -46,12 +46,16 @@ pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::runtime::RuntimeError
         crate::nccl_warn!("{e}");
         Vec::new()
     });
-    let oob = crate::runtime::socket::find_interfaces(None, None, None, 1);
     let (oob_if, oob_addr) =
-        oob.first().map_or((String::new(), String::new()), |i| (i.name.clone(), format!("{}<0>", i.addr.ip())));
+        oob_interface().map_or((String::new(), String::new()), |i| (i.name, format!("{}<0>", i.addr.ip())));
     let ports: Vec<IbPort> = found.iter().map(|d| d.port.clone()).collect();
     nccl_info!(Subsys::INIT | Subsys::NET, "{}", using_line(&ports, false, &oob_if, &oob_addr));
     Ok(FOUND.get_or_init(|| found).clone())
+}
+
+/// The interface NET/IB's out-of-band setup sockets use (NCCL's `ncclIbIfAddr`).
+pub fn oob_interface() -> Option<crate::runtime::socket::NetIf> {
+    crate::runtime::socket::find_interfaces(None, None, None, 1).into_iter().next()
 }
 
 fn ports(hca: &HcaList) -> Result<Vec<IbDevice>, VerbsError> {
