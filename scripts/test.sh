@@ -11,3 +11,4 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 cargo test --workspace "$@"
+python3 -m unittest discover -s bench -p "test_*.py"

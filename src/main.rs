@@ -28,6 +28,11 @@ enum Command {
     Perf(cli::perf::PerfArgs),
     /// Run a training-like job (DDP AllReduce buckets, FSDP AllGather/ReduceScatter) on 4 local ranks.
     Demo(cli::demo::DemoArgs),
+    /// The host tuning model: `tune calibrate` measures it on this machine, `tune show` prints it.
+    Tune {
+        #[command(subcommand)]
+        command: cli::tune::TuneCommand,
+    },
     /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
     Tui(cli::tui::TuiArgs),
 }
@@ -59,6 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => cli::serve::run(args),
         Command::Perf(args) => cli::perf::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
+        Command::Tune { command } => cli::tune::run(command),
         Command::Tui(args) => cli::tui::run(args),
     }
 }

@@ -13,3 +13,4 @@ pub mod telemetry;
 pub mod topo;
 mod trim;
 pub mod tui;
+pub mod tune;

@@ -38,6 +38,8 @@ pub struct Rank<'a> {
     pub local_rank: u32,
     /// The number of threads in this process that are ranks (nccl-tests' `nThread`).
     pub threads_per_process: u32,
+    /// How long creating the communicator took (all of this process's ranks, for ranks as threads).
+    pub init: Duration,
 }
 
 pub struct Job {
@@ -90,9 +92,11 @@ fn opts(env: Env) -> CommOptions {
 fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) -> Result<()> {
     let (id, env) = info.unique_id(&env)?;
     collscope_core::debug::set_thread_device(info.local_rank as i32);
+    let started = Instant::now();
     let mut comm = JobComm::init_rank(&id, info.nranks, info.rank, opts(env))
         .with_context(|| format!("rank {} of {} ({} launch)", info.rank, info.nranks, info.launcher))?;
-    let res = body(Rank { comm: &mut comm, local_rank: info.local_rank, threads_per_process: 1 });
+    let init = started.elapsed();
+    let res = body(Rank { comm: &mut comm, local_rank: info.local_rank, threads_per_process: 1, init });
     if let Err(e) = res {
         // Name the dead peer when the watchdog found one, even if a wait noticed first.
         return Err(match comm.peer_failure() {
@@ -105,7 +109,9 @@ fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) 
 }
 
 fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
+    let started = Instant::now();
     let comms = job::init_threads(n, opts(env))?;
+    let init = started.elapsed();
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let hs: Vec<_> = comms
             .into_iter()
@@ -114,7 +120,7 @@ fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Re
                 s.spawn(move || {
                     let r = c.rank();
                     collscope_core::debug::set_thread_device(r as i32);
-                    body(Rank { comm: &mut c, local_rank: r, threads_per_process: n })
+                    body(Rank { comm: &mut c, local_rank: r, threads_per_process: n, init })
                 })
             })
             .collect();

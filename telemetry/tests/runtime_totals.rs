@@ -21,7 +21,9 @@ fn runtime_totals_reach_the_metrics_exactly_and_the_ring_overrun_counts_as_dropp
     // Read only when scraped, so the calls below all happen between two reads.
     cfg.drain_interval = Duration::from_secs(3600);
     let t = Telemetry::start(&cfg, Source::Runtime, Some(recorder::global())).unwrap();
-    let opts = CommOptions { env: Env::from_pairs(Vec::<(String, String)>::new()), net: None, name: Some("t".into()) };
+    // Ring/LL pinned: the labels below name it, whatever the host tuning model would pick.
+    let env = Env::from_pairs([("NCCL_ALGO", "ring"), ("NCCL_PROTO", "LL")]);
+    let opts = CommOptions { env, net: None, name: Some("t".into()) };
     let mut comms = Comm::init_threads(2, opts).unwrap();
     let calls = OP_RING + 100;
     std::thread::scope(|s| {

@@ -8,7 +8,7 @@ use super::conn::{BufSizes, RecvEnd, SendEnd};
 use super::error::{Result, RuntimeError};
 use super::prims::{Channel, Prims, Ptr};
 use super::record::Records;
-use super::select::{select, Choice, SelectConfig};
+use super::select::{ring_link, select, Choice, SelectConfig};
 use super::stats::CallStats;
 use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
@@ -213,6 +213,7 @@ impl Comm {
             })
             .collect::<Result<Vec<_>>>()?;
         let t_allgather = started.elapsed();
+        let select = select.on_link(ring_link(&chain, &peers));
 
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
@@ -321,7 +322,7 @@ impl Comm {
     /// Replaces the algorithm/protocol restrictions `select` applies (what `NCCL_ALGO`/`NCCL_PROTO` gave at
     /// init), e.g. for a benchmark that forces a protocol per run.
     pub fn set_select_config(&mut self, cfg: SelectConfig) {
-        self.select = cfg;
+        self.select = cfg.on_link(self.select.link());
     }
 
     pub fn select_config(&self) -> &SelectConfig {

@@ -12,6 +12,7 @@ mod enables;
 mod formulas;
 pub mod from_plan;
 pub mod grammar;
+pub mod host;
 pub mod input;
 pub mod model;
 pub mod params;

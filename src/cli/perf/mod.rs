@@ -77,7 +77,7 @@ pub struct PerfArgs {
 }
 
 /// nccl-tests' `parsesize`: a number with an optional K, M or G (powers of 1024).
-fn parse_size(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
         Some((i, c)) if i + c.len_utf8() == t.len() => (&t[..i], c),
@@ -161,11 +161,12 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
     }
     let boot = comm.bootstrap().clone();
     let devices = device_lines(&*boot, me, rank.local_rank)?;
+    let init_line = init_line(&*boot, rank.init)?;
     let main = me == 0;
     let mut report = Report { out: std::io::stdout(), bw_sum: 0.0, bw_count: 0, errors: 0 };
     let start_time = now_string();
     if main {
-        print_preamble(args, &devices, rank.threads_per_process, &mut report.out)?;
+        print_preamble(args, &devices, &init_line, rank.threads_per_process, &mut report.out)?;
     }
     let progress = main.then(|| progress_bar(sizes.len() as u64 * 2));
     let ts = std::mem::size_of::<T>();
@@ -237,6 +238,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
     if let Some(p) = progress {
         p.finish_and_clear();
     }
+    let peak = rss_line(&*boot, "VmHWM", "Peak RSS (VmHWM)")?;
     if main {
         let avg = if report.bw_count > 0 { report.bw_sum / report.bw_count as f64 } else { 0.0 };
         let w = &mut report.out;
@@ -248,6 +250,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
             if report.errors > 0 { "FAILED" } else { "OK" }
         )?;
         writeln!(w, "# {:<20} : {} ", "Avg bus bandwidth", c_g(avg))?;
+        writeln!(w, "{peak}")?;
         writeln!(w, "#")?;
         writeln!(w, "# Collective test concluded: {}", args.bench.program())?;
         if let Some(path) = &args.json {
@@ -309,6 +312,32 @@ fn time_one<T: Element>(
     Ok((tsum / n as f64, wsum))
 }
 
+/// `#  Init 45.10 ms (slowest rank); RSS (VmRSS) after init per rank (MiB): 9.8 9.9`: collscope's own line
+/// (nccl-tests has none), a comment to nccl-tests' parsers.
+fn init_line(boot: &dyn Bootstrap, init: std::time::Duration) -> Result<String> {
+    let slowest = boot
+        .all_gather(&init.as_secs_f64().to_le_bytes())?
+        .iter()
+        .map(|b| b.as_slice().try_into().map(f64::from_le_bytes).unwrap_or(0.0))
+        .fold(0.0, f64::max);
+    let rss = rss_line(boot, "VmRSS", "RSS (VmRSS) after init")?;
+    Ok(format!("#  Init {:.2} ms (slowest rank);{}", slowest * 1e3, rss.trim_start_matches('#')))
+}
+
+/// `# LABEL per rank (MiB): ...` from each rank's `/proc/self/status` field (`VmRSS`, `VmHWM`); ranks that are
+/// threads of one process share its figure. `?` where the kernel does not report it.
+fn rss_line(boot: &dyn Bootstrap, field: &str, label: &str) -> Result<String> {
+    let kib = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines().find_map(|l| {
+            l.strip_prefix(field)?.strip_prefix(':')?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()
+        })
+    });
+    let mine = kib.map_or(String::from("?"), |k| format!("{:.1}", k as f64 / 1024.0));
+    let all = boot.all_gather(mine.as_bytes())?;
+    let all: Vec<String> = all.into_iter().map(|b| String::from_utf8_lossy(&b).into_owned()).collect();
+    Ok(format!("# {label} per rank (MiB): {}", all.join(" ")))
+}
+
 /// nccl-tests' `#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s` for every rank, in order.
 fn device_lines(boot: &dyn Bootstrap, rank: usize, local_rank: u32) -> Result<Vec<String>> {
     let host = collscope_core::sys::hostname();
@@ -341,7 +370,7 @@ fn header_config(args: &PerfArgs, threads: u32) -> String {
     )
 }
 
-fn print_preamble(args: &PerfArgs, devices: &[String], threads: u32, w: &mut impl Write) -> Result<()> {
+fn print_preamble(args: &PerfArgs, devices: &[String], init: &str, threads: u32, w: &mut impl Write) -> Result<()> {
     if let Some(p) = &args.json {
         writeln!(w, "# Writing JSON output to {p}")?;
     }
@@ -360,6 +389,7 @@ fn print_preamble(args: &PerfArgs, devices: &[String], threads: u32, w: &mut imp
     for d in devices {
         writeln!(w, "{d}")?;
     }
+    writeln!(w, "{init}")?;
     writeln!(w, "#")?;
     writeln!(
         w,

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Reads the tables bench/compare.sh captured (collscope perf, Open MPI and Gloo anchors) and prints, per target,
+collscope's figure, the reference figure, their ratio and PASS/MISS. Medians over repetitions.
+
+    compare.py DIR      DIR holds NAME.REP.txt files (see compare.sh for the names)
+"""
+import glob
+import os
+import re
+import statistics
+import sys
+
+KB, MB = 1 << 10, 1 << 20
+
+
+def parse_collscope(text):
+    """collscope perf's nccl-tests table -> {size: {"oop_us", "oop_busbw", "ip_us", "ip_busbw"}}, plus facts
+    from its own comment lines ("init_ms", "rss_mib", "peak_rss_mib")."""
+    rows, facts = {}, {}
+    for line in text.splitlines():
+        m = re.match(r"#\s+Init ([0-9.]+) ms", line)
+        if m:
+            facts["init_ms"] = float(m.group(1))
+            facts["rss_mib"] = line.split(":")[-1].split()
+            continue
+        if line.startswith("# Peak RSS"):
+            facts["peak_rss_mib"] = line.split(":")[-1].split()
+            continue
+        f = line.split()
+        if line.startswith("#") or len(f) != 13 or not f[0].isdigit():
+            continue
+        rows[int(f[0])] = {"oop_us": float(f[5]), "oop_busbw": float(f[7]),
+                           "ip_us": float(f[9]), "ip_busbw": float(f[11])}
+    return rows, facts
+
+
+def parse_anchor(text):
+    """anchors.sh mpi|gloo table (size count type op time algbw busbw wrong) -> {size: {"ip_us", "ip_busbw"}}."""
+    rows = {}
+    for line in text.splitlines():
+        f = line.split()
+        if line.startswith("#") or len(f) != 8 or not f[0].isdigit():
+            continue
+        rows[int(f[0])] = {"ip_us": float(f[4]), "ip_busbw": float(f[6])}
+    return rows
+
+
+def load(directory, name):
+    """Every repetition of NAME, parsed; (list of row dicts, list of fact dicts)."""
+    reps, facts = [], []
+    for path in sorted(glob.glob(os.path.join(directory, f"{name}.*.txt"))):
+        with open(path) as fh:
+            text = fh.read()
+        if name.startswith("cs-"):
+            r, fa = parse_collscope(text)
+            facts.append(fa)
+        else:
+            r = parse_anchor(text)
+        reps.append(r)
+    return reps, facts
+
+
+def median_of(reps, size, key):
+    vals = [r[size][key] for r in reps if size in r]
+    return statistics.median(vals) if vals else None
+
+
+def human(b):
+    return f"{b // MB}M" if b >= MB else f"{b // KB}K" if b >= KB else f"{b}"
+
+
+class Report:
+    def __init__(self):
+        self.passed = self.missed = self.missing = 0
+
+    def row(self, target, size, mine, ref, unit, need, at_least=True, upper=None):
+        if mine is None or ref is None or ref == 0:
+            self.missing += 1
+            print(f"{target:<40} {human(size):>5} {'-':>10} {'-':>10} {'':>6} {'':>8}  NO DATA")
+            return
+        ratio = mine / ref
+        ok = ratio >= need if at_least else ratio <= need
+        if upper is not None:
+            ok = ok and ratio <= upper
+        self.passed += ok
+        self.missed += not ok
+        rule = (f">={need:.2f}" if at_least else f"<={need:.2f}") + (f",<={upper:.1f}" if upper else "")
+        print(f"{target:<40} {human(size):>5} {mine:>10.3f} {ref:>10.3f} {ratio:>6.2f} {rule:>8}  "
+              f"{'PASS' if ok else 'MISS'}  ({unit})")
+
+
+def sizes(lo, hi, *tables):
+    """The sizes from lo to hi that the first repetition of every given table has (collscope's --quick steps
+    by 4x where the anchors step by 2x); powers of two when no table is given."""
+    if tables and all(t for t in tables):
+        have = set.intersection(*(set(t[0]) for t in tables))
+        return sorted(s for s in have if lo <= s <= hi)
+    s, v = lo, []
+    while s <= hi:
+        v.append(s)
+        s *= 2
+    return v
+
+
+def main(directory):
+    rep = Report()
+    print(f"{'target':<40} {'size':>5} {'collscope':>10} {'reference':>10} {'ratio':>6} {'need':>8}  result")
+    for n in (2, 4):
+        cs, _ = load(directory, f"cs-shm-{n}-large")
+        mpi, _ = load(directory, f"mpi-{n}-large")
+        for s in sizes(64 * KB, 64 * MB, cs, mpi):
+            need = 1.5 if s >= 16 * MB else 1.0
+            rep.row(f"SHM {n} ranks busbw vs Open MPI", s, median_of(cs, s, "ip_busbw"),
+                    median_of(mpi, s, "ip_busbw"), "GB/s", need)
+    for n in (2, 4):
+        cs, _ = load(directory, f"cs-shm-{n}-small")
+        mpi, _ = load(directory, f"mpi-{n}-small")
+        for s in sizes(8, 4 * KB, cs, mpi):
+            rep.row(f"SHM {n} ranks time/call vs Open MPI", s, median_of(cs, s, "ip_us"),
+                    median_of(mpi, s, "ip_us"), "us", 1.5, at_least=False)
+    for n in (2, 4):
+        cs, _ = load(directory, f"cs-net-{n}")
+        gloo, _ = load(directory, f"gloo-{n}")
+        for s in sizes(1 * MB, 64 * MB, cs, gloo):
+            rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, median_of(cs, s, "ip_busbw"),
+                    median_of(gloo, s, "ip_busbw"), "GB/s", 2.0)
+    for n in (2, 4):
+        p2p, _ = load(directory, f"cs-p2p-{n}-large")
+        shm, _ = load(directory, f"cs-shm-{n}-large")
+        for s in sizes(64 * KB, 64 * MB, p2p, shm):
+            rep.row(f"P2P threads {n} ranks vs collscope SHM", s, median_of(p2p, s, "ip_busbw"),
+                    median_of(shm, s, "ip_busbw"), "GB/s", 1.0)
+    ar, _ = load(directory, "cs-shm-4-large")
+    for coll in ("ag", "rs"):
+        other, _ = load(directory, f"cs-{coll}-4")
+        name = "AllGather" if coll == "ag" else "ReduceScatter"
+        for s in sizes(1 * MB, 64 * MB, other, ar):
+            rep.row(f"{name} 4 ranks busbw vs AllReduce", s, median_of(other, s, "ip_busbw"),
+                    median_of(ar, s, "ip_busbw"), "GB/s", 0.8, upper=1.2)
+    eight, facts8 = load(directory, "cs-shm-8-large")
+    for s in sizes(1 * MB, 64 * MB, eight, ar):
+        mine = median_of(eight, s, "ip_busbw")
+        four = median_of(ar, s, "ip_busbw")
+        rep.row("8 ranks busbw vs 0.5 x 4 ranks", s, mine, four * 0.5 if four else None, "GB/s", 1.0)
+    inits = [f["init_ms"] for f in facts8 if "init_ms" in f]
+    if inits:
+        med = statistics.median(inits)
+        rep.row("Init 8 ranks (processes) vs 200 ms", 8, med, 200.0, "ms", 1.0, at_least=False)
+        rss = facts8[-1].get("rss_mib", [])
+        peak = facts8[-1].get("peak_rss_mib", [])
+        print(f"# init of 8 ranks over repetitions (ms): {' '.join(f'{v:.1f}' for v in inits)}")
+        print(f"# RSS after init per rank (MiB): {' '.join(rss)}; peak (64 MB buffers) {' '.join(peak)}")
+    else:
+        rep.row("Init 8 ranks (processes) vs 200 ms", 8, None, 200.0, "ms", 1.0, at_least=False)
+    print(f"# {rep.passed} PASS, {rep.missed} MISS, {rep.missing} without data")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
+# release binary and the anchors, runs every benchmark REPS times, then bench/compare.py prints each target's
+# medians, ratio and PASS/MISS.
+#   bench/compare.sh [--quick] [--reps N] [--out DIR]
+# --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
+# Needs /work/shared/bench/anchors.sh or ANCHORS=path/to/anchors.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+anchors=${ANCHORS:-$root/../shared/bench/anchors.sh}
+[ -f "$anchors" ] || anchors=/work/shared/bench/anchors.sh
+quick=0 reps=3 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; reps=1;;
+    --reps) reps=$2; shift;;
+    --out) out=$2; shift;;
+    *) sed -n '2,7p' "$0"; exit 2;;
+  esac
+  shift
+done
+out=${out:-$(mktemp -d /tmp/collscope-compare.XXXXXX)}
+mkdir -p "$out"
+bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
+[ -x "$bin/mpi_allreduce" ] && [ -x "$bin/gloo_allreduce" ] || bash "$anchors" build >&2
+(cd "$root" && cargo build --release --quiet --bin collscope)
+cs="$root/target/release/collscope"
+# Small sizes: many iterations; large: few. Quick mode halves the work again.
+# collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
+if [ $quick = 1 ]; then si=100 sw=10 li=4 lw=1 ni=3 cf=4; else si=300 sw=30 li=10 lw=2 ni=5 cf=2; fi
+export COLLSCOPE_TIMEOUT_S=${COLLSCOPE_TIMEOUT_S:-120}
+perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP
+  "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f $cf -n "$9" -w "${10}" -c 1 \
+    > "$out/$1.$2.txt" 2> "$out/$1.$2.err" || { echo "collscope $1 failed, see $out/$1.$2.err" >&2; }
+}
+anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
+  bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" \
+    || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
+}
+started=$SECONDS
+for ((r = 1; r <= reps; r++)); do
+  echo "# repetition $r/$reps ($((SECONDS - started)) s)" >&2
+  for n in 2 4; do
+    perf "cs-shm-$n-small" $r all_reduce $n processes shm 8 4096 $si $sw
+    anchor "mpi-$n-small" $r mpi $n 8 4096 $si $sw
+    perf "cs-shm-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw
+    anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw
+    perf "cs-net-$n" $r all_reduce $n processes socket 1048576 67108864 $ni 1
+    anchor "gloo-$n" $r gloo $n 1048576 67108864 $ni 1
+    perf "cs-p2p-$n-large" $r all_reduce $n threads p2p 65536 67108864 $li $lw
+  done
+  perf cs-ag-4 $r all_gather 4 processes shm 1048576 67108864 $li $lw
+  perf cs-rs-4 $r reduce_scatter 4 processes shm 1048576 67108864 $li $lw
+  perf cs-shm-8-large $r all_reduce 8 processes shm 1048576 67108864 $li $lw
+done
+echo "# $reps repetition(s) in $((SECONDS - started)) s; raw tables in $out" >&2
+python3 "$root/bench/compare.py" "$out"

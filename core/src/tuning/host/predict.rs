@@ -1,0 +1,121 @@
+//! Predicted time of a call on host memory, the shape of NCCL 2.28.9 `ncclTopoGetAlgoTime`
+//! (`src/graph/tuning.cc`: latency per step times the steps, plus bytes over bandwidth), with the hardware
+//! constants of a [`HostProfile`](super::HostProfile) link.
+
+use super::profile::{CellCost, LinkProfile};
+use crate::model::{Algorithm, Collective, Protocol};
+
+/// One way to run a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub algo: Algorithm,
+    pub proto: Protocol,
+    pub nchannels: u32,
+}
+
+/// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1, a tree's way up and down.
+pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
+    let n = nranks.max(2) as f64;
+    match (coll, algo) {
+        (Collective::AllReduce, Algorithm::Tree) => 2.0 * n.log2().ceil(),
+        (Collective::AllReduce, _) => 2.0 * (n - 1.0),
+        (Collective::Broadcast | Collective::Reduce | Collective::AllGather | Collective::ReduceScatter, _) => n - 1.0,
+        _ => 1.0,
+    }
+}
+
+/// Bytes each rank sends per byte of the call's per-rank size (`bytes` as the runtime counts it: the whole
+/// vector for AllReduce, Broadcast and Reduce, one rank's block for AllGather and ReduceScatter). For a ring
+/// AllReduce this is nccl-tests' bus bandwidth factor 2(n-1)/n; a tree AllReduce sends everything up and down
+/// whatever the rank count (NCCL 2.28.9 `tuning.cc` turns tree bus bandwidth into algorithm bandwidth by 1/2).
+pub fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
+    let n = nranks.max(2) as f64;
+    match (coll, algo) {
+        (Collective::AllReduce, Algorithm::Tree) => 2.0,
+        (Collective::AllReduce, _) => 2.0 * (n - 1.0) / n,
+        (Collective::AllGather | Collective::ReduceScatter, _) => n - 1.0,
+        _ => 1.0,
+    }
+}
+
+impl CellCost {
+    /// Bus bandwidth with `nchannels` channels: each adds one channel's worth, up to what all channels together
+    /// reached (NCCL caps the same way with its per-generation maxima).
+    pub fn bandwidth(&self, nchannels: u32) -> f64 {
+        (nchannels.max(1) as f64 * self.bw_gbps).min(self.max_bw_gbps.max(self.bw_gbps))
+    }
+
+    /// Predicted microseconds for `coll` on `bytes` per rank over `nranks` ranks with `nchannels` channels.
+    pub fn time_us(&self, coll: Collective, bytes: u64, nranks: u32, nchannels: u32) -> f64 {
+        let lat =
+            steps(coll, self.algo, nranks) * self.lat_us + nchannels.saturating_sub(1) as f64 * self.channel_lat_us;
+        lat + bytes as f64 * bus_factor(coll, self.algo, nranks) / (self.bandwidth(nchannels) * 1e3)
+    }
+}
+
+/// The fastest of `candidates` on `link` with its predicted time; None when the profile times none of them.
+/// Ties keep the earlier candidate.
+pub fn choose(
+    link: &LinkProfile,
+    coll: Collective,
+    bytes: u64,
+    nranks: u32,
+    candidates: impl IntoIterator<Item = Candidate>,
+) -> Option<(Candidate, f64)> {
+    let mut best: Option<(Candidate, f64)> = None;
+    for c in candidates {
+        let Some(cell) = link.cell(c.algo, c.proto) else { continue };
+        let t = cell.time_us(coll, bytes, nranks, c.nchannels);
+        if best.is_none_or(|(_, b)| t < b) {
+            best = Some((c, t));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Transport;
+
+    fn cell(algo: Algorithm, proto: Protocol, lat_us: f64, bw: f64) -> CellCost {
+        CellCost { algo, proto, lat_us, bw_gbps: bw, max_bw_gbps: bw * 1.5, channel_lat_us: 10.0 }
+    }
+
+    #[test]
+    fn latency_wins_small_and_bandwidth_wins_large() {
+        let link = LinkProfile {
+            transport: Transport::Shm,
+            cells: vec![
+                cell(Algorithm::Ring, Protocol::Ll, 1.0, 0.5),
+                cell(Algorithm::Ring, Protocol::Simple, 8.0, 4.0),
+            ],
+        };
+        let cands = |n| {
+            [Protocol::Ll, Protocol::Simple].into_iter().map(move |proto| Candidate {
+                algo: Algorithm::Ring,
+                proto,
+                nchannels: n,
+            })
+        };
+        let c = |bytes| choose(&link, Collective::AllReduce, bytes, 4, cands(1).chain(cands(2))).unwrap().0;
+        assert_eq!((c(64).proto, c(64).nchannels), (Protocol::Ll, 1));
+        assert_eq!((c(64 << 20).proto, c(64 << 20).nchannels), (Protocol::Simple, 2));
+        // A cell the profile lacks is never chosen.
+        let only_tree = [Candidate { algo: Algorithm::Tree, proto: Protocol::Ll, nchannels: 1 }];
+        assert_eq!(choose(&link, Collective::AllReduce, 64, 4, only_tree), None);
+        // 2 channels give 1.5x one channel's bandwidth here, not 2x.
+        assert_eq!(link.cells[1].bandwidth(2), 6.0);
+        assert_eq!(link.cells[1].bandwidth(8), 6.0);
+    }
+
+    #[test]
+    fn steps_and_factors_follow_the_algorithms() {
+        assert_eq!(steps(Collective::AllReduce, Algorithm::Ring, 4), 6.0);
+        assert_eq!(steps(Collective::AllReduce, Algorithm::Tree, 8), 6.0);
+        assert_eq!(steps(Collective::AllGather, Algorithm::Ring, 8), 7.0);
+        assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Ring, 4), 1.5);
+        assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Tree, 4), 2.0);
+        assert_eq!(bus_factor(Collective::ReduceScatter, Algorithm::Ring, 4), 3.0);
+    }
+}
