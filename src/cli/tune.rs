@@ -179,7 +179,11 @@ fn calibrate(a: &CalibrateArgs) -> Result<()> {
     };
     print_profile(&profile, a.nranks)?;
     profile.save(&out)?;
-    println!("# wrote {} (communicators load it unless COLLSCOPE_TUNING_FILE names another)", out.display());
+    if HostProfile::default_path().as_deref() == Some(out.as_path()) {
+        println!("# wrote {} (communicators load it unless COLLSCOPE_TUNING_FILE names another)", out.display());
+    } else {
+        println!("# wrote {} (communicators load it with COLLSCOPE_TUNING_FILE={0})", out.display());
+    }
     Ok(())
 }
 
