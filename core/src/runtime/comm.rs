@@ -19,7 +19,7 @@ use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
 use crate::nccl_info;
 use collscope_kernels::{Dtype, Element, Op};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -151,6 +151,9 @@ fn conn_tag(w: &Want, sender_side: bool) -> u64 {
     ((w.channel as u64) << 8) | ((w.conn_index as u64) << 1) | sender_side as u64
 }
 
+/// Distinct call sizes whose choice a communicator remembers.
+const PLAN_CACHE: usize = 256;
+
 /// A communicator rank.
 pub struct Comm {
     pub(crate) rank: u32,
@@ -161,6 +164,8 @@ pub struct Comm {
     pub(crate) sizes: BufSizes,
     pub(crate) waiter: Waiter,
     select: SelectConfig,
+    /// Choices already made, by (collective, bytes per rank).
+    plans: HashMap<(Collective, u64), Choice>,
     channels: Vec<Channel>,
     ring_ready: bool,
     tree_ready: bool,
@@ -250,6 +255,7 @@ impl Comm {
             sizes,
             waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
             select,
+            plans: HashMap::new(),
             channels,
             ring_ready: false,
             tree_ready: false,
@@ -319,9 +325,24 @@ impl Comm {
         select(&self.select, coll, bytes, self.nranks)
     }
 
+    /// `plan`, remembered per (collective, size): pricing every candidate costs more than a small call's data
+    /// movement, and jobs repeat their sizes. The memory is bounded and forgotten when the choice rules change.
+    fn plan_cached(&mut self, coll: Collective, bytes: u64) -> Choice {
+        if let Some(c) = self.plans.get(&(coll, bytes)) {
+            return *c;
+        }
+        if self.plans.len() >= PLAN_CACHE {
+            self.plans.clear();
+        }
+        let c = self.plan(coll, bytes);
+        self.plans.insert((coll, bytes), c);
+        c
+    }
+
     /// Replaces the algorithm/protocol restrictions `select` applies (what `NCCL_ALGO`/`NCCL_PROTO` gave at
     /// init), e.g. for a benchmark that forces a protocol per run.
     pub fn set_select_config(&mut self, cfg: SelectConfig) {
+        self.plans.clear();
         self.select = cfg.on_link(self.select.link());
     }
 
@@ -542,7 +563,7 @@ impl Comm {
             unsafe { collscope_kernels::bytes::copy(dst, src, count * es) };
             return Ok(());
         }
-        let choice = self.plan(coll, rec.bytes);
+        let choice = self.plan_cached(coll, rec.bytes);
         let algo = if coll == Collective::AllReduce { choice.algo } else { Algorithm::Ring };
         let nch = (choice.nchannels as usize).min(self.channels.len()).max(1);
         rec.algo = Some(algo);
