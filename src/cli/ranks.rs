@@ -4,12 +4,16 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
+use collscope_core::debug::Subsys;
 use collscope_core::env::Env;
+use collscope_core::nccl_info;
+use collscope_core::runtime::affinity;
 use collscope_core::runtime::job::{self, JobComm};
 use collscope_core::runtime::launch::{detect, LaunchInfo};
 use collscope_core::runtime::tcp_bootstrap::UniqueId;
 use collscope_core::runtime::{Comm, CommOptions};
 use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,16 +114,20 @@ fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) 
 
 fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
     let started = Instant::now();
+    let cpus = affinity::plan(&env, n)?;
     let comms = job::init_threads(n, opts(env))?;
     let init = started.elapsed();
     let results: Vec<Result<()>> = std::thread::scope(|s| {
         let hs: Vec<_> = comms
             .into_iter()
             .map(|mut c| {
-                let body = &body;
+                let (body, cpus) = (&body, &cpus);
                 s.spawn(move || {
                     let r = c.rank();
                     collscope_core::debug::set_thread_device(r as i32);
+                    if let Some(cpus) = cpus {
+                        affinity::pin_rank(r, cpus[r as usize]);
+                    }
                     body(Rank { comm: &mut c, local_rank: r, threads_per_process: n, init })
                 })
             })
@@ -143,10 +151,19 @@ fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
     };
     let exe = std::env::current_exe().context("cannot find this program to start the ranks")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let cpus = affinity::plan(env, n)?;
     let mut children: Vec<(u32, Child)> = Vec::new();
     for r in 0..n {
         let (stdout, stderr) = out(r)?;
-        let child = Command::new(&exe)
+        let mut cmd = Command::new(&exe);
+        if let Some(cpus) = &cpus {
+            let (set, cpu) = (affinity::cpu_set(cpus[r as usize]), cpus[r as usize]);
+            // SAFETY: the closure only makes the sched_setaffinity syscall (no allocation, no locks) in the
+            // forked child before exec; the rank and its threads then stay on its core.
+            unsafe { cmd.pre_exec(move || affinity::pin_to(&set)) };
+            nccl_info!(Subsys::INIT, "Setting affinity for local rank {r} to CPU {cpu}");
+        }
+        let child = cmd
             .args(&args)
             .stdout(stdout)
             .stderr(stderr)

@@ -17,6 +17,7 @@
 //!   [`liveness`] watchdog that aborts every rank's waits naming a dead peer; [`launch`] reads which rank this
 //!   process is from collscope's launcher, torchrun, Open MPI or Slurm; [`training`] is the demo's workload.
 
+pub mod affinity;
 pub mod algos;
 pub mod bootstrap;
 pub mod comm;

@@ -1,0 +1,102 @@
+//! Which core each rank of a local launch runs on. When the host has a core for every local rank, each rank
+//! is pinned to its own (as `mpirun` binds its ranks by default): two ranks that hand each other small
+//! messages lose microseconds on every hand-off the scheduler makes on one core, and on a machine with as
+//! many ranks as cores it does so often. With more ranks than cores nothing is pinned, so the scheduler can
+//! spread them. `COLLSCOPE_BIND=none` turns it off; the default is `core`.
+
+use crate::debug::Subsys;
+use crate::env::{Env, EnvError};
+use crate::nccl_info;
+
+/// The cores each local rank gets (rank `r` on `cpus[r]`), or `None` when ranks are not pinned.
+pub fn plan(env: &Env, local_ranks: u32) -> Result<Option<Vec<usize>>, EnvError> {
+    match env.str("COLLSCOPE_BIND") {
+        None | Some("core") => {}
+        Some("none") => return Ok(None),
+        Some(other) => {
+            return Err(EnvError {
+                name: "COLLSCOPE_BIND".into(),
+                value: other.into(),
+                expected: "core (one core per local rank when there are enough) or none".into(),
+            })
+        }
+    }
+    let cpus = allowed_cpus();
+    Ok((local_ranks as usize <= cpus.len()).then(|| cpus[..local_ranks as usize].to_vec()))
+}
+
+/// The cores the calling thread may run on, lowest first (all of them when the kernel will not say).
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and the kernel writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+    if !ok {
+        return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    }
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// A set holding only `cpu`, ready for [`pin_to`] (built outside a forked child, where allocating is unsafe).
+pub fn cpu_set(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: as in `allowed_cpus`; CPU_SET only writes inside the set for `cpu < CPU_SETSIZE`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu < libc::CPU_SETSIZE as usize {
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    set
+}
+
+/// Pins the calling thread (and the threads it starts later) to `set`. Only a syscall, so a forked child may
+/// call it before exec.
+pub fn pin_to(set: &libc::cpu_set_t) -> std::io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Pins the calling thread to `cpu` and says so, for local rank `local_rank` (threads launch).
+pub fn pin_rank(local_rank: u32, cpu: usize) {
+    match pin_to(&cpu_set(cpu)) {
+        Ok(()) => nccl_info!(Subsys::INIT, "Setting affinity for local rank {local_rank} to CPU {cpu}"),
+        Err(e) => nccl_info!(Subsys::INIT, "Could not set affinity for local rank {local_rank} to CPU {cpu}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn current_cpu() -> Option<usize> {
+        // SAFETY: no arguments; returns -1 on failure.
+        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+    }
+
+    #[test]
+    fn ranks_get_distinct_allowed_cores_only_when_there_are_enough() {
+        let cpus = allowed_cpus();
+        let n = cpus.len() as u32;
+        let plan_for = |pairs: &[(&str, &str)], ranks| plan(&Env::from_pairs(pairs.iter().copied()), ranks);
+        assert_eq!(plan_for(&[], n).unwrap(), Some(cpus.clone()));
+        assert_eq!(plan_for(&[], n + 1).unwrap(), None, "more ranks than cores: the scheduler spreads them");
+        assert_eq!(plan_for(&[("COLLSCOPE_BIND", "none")], 1).unwrap(), None);
+        let e = plan_for(&[("COLLSCOPE_BIND", "socket")], 1).unwrap_err().to_string();
+        assert!(e.contains("COLLSCOPE_BIND") && e.contains("socket") && e.contains("none"), "{e}");
+    }
+
+    #[test]
+    fn a_pinned_thread_runs_on_its_core_and_its_children_inherit_it() {
+        let last = *allowed_cpus().last().expect("at least one core");
+        std::thread::spawn(move || {
+            pin_rank(0, last);
+            assert_eq!(allowed_cpus(), [last]);
+            assert_eq!(current_cpu(), Some(last));
+            let child = std::thread::spawn(allowed_cpus).join().unwrap();
+            assert_eq!(child, [last], "threads a rank starts stay on its core");
+        })
+        .join()
+        .unwrap();
+    }
+}
