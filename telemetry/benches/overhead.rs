@@ -6,6 +6,7 @@
 use collscope_core::env::Env;
 use collscope_core::model::{RedOp, Source};
 use collscope_core::recorder;
+use collscope_core::runtime::affinity;
 use collscope_core::runtime::comm::{Comm, CommOptions};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::{Duration, Instant};
@@ -14,10 +15,16 @@ const ROUNDS: usize = 9;
 
 /// Seconds per call of `iters` AllReduces of `elems` f32 on every rank.
 fn run(comms: &mut [Comm], elems: usize, iters: usize) -> f64 {
+    let cpus = affinity::plan(&Env::from_process(), comms.len() as u32).expect("COLLSCOPE_BIND");
     let t0 = Instant::now();
     std::thread::scope(|s| {
-        for c in comms.iter_mut() {
+        for (r, c) in comms.iter_mut().enumerate() {
+            let cpus = &cpus;
             s.spawn(move || {
+                // Pinned one per core, as collscope's own launcher runs ranks when the cores suffice.
+                if let Some(cpus) = cpus {
+                    affinity::pin_rank(r as u32, cpus[r]);
+                }
                 let send = vec![1.0f32; elems];
                 let mut recv = vec![0.0f32; elems];
                 for _ in 0..iters {

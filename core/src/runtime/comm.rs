@@ -485,8 +485,7 @@ impl Comm {
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
-    pub(crate) fn finish_record(&self, mut rec: OpRecord, started: Instant, res: Result<()>) -> Result<()> {
-        let elapsed = started.elapsed();
+    pub(crate) fn finish_record(&self, mut rec: OpRecord, elapsed: Duration, res: Result<()>) -> Result<()> {
         let secs = elapsed.as_secs_f64();
         // One wall-clock read per call: the end follows from the start and the monotonic duration.
         rec.completed_us = rec.started_us.map(|t| t + elapsed.as_micros() as u64);
@@ -536,7 +535,12 @@ impl Comm {
         }
         let started = Instant::now();
         let res = self.run_collective(coll, dt, op, root, src, dst, count, &mut rec);
-        self.finish_record(rec, started, res)
+        let elapsed = started.elapsed();
+        if rec.n_channels.is_some() {
+            // Channel 0 runs on this thread for the whole call: its busy time is the call's, already measured.
+            record_traffic(&self.records.stats, 0, self.channels[0].moved(), elapsed);
+        }
+        self.finish_record(rec, elapsed, res)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -568,8 +572,9 @@ impl Comm {
         let nch = (choice.nchannels as usize).min(self.channels.len()).max(1);
         rec.algo = Some(algo);
         rec.proto = Some(choice.proto);
-        rec.n_channels = Some(nch as u32);
         self.ensure_connected(algo)?;
+        // Set once the channels are sure to run: it also tells the caller their traffic is this call's.
+        rec.n_channels = Some(nch as u32);
 
         let payload = self.sizes.step_payload(choice.proto);
         let chunk_steps = match (choice.proto, coll) {
@@ -589,7 +594,8 @@ impl Comm {
                 return Ok(());
             }
             let part = Part { off, len: per_ch.min(count - off), chunk, esize: es, count };
-            let (channel, t0) = (ch.id, Instant::now());
+            let channel = ch.id;
+            let t0 = (channel != 0 && crate::recorder::enabled()).then(Instant::now);
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
             let r = match (coll, algo) {
                 (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(&mut p, src, dst, part),
@@ -599,7 +605,9 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
-            record_traffic(stats, channel, p.moved(), t0);
+            if let Some(t0) = t0 {
+                record_traffic(stats, channel, p.moved(), t0.elapsed());
+            }
             if let Err(e) = &r {
                 waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
@@ -738,11 +746,11 @@ impl Comm {
 }
 
 /// Adds what one channel moved in one call to the rank's traffic totals (only while telemetry is on).
-fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], started: Instant) {
+fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], busy: Duration) {
     if !crate::recorder::enabled() {
         return;
     }
-    let nanos = started.elapsed().as_nanos() as u64;
+    let nanos = busy.as_nanos() as u64;
     for &(peer, sent, bytes) in moved {
         stats.traffic(channel, peer, sent, bytes, nanos);
     }

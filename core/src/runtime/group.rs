@@ -111,7 +111,7 @@ impl<'b> Group<'_, 'b> {
         rec.n_channels = Some(1);
         let started = Instant::now();
         let res = run(comm, &mut ops);
-        comm.finish_record(rec, started, res)
+        comm.finish_record(rec, started.elapsed(), res)
     }
 }
 

@@ -47,6 +47,13 @@ pub struct Channel {
     pub scratch: Scratch,
 }
 
+impl Channel {
+    /// Bytes moved per (peer, sent) in the channel's latest call.
+    pub fn moved(&self) -> &[(u32, bool, u64)] {
+        &self.scratch.moved
+    }
+}
+
 /// Buffers the primitives keep from call to call, so a step allocates nothing.
 #[derive(Default)]
 pub struct Scratch {
@@ -110,7 +117,7 @@ impl<'a> Prims<'a> {
 
     /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
     pub fn moved(&self) -> &[(u32, bool, u64)] {
-        &self.ch.scratch.moved
+        self.ch.moved()
     }
 
     fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
