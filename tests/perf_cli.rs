@@ -1,19 +1,9 @@
 //! End-to-end: `collscope perf` as nccl-tests would be run, on threads and on processes, over each transport.
 
-use std::process::Command;
+mod common;
 
 fn collscope(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(args)
-        .env_remove("NCCL_DEBUG")
-        .env("COLLSCOPE_TIMEOUT_S", "60")
-        .output()
-        .expect("collscope runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run(args, &[])
 }
 
 /// The data rows of an nccl-tests table: (bytes, #wrong out-of-place, #wrong in-place).

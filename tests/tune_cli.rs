@@ -1,22 +1,9 @@
 //! End-to-end: `collscope tune calibrate` measures and writes a profile that `tune show` and communicators load;
 //! a bad profile stops a run naming the file.
 
-use std::process::Command;
+mod common;
 
-fn collscope(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(args)
-        .envs(env.iter().copied())
-        .env_remove("NCCL_DEBUG")
-        .env("COLLSCOPE_TIMEOUT_S", "60")
-        .output()
-        .expect("collscope runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::run as collscope;
 
 #[test]
 fn calibrate_writes_a_profile_that_runs_load() {

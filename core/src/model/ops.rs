@@ -39,6 +39,34 @@ pub struct OpRecord {
     pub busbw_gbps: Option<f64>,
 }
 
+impl OpRecord {
+    /// A call of `count` elements that began at `started_us` (enqueued then too) and has no outcome yet.
+    pub fn started(rank: u32, seq: u64, coll: Collective, datatype: DataType, count: u64, started_us: u64) -> Self {
+        OpRecord {
+            comm: None,
+            rank,
+            seq,
+            coll,
+            count,
+            datatype,
+            op: None,
+            root: None,
+            peer: None,
+            bytes: count * datatype.size() as u64,
+            algo: None,
+            proto: None,
+            n_channels: None,
+            state: OpState::Started,
+            enqueued_us: Some(started_us),
+            started_us: Some(started_us),
+            completed_us: None,
+            duration_us: None,
+            algbw_gbps: None,
+            busbw_gbps: None,
+        }
+    }
+}
+
 /// Where a proxy step waits (NCCL's proxy progress states, as the profiler plugin names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

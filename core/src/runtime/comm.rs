@@ -452,31 +452,9 @@ impl Comm {
 
     pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
         self.seq += 1;
-        let started = now_us();
-        let rec = OpRecord {
-            // The records add the communicator's name when they hand the call out, so no call allocates.
-            comm: None,
-            rank: self.rank,
-            seq: self.seq,
-            coll,
-            count: count as u64,
-            datatype: dt,
-            op,
-            root: None,
-            peer: None,
-            bytes: (count * dt.size()) as u64,
-            algo: None,
-            proto: None,
-            n_channels: None,
-            state: OpState::Started,
-            // A blocking call is enqueued as it starts; a group's operations from when the group opened.
-            enqueued_us: Some(started),
-            started_us: Some(started),
-            completed_us: None,
-            duration_us: None,
-            algbw_gbps: None,
-            busbw_gbps: None,
-        };
+        // The records add the communicator's name when they hand the call out, so no call allocates. A blocking
+        // call is enqueued as it starts; a group sets its operations' enqueue time to when it opened.
+        let rec = OpRecord { op, ..OpRecord::started(self.rank, self.seq, coll, dt, count as u64, now_us()) };
         self.records.begin_op(&rec);
         if crate::recorder::enabled() {
             self.records.stats.begin();

@@ -3,7 +3,7 @@
 //! every communicator's records); the data path never waits for telemetry.
 
 use super::stats::CallStats;
-use crate::model::{Collective, Connection, DataType, Event, OpRecord, OpState, ProxyOp};
+use crate::model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use crate::recorder;
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -158,28 +158,7 @@ impl Records {
             return None;
         }
         let (seq, coll, datatype, count, started) = self.running.read()?;
-        Some(OpRecord {
-            comm: self.name.clone(),
-            rank: self.rank,
-            seq,
-            coll,
-            count,
-            datatype,
-            op: None,
-            root: None,
-            peer: None,
-            bytes: count * datatype.size() as u64,
-            algo: None,
-            proto: None,
-            n_channels: None,
-            state: OpState::Started,
-            enqueued_us: Some(started),
-            started_us: Some(started),
-            completed_us: None,
-            duration_us: None,
-            algbw_gbps: None,
-            busbw_gbps: None,
-        })
+        Some(OpRecord { comm: self.name.clone(), ..OpRecord::started(self.rank, seq, coll, datatype, count, started) })
     }
 
     /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy

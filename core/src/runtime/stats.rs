@@ -240,26 +240,12 @@ mod tests {
 
     fn rec(coll: Collective, bytes: u64, state: OpState) -> OpRecord {
         OpRecord {
-            comm: None,
-            rank: 0,
-            seq: 1,
-            coll,
-            count: bytes / 4,
-            datatype: DataType::F32,
-            op: None,
-            root: None,
-            peer: None,
-            bytes,
             algo: Some(Algorithm::Ring),
             proto: Some(Protocol::Simple),
-            n_channels: Some(2),
             state,
-            enqueued_us: None,
-            started_us: None,
-            completed_us: None,
-            duration_us: None,
             algbw_gbps: Some(2.0),
             busbw_gbps: Some(3.0),
+            ..OpRecord::started(0, 1, coll, DataType::F32, bytes / 4, 0)
         }
     }
 

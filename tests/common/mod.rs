@@ -1,0 +1,20 @@
+//! What the CLI end-to-end tests share.
+
+use std::process::Command;
+
+/// Runs the collscope binary with `args` and extra `env` (NCCL_DEBUG cleared, a 60 s collective timeout):
+/// (success, stdout, stderr).
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("NCCL_DEBUG")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .output()
+        .expect("collscope runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
