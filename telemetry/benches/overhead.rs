@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 const ROUNDS: usize = 9;
 
 /// Seconds per call of `iters` AllReduces of `elems` f32 on every rank.
-fn run(comms: &mut [Comm], elems: usize, iters: usize) -> f64 {
-    let cpus = affinity::plan(&Env::from_process(), comms.len() as u32).expect("COLLSCOPE_BIND");
+fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: usize) -> f64 {
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for (r, c) in comms.iter_mut().enumerate() {
-            let cpus = &cpus;
             s.spawn(move || {
                 // Pinned one per core, as collscope's own launcher runs ranks when the cores suffice.
                 if let Some(cpus) = cpus {
@@ -44,16 +42,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let opts = CommOptions { env: Env::from_process(), net: None, name: Some("bench".into()) };
     let mut comms = Comm::init_threads(2, opts).expect("communicators");
+    let cpus = affinity::plan(&Env::from_process(), 2).expect("COLLSCOPE_BIND");
     let cfg = TelemetryConfig::new("127.0.0.1:0".parse().expect("address"));
     for (label, elems, budget) in [("8 B", 2usize, 0.4f64), ("1 MiB", 1 << 18, 0.6)] {
         // Warm up (connections, caches) and size the rounds to about `budget` seconds each.
-        let per_call = run(&mut comms, elems, 50);
+        let per_call = run(&mut comms, &cpus, elems, 50);
         let iters = ((budget / per_call) as usize).clamp(20, 200_000);
         let (mut off, mut on) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
-            off.push(run(&mut comms, elems, iters));
+            off.push(run(&mut comms, &cpus, elems, iters));
             let t = Telemetry::start(&cfg, Source::Runtime, Some(recorder::global())).expect("telemetry");
-            on.push(run(&mut comms, elems, iters));
+            on.push(run(&mut comms, &cpus, elems, iters));
             t.shutdown().expect("telemetry shutdown");
             std::thread::sleep(Duration::from_millis(20));
         }

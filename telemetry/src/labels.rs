@@ -1,9 +1,7 @@
 //! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
 //! of values (or one value per rank, channel or peer), so no series explodes with traffic.
 
-use collscope_core::model::{
-    Algorithm, Collective, Connection, Direction, OpRecord, Protocol, ProxyWait, Source, Transport,
-};
+use collscope_core::model::{Algorithm, Collective, Connection, Direction, Protocol, ProxyWait, Source, Transport};
 use collscope_core::runtime::stats::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 
 /// Labels of the runtime's message-size buckets (`stats::SIZE_BOUNDS`), then the open-ended one.
@@ -73,10 +71,6 @@ impl CollLabels {
             size_bucket,
             rank: rank.to_string(),
         }
-    }
-
-    pub fn of(op: &OpRecord) -> Self {
-        Self::new(op.coll, op.algo, op.proto, size_bucket(op.bytes), op.rank)
     }
 }
 
