@@ -8,11 +8,13 @@
 //! the receiver's proxy fills the receiver's, see [`ConnMem::posted`] and [`ConnMem::deposit`]).
 
 use super::error::{Result, RuntimeError};
+use super::net::doorbell::Doorbell;
 use super::wait::Bell;
 use crate::env::{Env, EnvError};
 use crate::model::Protocol;
 use memmap2::MmapMut;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Slots per connection (NCCL 2.28.9 `NCCL_STEPS`).
 pub const NCCL_STEPS: u64 = 8;
@@ -112,6 +114,8 @@ pub struct ConnMem {
     sizes: BufSizes,
     _map: MmapMut,
     _owner: Option<Box<dyn Send + Sync>>,
+    /// NET: the proxy that bridges this region, rung whenever a counter moves.
+    proxy_bell: OnceLock<Arc<Doorbell>>,
 }
 
 // SAFETY: the region is only accessed through atomics (counters, LL/LL128 flags) or through slots whose
@@ -130,7 +134,7 @@ impl ConnMem {
     /// A region over an existing mapping of at least `sizes.region_bytes()` zeroed bytes.
     pub fn from_map(mut map: MmapMut, sizes: BufSizes, owner: Option<Box<dyn Send + Sync>>) -> Self {
         assert!(map.len() >= sizes.region_bytes(), "connection mapping smaller than its layout");
-        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner }
+        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner, proxy_bell: OnceLock::new() }
     }
 
     pub fn sizes(&self) -> BufSizes {
@@ -167,16 +171,29 @@ impl ConnMem {
         Bell { word: self.head(), sleepers: self.sleepers(OFF_HEAD) }
     }
 
-    /// Publishes `tail = steps` and wakes a receiver sleeping on it.
+    /// Publishes `tail = steps` and wakes a receiver (or the proxy) sleeping on it.
     pub fn publish_tail(&self, steps: u64) {
         self.tail().store(steps, Ordering::Release);
         self.tail_bell().ring();
+        self.ring_proxy();
     }
 
-    /// Publishes `head = steps` and wakes a sender sleeping on it.
+    /// Publishes `head = steps` and wakes a sender (or the proxy) sleeping on it.
     pub fn publish_head(&self, steps: u64) {
         self.head().store(steps, Ordering::Release);
         self.head_bell().ring();
+        self.ring_proxy();
+    }
+
+    /// Has every counter update also ring `bell` (a NET connection's proxy).
+    pub fn ring_on_update(&self, bell: Arc<Doorbell>) {
+        let _ = self.proxy_bell.set(bell);
+    }
+
+    fn ring_proxy(&self) {
+        if let Some(b) = self.proxy_bell.get() {
+            b.ring();
+        }
     }
 
     /// Per-slot info the sender writes before bumping `tail`: protocol id in the top byte, bytes in the rest.
@@ -246,7 +263,7 @@ impl ConnMem {
 
 /// The sending side of a connection as a rank's primitives use it.
 pub struct SendEnd {
-    pub mem: std::sync::Arc<ConnMem>,
+    pub mem: Arc<ConnMem>,
     pub peer: u32,
     /// Next step to post; persists across operations, like NCCL's `conn->step`.
     pub step: u64,
@@ -254,7 +271,7 @@ pub struct SendEnd {
 
 /// The receiving side of a connection.
 pub struct RecvEnd {
-    pub mem: std::sync::Arc<ConnMem>,
+    pub mem: Arc<ConnMem>,
     pub peer: u32,
     /// Next step to consume.
     pub step: u64,

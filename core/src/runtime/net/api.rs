@@ -5,6 +5,7 @@
 //! comm or a listener is dropping it. NET/Socket ([`super::socket`]) and NET/IB ([`super::ib`]) implement it,
 //! so the proxy's progress loop ([`super::proxy`]) is the same for both, as NCCL's `net.cc` is.
 
+pub use super::doorbell::FdWait;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,10 @@ pub trait Comm: Send + 'static {
 
     /// Whether bytes of `req` are known to be moving (the proxy keeps spinning rather than backing off).
     fn in_progress(&self, req: &Self::Request) -> bool;
+
+    /// The descriptor to poll until [`Comm::test`] can move `req` further, or `None` when the network has none
+    /// to offer (the proxy then looks again soon instead of sleeping).
+    fn wait_fd(&self, req: &Self::Request) -> Option<FdWait>;
 }
 
 /// A network failure, from whichever network carried it.

@@ -2,6 +2,7 @@
 //! that drives NET connections over either, and NET as a runtime transport.
 
 pub mod api;
+pub mod doorbell;
 pub mod ib;
 pub mod proxy;
 pub mod socket;

@@ -12,6 +12,7 @@
 //! the time spent waiting in each state. A failed connection aborts the communicator naming the peer rank.
 
 use super::api::{Comm, NetError};
+use super::doorbell::{Doorbell, FdWait};
 use crate::debug::Subsys;
 use crate::model::{Protocol, ProxyOp, ProxyWait};
 use crate::runtime::conn::{ConnMem, NCCL_STEPS};
@@ -351,6 +352,9 @@ trait Conn: Send {
     fn busy(&self) -> bool;
     /// Whether nothing the rank posted is still waiting for the network.
     fn drained(&self) -> bool;
+    /// Adds the descriptors the connection waits on to `out`; false when it waits on something that offers
+    /// none (the proxy must look again soon). Waiting for the rank needs none: the rank rings the doorbell.
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool;
 }
 
 impl<C: Comm> Conn for SendConn<C> {
@@ -365,6 +369,16 @@ impl<C: Comm> Conn for SendConn<C> {
     }
     fn drained(&self) -> bool {
         self.inflight.is_empty() && self.mem.posted(self.next).is_none()
+    }
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
+        if self.inflight.back().is_some_and(|f| f.body.is_none()) {
+            return false; // the network turned the body down for now
+        }
+        // Sends complete oldest first: the oldest unfinished one is what progress waits for.
+        match self.inflight.front().and_then(|f| f.head.as_ref().or(f.body.as_ref())) {
+            None => true,
+            Some(req) => self.net.wait_fd(req).map(|w| out.push(w)).is_some(),
+        }
     }
 }
 
@@ -385,6 +399,15 @@ impl<C: Comm> Conn for RecvConn<C> {
     fn drained(&self) -> bool {
         true
     }
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
+        let req = match &self.state {
+            // Out of credit: the rank's release rings. With credit, the network turned the receive down.
+            RecvState::Credit => return self.consumed + NCCL_STEPS <= self.step,
+            RecvState::Header(req) | RecvState::Body(Some(req), ..) => req,
+            RecvState::Body(None, ..) => return false,
+        };
+        self.net.wait_fd(req).map(|w| out.push(w)).is_some()
+    }
 }
 
 enum Cmd {
@@ -403,6 +426,8 @@ pub struct Proxy {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     records: Arc<OnceLock<Arc<Records>>>,
     abort: Arc<OnceLock<AbortHandle>>,
+    /// Wakes the thread from its idle sleep: rung by the ranks' counter updates and by commands.
+    bell: Arc<Doorbell>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -412,10 +437,10 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// The proxy of `rank`; its thread starts with the first connection.
-    pub fn new(rank: u32) -> Arc<Proxy> {
+    /// The proxy of `rank`; its thread starts with the first connection. Fails only without an eventfd.
+    pub fn new(rank: u32) -> std::io::Result<Arc<Proxy>> {
         let (tx, rx) = mpsc::channel();
-        Arc::new(Proxy {
+        Ok(Arc::new(Proxy {
             rank,
             tx: Mutex::new(tx),
             rx: Mutex::new(Some(rx)),
@@ -424,15 +449,21 @@ impl Proxy {
             thread: Mutex::new(None),
             records: Arc::new(OnceLock::new()),
             abort: Arc::new(OnceLock::new()),
-        })
+            bell: Arc::new(Doorbell::new()?),
+        }))
+    }
+
+    fn send_cmd(&self, cmd: Cmd) {
+        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(cmd);
+        self.bell.ring();
     }
 
     fn ensure_thread(&self) -> std::io::Result<()> {
         let Some(rx) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).take() else { return Ok(()) };
-        let (st, ab, rank) = (self.stop.clone(), self.abort.clone(), self.rank);
+        let (st, ab, bell, rank) = (self.stop.clone(), self.abort.clone(), self.bell.clone(), self.rank);
         let t = std::thread::Builder::new()
             .name(format!("collscope Proxy{rank}"))
-            .spawn(move || run(rank, &rx, &st, &ab))?;
+            .spawn(move || run(rank, &rx, &st, &ab, &bell))?;
         *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
         Ok(())
     }
@@ -447,7 +478,7 @@ impl Proxy {
     fn add(self: &Arc<Self>, conn: Box<dyn Conn>) -> std::io::Result<ProxyGuard> {
         self.ensure_thread()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Cmd::Add(id, conn));
+        self.send_cmd(Cmd::Add(id, conn));
         Ok(ProxyGuard { id, proxy: self.clone() })
     }
 
@@ -465,6 +496,7 @@ impl Proxy {
         channel: u32,
         peer: u32,
     ) -> Result<ProxyGuard, AddError> {
+        mem.ring_on_update(self.bell.clone());
         let conn = SendConn::new(net, mem, self.stats(net_name, channel, peer, true))?;
         Ok(self.add(Box::new(conn))?)
     }
@@ -478,6 +510,7 @@ impl Proxy {
         channel: u32,
         peer: u32,
     ) -> Result<ProxyGuard, AddError> {
+        mem.ring_on_update(self.bell.clone());
         let conn = RecvConn::new(net, mem, self.stats(net_name, channel, peer, false))?;
         Ok(self.add(Box::new(conn))?)
     }
@@ -495,6 +528,7 @@ pub enum AddError {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.bell.ring();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
@@ -509,7 +543,7 @@ pub struct ProxyGuard {
 
 impl Drop for ProxyGuard {
     fn drop(&mut self) {
-        let _ = self.proxy.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Cmd::Remove(self.id));
+        self.proxy.send_cmd(Cmd::Remove(self.id));
     }
 }
 
@@ -524,10 +558,24 @@ struct Entry {
     leaving: Option<Instant>,
 }
 
-fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<AbortHandle>) {
+/// Rounds with nothing moved that the proxy yields through before it sleeps: a step is usually microseconds away.
+const SPIN_ROUNDS: u32 = 16;
+/// Longest idle sleep: rings and ready sockets end it sooner, this bounds how late a leaving connection's
+/// drain limit is noticed.
+const IDLE_SLEEP: Duration = Duration::from_millis(50);
+/// Nap when a connection waits on something without a descriptor and nothing is in flight.
+const NAP: Duration = Duration::from_micros(20);
+
+fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<AbortHandle>, bell: &Doorbell) {
     let mut conns: Vec<Entry> = Vec::new();
     let mut idle_rounds = 0u32;
+    let mut fds = Vec::new();
     loop {
+        // Past the spinning rounds, count as sleeping before this last look, so no ring is missed.
+        let armed = idle_rounds >= SPIN_ROUNDS;
+        if armed {
+            bell.arm();
+        }
         for cmd in rx.try_iter() {
             match cmd {
                 Cmd::Add(id, conn) => conns.push(Entry { id, conn, leaving: None }),
@@ -539,7 +587,7 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
             }
         }
         conns.retain(|e| e.leaving.is_none_or(|t| !e.conn.drained() && t.elapsed() < DRAIN_LIMIT));
-        if stop.load(Ordering::Acquire) && conns.iter().all(|e| e.leaving.is_some()) && conns.is_empty() {
+        if stop.load(Ordering::Acquire) && conns.is_empty() {
             return;
         }
         let mut moved = false;
@@ -567,20 +615,29 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         }
         if let Some(i) = failed {
             conns.remove(i);
+            moved = true;
         }
-        // While bytes are in flight keep going (yielding the core); when idle, back off so ranks sharing the
-        // core run: yield first (a step is usually microseconds away), then sleep.
         if moved {
+            bell.disarm();
             idle_rounds = 0;
-        } else if conns.iter().any(|e| e.conn.busy()) {
-            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds = idle_rounds.saturating_add(1);
+        if !armed {
             std::thread::yield_now();
+            continue;
+        }
+        // Nothing moves: sleep until a socket is ready or a rank rings, unless a connection waits on something
+        // that cannot wake the proxy (NET/IB completions, helper threads): then look again soon.
+        fds.clear();
+        if conns.iter().all(|e| e.conn.wait_fds(&mut fds)) {
+            bell.sleep(&fds, IDLE_SLEEP);
         } else {
-            idle_rounds = idle_rounds.saturating_add(1);
-            if idle_rounds < 64 {
+            bell.disarm();
+            if conns.iter().any(|e| e.conn.busy()) {
                 std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(if idle_rounds < 10_000 { 20 } else { 500 }));
+                std::thread::sleep(NAP);
             }
         }
     }
@@ -638,6 +695,9 @@ mod tests {
         fn in_progress(&self, req: &C::Request) -> bool {
             self.inner.in_progress(req)
         }
+        fn wait_fd(&self, req: &C::Request) -> Option<FdWait> {
+            self.inner.wait_fd(req)
+        }
     }
 
     fn fill(step: u64) -> Vec<u8> {
@@ -653,7 +713,7 @@ mod tests {
         let recv = Listen::accept(listener).unwrap();
         let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
         let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
-        let proxy = Proxy::new(0);
+        let proxy = Proxy::new(0).unwrap();
         let _s = proxy.add_send("Socket", Refusing { inner: send, refuse: false }, smem.clone(), 0, 1).unwrap();
         let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse: false }, rmem.clone(), 0, 0).unwrap();
         let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });

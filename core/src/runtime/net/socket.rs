@@ -618,6 +618,13 @@ impl api::Comm for NetComm {
     fn in_progress(&self, req: &Request) -> bool {
         req.started()
     }
+
+    /// The control socket carries the size header and inline or helper-less payloads; helper threads report
+    /// through memory only.
+    fn wait_fd(&self, req: &Request) -> Option<api::FdWait> {
+        use std::os::fd::AsRawFd;
+        req.tasks.is_empty().then(|| api::FdWait { fd: self.ctrl.stream().as_raw_fd(), writable: req.send })
+    }
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<(Arc<dyn
         NetKind::Ib => {
             let net = super::ib::net::IbNet::init(env)?
                 .ok_or_else(|| RuntimeError::Transport { transport: "NET/IB", msg: "no device found".into() })?;
-            let t = NetTransport::new(net, rank, timeout);
+            let t = NetTransport::new(net, rank, timeout)?;
             let proxy = t.proxy.clone();
             Ok((Arc::new(t), proxy))
         }
@@ -89,7 +89,7 @@ pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<(Arc<dyn
         NetKind::Ib => Err(RuntimeError::Transport { transport: "NET/IB", msg: "not built (feature `ib`)".into() }),
         NetKind::Socket => {
             let net = NetSocket::init(env).map_err(|e| net_err(e.into()))?;
-            let t = NetTransport::new(net, rank, timeout);
+            let t = NetTransport::new(net, rank, timeout)?;
             let proxy = t.proxy.clone();
             Ok((Arc::new(t), proxy))
         }
@@ -98,10 +98,14 @@ pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<(Arc<dyn
 
 impl<N: Net> NetTransport<N> {
     /// The transport over `net` (already initialized), with `rank`'s proxy; prints `Using network <name>`.
-    pub fn new(net: &'static N, rank: u32, timeout: Duration) -> NetTransport<N> {
+    pub fn new(net: &'static N, rank: u32, timeout: Duration) -> Result<NetTransport<N>> {
         nccl_info!(Subsys::INIT, "Using network {}", net.name());
         let ctl = SetupCtl { timeout, abort: Arc::new(AtomicBool::new(false)) };
-        NetTransport { net, dev: 0, proxy: Proxy::new(rank), ctl }
+        let proxy = Proxy::new(rank).map_err(|e| RuntimeError::Transport {
+            transport: "NET",
+            msg: format!("cannot create the proxy's eventfd: {e}"),
+        })?;
+        Ok(NetTransport { net, dev: 0, proxy, ctl })
     }
 
     pub fn proxy(&self) -> &Arc<Proxy> {

@@ -336,6 +336,11 @@ impl api::Comm for IbComm {
     fn in_progress(&self, _req: &IbRequest) -> bool {
         false
     }
+
+    /// Completions are polled, not signalled on a channel.
+    fn wait_fd(&self, _req: &IbRequest) -> Option<api::FdWait> {
+        None
+    }
 }
 
 #[cfg(test)]
