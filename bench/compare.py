@@ -46,7 +46,8 @@ def parse_anchor(text):
 
 
 def load(directory, name):
-    """Every repetition of NAME, parsed; (list of row dicts, list of fact dicts)."""
+    """Every repetition of NAME, parsed; (list of row dicts, list of fact dicts). Names starting with cs- are
+    collscope's tables; the others (mpi-, gloo-, tcp-) are anchor-style."""
     reps, facts = [], []
     for path in sorted(glob.glob(os.path.join(directory, f"{name}.*.txt"))):
         with open(path) as fh:
@@ -121,9 +122,16 @@ def main(directory):
     for n in (2, 4):
         cs, _ = load(directory, f"cs-net-{n}")
         gloo, _ = load(directory, f"gloo-{n}")
+        bound, _ = load(directory, f"tcp-{n}")
+        above = []
         for s in sizes(1 * MB, 64 * MB, cs, gloo):
-            rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, median_of(cs, s, "ip_busbw"),
-                    median_of(gloo, s, "ip_busbw"), "GB/s", 2.0)
+            mine, ref = median_of(cs, s, "ip_busbw"), median_of(gloo, s, "ip_busbw")
+            rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, mine, ref, "GB/s", 2.0)
+            tcp = median_of(bound, s, "ip_busbw")
+            if tcp and mine is not None and ref is not None:
+                above.append(f"{human(s)} {mine / tcp:.0%}" + (" (2x Gloo > bound)" if 2 * ref > tcp else ""))
+        if above:
+            print(f"# NET/Socket {n} ranks as a share of the TCP loopback ring bound (tcp_bound.rs): {', '.join(above)}")
     for n in (2, 4):
         p2p, _ = load(directory, f"cs-p2p-{n}-large")
         shm, _ = load(directory, f"cs-shm-{n}-large")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
-# release binary and the anchors, runs every benchmark REPS times, then bench/compare.py prints each target's
-# medians, ratio and PASS/MISS.
+# release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
+# itself can carry), then bench/compare.py prints each target's medians, ratio and PASS/MISS.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs /work/shared/bench/anchors.sh or ANCHORS=path/to/anchors.sh.
@@ -23,7 +23,7 @@ out=${out:-$(mktemp -d /tmp/collscope-compare.XXXXXX)}
 mkdir -p "$out"
 bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
 [ -x "$bin/mpi_allreduce" ] && [ -x "$bin/gloo_allreduce" ] || bash "$anchors" build >&2
-(cd "$root" && cargo build --release --quiet --bin collscope)
+(cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound)
 cs="$root/target/release/collscope"
 # Small sizes: many iterations; large: few. Quick mode halves the work again.
 # collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
@@ -47,6 +47,8 @@ for ((r = 1; r <= reps; r++)); do
     anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw
     perf "cs-net-$n" $r all_reduce $n processes socket 1048576 67108864 $ni 1
     anchor "gloo-$n" $r gloo $n 1048576 67108864 $ni 1
+    "$root/target/release/examples/tcp_bound" $n 1048576 67108864 $ni > "$out/tcp-$n.$r.txt" 2> "$out/tcp-$n.$r.err" \
+      || echo "TCP bound $n failed, see $out/tcp-$n.$r.err" >&2
     perf "cs-p2p-$n-large" $r all_reduce $n threads p2p 65536 67108864 $li $lw
   done
   perf cs-ag-4 $r all_gather 4 processes shm 1048576 67108864 $li $lw

@@ -32,6 +32,9 @@ class Parsers(unittest.TestCase):
         gloo = compare.parse_anchor(read("gloo.txt"))
         self.assertEqual(sorted(gloo), [1 << 20, 2 << 20])
         self.assertGreater(gloo[2 << 20]["ip_busbw"], 0.0)
+        tcp = compare.parse_anchor(read("tcp-bound.txt"))
+        self.assertEqual(sorted(tcp), [1 << 20, 2 << 20])
+        self.assertGreater(tcp[1 << 20]["ip_busbw"], 0.0)
         # The other tool's table is not mistaken for one's own.
         self.assertEqual(compare.parse_anchor(read("collscope-perf.txt")), {})
         self.assertEqual(compare.parse_collscope(read("mpi.txt"))[0], {})

@@ -1,0 +1,122 @@
+//! The busbw a ring AllReduce over TCP loopback could reach on this host if reducing cost nothing: N ranks in a
+//! ring, each sending 2(N-1)/N x SIZE bytes to the next while receiving as much from the previous, in 512 KiB
+//! pieces cycling through a 4 MiB buffer on each side (a connection's 8 Simple steps of NCCL_BUFFSIZE, as the
+//! NET proxy sends and receives them). Every byte crosses a real loopback socket. Prints an anchor-style table (size count
+//! type op time_us algbw busbw wrong) that bench/compare.py reads as it reads Gloo's.
+//!
+//!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const PIECE: usize = 512 << 10;
+const BUFFER: usize = 8 * PIECE;
+
+/// When one thread's share of every round began and ended, rounds in order (warm-up included).
+type Spans = Vec<(Instant, Instant)>;
+
+fn send_all(mut s: TcpStream, rounds: &[usize], barrier: &Barrier) -> std::io::Result<Spans> {
+    let buf = vec![1u8; BUFFER];
+    let mut spans = Vec::with_capacity(rounds.len());
+    let mut at = 0;
+    for &total in rounds {
+        barrier.wait();
+        let t0 = Instant::now();
+        let mut left = total;
+        while left > 0 {
+            let k = left.min(PIECE);
+            s.write_all(&buf[at..at + k])?;
+            at = (at + PIECE) % BUFFER;
+            left -= k;
+        }
+        spans.push((t0, Instant::now()));
+    }
+    Ok(spans)
+}
+
+fn recv_all(mut s: TcpStream, rounds: &[usize], barrier: &Barrier) -> std::io::Result<Spans> {
+    let mut buf = vec![0u8; BUFFER];
+    let mut spans = Vec::with_capacity(rounds.len());
+    let mut at = 0;
+    for &total in rounds {
+        barrier.wait();
+        let t0 = Instant::now();
+        let mut left = total;
+        while left > 0 {
+            let k = left.min(PIECE);
+            s.read_exact(&mut buf[at..at + k])?;
+            at = (at + PIECE) % BUFFER;
+            left -= k;
+        }
+        spans.push((t0, Instant::now()));
+    }
+    Ok(spans)
+}
+
+fn parse(args: &[String]) -> Result<(usize, usize, usize, usize), String> {
+    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS]".to_string();
+    if !(3..=4).contains(&args.len()) {
+        return Err(usage);
+    }
+    let num = |i: usize, what: &str| -> Result<usize, String> {
+        args[i].parse().map_err(|_| format!("tcp_bound: {what} must be a whole number, got '{}'", args[i]))
+    };
+    let (n, lo, hi) = (num(0, "NRANKS")?, num(1, "MINBYTES")?, num(2, "MAXBYTES")?);
+    let iters = if args.len() == 4 { num(3, "ITERS")? } else { 5 };
+    if n < 2 || lo == 0 || hi < lo || iters == 0 {
+        return Err(format!("tcp_bound: expected NRANKS >= 2, 1 <= MINBYTES <= MAXBYTES, ITERS >= 1; {usage}"));
+    }
+    Ok((n, lo, hi, iters))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (n, lo, hi, iters) = parse(&args)?;
+    let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
+    // One warm-up round per size (a fresh connection's buffers grow as traffic flows), then the timed ones.
+    let rounds: Arc<Vec<usize>> =
+        Arc::new(sizes.iter().flat_map(|&s| std::iter::repeat_n(s * 2 * (n - 1) / n, iters + 1)).collect());
+    let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
+    let mut senders = Vec::new();
+    for l in &listeners {
+        let s = TcpStream::connect(l.local_addr()?)?;
+        s.set_nodelay(true)?;
+        senders.push(s);
+    }
+    // Rank r sends to rank r+1: the stream connected to listener r+1.
+    senders.rotate_left(1);
+    let barrier = Arc::new(Barrier::new(2 * n));
+    let mut threads = Vec::new();
+    for (l, s) in listeners.iter().zip(senders) {
+        let r = l.accept()?.0;
+        let (rs, bs) = (rounds.clone(), barrier.clone());
+        threads.push(std::thread::spawn(move || send_all(s, &rs, &bs)));
+        let (rr, br) = (rounds.clone(), barrier.clone());
+        threads.push(std::thread::spawn(move || recv_all(r, &rr, &br)));
+    }
+    let spans: Vec<Spans> = threads
+        .into_iter()
+        .map(|t| t.join().map_err(|_| "tcp_bound: a transfer thread panicked".to_string())?.map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    println!("# TCP loopback ring bound, {n} ranks, median of {iters}");
+    println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
+    for (i, &size) in sizes.iter().enumerate() {
+        // A round lasts from the first thread's start to the last thread's end.
+        let mut times: Vec<Duration> = (1..=iters)
+            .map(|k| {
+                let round = i * (iters + 1) + k;
+                let start = spans.iter().map(|s| s[round].0).min().unwrap_or_else(Instant::now);
+                let end = spans.iter().map(|s| s[round].1).max().unwrap_or(start);
+                end - start
+            })
+            .collect();
+        times.sort();
+        let t = times[times.len() / 2].as_secs_f64();
+        let algbw = size as f64 / t / 1e9;
+        let busbw = algbw * 2.0 * (n - 1) as f64 / n as f64;
+        println!("{size:>12} {:>8} float sum {:>10.1} {algbw:>12.3} {busbw:>12.3}      0", size / 4, t * 1e6);
+    }
+    Ok(())
+}
