@@ -19,7 +19,8 @@ use crate::env::{Env, EnvError};
 use crate::model::{self, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
 use crate::nccl_info;
 use collscope_kernels::{Dtype, Element, Op};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -116,8 +117,24 @@ pub fn kernel_op(op: RedOp) -> Op {
     }
 }
 
-pub(crate) fn now_us() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+/// Wall-clock microseconds (since the UNIX epoch) of monotonic instants, anchored once per communicator: a
+/// call's record then costs one clock read, not a monotonic and a wall-clock one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WallClock {
+    at: Instant,
+    wall_us: u64,
+}
+
+impl WallClock {
+    fn new() -> WallClock {
+        let wall_us =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        WallClock { at: Instant::now(), wall_us }
+    }
+
+    pub(crate) fn us(&self, t: Instant) -> u64 {
+        self.wall_us + t.saturating_duration_since(self.at).as_micros() as u64
+    }
 }
 
 /// The init lines NCCL 2.28.9 prints for rings and trees: rank 0's `Channel 00/02 : 0 1 2 3` per ring
@@ -165,13 +182,14 @@ pub struct Comm {
     pub(crate) waiter: Waiter,
     select: SelectConfig,
     /// Choices already made, by (collective, bytes per rank).
-    plans: HashMap<(Collective, u64), Choice>,
+    plans: FxHashMap<(Collective, u64), Choice>,
     channels: Vec<Channel>,
     ring_ready: bool,
     tree_ready: bool,
     /// Point-to-point connections (channel 0, connIndex 1).
     pub(crate) p2p: Channel,
     pub(crate) seq: u64,
+    pub(crate) clock: WallClock,
     records: Arc<Records>,
     /// Threads for channels 1.. (channel 0 runs on the caller's).
     workers: Workers,
@@ -255,12 +273,13 @@ impl Comm {
             sizes,
             waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
             select,
-            plans: HashMap::new(),
+            plans: FxHashMap::default(),
             channels,
             ring_ready: false,
             tree_ready: false,
             p2p,
             seq: 0,
+            clock: WallClock::new(),
             records: Arc::new(Records::new(rank, nch as usize, opts.name.clone())),
             workers: Workers::default(),
             guards: Vec::new(),
@@ -450,11 +469,20 @@ impl Comm {
         Ok(())
     }
 
-    pub(crate) fn new_record(&mut self, coll: Collective, dt: DataType, count: usize, op: Option<RedOp>) -> OpRecord {
+    /// The record of a call that starts at `started`.
+    pub(crate) fn new_record(
+        &mut self,
+        coll: Collective,
+        dt: DataType,
+        count: usize,
+        op: Option<RedOp>,
+        started: Instant,
+    ) -> OpRecord {
         self.seq += 1;
         // The records add the communicator's name when they hand the call out, so no call allocates. A blocking
         // call is enqueued as it starts; a group sets its operations' enqueue time to when it opened.
-        let rec = OpRecord { op, ..OpRecord::started(self.rank, self.seq, coll, dt, count as u64, now_us()) };
+        let at = self.clock.us(started);
+        let rec = OpRecord { op, ..OpRecord::started(self.rank, self.seq, coll, dt, count as u64, at) };
         self.records.begin_op(&rec);
         if crate::recorder::enabled() {
             self.records.stats.begin();
@@ -502,16 +530,17 @@ impl Comm {
         dst: *mut u8,
         count: usize,
     ) -> Result<()> {
+        let started = Instant::now();
         let mut rec = self.new_record(
             coll,
             dt,
             count,
             Some(op).filter(|_| matches!(coll, Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter)),
+            started,
         );
         if matches!(coll, Collective::Broadcast | Collective::Reduce) {
             rec.root = Some(root as i32);
         }
-        let started = Instant::now();
         let res = self.run_collective(coll, dt, op, root, src, dst, count, &mut rec);
         let elapsed = started.elapsed();
         if rec.n_channels.is_some() {

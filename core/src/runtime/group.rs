@@ -2,7 +2,7 @@
 //! `ncclSend`/`ncclRecv`): operations are collected, then progressed together, one step at a time on every
 //! peer that can move, so the order in which ranks post them cannot deadlock.
 
-use super::comm::{model_dtype, now_us, Comm, Want};
+use super::comm::{model_dtype, Comm, Want};
 use super::error::{Result, RuntimeError};
 use super::proto::{read_step, write_step};
 use crate::model::{Collective, DataType, Protocol};
@@ -33,7 +33,8 @@ pub struct Group<'c, 'b> {
 impl Comm {
     /// Starts a group (`ncclGroupStart`).
     pub fn group<'b>(&mut self) -> Group<'_, 'b> {
-        Group { comm: self, ops: Vec::new(), kind: Collective::SendRecv, opened_us: now_us(), _bufs: PhantomData }
+        let opened_us = self.clock.us(Instant::now());
+        Group { comm: self, ops: Vec::new(), kind: Collective::SendRecv, opened_us, _bufs: PhantomData }
     }
 
     pub fn send<T: Element>(&mut self, buf: &[T], peer: u32) -> Result<()> {
@@ -101,7 +102,8 @@ impl<'b> Group<'_, 'b> {
         } else {
             Collective::SendRecv
         };
-        let mut rec = comm.new_record(coll, dt, total / dt.size(), None);
+        let started = Instant::now();
+        let mut rec = comm.new_record(coll, dt, total / dt.size(), None, started);
         rec.enqueued_us = Some(opened_us);
         rec.bytes = total as u64;
         if let [one] = ops.as_slice() {
@@ -109,7 +111,6 @@ impl<'b> Group<'_, 'b> {
         }
         rec.proto = Some(Protocol::Simple);
         rec.n_channels = Some(1);
-        let started = Instant::now();
         let res = run(comm, &mut ops);
         comm.finish_record(rec, started.elapsed(), res)
     }
