@@ -17,8 +17,13 @@ const BUFFER: usize = 8 * PIECE;
 /// When one thread's share of every round began and ended, rounds in order (warm-up included).
 type Spans = Vec<(Instant, Instant)>;
 
-fn send_all(mut s: TcpStream, rounds: &[usize], barrier: &Barrier) -> std::io::Result<Spans> {
-    let buf = vec![1u8; BUFFER];
+/// Moves each round's bytes through `io` in pieces from a buffer it cycles through, timing every round.
+fn run_rounds(
+    rounds: &[usize],
+    barrier: &Barrier,
+    mut io: impl FnMut(&mut [u8]) -> std::io::Result<()>,
+) -> std::io::Result<Spans> {
+    let mut buf = vec![1u8; BUFFER];
     let mut spans = Vec::with_capacity(rounds.len());
     let mut at = 0;
     for &total in rounds {
@@ -27,26 +32,7 @@ fn send_all(mut s: TcpStream, rounds: &[usize], barrier: &Barrier) -> std::io::R
         let mut left = total;
         while left > 0 {
             let k = left.min(PIECE);
-            s.write_all(&buf[at..at + k])?;
-            at = (at + PIECE) % BUFFER;
-            left -= k;
-        }
-        spans.push((t0, Instant::now()));
-    }
-    Ok(spans)
-}
-
-fn recv_all(mut s: TcpStream, rounds: &[usize], barrier: &Barrier) -> std::io::Result<Spans> {
-    let mut buf = vec![0u8; BUFFER];
-    let mut spans = Vec::with_capacity(rounds.len());
-    let mut at = 0;
-    for &total in rounds {
-        barrier.wait();
-        let t0 = Instant::now();
-        let mut left = total;
-        while left > 0 {
-            let k = left.min(PIECE);
-            s.read_exact(&mut buf[at..at + k])?;
+            io(&mut buf[at..at + k])?;
             at = (at + PIECE) % BUFFER;
             left -= k;
         }
@@ -91,10 +77,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut threads = Vec::new();
     for (l, s) in listeners.iter().zip(senders) {
         let r = l.accept()?.0;
-        let (rs, bs) = (rounds.clone(), barrier.clone());
-        threads.push(std::thread::spawn(move || send_all(s, &rs, &bs)));
-        let (rr, br) = (rounds.clone(), barrier.clone());
-        threads.push(std::thread::spawn(move || recv_all(r, &rr, &br)));
+        let (rs, bs, mut s) = (rounds.clone(), barrier.clone(), s);
+        threads.push(std::thread::spawn(move || run_rounds(&rs, &bs, |b| s.write_all(b))));
+        let (rr, br, mut r) = (rounds.clone(), barrier.clone(), r);
+        threads.push(std::thread::spawn(move || run_rounds(&rr, &br, |b| r.read_exact(b))));
     }
     let spans: Vec<Spans> = threads
         .into_iter()
