@@ -323,6 +323,20 @@ mod tests {
     }
 
     #[test]
+    fn counter_updates_ring_the_proxy_that_bridges_the_region() {
+        let m = ConnMem::anonymous(BufSizes { simple: 4096, ll: 1024, ll128: 2048 }).unwrap();
+        let bell = Arc::new(Doorbell::new().unwrap());
+        m.ring_on_update(bell.clone());
+        for publish in [ConnMem::publish_tail, ConnMem::publish_head] {
+            bell.arm();
+            publish(&m, 1);
+            let start = std::time::Instant::now();
+            bell.sleep(&[], std::time::Duration::from_secs(20));
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "the update did not wake the proxy");
+        }
+    }
+
+    #[test]
     fn posted_and_deposit_move_a_step_between_regions() {
         let sizes = BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
         let (a, b) = (ConnMem::anonymous(sizes).unwrap(), ConnMem::anonymous(sizes).unwrap());

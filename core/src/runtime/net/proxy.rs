@@ -656,12 +656,14 @@ mod tests {
     struct Refusing<C> {
         inner: C,
         refuse: bool,
+        /// Whether refusals happen at all (false: a plain pass-through).
+        turns: bool,
     }
 
     impl<C: Comm> Refusing<C> {
         fn turn(&mut self) -> bool {
             self.refuse = !self.refuse;
-            self.refuse
+            self.turns && self.refuse
         }
     }
 
@@ -704,8 +706,10 @@ mod tests {
         (0..100 + 37 * step as usize).map(|i| (i as u64 * 7 + step) as u8).collect()
     }
 
-    #[test]
-    fn steps_cross_a_network_that_defers_transfers_in_order() {
+    /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
+    /// every byte. `refuse`: the network turns down every other transfer. `gap`: the sender idles that long
+    /// before each step, so the proxy has gone to sleep and must be woken.
+    fn carry(steps: u64, refuse: bool, gap: Duration) {
         let net = NetSocket::discover(&Env::default()).unwrap();
         let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
         let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
@@ -714,19 +718,19 @@ mod tests {
         let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
         let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
         let proxy = Proxy::new(0).unwrap();
-        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse: false }, smem.clone(), 0, 1).unwrap();
-        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse: false }, rmem.clone(), 0, 0).unwrap();
+        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse, turns: refuse }, smem.clone(), 0, 1).unwrap();
+        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse, turns: refuse }, rmem.clone(), 0, 0).unwrap();
         let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });
-        const STEPS: u64 = 3 * NCCL_STEPS + 1;
         let start = Instant::now();
-        while rx.step < STEPS {
+        while rx.step < steps {
             assert!(
                 start.elapsed() < Duration::from_secs(30),
                 "stalled at step {} sent, {} received",
                 tx.step,
                 rx.step
             );
-            if tx.step < STEPS && tx.has_credit() {
+            if tx.step < steps && tx.has_credit() {
+                std::thread::sleep(gap);
                 let bytes = fill(tx.step);
                 // SAFETY: the slot is the sender's until the step is posted, and large enough.
                 unsafe {
@@ -744,5 +748,16 @@ mod tests {
             }
             std::thread::yield_now();
         }
+    }
+
+    #[test]
+    fn steps_cross_a_network_that_defers_transfers_in_order() {
+        carry(3 * NCCL_STEPS + 1, true, Duration::ZERO);
+    }
+
+    #[test]
+    fn steps_posted_while_the_proxy_sleeps_all_arrive() {
+        // 20 ms between steps: far past the proxy's spinning rounds, so every step finds it asleep in poll.
+        carry(NCCL_STEPS + 2, false, Duration::from_millis(20));
     }
 }
