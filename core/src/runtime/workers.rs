@@ -72,6 +72,9 @@ impl Workers {
     /// are done: the caller's own error if it had one, else the first a worker reported.
     pub fn run<T: Send>(&mut self, items: &mut [T], f: &(dyn Fn(&mut T) -> Result<()> + Sync)) -> Result<()> {
         let Some((first, rest)) = items.split_first_mut() else { return Ok(()) };
+        if rest.is_empty() {
+            return f(first);
+        }
         self.grow(rest.len())?;
         let mut out = Outstanding { rx: &self.done_rx, left: 0, first_err: None };
         for (item, w) in rest.iter_mut().zip(&self.workers) {
