@@ -5,7 +5,7 @@
 //! comm or a listener is dropping it. NET/Socket ([`super::socket`]) and NET/IB ([`super::ib`]) implement it,
 //! so the proxy's progress loop ([`super::proxy`]) is the same for both, as NCCL's `net.cc` is.
 
-pub use super::doorbell::FdWait;
+pub use super::doorbell::{Doorbell, FdWait, Wake};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,9 +77,13 @@ pub trait Comm: Send + 'static {
     /// Whether bytes of `req` are known to be moving (the proxy keeps spinning rather than backing off).
     fn in_progress(&self, req: &Self::Request) -> bool;
 
-    /// The descriptor to poll until [`Comm::test`] can move `req` further, or `None` when the network has none
-    /// to offer (the proxy then looks again soon instead of sleeping).
-    fn wait_fd(&self, req: &Self::Request) -> Option<FdWait>;
+    /// What tells the proxy that [`Comm::test`] can move `req` further (a descriptor, a ring of the bell given
+    /// to [`Comm::set_bell`], or nothing: the proxy then looks again soon instead of sleeping).
+    fn wake(&self, req: &Self::Request) -> Wake;
+
+    /// The proxy's bell, for a network whose own threads move bytes (NET/Socket helpers) to ring when they
+    /// finish. Networks without such threads ignore it.
+    fn set_bell(&mut self, _bell: std::sync::Arc<Doorbell>) {}
 }
 
 /// A network failure, from whichever network carried it.

@@ -1,6 +1,7 @@
 //! How a rank wakes its proxy thread. A proxy with nothing to move sleeps in `poll` on the sockets it waits for
-//! and on this bell's eventfd; a rank that posts a step (or frees a slot) on a NET connection rings the bell,
-//! which costs a system call only while the proxy sleeps (or is about to). (NCCL's proxy spins instead; on a host with fewer
+//! and on this bell's eventfd; a rank that posts a step (or frees a slot) on a NET connection rings the bell, as
+//! does a NET/Socket helper thread that finished a transfer. A ring costs a system call only while the proxy
+//! sleeps (or is about to). (NCCL's proxy spins instead; on a host with fewer
 //! cores than busy threads that spinning takes the core a rank needs.)
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -14,6 +15,17 @@ use std::time::Duration;
 pub struct FdWait {
     pub fd: RawFd,
     pub writable: bool,
+}
+
+/// What tells the proxy that a network request can move again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The descriptor becomes ready.
+    Fd(FdWait),
+    /// Whoever moves it rings the proxy's bell.
+    Bell,
+    /// Nothing: the proxy has to look again soon.
+    Poll,
 }
 
 pub struct Doorbell {
@@ -46,6 +58,8 @@ impl Doorbell {
     /// last look at its connections, so a ring between that look and [`Doorbell::sleep`] is not lost.
     pub fn arm(&self) {
         self.sleeping.store(true, Ordering::SeqCst);
+        // The proxy's next loads (counters, task states) must not move before the store.
+        fence(Ordering::SeqCst);
     }
 
     /// Stops counting the proxy as sleeping (it found work after arming).

@@ -12,7 +12,7 @@
 //! the time spent waiting in each state. A failed connection aborts the communicator naming the peer rank.
 
 use super::api::{Comm, NetError};
-use super::doorbell::{Doorbell, FdWait};
+use super::doorbell::{Doorbell, FdWait, Wake};
 use crate::debug::Subsys;
 use crate::model::{Protocol, ProxyOp, ProxyWait};
 use crate::runtime::conn::{ConnMem, NCCL_STEPS};
@@ -377,7 +377,7 @@ impl<C: Comm> Conn for SendConn<C> {
         // Sends complete oldest first: the oldest unfinished one is what progress waits for.
         match self.inflight.front().and_then(|f| f.head.as_ref().or(f.body.as_ref())) {
             None => true,
-            Some(req) => self.net.wait_fd(req).map(|w| out.push(w)).is_some(),
+            Some(req) => wake_on(self.net.wake(req), out),
         }
     }
 }
@@ -406,7 +406,19 @@ impl<C: Comm> Conn for RecvConn<C> {
             RecvState::Header(req) | RecvState::Body(Some(req), ..) => req,
             RecvState::Body(None, ..) => return false,
         };
-        self.net.wait_fd(req).map(|w| out.push(w)).is_some()
+        wake_on(self.net.wake(req), out)
+    }
+}
+
+/// Notes what wakes the proxy for one request; false when nothing will.
+fn wake_on(wake: Wake, out: &mut Vec<FdWait>) -> bool {
+    match wake {
+        Wake::Fd(w) => {
+            out.push(w);
+            true
+        }
+        Wake::Bell => true,
+        Wake::Poll => false,
     }
 }
 
@@ -491,12 +503,13 @@ impl Proxy {
     pub fn add_send<C: Comm>(
         self: &Arc<Self>,
         net_name: &'static str,
-        net: C,
+        mut net: C,
         mem: Arc<ConnMem>,
         channel: u32,
         peer: u32,
     ) -> Result<ProxyGuard, AddError> {
         mem.ring_on_update(self.bell.clone());
+        net.set_bell(self.bell.clone());
         let conn = SendConn::new(net, mem, self.stats(net_name, channel, peer, true))?;
         Ok(self.add(Box::new(conn))?)
     }
@@ -505,12 +518,13 @@ impl Proxy {
     pub fn add_recv<C: Comm>(
         self: &Arc<Self>,
         net_name: &'static str,
-        net: C,
+        mut net: C,
         mem: Arc<ConnMem>,
         channel: u32,
         peer: u32,
     ) -> Result<ProxyGuard, AddError> {
         mem.ring_on_update(self.bell.clone());
+        net.set_bell(self.bell.clone());
         let conn = RecvConn::new(net, mem, self.stats(net_name, channel, peer, false))?;
         Ok(self.add(Box::new(conn))?)
     }
@@ -627,8 +641,8 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
             std::thread::yield_now();
             continue;
         }
-        // Nothing moves: sleep until a socket is ready or a rank rings, unless a connection waits on something
-        // that cannot wake the proxy (NET/IB completions, helper threads): then look again soon.
+        // Nothing moves: sleep until a socket is ready or a rank or helper thread rings, unless a connection
+        // waits on something that cannot wake the proxy (NET/IB completions): then look again soon.
         fds.clear();
         if conns.iter().all(|e| e.conn.wait_fds(&mut fds)) {
             bell.sleep(&fds, IDLE_SLEEP);
@@ -697,8 +711,11 @@ mod tests {
         fn in_progress(&self, req: &C::Request) -> bool {
             self.inner.in_progress(req)
         }
-        fn wait_fd(&self, req: &C::Request) -> Option<FdWait> {
-            self.inner.wait_fd(req)
+        fn wake(&self, req: &C::Request) -> Wake {
+            self.inner.wake(req)
+        }
+        fn set_bell(&mut self, bell: Arc<Doorbell>) {
+            self.inner.set_bell(bell);
         }
     }
 
@@ -708,9 +725,9 @@ mod tests {
 
     /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
     /// every byte. `refuse`: the network turns down every other transfer. `gap`: the sender idles that long
-    /// before each step, so the proxy has gone to sleep and must be woken.
-    fn carry(steps: u64, refuse: bool, gap: Duration) {
-        let net = NetSocket::discover(&Env::default()).unwrap();
+    /// before each step, so the proxy has gone to sleep and must be woken. `env` sets up NET/Socket.
+    fn carry(env: &Env, steps: u64, refuse: bool, gap: Duration) {
+        let net = NetSocket::discover(env).unwrap();
         let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
         let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
         let send = Net::connect(&net, 0, &handle, &ctl).unwrap();
@@ -752,12 +769,15 @@ mod tests {
 
     #[test]
     fn steps_cross_a_network_that_defers_transfers_in_order() {
-        carry(3 * NCCL_STEPS + 1, true, Duration::ZERO);
+        carry(&Env::default(), 3 * NCCL_STEPS + 1, true, Duration::ZERO);
     }
 
     #[test]
     fn steps_posted_while_the_proxy_sleeps_all_arrive() {
-        // 20 ms between steps: far past the proxy's spinning rounds, so every step finds it asleep in poll.
-        carry(NCCL_STEPS + 2, false, Duration::from_millis(20));
+        // 20 ms between steps: far past the proxy's spinning rounds, so every step finds it asleep in poll, and,
+        // with helper threads, waiting for their ring.
+        carry(&Env::default(), NCCL_STEPS + 2, false, Duration::from_millis(20));
+        let helpers = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "2"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
+        carry(&helpers, NCCL_STEPS + 2, false, Duration::from_millis(20));
     }
 }

@@ -316,6 +316,8 @@ pub struct NetComm {
     min_task_size: usize,
     /// Raised when the comm is dropped, so helper threads stop waiting on their sockets.
     closing: Arc<AtomicBool>,
+    /// The proxy's bell, which helper threads ring after each task.
+    bell: Arc<OnceLock<Arc<api::Doorbell>>>,
 }
 
 impl std::fmt::Debug for NetComm {
@@ -348,6 +350,7 @@ impl Request {
 impl NetComm {
     fn new(ctrl: Socket, data: Vec<Socket>, handle: &Handle, layout: &NetSocket) -> Result<NetComm, NetError> {
         let closing = Arc::new(AtomicBool::new(false));
+        let bell: Arc<OnceLock<Arc<api::Doorbell>>> = Arc::new(OnceLock::new());
         let peer = ctrl.peer();
         ctrl.stream().set_nonblocking(true).map_err(|e| SocketError::Io {
             what: "configure",
@@ -364,10 +367,10 @@ impl NetComm {
             }
             let (tx, rx) = mpsc::channel::<Task>();
             let error = Arc::new(Mutex::new(None));
-            let (err, ab) = (error.clone(), closing.clone());
+            let (err, ab, b) = (error.clone(), closing.clone(), bell.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("collscope Sock{t}"))
-                .spawn(move || helper_loop(socks, rx, &err, &ab))
+                .spawn(move || helper_loop(socks, rx, &err, &ab, &b))
                 .map_err(|e| NetError::Progress {
                     peer: addr_string(&peer),
                     msg: format!("cannot start helper: {e}"),
@@ -384,6 +387,7 @@ impl NetComm {
             inline_size: layout.inline_size,
             min_task_size: layout.min_task_size,
             closing,
+            bell,
         })
     }
 
@@ -531,8 +535,20 @@ impl Drop for NetComm {
     }
 }
 
-/// Runs tasks in posting order; each blocks on its socket until done, the peer fails, or the comm closes.
-fn helper_loop(mut socks: Vec<Socket>, rx: mpsc::Receiver<Task>, error: &Mutex<Option<String>>, abort: &AtomicBool) {
+/// Runs tasks in posting order; each blocks on its socket until done, the peer fails, or the comm closes. Every
+/// outcome rings the proxy's bell, if it gave one.
+fn helper_loop(
+    mut socks: Vec<Socket>,
+    rx: mpsc::Receiver<Task>,
+    error: &Mutex<Option<String>>,
+    abort: &AtomicBool,
+    bell: &OnceLock<Arc<api::Doorbell>>,
+) {
+    let ring = || {
+        if let Some(b) = bell.get() {
+            b.ring();
+        }
+    };
     const FOREVER: Duration = Duration::from_secs(u64::MAX / 4);
     while let Ok(task) = rx.recv() {
         let Some(s) = socks.get_mut(task.sock) else { break };
@@ -544,7 +560,10 @@ fn helper_loop(mut socks: Vec<Socket>, rx: mpsc::Receiver<Task>, error: &Mutex<O
             s.recv_timeout(buf, FOREVER, Some(abort))
         };
         match r {
-            Ok(()) => task.state.store(TASK_DONE, Ordering::Release),
+            Ok(()) => {
+                task.state.store(TASK_DONE, Ordering::Release);
+                ring();
+            }
             Err(e) => {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
                 task.state.store(TASK_FAILED, Ordering::Release);
@@ -552,6 +571,7 @@ fn helper_loop(mut socks: Vec<Socket>, rx: mpsc::Receiver<Task>, error: &Mutex<O
                 for t in rx.try_iter() {
                     t.state.store(TASK_FAILED, Ordering::Release);
                 }
+                ring();
                 return;
             }
         }
@@ -619,11 +639,21 @@ impl api::Comm for NetComm {
         req.started()
     }
 
-    /// The control socket carries the size header and inline or helper-less payloads; helper threads report
-    /// through memory only.
-    fn wait_fd(&self, req: &Request) -> Option<api::FdWait> {
+    /// The control socket carries the size header and inline or helper-less payloads; helper threads ring the
+    /// bell when they finish a task.
+    fn wake(&self, req: &Request) -> api::Wake {
         use std::os::fd::AsRawFd;
-        req.tasks.is_empty().then(|| api::FdWait { fd: self.ctrl.stream().as_raw_fd(), writable: req.send })
+        if req.tasks.is_empty() {
+            api::Wake::Fd(api::FdWait { fd: self.ctrl.stream().as_raw_fd(), writable: req.send })
+        } else if self.bell.get().is_some() {
+            api::Wake::Bell
+        } else {
+            api::Wake::Poll
+        }
+    }
+
+    fn set_bell(&mut self, bell: Arc<api::Doorbell>) {
+        let _ = self.bell.set(bell);
     }
 }
 
@@ -673,6 +703,43 @@ mod tests {
         let (mut s, mut r) = pair(&env);
         assert_eq!(s.nsocks, 4);
         transfer(&mut s, &mut r, &sizes);
+    }
+
+    #[test]
+    fn helper_threads_ring_the_proxy_bell_when_a_transfer_finishes() {
+        use api::Comm as _;
+        let env = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "1"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
+        let (mut s, mut r) = pair(&env);
+        let bell = Arc::new(api::Doorbell::new().unwrap());
+        r.set_bell(bell.clone());
+        let data = vec![5u8; 1 << 20];
+        let mut buf = vec![0u8; 1 << 20];
+        let mut rreq = r.irecv(buf.as_mut_ptr(), buf.len());
+        let mut sreq = s.isend(data.as_ptr(), data.len());
+        // The size header crosses; the payload then belongs to the helpers, and the receive waits on the bell.
+        let start = std::time::Instant::now();
+        while rreq.tasks.is_empty() {
+            let _ = s.test(&mut sreq).unwrap();
+            assert!(r.test(&mut rreq).unwrap().is_none() || !rreq.tasks.is_empty());
+            assert!(start.elapsed() < Duration::from_secs(30), "the size header never arrived");
+        }
+        assert_eq!(r.wake(&rreq), api::Wake::Bell);
+        assert_eq!(s.wake(&sreq), api::Wake::Poll, "no bell given to the sender");
+        while s.test(&mut sreq).unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(30), "the send never finished");
+        }
+        bell.arm();
+        if r.test(&mut rreq).unwrap().is_none() {
+            let t = std::time::Instant::now();
+            bell.sleep(&[], Duration::from_secs(20));
+            assert!(t.elapsed() < Duration::from_secs(10), "the helper did not ring");
+        } else {
+            bell.disarm();
+        }
+        while r.test(&mut rreq).unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(30), "the receive never finished");
+        }
+        assert!(buf.iter().all(|&b| b == 5));
     }
 
     #[test]

@@ -338,8 +338,8 @@ impl api::Comm for IbComm {
     }
 
     /// Completions are polled, not signalled on a channel.
-    fn wait_fd(&self, _req: &IbRequest) -> Option<api::FdWait> {
-        None
+    fn wake(&self, _req: &IbRequest) -> api::Wake {
+        api::Wake::Poll
     }
 }
 
