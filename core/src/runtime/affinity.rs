@@ -26,7 +26,7 @@ pub fn plan(env: &Env, local_ranks: u32) -> Result<Option<Vec<usize>>, EnvError>
 }
 
 /// The cores the calling thread may run on, lowest first (all of them when the kernel will not say).
-fn allowed_cpus() -> Vec<usize> {
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set, and the kernel writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;

@@ -85,7 +85,8 @@ pub fn local_peer_info(rank: u32) -> PeerInfo {
     let host_hash = fnv(&[host.as_bytes(), boot_id.trim().as_bytes()]);
     let pid = std::process::id();
     let pid_hash = fnv(&[&host_hash.to_le_bytes(), &pid.to_le_bytes(), &nonce.to_le_bytes()]);
-    PeerInfo { rank, host, host_hash, pid_hash, pid, dev: 0 }
+    let cpus = super::affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
+    PeerInfo { rank, host, host_hash, pid_hash, pid, dev: 0, cpus }
 }
 
 pub fn kernel_dtype(d: DataType) -> Dtype {
@@ -263,7 +264,7 @@ impl Comm {
             scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
-        let spins = wait::spins_for(peers.iter().filter(|p| p.host_hash == me.host_hash).count());
+        let spins = wait::spins_for(&peers.iter().filter(|p| p.host_hash == me.host_hash).collect::<Vec<_>>());
         let mut comm = Comm {
             rank,
             nranks,

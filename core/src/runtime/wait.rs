@@ -5,6 +5,7 @@
 //! others (more ranks than cores) hands the core over instead of spinning, and the writer wakes it at once.
 
 use super::error::{Result, RuntimeError};
+use super::transport::PeerInfo;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,10 +19,13 @@ pub const SPINS: u32 = 256;
 /// messages unchanged.
 pub const SPINS_OVERSUBSCRIBED: u32 = 0;
 
-/// How long waits spin given how many ranks share this host's cores.
-pub fn spins_for(local_ranks: usize) -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if local_ranks > cores {
+/// How long waits spin for the ranks of one host: whether they outnumber the cores they may run on together.
+/// Each rank's own affinity will not do: a rank pinned to its core sees one.
+pub fn spins_for(local: &[&PeerInfo]) -> u32 {
+    let cores: std::collections::BTreeSet<u32> = local.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+    let cores =
+        if cores.is_empty() { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cores.len() };
+    if local.len() > cores {
         SPINS_OVERSUBSCRIBED
     } else {
         SPINS
@@ -209,6 +213,25 @@ impl Waiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_spin_unless_they_outnumber_the_cores_they_share() {
+        let peer = |cpus: &[u32]| PeerInfo {
+            rank: 0,
+            host: "h".into(),
+            host_hash: 1,
+            pid_hash: 2,
+            pid: 3,
+            dev: 0,
+            cpus: cpus.to_vec(),
+        };
+        let spins = |ps: &[PeerInfo]| spins_for(&ps.iter().collect::<Vec<_>>());
+        // Pinned one per core: each sees a single core, together they have one each.
+        assert_eq!(spins(&[peer(&[0]), peer(&[1])]), SPINS);
+        assert_eq!(spins(&[peer(&[0]), peer(&[0])]), SPINS_OVERSUBSCRIBED);
+        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1])]), SPINS);
+        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1]), peer(&[0, 1])]), SPINS_OVERSUBSCRIBED);
+    }
 
     #[test]
     fn abort_ends_a_wait_with_the_reason() {

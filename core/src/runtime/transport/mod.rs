@@ -28,6 +28,10 @@ pub struct PeerInfo {
     pub pid: u32,
     /// The device index printed in connection lines (`0[0]`): 0 for host memory.
     pub dev: i32,
+    /// The cores the rank may run on (its affinity at init): together, the ranks of a host say whether they
+    /// outnumber the cores they share.
+    #[serde(default)]
+    pub cpus: Vec<u32>,
 }
 
 /// Which connection is being set up.
