@@ -1,8 +1,8 @@
 //! The busbw a ring AllReduce over TCP loopback could reach on this host if reducing cost nothing: N ranks in a
 //! ring, each sending 2(N-1)/N x SIZE bytes to the next while receiving as much from the previous, in 512 KiB
 //! pieces cycling through a 4 MiB buffer on each side (a connection's 8 Simple steps of NCCL_BUFFSIZE, as the
-//! NET proxy sends and receives them). Every byte crosses a real loopback socket. Prints an anchor-style table (size count
-//! type op time_us algbw busbw wrong) that bench/compare.py reads as it reads Gloo's.
+//! NET proxy sends and receives them). Every byte crosses a real loopback socket. Prints an anchor-style table
+//! (size count type op time_us algbw busbw wrong) that bench/compare.py reads as it reads Gloo's.
 //!
 //!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS]
 

@@ -1,8 +1,8 @@
 //! How a rank wakes its proxy thread. A proxy with nothing to move sleeps in `poll` on the sockets it waits for
 //! and on this bell's eventfd; a rank that posts a step (or frees a slot) on a NET connection rings the bell, as
 //! does a NET/Socket helper thread that finished a transfer. A ring costs a system call only while the proxy
-//! sleeps (or is about to). (NCCL's proxy spins instead; on a host with fewer
-//! cores than busy threads that spinning takes the core a rank needs.)
+//! sleeps (or is about to). NCCL's proxy spins instead; on a host with fewer cores than busy threads that
+//! spinning takes the core a rank needs.
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -46,7 +46,7 @@ impl Doorbell {
     }
 
     /// Wakes the proxy if it sleeps; call after publishing what it should see. The fence orders that store
-    /// before the check, pairing with [`Doorbell::sleep`]'s flag-then-check.
+    /// before the check, pairing with [`Doorbell::arm`]'s flag-then-look.
     pub fn ring(&self) {
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
