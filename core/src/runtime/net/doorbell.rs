@@ -69,12 +69,13 @@ impl Doorbell {
 
     /// After [`Doorbell::arm`]: sleeps until a descriptor in `fds` is ready, the bell rings, or `max` passes.
     pub fn sleep(&self, fds: &[FdWait], max: Duration) {
-        // SAFETY: the descriptors belong to connections the caller holds for the whole call.
-        let borrowed: Vec<BorrowedFd> = fds.iter().map(|w| unsafe { BorrowedFd::borrow_raw(w.fd) }).collect();
-        let mut set: Vec<PollFd> = borrowed
+        let mut set: Vec<PollFd> = fds
             .iter()
-            .zip(fds)
-            .map(|(b, w)| PollFd::new(*b, if w.writable { PollFlags::POLLOUT } else { PollFlags::POLLIN }))
+            .map(|w| {
+                // SAFETY: the descriptors belong to connections the caller holds for the whole call.
+                let fd = unsafe { BorrowedFd::borrow_raw(w.fd) };
+                PollFd::new(fd, if w.writable { PollFlags::POLLOUT } else { PollFlags::POLLIN })
+            })
             .chain(std::iter::once(PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)))
             .collect();
         let ms = max.as_millis().clamp(1, i32::MAX as u128) as i32;
