@@ -19,3 +19,27 @@ pub fn gettid() -> u32 {
 pub fn timestamp_prefix() -> String {
     chrono::Local::now().format("[%F %T] ").to_string()
 }
+
+/// Bytes of memory this process could still get: the kernel's `MemAvailable`, or less when its cgroup (v2)
+/// caps memory lower. `None` when the kernel says neither.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines().find_map(|l| l.strip_prefix("MemAvailable:")?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+    });
+    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok()?.trim().parse::<u64>().ok();
+    // memory.max reads "max" without a limit, which does not parse.
+    let cgroup = read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
+    match (meminfo.map(|k| k * 1024), cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn available_memory_is_read_from_the_kernel() {
+        let avail = super::available_memory().expect("/proc/meminfo has MemAvailable");
+        assert!(avail > 1 << 20, "{avail}");
+    }
+}

@@ -1,7 +1,7 @@
 //! What each nccl-tests benchmark does (`src/<coll>.cu`): element counts from a byte size, the call, the
 //! expected result, and the bus bandwidth factor (`doc/PERFORMANCE.md`).
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use clap::ValueEnum;
 use collscope_core::model::RedOp;
 use collscope_core::runtime::reference::reference_reduce;
@@ -54,6 +54,15 @@ impl Bench {
         }
     }
 
+    /// Bytes one rank holds at once for one size: its send and receive buffers, its input staged before it is
+    /// copied in, the expected result when checking, and the copy of the input in-place AllToAll and SendRecv
+    /// make.
+    pub fn peak_bytes(self, c: Counts, elem: usize, check: bool) -> u128 {
+        let scratch = matches!(self, Bench::Alltoall | Bench::Sendrecv);
+        let elems = 2 * c.send as u128 + c.recv as u128 * (1 + u128::from(check) + u128::from(scratch));
+        elems * elem as u128
+    }
+
     /// (algbw, busbw) in GB/s for `param` elements of `size` bytes taking `secs` (nccl-tests' `getBw`).
     pub fn bandwidth(self, param: usize, size: usize, secs: f64, n: usize) -> (f64, f64) {
         let nf = n as f64;
@@ -92,6 +101,22 @@ pub fn expected<T: Element>(b: Bench, c: Counts, rank: usize, n: usize, root: us
     })
 }
 
+/// `64 GiB`, `1.5 MiB`, `512 B`.
+pub fn human_bytes(b: u128) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", units[u])
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
 /// Elements of `got` that differ from `want`: exactly for integers, within reduction-order rounding for floats.
 pub fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
     let tol = match T::DTYPE {
@@ -119,8 +144,20 @@ pub struct Buffers<T> {
 }
 
 impl<T: Element> Buffers<T> {
-    pub fn new(c: Counts) -> Self {
-        Buffers { send: vec![T::from_index(0); c.send], recv: vec![T::from_index(0); c.recv], scratch: Vec::new() }
+    /// Zeroed buffers, or an error naming the buffer and its size when the allocator refuses it.
+    pub fn new(c: Counts) -> Result<Self> {
+        let zeroed = |n: usize, which: &str| -> Result<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|e| {
+                anyhow!(
+                    "cannot allocate the {which} buffer of {}: {e}",
+                    human_bytes(n as u128 * size_of::<T>() as u128)
+                )
+            })?;
+            v.resize(n, T::from_index(0));
+            Ok(v)
+        };
+        Ok(Buffers { send: zeroed(c.send, "send")?, recv: zeroed(c.recv, "receive")?, scratch: Vec::new() })
     }
 
     /// Writes this rank's input where the call will read it (the send buffer, or its block of the receive
@@ -194,6 +231,20 @@ fn sendrecv<T: Element>(comm: &mut Comm, send: &[T], recv: &mut [T], rank: u32, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_memory_and_refused_allocations_are_sized() {
+        let c = Bench::AllReduce.counts(1 << 20, 2);
+        assert_eq!(Bench::AllReduce.peak_bytes(c, 4, true), 16 << 20);
+        assert_eq!(Bench::AllReduce.peak_bytes(c, 4, false), 12 << 20);
+        assert_eq!(Bench::Alltoall.peak_bytes(Bench::Alltoall.counts(1 << 20, 2), 4, false), 16 << 20);
+        assert_eq!(human_bytes(64 << 30), "64 GiB");
+        assert_eq!(human_bytes(1536 << 10), "1.5 MiB");
+        assert_eq!(human_bytes(8), "8 B");
+        // More than any allocator can give: an error with the size, not an abort.
+        let e = Buffers::<f32>::new(Counts { send: usize::MAX / 8, recv: 1, param: 1 }).err().unwrap().to_string();
+        assert!(e.contains("send buffer") && e.contains("PiB"), "{e}");
+    }
 
     #[test]
     fn counts_and_bus_bandwidth_follow_nccl_tests() {

@@ -160,6 +160,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
         bail!("-r {} is not a rank of {n} ranks", args.root);
     }
     let boot = comm.bootstrap().clone();
+    check_memory(&*boot, args, sizes, std::mem::size_of::<T>(), me)?;
     let devices = device_lines(&*boot, me, rank.local_rank)?;
     let init_line = init_line(&*boot, rank.init)?;
     let main = me == 0;
@@ -168,8 +169,8 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
     if main {
         print_preamble(args, &devices, &init_line, rank.threads_per_process, &mut report.out)?;
     }
-    let progress = main.then(|| progress_bar(sizes.len() as u64 * 2));
     let ts = std::mem::size_of::<T>();
+    let progress = main.then(|| progress_bar(sizes.len() as u64 * 2));
     let op_name = if args.bench.uses_op() { args.op.as_str() } else { "none" };
     let root = if args.bench.uses_root() { args.root as i32 } else { -1 };
     let mut results = Vec::new();
@@ -273,7 +274,7 @@ fn time_one<T: Element>(
     in_place: bool,
 ) -> Result<(f64, u64)> {
     let (me, n) = (comm.rank() as usize, comm.nranks() as usize);
-    let mut bufs = Buffers::<T>::new(c);
+    let mut bufs = Buffers::<T>::new(c).with_context(|| format!("rank {me}: {}", args.bench.program()))?;
     bufs.fill(args.bench, c, me, args.op, in_place);
     let blocking = args.blocking > 0;
     let call = |bufs: &mut Buffers<T>, comm: &mut Comm| -> Result<()> {
@@ -310,6 +311,42 @@ fn time_one<T: Element>(
         wsum += u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
     }
     Ok((tsum / n as f64, wsum))
+}
+
+/// Checks before anything is allocated that each host has the memory its ranks need at the largest size
+/// (ranks that are threads of one process, or processes of one host, share it), on every rank together, so
+/// that all of them stop with the same error naming the rank(s) short of memory instead of aborting in the
+/// allocator or being killed by the kernel.
+fn check_memory(boot: &dyn Bootstrap, args: &PerfArgs, sizes: &[usize], ts: usize, me: usize) -> Result<()> {
+    let host = collscope_core::sys::hostname();
+    let hosts = boot.all_gather(host.as_bytes())?;
+    let local: Vec<usize> = (0..hosts.len()).filter(|&r| hosts[r] == host.as_bytes()).collect();
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let per_rank = args.bench.peak_bytes(args.bench.counts(largest / ts, hosts.len()), ts, args.check > 0);
+    let need = per_rank * local.len() as u128;
+    // One report per host, from its first rank.
+    let short = match collscope_core::sys::available_memory() {
+        Some(avail) if local.first() == Some(&me) && need > avail as u128 => format!(
+            "rank {me}: {} at {} ({largest} B) needs {} on host {host} ({} rank(s) x {} for buffers and checks), more than the {} available",
+            args.bench.program(),
+            coll::human_bytes(largest as u128),
+            coll::human_bytes(need),
+            local.len(),
+            coll::human_bytes(per_rank),
+            coll::human_bytes(avail as u128)
+        ),
+        _ => String::new(),
+    };
+    let reports: Vec<String> = boot
+        .all_gather(short.as_bytes())?
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| String::from_utf8_lossy(&r).into_owned())
+        .collect();
+    if !reports.is_empty() {
+        bail!("not enough memory: {} (choose a smaller -e)", reports.join("; "));
+    }
+    Ok(())
 }
 
 /// `#  Init 45.10 ms (slowest rank); RSS (VmRSS) after init per rank (MiB): 9.8 9.9`: collscope's own line
