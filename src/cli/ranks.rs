@@ -1,6 +1,11 @@
 //! Runs one body on every rank of a job: ranks as threads of this process, as processes of this program
 //! started here (the local launcher), or as the one rank this process is when a launcher (collscope's,
 //! torchrun, Open MPI, Slurm) started it.
+//!
+//! Rank processes never outlive the launcher here: each gets `PR_SET_PDEATHSIG` (SIGTERM) before it runs, so
+//! the kernel ends it however the launcher dies, SIGKILL included; a SIGTERM or SIGINT to the launcher ends
+//! the ranks first. A rank process ended by SIGTERM, SIGINT or SIGHUP removes its named shared memory
+//! segments on the way out (the kernel frees its ports).
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -10,8 +15,13 @@ use collscope_core::nccl_info;
 use collscope_core::runtime::affinity;
 use collscope_core::runtime::job::{self, JobComm};
 use collscope_core::runtime::launch::{detect, LaunchInfo};
-use collscope_core::runtime::tcp_bootstrap::UniqueId;
+use collscope_core::runtime::tcp_bootstrap::{RootHandle, UniqueId};
+use collscope_core::runtime::transport::shm::unlink_own_segments;
 use collscope_core::runtime::{Comm, CommOptions};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,6 +45,10 @@ pub enum TransportChoice {
 
 /// How long the others may take to end once one rank failed before they are killed.
 const GRACE: Duration = Duration::from_secs(15);
+/// How long rank processes may take to end after the launcher passed them a SIGTERM before they are killed.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+/// Signals that end a job: the launcher passes them on as SIGTERM, ranks clean up and end by them.
+const ENDING: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
 /// What a rank's body gets.
 pub struct Rank<'a> {
@@ -94,6 +108,7 @@ fn opts(env: Env) -> CommOptions {
 }
 
 fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) -> Result<()> {
+    clean_up_on_signals()?;
     let (id, env) = info.unique_id(&env)?;
     collscope_core::debug::set_thread_device(info.local_rank as i32);
     let started = Instant::now();
@@ -103,7 +118,7 @@ fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) 
     let res = body(Rank { comm: &mut comm, local_rank: info.local_rank, threads_per_process: 1, init });
     if let Err(e) = res {
         // Name the dead peer when the watchdog found one, even if a wait noticed first.
-        return Err(match comm.peer_failure() {
+        return Err(match comm.await_peer_failure(job::NOTICE) {
             Some(f) if !format!("{e:#}").contains(&format!("rank {}", f.rank)) => e.context(f.to_string()),
             _ => e,
         });
@@ -137,9 +152,38 @@ fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Re
     results.into_iter().collect()
 }
 
+/// A rank process ended by SIGTERM (the launcher's death, or a scheduler), SIGINT or SIGHUP removes the shared
+/// memory segments it created that are still named, then ends by that signal as it would have by default.
+/// Installed over an inherited "ignore" too: a rank started in the background of a script ignores SIGINT.
+fn clean_up_on_signals() -> Result<()> {
+    let mut signals = Signals::new(ENDING).context("cannot install the rank's signal handlers")?;
+    std::thread::Builder::new()
+        .name("collscope signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                unlink_own_segments();
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+                std::process::exit(128 + sig);
+            }
+        })
+        .context("cannot start the rank's signal thread")?;
+    Ok(())
+}
+
+/// In a rank process between fork and exec: ask the kernel for SIGTERM when the launcher's thread that forked
+/// it ends (`PR_SET_PDEATHSIG`; that thread waits for the ranks), then check the launcher is still the parent,
+/// since one that died before the request was made sends nothing.
+fn die_with(launcher: Pid) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    if nix::unistd::getppid() != launcher {
+        return Err(std::io::Error::other("the launcher exited before this rank started"));
+    }
+    Ok(())
+}
+
 /// The local launcher: this program again, once per rank, meeting at a root this process hosts.
 fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
-    let id = UniqueId::create(env)?;
+    let (id, root) = UniqueId::host(env)?;
     let out = |r: u32| -> Result<(Stdio, Stdio)> {
         let Some(path) = output else { return Ok((Stdio::inherit(), Stdio::inherit())) };
         let f = OpenOptions::new()
@@ -152,10 +196,16 @@ fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to start the ranks")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cpus = affinity::plan(env, n)?;
+    // Before the first rank starts, so none can miss a signal the launcher gets.
+    let mut signals = Signals::new(ENDING).context("cannot install the launcher's signal handlers")?;
+    let launcher = nix::unistd::getpid();
     let mut children: Vec<(u32, Child)> = Vec::new();
     for r in 0..n {
         let (stdout, stderr) = out(r)?;
         let mut cmd = Command::new(&exe);
+        // SAFETY: the closure makes only the prctl and getppid system calls (no allocation, no locks) in the
+        // forked child before exec.
+        unsafe { cmd.pre_exec(move || die_with(launcher)) };
         if let Some(cpus) = &cpus {
             let (set, cpu) = (affinity::cpu_set(cpus[r as usize]), cpus[r as usize]);
             // SAFETY: the closure only makes the sched_setaffinity syscall (no allocation, no locks) in the
@@ -175,21 +225,30 @@ fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
             .with_context(|| format!("cannot start rank {r}"))?;
         children.push((r, child));
     }
-    wait_all(children)
+    wait_all(children, &root, &mut signals)
 }
 
-/// Waits for every rank; once one fails the others get `GRACE` to end before they are killed.
-fn wait_all(mut children: Vec<(u32, Child)>) -> Result<()> {
+/// Waits for every rank, telling the root about each that ended (so ranks still joining learn at once that
+/// it is gone); once one fails the others get `GRACE` to end before they are killed. A SIGTERM, SIGINT or
+/// SIGHUP to the launcher ends the ranks, then the launcher by that signal.
+fn wait_all(mut children: Vec<(u32, Child)>, root: &RootHandle, signals: &mut Signals) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
     let mut first_failure: Option<Instant> = None;
     while !children.is_empty() {
+        if let Some(sig) = signals.pending().next() {
+            end_ranks(&mut children);
+            signal_hook::low_level::emulate_default_handler(sig)?;
+            bail!("stopped by signal {sig}");
+        }
         let mut still = Vec::new();
         for (r, mut c) in children {
             match c.try_wait() {
-                Ok(Some(status)) if status.success() => {}
                 Ok(Some(status)) => {
-                    failed.push(format!("rank {r} exited with {status}"));
-                    first_failure.get_or_insert_with(Instant::now);
+                    root.rank_exited(r, status);
+                    if !status.success() {
+                        failed.push(format!("rank {r} exited with {status}"));
+                        first_failure.get_or_insert_with(Instant::now);
+                    }
                 }
                 Ok(None) if first_failure.is_some_and(|t| t.elapsed() > GRACE) => {
                     let _ = c.kill();
@@ -207,5 +266,20 @@ fn wait_all(mut children: Vec<(u32, Child)>) -> Result<()> {
         Ok(())
     } else {
         bail!("{}", failed.join("; "))
+    }
+}
+
+/// SIGTERM to every rank process still running, then SIGKILL to those still there after `TERM_GRACE`.
+fn end_ranks(children: &mut [(u32, Child)]) {
+    for (_, c) in children.iter() {
+        let _ = nix::sys::signal::kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+    }
+    let t = Instant::now();
+    for (_, c) in children.iter_mut() {
+        while matches!(c.try_wait(), Ok(None)) && t.elapsed() < TERM_GRACE {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }

@@ -49,15 +49,18 @@ impl Default for CommOptions {
 
 /// `COLLSCOPE_TIMEOUT_S` from `env`.
 pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
-    let s = env.int("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)?;
-    if s <= 0 {
-        return Err(EnvError {
-            name: "COLLSCOPE_TIMEOUT_S".into(),
-            value: s.to_string(),
-            expected: "a positive number of seconds".into(),
-        });
+    env.seconds("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+}
+
+/// Reads and builds `NCCL_TOPO_FILE` when it is set, as NCCL's init does (`ncclTopoGetSystem`, NCCL 2.28.9
+/// `src/graph/topo.cc`), so a file that does not parse stops init with an error naming it, as in `topo show`.
+/// The host runtime takes no decision from it. NCCL only logs a file it cannot open; that is an error here too.
+fn check_topo_file(env: &Env) -> Result<()> {
+    if let Some(file) = env.str("NCCL_TOPO_FILE") {
+        let xml = crate::topo::load(&crate::topo::TopoSource::File(file.into())).map_err(RuntimeError::Topo)?;
+        crate::topo::build(&xml, &crate::topo::TopoEnv::from_env(env)?).map_err(RuntimeError::Topo)?;
     }
-    Ok(Duration::from_secs(s as u64))
+    Ok(())
 }
 
 /// FNV-1a, stable across processes and hosts (std's hashers are not guaranteed to be).
@@ -223,6 +226,7 @@ impl Comm {
         let nch = DEFAULT_CHANNELS.clamp(min_ch.min(max_ch), max_ch);
         let select = SelectConfig::from_env(env, nch)?;
         let chain = transport::default_chain(env, opts.net.clone())?;
+        check_topo_file(env)?;
 
         let t_env = started.elapsed();
         let me = local_peer_info(rank);

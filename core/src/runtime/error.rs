@@ -18,6 +18,8 @@ pub enum RuntimeError {
     BadRank { what: &'static str, got: usize, nranks: u32 },
     #[error(transparent)]
     Env(#[from] EnvError),
+    #[error("NCCL_TOPO_FILE: {0}")]
+    Topo(crate::topo::TopoError),
     #[error("shared memory segment {name}: {op} failed: {source}")]
     Shm { name: String, op: &'static str, source: std::io::Error },
     #[error("no transport connects rank {from} to rank {to} (P2P and SHM disabled or not applicable, no NET)")]

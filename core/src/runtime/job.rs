@@ -36,6 +36,10 @@ pub fn init_threads(n: u32, opts: CommOptions) -> Result<Vec<Comm>> {
     })
 }
 
+/// How long a failed init waits for the watchdog to name a dead peer behind the failure (it notices a closed
+/// connection within milliseconds, but the failed wait may have seen it first).
+pub const NOTICE: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn boot_err(e: BootstrapError) -> RuntimeError {
     match e {
         BootstrapError::Env(e) => RuntimeError::Env(e),
@@ -55,14 +59,21 @@ impl JobComm {
     pub fn init_rank(id: &UniqueId, nranks: u32, rank: u32, opts: CommOptions) -> Result<JobComm> {
         let peer_timeout = peer_timeout(&opts.env)?;
         let boot = Arc::new(TcpBootstrap::init(id, rank, nranks, &opts.env).map_err(boot_err)?);
-        let comm = init_comm(boot.clone(), opts)?;
-        let liveness = Liveness::start(&boot, peer_timeout, comm.abort_handle()).map_err(boot_err)?;
+        // Watched from before the communicator is built, so a peer that dies meanwhile is named.
+        let liveness = Liveness::start(&boot, peer_timeout).map_err(boot_err)?;
+        let comm = init_comm(boot.clone(), opts).map_err(|e| match liveness.await_failure(NOTICE) {
+            Some(f) => {
+                RuntimeError::Aborted { rank, what: "its communicator to be built".into(), reason: f.to_string() }
+            }
+            None => e,
+        })?;
+        liveness.attach(comm.abort_handle());
         Ok(JobComm { comm, liveness: Some(liveness), boot })
     }
 
-    /// The first peer found dead, if any.
-    pub fn peer_failure(&self) -> Option<PeerFailure> {
-        self.liveness.as_ref().and_then(Liveness::failure)
+    /// The first peer found dead, waiting up to `max` for the watchdog to find one.
+    pub fn await_peer_failure(&self, max: std::time::Duration) -> Option<PeerFailure> {
+        self.liveness.as_ref().and_then(|l| l.await_failure(max))
     }
 
     pub fn bootstrap(&self) -> &Arc<TcpBootstrap> {
@@ -148,7 +159,7 @@ mod tests {
 
     #[test]
     fn ranks_over_the_tcp_bootstrap_and_a_killed_peer() {
-        let env = [("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20"), ("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")];
+        let env = [("COLLSCOPE_TIMEOUT_S", "20"), ("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")];
         let id = UniqueId::create(&Env::from_pairs(env)).unwrap();
         let errs: Vec<Option<String>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..3u32)

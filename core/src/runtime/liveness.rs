@@ -1,8 +1,10 @@
 //! Peer liveness (in the spirit of NCCL's RAS keep-alives, `src/ras/`): every rank keeps one TCP connection to
-//! every other rank, made through the bootstrap, and a watchdog thread that sends a heartbeat each second and
-//! watches them. A peer whose connection closes (its process died: the kernel closes its sockets) or stays silent
-//! past the timeout is declared dead: the failure is recorded and the communicator's abort flag raised, so every
-//! wait in the runtime gives up. A rank that leaves cleanly says goodbye first.
+//! every other rank, made while the TCP bootstrap joined them, and a watchdog thread that sends a heartbeat each
+//! second and watches them. A peer whose connection closes (its process died: the kernel closes its sockets) or
+//! stays silent past the timeout is declared dead: the failure is recorded and the bootstrap's and the
+//! communicator's abort flags raised, so every wait in the runtime gives up. The watch starts before the
+//! communicator is built, so a peer that dies while it is being set up is named too. A rank that leaves cleanly
+//! says goodbye first.
 
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
@@ -13,11 +15,9 @@ use crate::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The bootstrap tag of liveness connections.
-pub const LIVENESS_TAG: u64 = 0x4c49_5645;
 /// Default silence after which a peer is declared dead (`COLLSCOPE_PEER_TIMEOUT`, seconds).
 pub const DEFAULT_PEER_TIMEOUT_S: i64 = 8;
 const HEARTBEAT: u8 = 1;
@@ -36,7 +36,8 @@ struct Shared {
     failure: Mutex<Option<PeerFailure>>,
     /// The bootstrap's flag, so its waits end too.
     abort: Arc<AtomicBool>,
-    comm: AbortHandle,
+    /// The communicator's, once it exists.
+    comm: OnceLock<AbortHandle>,
     stop: AtomicBool,
     /// Whether stopping says goodbye (a clean leave) or just closes (a failed rank: peers must notice).
     goodbye: AtomicBool,
@@ -48,7 +49,9 @@ impl Shared {
         if f.is_none() {
             nccl_warn!("Peer rank {rank} {cause}; aborting the communicator");
             let failure = PeerFailure { rank, cause };
-            self.comm.abort(failure.to_string());
+            if let Some(comm) = self.comm.get() {
+                comm.abort(failure.to_string());
+            }
             *f = Some(failure);
         }
         self.abort.store(true, Ordering::Release);
@@ -69,50 +72,55 @@ impl std::fmt::Debug for Liveness {
 
 /// `COLLSCOPE_PEER_TIMEOUT` in seconds.
 pub fn peer_timeout(env: &Env) -> Result<Duration, EnvError> {
-    let s = env.int("COLLSCOPE_PEER_TIMEOUT", DEFAULT_PEER_TIMEOUT_S)?;
-    if s <= 0 {
-        return Err(EnvError {
-            name: "COLLSCOPE_PEER_TIMEOUT".into(),
-            value: s.to_string(),
-            expected: "a positive number of seconds".into(),
-        });
-    }
-    Ok(Duration::from_secs(s as u64))
+    env.seconds("COLLSCOPE_PEER_TIMEOUT", DEFAULT_PEER_TIMEOUT_S)
 }
 
 impl Liveness {
-    /// Connects the mesh (to higher ranks, then from lower ones) and starts the watchdog. A failure aborts
-    /// `comm` with a reason naming the peer, and ends `boot`'s waits.
-    pub fn start(boot: &TcpBootstrap, timeout: Duration, comm: AbortHandle) -> Result<Liveness, BootstrapError> {
-        let me = boot.rank();
-        let mut peers = Vec::new();
-        for p in me + 1..boot.nranks() {
-            peers.push((p, boot.connect(p, LIVENESS_TAG)?));
-        }
-        for p in 0..me {
-            peers.push((p, boot.accept(p, LIVENESS_TAG)?));
-        }
+    /// Starts watching the connections `boot` made to every other rank while joining. A failure ends
+    /// `boot`'s waits, and the communicator's once [`Liveness::attach`] gave it.
+    pub fn start(boot: &TcpBootstrap, timeout: Duration) -> Result<Liveness, BootstrapError> {
+        let peers = boot.take_mesh();
         for (p, s) in &peers {
             s.stream().set_nonblocking(true).map_err(|e| BootstrapError::Protocol(format!("rank {p}: {e}")))?;
         }
         let shared = Arc::new(Shared {
             failure: Mutex::new(None),
             abort: boot.abort_flag(),
-            comm,
+            comm: OnceLock::new(),
             stop: AtomicBool::new(false),
             goodbye: AtomicBool::new(false),
         });
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("collscope Liveness{me}"))
+            .name(format!("collscope Liveness{}", boot.rank()))
             .spawn(move || watch(peers, &sh, timeout))
             .map_err(|e| BootstrapError::Protocol(format!("cannot start the liveness watchdog: {e}")))?;
         Ok(Liveness { shared, thread: Some(thread) })
     }
 
+    /// From now on a failure also aborts `comm`; at once if a peer already failed.
+    pub fn attach(&self, comm: AbortHandle) {
+        let comm = self.shared.comm.get_or_init(|| comm);
+        if let Some(f) = self.failure() {
+            comm.abort(f.to_string());
+        }
+    }
+
     /// The first peer found dead, if any.
     pub fn failure(&self) -> Option<PeerFailure> {
         self.shared.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The first peer found dead, waiting up to `max` for one.
+    pub fn await_failure(&self, max: Duration) -> Option<PeerFailure> {
+        let t = Instant::now();
+        loop {
+            let f = self.failure();
+            if f.is_some() || t.elapsed() >= max {
+                return f;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Says goodbye to every peer and stops the watchdog. Dropping instead closes the connections without a
@@ -236,7 +244,7 @@ mod tests {
     use crate::runtime::tcp_bootstrap::UniqueId;
 
     fn env() -> Env {
-        Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20")])
+        Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "20")])
     }
 
     #[test]
@@ -250,21 +258,26 @@ mod tests {
                         match r {
                             // Rank 2 "dies": it joins the mesh, then its sockets close without a goodbye.
                             2 => {
-                                let a = boot.accept(0, LIVENESS_TAG).unwrap();
-                                let b = boot.accept(1, LIVENESS_TAG).unwrap();
+                                let mesh = boot.take_mesh();
+                                assert_eq!(mesh.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [0, 1]);
                                 boot.barrier().unwrap();
-                                drop((a, b));
+                                drop(mesh);
                                 None
                             }
                             _ => {
                                 let comm = AbortHandle::default();
-                                let live = Liveness::start(&boot, Duration::from_secs(8), comm.clone()).unwrap();
+                                let live = Liveness::start(&boot, Duration::from_secs(8)).unwrap();
+                                // Rank 0's communicator exists before the failure, rank 1's only after it.
+                                if r == 0 {
+                                    live.attach(comm.clone());
+                                }
                                 boot.barrier().unwrap();
                                 let t = Instant::now();
                                 while live.failure().is_none() && t.elapsed() < Duration::from_secs(10) {
                                     std::thread::sleep(Duration::from_millis(20));
                                 }
                                 assert!(boot.abort_flag().load(Ordering::Acquire));
+                                live.attach(comm.clone());
                                 assert!(comm.reason().unwrap_or_default().contains("rank 2 closed"));
                                 live.failure()
                             }
@@ -288,7 +301,7 @@ mod tests {
             for r in 0..2u32 {
                 s.spawn(move || {
                     let boot = TcpBootstrap::init(&id, r, 2, &env()).unwrap();
-                    let live = Liveness::start(&boot, Duration::from_secs(8), AbortHandle::default()).unwrap();
+                    let live = Liveness::start(&boot, Duration::from_secs(8)).unwrap();
                     boot.barrier().unwrap();
                     if r == 0 {
                         live.close();

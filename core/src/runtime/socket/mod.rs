@@ -11,7 +11,7 @@ use crate::debug::Subsys;
 use crate::nccl_info;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// NCCL's `NCCL_MAGIC` ("Nickel atomic number is 28"), used when the id comes from `NCCL_COMM_ID`.
@@ -69,6 +69,15 @@ pub enum SocketError {
     },
     #[error("'{input}' is not a valid address: expected <ipv4>:<port>, [<ipv6>]:<port> or <hostname>:<port>")]
     BadAddress { input: String },
+    #[error("the host '{host}' of '{input}' could not be resolved: {source}")]
+    Unresolved {
+        host: String,
+        input: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{addr} refused the connection: nothing listens there any more (its process exited)")]
+    Refused { addr: String },
     #[error("operation on {addr} aborted")]
     Aborted { addr: String },
 }
@@ -89,8 +98,10 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, SocketError> {
         return Err(bad());
     }
     // A host name: resolve it, preferring IPv4 as getaddrinfo's default order usually does.
-    let addrs: Vec<SocketAddr> = s.to_socket_addrs().map_err(|_| bad())?.collect();
-    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied().ok_or_else(bad)
+    let unresolved = |source| SocketError::Unresolved { host: host.to_string(), input: s.to_string(), source };
+    let addrs: Vec<SocketAddr> = s.to_socket_addrs().map_err(unresolved)?.collect();
+    let none = || unresolved(io::Error::new(io::ErrorKind::NotFound, "no address found"));
+    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied().ok_or_else(none)
 }
 
 /// Bytes an address takes on the wire: family (2 or 10, LE), port (BE), 16 address bytes, IPv6 scope id (LE).
@@ -147,12 +158,39 @@ impl Socket {
     /// Connects to `addr`, retrying refused or unreachable attempts until `timeout` (NCCL retries
     /// `NCCL_SOCKET_RETRY_CNT` times), then performs the magic/type handshake.
     pub fn connect(addr: SocketAddr, magic: u64, ty: SocketType, timeout: Duration) -> Result<Socket, SocketError> {
+        Self::connect_inner(addr, magic, ty, timeout, None)
+    }
+
+    /// [`Socket::connect`] to a peer known to listen already (its address came from the peer after it bound
+    /// it): a refused connection means its process is gone, so it fails at once instead of retrying; waiting
+    /// for the peer to accept also ends when `abort` is raised.
+    pub fn connect_listening(
+        addr: SocketAddr,
+        magic: u64,
+        ty: SocketType,
+        timeout: Duration,
+        abort: Option<&AtomicBool>,
+    ) -> Result<Socket, SocketError> {
+        Self::connect_inner(addr, magic, ty, timeout, Some(abort))
+    }
+
+    /// `listening`: `Some(abort)` when the peer listens already (see [`Socket::connect_listening`]).
+    fn connect_inner(
+        addr: SocketAddr,
+        magic: u64,
+        ty: SocketType,
+        timeout: Duration,
+        listening: Option<Option<&AtomicBool>>,
+    ) -> Result<Socket, SocketError> {
         let start = Instant::now();
         let mut sleep = Duration::from_millis(10);
         let stream = loop {
             let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
             match TcpStream::connect_timeout(&addr, left) {
                 Ok(s) => break s,
+                Err(e) if listening.is_some() && e.kind() == io::ErrorKind::ConnectionRefused => {
+                    return Err(SocketError::Refused { addr: addr_string(&addr) })
+                }
                 Err(e) if start.elapsed() + sleep < timeout && retryable(&e) => {
                     std::thread::sleep(sleep);
                     sleep = (sleep * 2).min(Duration::from_millis(200));
@@ -173,7 +211,7 @@ impl Socket {
         hello[8..].copy_from_slice(&(ty as u32).to_le_bytes());
         s.send(&hello)?;
         let mut ack = [0u8; 1];
-        s.recv_timeout(&mut ack, timeout.saturating_sub(start.elapsed()).max(HANDSHAKE_TIMEOUT), None)?;
+        s.recv_timeout(&mut ack, timeout.saturating_sub(start.elapsed()).max(HANDSHAKE_TIMEOUT), listening.flatten())?;
         match ack[0] {
             ACK_OK => Ok(s),
             ACK_WRONG_MAGIC => Err(SocketError::WrongMagic { addr: addr_string(&addr) }),
@@ -191,6 +229,12 @@ impl Socket {
 
     pub fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+
+    /// A second handle on the same connection (one thread reads while another writes).
+    pub fn try_clone(&self) -> Result<Socket, SocketError> {
+        let stream = self.stream.try_clone().map_err(|e| self.io_err("duplicate the connection to", e))?;
+        Ok(Socket { stream, peer: self.peer })
     }
 
     fn io_err(&self, what: &'static str, e: io::Error) -> SocketError {
@@ -304,6 +348,14 @@ pub struct Listener {
     addr: SocketAddr,
     magic: u64,
     ty: SocketType,
+    /// Peers refused for presenting another magic.
+    refused: AtomicU32,
+}
+
+impl std::os::fd::AsFd for Listener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.inner)
+    }
 }
 
 impl Listener {
@@ -324,7 +376,7 @@ impl Listener {
             addr: addr_string(&addr),
             source: e,
         })?;
-        Ok(Listener { inner, addr, magic, ty })
+        Ok(Listener { inner, addr, magic, ty, refused: AtomicU32::new(0) })
     }
 
     /// Binds to `ip` with a free port.
@@ -334,6 +386,11 @@ impl Listener {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many peers were refused for presenting another magic (another job's unique id, or a stale one).
+    pub fn refused(&self) -> u32 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// Accepts the next peer with the right magic within `timeout`. Peers with the wrong magic are told so
@@ -387,6 +444,7 @@ impl Listener {
                 "socketFinalizeAccept: didn't receive a valid magic from {}",
                 addr_string(&peer)
             );
+            self.refused.fetch_add(1, Ordering::Relaxed);
             let _ = s.send(&[ACK_WRONG_MAGIC]);
             return Ok(None);
         }
@@ -437,6 +495,9 @@ mod tests {
         drop(l);
         let e = Socket::connect(addr, 1, SocketType::NetSocket, Duration::from_millis(100)).unwrap_err();
         assert!(matches!(e, SocketError::ConnectTimeout { .. }), "{e}");
+        let started = Instant::now();
+        let e = Socket::connect_listening(addr, 1, SocketType::NetSocket, Duration::from_secs(30), None).unwrap_err();
+        assert!(matches!(e, SocketError::Refused { .. }) && started.elapsed() < Duration::from_secs(5), "{e}");
     }
 
     #[test]
@@ -458,5 +519,9 @@ mod tests {
             let e = parse_addr(bad).unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("<port>"), "{e}");
         }
+        // `.invalid` never resolves (RFC 2606).
+        let e = parse_addr("no-such-host.invalid:29500").unwrap_err();
+        assert!(matches!(e, SocketError::Unresolved { .. }), "{e}");
+        assert!(e.to_string().contains("'no-such-host.invalid'") && e.to_string().contains("resolved"), "{e}");
     }
 }

@@ -2,10 +2,17 @@
 //! address and a random magic) and hands it to the others out of band; every rank checks in with the root,
 //! which wires the ranks into a TCP ring; the ring carries AllGather and barriers, and point-to-point messages
 //! go over short-lived connections to each rank's peer listener, matched by (peer, tag).
+//!
+//! Joining ends within `COLLSCOPE_TIMEOUT_S`, with an error that names the rank(s) at fault and where this rank
+//! was waiting ([`Phase`]): each rank keeps its check-in connection to the root until it has joined, and the
+//! root's [`Verdict`] (ranks that never came, disagree on the rank count, or died while joining) reaches every
+//! rank still joining. Joining ends with a direct connection between every pair of ranks ([`MESH_TAG`]), which
+//! the liveness watchdog then watches, so a rank that dies at any later point is noticed too.
 
 mod root;
 mod unique_id;
 
+pub use root::{rank_list, RankExit, RootHandle, Verdict};
 pub use unique_id::{UniqueId, UniqueIdError, UNIQUE_ID_BYTES};
 
 use crate::debug::Subsys;
@@ -15,13 +22,18 @@ use crate::runtime::socket::{
     SocketError, SocketFamily, SocketType, ADDR_BYTES, POLL_SLICE,
 };
 use crate::{nccl_info, nccl_warn};
-use std::net::SocketAddr;
+use root::{CheckIn, Frame};
+use std::fmt;
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Default limit for every bootstrap wait (`COLLSCOPE_BOOTSTRAP_TIMEOUT`, seconds).
-pub const DEFAULT_TIMEOUT_S: i64 = 120;
+/// The bootstrap tag of the connections every pair of ranks keeps for liveness.
+pub const MESH_TAG: u64 = 0x4c49_5645;
+/// How long past its own deadline a checked-in rank waits for the root's verdict, which is more precise than
+/// its own timeout (the root's deadline started with the root, maybe after this rank's).
+const VERDICT_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
@@ -31,6 +43,8 @@ pub enum BootstrapError {
     Env(#[from] EnvError),
     #[error(transparent)]
     UniqueId(#[from] UniqueIdError),
+    #[error("NCCL_COMM_ID='{value}': {problem}")]
+    CommId { value: String, problem: SocketError },
     #[error("no usable bootstrap interface found{0}")]
     NoInterface(String),
     #[error("bootstrap protocol error: {0}")]
@@ -45,6 +59,83 @@ pub enum BootstrapError {
         #[source]
         source: SocketError,
     },
+    #[error("{op} rank {peer} over the bootstrap ring failed: {source}")]
+    Ring {
+        op: &'static str,
+        peer: u32,
+        #[source]
+        source: SocketError,
+    },
+    #[error(transparent)]
+    Join(Box<JoinError>),
+}
+
+/// A rank that could not join: where it was and why.
+#[derive(Debug, thiserror::Error)]
+#[error("rank {rank} of {nranks}, while {phase}: {cause}")]
+pub struct JoinError {
+    pub rank: u32,
+    pub nranks: u32,
+    pub phase: Phase,
+    pub cause: JoinCause,
+}
+
+/// Where a joining rank was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Connecting to the root and checking in.
+    Root { addr: String },
+    /// Checked in, waiting for the root to name where its next ring neighbour listens.
+    Pairing { next: u32 },
+    /// Connecting to its next ring neighbour and accepting its previous one.
+    Ring { next: u32, prev: u32 },
+    /// Gathering every rank's address around the ring.
+    AllGather { next: u32, prev: u32 },
+    /// Connecting to every other rank directly.
+    Mesh,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Root { addr } => write!(f, "connecting to the bootstrap root at {addr}"),
+            Phase::Pairing { next } => write!(f, "waiting for the root to pair it with rank {next}"),
+            Phase::Ring { next, prev } => write!(f, "connecting its ring to rank {next} and from rank {prev}"),
+            Phase::AllGather { next, prev } => {
+                write!(f, "exchanging addresses over the ring (to rank {next}, from rank {prev})")
+            }
+            Phase::Mesh => write!(f, "connecting to every other rank"),
+        }
+    }
+}
+
+/// Why a rank could not join.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinCause {
+    #[error("the root reports that {0}")]
+    Verdict(Verdict),
+    #[error("the root at {addr} closed its connection: the process hosting it (rank 0, or the launcher) is gone")]
+    RootGone { addr: String },
+    #[error(
+        "no root answered within {secs} s (rank 0, or the launcher, hosts it: is it running, at that address?); last attempt: {last}"
+    )]
+    NoRoot { secs: u64, last: String },
+    #[error("rank {next} had not checked in with the root after {secs} s")]
+    Unpaired { next: u32, secs: u64 },
+    #[error("{0}")]
+    Other(Box<BootstrapError>),
+}
+
+impl From<BootstrapError> for JoinCause {
+    fn from(e: BootstrapError) -> Self {
+        JoinCause::Other(Box::new(e))
+    }
+}
+
+impl From<SocketError> for JoinCause {
+    fn from(e: SocketError) -> Self {
+        JoinCause::Other(Box::new(e.into()))
+    }
 }
 
 /// The bootstrap interface of this process, chosen once (NCCL's `bootstrapNetInit`).
@@ -71,15 +162,19 @@ pub fn model_interface(i: &NetIf, rank: Option<u32>) -> crate::model::BootstrapI
     }
 }
 
+/// The unique id `NCCL_COMM_ID` names, if set (its host resolved).
+fn comm_id(env: &Env) -> Result<Option<UniqueId>, BootstrapError> {
+    let Some(value) = env.str("NCCL_COMM_ID") else { return Ok(None) };
+    UniqueId::from_comm_id(value).map(Some).map_err(|problem| {
+        nccl_warn!("Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>");
+        BootstrapError::CommId { value: value.into(), problem }
+    })
+}
+
 fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
-    if let Some(id) = env.str("NCCL_COMM_ID") {
-        let remote = crate::runtime::socket::parse_addr(id).map_err(|e| {
-            nccl_warn!(
-                "Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>"
-            );
-            BootstrapError::Env(EnvError { name: "NCCL_COMM_ID".into(), value: id.into(), expected: e.to_string() })
-        })?;
+    if let Some(id) = comm_id(env)? {
+        let remote = id.addr;
         let all = crate::runtime::socket::list_interfaces();
         let subnet = crate::runtime::socket::select_interfaces(&all, None, Some(&remote), family, 1);
         // A loopback NCCL_COMM_ID matches lo's subnet; a remote one needs an interface on its subnet.
@@ -89,7 +184,7 @@ fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
             .or_else(|| all.into_iter().find(|i| i.addr.ip() == remote.ip()));
         return pick.ok_or_else(|| {
             nccl_warn!("NET/Socket : No usable listening interface found");
-            BootstrapError::NoInterface(format!(" in the subnet of NCCL_COMM_ID={id}"))
+            BootstrapError::NoInterface(format!(" in the subnet of NCCL_COMM_ID={}", addr_string(&remote)))
         });
     }
     let spec = env.parsed::<IfSpec>("NCCL_SOCKET_IFNAME")?;
@@ -105,18 +200,9 @@ fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
     })
 }
 
-/// Limit for each bootstrap wait.
+/// Limit for each bootstrap wait: `COLLSCOPE_TIMEOUT_S`, as for every other wait.
 pub fn timeout(env: &Env) -> Result<Duration, BootstrapError> {
-    let s = env.int("COLLSCOPE_BOOTSTRAP_TIMEOUT", DEFAULT_TIMEOUT_S)?;
-    if s <= 0 {
-        return Err(EnvError {
-            name: "COLLSCOPE_BOOTSTRAP_TIMEOUT".into(),
-            value: s.to_string(),
-            expected: "a positive number of seconds".into(),
-        }
-        .into());
-    }
-    Ok(Duration::from_secs(s as u64))
+    Ok(crate::runtime::comm::timeout_from_env(env)?)
 }
 
 impl UniqueId {
@@ -124,26 +210,30 @@ impl UniqueId {
     /// check-ins on a background thread. With `NCCL_COMM_ID` set, the id names that address and NCCL's magic,
     /// and rank 0's `TcpBootstrap::init` starts the root there instead.
     pub fn create(env: &Env) -> Result<UniqueId, BootstrapError> {
-        if let Some(id) = env.str("NCCL_COMM_ID") {
-            return Ok(UniqueId::from_comm_id(id).map_err(|e| EnvError {
-                name: "NCCL_COMM_ID".into(),
-                value: id.into(),
-                expected: e.to_string(),
-            })?);
+        Self::host(env).map(|(id, _)| id)
+    }
+
+    /// [`UniqueId::create`] for a launcher, with a handle to tell the root which rank processes ended (it
+    /// reaches nothing when `NCCL_COMM_ID` puts the root in rank 0).
+    pub fn host(env: &Env) -> Result<(UniqueId, RootHandle), BootstrapError> {
+        let (exits, heard) = mpsc::channel();
+        let handle = RootHandle { exits };
+        if let Some(id) = comm_id(env)? {
+            return Ok((id, handle));
         }
         let iface = bootstrap_interface(env)?;
         let magic = random_u64().map_err(|e| BootstrapError::Protocol(format!("cannot read /dev/urandom: {e}")))?;
         let listener = Listener::bind_ip(iface.addr.ip(), magic, SocketType::Bootstrap)?;
         let id = UniqueId { magic, addr: listener.addr() };
-        start_root(listener, magic, timeout(env)?)?;
-        Ok(id)
+        start_root(listener, timeout(env)?, heard)?;
+        Ok((id, handle))
     }
 }
 
-fn start_root(listener: Listener, magic: u64, timeout: Duration) -> Result<(), BootstrapError> {
+fn start_root(listener: Listener, timeout: Duration, exits: mpsc::Receiver<RankExit>) -> Result<(), BootstrapError> {
     std::thread::Builder::new()
         .name("collscope BootstrapR".into())
-        .spawn(move || root::serve(listener, magic, timeout))
+        .spawn(move || root::serve(listener, timeout, exits))
         .map(|_| ())
         .map_err(|e| BootstrapError::Protocol(format!("cannot start the root thread: {e}")))
 }
@@ -190,6 +280,8 @@ pub struct TcpBootstrap {
     listen_addr: SocketAddr,
     ring: Mutex<Ring>,
     inbox: Arc<Inbox>,
+    /// A connection to every other rank, made while joining, for the liveness watchdog.
+    mesh: Mutex<Vec<(u32, Socket)>>,
     /// Raised by the failure watchdog: every wait gives up.
     abort: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -202,45 +294,173 @@ impl std::fmt::Debug for TcpBootstrap {
     }
 }
 
+/// This rank's check-in connection while it joins.
+struct RootLink {
+    sock: Socket,
+    addr: String,
+}
+
+impl RootLink {
+    /// Connects to the root (retrying until `timeout`: it may not be up yet) and checks in.
+    fn check_in(id: &UniqueId, info: CheckIn, timeout: Duration) -> Result<RootLink, JoinCause> {
+        let addr = addr_string(&id.addr);
+        let mut sock = Socket::connect(id.addr, id.magic, SocketType::Bootstrap, timeout).map_err(|e| match e {
+            SocketError::ConnectTimeout { last, .. } => JoinCause::NoRoot { secs: timeout.as_secs(), last },
+            other => other.into(),
+        })?;
+        sock.send_timeout(&info.to_bytes(), timeout, None)?;
+        Ok(RootLink { sock, addr })
+    }
+
+    /// The root's answer: where the next ring neighbour listens, or its verdict.
+    fn next_ring(&mut self, next: u32, wait: Duration) -> Result<SocketAddr, JoinCause> {
+        match Frame::recv(&mut self.sock, wait, None) {
+            Ok(Frame::Next(a)) => Ok(a),
+            Ok(Frame::Verdict(v)) => Err(JoinCause::Verdict(v)),
+            Ok(other) => Err(BootstrapError::Protocol(format!("the root sent {other:?} instead of an address")).into()),
+            Err(BootstrapError::Socket(SocketError::Timeout { .. })) => {
+                Err(JoinCause::Unpaired { next, secs: wait.saturating_sub(VERDICT_GRACE).as_secs() })
+            }
+            Err(BootstrapError::Socket(SocketError::Closed { .. })) => {
+                Err(JoinCause::RootGone { addr: self.addr.clone() })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Tells the root why this rank gives up, so it can tell the others.
+    fn report(&mut self, phase: &Phase, cause: &JoinCause) {
+        if !matches!(cause, JoinCause::Verdict(_) | JoinCause::RootGone { .. }) {
+            let _ = Frame::Failed(format!("while {phase}: {cause}")).send(&mut self.sock);
+        }
+    }
+
+    /// Watches the link on a thread from now on: a verdict, or the root going away, raises `abort`.
+    fn watch(self, abort: Arc<AtomicBool>) -> Result<RootWatch, BootstrapError> {
+        let mut reader = self.sock.try_clone()?;
+        let (stop, heard) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
+        let (t_stop, t_heard, addr) = (stop.clone(), heard.clone(), self.addr.clone());
+        let thread = std::thread::Builder::new()
+            .name("collscope BootstrapW".into())
+            .spawn(move || {
+                let cause = loop {
+                    match Frame::recv(&mut reader, Duration::MAX, Some(&t_stop)) {
+                        _ if t_stop.load(Ordering::Acquire) => return,
+                        Ok(Frame::Verdict(v)) => break JoinCause::Verdict(v),
+                        Ok(_) => continue,
+                        Err(_) => break JoinCause::RootGone { addr },
+                    }
+                };
+                *t_heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(cause);
+                abort.store(true, Ordering::Release);
+            })
+            .map_err(|e| BootstrapError::Protocol(format!("cannot start the root link watcher: {e}")))?;
+        Ok(RootWatch { link: self, stop, heard, thread: Some(thread) })
+    }
+}
+
+/// The root link watched by a thread while the rank connects its ring and mesh.
+struct RootWatch {
+    link: RootLink,
+    stop: Arc<AtomicBool>,
+    heard: Arc<Mutex<Option<JoinCause>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RootWatch {
+    /// Joined: tells the root, then closes the link. The watcher stops first: the root closes its end once
+    /// every rank said so, which must not read as the root going away.
+    fn done(mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = Frame::Done.send(&mut self.link.sock);
+    }
+
+    /// Failed with `e` while in `phase`: the root's verdict if one came (it explains `e`), else `e`, which the
+    /// root then passes on to the others.
+    fn failed(mut self, phase: &Phase, e: BootstrapError) -> JoinCause {
+        self.stop_watching();
+        let heard = self.heard.lock().unwrap_or_else(|p| p.into_inner()).take();
+        heard.unwrap_or_else(|| {
+            let cause = JoinCause::from(e);
+            self.link.report(phase, &cause);
+            cause
+        })
+    }
+
+    fn stop_watching(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wakes the watcher's read at once instead of at its next poll slice.
+        let _ = self.link.sock.stream().shutdown(Shutdown::Read);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RootWatch {
+    fn drop(&mut self) {
+        self.stop_watching();
+    }
+}
+
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
 impl TcpBootstrap {
-    /// NCCL's `bootstrapInit`: check in with the root, connect the ring, and AllGather the peer listeners.
+    /// NCCL's `bootstrapInit`: check in with the root, connect the ring, AllGather the peer listeners, then
+    /// connect every pair of ranks. All of it ends within `COLLSCOPE_TIMEOUT_S` (a little more when the root
+    /// is about to give its verdict), with a [`JoinError`] naming where this rank was and why.
     pub fn init(id: &UniqueId, rank: u32, nranks: u32, env: &Env) -> Result<TcpBootstrap, BootstrapError> {
         if rank >= nranks {
             return Err(BootstrapError::BadRank { rank, nranks });
         }
         let timeout = timeout(env)?;
         let start = Instant::now();
+        let deadline = start + timeout;
         let iface = bootstrap_interface(env)?;
         if rank == 0 && env.str("NCCL_COMM_ID").is_some() {
             let listener = Listener::bind(id.addr, id.magic, SocketType::Bootstrap)?;
-            start_root(listener, id.magic, timeout)?;
+            start_root(listener, timeout, mpsc::channel().1)?;
         }
         let ip = iface.addr.ip();
-        let reply = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
         let ring_listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
         let listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
+        let fail = |phase, cause| BootstrapError::Join(Box::new(JoinError { rank, nranks, phase, cause }));
+        let (next, prev) = ((rank + 1) % nranks, (rank + nranks - 1) % nranks);
 
-        let info = root::CheckIn { rank, nranks, reply_addr: reply.addr(), ring_addr: ring_listener.addr() };
-        Socket::connect(id.addr, id.magic, SocketType::Bootstrap, timeout)?.send(&info.to_bytes())?;
+        let info = CheckIn { rank, nranks, ring_addr: ring_listener.addr() };
+        let mut link =
+            RootLink::check_in(id, info, timeout).map_err(|c| fail(Phase::Root { addr: addr_string(&id.addr) }, c))?;
         let t_send = start.elapsed();
-
-        let mut from_root = reply.accept(timeout, None)?;
-        let next_ring = recv_addr(&mut from_root, timeout)?;
+        let next_ring = link.next_ring(next, left(deadline) + VERDICT_GRACE).map_err(|c| {
+            link.report(&Phase::Pairing { next }, &c);
+            fail(Phase::Pairing { next }, c)
+        })?;
         let t_recv = start.elapsed();
 
+        let abort = Arc::new(AtomicBool::new(false));
+        let watch = link.watch(abort.clone())?;
         // Connect to next and accept prev concurrently: with two ranks each is the other's both.
-        let connect = std::thread::scope(|s| {
-            let c = s.spawn(|| Socket::connect(next_ring, id.magic, SocketType::Bootstrap, timeout));
-            let prev = ring_listener.accept(timeout, None);
+        let ring = std::thread::scope(|s| {
+            let c = s.spawn(|| {
+                Socket::connect_listening(next_ring, id.magic, SocketType::Bootstrap, left(deadline), Some(&abort))
+            });
+            let prev = ring_listener.accept(left(deadline), Some(&abort));
             let next = c.join().map_err(|_| BootstrapError::Protocol("ring connect thread panicked".into()))?;
-            Ok::<_, BootstrapError>((next?, prev?))
-        })?;
-        let ring = Ring { next: connect.0, prev: connect.1 };
+            Ok::<_, BootstrapError>(Ring { next: next?, prev: prev? })
+        });
+        let ring = match ring {
+            Ok(r) => r,
+            Err(e) => {
+                let phase = Phase::Ring { next, prev };
+                return Err(fail(phase.clone(), watch.failed(&phase, e)));
+            }
+        };
         let t_ring = start.elapsed();
 
         let inbox = Arc::new(Inbox::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let abort = Arc::new(AtomicBool::new(false));
         let listen_addr = listener.addr();
         let acceptor = {
             let (inbox, stop, abort) = (inbox.clone(), stop.clone(), abort.clone());
@@ -258,22 +478,20 @@ impl TcpBootstrap {
             listen_addr,
             ring: Mutex::new(ring),
             inbox,
+            mesh: Mutex::new(Vec::new()),
             abort,
             stop,
             acceptor: Some(acceptor),
         };
-        let all = boot.all_gather(&addr_to_bytes(&listen_addr))?;
-        boot.peers = all
-            .iter()
-            .map(|c| {
-                let mut a = [0u8; ADDR_BYTES];
-                if c.len() != ADDR_BYTES {
-                    return Err(BootstrapError::Protocol(format!("peer address of {} bytes", c.len())));
-                }
-                a.copy_from_slice(c);
-                addr_from_bytes(&a).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
-            })
-            .collect::<Result<_, _>>()?;
+        if let Err(e) = boot.gather_peers() {
+            let phase = Phase::AllGather { next, prev };
+            return Err(fail(phase.clone(), watch.failed(&phase, e)));
+        }
+        match boot.connect_mesh() {
+            Ok(mesh) => *boot.mesh.lock().unwrap_or_else(|p| p.into_inner()) = mesh,
+            Err(e) => return Err(fail(Phase::Mesh, watch.failed(&Phase::Mesh, e))),
+        }
+        watch.done();
         let total = start.elapsed();
         nccl_info!(
             Subsys::BOOTSTRAP | Subsys::PROFILE,
@@ -286,6 +504,39 @@ impl TcpBootstrap {
             0.0
         );
         Ok(boot)
+    }
+
+    /// Every rank's peer listener, gathered over the ring.
+    fn gather_peers(&mut self) -> Result<(), BootstrapError> {
+        let all = self.all_gather(&addr_to_bytes(&self.listen_addr))?;
+        self.peers = all
+            .iter()
+            .map(|c| {
+                let a: [u8; ADDR_BYTES] = c
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| BootstrapError::Protocol(format!("peer address of {} bytes", c.len())))?;
+                addr_from_bytes(&a).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }
+
+    /// A connection to every other rank: to each higher rank, from each lower one.
+    fn connect_mesh(&self) -> Result<Vec<(u32, Socket)>, BootstrapError> {
+        let mut mesh = Vec::new();
+        for p in self.rank + 1..self.nranks {
+            mesh.push((p, self.connect(p, MESH_TAG)?));
+        }
+        for p in 0..self.rank {
+            mesh.push((p, self.accept(p, MESH_TAG)?));
+        }
+        Ok(mesh)
+    }
+
+    /// The connections to every other rank made while joining (once; later calls get none).
+    pub fn take_mesh(&self) -> Vec<(u32, Socket)> {
+        std::mem::take(&mut *self.mesh.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub fn rank(&self) -> u32 {
@@ -319,6 +570,7 @@ impl TcpBootstrap {
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let Ring { next, prev } = &mut *ring;
         let (abort, timeout) = (&*self.abort, self.timeout);
+        let (to, from) = ((self.rank + 1) % self.nranks, (self.rank + self.nranks - 1) % self.nranks);
         for i in 0..n.saturating_sub(1) {
             let send_buf = &slots[(r + n - i) % n];
             // Send and receive together so large slices cannot deadlock on full socket buffers.
@@ -327,9 +579,12 @@ impl TcpBootstrap {
                     next.send_timeout(&(send_buf.len() as u64).to_le_bytes(), timeout, Some(abort))?;
                     next.send_timeout(send_buf, timeout, Some(abort))
                 });
-                let got = recv_message(prev, timeout, abort);
+                let got = recv_message(prev, timeout, abort).map_err(|e| match e {
+                    BootstrapError::Socket(source) => BootstrapError::Ring { op: "receive from", peer: from, source },
+                    other => other,
+                });
                 let sent = sender.join().map_err(|_| BootstrapError::Protocol("allgather sender panicked".into()))?;
-                sent?;
+                sent.map_err(|source| BootstrapError::Ring { op: "send to", peer: to, source })?;
                 got
             })?;
             slots[(r + n - i - 1) % n] = got;
@@ -399,7 +654,8 @@ impl TcpBootstrap {
     fn open(&self, peer: u32, tag: u64, kind: u32) -> Result<Socket, BootstrapError> {
         let addr = *self.peers.get(peer as usize).ok_or(BootstrapError::BadRank { rank: peer, nranks: self.nranks })?;
         let wrap = |source| BootstrapError::Peer { op: "connect to", peer, tag, source };
-        let mut s = Socket::connect(addr, self.magic, SocketType::Bootstrap, self.timeout).map_err(wrap)?;
+        let mut s = Socket::connect_listening(addr, self.magic, SocketType::Bootstrap, self.timeout, Some(&self.abort))
+            .map_err(wrap)?;
         let mut hdr = [0u8; HEADER_BYTES];
         hdr[..4].copy_from_slice(&self.rank.to_le_bytes());
         hdr[4..8].copy_from_slice(&kind.to_le_bytes());
@@ -530,18 +786,12 @@ fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &Ato
     }
 }
 
-fn recv_addr(s: &mut Socket, timeout: Duration) -> Result<SocketAddr, BootstrapError> {
-    let mut b = [0u8; ADDR_BYTES];
-    s.recv_timeout(&mut b, timeout, None)?;
-    addr_from_bytes(&b).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn env() -> Env {
-        Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20")])
+        Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "20")])
     }
 
     fn run_ranks<T: Send>(n: u32, f: impl Fn(TcpBootstrap) -> T + Sync) -> Vec<T> {
@@ -606,24 +856,107 @@ mod tests {
         assert_eq!(ok.all_gather(b"x").unwrap(), vec![b"x".to_vec()]);
     }
 
+    /// Runs `init` for each (rank, nranks) on its own thread with a `secs` timeout; the errors, in order.
+    fn join_all(id: UniqueId, ranks: &[(u32, u32)], secs: &str) -> Vec<String> {
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", secs)]);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = ranks
+                .iter()
+                .map(|&(r, n)| {
+                    let e = &e;
+                    s.spawn(move || TcpBootstrap::init(&id, r, n, e).map(drop).unwrap_err().to_string())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
     #[test]
-    fn missing_ranks_time_out_and_bad_arguments_are_named() {
-        let e = Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "1")]);
+    fn a_missing_rank_is_named_to_every_rank_within_the_timeout() {
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "2")]);
+        let started = Instant::now();
+        let errs = join_all(UniqueId::create(&e).unwrap(), &[(0, 3), (1, 3)], "2");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        // Rank 0 knows rank 1's address and waits on its ring; rank 1 waits for the root to pair it.
+        assert!(errs[0].contains("rank 0 of 3, while connecting its ring to rank 1 and from rank 2"), "{}", errs[0]);
+        assert!(errs[1].contains("rank 1 of 3, while waiting for the root to pair it with rank 2"), "{}", errs[1]);
+        for err in &errs {
+            assert!(err.contains("rank 2 never checked in") && err.contains("2 of 3 did: 0, 1"), "{err}");
+        }
+        assert!(matches!(
+            TcpBootstrap::init(&UniqueId::create(&e).unwrap(), 2, 2, &e),
+            Err(BootstrapError::BadRank { .. })
+        ));
+        let bad = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "0")]);
+        assert!(timeout(&bad).unwrap_err().to_string().contains("COLLSCOPE_TIMEOUT_S"));
+    }
+
+    #[test]
+    fn ranks_that_disagree_on_the_count_or_share_a_rank_are_told_why() {
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "20")]);
+        let started = Instant::now();
+        let errs = join_all(UniqueId::create(&e).unwrap(), &[(0, 2), (1, 3)], "20");
+        for err in &errs {
+            assert!(err.contains("disagree on the number of ranks"), "{err}");
+            assert!(err.contains("rank 0 said 2") && err.contains("rank 1 said 3"), "{err}");
+        }
+        let errs = join_all(UniqueId::create(&e).unwrap(), &[(1, 3), (1, 3)], "20");
+        for err in &errs {
+            assert!(err.contains("rank 1 checked in twice"), "{err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "verdicts must not wait for the timeout");
+    }
+
+    #[test]
+    fn no_root_a_rank_that_leaves_and_a_rank_the_launcher_saw_exit_are_named() {
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "1")]);
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let nowhere = UniqueId { magic: 1, addr: free };
+        let err = TcpBootstrap::init(&nowhere, 1, 2, &e).unwrap_err().to_string();
+        assert!(
+            err.contains("rank 1 of 2, while connecting to the bootstrap root") && err.contains("no root answered"),
+            "{err}"
+        );
+
+        // "Rank 1" checks in by hand, then its process "dies": the root names it to rank 0 at once.
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "20")]);
         let id = UniqueId::create(&e).unwrap();
-        let err = TcpBootstrap::init(&id, 0, 2, &e).unwrap_err().to_string();
-        assert!(err.contains("timed out"), "{err}");
-        assert!(matches!(TcpBootstrap::init(&id, 2, 2, &e), Err(BootstrapError::BadRank { rank: 2, nranks: 2 })));
-        let bad = Env::from_pairs([("COLLSCOPE_BOOTSTRAP_TIMEOUT", "0")]);
-        assert!(timeout(&bad).unwrap_err().to_string().contains("COLLSCOPE_BOOTSTRAP_TIMEOUT"));
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            let r0 = s.spawn(|| TcpBootstrap::init(&id, 0, 3, &e).map(drop).unwrap_err().to_string());
+            let ring = Listener::bind_ip(id.addr.ip(), id.magic, SocketType::Bootstrap).unwrap();
+            let mut sock = Socket::connect(id.addr, id.magic, SocketType::Bootstrap, Duration::from_secs(5)).unwrap();
+            let info = CheckIn { rank: 1, nranks: 3, ring_addr: ring.addr() };
+            sock.send(&info.to_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            drop(sock);
+            let err = r0.join().unwrap();
+            assert!(err.contains("rank 1 closed its connection to the root"), "{err}");
+        });
+        assert!(started.elapsed() < Duration::from_secs(10));
+
+        let (id, root) = UniqueId::host(&e).unwrap();
+        root.rank_exited(1, "exit status: 1");
+        let err = TcpBootstrap::init(&id, 0, 2, &e).map(drop).unwrap_err().to_string();
+        assert!(err.contains("rank 1 exited before the job was up (exit status: 1"), "{err}");
+
+        // A rank with another job's id is refused, and the root says so when it names the missing rank.
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "1")]);
+        let id = UniqueId::create(&e).unwrap();
+        let stray = UniqueId { magic: id.magic ^ 1, addr: id.addr };
+        let errs = std::thread::scope(|s| {
+            let r0 = s.spawn(|| TcpBootstrap::init(&id, 0, 2, &e).map(drop).unwrap_err().to_string());
+            let r1 = TcpBootstrap::init(&stray, 1, 2, &e).map(drop).unwrap_err().to_string();
+            [r0.join().unwrap(), r1]
+        });
+        assert!(errs[0].contains("rank 1 never checked in") && errs[0].contains("another unique id"), "{errs:?}");
+        assert!(errs[1].contains("wrong magic"), "{errs:?}");
     }
 
     #[test]
     fn comm_id_starts_the_root_on_rank_zero() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let e = Env::from_pairs([
-            ("NCCL_COMM_ID", format!("127.0.0.1:{port}")),
-            ("COLLSCOPE_BOOTSTRAP_TIMEOUT", "20".into()),
-        ]);
+        let e = Env::from_pairs([("NCCL_COMM_ID", format!("127.0.0.1:{port}")), ("COLLSCOPE_TIMEOUT_S", "20".into())]);
         let id = UniqueId::create(&e).unwrap();
         assert_eq!(id.magic, crate::runtime::socket::NCCL_MAGIC);
         let sums: Vec<u32> = std::thread::scope(|s| {
