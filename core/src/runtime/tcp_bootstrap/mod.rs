@@ -31,8 +31,9 @@ use std::time::{Duration, Instant};
 
 /// The bootstrap tag of the connections every pair of ranks keeps for liveness.
 pub const MESH_TAG: u64 = 0x4c49_5645;
-/// How long past its own deadline a checked-in rank waits for the root's verdict, which is more precise than
-/// its own timeout (the root's deadline started with the root, maybe after this rank's).
+/// How long past its own deadline, or its own failure, a checked-in rank waits for the root's verdict, which
+/// is more precise (the root's deadline started with the root, maybe after this rank's; a failure seen here
+/// may be a peer ending on the verdict, or a peer's death the root has heard of too).
 const VERDICT_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
@@ -375,9 +376,14 @@ impl RootWatch {
         let _ = Frame::Done.send(&mut self.link.sock);
     }
 
-    /// Failed with `e` while in `phase`: the root's verdict if one came (it explains `e`), else `e`, which the
-    /// root then passes on to the others.
+    /// Failed with `e` while in `phase`: the root's verdict if one comes within `VERDICT_GRACE` (it explains
+    /// `e`: a peer that closed on this rank may have just heard it, and a dead peer is judged by the root too),
+    /// else `e`, which the root then passes on to the others.
     fn failed(mut self, phase: &Phase, e: BootstrapError) -> JoinCause {
+        let t = Instant::now();
+        while self.thread.as_ref().is_some_and(|t| !t.is_finished()) && t.elapsed() < VERDICT_GRACE {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.stop_watching();
         let heard = self.heard.lock().unwrap_or_else(|p| p.into_inner()).take();
         heard.unwrap_or_else(|| {
