@@ -260,22 +260,14 @@ fn a_rank_killed_after_checking_in_is_named_before_any_timeout() {
     assert!(e0.err.contains("rank 1 closed its connection to the root"), "{}", e0.err);
 }
 
+/// `perf all_reduce` of `bytes`, `iters` times, on 3 rank processes started by collscope's launcher.
+fn three_rank_processes(bytes: &str, iters: &str) -> Command {
+    collscope(&["perf", "all_reduce", "--nranks", "3", "--launch", "processes", "-b", bytes, "-e", bytes, "-n", iters])
+}
+
 /// A launcher of 3 rank processes running a long job, once rank 0 has printed its device lines.
 fn running_launcher() -> (Job, Vec<u32>) {
-    let mut job = Job::start(&mut collscope(&[
-        "perf",
-        "all_reduce",
-        "--nranks",
-        "3",
-        "--launch",
-        "processes",
-        "-b",
-        "64K",
-        "-e",
-        "64K",
-        "-n",
-        "20000000",
-    ]));
+    let mut job = Job::start(&mut three_rank_processes("64K", "20000000"));
     job.wait_for_line(|l| l.starts_with("#  Rank  2"));
     let ranks = children_of(job.proc.id());
     assert_eq!(ranks.len(), 3, "{ranks:?}");
@@ -309,20 +301,7 @@ fn rank_process(launcher: u32, rank: u32) -> Option<u32> {
 
 #[test]
 fn a_rank_killed_right_after_it_started_is_named_by_the_others() {
-    let mut job = Job::start(&mut collscope(&[
-        "perf",
-        "all_reduce",
-        "--nranks",
-        "3",
-        "--launch",
-        "processes",
-        "-b",
-        "8",
-        "-e",
-        "8",
-        "-n",
-        "2000000",
-    ]));
+    let mut job = Job::start(&mut three_rank_processes("8", "2000000"));
     let victim = loop {
         if let Some(pid) = rank_process(job.proc.id(), 1) {
             break pid;
