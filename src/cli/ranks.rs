@@ -228,8 +228,8 @@ fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
     wait_all(children, &root, &mut signals)
 }
 
-/// Waits for every rank, telling the root about each that ended (so ranks still joining learn at once that
-/// it is gone); once one fails the others get `GRACE` to end before they are killed. A SIGTERM, SIGINT or
+/// Waits for every rank, telling the root about each that failed (so ranks still joining learn at once that
+/// it is gone; one that succeeded had joined); once one fails the others get `GRACE` to end before they are killed. A SIGTERM, SIGINT or
 /// SIGHUP to the launcher ends the ranks, then the launcher by that signal.
 fn wait_all(mut children: Vec<(u32, Child)>, root: &RootHandle, signals: &mut Signals) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
@@ -243,12 +243,11 @@ fn wait_all(mut children: Vec<(u32, Child)>, root: &RootHandle, signals: &mut Si
         let mut still = Vec::new();
         for (r, mut c) in children {
             match c.try_wait() {
+                Ok(Some(status)) if status.success() => {}
                 Ok(Some(status)) => {
                     root.rank_exited(r, status);
-                    if !status.success() {
-                        failed.push(format!("rank {r} exited with {status}"));
-                        first_failure.get_or_insert_with(Instant::now);
-                    }
+                    failed.push(format!("rank {r} exited with {status}"));
+                    first_failure.get_or_insert_with(Instant::now);
                 }
                 Ok(None) if first_failure.is_some_and(|t| t.elapsed() > GRACE) => {
                     let _ = c.kill();

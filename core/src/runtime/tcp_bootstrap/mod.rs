@@ -12,7 +12,7 @@
 mod root;
 mod unique_id;
 
-pub use root::{rank_list, RankExit, RootHandle, Verdict};
+pub use root::{RootHandle, Verdict};
 pub use unique_id::{UniqueId, UniqueIdError, UNIQUE_ID_BYTES};
 
 use crate::debug::Subsys;
@@ -22,7 +22,7 @@ use crate::runtime::socket::{
     SocketError, SocketFamily, SocketType, ADDR_BYTES, POLL_SLICE,
 };
 use crate::{nccl_info, nccl_warn};
-use root::{CheckIn, Frame};
+use root::{CheckIn, Frame, RankExit};
 use std::fmt;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -59,7 +59,7 @@ fn addr_from_slice(b: &[u8]) -> Result<SocketAddr, BootstrapError> {
 }
 
 /// `2, 4-7, 9`: ranks in order, runs of three or more as ranges.
-pub fn rank_list(ranks: &[u32]) -> String {
+fn rank_list(ranks: &[u32]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ranks.len() {
@@ -210,9 +210,9 @@ impl Frame {
 
 /// A rank process that ended, as the launcher hosting the root saw it.
 #[derive(Debug, Clone)]
-pub struct RankExit {
-    pub rank: u32,
-    pub status: String,
+pub(super) struct RankExit {
+    rank: u32,
+    status: String,
 }
 
 /// The launcher's handle on the root it hosts: it reports rank processes that ended, so the others learn at
