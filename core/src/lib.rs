@@ -5,6 +5,7 @@
 pub mod cuda;
 pub mod debug;
 pub mod env;
+pub mod file;
 pub mod graph;
 pub mod model;
 pub mod recorder;

@@ -1,7 +1,10 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
 /// The class names the model's `Warning::class` uses.
-pub const CLASSES: &[&str] = &["watchdog", "ib_verbs", "shm", "cuda", "socket", "proxy", "nccl_error", "other"];
+pub const CLASSES: &[&str] = &["watchdog", "ib_verbs", "shm", "cuda", "socket", "proxy", "nccl_error", "other", INPUT];
+
+/// The class of the reader's own warnings about its input (a line cut, gzip data damaged), not the job's.
+pub const INPUT: &str = "input";
 
 /// Ordered: the first class whose markers appear wins (a CUDA error on a socket path is a CUDA error).
 const MARKERS: &[(&str, &[&str])] = &[
@@ -115,7 +118,7 @@ mod tests {
         assert_eq!(classify("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(...)", None), "watchdog");
         assert_eq!(classify("unhandled system error, ncclSystemError", None), "nccl_error");
         assert_eq!(classify("something odd", None), "other");
-        assert!(CLASSES.iter().all(|c| *c == "other" || MARKERS.iter().any(|(m, _)| m == c)));
+        assert!(CLASSES.iter().all(|c| *c == "other" || *c == INPUT || MARKERS.iter().any(|(m, _)| m == c)));
         assert!(is_framework_error("RuntimeError: NCCL error in: x.cpp:1, unhandled system error"));
         assert!(!is_framework_error("# Avg bus bandwidth"));
     }

@@ -1,8 +1,10 @@
-//! Inputs: files, directories (every regular file under them, in name order), `-` for stdin, gzip by magic
-//! bytes. Lines are cut by a fixed buffer so memory stays bounded whatever a file holds.
+//! Inputs: files, directories (every regular file under them, in name order), FIFOs, `-` for stdin, gzip by
+//! magic bytes. Lines are cut by a fixed buffer so memory stays bounded whatever a file holds; gzip data that
+//! stops making sense (a file cut short while copied) ends its input with what decompressed before it.
 
 use crate::ReadError;
-use flate2::read::MultiGzDecoder;
+use collscope_core::file::FileKind;
+use flate2::bufread::MultiGzDecoder;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -11,7 +13,8 @@ use std::path::{Path, PathBuf};
 /// its longest INFO messages a few KiB.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Expands the given paths: directories into their files (recursively, sorted), `-` kept as stdin.
+/// Expands the given paths: directories into their files (recursively, sorted), `-` kept as stdin. A device or
+/// socket is refused: it is no log, and `/dev/zero` would be read for ever.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
     let mut out = Vec::new();
     for p in paths {
@@ -20,10 +23,10 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
             continue;
         }
         let meta = std::fs::metadata(p).map_err(|e| ReadError::Open { path: p.display().to_string(), source: e })?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
+        match FileKind::of(meta.file_type()) {
+            Some(FileKind::Directory) => walk(p, &mut out)?,
+            None | Some(FileKind::Fifo) => out.push(p.clone()),
+            Some(kind) => return Err(ReadError::NotALog { path: p.display().to_string(), kind }),
         }
     }
     Ok(out)
@@ -44,58 +47,192 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     Ok(())
 }
 
+/// An opened input: plain text, or gzip decompressed as it is read.
+pub struct Input {
+    source: Source,
+}
+
+/// A file or stdin, buffered.
+type Raw = BufReader<Box<dyn Read>>;
+
+enum Source {
+    Plain(Raw),
+    Gzip { decoder: Box<MultiGzDecoder<Counted<Raw>>>, out: u64, damage: Option<GzipDamage> },
+}
+
+/// Where a gzip input stopped making sense; what decompressed before it was read.
+#[derive(Debug)]
+pub struct GzipDamage {
+    /// Compressed bytes the decoder had taken when it failed.
+    pub offset: u64,
+    /// Bytes it had decompressed until then.
+    pub decompressed: u64,
+    pub error: std::io::Error,
+}
+
+impl std::fmt::Display for GzipDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "gzip data damaged at byte {} ({}): read the {} bytes decompressed before it",
+            self.offset, self.error, self.decompressed
+        )
+    }
+}
+
+impl Input {
+    /// The damage that ended a gzip input early, once it has been read to its end.
+    pub fn take_damage(&mut self) -> Option<GzipDamage> {
+        match &mut self.source {
+            Source::Gzip { damage, .. } => damage.take(),
+            Source::Plain(_) => None,
+        }
+    }
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.source {
+            Source::Plain(r) => r.read(buf),
+            Source::Gzip { damage: Some(_), .. } => Ok(0),
+            Source::Gzip { decoder, out, damage } => match decoder.read(buf) {
+                Ok(n) => {
+                    *out += n as u64;
+                    Ok(n)
+                }
+                // What the data says is wrong (flate2's kinds for a cut or corrupt stream), not the file's I/O.
+                Err(e) if is_corrupt(&e) => {
+                    *damage = Some(GzipDamage { offset: decoder.get_ref().consumed, decompressed: *out, error: e });
+                    Ok(0)
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+}
+
+fn is_corrupt(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+    matches!(e.kind(), UnexpectedEof | InvalidInput | InvalidData)
+}
+
+/// A buffered reader that counts the bytes its user consumed.
+struct Counted<R> {
+    inner: R,
+    consumed: u64,
+}
+
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.consumed += n as u64;
+        self.inner.consume(n);
+    }
+}
+
 /// Opens a path for reading, decompressing gzip when the file starts with its magic bytes.
-pub fn open(path: &Path) -> Result<Box<dyn Read>, ReadError> {
+pub fn open(path: &Path) -> Result<Input, ReadError> {
     let err = |e| ReadError::Open { path: path.display().to_string(), source: e };
     let raw: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(File::open(path).map_err(err)?)
     };
-    let mut buf = BufReader::with_capacity(1 << 16, raw);
+    let mut buf: Raw = BufReader::with_capacity(1 << 16, raw);
     let gz = buf.fill_buf().map_err(err)?.starts_with(&[0x1f, 0x8b]);
-    Ok(if gz { Box::new(MultiGzDecoder::new(buf)) } else { Box::new(buf) })
+    let source = if gz {
+        let decoder = Box::new(MultiGzDecoder::new(Counted { inner: buf, consumed: 0 }));
+        Source::Gzip { decoder, out: 0, damage: None }
+    } else {
+        Source::Plain(buf)
+    };
+    Ok(Input { source })
 }
 
-/// Calls `f(line, cut)` for every line of `input` (without `\n` or `\r\n`); `cut` says the line was longer
-/// than [`MAX_LINE`] and only its start is given.
+/// Cuts bytes that arrive in pieces into lines, holding at most [`MAX_LINE`] of a line not ended yet.
+#[derive(Debug, Default, Clone)]
+pub struct Lines {
+    /// The start of the line not ended yet.
+    carry: Vec<u8>,
+    /// The line not ended yet was already handed on cut: drop the rest of it.
+    skipping: bool,
+}
+
+impl Lines {
+    /// Calls `f(line, cut)` for every line `data` ends (without `\n` or `\r\n`); `cut` says the line was longer
+    /// than [`MAX_LINE`] and only its start is given.
+    pub fn push(&mut self, mut data: &[u8], f: &mut impl FnMut(&[u8], bool)) {
+        if !self.carry.is_empty() || self.skipping {
+            let Some(i) = memchr::memchr(b'\n', data) else {
+                self.hold(data, f);
+                return;
+            };
+            self.hold(&data[..i], f);
+            if !std::mem::take(&mut self.skipping) {
+                emit(&self.carry, f);
+            }
+            self.carry.clear();
+            data = &data[i + 1..];
+        }
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &data[start..]) {
+            emit(&data[start..start + i], f);
+            start += i + 1;
+        }
+        self.hold(&data[start..], f);
+    }
+
+    /// Hands on the last line if it did not end with a newline (the end of the input).
+    pub fn finish(&mut self, f: &mut impl FnMut(&[u8], bool)) {
+        if !self.carry.is_empty() && !self.skipping {
+            emit(&self.carry, f);
+        }
+        self.carry.clear();
+        self.skipping = false;
+    }
+
+    /// Keeps `part` of the line not ended yet, handing the line on cut once it passes [`MAX_LINE`].
+    fn hold(&mut self, part: &[u8], f: &mut impl FnMut(&[u8], bool)) {
+        if self.skipping {
+            return;
+        }
+        let room = MAX_LINE - self.carry.len();
+        if part.len() <= room {
+            self.carry.extend_from_slice(part);
+        } else {
+            self.carry.extend_from_slice(&part[..room]);
+            f(&self.carry, true);
+            self.carry.clear();
+            self.skipping = true;
+        }
+    }
+}
+
+/// Calls `f(line, cut)` for every line of `input`, as [`Lines`] cuts them.
 pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(&[u8], bool)) -> std::io::Result<()> {
     let mut buf = vec![0u8; 1 << 18];
-    let mut filled = 0;
-    let mut skipping = false;
+    let mut lines = Lines::default();
     loop {
-        let n = match input.read(&mut buf[filled..]) {
+        let n = match input.read(&mut buf) {
+            Ok(0) => {
+                lines.finish(&mut f);
+                return Ok(());
+            }
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let eof = n == 0;
-        filled += n;
-        let mut start = 0;
-        while let Some(i) = memchr::memchr(b'\n', &buf[start..filled]) {
-            let end = start + i;
-            if skipping {
-                skipping = false;
-            } else {
-                emit(&buf[start..end], &mut f);
-            }
-            start = end + 1;
-        }
-        if eof {
-            if start < filled && !skipping {
-                emit(&buf[start..filled], &mut f);
-            }
-            return Ok(());
-        }
-        buf.copy_within(start..filled, 0);
-        filled -= start;
-        if filled >= MAX_LINE {
-            if !skipping {
-                f(&buf[..MAX_LINE], true);
-            }
-            skipping = true;
-            filled = 0;
-        }
+        lines.push(&buf[..n], &mut f);
     }
 }
 
@@ -158,5 +295,74 @@ mod tests {
         let err = expand(&[dir.join("absent.log")]).unwrap_err().to_string();
         assert!(err.contains("absent.log"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pieces_of_any_size_give_the_lines_the_whole_gives() {
+        let mut data = b"one\r\ntwo\n\n".to_vec();
+        data.extend(vec![b'x'; MAX_LINE + 10]);
+        data.extend_from_slice(b"\nafter a long line\n");
+        data.extend(vec![b'y'; MAX_LINE]);
+        data.extend_from_slice(b"\nexactly the limit before\nno newline at the end");
+        let whole = lines(&data);
+        assert_eq!(whole.len(), 8);
+        assert!(whole[3].1 && whole[3].0.len() == MAX_LINE, "the long line is cut and flagged");
+        assert_eq!(whole[5], (vec![b'y'; MAX_LINE], false), "a line of exactly MAX_LINE is whole");
+        for piece in [1, 2, 3, 7, 4096, MAX_LINE - 1, MAX_LINE + 1] {
+            let (mut split, mut got) = (Lines::default(), Vec::new());
+            let mut f = |l: &[u8], cut| got.push((l.to_vec(), cut));
+            for chunk in data.chunks(piece) {
+                split.push(chunk, &mut f);
+                assert!(split.carry.len() <= MAX_LINE, "at most one line's start is held");
+            }
+            split.finish(&mut f);
+            assert_eq!(got, whole, "pieces of {piece} bytes");
+        }
+    }
+
+    #[test]
+    fn a_cut_gzip_reads_what_decompressed_and_names_where_it_broke() {
+        use flate2::write::GzEncoder;
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..2000).map(|i| format!("h:1:2 [0] NCCL INFO line {i} of a job\n")).collect();
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(text.as_bytes()).unwrap();
+        let gz = e.finish().unwrap();
+        let p = dir.path().join("r0.log.gz");
+        std::fs::write(&p, &gz[..gz.len() / 2]).unwrap();
+        let mut input = open(&p).unwrap();
+        let mut got = Vec::new();
+        for_each_line(&mut input, |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
+        let damage = input.take_damage().expect("the cut is reported");
+        assert!(got.len() > 100 && got.len() < 2000, "{} lines", got.len());
+        assert!(text.starts_with(&got[..got.len() - 1].join("\n")), "the lines before the cut are the log's");
+        assert_eq!(damage.offset, gz.len() as u64 / 2, "{damage}");
+        assert!(damage.decompressed > 0 && damage.decompressed < text.len() as u64, "{damage}");
+        assert!(damage.to_string().starts_with(&format!("gzip data damaged at byte {}", gz.len() / 2)), "{damage}");
+
+        // Garbage after a whole member, and a member with a bad checksum, end the input the same way.
+        let mut bad = gz.clone();
+        bad.extend_from_slice(b"\x1f\x8bnot gzip");
+        std::fs::write(&p, &bad).unwrap();
+        let mut input = open(&p).unwrap();
+        let mut n = 0;
+        for_each_line(&mut input, |_, _| n += 1).unwrap();
+        assert_eq!(n, 2000);
+        assert!(input.take_damage().is_some());
+    }
+
+    #[test]
+    fn devices_are_refused_and_fifos_kept() {
+        let err = expand(&[PathBuf::from("/dev/zero")]).unwrap_err();
+        assert!(matches!(err, ReadError::NotALog { kind: FileKind::CharDevice, .. }), "{err}");
+        assert!(err.to_string().starts_with("'/dev/zero' is a character device: expected a log file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(expand(std::slice::from_ref(&fifo)).unwrap(), vec![fifo.clone()]);
+        // Inside a directory only regular files are taken.
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.log")).unwrap();
+        assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap(), Vec::<PathBuf>::new());
     }
 }

@@ -18,6 +18,7 @@ mod summary;
 
 pub use summary::{gdrdma, transports_seen};
 
+use collscope_core::file::FileKind;
 use collscope_core::model::{Snapshot, Source};
 use std::io::Read;
 use std::path::PathBuf;
@@ -28,6 +29,15 @@ pub enum ReadError {
     Open { path: String, source: std::io::Error },
     #[error("cannot read log '{path}' (line {line}): {source}")]
     Read { path: String, line: u64, source: std::io::Error },
+    #[error("'{path}' is {kind}: expected a log file, a directory of them, a FIFO or - for stdin")]
+    NotALog { path: String, kind: FileKind },
+    #[error("no log files in {inputs}: expected NCCL_DEBUG=INFO logs (files, or directories holding them)")]
+    NoFiles { inputs: String },
+    #[error(
+        "no NCCL line in {inputs} ({files} file(s), {lines} lines read): expected the output of a job run with \
+         NCCL_DEBUG=INFO, lines like 'host:pid:tid [dev] NCCL INFO ...'"
+    )]
+    NoNcclLines { inputs: String, files: usize, lines: u64 },
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,9 +46,17 @@ pub struct Options {
     pub strict: bool,
 }
 
-/// A streaming reader: feed it inputs one after the other, then take the snapshot.
+/// A streaming reader: feed it inputs one after the other, or piece by piece as they grow, then take the
+/// snapshot. What it keeps is the model, not the text: memory grows with what the logs teach.
 pub struct Reader {
     job: job::Job,
+}
+
+/// An input read in pieces as they arrive (a followed file): where it is and the line not ended yet.
+pub struct Incoming {
+    file: usize,
+    lineno: u64,
+    lines: input::Lines,
 }
 
 impl Reader {
@@ -64,6 +82,44 @@ impl Reader {
         let _ = self.read(name, bytes);
     }
 
+    /// Reads an opened input to its end; a gzip input cut short is read up to the damage, which becomes a
+    /// warning naming the input and where it broke.
+    pub fn read_input(&mut self, name: &str, mut input: input::Input) -> Result<(), ReadError> {
+        self.read(name, &mut input)?;
+        if let Some(d) = input.take_damage() {
+            self.job.input_warning(format!("{name}: {d}"));
+        }
+        Ok(())
+    }
+
+    /// Starts an input that arrives in pieces ([`Reader::feed`]), named `name` in the model.
+    pub fn incoming(&mut self, name: &str) -> Incoming {
+        Incoming { file: self.job.add_file(name), lineno: 0, lines: input::Lines::default() }
+    }
+
+    /// Reads the lines `bytes` ends; the start of a line not ended yet waits for the next piece.
+    pub fn feed(&mut self, input: &mut Incoming, bytes: &[u8]) {
+        let (job, file, lineno) = (&mut self.job, input.file, &mut input.lineno);
+        input.lines.push(bytes, &mut |line, cut| {
+            *lineno += 1;
+            job.line(file, *lineno, line, cut);
+        });
+    }
+
+    /// Ends an input: a last line without a newline is read too.
+    pub fn end(&mut self, mut input: Incoming) {
+        let (job, file, lineno) = (&mut self.job, input.file, &mut input.lineno);
+        input.lines.finish(&mut |line, cut| {
+            *lineno += 1;
+            job.line(file, *lineno, line, cut);
+        });
+    }
+
+    /// The snapshot of what was read so far; reading can go on.
+    pub fn snapshot(&self) -> Snapshot {
+        Reader { job: self.job.clone() }.finish()
+    }
+
     /// Concludes: inferred facts, findings, and the snapshot.
     pub fn finish(mut self) -> Snapshot {
         self.job.finish_lines();
@@ -81,8 +137,94 @@ impl Reader {
 pub fn read_paths(paths: &[PathBuf], opts: Options) -> Result<Snapshot, ReadError> {
     let mut reader = Reader::new(opts);
     for p in input::expand(paths)? {
-        let name = p.display().to_string();
-        reader.read(&name, input::open(&p)?)?;
+        reader.read_input(&p.display().to_string(), input::open(&p)?)?;
     }
     Ok(reader.finish())
+}
+
+/// Fails unless `snap`, read from `paths`, holds at least one NCCL line: a binary file, an empty directory or
+/// another program's log reads as an empty job, which is no diagnosis.
+pub fn expect_nccl_lines(snap: &Snapshot, paths: &[PathBuf]) -> Result<(), ReadError> {
+    let Some(log) = snap.log.as_ref().filter(|l| l.stats.nccl_lines == 0) else { return Ok(()) };
+    let inputs = paths.iter().map(|p| format!("'{}'", p.display())).collect::<Vec<_>>().join(", ");
+    let files = match &snap.source {
+        Source::Log { files } => files.len(),
+        _ => 0,
+    };
+    Err(if files == 0 {
+        ReadError::NoFiles { inputs }
+    } else {
+        ReadError::NoNcclLines { inputs, files, lines: log.stats.lines }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "node0:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+node0:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+node0:1:2 [0] NCCL INFO Ring 00 : 1 -> 0 -> 1\n\
+node0:1:2 [0] misc/socket.cc:50 NCCL WARN Net : Connection closed by remote peer\n\
+node0:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC\n\
+node0:1:3 [1] NCCL INFO AllReduce: opCount 2 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x9 [nranks=2] stream 0x3\n";
+
+    fn json(s: &Snapshot) -> String {
+        serde_json::to_string(s).unwrap()
+    }
+
+    #[test]
+    fn fed_in_pieces_it_reads_what_it_reads_whole() {
+        let mut whole = Reader::new(Options::default());
+        whole.read_bytes("t.log", LOG.as_bytes());
+        let whole = whole.finish();
+        assert_eq!(whole.connections.len(), 2);
+        let mut r = Reader::new(Options::default());
+        let mut input = r.incoming("t.log");
+        for piece in LOG.as_bytes().chunks(5) {
+            r.feed(&mut input, piece);
+            // A snapshot on the way neither ends a line nor changes what follows.
+            r.snapshot();
+        }
+        r.end(input);
+        assert_eq!(json(&r.snapshot()), json(&whole));
+        assert_eq!(json(&r.finish()), json(&whole));
+    }
+
+    #[test]
+    fn no_nccl_line_is_an_error_naming_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("core.bin");
+        std::fs::write(&bin, (0..=255u8).cycle().take(100_000).collect::<Vec<u8>>()).unwrap();
+        let paths = [bin.clone()];
+        let e = expect_nccl_lines(&read_paths(&paths, Options::default()).unwrap(), &paths).unwrap_err();
+        assert!(matches!(e, ReadError::NoNcclLines { files: 1, .. }), "{e}");
+        assert!(e.to_string().starts_with(&format!("no NCCL line in '{}' (1 file(s), ", bin.display())), "{e}");
+        let empty = [dir.path().join("empty")];
+        std::fs::create_dir(&empty[0]).unwrap();
+        let e = expect_nccl_lines(&read_paths(&empty, Options::default()).unwrap(), &empty).unwrap_err();
+        assert!(e.to_string().starts_with(&format!("no log files in '{}'", empty[0].display())), "{e}");
+        let log = [dir.path().join("nccl.log")];
+        std::fs::write(&log[0], LOG).unwrap();
+        expect_nccl_lines(&read_paths(&log, Options::default()).unwrap(), &log).unwrap();
+    }
+
+    #[test]
+    fn a_cut_line_is_warned_about_once_per_file_and_kept_text_is_bounded() {
+        let long = format!("node0:1:2 [0] misc/socket.cc:50 NCCL WARN {}\n", "z".repeat(3 * input::MAX_LINE));
+        let mut r = Reader::new(Options::default());
+        r.read_bytes("a.log", format!("{long}{long}").as_bytes());
+        r.read_bytes("b.log", long.as_bytes());
+        let s = r.finish();
+        assert_eq!(s.log.as_ref().unwrap().stats.truncated_lines, 3);
+        let input: Vec<&str> =
+            s.warnings.iter().filter(|w| w.class == classify::INPUT).map(|w| w.text.as_str()).collect();
+        assert_eq!(input.len(), 2, "{input:?}");
+        assert!(input[0].starts_with("a.log:1: a line longer than 65536 bytes"), "{}", input[0]);
+        assert!(input[1].starts_with("b.log:1: "), "{}", input[1]);
+        for w in s.warnings.iter().filter(|w| w.class != classify::INPUT) {
+            assert!(w.text.len() <= 2048 + 3 && w.text.ends_with("..."), "{}", w.text.len());
+            assert!(w.line.as_ref().unwrap().text.len() <= 2048 + 3);
+        }
+    }
 }

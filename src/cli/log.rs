@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 use collscope_core::model::{Severity, Snapshot, Transport};
-use collscope_logreader::{gdrdma, Options};
+use collscope_logreader::{classify, gdrdma, Options};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -28,6 +28,10 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
     match cmd {
         LogCommand::Analyze { paths, json, strict } => {
             let snap = collscope_logreader::read_paths(&paths, Options { strict }).context("reading the logs")?;
+            for w in snap.warnings.iter().filter(|w| w.class == classify::INPUT) {
+                eprintln!("collscope: warning: {}", w.text);
+            }
+            collscope_logreader::expect_nccl_lines(&snap, &paths)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&snap)?);
             } else {

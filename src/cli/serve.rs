@@ -5,9 +5,10 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use collscope_core::env::Env;
-use collscope_core::model::{Snapshot, Source};
-use collscope_logreader::{Options, Reader};
-use collscope_telemetry::tail::Tail;
+use collscope_core::file::FileKind;
+use collscope_core::model::Source;
+use collscope_logreader::{Incoming, Options, Reader};
+use collscope_telemetry::tail::{Piece, Tail};
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,8 +32,8 @@ pub struct ServeArgs {
     poll_ms: u64,
 }
 
-/// Log text a follower keeps to re-read; past it the oldest rotated-away part is forgotten.
-const FOLLOW_MEMORY: usize = 512 << 20;
+/// The most a follower reads of one file before it looks at the time, the signals and the snapshot again.
+const POLL_BUDGET: u64 = 16 << 20;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -59,19 +60,31 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let cfg = TelemetryConfig::from_env(&env, LocalRank::default(), |k| std::env::var(k).ok())?;
     if args.follow {
         for p in &args.logs {
-            if p.is_dir() || p.as_os_str() == "-" {
-                bail!("--follow reads files: '{}' is not one (give the log files themselves)", p.display());
+            if p.as_os_str() == "-" {
+                bail!("--follow reads files: '-' is not one (give the log files themselves)");
+            }
+            // A path not there yet is followed until it appears.
+            if let Some(kind) = std::fs::metadata(p).ok().and_then(|m| FileKind::of(m.file_type())) {
+                bail!("--follow reads files: '{}' is {kind} (give the log files themselves)", p.display());
             }
             if is_gzip(p) {
                 bail!("--follow reads plain text: '{}' is gzip-compressed (serve it without --follow)", p.display());
             }
         }
     }
+    // Read before the signal handlers go in: until the server runs, SIGINT and SIGTERM end the process at once,
+    // however long (or never-ending) the input.
+    let read = if args.follow {
+        None
+    } else {
+        let snap = collscope_logreader::read_paths(&args.logs, Options::default()).context("reading the logs")?;
+        collscope_logreader::expect_nccl_lines(&snap, &args.logs)?;
+        Some(snap)
+    };
     let files = args.logs.iter().map(|p| p.display().to_string()).collect();
     stop_on_signals()?;
     let telemetry = Telemetry::start(&cfg, Source::Log { files }, None)?;
-    if !args.follow {
-        let snap = collscope_logreader::read_paths(&args.logs, Options::default()).context("reading the logs")?;
+    if let Some(snap) = read {
         telemetry.with_state(|s| s.ingest(snap));
     }
     let url = telemetry.url();
@@ -96,76 +109,70 @@ fn is_gzip(path: &std::path::Path) -> bool {
         && magic == [0x1f, 0x8b]
 }
 
-/// One followed file: its tail and its text so far, one part per file the path has named.
+/// One followed path: its tail, the file it names now as the reader's input, and how often it restarted.
 struct Followed {
     tail: Tail,
-    parts: Vec<Vec<u8>>,
+    input: Option<Incoming>,
+    restarts: u32,
 }
 
 impl Followed {
-    fn take(&mut self) -> anyhow::Result<bool> {
-        let polled = self.tail.poll().with_context(|| format!("following '{}'", self.tail.path().display()))?;
-        let changed = polled.restarted || !polled.lines.is_empty() || !polled.lines_before.is_empty();
-        if let Some(last) = self.parts.last_mut() {
-            last.extend_from_slice(&polled.lines_before);
-        }
-        if polled.restarted {
-            self.parts.push(Vec::new());
-        }
-        if let Some(last) = self.parts.last_mut() {
-            last.extend_from_slice(&polled.lines);
-        }
-        Ok(changed)
+    /// Feeds what the file gained to `reader`: true when anything changed, and whether the budget ran out.
+    fn take(&mut self, reader: &mut Reader) -> anyhow::Result<(bool, bool)> {
+        let path = self.tail.path().display().to_string();
+        let mut changed = false;
+        let read = self
+            .tail
+            .poll(POLL_BUDGET, |piece| {
+                changed = true;
+                match piece {
+                    Piece::Bytes(bytes) => {
+                        // After a rotation or truncation the path names new text, read as another file.
+                        let input = self.input.get_or_insert_with(|| match self.restarts {
+                            0 => reader.incoming(&path),
+                            n => reader.incoming(&format!("{path} (rotation {n})")),
+                        });
+                        reader.feed(input, bytes);
+                    }
+                    Piece::Restart => {
+                        if let Some(input) = self.input.take() {
+                            reader.end(input);
+                        }
+                        self.restarts += 1;
+                    }
+                }
+            })
+            .with_context(|| format!("following '{path}'"))?;
+        Ok((changed, read == POLL_BUDGET))
     }
 }
 
-/// Reads everything followed so far as one job. Parts before a rotation are named `PATH (rotated N)`.
-fn read_all(followed: &[Followed]) -> Snapshot {
-    let mut reader = Reader::new(Options::default());
-    for f in followed {
-        let path = f.tail.path().display().to_string();
-        let last = f.parts.len() - 1;
-        for (i, part) in f.parts.iter().enumerate() {
-            let name = if i == last { path.clone() } else { format!("{path} (rotated {})", last - i) };
-            reader.read_bytes(&name, part);
-        }
-    }
-    reader.finish()
-}
-
-/// Drops the oldest rotated-away part while the text kept is over `FOLLOW_MEMORY`; true when it dropped any.
-fn forget_oldest(followed: &mut [Followed]) -> bool {
-    let mut dropped = false;
-    while followed.iter().flat_map(|f| &f.parts).map(Vec::len).sum::<usize>() > FOLLOW_MEMORY {
-        let Some(f) = followed.iter_mut().filter(|f| f.parts.len() > 1).max_by_key(|f| f.parts[0].len()) else {
-            break;
-        };
-        f.parts.remove(0);
-        dropped = true;
-    }
-    dropped
-}
-
-/// Polls the files and re-reads the job whenever they changed, at most as often as reading takes four times
-/// over, so a large log does not keep a core busy.
+/// Reads the files as they grow into one model (state, not text: memory stays bounded however much is
+/// followed) and publishes its snapshot whenever they changed, at most as often as taking it takes four times
+/// over, so a large model does not keep a core busy.
 fn follow(telemetry: &Telemetry, paths: &[PathBuf], poll: Duration) -> anyhow::Result<()> {
+    let mut reader = Reader::new(Options::default());
     let mut followed: Vec<Followed> =
-        paths.iter().map(|p| Followed { tail: Tail::new(p), parts: vec![Vec::new()] }).collect();
+        paths.iter().map(|p| Followed { tail: Tail::new(p), input: None, restarts: 0 }).collect();
     let mut pending = false;
     let mut next_read = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
+        let mut behind = false;
         for f in &mut followed {
-            pending |= f.take()?;
+            let (changed, more) = f.take(&mut reader)?;
+            pending |= changed;
+            behind |= more;
         }
         if pending && Instant::now() >= next_read {
             pending = false;
-            let rebase = forget_oldest(&mut followed);
             let started = Instant::now();
-            let snap = read_all(&followed);
+            let snap = reader.snapshot();
             next_read = Instant::now() + started.elapsed() * 4;
-            telemetry.with_state(|s| if rebase { s.rebase(snap) } else { s.ingest(snap) });
+            telemetry.with_state(|s| s.ingest(snap));
         }
-        std::thread::sleep(poll);
+        if !behind {
+            std::thread::sleep(poll);
+        }
     }
     Ok(())
 }

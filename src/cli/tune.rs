@@ -73,6 +73,9 @@ pub struct MeasureArgs {
     out: PathBuf,
 }
 
+/// Far above what `tune measure` writes for one link (a few points per cell, a few KiB).
+const MAX_TIMINGS_BYTES: u64 = 16 << 20;
+
 /// What one `measure` run hands back: AllReduce times per cell.
 #[derive(Debug, Serialize, Deserialize)]
 struct Timings {
@@ -149,7 +152,8 @@ fn calibrate(a: &CalibrateArgs) -> Result<()> {
         if !status.success() {
             bail!("measuring {transport:?} with {} ranks failed ({status})", a.nranks);
         }
-        let text = std::fs::read_to_string(&file).with_context(|| format!("no timings in {}", file.display()))?;
+        let text = collscope_core::file::read_small_string(&file, MAX_TIMINGS_BYTES)
+            .with_context(|| format!("no timings in {}", file.display()))?;
         let t: Timings = serde_json::from_str(&text).with_context(|| format!("bad timings in {}", file.display()))?;
         eprintln!(
             "# measured {} ({} ranks, {:?}) in {:.1} s",

@@ -19,6 +19,10 @@ use std::time::Duration;
 
 /// The port served when `COLLSCOPE_METRICS_ADDR` gives none.
 pub const DEFAULT_PORT: u16 = 9470;
+/// How long a client may take to send a request's head, on a new connection or between requests on a kept one.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one server holds at once (event streams included); past it a new one gets 503 and is closed.
+pub const MAX_CONNECTIONS: usize = 512;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryConfig {
@@ -35,6 +39,9 @@ pub struct TelemetryConfig {
     /// view, rarely enough that reading costs the ranks nothing measurable).
     pub drain_interval: Duration,
     pub otel: Option<OtelConfig>,
+    /// [`HEADER_TIMEOUT`] and [`MAX_CONNECTIONS`], smaller in tests.
+    pub header_timeout: Duration,
+    pub max_connections: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +72,8 @@ impl TelemetryConfig {
             queue_capacity: recorder::DEFAULT_CAPACITY,
             drain_interval: Duration::from_millis(100),
             otel: None,
+            header_timeout: HEADER_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
         }
     }
 

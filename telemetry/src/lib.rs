@@ -87,20 +87,14 @@ impl Telemetry {
         }
         let app = server::router(shared.clone());
         let drain = server::drain_loop(shared.clone(), cfg.drain_interval);
-        let mut stopped = shared.stop.clone();
+        let stopped = shared.stop.clone();
+        let (header_timeout, max_connections) = (cfg.header_timeout, cfg.max_connections);
         let thread = std::thread::Builder::new()
             .name("collscope-telemetry".into())
             .spawn(move || {
                 rt.block_on(async move {
                     let drainer = tokio::spawn(drain);
-                    let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move {
-                            let _ = stopped.wait_for(|s| *s).await;
-                        })
-                        .await;
-                    if let Err(e) = served {
-                        collscope_core::nccl_warn!("collscope telemetry server on {addr} stopped: {e}");
-                    }
+                    server::serve(listener, app, header_timeout, max_connections, stopped).await;
                     let _ = drainer.await;
                 })
             })

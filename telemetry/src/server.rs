@@ -12,12 +12,15 @@ use axum::routing::get;
 use axum::Router;
 use collscope_core::model::Event;
 use collscope_core::recorder::Recorder;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, watch, Semaphore};
 
 /// Prometheus text exposition format 0.0.4.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -78,6 +81,60 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             )
         })
         .with_state(shared)
+}
+
+/// Serves `app` until `stop`: HTTP/1.1, each connection given `header_timeout` to send each request's head
+/// (a client that connects and sends nothing, or stops halfway, is closed then), at most `max_connections` at
+/// once (past them a new connection gets 503 and is closed). On stop, requests in flight get a second to finish.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    max_connections: usize,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(max_connections));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors or memory, or a connection reset before it was taken: wait a little rather
+                    // than spin (what axum's own loop does).
+                    collscope_core::nccl_warn!("collscope telemetry server: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            },
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            // Best effort and without waiting: the client learns why instead of hanging.
+            let _ = stream.try_write(busy().as_bytes());
+            continue;
+        };
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), graceful.shutdown()).await;
+}
+
+/// The answer to a connection past the cap.
+fn busy() -> String {
+    let body = "collscope: too many connections, try again in a while\n";
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// Drains the runtime's queue every `interval` and once more when asked to stop.
@@ -171,4 +228,81 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
         Some((Ok::<_, Infallible>(item), (rx, stop)))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Telemetry, TelemetryConfig};
+    use collscope_core::model::Source;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    fn start(header_timeout: Duration, max_connections: usize) -> Telemetry {
+        let mut cfg = TelemetryConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.header_timeout = header_timeout;
+        cfg.max_connections = max_connections;
+        Telemetry::start(&cfg, Source::Runtime, None).unwrap()
+    }
+
+    fn connect(t: &Telemetry) -> TcpStream {
+        let s = TcpStream::connect(t.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    /// Sends a whole request and reads the answer to the end (the request asks to close).
+    fn ask(t: &Telemetry, path: &str) -> String {
+        let mut s = connect(t);
+        write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    /// Reads until the server closes the connection; returns what it sent.
+    fn until_closed(s: &mut TcpStream) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_client_that_sends_no_whole_head_in_time_is_closed() {
+        let t = start(Duration::from_millis(500), 64);
+        let started = Instant::now();
+        let mut silent = connect(&t);
+        let mut halfway = connect(&t);
+        halfway.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n").unwrap();
+        for s in [&mut silent, &mut halfway] {
+            let sent = until_closed(s);
+            assert!(!String::from_utf8_lossy(&sent).contains("200 OK"), "no answer to half a request");
+        }
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(10), "closed after {took:?}");
+        assert!(ask(&t, "/healthz").starts_with("HTTP/1.1 200 OK"), "a whole request is still served");
+    }
+
+    #[test]
+    fn connections_past_the_cap_get_503_until_one_goes() {
+        let t = start(Duration::from_secs(60), 4);
+        let mut held: Vec<TcpStream> = (0..4).map(|_| connect(&t)).collect();
+        // Accepted in order: wait until the server holds all four, then one more is refused at once.
+        let until = Instant::now() + Duration::from_secs(20);
+        let refused = loop {
+            let answer = ask(&t, "/healthz");
+            if answer.starts_with("HTTP/1.1 503") {
+                break answer;
+            }
+            assert!(Instant::now() < until, "the fifth connection was never refused: {answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(refused.contains("too many connections"), "{refused}");
+        held.pop();
+        let until = Instant::now() + Duration::from_secs(20);
+        while !ask(&t, "/healthz").starts_with("HTTP/1.1 200 OK") {
+            assert!(Instant::now() < until, "a freed place was never taken again");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 /// `NCCL_GRAPH_XML_VERSION`.
 const GRAPH_XML_VERSION: i64 = 1;
+/// A graph file holds a few graphs of at most 64 channels each, well under a MiB; a larger file is not one.
+const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The path types the graph XML may name (`kvDictLinkType`).
 const XML_TYPES: [PathType; 9] = [
@@ -107,7 +109,7 @@ pub fn load_graph(
     graph: &mut SearchGraph,
     cross_nic_param: i64,
 ) -> Result<usize, GraphError> {
-    let text = std::fs::read_to_string(file)
+    let text = crate::file::read_small_string(std::path::Path::new(file), MAX_FILE_BYTES)
         .map_err(|e| GraphError::Input(format!("NCCL_GRAPH_FILE {file} cannot be read: {e}")))?;
     let root = parse(&text, file)?;
     let version = int_attr(&root, "version", file)?;

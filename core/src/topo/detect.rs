@@ -84,9 +84,10 @@ impl Sysfs {
         self.root.join(rel)
     }
 
-    /// A sysfs attribute, trimmed; `None` when absent or empty (NCCL's `ncclTopoGetStrFromSys`).
+    /// A sysfs attribute, trimmed; `None` when absent, empty or not an attribute (NCCL's
+    /// `ncclTopoGetStrFromSys`). The kernel's attributes are at most a page; the root may be a copy.
     fn read(path: &Path) -> Option<String> {
-        let s = std::fs::read_to_string(path).ok()?;
+        let s = crate::file::read_small_string(path, 64 << 10).ok()?;
         let t = s.trim();
         (!t.is_empty()).then(|| t.to_string())
     }
@@ -127,7 +128,8 @@ fn cpu_node(sys: &Sysfs, numa: &str, host_hash: u64) -> XmlNode {
     };
     cpu.set("arch", arch);
     if arch == "x86_64" {
-        let info = std::fs::read_to_string(sys.path("proc/cpuinfo")).unwrap_or_default();
+        // About 1.5 KiB per CPU.
+        let info = crate::file::read_small_string(&sys.path("proc/cpuinfo"), 16 << 20).unwrap_or_default();
         // The first processor's block describes them all (NCCL asks CPUID of the CPU it runs on).
         let field = |name: &str| {
             info.lines()

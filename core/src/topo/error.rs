@@ -6,7 +6,7 @@ use crate::env::EnvError;
 #[derive(Debug, thiserror::Error)]
 pub enum TopoError {
     #[error("cannot read topology file '{path}': {source}")]
-    Read { path: String, source: std::io::Error },
+    Read { path: String, source: crate::file::FileError },
 
     #[error("cannot write topology file '{path}': {source}")]
     Write { path: String, source: std::io::Error },

@@ -14,6 +14,8 @@ use quick_xml::Reader;
 pub const TOPO_XML_VERSION: i64 = 1;
 /// NCCL reads at most this many elements from a topology file (`NCCL_TOPO_XML_MAX_NODES`).
 pub const MAX_ELEMENTS: usize = 256;
+/// [`MAX_ELEMENTS`] at 16 KiB each, far more than any element takes: a larger file is not a topology.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Deeper nesting than any machine has; the limit keeps recursion over the tree bounded.
 pub const MAX_DEPTH: usize = 64;
 
@@ -223,8 +225,8 @@ fn attach(stack: &mut [XmlNode], node: XmlNode) {
 
 /// Reads a topology file (`NCCL_TOPO_FILE`, `--topo-file`).
 pub fn read_file(path: &std::path::Path) -> Result<TopoXml, TopoError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| TopoError::Read { path: path.display().to_string(), source })?;
+    let text = crate::file::read_small_string(path, MAX_FILE_BYTES)
+        .map_err(|source| TopoError::Read { path: path.display().to_string(), source })?;
     nccl_info!(Subsys::GRAPH, "Loading topology file {}", path.display());
     parse(&text, &path.display().to_string())
 }

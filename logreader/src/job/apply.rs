@@ -30,12 +30,20 @@ impl Job {
                 rank,
                 host: host.map(str::to_string),
                 line: Some(at.line_ref(&self.files)),
-                text: text.to_string(),
+                text: kept(text),
                 class: class.to_string(),
                 source: location.map(str::to_string),
             });
         }
         self.cite(Ev::Warning(class), at);
+    }
+
+    /// A problem of the input itself, not of the job: a warning of class [`classify::INPUT`].
+    pub fn input_warning(&mut self, text: String) {
+        if self.snap.warnings.len() < MAX_WARNINGS {
+            let class = classify::INPUT.to_string();
+            self.snap.warnings.push(Warning { rank: None, host: None, line: None, text, class, source: None });
+        }
     }
 
     pub(super) fn version(&mut self, at: &At, v: &str, who: Option<String>) {

@@ -5,6 +5,7 @@ mod apply;
 
 use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
+use crate::input::MAX_LINE;
 use crate::message::{self, Event, TableLine};
 use collscope_core::model::{
     Algorithm, BootstrapInterface, Collective, CommState, Communicator, Connection, DataType, Decision, Direction,
@@ -131,6 +132,7 @@ pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
     h.0
 }
 
+#[derive(Clone)]
 struct Pending {
     line: LineRef,
     msg: String,
@@ -144,7 +146,7 @@ struct Pending {
 }
 
 /// Per printing thread: the tuning table columns and the graph being printed.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Stream {
     table_cols: Vec<(Algorithm, Protocol)>,
     graph: Option<usize>,
@@ -154,6 +156,7 @@ struct Stream {
 }
 
 /// The job being assembled.
+#[derive(Clone)]
 pub struct Job {
     pub strict: bool,
     pub files: Vec<String>,
@@ -202,6 +205,8 @@ pub struct Job {
     pending: Option<Pending>,
     /// The enabled matrix prints its rows without a prefix after its INFO line.
     in_matrix: bool,
+    /// Files that had a line cut (each is warned about once).
+    cut_files: FastSet<usize>,
 }
 
 impl Job {
@@ -241,6 +246,7 @@ impl Job {
             recent_pos: 0,
             pending: None,
             in_matrix: false,
+            cut_files: FastSet::default(),
         }
     }
 
@@ -264,6 +270,13 @@ impl Job {
 
     /// Feeds one raw line. `cut` says the input reader truncated it.
     pub fn line(&mut self, file: usize, lineno: u64, raw: &[u8], cut: bool) {
+        if cut && self.cut_files.insert(file) {
+            let name = self.files.get(file).map_or("", String::as_str);
+            self.input_warning(format!(
+                "{name}:{lineno}: a line longer than {MAX_LINE} bytes: only its start is read (lines cut so far are \
+                 counted in log.stats.truncated_lines)"
+            ));
+        }
         let stats = &mut self.facts.stats;
         stats.lines += 1;
         stats.bytes += raw.len() as u64 + 1;
@@ -429,12 +442,24 @@ pub struct At<'a> {
 
 impl At<'_> {
     pub fn line_ref(&self, files: &[String]) -> LineRef {
-        LineRef {
-            file: files.get(self.file).cloned().unwrap_or_default(),
-            line: self.line,
-            text: self.text.to_string(),
-        }
+        LineRef { file: files.get(self.file).cloned().unwrap_or_default(), line: self.line, text: kept(self.text) }
     }
+}
+
+/// The most of a line the model keeps as text (evidence, warnings). NCCL's lines are far shorter; whole
+/// [`MAX_LINE`] lines in every kept warning would hold over a GiB.
+const MAX_KEPT_TEXT: usize = 2048;
+
+/// `text`, cut to [`MAX_KEPT_TEXT`] bytes on a character boundary with `...` to show the cut.
+pub(crate) fn kept(text: &str) -> String {
+    if text.len() <= MAX_KEPT_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_KEPT_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 fn who(env: &Envelope, rank: Option<u32>) -> Option<String> {

@@ -43,10 +43,12 @@ impl Recorder {
 
 pub fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
     let shown = path.display().to_string();
-    let file = File::open(path).map_err(|source| SourceError::Read { path: shown.clone(), source })?;
+    // A recording is a file: a device or FIFO here would be read for ever.
+    let file =
+        collscope_core::file::open_regular(path).map_err(|source| SourceError::Read { path: shown.clone(), source })?;
     let mut events = Vec::new();
     for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|source| SourceError::Read { path: shown.clone(), source })?;
+        let line = line.map_err(|e| SourceError::Read { path: shown.clone(), source: e.into() })?;
         if line.trim().is_empty() {
             continue;
         }

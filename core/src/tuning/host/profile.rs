@@ -17,6 +17,8 @@ pub const FORMAT: u32 = 1;
 /// The links, algorithms and protocols a profile must time: what the runtime implements.
 pub const LINKS: [Transport; 3] = [Transport::P2p, Transport::Shm, Transport::Net];
 pub const ALGOS: [Algorithm; 2] = [Algorithm::Tree, Algorithm::Ring];
+/// A profile is a few KiB of JSON; a file past this is not one.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// Where and how a profile was measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,7 +77,7 @@ pub struct HostProfile {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("cannot read the tuning profile {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read { path: PathBuf, source: crate::file::FileError },
     #[error("cannot write the tuning profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a collscope tuning profile ({msg}): expected the JSON `collscope tune calibrate` writes")]
@@ -99,8 +101,8 @@ impl HostProfile {
     }
 
     pub fn load(path: &Path) -> Result<HostProfile, ProfileError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
+        let text = crate::file::read_small_string(path, MAX_PROFILE_BYTES)
+            .map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
         Self::from_json(&text, path)
     }
 
