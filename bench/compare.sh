@@ -4,11 +4,10 @@
 # itself can carry), then bench/compare.py prints each target's medians, ratio and PASS/MISS.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
-# Needs /work/shared/bench/anchors.sh or ANCHORS=path/to/anchors.sh.
+# Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 anchors=${ANCHORS:-$root/../shared/bench/anchors.sh}
-[ -f "$anchors" ] || anchors=/work/shared/bench/anchors.sh
 quick=0 reps=3 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -19,6 +18,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ ! -f "$anchors" ]; then
+  echo "bench/compare.sh: no reference benchmarks at $anchors (Open MPI and Gloo anchors);" \
+    "put the shared directory beside the repository (../shared/bench/anchors.sh) or set ANCHORS=path/to/anchors.sh" >&2
+  exit 2
+fi
 out=${out:-$(mktemp -d /tmp/collscope-compare.XXXXXX)}
 mkdir -p "$out"
 bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}

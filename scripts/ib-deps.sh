@@ -7,6 +7,9 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v clang >/dev/null || need+=(clang libclang-dev)
 pkg-config --exists libnl-3.0 2>/dev/null || need+=(libnl-3-dev)
 pkg-config --exists libnl-route-3.0 2>/dev/null || need+=(libnl-route-3-dev)
+# ibverbs-sys 0.3.2 runs bindgen with -I$OUT_DIR/include, which its cmake build (no install step) never makes, so
+# verbs.h finds <infiniband/verbs_api.h> only among the system's headers.
+[ -f /usr/include/infiniband/verbs_api.h ] || need+=(libibverbs-dev)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq

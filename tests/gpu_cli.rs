@@ -1,17 +1,22 @@
 //! `collscope perf --memory gpu` end to end: on a machine without a CUDA driver it says so and fails cleanly;
 //! with one, two ranks on GPU 0 produce a checked result line.
 
+use collscope_testkit::output;
 use std::process::Command;
+use std::time::Duration;
+
+const DEADLINE: Duration = Duration::from_secs(120);
 
 #[test]
 fn perf_on_device_buffers() {
-    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(["perf", "all_reduce", "--memory", "gpu", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1"])
-        .env("NCCL_DEBUG", "INFO")
-        .env("COLLSCOPE_GPUS", "0,0")
-        .env("COLLSCOPE_ALLOW_SHARED_GPU", "1")
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_collscope"))
+            .args(["perf", "all_reduce", "--memory", "gpu", "-b", "1M", "-e", "1M", "-n", "2", "-w", "1"])
+            .env("NCCL_DEBUG", "INFO")
+            .env("COLLSCOPE_GPUS", "0,0")
+            .env("COLLSCOPE_ALLOW_SHARED_GPU", "1"),
+        DEADLINE,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.success() {
@@ -22,7 +27,7 @@ fn perf_on_device_buffers() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
     let bad =
-        Command::new(env!("CARGO_BIN_EXE_collscope")).args(["perf", "all_gather", "--memory", "gpu"]).output().unwrap();
+        output(Command::new(env!("CARGO_BIN_EXE_collscope")).args(["perf", "all_gather", "--memory", "gpu"]), DEADLINE);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("all_reduce only"));
 }

@@ -1,9 +1,11 @@
 //! `collscope log analyze` end to end: the report, `--json` with the keys other tools rely on, `--strict`, stdin,
 //! and clear errors for bad paths.
 
+use collscope_testkit::Proc;
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 const LOG: &str = "\
 node00:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>
@@ -16,17 +18,16 @@ node01:2:2 [0] transport/shm.cc:1 NCCL WARN Error while creating shared memory s
 ";
 
 fn collscope(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("collscope runs");
-    let mut pipe = child.stdin.take().expect("stdin");
-    pipe.write_all(stdin.unwrap_or("").as_bytes()).expect("write stdin");
-    drop(pipe);
-    child.wait_with_output().expect("collscope exits")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = Proc::spawn(&mut cmd, Duration::from_secs(60));
+    let (mut pipe, input) = (child.take_stdin(), stdin.unwrap_or("").to_string());
+    // Written beside the reads of stdout and stderr, so neither side waits on a full pipe. A child that exits
+    // without reading it all is judged by its output, not by the broken pipe.
+    let writer = std::thread::spawn(move || pipe.write_all(input.as_bytes()));
+    let out = child.finish();
+    let _ = writer.join();
+    out
 }
 
 fn temp_log() -> std::path::PathBuf {

@@ -3,10 +3,12 @@
 //! name), so NET/Socket carries the collective between them. Skipped with a note where the machine does not
 //! allow namespaces.
 
+use collscope_testkit::Proc;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn ip(args: &[&str]) -> bool {
-    Command::new("ip").args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    collscope_testkit::output(Command::new("ip").args(args), Duration::from_secs(30)).status.success()
 }
 
 /// Two namespaces and a veth pair, removed on drop.
@@ -80,10 +82,10 @@ impl Drop for Hosts {
     }
 }
 
-fn run_rank(hosts: &Hosts, rank: usize) -> std::process::Child {
+fn run_rank(hosts: &Hosts, rank: usize) -> Proc {
     let exe = env!("CARGO_BIN_EXE_collscope");
-    Command::new("ip")
-        .args(["netns", "exec", &hosts.ns[rank], "unshare", "--uts", "sh", "-c"])
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &hosts.ns[rank], "unshare", "--uts", "sh", "-c"])
         .arg(format!("hostname host{rank} && exec \"$0\" \"$@\""))
         .arg(exe)
         .args(["perf", "all_reduce", "-b", "8", "-e", "4M", "-f", "8", "-n", "2", "-w", "1"])
@@ -94,9 +96,8 @@ fn run_rank(hosts: &Hosts, rank: usize) -> std::process::Child {
         .env("NCCL_DEBUG_SUBSYS", "INIT,NET,BOOTSTRAP")
         .env("COLLSCOPE_BOOTSTRAP_TIMEOUT", "30")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ip netns exec runs")
+        .stderr(Stdio::piped());
+    Proc::spawn(&mut cmd, Duration::from_secs(120))
 }
 
 fn text(o: &Output) -> String {
@@ -107,7 +108,7 @@ fn text(o: &Output) -> String {
 fn net_socket_between_two_network_namespaces() {
     let Some(hosts) = Hosts::create() else { return };
     let children = [run_rank(&hosts, 0), run_rank(&hosts, 1)];
-    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let outs: Vec<Output> = children.into_iter().map(Proc::finish).collect();
     for (r, o) in outs.iter().enumerate() {
         assert!(o.status.success(), "rank {r}: {}", text(o));
     }

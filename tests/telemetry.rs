@@ -1,56 +1,80 @@
-//! Telemetry end to end: `collscope serve --log` on real NCCL logs, `collscope demo` serving its metrics, a real
+//! Telemetry end to end: `collscope serve --log` on collscope's own NCCL logs and on log text in NCCL's grammar
+//! (and on the real NCCL logs in `../shared` where they exist), `collscope demo` serving its metrics, a real
 //! Prometheus scraping it with the shipped scrape config, `promtool check metrics`, and the shipped Grafana
 //! dashboard's metric names found in live expositions. Every server binds a loopback port the OS picks.
 
+mod live;
+
+use collscope_testkit::Proc;
+use live::start;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const FIXTURES: &str = "../shared/fixtures/nccl-logs";
 const WAIT: Duration = Duration::from_secs(90);
 
-/// A child process killed when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// Two nodes of two GPUs on NCCL 2.28.9 over IB, GPUDirect RDMA on one NIC and not on the other, and an IB
+/// completion error. Formats: `src/init.cc` (comm line), `src/transport/p2p.cc`, `src/transport/net.cc`,
+/// `src/transport/net_ib.cc` and the prefixes of `src/debug.cc`, NCCL 2.28.9.
+const IB_LOG: &str = "\
+node00:1201:1201 [0] NCCL INFO NCCL version 2.28.9+cuda12.9
+node00:1201:1201 [0] NCCL INFO comm 0x5a1000 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0
+node00:1202:1202 [1] NCCL INFO comm 0x5a2000 rank 1 nRanks 4 nNodes 2 localRanks 2 localRank 1 MNNVL 0
+node01:1301:1301 [0] NCCL INFO comm 0x5b1000 rank 2 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0
+node01:1302:1302 [1] NCCL INFO comm 0x5b2000 rank 3 nRanks 4 nNodes 2 localRanks 2 localRank 1 MNNVL 0
+node00:1201:1201 [0] NCCL INFO Channel 00/02 : 0 1 2 3
+node00:1201:1201 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+node00:1202:1202 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0/GDRDMA
+node01:1301:1301 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [receive] via NET/IB/0/GDRDMA
+node01:1301:1301 [0] NCCL INFO Channel 00/0 : 2[0] -> 3[1] via P2P/CUMEM/read
+node01:1302:1302 [1] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/IB/1
+node00:1201:1201 [0] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [receive] via NET/IB/1
+node01:1302:1302 [1] transport/net_ib.cc:2543 NCCL WARN NET/IB: Got completion from peer 10.0.0.1<43044> with \
+status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) reqSize=1048576 vendor_err=129 req_type=Send hca mlx5_1
+";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn fixture(name: &str) -> PathBuf {
-    root().join(FIXTURES).join(name)
+/// A directory of its own for one test, emptied first.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("collscope-telemetry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
-/// Starts `collscope ARGS` and returns it with the base URL it printed (`http://127.0.0.1:PORT`).
-fn start(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("collscope starts");
-    let stdout = child.stdout.take().unwrap();
-    let running = Running(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("http://") {
-                let url: String = line[at..].chars().take_while(|c| !c.is_whitespace() && *c != ',').collect();
-                let _ = tx.send(url.trim_end_matches("/metrics").to_string());
-            }
-        }
-    });
-    let url = rx.recv_timeout(WAIT).unwrap_or_else(|_| panic!("collscope {args:?} printed no URL"));
-    (running, url)
+/// collscope's own logs (4 rank processes over SHM, 2 over NET/Socket, 2 threads over P2P) and [`IB_LOG`],
+/// written to `dir`.
+fn own_logs(dir: &Path) -> Vec<PathBuf> {
+    let runs: [(&str, &[&str]); 3] = [
+        ("shm.log", &["--nranks", "4", "--launch", "processes"]),
+        ("socket.log", &["--nranks", "2", "--launch", "processes", "--transport", "socket"]),
+        ("p2p.log", &["--nranks", "2", "--launch", "threads"]),
+    ];
+    let mut logs = Vec::new();
+    for (name, ranks) in runs {
+        let path = dir.join(name);
+        std::fs::write(&path, live::own_log(ranks)).unwrap();
+        logs.push(path);
+    }
+    let path = dir.join("ib.log");
+    std::fs::write(&path, IB_LOG).unwrap();
+    logs.push(path);
+    logs
+}
+
+/// `collscope ARGS` run to its end: (success, stdout, stderr).
+fn collscope(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = collscope_testkit::output(
+        Command::new(env!("CARGO_BIN_EXE_collscope")).args(args).envs(env.iter().copied()),
+        Duration::from_secs(60),
+    );
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
 fn client() -> reqwest::blocking::Client {
@@ -98,63 +122,81 @@ fn samples(text: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
 }
 
 fn analyze(log: &Path) -> serde_json::Value {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_collscope")).args(["log", "analyze", "--json"]).arg(log).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let (ok, out, err) = collscope(&["log", "analyze", "--json", log.to_str().unwrap()], &[]);
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// `collscope serve --log LOG` exports what `collscope log analyze` reads from LOG: connections by transport and
+/// GPUDirect RDMA, the job, and the reader's model as the snapshot. Returns the (transport, gdrdma) pairs seen.
+fn serve_matches_analyze(log: &Path) -> BTreeSet<(String, String)> {
+    let name = log.display();
+    let facts = analyze(log);
+    let mut expected: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for c in facts["connections"].as_array().unwrap() {
+        let gdr = match c["gdrdma"].as_bool() {
+            Some(true) => "enabled",
+            Some(false) => "disabled",
+            None => "n/a",
+        };
+        *expected.entry((c["transport"].as_str().unwrap().to_string(), gdr.to_string())).or_default() += 1.0;
+    }
+    assert!(!expected.is_empty(), "{name} has connection lines");
+
+    let (_serve, url) = start(&["serve", "--log", log.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
+    let text = wait_for("the log's connections", || {
+        let t = get(&format!("{url}/metrics"));
+        t.contains("collscope_connection_channels{").then_some(t)
+    });
+    let mut got: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (labels, v) in samples(&text, "collscope_connection_channels") {
+        *got.entry((labels["transport"].clone(), labels["gdrdma"].clone())).or_default() += v;
+    }
+    assert_eq!(got, expected, "{name}: channels by transport and GPUDirect RDMA");
+    let job = samples(&text, "collscope_job_info");
+    assert_eq!(job.len(), 1, "{text}");
+    assert_eq!(job[0].0["source"], "log");
+    let opt = |v: &serde_json::Value| v.as_u64().map_or(String::new(), |n| n.to_string());
+    assert_eq!(job[0].0["nranks"], opt(&facts["nranks"]), "{name}");
+    assert_eq!(job[0].0["nnodes"], opt(&facts["nnodes"]), "{name}");
+
+    let snap: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/v1/snapshot"))).unwrap();
+    assert_eq!(snap["connections"], facts["connections"], "{name}: the snapshot is the reader's model");
+    got.into_keys().collect()
 }
 
 #[test]
 fn serve_log_exports_the_connection_and_gdr_facts_log_analyze_reports() {
-    for name in ["021_nccl-1189.log", "005_nv_peer_memory-56.log", "x11_nccl-834.log", "x07_megatron-516.log"] {
-        let log = fixture(name);
-        let facts = analyze(&log);
-        let mut expected: BTreeMap<(String, String), f64> = BTreeMap::new();
-        for c in facts["connections"].as_array().unwrap() {
-            let gdr = match c["gdrdma"].as_bool() {
-                Some(true) => "enabled",
-                Some(false) => "disabled",
-                None => "n/a",
-            };
-            *expected.entry((c["transport"].as_str().unwrap().to_string(), gdr.to_string())).or_default() += 1.0;
-        }
-        assert!(!expected.is_empty(), "{name} has connection lines");
-
-        let (_serve, url) = start(&["serve", "--log", log.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
-        let text = wait_for("the log's connections", || {
-            let t = get(&format!("{url}/metrics"));
-            t.contains("collscope_connection_channels{").then_some(t)
-        });
-        let mut got: BTreeMap<(String, String), f64> = BTreeMap::new();
-        for (labels, v) in samples(&text, "collscope_connection_channels") {
-            *got.entry((labels["transport"].clone(), labels["gdrdma"].clone())).or_default() += v;
-        }
-        assert_eq!(got, expected, "{name}: channels by transport and GPUDirect RDMA");
-        let job = samples(&text, "collscope_job_info");
-        assert_eq!(job.len(), 1, "{text}");
-        assert_eq!(job[0].0["source"], "log");
-        let opt = |v: &serde_json::Value| v.as_u64().map_or(String::new(), |n| n.to_string());
-        assert_eq!(job[0].0["nranks"], opt(&facts["nranks"]), "{name}");
-        assert_eq!(job[0].0["nnodes"], opt(&facts["nnodes"]), "{name}");
-
-        let snap: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/v1/snapshot"))).unwrap();
-        assert_eq!(snap["connections"], facts["connections"], "{name}: the snapshot is the reader's model");
+    let dir = temp_dir("facts");
+    let seen: BTreeSet<(String, String)> = own_logs(&dir).iter().flat_map(|log| serve_matches_analyze(log)).collect();
+    for (transport, gdr) in [("P2P", "n/a"), ("SHM", "n/a"), ("NET", "disabled"), ("NET", "enabled")] {
+        assert!(seen.contains(&(transport.into(), gdr.into())), "{transport} with gdrdma {gdr} in {seen:?}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn serve_follow_reads_growth_and_survives_rotation() {
-    let dir = std::env::temp_dir().join(format!("collscope-follow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("nccl.log");
-    let text = std::fs::read_to_string(fixture("x11_nccl-834.log")).unwrap();
+fn serve_log_exports_the_facts_of_real_logs() {
+    let Some(fixtures) = collscope_testkit::fixtures("serve --log against log analyze on real NCCL logs") else {
+        return;
+    };
+    for name in ["021_nccl-1189.log", "005_nv_peer_memory-56.log", "x11_nccl-834.log", "x07_megatron-516.log"] {
+        serve_matches_analyze(&fixtures.join(name));
+    }
+}
+
+/// `serve --follow` on the first part of `text` (up to its first connection line), then on the rest written to a
+/// new file at the same path after the first moved away (a rotation): the snapshot grows to the whole log's.
+fn follow_through_rotation(name: &str, text: &str) {
+    let dir = temp_dir(&format!("follow-{name}"));
+    let (whole, log) = (dir.join("whole.log"), dir.join("nccl.log"));
+    std::fs::write(&whole, text).unwrap();
+    let all = analyze(&whole)["connections"].as_array().unwrap().len();
     let lines: Vec<&str> = text.lines().collect();
-    let all = analyze(&fixture("x11_nccl-834.log"))["connections"].as_array().unwrap().len();
-    let half = lines.len() / 2;
-    std::fs::write(&log, lines[..half].join("\n") + "\n").unwrap();
+    let head = 1 + lines.iter().position(|l| l.contains(" via ")).expect("a connection line");
+    std::fs::write(&log, lines[..head].join("\n") + "\n").unwrap();
     let first = analyze(&log)["connections"].as_array().unwrap().len();
-    assert!(first < all, "the first half holds fewer connections than the whole");
+    assert!(0 < first && first < all, "{name}: the first part holds {first} of {all} connections");
 
     let (_serve, url) = start(&[
         "serve",
@@ -170,12 +212,19 @@ fn serve_follow_reads_growth_and_survives_rotation() {
         let snap: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/v1/snapshot"))).unwrap();
         snap["connections"].as_array().map_or(0, Vec::len)
     };
-    wait_for("the first half", || (connections() == first).then_some(()));
-    // Rotate: the old file moves away, the rest of the log goes to a new file at the same path.
+    wait_for("the first part", || (connections() == first).then_some(()));
     std::fs::rename(&log, dir.join("nccl.log.1")).unwrap();
-    std::fs::write(&log, lines[half..].join("\n") + "\n").unwrap();
+    std::fs::write(&log, lines[head..].join("\n") + "\n").unwrap();
     wait_for("the rest after rotation", || (connections() == all).then_some(()));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serve_follow_reads_growth_and_survives_rotation() {
+    follow_through_rotation("own", &live::own_log(&["--nranks", "4", "--launch", "processes"]));
+    if let Some(fixtures) = collscope_testkit::fixtures("serve --follow through a rotation of a real NCCL log") {
+        follow_through_rotation("real", &std::fs::read_to_string(fixtures.join("x11_nccl-834.log")).unwrap());
+    }
 }
 
 /// A loopback port free now.
@@ -183,7 +232,7 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn demo() -> (Running, String) {
+fn demo() -> (Proc, String) {
     let args = ["demo", "--launch", "threads", "--nranks", "2", "--transport", "socket", "--grad-mib", "1"];
     let (child, url) = start(&[&args[..], &["--duration", "120", "--metrics-addr", "127.0.0.1:0"]].concat());
     wait_for("the demo's proxy metrics", || {
@@ -196,15 +245,14 @@ fn demo() -> (Running, String) {
 fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_exposition() {
     let (_demo, url) = demo();
     let exposition = get(&format!("{url}/metrics"));
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus; scripts/test.sh installs it)");
-    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), exposition.as_bytes()).unwrap();
-    let out = promtool.wait_with_output().unwrap();
+    // promtool and prometheus: Debian package prometheus, which scripts/test.sh installs.
+    let mut cmd = Command::new("promtool");
+    cmd.args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut promtool = Proc::spawn(&mut cmd, Duration::from_secs(60));
+    let mut stdin = promtool.take_stdin();
+    stdin.write_all(exposition.as_bytes()).unwrap();
+    drop(stdin);
+    let out = promtool.finish();
     assert!(
         out.status.success(),
         "promtool check metrics: {}{}",
@@ -229,20 +277,17 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
         }
     }
     assert!(replaced, "the shipped config lists 127.0.0.1 targets");
-    let dir = std::env::temp_dir().join(format!("collscope-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("prometheus");
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     let web = format!("127.0.0.1:{}", free_port());
-    let _prometheus = Running(
+    let _prometheus = Proc::spawn(
         Command::new("prometheus")
             .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address={web}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (Debian package prometheus; scripts/test.sh installs it)"),
+            .stderr(Stdio::null()),
+        live::LIFE,
     );
     let query = |q: &str| -> Vec<serde_json::Value> {
         let encoded: String = q
@@ -316,9 +361,11 @@ fn every_metric_the_dashboards_use_is_in_a_live_exposition() {
         }
     }
     assert!(used.len() >= 15, "the dashboards use the metrics: {used:?}");
-    // The runtime (the demo) and a real NCCL log with warnings and findings between them feed every panel.
+    // The runtime (the demo) and a log with a WARN line and findings between them feed every panel.
     let (_demo, demo_url) = demo();
-    let log = fixture("025_nccl-290.log");
+    let dir = temp_dir("dashboards");
+    let log = dir.join("ib.log");
+    std::fs::write(&log, IB_LOG).unwrap();
     let (_serve, log_url) = start(&["serve", "--log", log.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
     let live = get(&format!("{demo_url}/metrics")) + &get(&format!("{log_url}/metrics"));
     let served: BTreeSet<String> = live
@@ -329,21 +376,24 @@ fn every_metric_the_dashboards_use_is_in_a_live_exposition() {
         .collect();
     let missing: Vec<_> = used.difference(&served).collect();
     assert!(missing.is_empty(), "dashboard metrics not served: {missing:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn serve_names_bad_input() {
-    let run = |args: &[&str], env: &[(&str, &str)]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_collscope")).args(args).envs(env.iter().copied()).output().unwrap();
-        assert!(!out.status.success(), "{args:?} should fail");
-        String::from_utf8_lossy(&out.stderr).to_string()
+    let fails = |args: &[&str], env: &[(&str, &str)]| {
+        let (ok, _, err) = collscope(args, env);
+        assert!(!ok, "{args:?} should fail");
+        err
     };
-    let dir = root().join(FIXTURES);
-    let e = run(&["serve", "--log", dir.to_str().unwrap(), "--follow"], &[]);
-    assert!(e.contains("--follow reads files") && e.contains("nccl-logs"), "{e}");
-    let log = fixture("021_nccl-1189.log");
-    let e = run(&["serve", "--log", log.to_str().unwrap()], &[("COLLSCOPE_METRICS_ADDR", "nowhere")]);
+    let dir = temp_dir("bad-input");
+    let e = fails(&["serve", "--log", dir.to_str().unwrap(), "--follow"], &[]);
+    assert!(e.contains("--follow reads files") && e.contains(dir.to_str().unwrap()), "{e}");
+    let log = dir.join("ib.log");
+    std::fs::write(&log, IB_LOG).unwrap();
+    let e = fails(&["serve", "--log", log.to_str().unwrap()], &[("COLLSCOPE_METRICS_ADDR", "nowhere")]);
     assert!(e.contains("COLLSCOPE_METRICS_ADDR='nowhere'") && e.contains("HOST:PORT"), "{e}");
-    let e = run(&["serve", "--log", "/nonexistent/nccl.log", "--metrics-addr", "127.0.0.1:0"], &[]);
+    let e = fails(&["serve", "--log", "/nonexistent/nccl.log", "--metrics-addr", "127.0.0.1:0"], &[]);
     assert!(e.contains("/nonexistent/nccl.log"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

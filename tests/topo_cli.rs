@@ -1,6 +1,7 @@
 //! End-to-end tests of `collscope topo`, running the built binary.
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
 fn collscope(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -8,7 +9,7 @@ fn collscope(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run collscope")
+    collscope_testkit::output(&mut cmd, Duration::from_secs(60))
 }
 
 fn ok(args: &[&str], env: &[(&str, &str)]) -> String {

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 fn explain(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -10,7 +11,7 @@ fn explain(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("collscope runs")
+    collscope_testkit::output(&mut cmd, Duration::from_secs(60))
 }
 
 fn json(args: &[&str], env: &[(&str, &str)]) -> Value {

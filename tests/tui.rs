@@ -1,10 +1,20 @@
 //! `collscope tui` end to end: the real binary in a real terminal (tmux), driven by keys, read back with
-//! `tmux capture-pane`. Each test uses its own tmux server (`-L`) and kills it at the end.
+//! `tmux capture-pane`. Each test uses its own tmux server (`-L`), killed when the test ends however it ends; the
+//! program in the pane has a deadline too, so no server outlives a test that was itself killed. The log views
+//! are drawn from collscope's own NCCL logs, and also from a real NCCL log where `../shared` has them.
+
+mod live;
 
 use collscope_core::model::*;
+use collscope_testkit::{output, Proc};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long one tmux command may take.
+const TMUX_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a wait for the screen may take.
+const SCREEN_WAIT: Duration = Duration::from_secs(30);
 
 struct Tmux {
     socket: String,
@@ -14,12 +24,13 @@ struct Tmux {
 
 impl Tmux {
     /// Starts `collscope <args>` in an 80x24 pane. The shell around it prints the exit status and lingers, so a
-    /// test can check that `q` left the normal screen behind.
+    /// test can check that `q` left the normal screen behind. `timeout --foreground` keeps the terminal the
+    /// program's and bounds it: the pane, and with it the server, ends within 5 minutes whatever happens.
     fn start(name: &str, args: &[&str]) -> Tmux {
         let socket = format!("collscope-{name}-{}", std::process::id());
         let bin = env!("CARGO_BIN_EXE_collscope");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-        let cmd = format!("'{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
+        let cmd = format!("timeout --foreground -s KILL 240 '{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
         let mut t = Tmux { socket, socket_path: PathBuf::new() };
         t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &cmd]);
         t.socket_path = PathBuf::from(t.tmux(&["display-message", "-p", "#{socket_path}"]).trim());
@@ -27,7 +38,7 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux runs");
+        let out = output(Command::new("tmux").arg("-L").arg(&self.socket).args(args), TMUX_DEADLINE);
         assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -42,23 +53,27 @@ impl Tmux {
         self.tmux(&["capture-pane", "-p", "-t", "t"])
     }
 
-    /// Waits (up to 20 s) until every needle is on screen; returns the screen.
-    fn wait_for(&self, needles: &[&str]) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+    /// Waits (up to [`SCREEN_WAIT`]) until every needle is on screen; returns the screen.
+    fn wait_for<S: AsRef<str>>(&self, needles: &[S]) -> String {
+        let deadline = Instant::now() + SCREEN_WAIT;
         loop {
             let screen = self.screen();
-            if needles.iter().all(|n| screen.contains(n)) {
+            if needles.iter().all(|n| screen.contains(n.as_ref())) {
                 return screen;
             }
-            assert!(Instant::now() < deadline, "waited 20 s for {needles:?}; the screen is:\n{screen}");
+            let needles: Vec<&str> = needles.iter().map(AsRef::as_ref).collect();
+            assert!(Instant::now() < deadline, "waited {SCREEN_WAIT:?} for {needles:?}; the screen is:\n{screen}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
 
 impl Drop for Tmux {
+    /// Waits without asserting: a panic here, while a failed test unwinds, would abort the whole run.
     fn drop(&mut self) {
-        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        let mut kill = Command::new("tmux");
+        kill.arg("-L").arg(&self.socket).arg("kill-server").stdout(Stdio::null()).stderr(Stdio::null());
+        Proc::spawn(&mut kill, TMUX_DEADLINE).wait();
         let _ = std::fs::remove_file(&self.socket_path);
     }
 }
@@ -130,10 +145,10 @@ fn bad_arguments_are_reported_without_opening_the_screen() {
     let dir = temp_dir("args");
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"t\": 0, \"event\": \"fetched_snapshot\", \"data\": {}}\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(["tui", "--replay", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--replay", bad.to_str().unwrap()]),
+        TMUX_DEADLINE,
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stdout is not one"), "{err}");
@@ -143,21 +158,148 @@ fn bad_arguments_are_reported_without_opening_the_screen() {
     let t2 = Tmux::start("args2", &["tui", "--connect", "localhost:1"]);
     let screen = t2.wait_for(&["EXIT=1"]);
     assert!(screen.contains("'localhost:1' is not a collscope URL: expected http://HOST:PORT"), "{screen}");
-    let out = Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--follow"]).output().unwrap();
+    let out = output(Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--follow"]), TMUX_DEADLINE);
     assert!(!out.status.success());
     std::fs::remove_dir_all(&dir).ok();
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nccl-logs").join(name)
+/// collscope's own log: `collscope perf` on 4 rank processes, connected over SHM.
+fn own_log() -> String {
+    live::own_log(&["--nranks", "4", "--launch", "processes"])
+}
+
+/// A job's log cut in two for the live tests, and what the TUI shows of each part.
+struct Job {
+    name: &'static str,
+    /// Everything up to the connections: the ring order is known, its transports not yet.
+    head: String,
+    /// The rest: the connection lines.
+    rest: String,
+    /// The Overview and the Rings view after the head.
+    head_overview: Vec<String>,
+    head_ring: Vec<String>,
+    /// The Overview, the Rings view and a Channels row once the rest has arrived.
+    whole_overview: Vec<String>,
+    whole_ring: Vec<String>,
+    channel_row: String,
+}
+
+fn strings(needles: &[&str]) -> Vec<String> {
+    needles.iter().map(|n| n.to_string()).collect()
+}
+
+/// Channel 0's ring as the Rings view draws it, each edge labelled `edge`: `0 ─SHM▶ 1 ─SHM▶ ↺ 0`.
+fn ring(order: &[&str], edge: &str) -> String {
+    order.iter().map(|r| format!("{r} ─{edge}▶ ")).collect::<String>() + "↺ " + order[0]
+}
+
+/// collscope's own log, its connection lines moved to the end: runs of concurrent ranks interleave their lines,
+/// and the ring order may come after some connections.
+fn own_job() -> Job {
+    let text = own_log();
+    let (rest, head): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.contains(" NCCL INFO Channel ") && l.contains(" via "));
+    // `Channel 00/02 : 0 1 2 3`: channel 0's ring order, printed by rank 0.
+    let order: Vec<&str> = head
+        .iter()
+        .find_map(|l| l.split_once(" NCCL INFO Channel 00/")?.1.split_once(" : ").map(|(_, o)| o))
+        .expect("the ring order of channel 0")
+        .split_whitespace()
+        .collect();
+    let first = order.iter().position(|r| *r == "0").expect("rank 0 in the ring");
+    let order = [&order[first..], &order[..first]].concat();
+    Job {
+        name: "own",
+        head: head.join("\n") + "\n",
+        rest: rest.join("\n") + "\n",
+        head_overview: strings(&["Transports  -", "live"]),
+        head_ring: vec![ring(&order, "?")],
+        whole_overview: strings(&["Transports  SHM x"]),
+        whole_ring: vec![ring(&order, "SHM")],
+        channel_row: format!("00  {} -> {}         SHM/direct/direct", order[0], order[1]),
+    }
+}
+
+/// A real NCCL 2.5 log (16 ranks on 2 nodes, P2P, SHM and NET/IB without GDRDMA), cut before its first ring.
+fn real_job(what: &str) -> Option<Job> {
+    let text = std::fs::read_to_string(collscope_testkit::fixtures(what)?.join("007_nccl-392.log")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().take_while(|l| !l.contains("Ring 00 :")).count();
+    Some(Job {
+        name: "real",
+        head: lines[..head].join("\n") + "\n",
+        rest: lines[head..].join("\n") + "\n",
+        head_overview: strings(&["ranks 16", "Transports  -", "live"]),
+        head_ring: strings(&["0 ─?▶ 1"]),
+        whole_overview: strings(&["NET x2  P2P x2  SHM x1", "GDRDMA on 0 of 2 NET connections"]),
+        whole_ring: strings(&["0 ─P2P▶ 1", "15 ─NET▶ ↺ 0"]),
+        channel_row: "00  15 -> 0   recv NET/IB/0".to_string(),
+    })
+}
+
+/// [`own_job`], and [`real_job`] where the real logs exist.
+fn jobs(what: &str) -> Vec<Job> {
+    std::iter::once(own_job()).chain(real_job(what)).collect()
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(path).and_then(|mut f| f.write_all(text.as_bytes())).unwrap();
+}
+
+/// Opens the finding whose code is `code` in the Findings view (rows in the order on screen) and returns the
+/// detail screen.
+fn open_finding(t: &Tmux, code: &str) -> String {
+    t.keys(&["8"]);
+    let screen = t.wait_for(&[" findings (Enter: evidence and fix)", code]);
+    let rows: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains(" findings (Enter"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let row = rows.iter().position(|l| l.contains(code)).unwrap_or_else(|| panic!("{code} in\n{screen}"));
+    t.keys(&vec!["Down"; row]);
+    t.keys(&["Enter"]);
+    t.wait_for(&["Evidence", "Fix: "])
+}
+
+/// collscope's own log of 4 SHM ranks: the ring as a cycle of SHM edges, each channel, the connections, the
+/// finding about SHM with its evidence lines, help, quit.
+#[test]
+fn log_views_show_rings_transports_and_findings() {
+    let dir = temp_dir("log");
+    let log = dir.join("job.log");
+    let job = own_job();
+    let two_channels = job.head.contains(" NCCL INFO Channel 01/");
+    std::fs::write(&log, job.head + &job.rest).unwrap();
+    let t = Tmux::start("log", &["tui", "--log", log.to_str().unwrap()]);
+    t.wait_for(&[&["1Overview".to_string()], &job.whole_overview[..]].concat());
+    t.keys(&["2"]);
+    t.wait_for(&[&strings(&[">ch 00", "Channel 00: 4 ranks", "SHM/direct/direct"]), &job.whole_ring[..]].concat());
+    if two_channels {
+        t.keys(&["]"]);
+        t.wait_for(&[">ch 01", "Channel 01: 4 ranks"]);
+    }
+    t.keys(&["4"]);
+    t.wait_for(&["ch  peer      dir  transport", job.channel_row.as_str()]);
+    let screen = open_finding(&t, "p2p_refused_shm");
+    assert!(screen.contains("job.log:") && screen.contains(" NCCL INFO Channel 0"), "{screen}");
+    t.keys(&["?"]);
+    t.wait_for(&["Keys", "Any key closes this help."]);
+    t.keys(&["Escape", "q"]);
+    let screen = t.wait_for(&["EXIT=0"]);
+    assert!(!screen.contains("1Overview"), "{screen}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// A real NCCL 2.5 log (16 ranks on 2 nodes, P2P, SHM and NET/IB without GDRDMA): ring rows, edge transports,
-/// channels, findings with evidence, help, quit.
+/// channels, findings with evidence.
 #[test]
-fn log_views_show_rings_transports_and_findings() {
-    let log = fixture("007_nccl-392.log");
-    let t = Tmux::start("log", &["tui", "--log", log.to_str().unwrap()]);
+fn log_views_of_a_real_nccl_log() {
+    let Some(fixtures) = collscope_testkit::fixtures("the TUI's views of a real NCCL 2.5 log") else { return };
+    let log = fixtures.join("007_nccl-392.log");
+    let t = Tmux::start("real", &["tui", "--log", log.to_str().unwrap()]);
     t.wait_for(&["1Overview", "2.5.7+cuda10.0   ranks 16   nodes 2", "NET x2  P2P x2  SHM x1"]);
     t.keys(&["2"]);
     let screen = t.wait_for(&[">ch 00", "Channel 00: 16 ranks"]);
@@ -177,59 +319,34 @@ fn log_views_show_rings_transports_and_findings() {
         "No GPUDirect RDMA on NET connections",
         "GPUs on one node talk through host shared memory",
     ]);
-    t.keys(&["Down", "Enter"]);
-    let screen = t.wait_for(&["Evidence", "Fix: "]);
+    let screen = open_finding(&t, "p2p_refused_shm");
     assert!(screen.contains("007_nccl-392.log:17"), "{screen}");
-    t.keys(&["?"]);
-    t.wait_for(&["Keys", "Any key closes this help."]);
     t.keys(&["Escape", "q"]);
-    let screen = t.wait_for(&["EXIT=0"]);
-    assert!(!screen.contains("1Overview"), "{screen}");
+    t.wait_for(&["EXIT=0"]);
 }
 
 /// `--follow`: lines appended to the log show up without restarting.
 #[test]
 fn follow_picks_up_appended_lines() {
-    let dir = temp_dir("follow");
-    let text = std::fs::read_to_string(fixture("007_nccl-392.log")).expect("fixture log");
-    let lines: Vec<&str> = text.lines().collect();
-    let head = lines.iter().take_while(|l| !l.contains("Ring 00 :")).count();
-    let path = dir.join("job.log");
-    std::fs::write(&path, lines[..head].join("\n") + "\n").unwrap();
-    let t = Tmux::start("follow", &["tui", "--log", path.to_str().unwrap(), "--follow"]);
-    t.wait_for(&["ranks 16", "Transports  -", "live"]);
-    t.keys(&["2"]);
-    t.wait_for(&["0 ─?▶ 1"]);
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    t.wait_for(&["0 ─P2P▶ 1", "15 ─NET▶ ↺ 0"]);
-    t.keys(&["q"]);
-    t.wait_for(&["EXIT=0"]);
-    std::fs::remove_dir_all(&dir).ok();
-}
-
-/// A `collscope serve` child, killed when dropped so a failing test leaves no process behind.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    for job in jobs("tui --follow on a real NCCL log") {
+        let dir = temp_dir(&format!("follow-{}", job.name));
+        let path = dir.join("job.log");
+        std::fs::write(&path, &job.head).unwrap();
+        let t = Tmux::start(&format!("follow-{}", job.name), &["tui", "--log", path.to_str().unwrap(), "--follow"]);
+        t.wait_for(&job.head_overview);
+        t.keys(&["2"]);
+        t.wait_for(&job.head_ring);
+        append(&path, &job.rest);
+        t.wait_for(&job.whole_ring);
+        t.keys(&["q"]);
+        t.wait_for(&["EXIT=0"]);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
 
-/// `collscope serve --log FILE --follow` on `addr`; returns the server and its URL (from its first line).
-fn serve(log: &Path, addr: &str) -> (Server, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_collscope"))
-        .args(["serve", "--log", log.to_str().unwrap(), "--follow", "--poll-ms", "100", "--metrics-addr", addr])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("collscope serve starts");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("serve prints its URL");
-    let url = line.split_whitespace().find_map(|w| w.strip_suffix("/healthz")).map(str::to_string);
-    (Server(child), url.unwrap_or_else(|| panic!("no URL in {line:?}")))
+/// `collscope serve --log FILE --follow` on `addr`; returns the server and its URL.
+fn serve(log: &Path, addr: &str) -> (Proc, String) {
+    live::start(&["serve", "--log", log.to_str().unwrap(), "--follow", "--poll-ms", "100", "--metrics-addr", addr])
 }
 
 /// Against a live `collscope serve`: lines appended to the served log arrive as events and the counts move;
@@ -237,33 +354,35 @@ fn serve(log: &Path, addr: &str) -> (Server, String) {
 /// the recording it wrote replays the same picture.
 #[test]
 fn connect_follows_a_live_server_survives_its_loss_and_records() {
-    let dir = temp_dir("connect");
-    let text = std::fs::read_to_string(fixture("007_nccl-392.log")).expect("fixture log");
-    let lines: Vec<&str> = text.lines().collect();
-    let head = lines.iter().take_while(|l| !l.contains("Ring 00 :")).count();
-    let log = dir.join("job.log");
-    std::fs::write(&log, lines[..head].join("\n") + "\n").unwrap();
-    let rec = dir.join("rec.jsonl");
-    let (server, url) = serve(&log, "127.0.0.1:0");
-    let t = Tmux::start("connect", &["tui", "--connect", &url, "--record", rec.to_str().unwrap()]);
-    t.wait_for(&["ranks 16", "Transports  -", "live"]);
-    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    t.wait_for(&["NET x2  P2P x2  SHM x1", "GDRDMA on 0 of 2 NET connections"]);
-    t.keys(&["4"]);
-    t.wait_for(&["00  15 -> 0   recv NET/IB/0"]);
-    drop(server);
-    let screen = t.wait_for(&["disconnected, retry"]);
-    assert!(screen.contains("00  15 -> 0   recv NET/IB/0"), "the last picture stays:\n{screen}");
-    let addr = url.trim_start_matches("http://").to_string();
-    let (server, _) = serve(&log, &addr);
-    t.wait_for(&["live", "00  15 -> 0   recv NET/IB/0"]);
-    t.keys(&["q"]);
-    t.wait_for(&["EXIT=0"]);
-    drop(server);
+    for job in jobs("tui --connect to serve of a real NCCL log") {
+        let dir = temp_dir(&format!("connect-{}", job.name));
+        let log = dir.join("job.log");
+        std::fs::write(&log, &job.head).unwrap();
+        let rec = dir.join("rec.jsonl");
+        let (server, url) = serve(&log, "127.0.0.1:0");
+        let t = Tmux::start(
+            &format!("connect-{}", job.name),
+            &["tui", "--connect", &url, "--record", rec.to_str().unwrap()],
+        );
+        t.wait_for(&job.head_overview);
+        append(&log, &job.rest);
+        t.wait_for(&job.whole_overview);
+        t.keys(&["4"]);
+        t.wait_for(&[&job.channel_row]);
+        drop(server);
+        let screen = t.wait_for(&["disconnected, retry"]);
+        assert!(screen.contains(&job.channel_row), "the last picture stays:\n{screen}");
+        let addr = url.trim_start_matches("http://").to_string();
+        let (server, _) = serve(&log, &addr);
+        t.wait_for(&["live", job.channel_row.as_str()]);
+        t.keys(&["q"]);
+        t.wait_for(&["EXIT=0"]);
+        drop(server);
 
-    let replay = Tmux::start("connect-replay", &["tui", "--replay", rec.to_str().unwrap()]);
-    replay.wait_for(&["ranks 16", "NET x2  P2P x2  SHM x1", "ended"]);
-    std::fs::remove_dir_all(&dir).ok();
+        let replay = Tmux::start(&format!("replay-{}", job.name), &["tui", "--replay", rec.to_str().unwrap()]);
+        replay.wait_for(&[&job.whole_overview[..], &strings(&["ended"])].concat());
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
 
 /// A base port whose next `n` ports are free now (the demo's ranks serve on base + local rank).

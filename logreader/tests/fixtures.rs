@@ -7,11 +7,6 @@ use collscope_logreader::{gdrdma, transports_seen, Options, Reader};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/nccl-logs");
-    dir.is_dir().then_some(dir)
-}
-
 fn read(path: &Path) -> Snapshot {
     let mut r = Reader::new(Options { strict: true });
     r.read_bytes(&path.display().to_string(), &std::fs::read(path).unwrap());
@@ -70,10 +65,7 @@ fn check(log: &Path, facts: &Value) -> Vec<String> {
 
 #[test]
 fn real_logs_yield_their_recorded_facts() {
-    let Some(dir) = fixtures_dir() else {
-        eprintln!("note: ../shared/fixtures/nccl-logs is absent; the real-log checks are skipped");
-        return;
-    };
+    let Some(dir) = collscope_testkit::fixtures("the facts recorded for each real NCCL log") else { return };
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -93,7 +85,7 @@ fn real_logs_yield_their_recorded_facts() {
 
 #[test]
 fn real_logs_leave_no_nccl_line_unparsed() {
-    let Some(dir) = fixtures_dir() else { return };
+    let Some(dir) = collscope_testkit::fixtures("every NCCL line of the real logs is understood") else { return };
     let mut unparsed = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();

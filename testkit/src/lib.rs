@@ -3,13 +3,14 @@
 //! - [`Proc`]: every child process a test starts runs in its own process group under a deadline. A watchdog
 //!   thread kills the whole group (launcher and the ranks it started) when the deadline passes, so a test can
 //!   block on a pipe or a wait and still never hang; dropping a `Proc` kills the group too.
-//! - [`fixtures`]: the real NCCL logs in `../shared/fixtures/nccl-logs`, which exist beside a developer's
-//!   checkout but not beside a fresh clone. A test that needs them asks here and skips with one line otherwise.
+//! - [`fixtures`]: the real NCCL logs in `../shared/fixtures/nccl-logs` (and [`shared`]: anything else there),
+//!   which exist beside a developer's checkout but not beside a fresh clone. A test that needs them asks here and
+//!   skips with one line otherwise.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,10 @@ impl Proc {
 
     pub fn id(&self) -> u32 {
         self.pid
+    }
+
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        lock(&self.child).stdin.take().expect("stdin was piped and not taken before")
     }
 
     pub fn take_stdout(&mut self) -> ChildStdout {
@@ -156,16 +161,21 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8
     })
 }
 
-/// The real NCCL logs beside the checkout (`../shared/fixtures/nccl-logs`), or `None` after printing one line
-/// that names the test's purpose (`what`) as skipped.
-pub fn fixtures(what: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/nccl-logs");
-    if dir.is_dir() {
+/// `../shared/PATH` beside the checkout, or `None` after printing one line that names the test's purpose (`what`)
+/// as skipped.
+pub fn shared(path: &str, what: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(path);
+    if dir.exists() {
         Some(dir)
     } else {
-        eprintln!("skipped: {what} (reads real NCCL logs from ../shared/fixtures/nccl-logs, absent beside this clone)");
+        eprintln!("skipped: {what} (reads ../shared/{path}, absent beside this checkout)");
         None
     }
+}
+
+/// The real NCCL logs beside the checkout (`../shared/fixtures/nccl-logs`); see [`shared`].
+pub fn fixtures(what: &str) -> Option<PathBuf> {
+    shared("fixtures/nccl-logs", what)
 }
 
 #[cfg(test)]

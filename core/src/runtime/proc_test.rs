@@ -9,10 +9,11 @@ use super::select::SelectConfig;
 use super::transport::shm::{sweep_stale_segments, unlink_own_segments, ShmTransport, SHM_PREFIX};
 use crate::env::Env;
 use crate::model::{RedOp, Transport};
+use collscope_testkit::Proc;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "COLLSCOPE_TEST_SHM_CHILD";
 
@@ -186,35 +187,29 @@ fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
     let listener = UnixListener::bind(&path).expect("bind relay socket");
     std::thread::spawn(move || relay(listener, nranks as usize));
     let exe = std::env::current_exe().expect("test binary path");
-    let mut children: Vec<_> = (0..nranks)
+    let children: Vec<Proc> = (0..nranks)
         .map(|r| {
-            std::process::Command::new(&exe)
-                .args(["--exact", "runtime::proc_test::shm_child", "--ignored", "--nocapture", "--test-threads=1"])
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(["--exact", "runtime::proc_test::shm_child", "--ignored", "--nocapture", "--test-threads=1"])
                 .env(CHILD_ENV, format!("{r},{nranks},{}", path.display()))
                 .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn a rank")
+                .stderr(std::process::Stdio::piped());
+            Proc::spawn(&mut cmd, Duration::from_secs(90))
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
-    let mut outputs = Vec::new();
-    for c in children.iter_mut() {
-        while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if c.try_wait().ok().flatten().is_none() {
-            let _ = c.kill();
-        }
-    }
-    for c in children {
-        let out = c.wait_with_output().expect("child output");
-        outputs.push((
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-        ));
-    }
+    let pids: Vec<u32> = children.iter().map(Proc::id).collect();
+    // All at once: a rank blocked on a full pipe would stall the others' collectives.
+    let waits: Vec<_> = children.into_iter().map(|c| std::thread::spawn(move || c.wait_with_output())).collect();
+    let outputs: Vec<(bool, String)> = waits
+        .into_iter()
+        .map(|w| {
+            let out = w.join().expect("a rank's output");
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            )
+        })
+        .collect();
     let _ = std::fs::remove_file(&path);
     for (r, (ok, text)) in outputs.iter().enumerate() {
         assert!(*ok && text.contains(&format!("CHILD {r} OK")), "rank {r} failed:\n{text}");
@@ -226,9 +221,9 @@ fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
 
 #[test]
 fn segments_of_dead_processes_are_swept() {
-    let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+    let mut child = Proc::spawn(&mut std::process::Command::new("true"), Duration::from_secs(30));
     let dead = child.id();
-    child.wait().expect("wait");
+    child.wait();
     let name = format!("/{SHM_PREFIX}{dead}-00000000deadbeef");
     let fd = nix::sys::mman::shm_open(
         name.as_str(),

@@ -443,13 +443,11 @@ fn enabled_matrix_layout() {
 /// Real logs print `threadThresholds` with Ring/LL = 8 x nRanks: 4, 8 and 64 ranks (only nRanks matters here).
 #[test]
 fn thresholds_match_real_logs() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/nccl-logs/");
+    let Some(dir) = collscope_testkit::fixtures("threadThresholds against real logs") else { return };
     for (file, nodes, per_node) in
         [("043_nccl-1609.log", 1, 4), ("x10_nccl-tests-252.log", 2, 4), ("x02_nccl-1814.log", 8, 8)]
     {
-        let Ok(text) = std::fs::read_to_string(format!("{dir}{file}")) else {
-            panic!("fixture {dir}{file} is missing (CI keeps ../shared beside the clone)");
-        };
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         let logged =
             text.lines().find_map(|l| l.split("NCCL INFO ").nth(1).filter(|m| m.starts_with("threadThresholds")));
         let ring = graph(Pattern::Ring, 8, 20.0, PathType::NVL, PathType::PXB);

@@ -1,20 +1,17 @@
-//! Every view drawn from snapshots the log reader makes of real NCCL logs (`../shared/fixtures/nccl-logs`).
+//! Every view drawn from snapshots the log reader makes of real NCCL logs (`../shared/fixtures/nccl-logs`, skipped
+//! with a line where absent; `tests/tui.rs` draws the views from collscope's own logs).
 
 use super::testing::*;
 use crate::app::{App, Tab};
 use crate::live::Live;
-use std::path::{Path, PathBuf};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/nccl-logs").join(name)
-}
-
-fn live(name: &str) -> Live {
-    let path = fixture(name);
+/// The views of the real log `name`, or `None` (after a line naming `what` as skipped) without the real logs.
+fn live(name: &str, what: &str) -> Option<Live> {
+    let path = collscope_testkit::fixtures(what)?.join(name);
     let snapshot =
         collscope_logreader::read_paths(std::slice::from_ref(&path), collscope_logreader::Options::default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Live::with_snapshot(name, snapshot)
+    Some(Live::with_snapshot(name, snapshot))
 }
 
 fn view(live: &Live, app: App) -> String {
@@ -25,7 +22,7 @@ fn view(live: &Live, app: App) -> String {
 
 #[test]
 fn nccl_2_5_log_with_p2p_shm_and_net() {
-    let live = live("007_nccl-392.log");
+    let Some(live) = live("007_nccl-392.log", "views of a real NCCL 2.5 log") else { return };
     let at = |tab| App { tab, ..App::default() };
     let text = view(&live, at(Tab::Overview));
     assert!(text.contains("2.5.7+cuda10.0   ranks 16   nodes 2"), "{text}");
@@ -54,7 +51,7 @@ fn nccl_2_5_log_with_p2p_shm_and_net() {
 
 #[test]
 fn gdrdma_log_colours_net_edges_as_gdr() {
-    let live = live("x11_nccl-834.log");
+    let Some(live) = live("x11_nccl-834.log", "GDRDMA edges of a real log") else { return };
     let text = view(&live, App::default());
     assert!(text.contains("NET+GDR x2  P2P x11") && text.contains("GDRDMA on 2 of 2 NET connections"), "{text}");
     let text = view(&live, App { tab: Tab::Channels, ..App::default() });
@@ -64,7 +61,9 @@ fn gdrdma_log_colours_net_edges_as_gdr() {
 
 #[test]
 fn many_channels_scroll_in_the_channel_list() {
-    let live = live("047_nccl-tests-185.log");
+    let Some(live) = live("047_nccl-tests-185.log", "the channel list of a real log with many channels") else {
+        return;
+    };
     let app = App { tab: Tab::Rings, channel: 3, ..App::default() };
     let text = view(&live, app);
     assert!(text.contains(">ch 03") && text.contains("Channel 03: 2 ranks"), "{text}");
@@ -73,7 +72,7 @@ fn many_channels_scroll_in_the_channel_list() {
 
 #[test]
 fn without_ring_lines_the_rings_come_from_connection_lines() {
-    let live = live("x11_nccl-834.log");
+    let Some(live) = live("x11_nccl-834.log", "rings from the connection lines of a real log") else { return };
     let text = view(&live, App { tab: Tab::Rings, channel: 1, ..App::default() });
     assert!(text.contains("Channel 01: no ring order in the log; 3 part(s) from connection lines"), "{text}");
     assert!(text.contains(" 2 ─P2P▶ 1 ─NET+GDR▶ 10 ─P2P▶ 15"), "{text}");
