@@ -94,7 +94,7 @@ fn run_rank(hosts: &Hosts, rank: usize) -> Proc {
         .env("NCCL_COMM_ID", format!("{}:29500", hosts.addr[0]))
         .env("NCCL_DEBUG", "INFO")
         .env("NCCL_DEBUG_SUBSYS", "INIT,NET,BOOTSTRAP")
-        .env("COLLSCOPE_BOOTSTRAP_TIMEOUT", "30")
+        .env("COLLSCOPE_TIMEOUT_S", "30")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     Proc::spawn(&mut cmd, Duration::from_secs(120))
