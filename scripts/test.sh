@@ -12,3 +12,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 cargo test --workspace "$@"
 python3 -m unittest discover -s bench -p "test_*.py"
+python3 -m unittest discover -s scripts -p "test_*.py"
