@@ -5,7 +5,7 @@
 
 mod live;
 
-use collscope_core::model::*;
+use collscope_model::*;
 use collscope_testkit::{output, Proc};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

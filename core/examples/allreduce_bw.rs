@@ -1,8 +1,8 @@
 //! AllReduce bus bandwidth with ranks as threads: `cargo run --release -p collscope-core --example
 //! allreduce_bw -- [nranks] [bytes...]`. Honours NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE and friends.
 
-use collscope_core::model::RedOp;
 use collscope_core::runtime::{Comm, CommOptions};
+use collscope_model::RedOp;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                         let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
                         assert!(recv.iter().all(|v| *v == c.nranks() as f32), "wrong result");
-                        let plan = c.plan(collscope_core::model::Collective::AllReduce, bytes as u64);
+                        let plan = c.plan(collscope_model::Collective::AllReduce, bytes as u64);
                         out.push((bytes, us, format!("{:>8} {:>6}", plan.algo, plan.proto)));
                     }
                     out

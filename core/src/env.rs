@@ -4,8 +4,8 @@
 //! was expected, instead of a silent fallback to the default.
 
 use crate::debug::Subsys;
-use crate::model::EnvSetting;
 use crate::nccl_info;
+use collscope_model::EnvSetting;
 use std::collections::BTreeMap;
 use std::num::IntErrorKind;
 use std::ops::RangeInclusive;
@@ -153,7 +153,7 @@ fn parse_c_int_checked(s: &str) -> Result<i64, IntErrorKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PathType;
+    use collscope_model::PathType;
 
     #[test]
     fn ints_follow_strtoll_and_errors_name_the_variable() {

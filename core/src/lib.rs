@@ -7,7 +7,6 @@ pub mod debug;
 pub mod env;
 pub mod file;
 pub mod graph;
-pub mod model;
 pub mod recorder;
 pub mod runtime;
 pub mod sys;

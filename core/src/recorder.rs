@@ -4,8 +4,8 @@
 //! telemetry is off. When the queue is full the oldest event goes and the drop counter rises, so memory stays
 //! bounded however slowly telemetry drains.
 
-use crate::model::events::Event;
 use crate::runtime::record::Records;
+use collscope_model::events::Event;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -155,7 +155,7 @@ mod tests {
         let r = Recorder::new();
         r.enable(2);
         for w in ["a", "b", "c"] {
-            r.push(Event::Warning(crate::model::Warning {
+            r.push(Event::Warning(collscope_model::Warning {
                 rank: None,
                 host: None,
                 line: None,

@@ -2,7 +2,7 @@
 //! inference is recorded with its reason, so a reader can tell printed facts from concluded ones.
 
 use crate::job::Job;
-use collscope_core::model::{Direction, Inference, Transport};
+use collscope_model::{Direction, Inference, Transport};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn note(job: &mut Job, fact: &str, value: impl ToString, reason: String) {

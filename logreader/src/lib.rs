@@ -1,5 +1,5 @@
 //! collscope's log reader: real `NCCL_DEBUG=INFO` logs (NCCL 2.4 to 2.29, any launcher, one file per rank or all
-//! ranks interleaved, plain or gzip) into [`collscope_core::model::Snapshot`], with a diagnosis.
+//! ranks interleaved, plain or gzip) into [`collscope_model::Snapshot`], with a diagnosis.
 //!
 //! ```no_run
 //! let snap = collscope_logreader::read_paths(&["nccl.log".into()], collscope_logreader::Options::default())?;
@@ -19,7 +19,7 @@ mod summary;
 pub use summary::{gdrdma, transports_seen};
 
 use collscope_core::file::FileKind;
-use collscope_core::model::{Snapshot, Source};
+use collscope_model::{Snapshot, Source};
 use std::io::Read;
 use std::path::PathBuf;
 

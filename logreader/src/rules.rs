@@ -2,7 +2,7 @@
 //! write its function and add a row to [`RULES`] (and a test below).
 
 use crate::job::{Ev, Job};
-use collscope_core::model::{Collective, Finding, LineRef, Severity, Transport, Warning};
+use collscope_model::{Collective, Finding, LineRef, Severity, Transport, Warning};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Rule {
@@ -229,12 +229,8 @@ fn p2p_refused_shm(job: &Job) -> Vec<Finding> {
 fn ll128_disabled(job: &Job) -> Vec<Finding> {
     let explicit = !job.evidence(&Ev::Ll128Disabled).is_empty();
     let table_has_others = job.snap.tuning.values().flat_map(|a| a.values()).any(|p| !p.is_empty());
-    let table_has_ll128 = job
-        .snap
-        .tuning
-        .values()
-        .flat_map(|a| a.values())
-        .any(|p| p.contains_key(&collscope_core::model::Protocol::Ll128));
+    let table_has_ll128 =
+        job.snap.tuning.values().flat_map(|a| a.values()).any(|p| p.contains_key(&collscope_model::Protocol::Ll128));
     let by_env = env(job, "NCCL_PROTO").is_some();
     let implied_by_table = table_has_others && !table_has_ll128 && !by_env;
     if !explicit && !implied_by_table {
@@ -382,7 +378,7 @@ fn version_mismatch(job: &Job) -> Vec<Finding> {
 }
 
 fn init_hang(job: &Job) -> Vec<Finding> {
-    use collscope_core::model::CommState;
+    use collscope_model::CommState;
     let comms = &job.snap.communicators;
     let stuck: Vec<usize> = (0..comms.len()).filter(|&i| comms[i].state == CommState::Initializing).collect();
     if stuck.is_empty() {
@@ -617,7 +613,7 @@ fn nccl_errors(job: &Job) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use crate::{Options, Reader};
-    use collscope_core::model::{Severity, Snapshot};
+    use collscope_model::{Severity, Snapshot};
 
     fn read(lines: &[&str]) -> Snapshot {
         let mut r = Reader::new(Options::default());

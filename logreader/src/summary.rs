@@ -1,6 +1,6 @@
 //! Short answers other tools ask of a snapshot read from a log.
 
-use collscope_core::model::{Snapshot, Transport};
+use collscope_model::{Snapshot, Transport};
 use std::collections::BTreeSet;
 
 /// The transports the connection lines show, as `P2P/IPC`, `P2P/CUMEM`, `P2P/direct pointer`, `SHM`, `NET/IB`,

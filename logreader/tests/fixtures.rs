@@ -2,8 +2,8 @@
 //! in the `.json` beside each: version (when printed), nranks, nnodes, transports, GPUDirect RDMA and the WARN
 //! lines.
 
-use collscope_core::model::Snapshot;
 use collscope_logreader::{gdrdma, transports_seen, Options, Reader};
+use collscope_model::Snapshot;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

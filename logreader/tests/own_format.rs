@@ -2,8 +2,8 @@
 //! into the model: what the runtime and `topo explain --log` print.
 
 use collscope_core::debug::{format_line, version_string, Level, Origin};
-use collscope_core::model::{Algorithm, Collective, Direction, Pattern, Protocol, Transport};
 use collscope_logreader::{Options, Reader};
+use collscope_model::{Algorithm, Collective, Direction, Pattern, Protocol, Transport};
 
 fn line(level: Level, rank: u32, msg: &str) -> String {
     let origin = Origin { host: format!("node{}", rank / 2), pid: 1000 + rank };
@@ -97,15 +97,12 @@ fn runtime_and_explain_lines_read_back() {
     assert_eq!((s.nranks, s.nnodes, s.network.as_deref()), (Some(4), Some(2), Some("Socket")));
     assert_eq!(s.hosts, vec!["node0", "node1"]);
     assert_eq!(s.communicators.len(), 4);
-    assert!(s
-        .communicators
-        .iter()
-        .all(|c| c.state == collscope_core::model::CommState::Ready && c.init.total == Some(0.5)));
+    assert!(s.communicators.iter().all(|c| c.state == collscope_model::CommState::Ready && c.init.total == Some(0.5)));
     let topo = &s.topology[0];
     assert_eq!((topo.host.as_deref(), topo.max_bw, topo.nodes.len()), (Some("node0"), 24.0, 2));
     assert_eq!(topo.nodes[1].name(), "GPU/0-1b000");
     assert_eq!(topo.paths.len(), 2);
-    assert_eq!(topo.path(1, 0).map(|p| (p.kind, p.bw, p.hops)), Some((collscope_core::model::PathType::PHB, 24.0, 1)));
+    assert_eq!(topo.path(1, 0).map(|p| (p.kind, p.bw, p.hops)), Some((collscope_model::PathType::PHB, 24.0, 1)));
     assert_eq!(s.graphs.len(), 1);
     assert_eq!(s.graphs[0].pattern, Pattern::Ring);
     assert_eq!(s.rings[0].order, vec![0, 1, 2, 3]);

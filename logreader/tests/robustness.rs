@@ -1,8 +1,8 @@
 //! Whatever the bytes, the reader keeps going: garbage, invalid UTF-8, glued, wrapped, duplicated and overlong
 //! lines are counted, never fatal; files, directories and gzip merge into one job.
 
-use collscope_core::model::{Snapshot, Transport};
 use collscope_logreader::{read_paths, Options, Reader};
+use collscope_model::{Snapshot, Transport};
 
 fn read(bytes: &[u8], strict: bool) -> Snapshot {
     let mut r = Reader::new(Options { strict });
@@ -10,7 +10,7 @@ fn read(bytes: &[u8], strict: bool) -> Snapshot {
     r.finish()
 }
 
-fn stats(s: &Snapshot) -> collscope_core::model::LogStats {
+fn stats(s: &Snapshot) -> collscope_model::LogStats {
     s.log.as_ref().unwrap().stats.clone()
 }
 

@@ -11,15 +11,15 @@ use clap::Args;
 use collscope_core::debug::{self, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_core::env::Env;
 use collscope_core::graph::{self, Plan};
-use collscope_core::model::{
-    Algorithm, ChannelCounts, Collective, DataType, Decision, Graph, Protocol, Ring, Topology, Tree,
-};
 use collscope_core::nccl_info;
 use collscope_core::topo::{self, TopoEnv};
 use collscope_core::tuning::constants::NCCL_2_28_9;
 use collscope_core::tuning::from_plan::input_from_plan;
 use collscope_core::tuning::plan::channel_range;
 use collscope_core::tuning::{CallInfo, Choice, TuningModel, TuningParams};
+use collscope_model::{
+    Algorithm, ChannelCounts, Collective, DataType, Decision, Graph, Protocol, Ring, Topology, Tree,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -92,7 +92,7 @@ pub(crate) struct Explanation {
     pub channels: ChannelCounts,
     pub rings: Vec<Ring>,
     pub trees: Vec<Tree>,
-    pub tuning: collscope_core::model::TuningTable,
+    pub tuning: collscope_model::TuningTable,
     /// `{Collective: {Algo: {Proto: [why it is off]}}}` for every cell the table leaves at 0.
     pub disabled: Disabled,
     pub decisions: Vec<Decision>,

@@ -2,8 +2,8 @@
 
 use super::explain::Explanation;
 use super::sizes::human;
-use collscope_core::model::{Algorithm, Collective, Protocol};
 use collscope_core::tuning::{Choice, TuningModel};
+use collscope_model::{Algorithm, Collective, Protocol};
 use std::fmt::Write;
 
 fn graphs(out: &mut String, ex: &Explanation) {

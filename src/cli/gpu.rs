@@ -22,8 +22,8 @@ pub fn perf(_args: &PerfArgs, _sizes: &[usize]) -> Result<()> {
 pub fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
     use collscope_core::cuda::{collective::GpuGroup, device};
     use collscope_core::env::Env;
-    use collscope_core::model::DataType;
     use collscope_core::runtime::comm::kernel_op;
+    use collscope_model::DataType;
 
     if !device::driver() {
         bail!("--memory gpu needs the CUDA driver (libcuda.so), which this machine does not have");

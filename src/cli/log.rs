@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Subcommand;
-use collscope_core::model::{Severity, Snapshot, Transport};
 use collscope_logreader::{classify, gdrdma, Options};
+use collscope_model::{Severity, Snapshot, Transport};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -73,7 +73,7 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
     let _ = writeln!(o, "  ranks          {}{}", opt(&s.nranks), inferred("nranks"));
     let _ = writeln!(o, "  nodes          {}{}", opt(&s.nnodes), inferred("nnodes"));
     let _ = writeln!(o, "  hosts          {}", list(s.hosts.iter().cloned(), 8));
-    let ready = s.communicators.iter().filter(|c| c.state == collscope_core::model::CommState::Ready).count();
+    let ready = s.communicators.iter().filter(|c| c.state == collscope_model::CommState::Ready).count();
     let _ = writeln!(o, "  communicators  {} seen, {} completed init", s.communicators.len(), ready);
     if let Some(l) = &s.log {
         let st = &l.stats;
@@ -189,7 +189,7 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
     );
 
     let _ = writeln!(o, "\n== Tuning");
-    if let Some(ar) = s.tuning.get(&collscope_core::model::Collective::AllReduce) {
+    if let Some(ar) = s.tuning.get(&collscope_model::Collective::AllReduce) {
         for bytes in [1u64 << 10, 1 << 20, 1 << 28] {
             let best = ar
                 .iter()

@@ -4,8 +4,8 @@
 use super::ranks::{self, LaunchMode};
 use anyhow::Result;
 use collscope_core::env::Env;
-use collscope_core::model::Source;
 use collscope_core::recorder;
+use collscope_model::Source;
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
 use std::io::Write;
 

@@ -7,11 +7,11 @@ use super::ranks::{self, Job, LaunchMode, Rank, TransportChoice};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use collscope_core::env::Env;
-use collscope_core::model::{Algorithm, Collective, Protocol, RedOp, Transport};
 use collscope_core::runtime::{select, Choice, SelectConfig};
 use collscope_core::tuning::host::{
     cell_from_fits, fit_line, HostProfile, LinkProfile, MachineFacts, BUILTIN, TUNING_FILE_VAR,
 };
+use collscope_model::{Algorithm, Collective, Protocol, RedOp, Transport};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,10 +4,10 @@
 //! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench -p collscope-telemetry --bench overhead`.
 
 use collscope_core::env::Env;
-use collscope_core::model::{RedOp, Source};
 use collscope_core::recorder;
 use collscope_core::runtime::affinity;
 use collscope_core::runtime::comm::{Comm, CommOptions};
+use collscope_model::{RedOp, Source};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::{Duration, Instant};
 

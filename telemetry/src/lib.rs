@@ -19,8 +19,8 @@ pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
 pub use state::{Limits, State};
 
-use collscope_core::model::Source;
 use collscope_core::recorder::Recorder;
+use collscope_model::Source;
 use server::Shared;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -7,8 +7,8 @@
 
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
-use collscope_core::model::{
-    self, Algorithm, ChannelTraffic, Collective, OpRecord, OpState, ProxyOp, Snapshot, Warning,
+use collscope_model::{
+    self as model, Algorithm, ChannelTraffic, Collective, OpRecord, OpState, ProxyOp, Snapshot, Warning,
 };
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};

@@ -3,7 +3,7 @@
 
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
-use collscope_core::model::{
+use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Direction, Protocol, ProxyOp, Snapshot, Transport, Warning,
 };
 use prometheus::{

@@ -10,8 +10,8 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use collscope_core::model::Event;
 use collscope_core::recorder::Recorder;
+use collscope_model::Event;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -233,7 +233,7 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
 #[cfg(test)]
 mod tests {
     use crate::{Telemetry, TelemetryConfig};
-    use collscope_core::model::Source;
+    use collscope_model::Source;
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::time::{Duration, Instant};

@@ -6,12 +6,12 @@ use crate::labels;
 use crate::otel::Otel;
 use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
-use collscope_core::model::{
+use collscope_core::runtime::record::Records;
+use collscope_core::runtime::stats::CallTotals;
+use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp,
     Snapshot, Source, Transport, Warning,
 };
-use collscope_core::runtime::record::Records;
-use collscope_core::runtime::stats::CallTotals;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -471,7 +471,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_core::model::{
+    use collscope_model::{
         Algorithm, Collective, Communicator, Connection, DataType, Direction, InitTimings, OpState, Protocol,
         ProxyWait, Transport,
     };
@@ -560,7 +560,7 @@ mod tests {
             done: 8,
             waits: vec![(ProxyWait::WaitingForPeer, 0.25), (ProxyWait::WaitingForData, 0.0)],
         }));
-        st.apply(Event::Traffic(collscope_core::model::ChannelTraffic {
+        st.apply(Event::Traffic(collscope_model::ChannelTraffic {
             rank: 0,
             channel: 1,
             peer: 1,
@@ -607,7 +607,7 @@ mod tests {
         let ch = "{channel=\"1\",direction=\"send\",peer=\"1\",rank=\"0\",transport=\"NET\"}";
         assert_eq!(value(&text, &format!("collscope_channel_bytes_total{ch}")), Some(4096.0));
         // Traffic without a transport takes it from the connection of the same channel end.
-        st.apply(Event::Traffic(collscope_core::model::ChannelTraffic {
+        st.apply(Event::Traffic(collscope_model::ChannelTraffic {
             rank: 0,
             channel: 0,
             peer: 1,

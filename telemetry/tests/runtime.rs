@@ -2,9 +2,9 @@
 //! (Its own test binary: it turns on the process's recorder.)
 
 use collscope_core::env::Env;
-use collscope_core::model::{RedOp, Source};
 use collscope_core::recorder;
 use collscope_core::runtime::comm::{Comm, CommOptions};
+use collscope_model::{RedOp, Source};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 
 fn value(text: &str, prefix: &str) -> f64 {

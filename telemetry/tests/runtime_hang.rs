@@ -2,9 +2,9 @@
 //! binary: it turns on the process's recorder).
 
 use collscope_core::env::Env;
-use collscope_core::model::{OpState, RedOp, Source};
 use collscope_core::recorder;
 use collscope_core::runtime::comm::{Comm, CommOptions};
+use collscope_model::{OpState, RedOp, Source};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,10 @@
 //! the runtime's ring still held and count the rest as dropped.
 
 use collscope_core::env::Env;
-use collscope_core::model::{RedOp, Source};
 use collscope_core::recorder;
 use collscope_core::runtime::comm::{Comm, CommOptions};
 use collscope_core::runtime::record::OP_RING;
+use collscope_model::{RedOp, Source};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! without a terminal.
 
 use crate::rings::ring_paths;
-use collscope_core::model::{Collective, Snapshot};
+use collscope_model::{Collective, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {

@@ -2,7 +2,7 @@
 //! without GDRDMA), trees, a tuning table, decisions, operations, proxy progress and findings.
 
 use crate::traffic::EdgeKey;
-use collscope_core::model::*;
+use collscope_model::*;
 
 pub fn op(seq: u64, coll: Collective, bytes: u64, algo: Algorithm, proto: Protocol, state: OpState) -> OpRecord {
     let done = state == OpState::Completed;

@@ -1,4 +1,4 @@
-//! `collscope tui`: a terminal view of one job, read only from the shared model (`collscope_core::model`).
+//! `collscope tui`: a terminal view of one job, read only from the shared model (`collscope_model`).
 //! Sources (a log, a live collscope process, a recording) feed [`live::Live`]; views draw it.
 
 pub mod app;

@@ -2,7 +2,7 @@
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
 use crate::traffic::{EdgeKey, Traffic};
-use collscope_core::model::{Direction, Event, OpRecord, ProxyOp, Snapshot, Source};
+use collscope_model::{Direction, Event, OpRecord, ProxyOp, Snapshot, Source};
 
 /// How many operations, decisions and warnings the TUI keeps.
 pub const MAX_OPS: usize = 2000;
@@ -144,7 +144,7 @@ fn upsert_proxy(proxy: &mut Vec<ProxyOp>, p: ProxyOp) {
 mod tests {
     use super::*;
     use crate::fixture::op as record;
-    use collscope_core::model::{Algorithm, Collective, OpState, Protocol};
+    use collscope_model::{Algorithm, Collective, OpState, Protocol};
 
     fn op(seq: u64, state: OpState) -> OpRecord {
         record(seq, Collective::AllReduce, 4096, Algorithm::Ring, Protocol::Simple, state)
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn traffic_counts_the_senders_reports_and_connections_are_not_duplicated() {
-        use collscope_core::model::{ChannelTraffic, Transport};
+        use collscope_model::{ChannelTraffic, Transport};
         let mut live = Live::new("test");
         let t = |direction, bytes| {
             Update::Event(Box::new(Event::Traffic(ChannelTraffic {

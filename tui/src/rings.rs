@@ -2,7 +2,7 @@
 //! connection lines form on each channel (only where they are consistent with a ring: one way in and one way
 //! out per rank).
 
-use collscope_core::model::{Ring, Snapshot};
+use collscope_model::{Ring, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use super::system::System;
 use super::xml;
 use super::{GraphError, InfoLine};
 use crate::env::Env;
-use crate::model::{Graph, GraphChannel, PathType, Pattern, Topology};
+use collscope_model::{Graph, GraphChannel, PathType, Pattern, Topology};
 
 /// Per-channel speeds (GB/s) tried inside one node, from fast to slow (`speedArrayIntra`).
 pub const SPEED_INTRA: [f64; 13] = [40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0];

@@ -7,7 +7,7 @@
 use super::trees::{dtree, tree_depth};
 use super::{GraphError, InfoLine};
 use crate::env::Env;
-use crate::model::{ChannelCounts, Graph, Pattern, Ring, Tree};
+use collscope_model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
 /// NCCL's `MAXCHANNELS`.
 pub const MAXCHANNELS: u32 = 64;
@@ -493,7 +493,7 @@ fn p2p_channels(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{GraphChannel, PathType};
+    use collscope_model::{GraphChannel, PathType};
 
     fn has(c: &Connected, text: &str) -> bool {
         c.lines.iter().any(|l| l.text == text)

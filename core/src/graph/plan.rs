@@ -7,7 +7,7 @@ use super::connect::{align, connect, CommShape, Connected, Graphs};
 use super::system::System;
 use super::{xml, GraphError, InfoLine};
 use crate::env::Env;
-use crate::model::{NodeType, Pattern, Topology};
+use collscope_model::{NodeType, Pattern, Topology};
 
 /// All graphs and the connected channels of one communicator.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,7 @@ impl Plan {
     }
 
     /// Records graphs, channel counts, rings and trees in a snapshot.
-    pub fn fill(&self, snap: &mut crate::model::Snapshot) {
+    pub fn fill(&self, snap: &mut collscope_model::Snapshot) {
         snap.graphs = self.graphs().into_iter().map(|f| f.graph.clone()).collect();
         snap.channels = self.connected.counts.clone();
         snap.rings = self.connected.rings.clone();
@@ -89,13 +89,13 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
         // Five graphs in NCCL's dump order; those not computed are written empty.
         let empty = |id: u32, pattern: Pattern| Found {
             id,
-            graph: crate::model::Graph {
+            graph: collscope_model::Graph {
                 pattern,
                 n_channels: 0,
                 bw_intra: 0.0,
                 bw_inter: 0.0,
-                type_intra: crate::model::PathType::LOC,
-                type_inter: crate::model::PathType::LOC,
+                type_intra: collscope_model::PathType::LOC,
+                type_inter: collscope_model::PathType::LOC,
                 same_channels: false,
                 cross_nic: 0,
                 channels: Vec::new(),
@@ -169,7 +169,7 @@ mod tests {
             "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"
         ));
         assert!(p.nvls.is_none() && p.collnet_direct.is_none());
-        let mut snap = crate::model::Snapshot::new(crate::model::Source::Model { topology: "dgx-a100".into() });
+        let mut snap = collscope_model::Snapshot::new(collscope_model::Source::Model { topology: "dgx-a100".into() });
         p.fill(&mut snap);
         assert_eq!(snap.graphs.len(), 2);
         assert_eq!(snap.channels.coll, Some(24));
@@ -297,7 +297,7 @@ mod collnet_tests {
         // The chain enters and leaves each node through the same GPU, whose NIC is on its own PCI switch (PIX).
         assert_eq!(
             (chain.pattern, chain.n_channels, chain.type_inter),
-            (Pattern::Tree, 8, crate::model::PathType::PIX)
+            (Pattern::Tree, 8, collscope_model::PathType::PIX)
         );
         let direct = &p.collnet_direct.as_ref().unwrap().graph;
         // CollNet Direct: at most NCCL_MAX_DIRECT_ARITY+1 = 8 heads, each GPU heading one channel.

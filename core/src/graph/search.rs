@@ -5,7 +5,7 @@
 
 use super::system::System;
 use super::GraphError;
-use crate::model::{NodeType, PathType, Pattern};
+use collscope_model::{NodeType, PathType, Pattern};
 
 /// `MAXCHANNELS`.
 pub const MAX_CHANNELS: usize = 64;
@@ -109,13 +109,13 @@ impl Searcher<'_> {
         let mut node = start;
         for (step, &l) in links.iter().take(max_steps).enumerate() {
             let (to, lkind, lbw) = (self.sys.links[l].to, self.sys.links[l].kind, self.sys.links[l].bw);
-            let fw = if lkind == crate::model::LinkType::PCI { pci_bw } else { bw };
+            let fw = if lkind == collscope_model::LinkType::PCI { pci_bw } else { bw };
             let mut rev_bw = 0.0;
             if !start_is_gpu && self.sys.gpu_index[to].is_some_and(|g| self.sys.comp_caps[g] < 80) {
                 // Pre-Ampere GPUs pay an eighth of the traffic they receive in the other direction.
                 rev_bw += fw / 8.0;
             }
-            if self.sys.cpu_power[to] && lkind == crate::model::LinkType::NVL {
+            if self.sys.cpu_power[to] && lkind == collscope_model::LinkType::NVL {
                 rev_bw += fw;
             }
             let rev = if rev_bw != 0.0 {
@@ -173,7 +173,7 @@ impl Searcher<'_> {
     fn gpu_pci_bw(&self, gpu: usize) -> i64 {
         let n = self.sys.gpus[gpu];
         for &l in &self.sys.adj[n] {
-            if self.sys.links[l].kind != crate::model::LinkType::PCI {
+            if self.sys.links[l].kind != collscope_model::LinkType::PCI {
                 continue;
             }
             let pci = self.sys.links[l].to;

@@ -4,10 +4,10 @@
 
 use super::search::MAX_CHANNELS;
 use super::GraphError;
-use crate::model::{LinkType, NodeType, PathType, Topology};
 use crate::topo::paths as topo_paths;
 use crate::topo::settings::NetDevsPolicy;
 use crate::topo::TopoEnv;
+use collscope_model::{LinkType, NodeType, PathType, Topology};
 use std::rc::Rc;
 
 #[derive(Debug, Clone)]
@@ -155,7 +155,7 @@ impl System {
         for (i, &g) in gpus.iter().enumerate() {
             gpu_index[g] = Some(i);
         }
-        let cpu = |n: &crate::model::Node| n.cpu.clone().unwrap_or_default();
+        let cpu = |n: &collscope_model::Node| n.cpu.clone().unwrap_or_default();
         let net_pos = |node: usize| nets.iter().position(|&n| n == node);
         let gpu_pos = |node: usize| gpus.iter().position(|&g| g == node);
         let mut net_info = Vec::with_capacity(nets.len());

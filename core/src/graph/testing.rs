@@ -1,7 +1,7 @@
 //! Topologies for the graph tests, built by the topology module from its presets or from inline XML.
 
-use crate::model::Topology;
 use crate::topo::{self, TopoEnv, TopoSource};
+use collscope_model::Topology;
 
 pub fn preset(name: &str) -> Topology {
     let xml = topo::load(&TopoSource::Preset(name.into())).expect("preset loads");

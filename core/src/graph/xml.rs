@@ -7,7 +7,7 @@ use super::compute::Found;
 use super::search::SearchGraph;
 use super::system::System;
 use super::GraphError;
-use crate::model::{PathType, Pattern};
+use collscope_model::{PathType, Pattern};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@ use super::error::{Result, RuntimeError};
 use super::net::doorbell::Doorbell;
 use super::wait::Bell;
 use crate::env::{Env, EnvError};
-use crate::model::Protocol;
+use collscope_model::Protocol;
 use memmap2::MmapMut;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

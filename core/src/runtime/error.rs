@@ -27,7 +27,7 @@ pub enum RuntimeError {
     #[error("transport {transport}: {msg}")]
     Transport { transport: &'static str, msg: String },
     #[error("{coll} #{seq} failed: {source}")]
-    OpFailed { coll: crate::model::Collective, seq: u64, source: Box<RuntimeError> },
+    OpFailed { coll: collscope_model::Collective, seq: u64, source: Box<RuntimeError> },
     #[error("{what}: {detail}")]
     Mismatch { what: &'static str, detail: String },
 }

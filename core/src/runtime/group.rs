@@ -5,8 +5,8 @@
 use super::comm::{model_dtype, Comm, Want};
 use super::error::{Result, RuntimeError};
 use super::proto::{read_step, write_step};
-use crate::model::{Collective, DataType, Protocol};
 use collscope_kernels::Element;
+use collscope_model::{Collective, DataType, Protocol};
 use std::marker::PhantomData;
 use std::time::Instant;
 

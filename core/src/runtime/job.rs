@@ -108,7 +108,7 @@ impl std::ops::DerefMut for JobComm {
 mod tests {
     use super::*;
     use crate::env::Env;
-    use crate::model::{Protocol, RedOp};
+    use collscope_model::{Protocol, RedOp};
 
     fn opts(pairs: &[(&str, &str)]) -> CommOptions {
         CommOptions { env: Env::from_pairs(pairs.iter().copied()), net: None, name: None }

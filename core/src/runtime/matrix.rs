@@ -7,8 +7,8 @@ use super::comm::{Comm, CommOptions};
 use super::reference::reference_reduce;
 use super::select::SelectConfig;
 use crate::env::Env;
-use crate::model::{Algorithm, Collective, DataType, Protocol, RedOp, Transport};
 use collscope_kernels::Element;
+use collscope_model::{Algorithm, Collective, DataType, Protocol, RedOp, Transport};
 use half::{bf16, f16};
 use std::collections::{BTreeMap, HashSet};
 

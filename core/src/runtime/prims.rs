@@ -8,8 +8,8 @@ use super::error::Result;
 use super::proto::{read_step, wait_credit, write_step};
 use super::tree::TreeNode;
 use super::wait::Waiter;
-use crate::model::Protocol;
 use collscope_kernels::{bytes as kern, Dtype, Op};
+use collscope_model::Protocol;
 use rustc_hash::FxHashMap;
 
 /// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would

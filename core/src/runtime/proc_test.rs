@@ -8,7 +8,7 @@ use super::error::{Result, RuntimeError};
 use super::select::SelectConfig;
 use super::transport::shm::{sweep_stale_segments, unlink_own_segments, ShmTransport, SHM_PREFIX};
 use crate::env::Env;
-use crate::model::{RedOp, Transport};
+use collscope_model::{RedOp, Transport};
 use collscope_testkit::Proc;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -10,7 +10,7 @@
 use super::conn::{RecvEnd, SendEnd, LL128_DATA, LL128_LINE, LL_LINE};
 use super::error::{Result, RuntimeError};
 use super::wait::Waiter;
-use crate::model::Protocol;
+use collscope_model::Protocol;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn ll_flag(step: u64) -> u64 {

@@ -3,8 +3,8 @@
 //! every communicator's records); the data path never waits for telemetry.
 
 use super::stats::CallStats;
-use crate::model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use crate::recorder;
+use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -1,8 +1,8 @@
 //! The value a reduction must produce, computed one element at a time in rank order: what the correctness
 //! tests and `collscope perf`'s `#wrong` column check results against.
 
-use crate::model::RedOp;
 use collscope_kernels::Element;
+use collscope_model::RedOp;
 
 /// Reduces `at(0) .. at(n-1)` with `op` (Avg divides the sum by `n` at the end, as the kernels do).
 pub fn reference_reduce<T: Element>(op: RedOp, n: usize, at: impl Fn(usize) -> T) -> T {

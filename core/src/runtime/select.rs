@@ -6,10 +6,10 @@
 use super::transport::{self, PeerInfo, Transport};
 use crate::debug::Subsys;
 use crate::env::{Env, EnvError};
-use crate::model::{self, Algorithm, Collective, Protocol};
 use crate::nccl_info;
 use crate::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 use crate::tuning::host::{self, HostProfile, TUNING_FILE_VAR};
+use collscope_model::{self as model, Algorithm, Collective, Protocol};
 use std::sync::Arc;
 
 /// What `select` needs from the communicator: the `NCCL_ALGO` / `NCCL_PROTO` enable matrices, parsed by the

@@ -3,7 +3,7 @@
 //! no event is built, no lock taken, no other thread woken, so telemetry's price does not grow with the call
 //! rate. Telemetry turns the totals into counters and histograms by difference between two reads.
 
-use crate::model::{Algorithm, Collective, Direction, OpRecord, OpState, Protocol};
+use collscope_model::{Algorithm, Collective, Direction, OpRecord, OpState, Protocol};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -236,7 +236,7 @@ impl CallStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DataType;
+    use collscope_model::DataType;
 
     fn rec(coll: Collective, bytes: u64, state: OpState) -> OpRecord {
         OpRecord {

@@ -5,7 +5,7 @@
 
 use super::comm::Comm;
 use super::error::{Result, RuntimeError};
-use crate::model::RedOp;
+use collscope_model::RedOp;
 use std::time::{Duration, Instant};
 
 /// Shape and length of the run.

@@ -2,9 +2,9 @@
 //! (NCCL 2.28.9, `src/graph/topo.h` and `topo.cc`). All bandwidths are GB/s, NCCL's conservative figures.
 
 use crate::debug::Subsys;
-use crate::model::topology::CpuAttrs;
-use crate::model::NodeType;
 use crate::nccl_info;
+use collscope_model::topology::CpuAttrs;
+use collscope_model::NodeType;
 
 /// A node's bandwidth to itself.
 pub const LOC_BW: f64 = 5000.0;

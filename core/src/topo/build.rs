@@ -7,8 +7,8 @@ use super::bandwidth::{self, CpuKind, LOC_BW};
 use super::error::TopoError;
 use super::xml::{TopoXml, XmlNode};
 use crate::env::parse_c_int;
-use crate::model::topology::{CpuAttrs, GpuAttrs, NetAttrs, PciAttrs};
-use crate::model::{Link, LinkType, Node, NodeId, NodeType, Topology};
+use collscope_model::topology::{CpuAttrs, GpuAttrs, NetAttrs, PciAttrs};
+use collscope_model::{Link, LinkType, Node, NodeId, NodeType, Topology};
 
 /// NCCL keeps the system (host) index in the top 8 bits of a node id and masks it off the local id.
 const LOCAL_ID_MASK: u64 = 0x00ff_ffff_ffff_ffff;

@@ -1,6 +1,6 @@
 //! Detection of the running host from `/sys` and `/proc`, building the same XML tree NCCL 2.28.9 builds
 //! (`ncclTopoGetXmlFromSys`, `ncclTopoGetXmlFromCpu`, `ncclTopoFillNet` in `src/graph/xml.cc`) so that
-//! detected hosts, files and presets take one code path to a [`Topology`](crate::model::Topology).
+//! detected hosts, files and presets take one code path to a [`Topology`](collscope_model::Topology).
 //!
 //! - CPUs: one `<cpu>` per NUMA node (`/sys/devices/system/node/nodeN/cpumap`), vendor, family and model
 //!   from `/proc/cpuinfo`, the architecture this binary runs on.
@@ -456,8 +456,8 @@ pub fn detect(root: &Path, env: &Env) -> Result<TopoXml, TopoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NodeType, PathType};
     use crate::topo::{build, paths, TopoEnv};
+    use collscope_model::{NodeType, PathType};
     use std::fs;
     use std::os::unix::fs::symlink;
 

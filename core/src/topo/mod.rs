@@ -35,7 +35,7 @@ pub use settings::TopoEnv;
 pub use xml::TopoXml;
 
 use crate::env::Env;
-use crate::model::Topology;
+use collscope_model::Topology;
 use std::path::PathBuf;
 
 /// Where a topology comes from.

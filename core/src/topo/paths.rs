@@ -7,8 +7,8 @@ use super::bandwidth::{CpuKind, LOC_BW};
 use super::error::TopoError;
 use super::settings::{NetDevsPolicy, TopoEnv};
 use crate::debug::Subsys;
-use crate::model::{LinkType, NodeType, Path, PathType, Topology};
 use crate::nccl_info;
+use collscope_model::{LinkType, NodeType, Path, PathType, Topology};
 
 /// Node types that paths lead to (NCCL keeps paths to these four).
 const TARGET_TYPES: [NodeType; 4] = [NodeType::CPU, NodeType::GPU, NodeType::NET, NodeType::NVS];

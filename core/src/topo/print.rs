@@ -8,8 +8,8 @@ use super::error::TopoError;
 use super::paths::{self, adjacency};
 use super::settings::TopoEnv;
 use crate::debug::Subsys;
-use crate::model::{LinkType, Node, NodeType, Topology};
 use crate::nccl_info;
+use collscope_model::{LinkType, Node, NodeType, Topology};
 
 /// How a node names itself in the tree (`ncclTopoPrintRec`): type-specific details in parentheses.
 fn tree_label(node: &Node) -> String {
@@ -89,7 +89,7 @@ pub fn path_lines(topo: &Topology) -> Vec<String> {
             for t in NodeType::ALL {
                 let targets: Vec<_> =
                     topo.nodes_of(*t).filter_map(|(to, n)| Some((paths::path(topo, from, to)?, n))).collect();
-                if targets.iter().all(|(p, _)| p.kind == crate::model::PathType::DIS) {
+                if targets.iter().all(|(p, _)| p.kind == collscope_model::PathType::DIS) {
                     continue;
                 }
                 for (p, n) in targets {

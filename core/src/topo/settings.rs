@@ -2,7 +2,7 @@
 //! through [`Env`] (NCCL 2.28.9 `paths.cc`, `topo.cc`). NCCL ignores a malformed level; collscope reports it.
 
 use crate::env::{Env, EnvError};
-use crate::model::PathType;
+use collscope_model::PathType;
 
 /// How many NICs a GPU spreads its channels over (`NCCL_NETDEVS_POLICY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

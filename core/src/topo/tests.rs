@@ -1,7 +1,7 @@
 //! End-to-end checks of the topology module on the presets and on small hand-written machines.
 
 use super::*;
-use crate::model::{LinkType, NodeType, PathType, Topology};
+use collscope_model::{LinkType, NodeType, PathType, Topology};
 
 fn preset(name: &str, env: &TopoEnv) -> Topology {
     build(&presets::load(name).unwrap(), env).unwrap()

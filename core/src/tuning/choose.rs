@@ -5,7 +5,7 @@
 
 use super::model::{tidy, TuningModel};
 use super::params::TuningError;
-use crate::model::{Algorithm, Collective, DataType, Decision, Protocol, RedOp, RunnerUp};
+use collscope_model::{Algorithm, Collective, DataType, Decision, Protocol, RedOp, RunnerUp};
 use serde::Serialize;
 use std::fmt;
 

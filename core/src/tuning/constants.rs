@@ -4,7 +4,7 @@
 //! ch. 21, quotes it from `src/tuning/cost_model.cc`) differs in a way visible there, that release is a second
 //! table here, not a second copy of the formulas.
 
-use crate::model::{Algorithm, Protocol};
+use collscope_model::{Algorithm, Protocol};
 
 /// `NCCL_HW_*`: which per-hop latency row applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,7 +6,7 @@ use super::constants::Ll128MixedCompCap;
 use super::grammar::{parse_algo, parse_proto};
 use super::model::{Off, TuningModel};
 use super::params::TuningError;
-use crate::model::{Algorithm, Collective, PathType, Protocol};
+use collscope_model::{Algorithm, Collective, PathType, Protocol};
 
 impl TuningModel {
     /// The LL128 default rules; `None` when LL128 may run.

@@ -5,7 +5,7 @@
 use super::constants::{log2i, Hw};
 use super::input::{CpuArch, CpuVendor};
 use super::model::{Off, TuningModel};
-use crate::model::{Algorithm, Collective, PathType, Pattern, Protocol};
+use collscope_model::{Algorithm, Collective, PathType, Pattern, Protocol};
 
 impl TuningModel {
     /// Node-count column of the per-generation tables: 1 node, 2 nodes, more.

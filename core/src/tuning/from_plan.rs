@@ -3,7 +3,7 @@
 
 use super::input::{AlgoGraph, CpuArch, CpuVendor, TuningGraphs, TuningInput};
 use crate::graph::{Found, Plan};
-use crate::model::{NodeType, Pattern, Topology};
+use collscope_model::{NodeType, Pattern, Topology};
 
 fn algo_graph(f: &Found) -> AlgoGraph {
     AlgoGraph { latency_inter: f.latency_inter, ..AlgoGraph::from_graph(&f.graph) }

@@ -4,7 +4,7 @@
 //! on). Names and collectives are case-insensitive. Empty tokens are skipped, as `strtok` does. A name NCCL
 //! does not know is an error naming it.
 
-use crate::model::{Algorithm, Collective, Protocol};
+use collscope_model::{Algorithm, Collective, Protocol};
 
 /// What `parseList` rejects, with NCCL's wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

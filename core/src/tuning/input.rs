@@ -1,7 +1,7 @@
 //! What the tuning model needs to know about a communicator: plain data, so it can be built from the graph
 //! search, from a log, or by hand in a test.
 
-use crate::model::{Algorithm, Graph, PathType, Pattern};
+use collscope_model::{Algorithm, Graph, PathType, Pattern};
 use serde::{Deserialize, Serialize};
 
 /// The part of a search result the tuning model reads (NCCL 2.28.9 `struct ncclTopoGraph`, after the

@@ -7,7 +7,7 @@ use super::constants::{CompCapIdx, TunerConstants};
 use super::grammar::EnableMatrix;
 use super::input::TuningInput;
 use super::params::{TuningError, TuningParams};
-use crate::model::{Algorithm, Collective, Pattern, Protocol, TuningCell, TuningTable};
+use collscope_model::{Algorithm, Collective, Pattern, Protocol, TuningCell, TuningTable};
 use std::fmt;
 
 /// `[collective][algorithm][protocol]` in NCCL's orders (`Collective::TUNED`, `Algorithm::ALL`, `Protocol::ALL`).

@@ -4,7 +4,7 @@
 //! tuner allowed (`nMaxChannels`). This gives the `channel{Lo..Hi}` of NCCL's per-call TUNING line.
 
 use super::choose::Choice;
-use crate::model::{Algorithm, Collective, Protocol};
+use collscope_model::{Algorithm, Collective, Protocol};
 
 /// `MinTrafficPerChannel`.
 const MIN_TRAFFIC_PER_CHANNEL: u64 = 16 << 10;

@@ -6,8 +6,8 @@
 use super::choose::Choice;
 use super::model::TuningModel;
 use crate::debug::Subsys;
-use crate::model::{Algorithm, Collective, Protocol};
 use crate::nccl_info;
+use collscope_model::{Algorithm, Collective, Protocol};
 
 impl TuningModel {
     /// The TUNING table, one string per INFO line.

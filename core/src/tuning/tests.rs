@@ -16,7 +16,7 @@
 
 use super::*;
 use crate::env::Env;
-use crate::model::{Algorithm as A, Collective as C, PathType, Pattern, Protocol as P};
+use collscope_model::{Algorithm as A, Collective as C, PathType, Pattern, Protocol as P};
 use proptest::prelude::*;
 
 fn graph(pattern: Pattern, n: u32, bw: f64, intra: PathType, inter: PathType) -> AlgoGraph {
@@ -322,8 +322,8 @@ proptest! {
         let call = CallInfo { num_pipe_ops: ops, ..CallInfo::new(coll, bytes) };
         let free = model(input.clone());
         let best = free.choose(&call).unwrap();
-        for &a in crate::model::Algorithm::ALL {
-            for &p in crate::model::Protocol::ALL {
+        for &a in collscope_model::Algorithm::ALL {
+            for &p in collscope_model::Protocol::ALL {
                 if let (Some(t), Cost::Time(_)) = (expected_time(&free, coll, a, p, bytes, ops), best.cost(a, p)) {
                     prop_assert!(best.time.time_us <= t * (1.0 + 1e-5) + 1e-3, "{a}/{p} {t} beats {:?}", best);
                 }

@@ -168,7 +168,7 @@ impl Job {
                 }
             }
             Event::Graph(g) => {
-                let same = |x: &collscope_core::model::Graph| {
+                let same = |x: &collscope_model::Graph| {
                     x.pattern == g.pattern
                         && x.n_channels == g.n_channels
                         && x.bw_intra == g.bw_intra

@@ -7,7 +7,7 @@ use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
 use crate::input::MAX_LINE;
 use crate::message::{self, Event, TableLine};
-use collscope_core::model::{
+use collscope_model::{
     Algorithm, BootstrapInterface, Collective, CommState, Communicator, Connection, DataType, Decision, Direction,
     EnvSetting, GdrCheck, LineRef, LogFacts, NetDevice, Node, NodeId, NodeType, OpRecord, OpState, Path, Protocol,
     RedOp, Ring, Snapshot, Source, Topology, Transport, Tree, TuningCell, Warning,

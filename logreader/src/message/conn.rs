@@ -3,7 +3,7 @@
 //! to 2.28.9 print (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`, `src/graph/connect.cc`).
 //! Hand-parsed rather than by regex: these are most of a log's lines.
 
-use collscope_core::model::{Connection, Direction, Transport};
+use collscope_model::{Connection, Direction, Transport};
 
 /// `Channel 00/02 :    0   1   2 ...`.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@ pub mod conn;
 pub mod setup;
 pub mod tuning;
 
-use collscope_core::model::{ChannelCounts, Graph, GraphChannel, NetDevice, PluginNote};
+use collscope_model::{ChannelCounts, Graph, GraphChannel, NetDevice, PluginNote};
 
 pub use conn::{RingOrder, TreeEntry};
 pub use setup::{CommInfo, CommInit, GdrLine, PathLine};
@@ -36,7 +36,7 @@ pub enum Event {
     GraphChannel(GraphChannel),
     /// `Could not find a path for pattern 4, falling back to simple order`.
     SearchFallback(u32),
-    Conn(collscope_core::model::Connection),
+    Conn(collscope_model::Connection),
     RingOrder(RingOrder),
     /// (channel, prev, rank, next).
     RingNeighbours(u32, u32, u32, u32),

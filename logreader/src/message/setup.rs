@@ -4,7 +4,7 @@
 //! older wordings of 2.4 to 2.27).
 
 use super::Event;
-use collscope_core::model::{ChannelCounts, Graph, GraphChannel, NetDevice, PathType, Pattern, PluginNote};
+use collscope_model::{ChannelCounts, Graph, GraphChannel, NetDevice, PathType, Pattern, PluginNote};
 use regex::Regex;
 use std::sync::OnceLock;
 

@@ -2,7 +2,7 @@
 //! layouts, the enabled matrix, per-call decisions and COLL lines (NCCL 2.28.9 `src/graph/tuning.cc`,
 //! `src/enqueue.cc`).
 
-use collscope_core::model::{Algorithm, Collective, Protocol};
+use collscope_model::{Algorithm, Collective, Protocol};
 
 /// A decision line: `AllReduce: 65536 Bytes -> Algo Tree proto LL channel{Lo..Hi}={0..1}`,
 /// `AllReduce: 65536 Bytes -> Algo 1 proto 2 nchannels 4 nthreads 256` or the TRACE form

@@ -122,7 +122,7 @@ fn deliver(
 mod tests {
     use super::*;
     use crate::fixture;
-    use collscope_core::model::Event;
+    use collscope_model::Event;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::sync::mpsc;

@@ -2,7 +2,7 @@
 //! re-read when they grow; a file that disappears (rotated, deleted) shows as "disconnected" until it is back.
 
 use crate::live::{LinkState, Update};
-use collscope_core::model::Snapshot;
+use collscope_model::Snapshot;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -79,7 +79,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_core::model::Source;
+    use collscope_model::Source;
     use std::sync::mpsc;
 
     /// A reader that counts the lines of the file, standing in for the log reader so the watching is tested

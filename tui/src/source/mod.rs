@@ -58,7 +58,7 @@ pub enum SourceError {
     Event { event: String, reason: String },
 }
 
-fn read_logs(paths: &[PathBuf]) -> Result<collscope_core::model::Snapshot, collscope_logreader::ReadError> {
+fn read_logs(paths: &[PathBuf]) -> Result<collscope_model::Snapshot, collscope_logreader::ReadError> {
     collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
 }
 

@@ -2,7 +2,7 @@
 
 use super::SourceError;
 use crate::live::Update;
-use collscope_core::model::{Event, Snapshot};
+use collscope_model::{Event, Snapshot};
 use serde::Deserialize;
 
 /// The name a recording gives to a snapshot the source fetched (`/api/v1/snapshot`), as opposed to the stream's
@@ -34,7 +34,7 @@ pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceEr
     })
 }
 
-/// The kinds of `collscope_core::model::Event`.
+/// The kinds of `collscope_model::Event`.
 const KNOWN: [&str; 10] = [
     "op_enqueued",
     "op_completed",
@@ -51,7 +51,7 @@ const KNOWN: [&str; 10] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_core::model::{ChannelTraffic, Direction, Transport};
+    use collscope_model::{ChannelTraffic, Direction, Transport};
 
     #[test]
     fn stream_events_decode_and_unknown_kinds_are_skipped() {

@@ -4,7 +4,7 @@ use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_lab
 use crate::app::App;
 use crate::live::Live;
 use crate::traffic::EdgeKey;
-use collscope_core::model::Direction;
+use collscope_model::Direction;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;

@@ -2,7 +2,7 @@
 
 use super::style::{bold, dim, selected, severity_style};
 use crate::app::App;
-use collscope_core::model::Snapshot;
+use collscope_model::Snapshot;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};

@@ -2,7 +2,7 @@
 
 use super::style::{bold, dim, fmt_bytes, fmt_us, selected};
 use crate::app::App;
-use collscope_core::model::{OpRecord, OpState, Snapshot};
+use collscope_model::{OpRecord, OpState, Snapshot};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;

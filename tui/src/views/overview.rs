@@ -2,7 +2,7 @@
 
 use super::style::{bold, fmt_rate, severity_style, EdgeKind};
 use crate::live::Live;
-use collscope_core::model::{Severity, Snapshot, Source, Transport};
+use collscope_model::{Severity, Snapshot, Source, Transport};
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};

@@ -2,7 +2,7 @@
 
 use super::style::{bar, bold, selected};
 use crate::app::App;
-use collscope_core::model::{ProxyOp, ProxyWait, Snapshot};
+use collscope_model::{ProxyOp, ProxyWait, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;

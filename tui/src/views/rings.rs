@@ -6,7 +6,7 @@ use crate::app::{ring_channels, App};
 use crate::live::Live;
 use crate::rings::{ring_paths, RingPath};
 use crate::traffic::EdgeKey;
-use collscope_core::model::Snapshot;
+use collscope_model::Snapshot;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -116,7 +116,7 @@ mod tests {
     use crate::app::{App, Tab};
     use crate::fixture;
     use crate::views::testing::*;
-    use collscope_core::model::Ring;
+    use collscope_model::Ring;
     use ratatui::style::Color;
 
     #[test]

@@ -1,6 +1,6 @@
 //! Shared look: transport colours and labels, number formats, sparklines.
 
-use collscope_core::model::{Connection, Severity, Snapshot, Transport};
+use collscope_model::{Connection, Severity, Snapshot, Transport};
 use ratatui::style::{Color, Modifier, Style};
 use std::collections::VecDeque;
 

@@ -3,7 +3,7 @@
 
 use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
 use crate::app::{tree_channels, App};
-use collscope_core::model::{Snapshot, Tree};
+use collscope_model::{Snapshot, Tree};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;

@@ -3,7 +3,7 @@
 
 use super::style::{bold, dim, fmt_bytes, fmt_us};
 use crate::app::App;
-use collscope_core::model::{Algorithm, Protocol, Snapshot, TuningCell};
+use collscope_model::{Algorithm, Protocol, Snapshot, TuningCell};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -122,7 +122,7 @@ mod tests {
     use crate::app::{App, Tab};
     use crate::fixture;
     use crate::views::testing::*;
-    use collscope_core::model::Collective;
+    use collscope_model::Collective;
 
     #[test]
     fn crossovers_follow_lat_plus_bytes_over_bw() {

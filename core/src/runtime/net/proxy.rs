@@ -14,11 +14,11 @@
 use super::api::{Comm, NetError};
 use super::doorbell::{Doorbell, FdWait, Wake};
 use crate::debug::Subsys;
-use crate::model::{Protocol, ProxyOp, ProxyWait};
 use crate::runtime::conn::{ConnMem, NCCL_STEPS};
 use crate::runtime::record::Records;
 use crate::runtime::wait::AbortHandle;
 use crate::{nccl_info, nccl_warn};
+use collscope_model::{Protocol, ProxyOp, ProxyWait};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};

@@ -127,12 +127,12 @@ impl NetSocket {
     }
 
     /// The devices as the shared model records them (`NET/Socket : Using [0]eth0:10.0.0.1<0>`).
-    pub fn model_devices(&self) -> Vec<crate::model::NetDevice> {
+    pub fn model_devices(&self) -> Vec<collscope_model::NetDevice> {
         let host = crate::sys::hostname();
         self.devices
             .iter()
             .enumerate()
-            .map(|(i, d)| crate::model::NetDevice {
+            .map(|(i, d)| collscope_model::NetDevice {
                 index: i as u32,
                 name: d.name.clone(),
                 port: None,

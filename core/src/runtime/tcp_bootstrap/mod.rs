@@ -154,8 +154,8 @@ pub fn bootstrap_interface(env: &Env) -> Result<NetIf, BootstrapError> {
 }
 
 /// The bootstrap interface as the shared model records it (`Bootstrap: Using eth0:10.0.0.1<0>`).
-pub fn model_interface(i: &NetIf, rank: Option<u32>) -> crate::model::BootstrapInterface {
-    crate::model::BootstrapInterface {
+pub fn model_interface(i: &NetIf, rank: Option<u32>) -> collscope_model::BootstrapInterface {
+    collscope_model::BootstrapInterface {
         name: i.name.clone(),
         address: addr_string(&i.addr),
         host: Some(crate::sys::hostname()),

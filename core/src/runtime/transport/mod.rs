@@ -12,7 +12,7 @@ pub mod shm;
 
 use super::conn::{BufSizes, ConnMem};
 use super::error::Result;
-use crate::model::{self, Connection};
+use collscope_model::{self as model, Connection};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 

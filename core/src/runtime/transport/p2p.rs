@@ -2,9 +2,9 @@
 //! buffer (NCCL 2.28.9 `src/transport/p2p.cc`, the `P2P/direct pointer` case of same-process peers).
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
-use crate::model;
 use crate::runtime::conn::ConnMem;
 use crate::runtime::error::{Result, RuntimeError};
+use collscope_model as model;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -6,10 +6,10 @@
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::debug::Subsys;
-use crate::model;
 use crate::runtime::conn::ConnMem;
 use crate::runtime::error::{Result, RuntimeError};
 use crate::{nccl_info, nccl_trace};
+use collscope_model as model;
 use memmap2::MmapMut;
 use nix::fcntl::OFlag;
 use nix::sys::mman::{shm_open, shm_unlink};

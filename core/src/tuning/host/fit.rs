@@ -4,7 +4,7 @@
 
 use super::predict::{bus_factor, steps};
 use super::profile::CellCost;
-use crate::model::{Algorithm, Collective, Protocol};
+use collscope_model::{Algorithm, Collective, Protocol};
 
 /// `t_us = intercept + slope * bytes`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,7 +3,7 @@
 //! constants of a [`HostProfile`](super::HostProfile) link.
 
 use super::profile::{CellCost, LinkProfile};
-use crate::model::{Algorithm, Collective, Protocol};
+use collscope_model::{Algorithm, Collective, Protocol};
 
 /// One way to run a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Transport;
+    use collscope_model::Transport;
 
     fn cell(algo: Algorithm, proto: Protocol, lat_us: f64, bw: f64) -> CellCost {
         CellCost { algo, proto, lat_us, bw_gbps: bw, max_bw_gbps: bw * 1.5, channel_lat_us: 10.0 }

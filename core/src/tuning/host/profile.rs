@@ -4,7 +4,7 @@
 //! the default path, else the built-in table.
 
 use crate::env::Env;
-use crate::model::{Algorithm, Protocol, Transport};
+use collscope_model::{Algorithm, Protocol, Transport};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

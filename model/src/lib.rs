@@ -1,6 +1,9 @@
 //! The contract every part of collscope speaks: the runtime fills it live, the log reader fills it from NCCL
 //! logs, `topo explain` fills it from a model of a machine; telemetry and the TUI only read it.
 //! JSON field names are snake_case; `schema_version` changes whenever a field changes meaning.
+//!
+//! This crate is the bottom of the workspace: it depends on no other collscope crate, only on serde and
+//! thiserror, so every producer and reader of the model can use it without building the others.
 
 pub mod comm;
 pub mod connection;
