@@ -56,7 +56,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
-            println!("{}", collscope_core::debug::version_string());
+            println!("{}", collscope_debug::version_string());
             Ok(())
         }
         Command::Topo(args) => cli::topo::run(args),

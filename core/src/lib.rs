@@ -3,12 +3,8 @@
 //! run -> observe.
 
 pub mod cuda;
-pub mod debug;
-pub mod env;
-pub mod file;
 pub mod graph;
 pub mod recorder;
 pub mod runtime;
-pub mod sys;
 pub mod topo;
 pub mod tuning;

@@ -5,7 +5,7 @@
 //! `cargo bench -p collscope-logreader` writes ~1 GB to a temporary file (COLLSCOPE_BENCH_MB to change it),
 //! reads it once and prints MB/s.
 
-use collscope_core::debug::{format_line, Level, Origin};
+use collscope_debug::{format_line, Level, Origin};
 use collscope_logreader::{input, Options, Reader};
 use std::io::{BufWriter, Write};
 use std::time::Instant;

@@ -3,7 +3,7 @@
 //! stops making sense (a file cut short while copied) ends its input with what decompressed before it.
 
 use crate::ReadError;
-use collscope_core::file::FileKind;
+use collscope_debug::file::FileKind;
 use flate2::bufread::MultiGzDecoder;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};

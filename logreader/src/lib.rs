@@ -18,7 +18,7 @@ mod summary;
 
 pub use summary::{gdrdma, transports_seen};
 
-use collscope_core::file::FileKind;
+use collscope_debug::file::FileKind;
 use collscope_model::{Snapshot, Source};
 use std::io::Read;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
-//! Lines printed by collscope's own logger (`collscope_core::debug::format_line`, NCCL's exact formats) read back
+//! Lines printed by collscope's own logger (`collscope_debug::format_line`, NCCL's exact formats) read back
 //! into the model: what the runtime and `topo explain --log` print.
 
-use collscope_core::debug::{format_line, version_string, Level, Origin};
+use collscope_debug::{format_line, version_string, Level, Origin};
 use collscope_logreader::{Options, Reader};
 use collscope_model::{Algorithm, Collective, Direction, Pattern, Protocol, Transport};
 

@@ -6,8 +6,8 @@
 use super::ranks::{self, Job, LaunchMode, TransportChoice};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use collscope_core::env::Env;
 use collscope_core::runtime::training::{run_training, TrainingConfig};
+use collscope_debug::env::Env;
 use collscope_telemetry::{LocalRank, TelemetryConfig};
 use collscope_tui::SourceSpec;
 use std::io::IsTerminal;

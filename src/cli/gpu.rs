@@ -21,8 +21,8 @@ pub fn perf(_args: &PerfArgs, _sizes: &[usize]) -> Result<()> {
 #[cfg(feature = "cuda")]
 pub fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
     use collscope_core::cuda::{collective::GpuGroup, device};
-    use collscope_core::env::Env;
     use collscope_core::runtime::comm::kernel_op;
+    use collscope_debug::env::Env;
     use collscope_model::DataType;
 
     if !device::driver() {
@@ -65,7 +65,7 @@ pub fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
 
 /// `COLLSCOPE_GPUS` or rank r on GPU r.
 #[cfg(feature = "cuda")]
-fn gpu_list(env: &collscope_core::env::Env, nranks: usize, ngpus: usize) -> Result<Vec<usize>> {
+fn gpu_list(env: &collscope_debug::env::Env, nranks: usize, ngpus: usize) -> Result<Vec<usize>> {
     let devs: Vec<usize> = match env.str("COLLSCOPE_GPUS") {
         Some(list) => list
             .split(',')

@@ -9,15 +9,15 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
-use collscope_core::debug::Subsys;
-use collscope_core::env::Env;
-use collscope_core::nccl_info;
 use collscope_core::runtime::affinity;
 use collscope_core::runtime::job::{self, JobComm};
 use collscope_core::runtime::launch::{detect, LaunchInfo};
 use collscope_core::runtime::tcp_bootstrap::{RootHandle, UniqueId};
 use collscope_core::runtime::transport::shm::unlink_own_segments;
 use collscope_core::runtime::{Comm, CommOptions};
+use collscope_debug::env::Env;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -110,7 +110,7 @@ fn opts(env: Env) -> CommOptions {
 fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) -> Result<()> {
     clean_up_on_signals()?;
     let (id, env) = info.unique_id(&env)?;
-    collscope_core::debug::set_thread_device(info.local_rank as i32);
+    collscope_debug::set_thread_device(info.local_rank as i32);
     let started = Instant::now();
     let mut comm = JobComm::init_rank(&id, info.nranks, info.rank, opts(env))
         .with_context(|| format!("rank {} of {} ({} launch)", info.rank, info.nranks, info.launcher))?;
@@ -139,7 +139,7 @@ fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Re
                 let (body, cpus) = (&body, &cpus);
                 s.spawn(move || {
                     let r = c.rank();
-                    collscope_core::debug::set_thread_device(r as i32);
+                    collscope_debug::set_thread_device(r as i32);
                     if let Some(cpus) = cpus {
                         affinity::pin_rank(r, cpus[r as usize]);
                     }

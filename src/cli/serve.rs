@@ -4,8 +4,8 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use collscope_core::env::Env;
-use collscope_core::file::FileKind;
+use collscope_debug::env::Env;
+use collscope_debug::file::FileKind;
 use collscope_logreader::{Incoming, Options, Reader};
 use collscope_model::Source;
 use collscope_telemetry::tail::{Piece, Tail};

@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use collscope_core::env::Env;
 use collscope_core::topo::{self, print, TopoEnv, TopoSource};
+use collscope_debug::env::Env;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -6,11 +6,11 @@
 use super::ranks::{self, Job, LaunchMode, Rank, TransportChoice};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use collscope_core::env::Env;
 use collscope_core::runtime::{select, Choice, SelectConfig};
 use collscope_core::tuning::host::{
     cell_from_fits, fit_line, HostProfile, LinkProfile, MachineFacts, BUILTIN, TUNING_FILE_VAR,
 };
+use collscope_debug::env::Env;
 use collscope_model::{Algorithm, Collective, Protocol, RedOp, Transport};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -152,7 +152,7 @@ fn calibrate(a: &CalibrateArgs) -> Result<()> {
         if !status.success() {
             bail!("measuring {transport:?} with {} ranks failed ({status})", a.nranks);
         }
-        let text = collscope_core::file::read_small_string(&file, MAX_TIMINGS_BYTES)
+        let text = collscope_debug::file::read_small_string(&file, MAX_TIMINGS_BYTES)
             .with_context(|| format!("no timings in {}", file.display()))?;
         let t: Timings = serde_json::from_str(&text).with_context(|| format!("bad timings in {}", file.display()))?;
         eprintln!(

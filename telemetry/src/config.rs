@@ -12,8 +12,8 @@
 
 use crate::otel::OtelConfig;
 use crate::state::Limits;
-use collscope_core::env::{Env, EnvError};
 use collscope_core::recorder;
+use collscope_debug::env::{Env, EnvError};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -115,7 +115,7 @@ impl TelemetryConfig {
         cfg.otel = lookup("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|v| !v.is_empty()).map(|endpoint| OtelConfig {
             endpoint,
             service_name: lookup("OTEL_SERVICE_NAME").filter(|v| !v.is_empty()).unwrap_or_else(|| "collscope".into()),
-            host: collscope_core::sys::hostname(),
+            host: collscope_debug::sys::hostname(),
             rank: who.rank,
             job_id: lookup("SLURM_JOB_ID").filter(|v| !v.is_empty()),
             export_interval: Duration::from_secs(10),

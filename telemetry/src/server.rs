@@ -102,7 +102,7 @@ pub(crate) async fn serve(
                 Err(e) => {
                     // Out of descriptors or memory, or a connection reset before it was taken: wait a little rather
                     // than spin (what axum's own loop does).
-                    collscope_core::nccl_warn!("collscope telemetry server: accept failed: {e}");
+                    collscope_debug::nccl_warn!("collscope telemetry server: accept failed: {e}");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }

@@ -3,7 +3,7 @@
 //! (`copytruncate`), and while the file is briefly missing. Nothing is kept: each poll hands its bytes on in
 //! pieces of at most [`PIECE`] bytes, and reads at most the budget it is given.
 
-use collscope_core::file::{open_regular, FileError, FileKind};
+use collscope_debug::file::{open_regular, FileError, FileKind};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;

@@ -4,8 +4,8 @@
 //! P2P performance rank, since cudarc has no NVML).
 
 use super::CudaError;
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use cudarc::driver::{sys, CudaContext};
 use std::sync::{Arc, OnceLock};
 
@@ -113,7 +113,7 @@ pub fn dmabuf_supported(ctx: &CudaContext) -> bool {
 
 /// `COLLSCOPE_ALLOW_SHARED_GPU=1` lets several ranks of one process use one GPU (for one-GPU test machines);
 /// otherwise a second rank on a GPU is an error naming the setting.
-pub fn check_shared(env: &crate::env::Env, rank_devs: &[usize]) -> Result<(), CudaError> {
+pub fn check_shared(env: &collscope_debug::env::Env, rank_devs: &[usize]) -> Result<(), CudaError> {
     let allow = env.int("COLLSCOPE_ALLOW_SHARED_GPU", 0).map_err(|e| CudaError::Usage(e.to_string()))? != 0;
     let mut seen = std::collections::HashSet::new();
     for (rank, dev) in rank_devs.iter().enumerate() {
@@ -138,11 +138,11 @@ mod tests {
 
     #[test]
     fn shared_gpu_needs_the_setting() {
-        let env = crate::env::Env::default();
+        let env = collscope_debug::env::Env::default();
         assert!(check_shared(&env, &[0, 1]).is_ok());
         let e = check_shared(&env, &[0, 0]).unwrap_err();
         assert!(e.to_string().contains("COLLSCOPE_ALLOW_SHARED_GPU=1"), "{e}");
-        let env = crate::env::Env::from_pairs([("COLLSCOPE_ALLOW_SHARED_GPU", "1")]);
+        let env = collscope_debug::env::Env::from_pairs([("COLLSCOPE_ALLOW_SHARED_GPU", "1")]);
         assert!(check_shared(&env, &[0, 0, 0]).is_ok());
     }
 

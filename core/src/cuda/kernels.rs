@@ -58,7 +58,7 @@ impl GpuKernels {
         let key = cache_key(&src, arch);
         let cached = cache_dir().map(|d| d.join(format!("kernels-{key}.ptx")));
         // Far above any PTX of these kernels; the cache path may name anything (a link to a device, a FIFO).
-        let read_cache = |p: &std::path::Path| crate::file::read_small_string(p, 256 << 20).ok();
+        let read_cache = |p: &std::path::Path| collscope_debug::file::read_small_string(p, 256 << 20).ok();
         let ptx = match cached.as_deref().and_then(read_cache) {
             Some(text) => Ptx::from_src(text),
             None => {

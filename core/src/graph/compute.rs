@@ -6,7 +6,7 @@ use super::search::{SearchGraph, Searcher, MAX_CHANNELS};
 use super::system::System;
 use super::xml;
 use super::{GraphError, InfoLine};
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{Graph, GraphChannel, PathType, Pattern, Topology};
 
 /// Per-channel speeds (GB/s) tried inside one node, from fast to slow (`speedArrayIntra`).

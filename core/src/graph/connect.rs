@@ -6,7 +6,7 @@
 
 use super::trees::{dtree, tree_depth};
 use super::{GraphError, InfoLine};
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
 /// NCCL's `MAXCHANNELS`.

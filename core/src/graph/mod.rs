@@ -2,7 +2,8 @@
 //! `trees.cc`, `rings.cc`, and the calls in `src/init.cc`).
 //!
 //! ```
-//! use collscope_core::{env::Env, graph, topo};
+//! use collscope_core::{graph, topo};
+//! use collscope_debug::env::Env;
 //! let xml = topo::load(&topo::TopoSource::Preset("dgx-a100".into())).unwrap();
 //! let machine = topo::build(&xml, &topo::TopoEnv::default()).unwrap();
 //! let plan = graph::plan(&machine, 1, &Env::default()).unwrap();
@@ -28,8 +29,8 @@ pub use compute::{compute, speed_array, Found, Request};
 pub use connect::{align, connect, CommShape, Connected, Graphs};
 pub use plan::{plan, Plan};
 
-use crate::debug::Subsys;
-use crate::env::EnvError;
+use collscope_debug::env::EnvError;
+use collscope_debug::Subsys;
 
 /// One INFO line NCCL prints during init, with its subsystem, so callers can log it or show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +54,7 @@ impl InfoLine {
     }
     /// Prints it through collscope's NCCL-format logger.
     pub fn emit(&self) {
-        crate::nccl_info!(self.subsys, "{}", self.text);
+        collscope_debug::nccl_info!(self.subsys, "{}", self.text);
     }
 }
 

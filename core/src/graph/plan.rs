@@ -6,7 +6,7 @@ use super::compute::{compute_on, Found, Request};
 use super::connect::{align, connect, CommShape, Connected, Graphs};
 use super::system::System;
 use super::{xml, GraphError, InfoLine};
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{NodeType, Pattern, Topology};
 
 /// All graphs and the connected channels of one communicator.

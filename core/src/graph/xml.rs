@@ -85,7 +85,7 @@ fn attr<'a>(n: &'a XmlNode, key: &str, file: &str) -> Result<&'a str, GraphError
 
 fn int_attr(n: &XmlNode, key: &str, file: &str) -> Result<i64, GraphError> {
     let v = attr(n, key, file)?;
-    crate::env::parse_c_int(v)
+    collscope_debug::env::parse_c_int(v)
         .ok_or_else(|| GraphError::Input(format!("graph file {file}: {key}='{v}' is not an integer")))
 }
 
@@ -109,7 +109,7 @@ pub fn load_graph(
     graph: &mut SearchGraph,
     cross_nic_param: i64,
 ) -> Result<usize, GraphError> {
-    let text = crate::file::read_small_string(std::path::Path::new(file), MAX_FILE_BYTES)
+    let text = collscope_debug::file::read_small_string(std::path::Path::new(file), MAX_FILE_BYTES)
         .map_err(|e| GraphError::Input(format!("NCCL_GRAPH_FILE {file} cannot be read: {e}")))?;
     let root = parse(&text, file)?;
     let version = int_attr(&root, "version", file)?;

@@ -4,9 +4,9 @@
 //! many ranks as cores it does so often. With more ranks than cores nothing is pinned, so the scheduler can
 //! spread them. `COLLSCOPE_BIND=none` turns it off; the default is `core`.
 
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
-use crate::nccl_info;
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 
 /// The cores each local rank gets (rank `r` on `cpus[r]`), or `None` when ranks are not pinned.
 pub fn plan(env: &Env, local_ranks: u32) -> Result<Option<Vec<usize>>, EnvError> {

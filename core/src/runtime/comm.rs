@@ -14,9 +14,9 @@ use super::transport::{self, ConnSpec, PeerInfo, Transport};
 use super::tree::dtree;
 use super::wait::{self, AbortHandle, Waiter};
 use super::workers::Workers;
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
-use crate::nccl_info;
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_kernels::{Dtype, Element, Op};
 use collscope_model::{self as model, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
 use rustc_hash::FxHashMap;
@@ -83,7 +83,7 @@ pub fn local_peer_info(rank: u32) -> PeerInfo {
         h.write_u32(std::process::id());
         h.finish()
     });
-    let host = crate::sys::hostname();
+    let host = collscope_debug::sys::hostname();
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let host_hash = fnv(&[host.as_bytes(), boot_id.trim().as_bytes()]);
     let pid = std::process::id();
@@ -783,7 +783,7 @@ fn report_init(name: &Option<String>, peers: &[PeerInfo], rank: u32, ends: [Dura
             host: me.map(|p| p.host.clone()),
             pid: me.map(|p| p.pid),
             cuda_dev: me.map(|p| p.dev),
-            version: Some(crate::debug::NCCL_MODEL_VERSION.to_string()),
+            version: Some(collscope_debug::NCCL_MODEL_VERSION.to_string()),
             init: model::InitTimings {
                 total: Some(total),
                 phases: vec![

@@ -10,7 +10,7 @@
 use super::error::{Result, RuntimeError};
 use super::net::doorbell::Doorbell;
 use super::wait::Bell;
-use crate::env::{Env, EnvError};
+use collscope_debug::env::{Env, EnvError};
 use collscope_model::Protocol;
 use memmap2::MmapMut;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! The runtime's typed errors: each names what failed and where.
 
-use crate::env::EnvError;
+use collscope_debug::env::EnvError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

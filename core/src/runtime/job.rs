@@ -107,7 +107,7 @@ impl std::ops::DerefMut for JobComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Env;
+    use collscope_debug::env::Env;
     use collscope_model::{Protocol, RedOp};
 
     fn opts(pairs: &[(&str, &str)]) -> CommOptions {

@@ -6,7 +6,7 @@
 //! agent already listens on `MASTER_PORT`, on the port after it).
 
 use super::tcp_bootstrap::{UniqueId, UniqueIdError};
-use crate::env::Env;
+use collscope_debug::env::Env;
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

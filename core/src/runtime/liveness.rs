@@ -6,12 +6,12 @@
 //! communicator is built, so a peer that dies while it is being set up is named too. A rank that leaves cleanly
 //! says goodbye first.
 
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
 use crate::runtime::socket::Socket;
 use crate::runtime::tcp_bootstrap::{BootstrapError, TcpBootstrap};
 use crate::runtime::wait::AbortHandle;
-use crate::{nccl_info, nccl_warn};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 use super::comm::{Comm, CommOptions};
 use super::reference::reference_reduce;
 use super::select::SelectConfig;
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_kernels::Element;
 use collscope_model::{Algorithm, Collective, DataType, Protocol, RedOp, Transport};
 use half::{bf16, f16};

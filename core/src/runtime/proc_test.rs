@@ -7,7 +7,7 @@ use super::comm::{Comm, CommOptions};
 use super::error::{Result, RuntimeError};
 use super::select::SelectConfig;
 use super::transport::shm::{sweep_stale_segments, unlink_own_segments, ShmTransport, SHM_PREFIX};
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{RedOp, Transport};
 use collscope_testkit::Proc;
 use std::io::{Read, Write};

@@ -4,11 +4,11 @@
 //! the communicator's slowest ring link) picks the fastest predicted (algorithm, protocol, channels).
 
 use super::transport::{self, PeerInfo, Transport};
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
-use crate::nccl_info;
 use crate::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 use crate::tuning::host::{self, HostProfile, TUNING_FILE_VAR};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model::{self as model, Algorithm, Collective, Protocol};
 use std::sync::Arc;
 

@@ -133,8 +133,8 @@ pub fn run_training(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Env;
     use crate::runtime::comm::CommOptions;
+    use collscope_debug::env::Env;
 
     #[test]
     fn every_rank_runs_the_same_checked_steps() {

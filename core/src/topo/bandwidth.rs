@@ -1,8 +1,8 @@
 //! NCCL's bandwidth constants and the tables that turn XML attributes into link bandwidths and CPU kinds
 //! (NCCL 2.28.9, `src/graph/topo.h` and `topo.cc`). All bandwidths are GB/s, NCCL's conservative figures.
 
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model::topology::CpuAttrs;
 use collscope_model::NodeType;
 

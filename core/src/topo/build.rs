@@ -6,7 +6,7 @@
 use super::bandwidth::{self, CpuKind, LOC_BW};
 use super::error::TopoError;
 use super::xml::{TopoXml, XmlNode};
-use crate::env::parse_c_int;
+use collscope_debug::env::parse_c_int;
 use collscope_model::topology::{CpuAttrs, GpuAttrs, NetAttrs, PciAttrs};
 use collscope_model::{Link, LinkType, Node, NodeId, NodeType, Topology};
 

@@ -14,9 +14,9 @@
 
 use super::error::TopoError;
 use super::xml::{TopoXml, XmlNode, TOPO_XML_VERSION};
-use crate::debug::Subsys;
-use crate::env::Env;
-use crate::nccl_info;
+use collscope_debug::env::Env;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use std::path::{Path, PathBuf};
 
 /// Compute capability of NVIDIA data-center and workstation GPUs by PCI device id.
@@ -87,7 +87,7 @@ impl Sysfs {
     /// A sysfs attribute, trimmed; `None` when absent, empty or not an attribute (NCCL's
     /// `ncclTopoGetStrFromSys`). The kernel's attributes are at most a page; the root may be a copy.
     fn read(path: &Path) -> Option<String> {
-        let s = crate::file::read_small_string(path, 64 << 10).ok()?;
+        let s = collscope_debug::file::read_small_string(path, 64 << 10).ok()?;
         let t = s.trim();
         (!t.is_empty()).then(|| t.to_string())
     }
@@ -129,7 +129,7 @@ fn cpu_node(sys: &Sysfs, numa: &str, host_hash: u64) -> XmlNode {
     cpu.set("arch", arch);
     if arch == "x86_64" {
         // About 1.5 KiB per CPU.
-        let info = crate::file::read_small_string(&sys.path("proc/cpuinfo"), 16 << 20).unwrap_or_default();
+        let info = collscope_debug::file::read_small_string(&sys.path("proc/cpuinfo"), 16 << 20).unwrap_or_default();
         // The first processor's block describes them all (NCCL asks CPUID of the CPU it runs on).
         let field = |name: &str| {
             info.lines()
@@ -152,7 +152,7 @@ fn cpu_node(sys: &Sysfs, numa: &str, host_hash: u64) -> XmlNode {
 /// A stable 64-bit id of this host: FNV-1a of host name and boot id (NCCL hashes the same two).
 fn host_hash(sys: &Sysfs) -> u64 {
     let boot = Sysfs::read(&sys.path("proc/sys/kernel/random/boot_id")).unwrap_or_default();
-    let text = format!("{}{}", crate::sys::hostname(), boot);
+    let text = format!("{}{}", collscope_debug::sys::hostname(), boot);
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
@@ -174,8 +174,9 @@ fn pci_node(dir: &Path, busid: &str) -> XmlNode {
     let dev_speed = Sysfs::read(&dir.join("max_link_speed")).unwrap_or_default();
     let port_speed = Sysfs::read(&parent.join("max_link_speed")).unwrap_or_default();
     n.set("link_speed", if gts(&port_speed) < gts(&dev_speed) { port_speed } else { dev_speed });
-    let width =
-        |p: &Path| Sysfs::read(&p.join("max_link_width")).and_then(|w| crate::env::parse_c_int(&w)).unwrap_or(0);
+    let width = |p: &Path| {
+        Sysfs::read(&p.join("max_link_width")).and_then(|w| collscope_debug::env::parse_c_int(&w)).unwrap_or(0)
+    };
     n.set("link_width", width(dir).min(width(parent)).to_string());
     n
 }
@@ -371,7 +372,7 @@ impl Detector<'_> {
         for (dev, ifname) in chosen.iter().enumerate() {
             let base = self.sys.path(&format!("sys/class/net/{ifname}"));
             let speed_path = base.join("speed");
-            let speed = Sysfs::read(&speed_path).and_then(|s| crate::env::parse_c_int(&s)).unwrap_or(0);
+            let speed = Sysfs::read(&speed_path).and_then(|s| collscope_debug::env::parse_c_int(&s)).unwrap_or(0);
             let speed = if speed <= 0 {
                 nccl_info!(Subsys::NET, "Could not get speed from {}. Defaulting to 10 Gbps.", speed_path.display());
                 10000

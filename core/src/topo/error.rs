@@ -1,12 +1,12 @@
 //! What can go wrong while reading, detecting or analysing a topology. Every error that comes from user input
 //! names where it came from (`origin`: a file path, `preset:NAME` or `detected`), the line, and what was expected.
 
-use crate::env::EnvError;
+use collscope_debug::env::EnvError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TopoError {
     #[error("cannot read topology file '{path}': {source}")]
-    Read { path: String, source: crate::file::FileError },
+    Read { path: String, source: collscope_debug::file::FileError },
 
     #[error("cannot write topology file '{path}': {source}")]
     Write { path: String, source: std::io::Error },

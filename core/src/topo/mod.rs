@@ -34,7 +34,7 @@ pub use paths::{check_gdr, check_p2p, GdrDecision, GdrMode, P2pDecision};
 pub use settings::TopoEnv;
 pub use xml::TopoXml;
 
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::Topology;
 use std::path::PathBuf;
 
@@ -71,7 +71,7 @@ pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
 /// Builds the model topology from XML and computes its paths, P2P/PXN/GDR rewrites and bandwidths.
 pub fn build(xml: &TopoXml, env: &TopoEnv) -> Result<Topology, TopoError> {
     let detected = xml.origin == "detected";
-    let mut topology = build::topology_from_xml(xml, detected.then(crate::sys::hostname))?;
+    let mut topology = build::topology_from_xml(xml, detected.then(collscope_debug::sys::hostname))?;
     if !detected && !xml.origin.starts_with("preset:") {
         topology.source = format!("file:{}", xml.origin);
     }

@@ -6,8 +6,8 @@
 use super::bandwidth::{CpuKind, LOC_BW};
 use super::error::TopoError;
 use super::settings::{NetDevsPolicy, TopoEnv};
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model::{LinkType, NodeType, Path, PathType, Topology};
 
 /// Node types that paths lead to (NCCL keeps paths to these four).

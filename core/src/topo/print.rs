@@ -7,8 +7,8 @@ use super::build::{net_asic, pci_device_code};
 use super::error::TopoError;
 use super::paths::{self, adjacency};
 use super::settings::TopoEnv;
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model::{LinkType, Node, NodeType, Topology};
 
 /// How a node names itself in the tree (`ncclTopoPrintRec`): type-specific details in parentheses.

@@ -1,7 +1,7 @@
 //! The environment parameters that steer path computation, P2P and GPUDirect RDMA decisions, read once
 //! through [`Env`] (NCCL 2.28.9 `paths.cc`, `topo.cc`). NCCL ignores a malformed level; collscope reports it.
 
-use crate::env::{Env, EnvError};
+use collscope_debug::env::{Env, EnvError};
 use collscope_model::PathType;
 
 /// How many NICs a GPU spreads its channels over (`NCCL_NETDEVS_POLICY`).

@@ -114,7 +114,7 @@ fn hgx_pcie_refuses_p2p_and_gdr_across_sockets() {
     let phb = check_gdr(&t, &env, gpus[2], net0, false).unwrap();
     assert_eq!(phb.lines, ["GPU Direct RDMA Disabled for GPU 2 / HCA 0 (distance 8 > 5)"]);
 
-    let sys = TopoEnv::from_env(&crate::env::Env::from_pairs([("NCCL_NET_GDR_LEVEL", "SYS")])).unwrap();
+    let sys = TopoEnv::from_env(&collscope_debug::env::Env::from_pairs([("NCCL_NET_GDR_LEVEL", "SYS")])).unwrap();
     let t2 = preset("hgx-pcie", &sys);
     let now = check_gdr(&t2, &sys, gpus[4], net0, false).unwrap();
     assert!(now.enabled());
@@ -397,10 +397,10 @@ fn unknown_elements_are_dropped_like_nccl() {
 fn topo_file_and_dump_file_from_env() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dump.xml");
-    let env = crate::env::Env::from_pairs([("NCCL_TOPO_DUMP_FILE", out.to_str().unwrap())]);
+    let env = collscope_debug::env::Env::from_pairs([("NCCL_TOPO_DUMP_FILE", out.to_str().unwrap())]);
     let x = presets::load("hgx-pcie").unwrap();
     assert_eq!(dump_if_requested(&x, &env).unwrap(), Some(out.clone()));
-    let env = crate::env::Env::from_pairs([("NCCL_TOPO_FILE", out.to_str().unwrap())]);
+    let env = collscope_debug::env::Env::from_pairs([("NCCL_TOPO_FILE", out.to_str().unwrap())]);
     let source = TopoSource::from_env(&env);
     assert_eq!(source, TopoSource::File(out.clone()));
     let back = load(&source).unwrap();
@@ -409,8 +409,8 @@ fn topo_file_and_dump_file_from_env() {
     let mut orig = build(&x, &TopoEnv::default()).unwrap();
     orig.source = t.source.clone();
     assert_eq!(t, orig);
-    assert_eq!(dump_if_requested(&x, &crate::env::Env::default()).unwrap(), None);
-    assert_eq!(TopoSource::from_env(&crate::env::Env::default()), TopoSource::Detect { root: "/".into() });
+    assert_eq!(dump_if_requested(&x, &collscope_debug::env::Env::default()).unwrap(), None);
+    assert_eq!(TopoSource::from_env(&collscope_debug::env::Env::default()), TopoSource::Detect { root: "/".into() });
 }
 
 #[test]

@@ -5,8 +5,8 @@
 //! attribute may lack a value. Unlike it, text between elements is tolerated, since XML allows it.
 
 use super::error::TopoError;
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
@@ -192,7 +192,7 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
         element: "system".into(),
         attr: "version",
     })?;
-    if crate::env::parse_c_int(version) != Some(TOPO_XML_VERSION) {
+    if collscope_debug::env::parse_c_int(version) != Some(TOPO_XML_VERSION) {
         return Err(TopoError::BadAttr {
             origin: origin.to_string(),
             line: system.line,
@@ -225,7 +225,7 @@ fn attach(stack: &mut [XmlNode], node: XmlNode) {
 
 /// Reads a topology file (`NCCL_TOPO_FILE`, `--topo-file`).
 pub fn read_file(path: &std::path::Path) -> Result<TopoXml, TopoError> {
-    let text = crate::file::read_small_string(path, MAX_FILE_BYTES)
+    let text = collscope_debug::file::read_small_string(path, MAX_FILE_BYTES)
         .map_err(|source| TopoError::Read { path: path.display().to_string(), source })?;
     nccl_info!(Subsys::GRAPH, "Loading topology file {}", path.display());
     parse(&text, &path.display().to_string())

@@ -313,7 +313,7 @@ impl TuningModel {
             if let Some(v) = &self.params.proto {
                 msg.push_str(&format!(" NCCL_PROTO was set to {v}."));
             }
-            crate::nccl_warn!("{msg}");
+            collscope_debug::nccl_warn!("{msg}");
             return Err(TuningError::NoAlgorithm(msg));
         };
         let (n_channels, n_threads) = self.channels_and_threads(algo, proto, call.bytes);

@@ -48,9 +48,9 @@ pub fn input_from_plan(plan: &Plan, topo: &Topology, nnodes: u32) -> TuningInput
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Env;
     use crate::topo::{self, TopoEnv, TopoSource};
     use crate::tuning::input::CpuVendor;
+    use collscope_debug::env::Env;
 
     fn preset(name: &str) -> Topology {
         let xml = topo::load(&TopoSource::Preset(name.into())).unwrap();

@@ -2,7 +2,7 @@
 //! [`Env`] so each one that is set is logged as NCCL logs it and a malformed one is an error naming it.
 
 use super::grammar::GrammarError;
-use crate::env::{Env, EnvError};
+use collscope_debug::env::{Env, EnvError};
 
 /// The tuning parameters; `None`/-2 means "NCCL's default".
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 
 use super::choose::Choice;
 use super::model::TuningModel;
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model::{Algorithm, Collective, Protocol};
 
 impl TuningModel {

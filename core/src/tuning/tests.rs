@@ -15,7 +15,7 @@
 //!   ~128 MB, then Ring/LL128, then Ring/Simple for multi-GB messages.
 
 use super::*;
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{Algorithm as A, Collective as C, PathType, Pattern, Protocol as P};
 use proptest::prelude::*;
 

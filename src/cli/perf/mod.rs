@@ -318,14 +318,14 @@ fn time_one<T: Element>(
 /// that all of them stop with the same error naming the rank(s) short of memory instead of aborting in the
 /// allocator or being killed by the kernel.
 fn check_memory(boot: &dyn Bootstrap, args: &PerfArgs, sizes: &[usize], ts: usize, me: usize) -> Result<()> {
-    let host = collscope_core::sys::hostname();
+    let host = collscope_debug::sys::hostname();
     let hosts = boot.all_gather(host.as_bytes())?;
     let local: Vec<usize> = (0..hosts.len()).filter(|&r| hosts[r] == host.as_bytes()).collect();
     let largest = sizes.iter().copied().max().unwrap_or(0);
     let per_rank = args.bench.peak_bytes(args.bench.counts(largest / ts, hosts.len()), ts, args.check > 0);
     let need = per_rank * local.len() as u128;
     // One report per host, from its first rank.
-    let short = match collscope_core::sys::available_memory() {
+    let short = match collscope_debug::sys::available_memory() {
         Some(avail) if local.first() == Some(&me) && need > avail as u128 => format!(
             "rank {me}: {} at {} ({largest} B) needs {} on host {host} ({} rank(s) x {} for buffers and checks), more than the {} available",
             args.bench.program(),
@@ -377,7 +377,7 @@ fn rss_line(boot: &dyn Bootstrap, field: &str, label: &str) -> Result<String> {
 
 /// nccl-tests' `#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s` for every rank, in order.
 fn device_lines(boot: &dyn Bootstrap, rank: usize, local_rank: u32) -> Result<Vec<String>> {
-    let host = collscope_core::sys::hostname();
+    let host = collscope_debug::sys::hostname();
     let line = format!(
         "#  Rank {:>2} Group {:>2} Pid {:>6} on {:>10} device {:>2} [{:04x}:{:02x}:{:02x}] {}",
         rank,

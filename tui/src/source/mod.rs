@@ -43,7 +43,7 @@ impl SourceSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("cannot read {path}: {source}")]
-    Read { path: String, source: collscope_core::file::FileError },
+    Read { path: String, source: collscope_debug::file::FileError },
     #[error("cannot write the recording {path}: {source}")]
     Write { path: String, source: std::io::Error },
     #[error(

@@ -44,8 +44,8 @@ impl Recorder {
 pub fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
     let shown = path.display().to_string();
     // A recording is a file: a device or FIFO here would be read for ever.
-    let file =
-        collscope_core::file::open_regular(path).map_err(|source| SourceError::Read { path: shown.clone(), source })?;
+    let file = collscope_debug::file::open_regular(path)
+        .map_err(|source| SourceError::Read { path: shown.clone(), source })?;
     let mut events = Vec::new();
     for (i, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| SourceError::Read { path: shown.clone(), source: e.into() })?;

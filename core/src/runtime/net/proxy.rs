@@ -13,11 +13,11 @@
 
 use super::api::{Comm, NetError};
 use super::doorbell::{Doorbell, FdWait, Wake};
-use crate::debug::Subsys;
 use crate::runtime::conn::{ConnMem, NCCL_STEPS};
 use crate::runtime::record::Records;
 use crate::runtime::wait::AbortHandle;
-use crate::{nccl_info, nccl_warn};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
 use collscope_model::{Protocol, ProxyOp, ProxyWait};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -660,10 +660,10 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Env;
     use crate::runtime::conn::{BufSizes, RecvEnd, SendEnd};
     use crate::runtime::net::api::{Listen, Net, SetupCtl};
     use crate::runtime::net::socket::NetSocket;
+    use collscope_debug::env::Env;
 
     /// NET/Socket that turns down every other `isend`/`irecv`, as NET/IB turns down a send until the receiver's
     /// clear-to-send arrived: real sockets carry the bytes, the proxy must retry what was refused.

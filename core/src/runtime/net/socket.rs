@@ -5,13 +5,13 @@
 //! data sockets the caller's `test` moves the bytes on the control socket. Requests complete in posting order.
 
 use super::api;
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
 use crate::runtime::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, find_interfaces, random_u64, IfSpec, Listener, NetIf, Socket,
     SocketError, SocketFamily, SocketType, ADDR_BYTES,
 };
-use crate::{nccl_info, nccl_warn};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -128,7 +128,7 @@ impl NetSocket {
 
     /// The devices as the shared model records them (`NET/Socket : Using [0]eth0:10.0.0.1<0>`).
     pub fn model_devices(&self) -> Vec<collscope_model::NetDevice> {
-        let host = crate::sys::hostname();
+        let host = collscope_debug::sys::hostname();
         self.devices
             .iter()
             .enumerate()

@@ -7,12 +7,12 @@
 use super::api::{Listen, Net, NetError, SetupCtl};
 use super::proxy::{AddError, Proxy};
 use super::socket::NetSocket;
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
-use crate::nccl_info;
 use crate::runtime::conn::{BufSizes, ConnMem};
 use crate::runtime::error::{Result, RuntimeError};
 use crate::runtime::transport::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use collscope_model as model;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub fn select_net(env: &Env, ib_found: impl FnOnce() -> Result<bool>) -> Result<
             if ib_found()? {
                 return Ok(NetKind::Ib);
             }
-            crate::nccl_warn!("Failed to initialize any NET plugin");
+            collscope_debug::nccl_warn!("Failed to initialize any NET plugin");
             Err(unavailable("NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo"))
         }
         Some(n) => Err(EnvError { name: "NCCL_NET".into(), value: n.into(), expected: "Socket or IB".into() }.into()),

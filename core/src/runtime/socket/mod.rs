@@ -7,8 +7,8 @@ mod iface;
 
 pub use iface::{find_interfaces, list_interfaces, select_interfaces, IfSpec, NetIf, SocketFamily};
 
-use crate::debug::Subsys;
-use crate::nccl_info;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

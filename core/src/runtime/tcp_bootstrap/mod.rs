@@ -15,13 +15,13 @@ mod unique_id;
 pub use root::{RootHandle, Verdict};
 pub use unique_id::{UniqueId, UniqueIdError, UNIQUE_ID_BYTES};
 
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
 use crate::runtime::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, find_interfaces, random_u64, IfSpec, Listener, NetIf, Socket,
     SocketError, SocketFamily, SocketType, ADDR_BYTES, POLL_SLICE,
 };
-use crate::{nccl_info, nccl_warn};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
 use root::{CheckIn, Frame, RankExit};
 use std::fmt;
 use std::net::{Shutdown, SocketAddr};
@@ -158,7 +158,7 @@ pub fn model_interface(i: &NetIf, rank: Option<u32>) -> collscope_model::Bootstr
     collscope_model::BootstrapInterface {
         name: i.name.clone(),
         address: addr_string(&i.addr),
-        host: Some(crate::sys::hostname()),
+        host: Some(collscope_debug::sys::hostname()),
         rank,
     }
 }

@@ -10,11 +10,11 @@
 //! with the same named cause instead of each waiting out its own timeout.
 
 use super::BootstrapError;
-use crate::debug::Subsys;
 use crate::runtime::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, Listener, Socket, SocketError, ADDR_BYTES, POLL_SLICE,
 };
-use crate::{nccl_trace, nccl_warn};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_trace, nccl_warn};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

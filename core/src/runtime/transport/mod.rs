@@ -90,7 +90,10 @@ pub fn record(spec: &ConnSpec, src: u32, dst: u32, transport: model::Transport, 
 }
 
 /// The transports a communicator tries, in NCCL's order, after `NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`.
-pub fn default_chain(env: &crate::env::Env, net: Option<Arc<dyn Transport>>) -> Result<Vec<Arc<dyn Transport>>> {
+pub fn default_chain(
+    env: &collscope_debug::env::Env,
+    net: Option<Arc<dyn Transport>>,
+) -> Result<Vec<Arc<dyn Transport>>> {
     let mut chain: Vec<Arc<dyn Transport>> = Vec::new();
     if env.int("NCCL_P2P_DISABLE", 0)? == 0 {
         chain.push(Arc::new(p2p::P2pTransport));

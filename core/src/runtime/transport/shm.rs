@@ -5,10 +5,10 @@
 //! the creator's own drop otherwise.
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
-use crate::debug::Subsys;
 use crate::runtime::conn::ConnMem;
 use crate::runtime::error::{Result, RuntimeError};
-use crate::{nccl_info, nccl_trace};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_trace};
 use collscope_model as model;
 use memmap2::MmapMut;
 use nix::fcntl::OFlag;

@@ -3,7 +3,7 @@
 //! the facts of the machine that measured them. Stored as JSON; found through `COLLSCOPE_TUNING_FILE`, else
 //! the default path, else the built-in table.
 
-use crate::env::Env;
+use collscope_debug::env::Env;
 use collscope_model::{Algorithm, Protocol, Transport};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -77,7 +77,7 @@ pub struct HostProfile {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("cannot read the tuning profile {path}: {source}")]
-    Read { path: PathBuf, source: crate::file::FileError },
+    Read { path: PathBuf, source: collscope_debug::file::FileError },
     #[error("cannot write the tuning profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a collscope tuning profile ({msg}): expected the JSON `collscope tune calibrate` writes")]
@@ -101,7 +101,7 @@ impl HostProfile {
     }
 
     pub fn load(path: &Path) -> Result<HostProfile, ProfileError> {
-        let text = crate::file::read_small_string(path, MAX_PROFILE_BYTES)
+        let text = collscope_debug::file::read_small_string(path, MAX_PROFILE_BYTES)
             .map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
         Self::from_json(&text, path)
     }

@@ -5,9 +5,9 @@
 //! EOPNOTSUPP/EPROTONOSUPPORT) support it. Whether a given GPU/NIC pair then uses it is the topology's distance
 //! rule with `NCCL_NET_GDR_LEVEL`, `crate::topo::check_gdr`.
 
-use crate::debug::Subsys;
-use crate::env::{Env, EnvError};
-use crate::nccl_info;
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use std::path::Path;
 
 /// Files whose presence means a peer-memory module is loaded, relative to the filesystem root.

@@ -14,9 +14,9 @@ use super::reqs::{Kind, Requests};
 use super::status::CompletionError;
 use super::verbs::{discover, oob_interface, IbDevice};
 use super::{wr, IbError};
-use crate::env::Env;
 use crate::runtime::net::api::{self, NetError, SetupCtl};
 use crate::runtime::socket::{addr_string, random_u64, Listener, Socket, SocketType};
+use collscope_debug::env::Env;
 use std::net::IpAddr;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,7 +48,7 @@ impl IbNet {
         let net = match (devices.is_empty(), oob) {
             (true, _) => None,
             (false, None) => {
-                crate::nccl_warn!("NET/IB : No IP interface found.");
+                collscope_debug::nccl_warn!("NET/IB : No IP interface found.");
                 None
             }
             (false, Some(oob)) => {

@@ -1,7 +1,7 @@
 //! The `NCCL_IB_*` basics a queue pair is built with (NCCL 2.28.9 `net_ib.cc` `NCCL_PARAM`s), read once and
 //! range-checked so a bad value is named before any verbs call.
 
-use crate::env::{Env, EnvError};
+use collscope_debug::env::{Env, EnvError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IbParams {

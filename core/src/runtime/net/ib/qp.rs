@@ -199,7 +199,7 @@ pub fn roce_version(root: &Path, dev: &str, port: u32, index: usize) -> Option<u
 mod tests {
     use super::super::meta::{DevInfo, LINK_LAYER_IB};
     use super::*;
-    use crate::env::Env;
+    use collscope_debug::env::Env;
 
     fn params(pairs: &[(&str, &str)]) -> IbParams {
         IbParams::from_env(&Env::from_pairs(pairs.iter().copied())).unwrap()

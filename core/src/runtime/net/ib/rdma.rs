@@ -411,7 +411,7 @@ impl Drop for Mr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::Env;
+    use collscope_debug::env::Env;
 
     #[test]
     fn return_codes_become_errors_naming_the_call() {

@@ -7,9 +7,9 @@ use super::hca::HcaList;
 use super::params::IbParams;
 use super::status::VerbsError;
 use super::{using_line, IbPort};
-use crate::debug::Subsys;
-use crate::env::Env;
-use crate::nccl_info;
+use collscope_debug::env::Env;
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
 use ibverbs_sys as ffi;
 use std::ffi::CStr;
 
@@ -43,7 +43,7 @@ pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::runtime::RuntimeError
     let hca = HcaList::parse(hca_env)
         .map_err(|e| crate::runtime::RuntimeError::Transport { transport: "NET/IB", msg: e.to_string() })?;
     let found = ports(&hca).unwrap_or_else(|e| {
-        crate::nccl_warn!("{e}");
+        collscope_debug::nccl_warn!("{e}");
         Vec::new()
     });
     let (oob_if, oob_addr) =
@@ -78,20 +78,20 @@ fn ports(hca: &HcaList) -> Result<Vec<IbDevice>, VerbsError> {
         // SAFETY: dev is valid until the list is freed.
         let ctx = unsafe { ffi::ibv_open_device(dev) };
         if ctx.is_null() {
-            crate::nccl_warn!("NET/IB : Unable to open device {name}");
+            collscope_debug::nccl_warn!("NET/IB : Unable to open device {name}");
             continue;
         }
         let mut attr = ffi::ibv_device_attr::default();
         // SAFETY: ctx is open; attr is a live out-parameter.
         if unsafe { ffi::ibv_query_device(ctx, &mut attr) } != 0 {
-            crate::nccl_warn!("{}", VerbsError { call: "ibv_query_device", errno: errno() });
+            collscope_debug::nccl_warn!("{}", VerbsError { call: "ibv_query_device", errno: errno() });
         } else {
             let dmabuf = dmabuf_probe(ctx);
             for port in 1..=u32::from(attr.phys_port_cnt) {
                 let mut pa = ffi::ibv_port_attr::default();
                 // SAFETY: ctx is open; port is in 1..=phys_port_cnt; pa is a live out-parameter.
                 if unsafe { ffi::ibv_query_port(ctx, port as u8, &mut pa as *mut ffi::ibv_port_attr as *mut _) } != 0 {
-                    crate::nccl_warn!("{}", VerbsError { call: "ibv_query_port", errno: errno() });
+                    collscope_debug::nccl_warn!("{}", VerbsError { call: "ibv_query_port", errno: errno() });
                     continue;
                 }
                 if pa.state != ffi::ibv_port_state::IBV_PORT_ACTIVE || !hca.selects(&name, port) {

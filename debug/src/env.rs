@@ -3,8 +3,8 @@
 //! recorded for the model. Unlike NCCL, a malformed value is an error naming the variable, the value and what
 //! was expected, instead of a silent fallback to the default.
 
-use crate::debug::Subsys;
 use crate::nccl_info;
+use crate::Subsys;
 use collscope_model::EnvSetting;
 use std::collections::BTreeMap;
 use std::num::IntErrorKind;

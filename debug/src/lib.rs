@@ -2,8 +2,15 @@
 //! any NCCL log tool, and collscope's own log reader, reads them:
 //! `host:pid:tid [dev] NCCL INFO msg`, `\nhost:pid:tid [dev] file:line NCCL WARN msg` (with a timestamp by
 //! default), `host:pid:tid [dev] ms file:line NCCL TRACE msg`, and VERSION lines without the prefix.
+//!
+//! Beside the logger, what NCCL keeps in `src/misc/` and every other crate needs: parameters from the
+//! environment ([`env`], `misc/param.cc`), host facts ([`sys`]) and bounded reads of small files ([`file`]).
+//! Depends on collscope-model only (for the `EnvSetting` the parameters record).
 
+pub mod env;
+pub mod file;
 mod subsys;
+pub mod sys;
 
 pub use subsys::{Level, Subsys};
 
@@ -249,9 +256,9 @@ pub fn install(logger: Logger) -> bool {
 #[macro_export]
 macro_rules! nccl_info {
     ($subsys:expr, $($arg:tt)+) => {{
-        let l = $crate::debug::logger();
-        if l.enabled($crate::debug::Level::Info, $subsys) {
-            l.log($crate::debug::Level::Info, $subsys, (file!(), line!()), &format!($($arg)+));
+        let l = $crate::logger();
+        if l.enabled($crate::Level::Info, $subsys) {
+            l.log($crate::Level::Info, $subsys, (file!(), line!()), &format!($($arg)+));
         }
     }};
 }
@@ -260,11 +267,11 @@ macro_rules! nccl_info {
 #[macro_export]
 macro_rules! nccl_warn {
     ($($arg:tt)+) => {{
-        let l = $crate::debug::logger();
-        if l.enabled($crate::debug::Level::Warn, $crate::debug::Subsys::ALL) {
+        let l = $crate::logger();
+        if l.enabled($crate::Level::Warn, $crate::Subsys::ALL) {
             let file = file!();
             let short = file.rsplit('/').next().unwrap_or(file);
-            l.log($crate::debug::Level::Warn, $crate::debug::Subsys::ALL, (short, line!()), &format!($($arg)+));
+            l.log($crate::Level::Warn, $crate::Subsys::ALL, (short, line!()), &format!($($arg)+));
         }
     }};
 }
@@ -273,11 +280,11 @@ macro_rules! nccl_warn {
 #[macro_export]
 macro_rules! nccl_trace {
     ($subsys:expr, $($arg:tt)+) => {{
-        let l = $crate::debug::logger();
-        if l.enabled($crate::debug::Level::Trace, $subsys) {
+        let l = $crate::logger();
+        if l.enabled($crate::Level::Trace, $subsys) {
             let file = file!();
             let short = file.rsplit('/').next().unwrap_or(file);
-            l.log($crate::debug::Level::Trace, $subsys, (short, line!()), &format!($($arg)+));
+            l.log($crate::Level::Trace, $subsys, (short, line!()), &format!($($arg)+));
         }
     }};
 }
