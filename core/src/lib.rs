@@ -3,8 +3,6 @@
 //! run -> observe.
 
 pub mod cuda;
-pub mod graph;
 pub mod recorder;
 pub mod runtime;
-pub mod topo;
 pub mod tuning;

@@ -8,18 +8,18 @@ use super::topo::SourceArgs;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use collscope_core::graph::{self, Plan};
-use collscope_core::topo::{self, TopoEnv};
-use collscope_core::tuning::constants::NCCL_2_28_9;
-use collscope_core::tuning::from_plan::input_from_plan;
-use collscope_core::tuning::plan::channel_range;
-use collscope_core::tuning::{CallInfo, Choice, TuningModel, TuningParams};
 use collscope_debug::env::Env;
 use collscope_debug::nccl_info;
 use collscope_debug::{self as debug, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_model::{
     Algorithm, ChannelCounts, Collective, DataType, Decision, Graph, Protocol, Ring, Topology, Tree,
 };
+use collscope_nccl::graph::{self, Plan};
+use collscope_nccl::topo::{self, TopoEnv};
+use collscope_nccl::tuning::constants::NCCL_2_28_9;
+use collscope_nccl::tuning::from_plan::input_from_plan;
+use collscope_nccl::tuning::plan::channel_range;
+use collscope_nccl::tuning::{CallInfo, Choice, TuningModel, TuningParams};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

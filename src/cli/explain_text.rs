@@ -2,14 +2,14 @@
 
 use super::explain::Explanation;
 use super::sizes::human;
-use collscope_core::tuning::{Choice, TuningModel};
 use collscope_model::{Algorithm, Collective, Protocol};
+use collscope_nccl::tuning::{Choice, TuningModel};
 use std::fmt::Write;
 
 fn graphs(out: &mut String, ex: &Explanation) {
     let _ = writeln!(out, "Graphs (what the search found per pattern)");
     for g in &ex.graphs {
-        let _ = writeln!(out, "  {}", collscope_core::graph::compute::pattern_line(g));
+        let _ = writeln!(out, "  {}", collscope_nccl::graph::compute::pattern_line(g));
     }
     let c = &ex.channels;
     let n = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());

@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use collscope_core::topo::{self, print, TopoEnv, TopoSource};
 use collscope_debug::env::Env;
+use collscope_nccl::topo::{self, print, TopoEnv, TopoSource};
 use std::io::Write;
 use std::path::PathBuf;
 

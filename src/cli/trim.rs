@@ -3,8 +3,8 @@
 //! switches stay.
 
 use anyhow::{bail, Result};
-use collscope_core::topo::xml::XmlNode;
-use collscope_core::topo::TopoXml;
+use collscope_nccl::topo::xml::XmlNode;
+use collscope_nccl::topo::TopoXml;
 
 /// Bus ids of the GPUs in file order (a `<gpu>` sits in the `<pci>` that carries its bus id).
 fn gpu_bus_ids(node: &XmlNode, out: &mut Vec<String>) {
@@ -42,7 +42,7 @@ pub fn keep_gpus(xml: &mut TopoXml, k: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_core::topo;
+    use collscope_nccl::topo;
 
     fn gpus(xml: &TopoXml) -> usize {
         let mut ids = Vec::new();

@@ -57,8 +57,10 @@ pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
 /// The host runtime takes no decision from it. NCCL only logs a file it cannot open; that is an error here too.
 fn check_topo_file(env: &Env) -> Result<()> {
     if let Some(file) = env.str("NCCL_TOPO_FILE") {
-        let xml = crate::topo::load(&crate::topo::TopoSource::File(file.into())).map_err(RuntimeError::Topo)?;
-        crate::topo::build(&xml, &crate::topo::TopoEnv::from_env(env)?).map_err(RuntimeError::Topo)?;
+        let xml = collscope_nccl::topo::load(&collscope_nccl::topo::TopoSource::File(file.into()))
+            .map_err(RuntimeError::Topo)?;
+        collscope_nccl::topo::build(&xml, &collscope_nccl::topo::TopoEnv::from_env(env)?)
+            .map_err(RuntimeError::Topo)?;
     }
     Ok(())
 }

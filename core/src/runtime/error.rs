@@ -19,7 +19,7 @@ pub enum RuntimeError {
     #[error(transparent)]
     Env(#[from] EnvError),
     #[error("NCCL_TOPO_FILE: {0}")]
-    Topo(crate::topo::TopoError),
+    Topo(collscope_nccl::topo::TopoError),
     #[error("shared memory segment {name}: {op} failed: {source}")]
     Shm { name: String, op: &'static str, source: std::io::Error },
     #[error("no transport connects rank {from} to rank {to} (P2P and SHM disabled or not applicable, no NET)")]

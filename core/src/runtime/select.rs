@@ -4,12 +4,12 @@
 //! the communicator's slowest ring link) picks the fastest predicted (algorithm, protocol, channels).
 
 use super::transport::{self, PeerInfo, Transport};
-use crate::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 use crate::tuning::host::{self, HostProfile, TUNING_FILE_VAR};
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
 use collscope_model::{self as model, Algorithm, Collective, Protocol};
+use collscope_nccl::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 use std::sync::Arc;
 
 /// What `select` needs from the communicator: the `NCCL_ALGO` / `NCCL_PROTO` enable matrices, parsed by the

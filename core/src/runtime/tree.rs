@@ -1,7 +1,7 @@
 //! The double binary tree the runtime's Tree algorithm runs on (NCCL 2.28.9 `src/graph/trees.cc`,
 //! `ncclGetBtree`/`ncclGetDtree`), over rank indices, in the shape the primitives walk.
 
-use crate::graph::trees;
+use collscope_nccl::graph::trees;
 
 /// A rank's place in one tree: parent and up to two children (-1 for none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,13 +1,12 @@
 //! NET/IB, NCCL's InfiniBand/RoCE network (NCCL 2.28.9 `src/transport/net_ib.cc`). Everything that does not
 //! call verbs lives in plain modules that build and test everywhere: the `NCCL_IB_HCA` grammar ([`hca`]), the
 //! clear-to-send FIFO and its sender/receiver sequence ([`fifo`]), completion statuses and their usual causes
-//! ([`status`]), the `NCCL_IB_*` parameters ([`params`]), the GPU Direct RDMA support checks ([`gdr`]), queue pair
+//! ([`status`]), the `NCCL_IB_*` parameters ([`params`]), the GPU Direct RDMA support checks (`collscope_nccl::topo::gdr`, pure functions of a sysfs root), queue pair
 //! attributes and GID choice ([`qp`]), the handle and connection metadata ([`meta`]), the RDMA writes as values
 //! ([`wr`]) and the request/completion bookkeeping ([`reqs`]). The `ib` cargo feature adds [`verbs`] (the one
 //! module that finds devices), [`rdma`] (the verbs objects of a connection) and [`net`], NET/IB behind the proxy's network interface.
 
 pub mod fifo;
-pub mod gdr;
 pub mod hca;
 pub mod meta;
 #[cfg(feature = "ib")]

@@ -2,7 +2,6 @@
 //! crate, because the safe crate exposes neither port queries nor DMA-BUF registration): device discovery
 //! filtered by `NCCL_IB_HCA` with NCCL's `Using` line, and the DMA-BUF registration probe.
 
-use super::gdr;
 use super::hca::HcaList;
 use super::params::IbParams;
 use super::status::VerbsError;
@@ -10,6 +9,7 @@ use super::{using_line, IbPort};
 use collscope_debug::env::Env;
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
+use collscope_nccl::topo::gdr;
 use ibverbs_sys as ffi;
 use std::ffi::CStr;
 

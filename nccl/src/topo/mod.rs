@@ -13,7 +13,7 @@
 //!
 //! Typical use:
 //! ```
-//! use collscope_core::topo::{self, TopoEnv, TopoSource};
+//! use collscope_nccl::topo::{self, TopoEnv, TopoSource};
 //! let xml = topo::load(&TopoSource::Preset("dgx-a100".into())).unwrap();
 //! let topology = topo::build(&xml, &TopoEnv::default()).unwrap();
 //! assert_eq!(topology.max_bw, 240.0);
@@ -23,6 +23,7 @@ pub mod bandwidth;
 pub mod build;
 pub mod detect;
 pub mod error;
+pub mod gdr;
 pub mod paths;
 pub mod presets;
 pub mod print;

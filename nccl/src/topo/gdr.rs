@@ -3,7 +3,8 @@
 //! RDMA through a peer-memory kernel module (its files under /sys), or through DMA-BUF when both the GPU
 //! (`NCCL_DMABUF_ENABLE`, driver attribute) and the RDMA stack (`ibv_reg_dmabuf_mr` not answering
 //! EOPNOTSUPP/EPROTONOSUPPORT) support it. Whether a given GPU/NIC pair then uses it is the topology's distance
-//! rule with `NCCL_NET_GDR_LEVEL`, `crate::topo::check_gdr`.
+//! rule with `NCCL_NET_GDR_LEVEL`, [`super::check_gdr`]. Pure functions of a sysfs root and of what the runtime
+//! probed, so the model and the runtime's NET/IB take the same decision.
 
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;

@@ -249,7 +249,7 @@ impl Detector<'_> {
 
     /// A peer-memory module is loaded (NCCL's GDR support check on the fake or real /sys).
     fn gdr_support(&self) -> bool {
-        crate::runtime::net::ib::gdr::peer_mem_loaded(&self.sys.path(""))
+        super::gdr::peer_mem_loaded(&self.sys.path(""))
     }
 
     fn add_gpus(&mut self) {

@@ -2,7 +2,7 @@
 //! `trees.cc`, `rings.cc`, and the calls in `src/init.cc`).
 //!
 //! ```
-//! use collscope_core::{graph, topo};
+//! use collscope_nccl::{graph, topo};
 //! use collscope_debug::env::Env;
 //! let xml = topo::load(&topo::TopoSource::Preset("dgx-a100".into())).unwrap();
 //! let machine = topo::build(&xml, &topo::TopoEnv::default()).unwrap();

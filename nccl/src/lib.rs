@@ -1,0 +1,14 @@
+//! NCCL 2.28.9's model of a machine, as pure functions of their inputs (topology XML, a sysfs root, the
+//! environment): what NCCL decides at init before any byte moves.
+//!
+//! ```text
+//! topo (detect / XML / preset -> Topology, paths, P2P and GDR checks) -> graph (search, connect, rings,
+//! trees) -> tuning (latency/bandwidth table, per-call choice)
+//! ```
+//!
+//! Depends on collscope-model (the types it fills) and collscope-debug (NCCL's INFO lines, the environment);
+//! never on the runtime, which calls into it.
+
+pub mod graph;
+pub mod topo;
+pub mod tuning;
