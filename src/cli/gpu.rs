@@ -20,10 +20,10 @@ pub fn perf(_args: &PerfArgs, _sizes: &[usize]) -> Result<()> {
 
 #[cfg(feature = "cuda")]
 pub fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
-    use collscope_core::cuda::{collective::GpuGroup, device};
-    use collscope_core::runtime::comm::kernel_op;
     use collscope_debug::env::Env;
     use collscope_model::DataType;
+    use collscope_runtime::comm::kernel_op;
+    use collscope_runtime::cuda::{collective::GpuGroup, device};
 
     if !device::driver() {
         bail!("--memory gpu needs the CUDA driver (libcuda.so), which this machine does not have");
@@ -86,11 +86,11 @@ fn gpu_list(env: &collscope_debug::env::Env, nranks: usize, ngpus: usize) -> Res
 #[cfg(feature = "cuda")]
 fn size_typed<T: collscope_kernels::Element>(
     args: &PerfArgs,
-    group: &collscope_core::cuda::collective::GpuGroup,
+    group: &collscope_runtime::cuda::collective::GpuGroup,
     bytes: usize,
     op: collscope_kernels::Op,
 ) -> Result<()> {
-    use collscope_core::cuda::buffer::{element_bytes, DeviceBuffer};
+    use collscope_runtime::cuda::buffer::{element_bytes, DeviceBuffer};
     let n = group.nranks();
     let count = bytes / std::mem::size_of::<T>();
     let inputs: Vec<Vec<T>> = (0..n).map(|r| (0..count).map(|i| T::from_index(i + r)).collect()).collect();

@@ -9,15 +9,15 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
-use collscope_core::runtime::affinity;
-use collscope_core::runtime::job::{self, JobComm};
-use collscope_core::runtime::launch::{detect, LaunchInfo};
-use collscope_core::runtime::tcp_bootstrap::{RootHandle, UniqueId};
-use collscope_core::runtime::transport::shm::unlink_own_segments;
-use collscope_core::runtime::{Comm, CommOptions};
 use collscope_debug::env::Env;
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
+use collscope_runtime::bootstrap::tcp::{RootHandle, UniqueId};
+use collscope_runtime::comm::affinity;
+use collscope_runtime::comm::job::{self, JobComm};
+use collscope_runtime::comm::launch::{detect, LaunchInfo};
+use collscope_runtime::transport::shm::unlink_own_segments;
+use collscope_runtime::{Comm, CommOptions};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

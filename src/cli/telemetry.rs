@@ -3,9 +3,9 @@
 
 use super::ranks::{self, LaunchMode};
 use anyhow::Result;
-use collscope_core::recorder;
 use collscope_debug::env::Env;
 use collscope_model::Source;
+use collscope_runtime::observe::recorder;
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
 use std::io::Write;
 

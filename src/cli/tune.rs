@@ -6,12 +6,12 @@
 use super::ranks::{self, Job, LaunchMode, Rank, TransportChoice};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use collscope_core::runtime::{select, Choice, SelectConfig};
-use collscope_core::tuning::host::{
-    cell_from_fits, fit_line, HostProfile, LinkProfile, MachineFacts, BUILTIN, TUNING_FILE_VAR,
-};
 use collscope_debug::env::Env;
 use collscope_model::{Algorithm, Collective, Protocol, RedOp, Transport};
+use collscope_runtime::tuning::{
+    cell_from_fits, fit_line, HostProfile, LinkProfile, MachineFacts, BUILTIN, TUNING_FILE_VAR,
+};
+use collscope_runtime::{select, Choice, SelectConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,11 +3,11 @@
 //! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; the times are
 //! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench -p collscope-telemetry --bench overhead`.
 
-use collscope_core::recorder;
-use collscope_core::runtime::affinity;
-use collscope_core::runtime::comm::{Comm, CommOptions};
 use collscope_debug::env::Env;
 use collscope_model::{RedOp, Source};
+use collscope_runtime::comm::affinity;
+use collscope_runtime::comm::{Comm, CommOptions};
+use collscope_runtime::observe::recorder;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::{Duration, Instant};
 

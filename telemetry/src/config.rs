@@ -12,8 +12,8 @@
 
 use crate::otel::OtelConfig;
 use crate::state::Limits;
-use collscope_core::recorder;
 use collscope_debug::env::{Env, EnvError};
+use collscope_runtime::observe::recorder;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
 //! of values (or one value per rank, channel or peer), so no series explodes with traffic.
 
-use collscope_core::runtime::stats::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 use collscope_model::{Algorithm, Collective, Connection, Direction, Protocol, ProxyWait, Source, Transport};
+use collscope_runtime::observe::stats::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 
 /// Labels of the runtime's message-size buckets (`stats::SIZE_BOUNDS`), then the open-ended one.
 const SIZE_LABELS: [&str; SIZE_BOUNDS.len() + 1] = [

@@ -2,7 +2,7 @@
 //! into Prometheus metrics, OpenTelemetry metrics and spans, a JSON snapshot and a server-sent event stream,
 //! served over HTTP from a thread of its own.
 //!
-//! The runtime only calls `collscope_core::recorder::record(|| Event::...)`; [`Telemetry::start`] with the
+//! The runtime only calls `collscope_runtime::observe::recorder::record(|| Event::...)`; [`Telemetry::start`] with the
 //! process's recorder turns that on and drains it.
 
 pub mod aggregate;
@@ -19,8 +19,8 @@ pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
 pub use state::{Limits, State};
 
-use collscope_core::recorder::Recorder;
 use collscope_model::Source;
+use collscope_runtime::observe::recorder::Recorder;
 use server::Shared;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -6,12 +6,12 @@ use crate::labels;
 use crate::otel::Otel;
 use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
-use collscope_core::runtime::record::Records;
-use collscope_core::runtime::stats::CallTotals;
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp,
     Snapshot, Source, Transport, Warning,
 };
+use collscope_runtime::observe::records::Records;
+use collscope_runtime::observe::stats::CallTotals;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;

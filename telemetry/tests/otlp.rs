@@ -4,11 +4,11 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
-use collscope_core::recorder::Recorder;
 use collscope_model::{
     Algorithm, Collective, Communicator, DataType, Event, InitTimings, OpRecord, OpState, Protocol, ProxyOp, ProxyWait,
     Source,
 };
+use collscope_runtime::observe::recorder::Recorder;
 use collscope_telemetry::{OtelConfig, Telemetry, TelemetryConfig};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -1,10 +1,10 @@
 //! The runtime reports to telemetry: real collectives on ranks as threads, seen through `/metrics`.
 //! (Its own test binary: it turns on the process's recorder.)
 
-use collscope_core::recorder;
-use collscope_core::runtime::comm::{Comm, CommOptions};
 use collscope_debug::env::Env;
 use collscope_model::{RedOp, Source};
+use collscope_runtime::comm::{Comm, CommOptions};
+use collscope_runtime::observe::recorder;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 
 fn value(text: &str, prefix: &str) -> f64 {

@@ -1,10 +1,10 @@
 //! A call that never ends shows as in flight, in the snapshot and the gauge, until it ends (its own test
 //! binary: it turns on the process's recorder).
 
-use collscope_core::recorder;
-use collscope_core::runtime::comm::{Comm, CommOptions};
 use collscope_debug::env::Env;
 use collscope_model::{OpState, RedOp, Source};
+use collscope_runtime::comm::{Comm, CommOptions};
+use collscope_runtime::observe::recorder;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::{Duration, Instant};
 

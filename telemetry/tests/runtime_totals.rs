@@ -2,11 +2,11 @@
 //! and the histogram exactly, however many calls happen between two reads, while the histories keep what
 //! the runtime's ring still held and count the rest as dropped.
 
-use collscope_core::recorder;
-use collscope_core::runtime::comm::{Comm, CommOptions};
-use collscope_core::runtime::record::OP_RING;
 use collscope_debug::env::Env;
 use collscope_model::{RedOp, Source};
+use collscope_runtime::comm::{Comm, CommOptions};
+use collscope_runtime::observe::recorder;
+use collscope_runtime::observe::records::OP_RING;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::time::Duration;
 

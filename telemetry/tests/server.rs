@@ -1,7 +1,7 @@
 //! The HTTP endpoints, served for real on loopback ports the OS picks.
 
-use collscope_core::recorder::Recorder;
 use collscope_model::{Algorithm, Collective, DataType, Event, OpRecord, OpState, Protocol, Source, Warning};
+use collscope_runtime::observe::recorder::Recorder;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
 use std::io::{BufRead, BufReader};
 use std::time::Duration;

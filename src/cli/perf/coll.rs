@@ -3,10 +3,10 @@
 
 use anyhow::{anyhow, Result};
 use clap::ValueEnum;
-use collscope_core::runtime::reference::reference_reduce;
-use collscope_core::runtime::Comm;
 use collscope_kernels::Element;
 use collscope_model::RedOp;
+use collscope_runtime::device::reference::reference_reduce;
+use collscope_runtime::Comm;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]

@@ -1,0 +1,942 @@
+//! The communicator: created per rank over a bootstrap, it holds the channels and their connections,
+//! connects lazily per algorithm (NCCL's `NCCL_RUNTIME_CONNECT=1` behaviour), runs each call's channels in
+//! parallel (channel 0 on the caller's thread, the others on scoped threads) and records every operation.
+//!
+//! Around it: [`group`] (grouped point-to-point calls), [`job`] (a rank of a job across processes and hosts),
+//! [`launch`] (which rank this process is), [`liveness`] (naming a dead peer), [`workers`] (channel threads),
+//! [`select`] (the per-call algorithm, protocol and channels) and [`affinity`] (pinning ranks to cores).
+
+pub mod affinity;
+pub mod group;
+pub mod job;
+pub mod launch;
+pub mod liveness;
+pub mod select;
+pub mod workers;
+
+#[cfg(test)]
+mod matrix;
+#[cfg(test)]
+mod proc_test;
+
+use crate::bootstrap::{Bootstrap, ThreadBootstrap};
+use crate::comm::select::{ring_link, select, Choice, SelectConfig};
+use crate::comm::workers::Workers;
+use crate::device::algos::{self, Part};
+use crate::device::prims::{Channel, Prims, Ptr};
+use crate::device::tree::dtree;
+use crate::error::{Result, RuntimeError};
+use crate::observe::records::Records;
+use crate::observe::stats::CallStats;
+use crate::sync::wait::{self, AbortHandle, Waiter};
+use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
+use crate::transport::{self, ConnSpec, PeerInfo, Transport};
+use collscope_debug::env::{Env, EnvError};
+use collscope_debug::nccl_info;
+use collscope_debug::Subsys;
+use collscope_kernels::{Dtype, Element, Op};
+use collscope_model::{self as model, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// NCCL's channel limit (`MAXCHANNELS`).
+pub const MAX_CHANNELS: u32 = 32;
+/// Channels a CPU communicator uses unless `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` say otherwise.
+pub const DEFAULT_CHANNELS: u32 = 2;
+/// Default for `COLLSCOPE_TIMEOUT_S`.
+pub const DEFAULT_TIMEOUT_S: i64 = 30;
+
+/// How a communicator is built: its environment and the transports beyond P2P/SHM.
+#[derive(Clone)]
+pub struct CommOptions {
+    pub env: Env,
+    /// The NET transport (TCP/proxy), tried after P2P and SHM.
+    pub net: Option<Arc<dyn Transport>>,
+    /// A name for the communicator in records (`comm` fields).
+    pub name: Option<String>,
+}
+
+impl Default for CommOptions {
+    fn default() -> Self {
+        CommOptions { env: Env::from_process(), net: None, name: None }
+    }
+}
+
+/// `COLLSCOPE_TIMEOUT_S` from `env`.
+pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
+    env.seconds("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+}
+
+/// Reads and builds `NCCL_TOPO_FILE` when it is set, as NCCL's init does (`ncclTopoGetSystem`, NCCL 2.28.9
+/// `src/graph/topo.cc`), so a file that does not parse stops init with an error naming it, as in `topo show`.
+/// The host runtime takes no decision from it. NCCL only logs a file it cannot open; that is an error here too.
+fn check_topo_file(env: &Env) -> Result<()> {
+    if let Some(file) = env.str("NCCL_TOPO_FILE") {
+        let xml = collscope_nccl::topo::load(&collscope_nccl::topo::TopoSource::File(file.into()))
+            .map_err(RuntimeError::Topo)?;
+        collscope_nccl::topo::build(&xml, &collscope_nccl::topo::TopoEnv::from_env(env)?)
+            .map_err(RuntimeError::Topo)?;
+    }
+    Ok(())
+}
+
+/// FNV-1a, stable across processes and hosts (std's hashers are not guaranteed to be).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for p in parts {
+        for b in *p {
+            h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// This process's identity for transport selection.
+pub fn local_peer_info(rank: u32) -> PeerInfo {
+    static PROC_NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let nonce = *PROC_NONCE.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    let host = collscope_debug::sys::hostname();
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let host_hash = fnv(&[host.as_bytes(), boot_id.trim().as_bytes()]);
+    let pid = std::process::id();
+    let pid_hash = fnv(&[&host_hash.to_le_bytes(), &pid.to_le_bytes(), &nonce.to_le_bytes()]);
+    let cpus = crate::comm::affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
+    PeerInfo { rank, host, host_hash, pid_hash, pid, dev: 0, cpus }
+}
+
+pub fn kernel_dtype(d: DataType) -> Dtype {
+    match d {
+        DataType::I8 => Dtype::I8,
+        DataType::U8 => Dtype::U8,
+        DataType::I32 => Dtype::I32,
+        DataType::U32 => Dtype::U32,
+        DataType::I64 => Dtype::I64,
+        DataType::U64 => Dtype::U64,
+        DataType::F16 => Dtype::F16,
+        DataType::F32 => Dtype::F32,
+        DataType::F64 => Dtype::F64,
+        DataType::Bf16 => Dtype::Bf16,
+    }
+}
+
+pub(crate) fn model_dtype(d: Dtype) -> DataType {
+    DataType::ALL.iter().copied().find(|m| kernel_dtype(*m) == d).unwrap_or(DataType::U8)
+}
+
+pub fn kernel_op(op: RedOp) -> Op {
+    match op {
+        RedOp::Sum => Op::Sum,
+        RedOp::Prod => Op::Prod,
+        RedOp::Max => Op::Max,
+        RedOp::Min => Op::Min,
+        RedOp::Avg => Op::Avg,
+    }
+}
+
+/// Wall-clock microseconds (since the UNIX epoch) of monotonic instants, anchored once per communicator: a
+/// call's record then costs one clock read, not a monotonic and a wall-clock one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WallClock {
+    at: Instant,
+    wall_us: u64,
+}
+
+impl WallClock {
+    fn new() -> WallClock {
+        let wall_us =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        WallClock { at: Instant::now(), wall_us }
+    }
+
+    pub(crate) fn us(&self, t: Instant) -> u64 {
+        self.wall_us + t.saturating_duration_since(self.at).as_micros() as u64
+    }
+}
+
+/// The init lines NCCL 2.28.9 prints for rings and trees: rank 0's `Channel 00/02 : 0 1 2 3` per ring
+/// (`src/graph/rings.cc`), each rank's `Ring 00 : 3 -> 0 -> 1` and `Trees [0] 1/-1/-1->0->-1 ...`
+/// (`src/init.cc`).
+fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
+    let width = (nranks.max(1) - 1).to_string().len();
+    let mut trees = String::new();
+    for ch in channels {
+        if rank == 0 {
+            let order: String = (0..nranks).map(|r| format!(" {r:>width$}")).collect();
+            nccl_info!(Subsys::INIT, "Channel {:02}/{:02} :{order}", ch.id, channels.len());
+        }
+        let t = ch.tree;
+        trees.push_str(&format!(" [{}] {}/{}/-1->{rank}->{}", ch.id, t.down[0], t.down[1], t.up));
+        nccl_info!(Subsys::GRAPH, "Ring {:02} : {} -> {rank} -> {}", ch.id, ch.ring_prev, ch.ring_next);
+    }
+    nccl_info!(Subsys::INIT, "Trees{trees}");
+}
+
+/// One connection a rank wants: `send` to or receive from `peer` on `channel` (`conn_index` 1 = p2p).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Want {
+    pub channel: u32,
+    pub peer: u32,
+    pub send: bool,
+    pub conn_index: u32,
+}
+
+fn conn_tag(w: &Want, sender_side: bool) -> u64 {
+    ((w.channel as u64) << 8) | ((w.conn_index as u64) << 1) | sender_side as u64
+}
+
+/// Distinct call sizes whose choice a communicator remembers.
+const PLAN_CACHE: usize = 256;
+
+/// A communicator rank.
+pub struct Comm {
+    pub(crate) rank: u32,
+    pub(crate) nranks: u32,
+    boot: Arc<dyn Bootstrap>,
+    pub(crate) peers: Vec<PeerInfo>,
+    chain: Vec<Arc<dyn Transport>>,
+    pub(crate) sizes: BufSizes,
+    pub(crate) waiter: Waiter,
+    select: SelectConfig,
+    /// Choices already made, by (collective, bytes per rank).
+    plans: FxHashMap<(Collective, u64), Choice>,
+    channels: Vec<Channel>,
+    ring_ready: bool,
+    tree_ready: bool,
+    /// Point-to-point connections (channel 0, connIndex 1).
+    pub(crate) p2p: Channel,
+    pub(crate) seq: u64,
+    pub(crate) clock: WallClock,
+    records: Arc<Records>,
+    /// Threads for channels 1.. (channel 0 runs on the caller's).
+    workers: Workers,
+    guards: Vec<Box<dyn Send + Sync>>,
+    name: Option<String>,
+}
+
+impl Comm {
+    /// Creates this rank's communicator; every rank of the bootstrap must call it.
+    pub fn init_rank(boot: Arc<dyn Bootstrap>, opts: CommOptions) -> Result<Comm> {
+        let env = &opts.env;
+        let started = Instant::now();
+        let (rank, nranks) = (boot.rank(), boot.nranks());
+        let sizes = BufSizes::from_env(env)?;
+        let timeout = timeout_from_env(env)?;
+        let eager = env.int("NCCL_RUNTIME_CONNECT", 1)? == 0;
+        let chans = |name: &str, default: i64| -> Result<u32, EnvError> {
+            let v = env.int(name, default)?;
+            if !(1..=MAX_CHANNELS as i64).contains(&v) {
+                return Err(EnvError {
+                    name: name.into(),
+                    value: v.to_string(),
+                    expected: format!("1 to {MAX_CHANNELS}"),
+                });
+            }
+            Ok(v as u32)
+        };
+        let max_ch = chans("NCCL_MAX_NCHANNELS", DEFAULT_CHANNELS as i64)?;
+        let min_ch = chans("NCCL_MIN_NCHANNELS", 1)?;
+        let nch = DEFAULT_CHANNELS.clamp(min_ch.min(max_ch), max_ch);
+        let select = SelectConfig::from_env(env, nch)?;
+        let chain = transport::default_chain(env, opts.net.clone())?;
+        check_topo_file(env)?;
+
+        let t_env = started.elapsed();
+        let me = local_peer_info(rank);
+        let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
+        let peers = boot
+            .all_gather(&blob)?
+            .iter()
+            .enumerate()
+            .map(|(r, b)| {
+                serde_json::from_slice::<PeerInfo>(b)
+                    .map_err(|e| RuntimeError::Bootstrap(format!("peer info of rank {r} is malformed: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let t_allgather = started.elapsed();
+        let select = select.on_link(ring_link(&chain, &peers));
+
+        let n = nranks as i32;
+        let trees = dtree(n, rank as i32);
+        let channels: Vec<Channel> = (0..nch)
+            .map(|c| Channel {
+                id: c,
+                ring_prev: (rank + nranks - 1) % nranks,
+                ring_next: (rank + 1) % nranks,
+                // The first half of the channels run on the first tree, the rest on the second.
+                tree: trees[if 2 * c < nch { 0 } else { 1 }],
+                send: Default::default(),
+                recv: Default::default(),
+                scratch: Default::default(),
+            })
+            .collect();
+        log_rings_and_trees(rank, nranks, &channels);
+        let p2p = Channel {
+            id: 0,
+            ring_prev: 0,
+            ring_next: 0,
+            tree: trees[0],
+            send: Default::default(),
+            recv: Default::default(),
+            scratch: Default::default(),
+        };
+        report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
+        let spins = wait::spins_for(&peers.iter().filter(|p| p.host_hash == me.host_hash).collect::<Vec<_>>());
+        let mut comm = Comm {
+            rank,
+            nranks,
+            boot,
+            peers,
+            chain,
+            sizes,
+            waiter: Waiter { rank, timeout, abort: AbortHandle::default(), spins },
+            select,
+            plans: FxHashMap::default(),
+            channels,
+            ring_ready: false,
+            tree_ready: false,
+            p2p,
+            seq: 0,
+            clock: WallClock::new(),
+            records: Arc::new(Records::new(rank, nch as usize, opts.name.clone())),
+            workers: Workers::default(),
+            guards: Vec::new(),
+            name: opts.name,
+        };
+        crate::observe::recorder::global().register(&comm.records);
+        // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
+        if eager && nranks > 1 {
+            comm.ensure_connected(Algorithm::Ring)?;
+            comm.ensure_connected(Algorithm::Tree)?;
+        }
+        Ok(comm)
+    }
+
+    /// `n` ranks as threads of this process: one communicator per rank, in rank order.
+    pub fn init_threads(n: u32, opts: CommOptions) -> Result<Vec<Comm>> {
+        let timeout = timeout_from_env(&opts.env)?;
+        let boots = ThreadBootstrap::group(n, timeout);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = boots
+                .into_iter()
+                .map(|b| {
+                    let opts = opts.clone();
+                    s.spawn(move || Comm::init_rank(Arc::new(b), opts))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(RuntimeError::Bootstrap("an init thread panicked".into()))))
+                .collect()
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    pub fn nchannels(&self) -> u32 {
+        self.channels.len() as u32
+    }
+
+    /// Lets another thread abort this communicator's waits (a dead peer noticed by a keep-alive).
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.waiter.abort.clone()
+    }
+
+    /// The connections and recent operations, for telemetry.
+    pub fn records(&self) -> Arc<Records> {
+        self.records.clone()
+    }
+
+    pub fn bootstrap(&self) -> &Arc<dyn Bootstrap> {
+        &self.boot
+    }
+
+    /// What `select` would choose for a call of `coll` on `bytes`.
+    pub fn plan(&self, coll: Collective, bytes: u64) -> Choice {
+        select(&self.select, coll, bytes, self.nranks)
+    }
+
+    /// `plan`, remembered per (collective, size): pricing every candidate costs more than a small call's data
+    /// movement, and jobs repeat their sizes. The memory is bounded and forgotten when the choice rules change.
+    fn plan_cached(&mut self, coll: Collective, bytes: u64) -> Choice {
+        if let Some(c) = self.plans.get(&(coll, bytes)) {
+            return *c;
+        }
+        if self.plans.len() >= PLAN_CACHE {
+            self.plans.clear();
+        }
+        let c = self.plan(coll, bytes);
+        self.plans.insert((coll, bytes), c);
+        c
+    }
+
+    /// Replaces the algorithm/protocol restrictions `select` applies (what `NCCL_ALGO`/`NCCL_PROTO` gave at
+    /// init), e.g. for a benchmark that forces a protocol per run.
+    pub fn set_select_config(&mut self, cfg: SelectConfig) {
+        self.plans.clear();
+        self.select = cfg.on_link(self.select.link());
+    }
+
+    pub fn select_config(&self) -> &SelectConfig {
+        &self.select
+    }
+
+    /// Sets up `wants`; every peer named must call this with the mirror-image wants.
+    pub(crate) fn connect(&mut self, wants: &[Want]) -> Result<()> {
+        let mut pending = Vec::with_capacity(wants.len());
+        for w in wants {
+            let (me, peer) = (&self.peers[self.rank as usize], &self.peers[w.peer as usize]);
+            let t = transport::select(&self.chain, me, peer).ok_or(RuntimeError::NoTransport {
+                from: if w.send { self.rank } else { w.peer },
+                to: if w.send { w.peer } else { self.rank },
+            })?;
+            let spec = ConnSpec {
+                channel: w.channel,
+                conn_index: w.conn_index,
+                me,
+                peer,
+                sizes: self.sizes,
+                comm: self.name.clone(),
+            };
+            let (p, handle) = if w.send { t.send_setup(&spec)? } else { t.recv_setup(&spec)? };
+            self.boot.send(w.peer, conn_tag(w, w.send), &handle)?;
+            pending.push((w, t.kind(), p));
+        }
+        for (w, kind, p) in pending {
+            let handle = self.recv_handle(w.peer, conn_tag(w, !w.send))?;
+            let est = p.connect(&handle)?;
+            if let Some(line) = &est.line {
+                let sub = match kind {
+                    model::Transport::P2p => Subsys::P2P,
+                    model::Transport::Shm => Subsys::SHM,
+                    _ => Subsys::NET,
+                };
+                nccl_info!(Subsys::INIT | sub, "{line}");
+                self.records.push_connection(est.record.clone());
+            }
+            self.guards.extend(est.guard);
+            let ch = if w.conn_index == 1 { &mut self.p2p } else { &mut self.channels[w.channel as usize] };
+            if w.send {
+                ch.send.insert(w.peer, SendEnd { mem: est.mem, peer: w.peer, step: 0 });
+            } else {
+                ch.recv.insert(w.peer, RecvEnd { mem: est.mem, peer: w.peer, step: 0 });
+            }
+        }
+        Ok(())
+    }
+
+    /// A connection handle from `peer`, waiting at most the communicator's timeout and ending early on abort.
+    fn recv_handle(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
+        let start = Instant::now();
+        let what = || format!("connection handle from rank {peer} (tag {tag:#x})");
+        loop {
+            if let Some(h) = self.boot.recv_timeout(peer, tag, Duration::from_millis(100))? {
+                return Ok(h);
+            }
+            let w = &self.waiter;
+            if w.abort.is_aborted() {
+                let reason = w.abort.reason().unwrap_or_default();
+                return Err(RuntimeError::Aborted { rank: self.rank, what: what(), reason });
+            }
+            if start.elapsed() >= w.timeout {
+                return Err(RuntimeError::Timeout { rank: self.rank, secs: w.timeout.as_secs(), what: what() });
+            }
+        }
+    }
+
+    fn ensure_connected(&mut self, algo: Algorithm) -> Result<()> {
+        let ready = if algo == Algorithm::Tree { self.tree_ready } else { self.ring_ready };
+        if ready {
+            return Ok(());
+        }
+        let mut wants = Vec::new();
+        let mut seen = HashSet::new();
+        for ch in &self.channels {
+            let mut want = |peer: u32, send: bool| {
+                let have = if send { ch.send.contains_key(&peer) } else { ch.recv.contains_key(&peer) };
+                let w = Want { channel: ch.id, peer, send, conn_index: 0 };
+                if !have && seen.insert(w) {
+                    wants.push(w);
+                }
+            };
+            if algo == Algorithm::Tree {
+                for p in ch.tree.children().chain((ch.tree.up >= 0).then_some(ch.tree.up as u32)) {
+                    want(p, true);
+                    want(p, false);
+                }
+            } else {
+                want(ch.ring_next, true);
+                want(ch.ring_prev, false);
+            }
+        }
+        self.connect(&wants)?;
+        // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
+        if algo == Algorithm::Tree {
+            self.tree_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all trees");
+        } else {
+            self.ring_ready = true;
+            nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0");
+        }
+        Ok(())
+    }
+
+    /// The record of a call that starts at `started`.
+    pub(crate) fn new_record(
+        &mut self,
+        coll: Collective,
+        dt: DataType,
+        count: usize,
+        op: Option<RedOp>,
+        started: Instant,
+    ) -> OpRecord {
+        self.seq += 1;
+        // The records add the communicator's name when they hand the call out, so no call allocates. A blocking
+        // call is enqueued as it starts; a group sets its operations' enqueue time to when it opened.
+        let at = self.clock.us(started);
+        let rec = OpRecord { op, ..OpRecord::started(self.rank, self.seq, coll, dt, count as u64, at) };
+        self.records.begin_op(&rec);
+        if crate::observe::recorder::enabled() {
+            self.records.stats.begin();
+        }
+        rec
+    }
+
+    /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
+    pub(crate) fn finish_record(&self, mut rec: OpRecord, elapsed: Duration, res: Result<()>) -> Result<()> {
+        let secs = elapsed.as_secs_f64();
+        // One wall-clock read per call: the end follows from the start and the monotonic duration.
+        rec.completed_us = rec.started_us.map(|t| t + elapsed.as_micros() as u64);
+        rec.duration_us = Some(secs * 1e6);
+        rec.state = if res.is_ok() { OpState::Completed } else { OpState::Failed };
+        if secs > 0.0 {
+            let n = self.nranks as f64;
+            let algbw = rec.bytes as f64 / secs / 1e9;
+            // nccl-tests' bus bandwidth factors.
+            let factor = match rec.coll {
+                Collective::AllReduce => 2.0 * (n - 1.0) / n,
+                Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+                _ => 1.0,
+            };
+            rec.algbw_gbps = Some(algbw);
+            rec.busbw_gbps = Some(algbw * factor);
+        }
+        if crate::observe::recorder::enabled() {
+            self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
+        }
+        let (coll, seq) = (rec.coll, rec.seq);
+        self.records.push_op(rec);
+        res.map_err(|e| RuntimeError::OpFailed { coll, seq, source: Box::new(e) })
+    }
+
+    /// Runs a collective on raw buffers. `count` is per rank: the whole vector for AllReduce, Broadcast and
+    /// Reduce, one rank's block for AllGather (input) and ReduceScatter (output).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn collective(
+        &mut self,
+        coll: Collective,
+        dt: DataType,
+        op: RedOp,
+        root: u32,
+        src: *const u8,
+        dst: *mut u8,
+        count: usize,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut rec = self.new_record(
+            coll,
+            dt,
+            count,
+            Some(op).filter(|_| matches!(coll, Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter)),
+            started,
+        );
+        if matches!(coll, Collective::Broadcast | Collective::Reduce) {
+            rec.root = Some(root as i32);
+        }
+        let res = self.run_collective(coll, dt, op, root, src, dst, count, &mut rec);
+        let elapsed = started.elapsed();
+        if rec.n_channels.is_some() {
+            // Channel 0 runs on this thread for the whole call: its busy time is the call's, already measured.
+            record_traffic(&self.records.stats, 0, self.channels[0].moved(), elapsed);
+        }
+        self.finish_record(rec, elapsed, res)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_collective(
+        &mut self,
+        coll: Collective,
+        dt: DataType,
+        op: RedOp,
+        root: u32,
+        src: *const u8,
+        dst: *mut u8,
+        count: usize,
+        rec: &mut OpRecord,
+    ) -> Result<()> {
+        if root >= self.nranks {
+            return Err(RuntimeError::BadRank { what: "root", got: root as usize, nranks: self.nranks });
+        }
+        let es = dt.size();
+        if count == 0 {
+            return Ok(());
+        }
+        let (kdt, kop) = (kernel_dtype(dt), kernel_op(op));
+        if self.nranks == 1 {
+            unsafe { collscope_kernels::bytes::copy(dst, src, count * es) };
+            return Ok(());
+        }
+        let choice = self.plan_cached(coll, rec.bytes);
+        let algo = if coll == Collective::AllReduce { choice.algo } else { Algorithm::Ring };
+        let nch = (choice.nchannels as usize).min(self.channels.len()).max(1);
+        rec.algo = Some(algo);
+        rec.proto = Some(choice.proto);
+        self.ensure_connected(algo)?;
+        // Set once the channels are sure to run: it also tells the caller their traffic is this call's.
+        rec.n_channels = Some(nch as u32);
+
+        let payload = self.sizes.step_payload(choice.proto);
+        let chunk_steps = match (choice.proto, coll) {
+            (Protocol::Simple, Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter) => 4,
+            _ => 1,
+        };
+        let chunk = (payload / es * chunk_steps).max(1);
+        let align = (16 / es).max(1);
+        let per_ch = count.div_ceil(nch).div_ceil(align) * align;
+        let (rank, nranks, proto) = (self.rank, self.nranks, choice.proto);
+        let (src, dst) = (Ptr(src as *mut u8), Ptr(dst));
+        let waiter = &self.waiter;
+        let stats = &self.records.stats;
+        let run = |ch: &mut Channel| -> Result<()> {
+            let off = ch.id as usize * per_ch;
+            if off >= count {
+                return Ok(());
+            }
+            let part = Part { off, len: per_ch.min(count - off), chunk, esize: es, count };
+            let channel = ch.id;
+            let t0 = (channel != 0 && crate::observe::recorder::enabled()).then(Instant::now);
+            let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
+            let r = match (coll, algo) {
+                (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(&mut p, src, dst, part),
+                (Collective::AllReduce, _) => algos::ring_all_reduce(&mut p, rank, src, dst, part),
+                (Collective::Broadcast, _) => algos::ring_broadcast(&mut p, rank, root, src, dst, part),
+                (Collective::Reduce, _) => algos::ring_reduce(&mut p, rank, root, src, dst, part),
+                (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
+                _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
+            };
+            if let Some(t0) = t0 {
+                record_traffic(stats, channel, p.moved(), t0.elapsed());
+            }
+            if let Err(e) = &r {
+                waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
+            }
+            r
+        };
+        self.workers.run(&mut self.channels[..nch], &run)
+    }
+
+    fn check_len(coll: Collective, buffer: &'static str, got: usize, expected: usize) -> Result<()> {
+        if got != expected {
+            return Err(RuntimeError::SizeMismatch { coll: coll.to_string(), buffer, got, expected });
+        }
+        Ok(())
+    }
+
+    fn check_count<T: Element>(coll: Collective, count: usize, times: usize) -> Result<usize> {
+        count
+            .checked_mul(times)
+            .filter(|n| n.checked_mul(std::mem::size_of::<T>()).is_some_and(|b| b <= isize::MAX as usize))
+            .ok_or_else(|| RuntimeError::CountOverflow {
+                coll: coll.to_string(),
+                count,
+                dtype: model_dtype(T::DTYPE).to_string(),
+            })
+    }
+
+    /// `recv = op over ranks of send`.
+    pub fn all_reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<()> {
+        Self::check_len(Collective::AllReduce, "receive", recv.len(), send.len())?;
+        let dt = model_dtype(T::DTYPE);
+        self.collective(
+            Collective::AllReduce,
+            dt,
+            op,
+            0,
+            send.as_ptr() as *const u8,
+            recv.as_mut_ptr() as *mut u8,
+            send.len(),
+        )
+    }
+
+    pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<()> {
+        let p = buf.as_mut_ptr() as *mut u8;
+        self.collective(Collective::AllReduce, model_dtype(T::DTYPE), op, 0, p, p, buf.len())
+    }
+
+    /// `recv[r * n .. (r + 1) * n] = send of rank r`.
+    pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
+        let total = Self::check_count::<T>(Collective::AllGather, send.len(), self.nranks as usize)?;
+        Self::check_len(Collective::AllGather, "receive", recv.len(), total)?;
+        let dt = model_dtype(T::DTYPE);
+        self.collective(
+            Collective::AllGather,
+            dt,
+            RedOp::Sum,
+            0,
+            send.as_ptr() as *const u8,
+            recv.as_mut_ptr() as *mut u8,
+            send.len(),
+        )
+    }
+
+    /// AllGather where this rank's block already sits at `buf[rank * n ..]`.
+    pub fn all_gather_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<()> {
+        let n = buf.len() / self.nranks as usize;
+        Self::check_len(Collective::AllGather, "in-place", buf.len(), n * self.nranks as usize)?;
+        let p = buf.as_mut_ptr();
+        let src = unsafe { p.add(self.rank as usize * n) } as *const u8;
+        self.collective(Collective::AllGather, model_dtype(T::DTYPE), RedOp::Sum, 0, src, p as *mut u8, n)
+    }
+
+    /// `recv = op over ranks of send[rank * n .. (rank + 1) * n]`.
+    pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<()> {
+        let total = Self::check_count::<T>(Collective::ReduceScatter, recv.len(), self.nranks as usize)?;
+        Self::check_len(Collective::ReduceScatter, "send", send.len(), total)?;
+        let dt = model_dtype(T::DTYPE);
+        self.collective(
+            Collective::ReduceScatter,
+            dt,
+            op,
+            0,
+            send.as_ptr() as *const u8,
+            recv.as_mut_ptr() as *mut u8,
+            recv.len(),
+        )
+    }
+
+    /// ReduceScatter whose result lands in `buf[rank * n ..]`.
+    pub fn reduce_scatter_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<()> {
+        let n = buf.len() / self.nranks as usize;
+        Self::check_len(Collective::ReduceScatter, "in-place", buf.len(), n * self.nranks as usize)?;
+        let p = buf.as_mut_ptr();
+        let dst = unsafe { p.add(self.rank as usize * n) } as *mut u8;
+        self.collective(Collective::ReduceScatter, model_dtype(T::DTYPE), op, 0, p as *const u8, dst, n)
+    }
+
+    /// `recv = send of root` (`send` is read on the root only).
+    pub fn broadcast<T: Element>(&mut self, send: &[T], recv: &mut [T], root: u32) -> Result<()> {
+        Self::check_len(Collective::Broadcast, "receive", recv.len(), send.len())?;
+        let dt = model_dtype(T::DTYPE);
+        self.collective(
+            Collective::Broadcast,
+            dt,
+            RedOp::Sum,
+            root,
+            send.as_ptr() as *const u8,
+            recv.as_mut_ptr() as *mut u8,
+            send.len(),
+        )
+    }
+
+    pub fn broadcast_in_place<T: Element>(&mut self, buf: &mut [T], root: u32) -> Result<()> {
+        let p = buf.as_mut_ptr() as *mut u8;
+        self.collective(Collective::Broadcast, model_dtype(T::DTYPE), RedOp::Sum, root, p, p, buf.len())
+    }
+
+    /// `recv = op over ranks of send` on `root` (`recv` is written on the root only).
+    pub fn reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp, root: u32) -> Result<()> {
+        Self::check_len(Collective::Reduce, "receive", recv.len(), send.len())?;
+        let dt = model_dtype(T::DTYPE);
+        self.collective(
+            Collective::Reduce,
+            dt,
+            op,
+            root,
+            send.as_ptr() as *const u8,
+            recv.as_mut_ptr() as *mut u8,
+            send.len(),
+        )
+    }
+
+    pub fn reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp, root: u32) -> Result<()> {
+        let p = buf.as_mut_ptr() as *mut u8;
+        self.collective(Collective::Reduce, model_dtype(T::DTYPE), op, root, p, p, buf.len())
+    }
+}
+
+/// Adds what one channel moved in one call to the rank's traffic totals (only while telemetry is on).
+fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], busy: Duration) {
+    if !crate::observe::recorder::enabled() {
+        return;
+    }
+    let nanos = busy.as_nanos() as u64;
+    for &(peer, sent, bytes) in moved {
+        stats.traffic(channel, peer, sent, bytes, nanos);
+    }
+}
+
+/// Reports a ready communicator with its init phases (ends of: parameters, peer-info allgather, channels) to
+/// telemetry.
+fn report_init(name: &Option<String>, peers: &[PeerInfo], rank: u32, ends: [Duration; 3]) {
+    crate::observe::recorder::record(|| {
+        let me = peers.get(rank as usize);
+        let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
+        let [env, allgather, total] = ends.map(|d| d.as_secs_f64());
+        model::Event::Communicator(model::Communicator {
+            comm: name.clone(),
+            rank: Some(rank),
+            nranks: Some(peers.len() as u32),
+            nnodes: Some(hosts.len() as u32),
+            host: me.map(|p| p.host.clone()),
+            pid: me.map(|p| p.pid),
+            cuda_dev: me.map(|p| p.dev),
+            version: Some(collscope_debug::NCCL_MODEL_VERSION.to_string()),
+            init: model::InitTimings {
+                total: Some(total),
+                phases: vec![
+                    ("parameters".into(), env),
+                    ("allgathers".into(), allgather - env),
+                    ("channels".into(), total - allgather),
+                ],
+            },
+            state: model::CommState::Ready,
+            ..Default::default()
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threads(n: u32, pairs: &[(&str, &str)]) -> Vec<Comm> {
+        Comm::init_threads(
+            n,
+            CommOptions { env: Env::from_pairs(pairs.iter().copied()), net: None, name: Some("t".into()) },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bad_arguments_and_env_are_named() {
+        let mut c = threads(1, &[]).pop().unwrap();
+        let e = c.all_reduce(&[1u32, 2], &mut [0u32; 3], RedOp::Sum).unwrap_err().to_string();
+        assert!(e.contains("AllReduce") && e.contains("receive buffer has 3 elements, expected 2"), "{e}");
+        let e = c.broadcast_in_place(&mut [1u8], 4).unwrap_err().to_string();
+        assert!(e.contains("root: rank 4 is out of range for 1 ranks"), "{e}");
+        let e = c.send(&[1u8], 2).unwrap_err().to_string();
+        assert!(e.contains("peer: rank 2"), "{e}");
+        let huge = usize::MAX / 2;
+        let e = Comm::check_count::<f32>(Collective::AllGather, huge, 4).unwrap_err().to_string();
+        assert!(e.contains("AllGather: count") && e.contains("float"), "{e}");
+        for (k, v) in [("NCCL_MAX_NCHANNELS", "0"), ("COLLSCOPE_TIMEOUT_S", "-3"), ("NCCL_P2P_DISABLE", "yes")] {
+            let e = Comm::init_threads(1, CommOptions { env: Env::from_pairs([(k, v)]), net: None, name: None });
+            let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(msg.contains(&format!("{k}='{v}'")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn ops_and_connections_are_recorded_with_nccl_lines() {
+        let comms = threads(2, &[("NCCL_ALGO", "ring"), ("NCCL_PROTO", "LL128")]);
+        let recs: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        let mut buf = vec![1.5f64; 1000];
+                        c.all_reduce_in_place(&mut buf, RedOp::Avg).unwrap();
+                        assert!(buf.iter().all(|v| *v == 1.5));
+                        c.records()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let ops = recs[0].ops();
+        assert_eq!(ops.len(), 1);
+        let op = &ops[0];
+        assert_eq!((op.seq, op.coll, op.state), (1, Collective::AllReduce, OpState::Completed));
+        assert_eq!(
+            (op.algo, op.proto, op.n_channels, op.bytes),
+            (Some(Algorithm::Ring), Some(Protocol::Ll128), Some(1), 8000)
+        );
+        assert!(op.busbw_gbps.is_some_and(|b| b > 0.0));
+        assert_eq!(op.enqueued_us, op.started_us, "a blocking call is enqueued as it starts");
+        let (start, end, us) = (op.started_us.unwrap(), op.completed_us.unwrap(), op.duration_us.unwrap());
+        assert!((end - start).abs_diff(us as u64) <= 1, "the end is the start plus the measured duration");
+        let conns = recs[0].connections();
+        // Rank 0 sends to rank 1 on each of the two channels.
+        assert_eq!(conns.len(), 2);
+        assert!(conns.iter().all(|c| c.src == 0 && c.dst == 1 && c.mode.as_deref() == Some("direct pointer")));
+    }
+
+    #[test]
+    fn an_abort_ends_a_stuck_collective_naming_op_seq_and_reason() {
+        let mut comms = threads(2, &[]);
+        let _idle = comms.pop().unwrap();
+        let mut c = comms.pop().unwrap();
+        let h = c.abort_handle();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            h.abort("rank 1 is dead (connection closed)");
+        });
+        let e = c.all_reduce_in_place(&mut [1i32; 64], RedOp::Sum).unwrap_err().to_string();
+        t.join().unwrap();
+        assert!(e.contains("AllReduce #1 failed") && e.contains("rank 1 is dead"), "{e}");
+        assert_eq!(c.records().ops()[0].state, OpState::Failed);
+    }
+
+    #[test]
+    fn mismatched_sizes_across_ranks_are_reported() {
+        let comms = threads(2, &[]);
+        let errs: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        if c.rank() == 0 {
+                            c.send(&[7u32; 25], 1).err().map(|e| e.to_string()).unwrap_or_default()
+                        } else {
+                            c.recv(&mut [0u32; 50], 0).err().map(|e| e.to_string()).unwrap_or_default()
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(errs[0], "");
+        assert!(errs[1].contains("Recv #1") && errs[1].contains("rank 0 sent 100 bytes"), "{}", errs[1]);
+    }
+
+    #[test]
+    fn eager_connection_connects_rings_and_trees_at_init() {
+        let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0")]);
+        // Ring alone: one send per rank and channel (8); the trees add sends to neighbours off the ring.
+        let total: usize = comms.iter().map(|c| c.records().connections().len()).sum();
+        assert!(total > 8, "{total}");
+        let lazy = threads(4, &[]);
+        assert!(lazy.iter().all(|c| c.records().connections().is_empty()));
+    }
+
+    #[test]
+    fn a_missing_peer_times_out() {
+        let mut comms = threads(2, &[("COLLSCOPE_TIMEOUT_S", "1")]);
+        let _idle = comms.pop().unwrap();
+        let mut c = comms.pop().unwrap();
+        let e = c.broadcast_in_place(&mut [1u8; 8], 1).unwrap_err().to_string();
+        assert!(e.contains("Broadcast #1") && e.contains("timed out after 1 s") && e.contains("rank 1"), "{e}");
+    }
+}

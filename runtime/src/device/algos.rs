@@ -1,0 +1,178 @@
+//! The collective algorithms, per channel, over the primitives (NCCL 2.28.9 `src/device/all_reduce.h`,
+//! `all_gather.h`, `reduce_scatter.h`, `broadcast.h`, `reduce.h`). Each function runs one channel's share:
+//! elements `[off, off + len)` of the operation (of each rank's block for AllGather/ReduceScatter).
+
+use super::prims::{Prims, Ptr};
+use crate::error::Result;
+
+/// Geometry of one channel's share.
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    /// First element of this channel's share and its length, in elements.
+    pub off: usize,
+    pub len: usize,
+    /// Elements per chunk (the algorithm's unit).
+    pub chunk: usize,
+    pub esize: usize,
+    /// Elements per rank block (AllGather/ReduceScatter), or the whole count.
+    pub count: usize,
+}
+
+fn div_up(a: usize, b: usize) -> usize {
+    a.div_ceil(b)
+}
+
+/// Chunks of `part`, as (offset, length) in elements.
+fn chunks(part: Part) -> impl Iterator<Item = (usize, usize)> {
+    (0..div_up(part.len, part.chunk)).map(move |i| {
+        let o = i * part.chunk;
+        (part.off + o, part.chunk.min(part.len - o))
+    })
+}
+
+/// Ring AllReduce: reduce-scatter around the ring, the last reducer divides (Avg), then all-gather.
+pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let n = p.nranks as usize;
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let es = part.esize;
+    // Chunks aligned to 16 bytes, as NCCL aligns them.
+    let align = (16 / es).max(1);
+    let mut grid = 0;
+    while grid < part.len {
+        let rem = part.len - grid;
+        let real = div_up(part.chunk.min(div_up(rem, n)), align) * align;
+        let at = |c: usize| -> (usize, usize) {
+            let o = grid + c * real;
+            let len = if o >= part.len { 0 } else { real.min(part.len - o) };
+            ((part.off + o) * es, len * es)
+        };
+        let r = rank as usize;
+        let chunk_of = |j: usize| (r + n - j) % n;
+        unsafe {
+            let (o, l) = at(chunk_of(1));
+            p.send(next, src.at(o), l)?;
+            for j in 2..n {
+                let (o, l) = at(chunk_of(j));
+                p.recv_reduce_send(prev, next, src.at(o), l)?;
+            }
+            let (o, l) = at(r);
+            p.recv_reduce_copy_send(prev, next, src.at(o), dst.at(o), l)?;
+            for j in 1..n - 1 {
+                let (o, l) = at(chunk_of(j));
+                p.recv_copy_send(prev, &[next], dst.at(o), l)?;
+            }
+            let (o, l) = at((r + 1) % n);
+            p.recv(prev, dst.at(o), l)?;
+        }
+        grid += n * real;
+    }
+    Ok(())
+}
+
+/// Tree AllReduce: reduce up the channel's tree, then broadcast down.
+pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let tree = p.ch.tree;
+    let kids: Vec<u32> = tree.children().collect();
+    let es = part.esize;
+    for (o, l) in chunks(part) {
+        let (o, l) = (o * es, l * es);
+        unsafe {
+            if tree.up < 0 {
+                p.recv_reduce_copy(&kids, src.at(o), dst.at(o), l, true)?;
+            } else if kids.is_empty() {
+                p.send(tree.up as u32, src.at(o), l)?;
+            } else {
+                p.run(&kids, &[tree.up as u32], Some(src.at(o)), None, l, false)?;
+            }
+        }
+    }
+    for (o, l) in chunks(part) {
+        let (o, l) = (o * es, l * es);
+        unsafe {
+            if tree.up < 0 {
+                p.copy_send(&kids, dst.at(o), dst.at(o), l)?;
+            } else {
+                p.recv_copy_send(tree.up as u32, &kids, dst.at(o), l)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ring Broadcast from `root`: a chain starting at the root.
+pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let es = part.esize;
+    for (o, l) in chunks(part) {
+        let (o, l) = (o * es, l * es);
+        unsafe {
+            if rank == root {
+                p.copy_send(&[next], src.at(o), dst.at(o), l)?;
+            } else if next == root {
+                p.recv(prev, dst.at(o), l)?;
+            } else {
+                p.recv_copy_send(prev, &[next], dst.at(o), l)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ring Reduce to `root`: a chain that starts after the root and ends at it.
+pub fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let es = part.esize;
+    for (o, l) in chunks(part) {
+        let (o, l) = (o * es, l * es);
+        unsafe {
+            if prev == root {
+                p.send(next, src.at(o), l)?;
+            } else if rank == root {
+                p.recv_reduce_copy(&[prev], src.at(o), dst.at(o), l, true)?;
+            } else {
+                p.recv_reduce_send(prev, next, src.at(o), l)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ring AllGather: `src` is this rank's block, `dst` holds every rank's block at `rank * count`.
+pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let n = p.nranks as usize;
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let es = part.esize;
+    let block = |b: usize, o: usize| (b * part.count + o) * es;
+    for (o, l) in chunks(part) {
+        let l = l * es;
+        let r = rank as usize;
+        unsafe {
+            p.copy_send(&[next], src.at(o * es), dst.at(block(r, o)), l)?;
+            for j in 1..n - 1 {
+                p.recv_copy_send(prev, &[next], dst.at(block((r + n - j) % n, o)), l)?;
+            }
+            p.recv(prev, dst.at(block((r + 1) % n, o)), l)?;
+        }
+    }
+    Ok(())
+}
+
+/// Ring ReduceScatter: `src` holds every rank's block, `dst` receives this rank's reduced block.
+pub fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let n = p.nranks as usize;
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let es = part.esize;
+    let block = |b: usize, o: usize| (b * part.count + o) * es;
+    for (o, l) in chunks(part) {
+        let l = l * es;
+        let r = rank as usize;
+        unsafe {
+            p.send(next, src.at(block((r + n - 1) % n, o)), l)?;
+            for j in 2..n {
+                p.recv_reduce_send(prev, next, src.at(block((r + n - j) % n, o)), l)?;
+            }
+            p.recv_reduce_copy(&[prev], src.at(block(r, o)), dst.at(o * es), l, true)?;
+        }
+    }
+    Ok(())
+}

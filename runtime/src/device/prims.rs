@@ -1,0 +1,310 @@
+//! The primitives collectives are written in (NCCL 2.28.9 `src/device/primitives.h`): each moves `nbytes`
+//! through a channel's connections, one step-sized piece at a time, receiving from some peers, reducing with a
+//! local source, writing a local destination and sending to other peers. The named operations (`send`,
+//! `recv_reduce_send`, ...) are the combinations NCCL's algorithms use.
+
+use super::proto::{read_step, wait_credit, write_step};
+use super::tree::TreeNode;
+use crate::error::Result;
+use crate::sync::wait::Waiter;
+use crate::transport::conn::{RecvEnd, SendEnd};
+use collscope_kernels::{bytes as kern, Dtype, Op};
+use collscope_model::Protocol;
+use rustc_hash::FxHashMap;
+
+/// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would
+/// cost more than a small step.
+pub type PeerMap<T> = FxHashMap<u32, T>;
+
+/// One channel of a communicator: its ring and tree neighbours and its connections by peer.
+pub struct Channel {
+    pub id: u32,
+    pub ring_prev: u32,
+    pub ring_next: u32,
+    pub tree: TreeNode,
+    pub send: PeerMap<SendEnd>,
+    pub recv: PeerMap<RecvEnd>,
+    pub scratch: Scratch,
+}
+
+impl Channel {
+    /// Bytes moved per (peer, sent) in the channel's latest call.
+    pub fn moved(&self) -> &[(u32, bool, u64)] {
+        &self.scratch.moved
+    }
+}
+
+/// Buffers the primitives keep from call to call, so a step allocates nothing.
+#[derive(Default)]
+pub struct Scratch {
+    /// LL/LL128 steps unpacked, one per input peer.
+    unpacked: Vec<Vec<u64>>,
+    /// A reduction with no destination in memory that peers see.
+    out: Vec<u64>,
+    /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
+    moved: Vec<(u32, bool, u64)>,
+}
+
+/// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
+const MAX_INPUTS: usize = 3;
+/// Outputs of one step: the local destination and up to two tree children.
+const MAX_OUTPUTS: usize = 3;
+/// Bytes combined at a time: the inputs and the first output of a block stay in L1 while the block is copied
+/// to the other outputs, so each output costs a write, not another pass over memory.
+const BLOCK_BYTES: usize = 16 << 10;
+
+/// A pointer into a user buffer that channel threads share; each channel touches its own range.
+#[derive(Debug, Clone, Copy)]
+pub struct Ptr(pub *mut u8);
+// SAFETY: the algorithms give every channel disjoint ranges of the buffers.
+unsafe impl Send for Ptr {}
+unsafe impl Sync for Ptr {}
+
+impl Ptr {
+    /// The address `bytes` further on (only dereferenced by the unsafe primitives, within the buffer).
+    pub fn at(self, bytes: usize) -> *mut u8 {
+        self.0.wrapping_add(bytes)
+    }
+}
+
+/// Everything a primitive needs besides its arguments.
+pub struct Prims<'a> {
+    pub ch: &'a mut Channel,
+    pub proto: Protocol,
+    pub dt: Dtype,
+    pub op: Op,
+    pub nranks: u32,
+    pub w: &'a Waiter,
+    /// Largest piece (bytes, whole elements) one step carries.
+    pub piece: usize,
+}
+
+impl<'a> Prims<'a> {
+    pub fn new(
+        ch: &'a mut Channel,
+        proto: Protocol,
+        dt: Dtype,
+        op: Op,
+        nranks: u32,
+        w: &'a Waiter,
+        step_payload: usize,
+    ) -> Self {
+        let esize = dt.size();
+        let piece = (step_payload / esize * esize).max(esize);
+        ch.scratch.moved.clear();
+        Prims { ch, proto, dt, op, nranks, w, piece }
+    }
+
+    /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
+    pub fn moved(&self) -> &[(u32, bool, u64)] {
+        self.ch.moved()
+    }
+
+    fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
+        match self.ch.scratch.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
+            Some(m) => m.2 += n as u64,
+            None => self.ch.scratch.moved.push((peer, sent, n as u64)),
+        }
+    }
+
+    /// The general primitive: inputs are `src` (if any) and one step from each of `from`; their reduction (or
+    /// the single input) goes to `dst` (if any) and to each of `to`. `post` divides by the rank count (Avg).
+    ///
+    /// # Safety
+    /// `src`/`dst` must be valid for `nbytes` and aligned for the datatype; `dst` may equal `src`.
+    pub unsafe fn run(
+        &mut self,
+        from: &[u32],
+        to: &[u32],
+        src: Option<*const u8>,
+        dst: Option<*mut u8>,
+        nbytes: usize,
+        post: bool,
+    ) -> Result<()> {
+        let channel = self.ch.id;
+        let ninputs = from.len() + src.is_some() as usize;
+        assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
+        if self.ch.scratch.unpacked.len() < from.len() {
+            self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
+        }
+        let mut off = 0;
+        while off < nbytes {
+            let len = self.piece.min(nbytes - off);
+            for p in to {
+                wait_credit(self.send_end(*p), self.w, channel)?;
+            }
+            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+            let mut k = 0;
+            if let Some(s) = src {
+                inputs[0] = s.add(off);
+                k = 1;
+            }
+            for (i, p) in from.iter().enumerate() {
+                let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
+                inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
+                k += 1;
+            }
+            let inputs = &inputs[..ninputs];
+            if self.proto == Protocol::Simple {
+                // Outputs are the destination and each peer's slot, written straight from the inputs.
+                let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
+                let mut n = 0;
+                if let Some(d) = dst {
+                    outs[0] = d.add(off);
+                    n = 1;
+                }
+                for p in to {
+                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                    let e = self.send_end(*p);
+                    outs[n] = e.mem.slot(Protocol::Simple, e.step);
+                    n += 1;
+                }
+                self.combine(inputs, &outs[..n], len, post);
+                for (i, p) in to.iter().enumerate() {
+                    let slot = outs[i + dst.is_some() as usize];
+                    write_step(
+                        self.ch.send.get_mut(p).expect("primitive on an unconnected peer"),
+                        self.proto,
+                        slot,
+                        len,
+                    );
+                }
+            } else {
+                // LL/LL128 lines are formatted from one contiguous result.
+                let out: *const u8 = match dst {
+                    None if inputs.len() == 1 => inputs[0],
+                    Some(d) => {
+                        self.combine(inputs, &[d.add(off)], len, post);
+                        d.add(off)
+                    }
+                    None => {
+                        let out = &mut self.ch.scratch.out;
+                        out.resize(len.div_ceil(8), 0);
+                        let target = out.as_mut_ptr() as *mut u8;
+                        self.combine(inputs, &[target], len, post);
+                        target
+                    }
+                };
+                for p in to {
+                    let proto = self.proto;
+                    write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+                }
+            }
+            for p in from {
+                self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
+                self.count_moved(*p, false, len);
+            }
+            for p in to {
+                self.count_moved(*p, true, len);
+            }
+            off += len;
+        }
+        Ok(())
+    }
+
+    /// Reduces `inputs` (or copies the single one) into `outs[0]`, dividing for Avg when `post`, and copies the
+    /// result to the other outputs, a block at a time.
+    ///
+    /// # Safety
+    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, nothing else
+    /// overlaps.
+    unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool) {
+        let Some((&first, rest)) = outs.split_first() else { return };
+        let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
+        let last = inputs.len() - 1;
+        let mut b = 0;
+        while b < len {
+            let n = block.min(len - b);
+            let target = first.add(b);
+            if last == 0 {
+                kern::copy(target, inputs[0].add(b), n);
+                if post {
+                    kern::divide(self.dt, self.op, target, n, self.nranks);
+                }
+            }
+            for k in 1..=last {
+                let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
+                let div = (post && k == last).then_some(self.nranks);
+                kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
+            }
+            for o in rest {
+                kern::copy(o.add(b), target, n);
+            }
+            b += n;
+        }
+    }
+
+    fn send_end(&self, peer: u32) -> &SendEnd {
+        self.ch.send.get(&peer).expect("primitive on an unconnected peer")
+    }
+
+    /// Sends `src`.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn send(&mut self, to: u32, src: *const u8, n: usize) -> Result<()> {
+        self.run(&[], &[to], Some(src), None, n, false)
+    }
+
+    /// Receives into `dst`.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn recv(&mut self, from: u32, dst: *mut u8, n: usize) -> Result<()> {
+        self.run(&[from], &[], None, Some(dst), n, false)
+    }
+
+    /// Receives, reduces with `src`, sends on.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn recv_reduce_send(&mut self, from: u32, to: u32, src: *const u8, n: usize) -> Result<()> {
+        self.run(&[from], &[to], Some(src), None, n, false)
+    }
+
+    /// Receives from `from`, reduces with `src` into `dst` (dividing for Avg when `post`).
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn recv_reduce_copy(
+        &mut self,
+        from: &[u32],
+        src: *const u8,
+        dst: *mut u8,
+        n: usize,
+        post: bool,
+    ) -> Result<()> {
+        self.run(from, &[], Some(src), Some(dst), n, post)
+    }
+
+    /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn recv_reduce_copy_send(
+        &mut self,
+        from: u32,
+        to: u32,
+        src: *const u8,
+        dst: *mut u8,
+        n: usize,
+    ) -> Result<()> {
+        self.run(&[from], &[to], Some(src), Some(dst), n, true)
+    }
+
+    /// Receives into `dst` and forwards to `to`.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn recv_copy_send(&mut self, from: u32, to: &[u32], dst: *mut u8, n: usize) -> Result<()> {
+        self.run(&[from], to, None, Some(dst), n, false)
+    }
+
+    /// Copies `src` to `dst` and sends it to `to`.
+    ///
+    /// # Safety
+    /// As [`Prims::run`].
+    pub unsafe fn copy_send(&mut self, to: &[u32], src: *const u8, dst: *mut u8, n: usize) -> Result<()> {
+        self.run(&[], to, Some(src), Some(dst), n, false)
+    }
+}

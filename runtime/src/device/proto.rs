@@ -1,0 +1,206 @@
+//! The three protocols over a connection's slots (NCCL 2.28.9 `src/device/prims_simple.h`, `prims_ll.h`,
+//! `prims_ll128.h`), on host memory with explicit acquire/release ordering:
+//! - Simple: payload bytes in the slot; the receiver waits for `tail`, the sender for `head` credit.
+//! - LL: 16-byte lines of (4 data bytes, 4 flag bytes) x 2; each (data, flag) pair is one 64-bit atomic store,
+//!   so a reader that sees flag == step + 1 sees its data. No wait on `tail`.
+//! - LL128: 128-byte lines of 120 data bytes and an 8-byte flag stored with release after the data.
+//!
+//! Every protocol still posts `tail` and slot info, which the NET proxy uses to know a step is ready.
+
+use crate::error::{Result, RuntimeError};
+use crate::sync::wait::Waiter;
+use crate::transport::conn::{RecvEnd, SendEnd, LL128_DATA, LL128_LINE, LL_LINE};
+use collscope_model::Protocol;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn ll_flag(step: u64) -> u64 {
+    (step + 1) & 0xffff_ffff
+}
+
+/// Waits until the sender's current slot is free.
+pub fn wait_credit(end: &SendEnd, w: &Waiter, channel: u32) -> Result<()> {
+    w.wait_on(
+        end.mem.head_bell(),
+        || end.has_credit(),
+        || format!("credit from rank {} on channel {channel} (step {})", end.peer, end.step),
+    )
+}
+
+/// Writes `len` payload bytes from `src` into the sender's current slot and posts it. Credit must be held.
+///
+/// # Safety
+/// `src` must be valid for `len` bytes, `len` at most the step payload of `proto`.
+pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len: usize) {
+    let slot = end.mem.slot(proto, end.step);
+    let slot_bytes = match proto {
+        Protocol::Simple => {
+            if !std::ptr::eq(src, slot) {
+                std::ptr::copy_nonoverlapping(src, slot, len);
+            }
+            len
+        }
+        Protocol::Ll => {
+            let flag = ll_flag(end.step) << 32;
+            let lines = len.div_ceil(8);
+            for i in 0..lines {
+                let n = 8.min(len - 8 * i);
+                // Whole words are read in one load; only a short tail goes through a byte copy.
+                let v = if n == 8 {
+                    u64::from_le((src.add(8 * i) as *const u64).read_unaligned())
+                } else {
+                    let mut word = [0u8; 8];
+                    std::ptr::copy_nonoverlapping(src.add(8 * i), word.as_mut_ptr(), n);
+                    u64::from_le_bytes(word)
+                };
+                let (lo, hi) = (v & 0xffff_ffff, v >> 32);
+                let line = slot.add(i * LL_LINE) as *const AtomicU64;
+                (*line).store(lo | flag, Ordering::Release);
+                (*line.add(1)).store(hi | flag, Ordering::Release);
+            }
+            lines * LL_LINE
+        }
+        Protocol::Ll128 => {
+            let flag = end.step + 1;
+            let lines = len.div_ceil(LL128_DATA);
+            for i in 0..lines {
+                let n = LL128_DATA.min(len - LL128_DATA * i);
+                let line = slot.add(i * LL128_LINE);
+                if n == LL128_DATA {
+                    std::ptr::copy_nonoverlapping(src.add(LL128_DATA * i), line, LL128_DATA);
+                } else {
+                    std::ptr::copy_nonoverlapping(src.add(LL128_DATA * i), line, n);
+                }
+                (*(line.add(LL128_DATA) as *const AtomicU64)).store(flag, Ordering::Release);
+            }
+            lines * LL128_LINE
+        }
+    };
+    end.post(proto, slot_bytes);
+}
+
+/// Waits for the receiver's current step and returns its `len` payload bytes: in place for Simple, unpacked
+/// into `scratch` for LL/LL128. The caller reads them, then calls `end.release()`.
+pub fn read_step(
+    end: &RecvEnd,
+    proto: Protocol,
+    len: usize,
+    scratch: &mut Vec<u64>,
+    w: &Waiter,
+    channel: u32,
+) -> Result<*const u8> {
+    debug_assert!(len > 0, "steps always carry data");
+    let what = || format!("data from rank {} on channel {channel} (step {}, {proto})", end.peer, end.step);
+    let slot = end.mem.slot(proto, end.step);
+    match proto {
+        Protocol::Simple => {
+            w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
+            // Both sides cut a call into the same steps, so a different size means the ranks disagree.
+            let (sent_proto, sent) = end.mem.step_info(end.step);
+            if sent_proto != Some(Protocol::Simple) || sent != len {
+                return Err(RuntimeError::Mismatch {
+                    what: "message size across ranks",
+                    detail: format!(
+                        "rank {} sent {sent} bytes ({}) for step {} on channel {channel} where {len} bytes (Simple) \
+                         were expected: counts, datatypes, NCCL_PROTO or buffer sizes differ between ranks",
+                        end.peer,
+                        sent_proto.map_or("?", |p| p.as_str()),
+                        end.step
+                    ),
+                });
+            }
+            Ok(slot)
+        }
+        Protocol::Ll => {
+            scratch.resize(len.div_ceil(8), 0);
+            let flag = ll_flag(end.step);
+            let out = scratch.as_mut_ptr() as *mut u32;
+            let lines = len.div_ceil(8);
+            // One writer stores the lines in order, so waiting for the last line first leaves the per-line
+            // checks below to succeed at once instead of chasing the writer line by line.
+            let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
+            // The sender posts `tail` after the lines, so sleeping on it is safe.
+            w.wait_on(end.mem.tail_bell(), || unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
+            for i in 0..lines {
+                // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
+                let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
+                let (mut lo, mut hi) =
+                    unsafe { ((*line).load(Ordering::Acquire), (*line.add(1)).load(Ordering::Acquire)) };
+                // Lines before the last are almost always there already: wait only when one is not.
+                if lo >> 32 != flag || hi >> 32 != flag {
+                    w.wait(
+                        || unsafe {
+                            lo = (*line).load(Ordering::Acquire);
+                            hi = (*line.add(1)).load(Ordering::Acquire);
+                            lo >> 32 == flag && hi >> 32 == flag
+                        },
+                        what,
+                    )?;
+                }
+                unsafe {
+                    *out.add(2 * i) = lo as u32;
+                    *out.add(2 * i + 1) = hi as u32;
+                }
+            }
+            Ok(scratch.as_ptr() as *const u8)
+        }
+        Protocol::Ll128 => {
+            let lines = len.div_ceil(LL128_DATA);
+            scratch.resize((lines * LL128_DATA).div_ceil(8), 0);
+            let out = scratch.as_mut_ptr() as *mut u8;
+            let flag = end.step + 1;
+            let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
+            w.wait_on(end.mem.tail_bell(), || last.load(Ordering::Acquire) == flag, what)?;
+            for i in 0..lines {
+                let line = unsafe { slot.add(i * LL128_LINE) };
+                let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };
+                if f.load(Ordering::Acquire) != flag {
+                    w.wait(|| f.load(Ordering::Acquire) == flag, what)?;
+                }
+                // Whole lines at a fixed size (an inlined copy): `scratch` has room for the last line's tail,
+                // which the caller does not read.
+                unsafe { std::ptr::copy_nonoverlapping(line, out.add(LL128_DATA * i), LL128_DATA) };
+            }
+            Ok(scratch.as_ptr() as *const u8)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::wait::AbortHandle;
+    use crate::transport::conn::{BufSizes, ConnMem};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn every_protocol_carries_odd_lengths_across_many_steps_between_threads() {
+        let sizes = BufSizes { simple: 8 * 256, ll: 8 * 16 * 16, ll128: 8 * 128 * 2 };
+        for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
+            let mem = Arc::new(ConnMem::anonymous(sizes).unwrap());
+            let w = Waiter { rank: 0, timeout: Duration::from_secs(20), abort: AbortHandle::default(), spins: 64 };
+            let cap = sizes.step_payload(proto);
+            let lens: Vec<usize> = (0..40).map(|i| (i * 37 + 1) % cap + 1).collect();
+            let mut send = SendEnd { mem: mem.clone(), peer: 1, step: 0 };
+            let mut recv = RecvEnd { mem, peer: 0, step: 0 };
+            let lens2 = lens.clone();
+            let w2 = w.clone();
+            let t = std::thread::spawn(move || {
+                for (s, len) in lens2.iter().enumerate() {
+                    let data: Vec<u8> = (0..*len).map(|i| (i + s) as u8).collect();
+                    wait_credit(&send, &w2, 0).unwrap();
+                    unsafe { write_step(&mut send, proto, data.as_ptr(), *len) };
+                }
+            });
+            let mut scratch = Vec::new();
+            for (s, len) in lens.iter().enumerate() {
+                let p = read_step(&recv, proto, *len, &mut scratch, &w, 0).unwrap();
+                let got = unsafe { std::slice::from_raw_parts(p, *len) }.to_vec();
+                recv.release();
+                let want: Vec<u8> = (0..*len).map(|i| (i + s) as u8).collect();
+                assert_eq!(got, want, "{proto} step {s}");
+            }
+            t.join().unwrap();
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! What the runtime keeps for telemetry: the connections it made, a bounded ring of recent operations and
+//! running totals of calls and traffic. Telemetry reads it whenever it likes (the process's recorder lists
+//! every communicator's records); the data path never waits for telemetry.
+
+use super::stats::CallStats;
+use crate::observe::recorder;
+use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Operations kept per communicator.
+pub const OP_RING: usize = 1024;
+
+pub struct Records {
+    /// Unique in the process, so a reader can tell these records from those of an earlier communicator.
+    id: u64,
+    rank: u32,
+    /// The communicator's name, given to the operations as they are handed out.
+    name: Option<String>,
+    pub stats: CallStats,
+    ops: Mutex<VecDeque<OpRecord>>,
+    connections: Mutex<Vec<Connection>>,
+    /// Proxy sub-operations of NET connections, most recent last.
+    proxy: Mutex<VecDeque<ProxyOp>>,
+    /// Sequence number of the operation the rank is running (0 before the first).
+    current_seq: AtomicU64,
+    /// The call the rank is running, for telemetry to show one that never ends.
+    running: Running,
+}
+
+/// A seqlock over the running call's facts: the rank's thread is the only writer (`version` is odd while it
+/// writes), and a reader that sees the version move retries later instead of showing a mix of two calls.
+#[derive(Default)]
+struct Running {
+    version: AtomicU64,
+    seq: AtomicU64,
+    /// Collective id in the high 32 bits, data type id in the low.
+    kind: AtomicU64,
+    count: AtomicU64,
+    started_us: AtomicU64,
+}
+
+impl Running {
+    fn write(&self, op: &OpRecord) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.seq.store(op.seq, Ordering::Relaxed);
+        self.kind.store(((op.coll.id() as u64) << 32) | op.datatype.id() as u64, Ordering::Relaxed);
+        self.count.store(op.count, Ordering::Relaxed);
+        self.started_us.store(op.started_us.unwrap_or(0), Ordering::Relaxed);
+        self.version.store(v + 2, Ordering::Release);
+    }
+
+    /// (seq, collective, data type, count, started_us), unless a write is under way.
+    fn read(&self) -> Option<(u64, Collective, DataType, u64, u64)> {
+        let v = self.version.load(Ordering::Acquire);
+        if v % 2 == 1 || v == 0 {
+            return None;
+        }
+        let (seq, kind, count, started) = (
+            self.seq.load(Ordering::Relaxed),
+            self.kind.load(Ordering::Relaxed),
+            self.count.load(Ordering::Relaxed),
+            self.started_us.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        if self.version.load(Ordering::Relaxed) != v {
+            return None;
+        }
+        let coll = Collective::from_id((kind >> 32) as usize)?;
+        let dt = DataType::from_id((kind & 0xffff_ffff) as usize)?;
+        Some((seq, coll, dt, count, started))
+    }
+}
+
+/// Operations a reader had not seen yet, and how many it missed because the ring had moved past them.
+#[derive(Debug, Default)]
+pub struct NewOps {
+    pub ops: Vec<OpRecord>,
+    pub missed: u64,
+}
+
+impl Records {
+    pub fn new(rank: u32, nchannels: usize, name: Option<String>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Records {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            rank,
+            name,
+            stats: CallStats::new(nchannels),
+            ops: Mutex::default(),
+            connections: Mutex::default(),
+            proxy: Mutex::default(),
+            current_seq: AtomicU64::new(0),
+            running: Running::default(),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    pub fn push_op(&self, op: OpRecord) {
+        let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        if ops.len() == OP_RING {
+            ops.pop_front();
+        }
+        ops.push_back(op);
+    }
+
+    pub fn push_connection(&self, c: Connection) {
+        recorder::record(|| Event::Connection(c.clone()));
+        self.connections.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+    }
+
+    /// The most recent operations, oldest first.
+    pub fn ops(&self) -> Vec<OpRecord> {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|o| self.named(o)).collect()
+    }
+
+    fn named(&self, op: &OpRecord) -> OpRecord {
+        OpRecord { comm: self.name.clone(), ..op.clone() }
+    }
+
+    /// The kept operations numbered after `seq`, oldest first.
+    pub fn ops_after(&self, seq: u64) -> NewOps {
+        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = ops.partition_point(|o| o.seq <= seq);
+        let missed = ops.get(fresh).map_or(0, |o| o.seq.saturating_sub(seq + 1));
+        NewOps { ops: ops.range(fresh..).map(|o| self.named(o)).collect(), missed }
+    }
+
+    /// Marks `op` as the operation in progress, so proxy threads can attribute their steps to it and
+    /// telemetry can show it while it runs.
+    pub fn begin_op(&self, op: &OpRecord) {
+        let prev = self.current_seq.swap(op.seq, Ordering::AcqRel);
+        if recorder::enabled() {
+            self.running.write(op);
+            if prev != 0 && prev != op.seq {
+                self.report_proxy(prev);
+            }
+        }
+    }
+
+    /// The call this rank has begun and not finished, if any (as far as a read without locks can tell).
+    pub fn in_progress(&self) -> Option<OpRecord> {
+        if self.stats.in_flight() == 0 {
+            return None;
+        }
+        let (seq, coll, datatype, count, started) = self.running.read()?;
+        Some(OpRecord { comm: self.name.clone(), ..OpRecord::started(self.rank, seq, coll, datatype, count, started) })
+    }
+
+    /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy
+    /// thread has no moment of its own at which a sub-operation is final).
+    fn report_proxy(&self, seq: u64) {
+        let ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        for o in ops.iter().rev().take_while(|o| o.seq >= seq).filter(|o| o.seq == seq) {
+            recorder::record(|| Event::Proxy(o.clone()));
+        }
+    }
+
+    pub fn current_seq(&self) -> u64 {
+        self.current_seq.load(Ordering::Acquire)
+    }
+
+    /// Updates the proxy record of (seq, channel, peer, direction) in place, or starts it.
+    pub fn update_proxy(&self, key: &ProxyOp, f: impl FnOnce(&mut ProxyOp)) {
+        let mut ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        let same =
+            |o: &ProxyOp| o.seq == key.seq && o.channel == key.channel && o.peer == key.peer && o.send == key.send;
+        if let Some(o) = ops.iter_mut().rev().find(|o| same(o)) {
+            f(o);
+            return;
+        }
+        if ops.len() == OP_RING {
+            ops.pop_front();
+        }
+        let mut o = key.clone();
+        f(&mut o);
+        ops.push_back(o);
+    }
+
+    /// The most recent proxy sub-operations, oldest first.
+    pub fn proxy_ops(&self) -> Vec<ProxyOp> {
+        self.proxy.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    pub fn connections(&self) -> Vec<Connection> {
+        self.connections.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

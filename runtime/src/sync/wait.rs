@@ -1,0 +1,284 @@
+//! Every wait in the runtime: spin briefly, yield a little, then sleep until a condition holds, the timeout
+//! (`COLLSCOPE_TIMEOUT_S`) passes, or someone aborts the communicator (a dead peer, a user's abort).
+//!
+//! Waits on a connection counter sleep on a futex over that counter ([`Bell`]), so a rank sharing its core with
+//! others (more ranks than cores) hands the core over instead of spinning, and the writer wakes it at once.
+
+use crate::error::{Result, RuntimeError};
+use crate::transport::PeerInfo;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Spins before the first yield: long enough to catch a peer on another core, short enough to leave the
+/// core to ranks sharing it.
+pub const SPINS: u32 = 256;
+/// Spins when this host runs more ranks than it has cores: none. The peer a wait needs is then usually waiting
+/// for this very core, so yielding it at once is what gets it to run. Measured on 2 cores, 8 B AllReduce,
+/// medians: 4 rank processes 12.2 us with 32 spins, 8.2 us with none; 8 processes 40.8 -> 22.5 us; large
+/// messages unchanged.
+pub const SPINS_OVERSUBSCRIBED: u32 = 0;
+
+/// How long waits spin for the ranks of one host: whether they outnumber the cores they may run on together.
+/// Each rank's own affinity will not do: a rank pinned to its core sees one.
+pub fn spins_for(local: &[&PeerInfo]) -> u32 {
+    let cores: std::collections::BTreeSet<u32> = local.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+    let cores =
+        if cores.is_empty() { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cores.len() };
+    if local.len() > cores {
+        SPINS_OVERSUBSCRIBED
+    } else {
+        SPINS
+    }
+}
+/// Yields before sleeping on a [`Bell`]: a peer that was just descheduled usually posts within a few.
+const YIELDS: u32 = 16;
+/// Longest single futex sleep, so abort and timeout are still noticed without a wake.
+const PARK: Duration = Duration::from_millis(2);
+
+/// A counter a waiter can sleep on: `word` changes whenever the condition may have become true, and the writer,
+/// after changing it, wakes sleepers counted in `sleepers` ([`Bell::ring`]). Both live in connection memory,
+/// which may be shared between processes, so the futex is a shared (not process-private) one.
+#[derive(Clone, Copy)]
+pub struct Bell<'a> {
+    pub word: &'a AtomicU64,
+    pub sleepers: &'a AtomicU32,
+}
+
+impl Bell<'_> {
+    /// Wakes whoever sleeps on the word; call after storing the new value. A system call only when someone
+    /// sleeps: the fence orders the store before the check, pairing with the sleeper's count-then-check.
+    pub fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            futex::wake(self.word);
+        }
+    }
+
+    /// Sleeps while the word still holds `seen` (the kernel checks atomically), at most `max`.
+    fn sleep(&self, seen: u64, max: Duration) {
+        futex::wait(self.word, seen, max);
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod futex {
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
+
+    /// The futex word: the low 32 bits of the counter, which change with every increment.
+    fn low_half(word: &AtomicU64) -> *const u32 {
+        let p = word.as_ptr() as *const u32;
+        if cfg!(target_endian = "little") {
+            p
+        } else {
+            p.wrapping_add(1)
+        }
+    }
+
+    pub fn wait(word: &AtomicU64, seen: u64, max: Duration) {
+        let ts = libc::timespec { tv_sec: max.as_secs() as libc::time_t, tv_nsec: max.subsec_nanos() as _ };
+        // SAFETY: the address is a live, aligned u32 inside the counter; the kernel only reads it. An early or
+        // spurious return is harmless: the caller re-checks its condition.
+        unsafe {
+            libc::syscall(libc::SYS_futex, low_half(word), libc::FUTEX_WAIT, seen as u32, &ts as *const libc::timespec);
+        }
+    }
+
+    pub fn wake(word: &AtomicU64) {
+        // SAFETY: as in `wait`; waking has no effect on memory.
+        unsafe {
+            libc::syscall(libc::SYS_futex, low_half(word), libc::FUTEX_WAKE, i32::MAX);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod futex {
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
+
+    pub fn wait(_word: &AtomicU64, _seen: u64, max: Duration) {
+        std::thread::sleep(max.min(Duration::from_micros(50)));
+    }
+
+    pub fn wake(_word: &AtomicU64) {}
+}
+
+/// Shared by a communicator and whoever may need to stop it (rtnet's keep-alive, a signal handler).
+#[derive(Debug, Clone, Default)]
+pub struct AbortHandle {
+    flag: Arc<AtomicBool>,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl AbortHandle {
+    /// Makes every current and future wait of the communicator fail with `reason` (the first reason wins).
+    pub fn abort(&self, reason: impl Into<String>) {
+        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            *r = Some(reason.into());
+        }
+        self.flag.store(true, Ordering::Release);
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// How long to wait and whom to ask whether to stop.
+#[derive(Debug, Clone)]
+pub struct Waiter {
+    pub rank: u32,
+    pub timeout: Duration,
+    pub abort: AbortHandle,
+    /// Spins before yielding ([`spins_for`]).
+    pub spins: u32,
+}
+
+impl Waiter {
+    /// Waits until `ready()` is true, yielding then napping between checks. `what` is only called to describe
+    /// a failure. For waits on several connections at once; a wait on one counter uses [`Waiter::wait_on`].
+    pub fn wait(&self, ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+        self.wait_inner(None, ready, what)
+    }
+
+    /// Waits until `ready()` is true, sleeping on `bell` once spinning and yielding did not see it: `ready`
+    /// must become true only after `bell.word` changed.
+    pub fn wait_on(&self, bell: Bell, ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+        self.wait_inner(Some(bell), ready, what)
+    }
+
+    fn wait_inner(
+        &self,
+        bell: Option<Bell>,
+        mut ready: impl FnMut() -> bool,
+        what: impl FnOnce() -> String,
+    ) -> Result<()> {
+        for _ in 0..self.spins {
+            if ready() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        let start = Instant::now();
+        let mut rounds = 0u32;
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            match bell {
+                Some(b) if rounds >= YIELDS => {
+                    // Count ourselves before the last check, so a writer either sees us or we see its value.
+                    b.sleepers.fetch_add(1, Ordering::SeqCst);
+                    let seen = b.word.load(Ordering::SeqCst);
+                    if !ready() {
+                        b.sleep(seen, PARK);
+                    }
+                    b.sleepers.fetch_sub(1, Ordering::Relaxed);
+                }
+                _ => std::thread::yield_now(),
+            }
+            rounds = rounds.wrapping_add(1);
+            if bell.is_some_and(|_| rounds > YIELDS) || rounds.is_multiple_of(64) {
+                // What arrived before the abort (a peer's last step, then its clean close) is still taken.
+                if ready() {
+                    return Ok(());
+                }
+                if self.abort.is_aborted() {
+                    return Err(RuntimeError::Aborted {
+                        rank: self.rank,
+                        what: what(),
+                        reason: self.abort.reason().unwrap_or_default(),
+                    });
+                }
+                let waited = start.elapsed();
+                if waited >= self.timeout {
+                    return Err(RuntimeError::Timeout { rank: self.rank, secs: self.timeout.as_secs(), what: what() });
+                }
+                // After a while nobody is coming soon: stop burning the core.
+                if bell.is_none() && waited > Duration::from_millis(20) {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_spin_unless_they_outnumber_the_cores_they_share() {
+        let peer = |cpus: &[u32]| PeerInfo {
+            rank: 0,
+            host: "h".into(),
+            host_hash: 1,
+            pid_hash: 2,
+            pid: 3,
+            dev: 0,
+            cpus: cpus.to_vec(),
+        };
+        let spins = |ps: &[PeerInfo]| spins_for(&ps.iter().collect::<Vec<_>>());
+        // Pinned one per core: each sees a single core, together they have one each.
+        assert_eq!(spins(&[peer(&[0]), peer(&[1])]), SPINS);
+        assert_eq!(spins(&[peer(&[0]), peer(&[0])]), SPINS_OVERSUBSCRIBED);
+        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1])]), SPINS);
+        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1]), peer(&[0, 1])]), SPINS_OVERSUBSCRIBED);
+    }
+
+    #[test]
+    fn abort_ends_a_wait_with_the_reason() {
+        let w = Waiter { rank: 3, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
+        let h = w.abort.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            h.abort("rank 1 died");
+        });
+        let e = w.wait(|| false, || "data from rank 1".into()).unwrap_err().to_string();
+        t.join().unwrap();
+        assert!(e.contains("rank 3") && e.contains("rank 1 died") && e.contains("data from rank 1"), "{e}");
+    }
+
+    #[test]
+    fn timeout_names_the_wait() {
+        let w = Waiter { rank: 0, timeout: Duration::from_millis(10), abort: AbortHandle::default(), spins: SPINS };
+        let e = w.wait(|| false, || "credit from rank 2".into()).unwrap_err();
+        assert!(matches!(e, RuntimeError::Timeout { .. }) && e.to_string().contains("credit from rank 2"));
+        assert!(w.wait(|| true, String::new).is_ok());
+    }
+
+    #[test]
+    fn a_sleeper_on_a_bell_is_woken_by_the_ring_and_still_honours_abort() {
+        let (word, sleepers) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU32::new(0)));
+        let w = Waiter { rank: 0, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
+        let (w2, word2, sleepers2) = (w.clone(), word.clone(), sleepers.clone());
+        let t = std::thread::spawn(move || {
+            let bell = Bell { word: &word2, sleepers: &sleepers2 };
+            w2.wait_on(bell, || word2.load(Ordering::Acquire) >= 1, String::new)
+        });
+        // The waiter gets past spinning and yielding and counts itself as a sleeper.
+        while sleepers.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        word.store(1, Ordering::Release);
+        Bell { word: &word, sleepers: &sleepers }.ring();
+        assert!(t.join().unwrap().is_ok());
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0, "the waiter no longer counts itself");
+
+        let h = w.abort.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            h.abort("peer gone");
+        });
+        let e = w.wait_on(Bell { word: &word, sleepers: &sleepers }, || false, || "credit".into()).unwrap_err();
+        t.join().unwrap();
+        assert!(e.to_string().contains("peer gone"), "{e}");
+    }
+}

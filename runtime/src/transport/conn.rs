@@ -1,0 +1,352 @@
+//! One direction of one channel-peer connection: NCCL_STEPS slots per protocol buffer plus the `head`
+//! (receiver -> sender: steps consumed) and `tail` (sender -> receiver: steps posted) counters, each on its own
+//! cache line (NCCL 2.28.9 `src/include/device.h` `ncclConnInfo`, `ncclSendMem`/`ncclRecvMem`).
+//!
+//! A [`ConnMem`] is one contiguous region, so the same layout lives in anonymous memory (P2P: both ranks are
+//! threads of one process and hold the same `Arc`), in a POSIX shared memory segment (SHM: each process maps
+//! it), or in two local regions bridged by a proxy thread (NET: the sender's proxy drains the sender's region,
+//! the receiver's proxy fills the receiver's, see [`ConnMem::posted`] and [`ConnMem::deposit`]).
+
+use crate::error::{Result, RuntimeError};
+use crate::sync::doorbell::Doorbell;
+use crate::sync::wait::Bell;
+use collscope_debug::env::{Env, EnvError};
+use collscope_model::Protocol;
+use memmap2::MmapMut;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Slots per connection (NCCL 2.28.9 `NCCL_STEPS`).
+pub const NCCL_STEPS: u64 = 8;
+/// NCCL's default `NCCL_BUFFSIZE` (4 MiB, `src/include/device.h` `DEFAULT_BUFFSIZE`).
+pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
+/// LL line: two 4-byte data words each followed by a 4-byte flag.
+pub const LL_LINE: usize = 16;
+/// NCCL's default LL buffer: `NCCL_LL_LINES_PER_THREAD * NCCL_LL_MAX_NTHREADS * NCCL_STEPS` lines.
+pub const DEFAULT_LL_BUFFSIZE: usize = 8 * 512 * NCCL_STEPS as usize * LL_LINE;
+/// LL128 line: 120 data bytes and an 8-byte flag.
+pub const LL128_LINE: usize = 128;
+pub const LL128_DATA: usize = 120;
+/// NCCL's default LL128 buffer: `NCCL_LL128_ELEMS_PER_THREAD * NCCL_LL128_MAX_NTHREADS * NCCL_STEPS` u64s.
+pub const DEFAULT_LL128_BUFFSIZE: usize = 120 * 640 * NCCL_STEPS as usize * 8;
+
+const CACHE_LINE: usize = 128;
+const OFF_TAIL: usize = 0;
+const OFF_HEAD: usize = CACHE_LINE;
+const OFF_INFO: usize = 2 * CACHE_LINE;
+/// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
+const SLEEPERS: usize = 8;
+/// Bytes before the first buffer: the counters, the per-slot info fifo, padding to a page.
+const CTRL_BYTES: usize = 4096;
+
+/// Per-protocol buffer sizes of a connection (`NCCL_BUFFSIZE`, `NCCL_LL_BUFFSIZE`, `NCCL_LL128_BUFFSIZE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufSizes {
+    pub simple: usize,
+    pub ll: usize,
+    pub ll128: usize,
+}
+
+impl Default for BufSizes {
+    fn default() -> Self {
+        BufSizes { simple: DEFAULT_BUFFSIZE, ll: DEFAULT_LL_BUFFSIZE, ll128: DEFAULT_LL128_BUFFSIZE }
+    }
+}
+
+impl BufSizes {
+    pub fn from_env(env: &Env) -> Result<Self, EnvError> {
+        let get = |name: &str, default: usize, unit: usize| -> Result<usize, EnvError> {
+            let v = env.int(name, default as i64)?;
+            let granule = unit * NCCL_STEPS as usize;
+            if v <= 0 || !(v as usize).is_multiple_of(granule) || v > (1 << 31) {
+                return Err(EnvError {
+                    name: name.into(),
+                    value: v.to_string(),
+                    expected: format!("a positive multiple of {granule} bytes up to 2 GiB"),
+                });
+            }
+            Ok(v as usize)
+        };
+        Ok(BufSizes {
+            simple: get("NCCL_BUFFSIZE", DEFAULT_BUFFSIZE, 64)?,
+            ll: get("NCCL_LL_BUFFSIZE", DEFAULT_LL_BUFFSIZE, LL_LINE)?,
+            ll128: get("NCCL_LL128_BUFFSIZE", DEFAULT_LL128_BUFFSIZE, LL128_LINE)?,
+        })
+    }
+
+    /// Bytes of one protocol's buffer.
+    pub fn of(&self, proto: Protocol) -> usize {
+        match proto {
+            Protocol::Simple => self.simple,
+            Protocol::Ll => self.ll,
+            Protocol::Ll128 => self.ll128,
+        }
+    }
+
+    /// Payload bytes one step of `proto` carries.
+    pub fn step_payload(&self, proto: Protocol) -> usize {
+        let slot = self.of(proto) / NCCL_STEPS as usize;
+        match proto {
+            Protocol::Simple => slot,
+            Protocol::Ll => slot / LL_LINE * 8,
+            Protocol::Ll128 => slot / LL128_LINE * LL128_DATA,
+        }
+    }
+
+    /// Size of the whole region a connection needs.
+    pub fn region_bytes(&self) -> usize {
+        CTRL_BYTES + self.simple + self.ll + self.ll128
+    }
+
+    fn offset(&self, proto: Protocol) -> usize {
+        match proto {
+            Protocol::Simple => CTRL_BYTES,
+            Protocol::Ll => CTRL_BYTES + self.simple,
+            Protocol::Ll128 => CTRL_BYTES + self.simple + self.ll,
+        }
+    }
+}
+
+/// The memory of one connection direction. Keeps its mapping (and whatever else owns it, such as a shared
+/// memory segment's name) alive.
+pub struct ConnMem {
+    base: *mut u8,
+    sizes: BufSizes,
+    _map: MmapMut,
+    _owner: Option<Box<dyn Send + Sync>>,
+    /// NET: the proxy that bridges this region, rung whenever a counter moves.
+    proxy_bell: OnceLock<Arc<Doorbell>>,
+}
+
+// SAFETY: the region is only accessed through atomics (counters, LL/LL128 flags) or through slots whose
+// ownership the head/tail protocol hands from one side to the other.
+unsafe impl Send for ConnMem {}
+unsafe impl Sync for ConnMem {}
+
+impl ConnMem {
+    /// Zeroed private memory (pages are committed only when touched).
+    pub fn anonymous(sizes: BufSizes) -> Result<Self> {
+        let map = MmapMut::map_anon(sizes.region_bytes())
+            .map_err(|e| RuntimeError::Transport { transport: "P2P", msg: format!("mmap failed: {e}") })?;
+        Ok(Self::from_map(map, sizes, None))
+    }
+
+    /// A region over an existing mapping of at least `sizes.region_bytes()` zeroed bytes.
+    pub fn from_map(mut map: MmapMut, sizes: BufSizes, owner: Option<Box<dyn Send + Sync>>) -> Self {
+        assert!(map.len() >= sizes.region_bytes(), "connection mapping smaller than its layout");
+        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner, proxy_bell: OnceLock::new() }
+    }
+
+    pub fn sizes(&self) -> BufSizes {
+        self.sizes
+    }
+
+    fn counter(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is inside the control block and 8-byte aligned; the mapping is page aligned.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    /// Steps the sender has posted.
+    pub fn tail(&self) -> &AtomicU64 {
+        self.counter(OFF_TAIL)
+    }
+
+    /// Steps the receiver has consumed.
+    pub fn head(&self) -> &AtomicU64 {
+        self.counter(OFF_HEAD)
+    }
+
+    fn sleepers(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as `counter`; 4-byte aligned, after the 8-byte counter on the same line.
+        unsafe { &*(self.base.add(off + SLEEPERS) as *const AtomicU32) }
+    }
+
+    /// What a receiver sleeps on while waiting for data: `tail`.
+    pub fn tail_bell(&self) -> Bell<'_> {
+        Bell { word: self.tail(), sleepers: self.sleepers(OFF_TAIL) }
+    }
+
+    /// What a sender sleeps on while waiting for credit: `head`.
+    pub fn head_bell(&self) -> Bell<'_> {
+        Bell { word: self.head(), sleepers: self.sleepers(OFF_HEAD) }
+    }
+
+    /// Publishes `tail = steps` and wakes a receiver (or the proxy) sleeping on it.
+    pub fn publish_tail(&self, steps: u64) {
+        self.tail().store(steps, Ordering::Release);
+        self.tail_bell().ring();
+        self.ring_proxy();
+    }
+
+    /// Publishes `head = steps` and wakes a sender (or the proxy) sleeping on it.
+    pub fn publish_head(&self, steps: u64) {
+        self.head().store(steps, Ordering::Release);
+        self.head_bell().ring();
+        self.ring_proxy();
+    }
+
+    /// Has every counter update also ring `bell` (a NET connection's proxy).
+    pub fn ring_on_update(&self, bell: Arc<Doorbell>) {
+        let _ = self.proxy_bell.set(bell);
+    }
+
+    fn ring_proxy(&self) {
+        if let Some(b) = self.proxy_bell.get() {
+            b.ring();
+        }
+    }
+
+    /// Per-slot info the sender writes before bumping `tail`: protocol id in the top byte, bytes in the rest.
+    fn info(&self, step: u64) -> &AtomicU64 {
+        self.counter(OFF_INFO + 8 * (step % NCCL_STEPS) as usize)
+    }
+
+    /// Start of `proto`'s slot for `step`.
+    pub fn slot(&self, proto: Protocol, step: u64) -> *mut u8 {
+        let slot_bytes = self.sizes.of(proto) / NCCL_STEPS as usize;
+        // SAFETY: in bounds by construction of the layout.
+        unsafe { self.base.add(self.sizes.offset(proto) + slot_bytes * (step % NCCL_STEPS) as usize) }
+    }
+
+    /// Records what slot `step` holds; the sender calls this before publishing `tail = step + 1`.
+    pub fn set_info(&self, step: u64, proto: Protocol, bytes: usize) {
+        self.info(step).store(((proto.id() as u64) << 56) | bytes as u64, Ordering::Relaxed);
+    }
+
+    /// What the sender recorded for `step` (protocol and slot bytes); meaningful once `tail > step`.
+    pub fn step_info(&self, step: u64) -> (Option<Protocol>, usize) {
+        let info = self.info(step).load(Ordering::Relaxed);
+        (Protocol::from_id((info >> 56) as usize), (info & ((1 << 56) - 1)) as usize)
+    }
+
+    /// For a NET sender's proxy: the protocol and raw slot bytes (lines included for LL/LL128) of `step` once
+    /// the sender posted it (`tail > step`), `None` before.
+    pub fn posted(&self, step: u64) -> Option<(Protocol, &[u8])> {
+        if self.tail().load(Ordering::Acquire) <= step {
+            return None;
+        }
+        let (proto, len) = self.step_info(step);
+        let proto = proto?;
+        // SAFETY: the sender will not touch the slot until `head` passes `step`.
+        Some((proto, unsafe { std::slice::from_raw_parts(self.slot(proto, step), len) }))
+    }
+
+    /// For a NET receiver's proxy: writes slot bytes received from the network into `step` and publishes it.
+    /// LL and LL128 flags are stored atomically after their data, so the receiving rank never sees a torn line.
+    /// The caller must have waited for credit (`head + NCCL_STEPS > step`).
+    pub fn deposit(&self, step: u64, proto: Protocol, bytes: &[u8]) {
+        let dst = self.slot(proto, step);
+        match proto {
+            Protocol::Simple => unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) },
+            Protocol::Ll => {
+                for (i, w) in bytes.chunks_exact(8).enumerate() {
+                    let v = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
+                    // SAFETY: 8-byte aligned words inside the slot.
+                    unsafe { (*(dst.add(8 * i) as *const AtomicU64)).store(v, Ordering::Release) };
+                }
+            }
+            Protocol::Ll128 => {
+                for (i, line) in bytes.chunks_exact(LL128_LINE).enumerate() {
+                    unsafe {
+                        let l = dst.add(i * LL128_LINE);
+                        std::ptr::copy_nonoverlapping(line.as_ptr(), l, LL128_DATA);
+                        let flag = u64::from_ne_bytes(line[LL128_DATA..].try_into().unwrap_or([0; 8]));
+                        (*(l.add(LL128_DATA) as *const AtomicU64)).store(flag, Ordering::Release);
+                    }
+                }
+            }
+        }
+        self.set_info(step, proto, bytes.len());
+        self.publish_tail(step + 1);
+    }
+}
+
+/// The sending side of a connection as a rank's primitives use it.
+pub struct SendEnd {
+    pub mem: Arc<ConnMem>,
+    pub peer: u32,
+    /// Next step to post; persists across operations, like NCCL's `conn->step`.
+    pub step: u64,
+}
+
+/// The receiving side of a connection.
+pub struct RecvEnd {
+    pub mem: Arc<ConnMem>,
+    pub peer: u32,
+    /// Next step to consume.
+    pub step: u64,
+}
+
+impl SendEnd {
+    /// Whether the slot of the current step is free (the receiver consumed the step `NCCL_STEPS` earlier).
+    pub fn has_credit(&self) -> bool {
+        self.mem.head().load(Ordering::Acquire) + NCCL_STEPS > self.step
+    }
+
+    /// Publishes the current step and moves to the next.
+    pub fn post(&mut self, proto: Protocol, slot_bytes: usize) {
+        self.mem.set_info(self.step, proto, slot_bytes);
+        self.mem.publish_tail(self.step + 1);
+        self.step += 1;
+    }
+}
+
+impl RecvEnd {
+    /// Whether the sender posted the current step (Simple; LL/LL128 readers look at the flags instead).
+    pub fn has_data(&self) -> bool {
+        self.mem.tail().load(Ordering::Acquire) > self.step
+    }
+
+    /// Hands the current slot back to the sender and moves to the next step.
+    pub fn release(&mut self) {
+        self.mem.publish_head(self.step + 1);
+        self.step += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_keeps_counters_apart_and_sizes_from_env_are_checked() {
+        let s = BufSizes::default();
+        assert_eq!(s.step_payload(Protocol::Simple), 512 << 10);
+        assert_eq!(s.step_payload(Protocol::Ll), 4096 * 8);
+        assert_eq!(s.step_payload(Protocol::Ll128), 4800 * 120);
+        let m = ConnMem::anonymous(BufSizes { simple: 4096, ll: 1024, ll128: 2048 }).unwrap();
+        let (t, h) = (m.tail() as *const _ as usize, m.head() as *const _ as usize);
+        assert!(h - t >= 64);
+        let e = BufSizes::from_env(&Env::from_pairs([("NCCL_BUFFSIZE", "1000")])).unwrap_err().to_string();
+        assert!(e.contains("NCCL_BUFFSIZE='1000'") && e.contains("multiple of 512"), "{e}");
+        assert_eq!(BufSizes::from_env(&Env::from_pairs([("NCCL_BUFFSIZE", "65536")])).unwrap().simple, 65536);
+    }
+
+    #[test]
+    fn counter_updates_ring_the_proxy_that_bridges_the_region() {
+        let m = ConnMem::anonymous(BufSizes { simple: 4096, ll: 1024, ll128: 2048 }).unwrap();
+        let bell = Arc::new(Doorbell::new().unwrap());
+        m.ring_on_update(bell.clone());
+        for publish in [ConnMem::publish_tail, ConnMem::publish_head] {
+            bell.arm();
+            publish(&m, 1);
+            let start = std::time::Instant::now();
+            bell.sleep(&[], std::time::Duration::from_secs(20));
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "the update did not wake the proxy");
+        }
+    }
+
+    #[test]
+    fn posted_and_deposit_move_a_step_between_regions() {
+        let sizes = BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
+        let (a, b) = (ConnMem::anonymous(sizes).unwrap(), ConnMem::anonymous(sizes).unwrap());
+        assert!(a.posted(0).is_none());
+        unsafe { std::ptr::copy_nonoverlapping([1u8, 2, 3].as_ptr(), a.slot(Protocol::Simple, 0), 3) };
+        a.set_info(0, Protocol::Simple, 3);
+        a.tail().store(1, Ordering::Release);
+        let (p, bytes) = a.posted(0).unwrap();
+        assert_eq!((p, bytes), (Protocol::Simple, &[1u8, 2, 3][..]));
+        b.deposit(0, p, bytes);
+        assert_eq!(b.posted(0).unwrap().1, &[1, 2, 3]);
+    }
+}

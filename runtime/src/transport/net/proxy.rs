@@ -1,0 +1,783 @@
+//! The proxy thread that drives a rank's NET connections (NCCL 2.28.9 `src/proxy.cc` progress loop, and
+//! `src/transport/net.cc` `sendProxyProgress`/`recvProxyProgress`). The rank writes and reads its connection
+//! memory exactly as over P2P/SHM; the proxy moves steps between that memory and the network:
+//!
+//! - send side: a step the rank posted (`tail`) is sent as a 16-byte header (protocol, bytes) and the slot's
+//!   bytes; when the network has finished with it the slot goes back to the rank (`head`, the credit).
+//! - receive side: once the rank freed the slot (`head`), the proxy receives the header, then the bytes straight
+//!   into the slot (Simple) or into a staging buffer whose LL/LL128 lines are stored flag-last (`deposit`), and
+//!   publishes the step (`tail`).
+//!
+//! Each step's states are counted per sub-operation (`posted`, `transmitted`, `done`) in `model::ProxyOp`, with
+//! the time spent waiting in each state. A failed connection aborts the communicator naming the peer rank.
+
+use super::api::{Comm, NetError};
+use crate::observe::records::Records;
+use crate::sync::doorbell::{Doorbell, FdWait, Wake};
+use crate::sync::wait::AbortHandle;
+use crate::transport::conn::{ConnMem, NCCL_STEPS};
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
+use collscope_model::{Protocol, ProxyOp, ProxyWait};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+const HEADER_BYTES: usize = 16;
+/// Tags of the two messages of a step; a network that matches tags (NET/IB) catches a header/body mix-up.
+const HEADER_TAG: u32 = 0;
+const BODY_TAG: u32 = 1;
+
+fn header(proto: Protocol, bytes: usize) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0] = proto.id() as u8;
+    h[8..].copy_from_slice(&(bytes as u64).to_le_bytes());
+    h
+}
+
+/// What stops a connection: the network, or a step that does not fit.
+#[derive(Debug, thiserror::Error)]
+enum ProxyError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("NET/{net} : step {step} from {peer} carries unknown protocol id {id}")]
+    Protocol { net: &'static str, peer: String, step: u64, id: u8 },
+    #[error(
+        "NET/{net} : peer {peer} message truncated : receiving {got} bytes instead of {cap}. If you believe your \
+         network is in a healthy state, there may be a mismatch in collective sizes or environment settings \
+         (e.g. NCCL_PROTO, NCCL_ALGO) between ranks"
+    )]
+    Truncated { net: &'static str, peer: String, got: usize, cap: usize },
+}
+
+/// Identifies one connection in the proxy's records.
+#[derive(Debug, Clone, Copy)]
+struct ConnId {
+    channel: u32,
+    peer: u32,
+    send: bool,
+    /// The network's name (`Socket`, `IB`), for messages.
+    net: &'static str,
+}
+
+/// Per-operation accounting of one connection.
+struct Stats {
+    rank: u32,
+    id: ConnId,
+    records: Arc<OnceLock<Arc<Records>>>,
+}
+
+impl Stats {
+    fn record(&self, f: impl FnOnce(&mut ProxyOp)) {
+        let Some(records) = self.records.get() else { return };
+        let key = ProxyOp {
+            rank: self.rank,
+            seq: records.current_seq(),
+            channel: self.id.channel,
+            peer: self.id.peer,
+            send: self.id.send,
+            n_steps: 0,
+            posted: 0,
+            transmitted: 0,
+            done: 0,
+            waits: Vec::new(),
+        };
+        records.update_proxy(&key, f);
+    }
+
+    fn wait(&self, state: ProxyWait, since: Instant) {
+        let secs = since.elapsed().as_secs_f64();
+        self.record(|o| match o.waits.iter_mut().find(|(w, _)| *w == state) {
+            Some((_, t)) => *t += secs,
+            None => o.waits.push((state, secs)),
+        });
+    }
+}
+
+/// The step headers of a connection, one per slot, registered once: a step's header stays untouched until
+/// its send completes, and at most `NCCL_STEPS` steps are in flight.
+type Headers = Box<[[u8; HEADER_BYTES]; NCCL_STEPS as usize]>;
+
+/// A step the send side handed to the network.
+struct InFlight<C: Comm> {
+    /// The header's send, `None` once complete.
+    head: Option<C::Request>,
+    /// The body's send, `None` until the network took it.
+    body: Option<C::Request>,
+    since: Instant,
+}
+
+struct SendConn<C: Comm> {
+    net: C,
+    mem: Arc<ConnMem>,
+    headers: Headers,
+    /// Registrations: each protocol's buffer by protocol id, then the headers (`MR_HEADERS`).
+    mrs: Vec<C::Mr>,
+    /// Next step to take from the rank.
+    next: u64,
+    inflight: VecDeque<InFlight<C>>,
+    /// When the proxy started waiting for the rank to post `next`.
+    idle_since: Instant,
+    stats: Stats,
+}
+
+enum RecvState<C: Comm> {
+    /// Waiting for the rank to free the next slot.
+    Credit,
+    Header(C::Request),
+    /// The step's body: its receive (`None` until the network took it), protocol and length.
+    Body(Option<C::Request>, Protocol, usize),
+}
+
+struct RecvConn<C: Comm> {
+    net: C,
+    mem: Arc<ConnMem>,
+    header: Box<[u8; HEADER_BYTES]>,
+    /// Landing area for LL/LL128 steps, whose flags must be stored after their data; sized for the largest.
+    staging: Vec<u8>,
+    /// Registrations of the header, the staging area and the Simple buffer.
+    mrs: Vec<C::Mr>,
+    step: u64,
+    state: RecvState<C>,
+    since: Instant,
+    /// Steps the rank has consumed, as last seen.
+    consumed: u64,
+    stats: Stats,
+}
+
+/// Where the send side's header registration sits in its list, after one per protocol.
+const MR_HEADERS: usize = Protocol::ALL.len();
+/// The receive side's registrations.
+const MR_HEADER: usize = 0;
+const MR_STAGING: usize = 1;
+const MR_SIMPLE: usize = 2;
+
+impl<C: Comm> SendConn<C> {
+    fn new(mut net: C, mem: Arc<ConnMem>, stats: Stats) -> Result<Self, NetError> {
+        let mut headers: Headers = Box::new([[0u8; HEADER_BYTES]; NCCL_STEPS as usize]);
+        let sizes = mem.sizes();
+        let mut mrs =
+            Protocol::ALL.iter().map(|&p| net.reg_mr(mem.slot(p, 0), sizes.of(p))).collect::<Result<Vec<_>, _>>()?;
+        mrs.push(net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?);
+        Ok(SendConn { net, mem, headers, mrs, next: 0, inflight: VecDeque::new(), idle_since: Instant::now(), stats })
+    }
+
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        let mut moved = false;
+        // transmitted: steps the rank posted go to the network, at most NCCL_STEPS at a time. A network may
+        // refuse a send until the receiver is ready (NET/IB's clear-to-send); the step then waits here.
+        loop {
+            if let Some(f) = self.inflight.back_mut().filter(|f| f.body.is_none()) {
+                let step = self.next - 1;
+                let Some((proto, bytes)) = self.mem.posted(step) else { break };
+                let Some(req) = self.net.isend(bytes.as_ptr(), bytes.len(), BODY_TAG, &self.mrs[proto.id()])? else {
+                    break;
+                };
+                f.body = Some(req);
+                moved = true;
+            }
+            if self.inflight.len() as u64 >= NCCL_STEPS {
+                break;
+            }
+            let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
+            let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
+            *h = header(proto, bytes.len());
+            let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADERS])? else {
+                break;
+            };
+            self.stats.wait(ProxyWait::WaitingForData, self.idle_since);
+            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now() });
+            self.next += 1;
+            self.idle_since = Instant::now();
+            self.stats.record(|o| {
+                o.n_steps += 1;
+                o.posted += 1;
+                o.transmitted += 1;
+            });
+            moved = true;
+        }
+        // done: completed sends, oldest first, give the slot back to the rank.
+        while let Some(f) = self.inflight.front_mut() {
+            if let Some(head) = f.head.as_mut() {
+                if self.net.test(head)?.is_none() {
+                    break;
+                }
+                f.head = None;
+            }
+            let Some(body) = f.body.as_mut() else { break };
+            if self.net.test(body)?.is_none() {
+                break;
+            }
+            let since = f.since;
+            self.inflight.pop_front();
+            let done = self.next - self.inflight.len() as u64;
+            self.mem.publish_head(done);
+            self.stats.wait(ProxyWait::WaitingForSendCompletion, since);
+            self.stats.record(|o| o.done += 1);
+            moved = true;
+        }
+        Ok(moved)
+    }
+}
+
+impl<C: Comm> RecvConn<C> {
+    fn new(mut net: C, mem: Arc<ConnMem>, stats: Stats) -> Result<Self, NetError> {
+        let sizes = mem.sizes();
+        let stage =
+            [Protocol::Ll, Protocol::Ll128].iter().map(|&p| sizes.of(p)).max().unwrap_or(0) / NCCL_STEPS as usize;
+        let mut header = Box::new([0u8; HEADER_BYTES]);
+        let mut staging = vec![0u8; stage];
+        let mrs = vec![
+            net.reg_mr(header.as_mut_ptr(), HEADER_BYTES)?,
+            net.reg_mr(staging.as_mut_ptr(), staging.len())?,
+            net.reg_mr(mem.slot(Protocol::Simple, 0), sizes.of(Protocol::Simple))?,
+        ];
+        Ok(RecvConn {
+            net,
+            mem,
+            header,
+            staging,
+            mrs,
+            step: 0,
+            state: RecvState::Credit,
+            since: Instant::now(),
+            consumed: 0,
+            stats,
+        })
+    }
+
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        let mut moved = false;
+        let consumed = self.mem.head().load(Ordering::Acquire);
+        if consumed > self.consumed {
+            let n = consumed - self.consumed;
+            self.consumed = consumed;
+            self.stats.record(|o| o.done += n);
+            moved = true;
+        }
+        loop {
+            match &mut self.state {
+                RecvState::Credit => {
+                    if self.consumed + NCCL_STEPS <= self.step {
+                        return Ok(moved);
+                    }
+                    let h = self.header.as_mut_ptr();
+                    let Some(req) = self.net.irecv(h, HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADER])? else {
+                        return Ok(moved);
+                    };
+                    self.state = RecvState::Header(req);
+                    self.since = Instant::now();
+                    self.stats.record(|o| {
+                        o.n_steps += 1;
+                        o.posted += 1;
+                    });
+                }
+                RecvState::Header(req) => {
+                    if self.net.test(req)?.is_none() {
+                        return Ok(moved);
+                    }
+                    let h = &self.header;
+                    let net = self.stats.id.net;
+                    let proto = Protocol::from_id(h[0] as usize).ok_or_else(|| ProxyError::Protocol {
+                        net,
+                        peer: self.net.peer(),
+                        step: self.step,
+                        id: h[0],
+                    })?;
+                    let len = u64::from_le_bytes(h[8..].try_into().unwrap_or_default()) as usize;
+                    let cap = self.mem.sizes().of(proto) / NCCL_STEPS as usize;
+                    if len > cap {
+                        return Err(ProxyError::Truncated { net, peer: self.net.peer(), got: len, cap });
+                    }
+                    self.state = RecvState::Body(None, proto, len);
+                }
+                RecvState::Body(req @ None, proto, len) => {
+                    let (dst, mr) = if *proto == Protocol::Simple {
+                        (self.mem.slot(*proto, self.step), &self.mrs[MR_SIMPLE])
+                    } else {
+                        (self.staging.as_mut_ptr(), &self.mrs[MR_STAGING])
+                    };
+                    let Some(r) = self.net.irecv(dst, *len, BODY_TAG, mr)? else { return Ok(moved) };
+                    *req = Some(r);
+                }
+                RecvState::Body(Some(req), proto, _) => {
+                    let Some(n) = self.net.test(req)? else { return Ok(moved) };
+                    let proto = *proto;
+                    if proto == Protocol::Simple {
+                        self.mem.set_info(self.step, proto, n);
+                        self.mem.publish_tail(self.step + 1);
+                    } else {
+                        self.mem.deposit(self.step, proto, &self.staging[..n]);
+                    }
+                    self.step += 1;
+                    self.state = RecvState::Credit;
+                    self.stats.wait(ProxyWait::WaitingForRecv, self.since);
+                    self.stats.record(|o| o.transmitted += 1);
+                    moved = true;
+                }
+            }
+        }
+    }
+}
+
+/// Deregisters a connection's buffers before its comm closes (`deregMr` then `closeSend`/`closeRecv`).
+fn deregister<C: Comm>(net: &mut C, id: ConnId, mrs: Vec<C::Mr>) {
+    for mr in mrs {
+        if let Err(e) = net.dereg_mr(mr) {
+            nccl_warn!("NET/{} : deregMr on the connection with rank {} failed: {e}", id.net, id.peer);
+        }
+    }
+}
+
+impl<C: Comm> Drop for SendConn<C> {
+    fn drop(&mut self) {
+        let mrs: Vec<C::Mr> = self.mrs.drain(..).collect();
+        deregister(&mut self.net, self.stats.id, mrs);
+    }
+}
+
+impl<C: Comm> Drop for RecvConn<C> {
+    fn drop(&mut self) {
+        let mrs: Vec<C::Mr> = self.mrs.drain(..).collect();
+        deregister(&mut self.net, self.stats.id, mrs);
+    }
+}
+
+/// One connection as the progress loop sees it, whatever network carries it.
+trait Conn: Send {
+    fn id(&self) -> ConnId;
+    fn progress(&mut self) -> Result<bool, ProxyError>;
+    /// Whether bytes are on their way right now (the proxy should not sleep).
+    fn busy(&self) -> bool;
+    /// Whether nothing the rank posted is still waiting for the network.
+    fn drained(&self) -> bool;
+    /// Adds the descriptors the connection waits on to `out`; false when it waits on something that offers
+    /// none (the proxy must look again soon). Waiting for the rank needs none: the rank rings the doorbell.
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool;
+}
+
+impl<C: Comm> Conn for SendConn<C> {
+    fn id(&self) -> ConnId {
+        self.stats.id
+    }
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        SendConn::progress(self)
+    }
+    fn busy(&self) -> bool {
+        !self.inflight.is_empty()
+    }
+    fn drained(&self) -> bool {
+        self.inflight.is_empty() && self.mem.posted(self.next).is_none()
+    }
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
+        if self.inflight.back().is_some_and(|f| f.body.is_none()) {
+            return false; // the network turned the body down for now
+        }
+        // Sends complete oldest first: the oldest unfinished one is what progress waits for.
+        match self.inflight.front().and_then(|f| f.head.as_ref().or(f.body.as_ref())) {
+            None => true,
+            Some(req) => wake_on(self.net.wake(req), out),
+        }
+    }
+}
+
+impl<C: Comm> Conn for RecvConn<C> {
+    fn id(&self) -> ConnId {
+        self.stats.id
+    }
+    fn progress(&mut self) -> Result<bool, ProxyError> {
+        RecvConn::progress(self)
+    }
+    fn busy(&self) -> bool {
+        match &self.state {
+            RecvState::Credit => false,
+            RecvState::Header(req) => self.net.in_progress(req),
+            RecvState::Body(..) => true,
+        }
+    }
+    fn drained(&self) -> bool {
+        true
+    }
+    fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
+        let req = match &self.state {
+            // Out of credit: the rank's release rings. With credit, the network turned the receive down.
+            RecvState::Credit => return self.consumed + NCCL_STEPS <= self.step,
+            RecvState::Header(req) | RecvState::Body(Some(req), ..) => req,
+            RecvState::Body(None, ..) => return false,
+        };
+        wake_on(self.net.wake(req), out)
+    }
+}
+
+/// Notes what wakes the proxy for one request; false when nothing will.
+fn wake_on(wake: Wake, out: &mut Vec<FdWait>) -> bool {
+    match wake {
+        Wake::Fd(w) => {
+            out.push(w);
+            true
+        }
+        Wake::Bell => true,
+        Wake::Poll => false,
+    }
+}
+
+enum Cmd {
+    Add(u64, Box<dyn Conn>),
+    Remove(u64),
+}
+
+/// One rank's proxy thread and the connections it drives.
+pub struct Proxy {
+    rank: u32,
+    tx: Mutex<mpsc::Sender<Cmd>>,
+    /// Taken by the thread when it starts.
+    rx: Mutex<Option<mpsc::Receiver<Cmd>>>,
+    next_id: AtomicU64,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    records: Arc<OnceLock<Arc<Records>>>,
+    abort: Arc<OnceLock<AbortHandle>>,
+    /// Wakes the thread from its idle sleep: rung by the ranks' counter updates and by commands.
+    bell: Arc<Doorbell>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Proxy(rank {})", self.rank)
+    }
+}
+
+impl Proxy {
+    /// The proxy of `rank`; its thread starts with the first connection. Fails only without an eventfd.
+    pub fn new(rank: u32) -> std::io::Result<Arc<Proxy>> {
+        let (tx, rx) = mpsc::channel();
+        Ok(Arc::new(Proxy {
+            rank,
+            tx: Mutex::new(tx),
+            rx: Mutex::new(Some(rx)),
+            next_id: AtomicU64::new(0),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
+            records: Arc::new(OnceLock::new()),
+            abort: Arc::new(OnceLock::new()),
+            bell: Arc::new(Doorbell::new()?),
+        }))
+    }
+
+    fn send_cmd(&self, cmd: Cmd) {
+        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(cmd);
+        self.bell.ring();
+    }
+
+    fn ensure_thread(&self) -> std::io::Result<()> {
+        let Some(rx) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).take() else { return Ok(()) };
+        let (st, ab, bell, rank) = (self.stop.clone(), self.abort.clone(), self.bell.clone(), self.rank);
+        let t = std::thread::Builder::new()
+            .name(format!("collscope Proxy{rank}"))
+            .spawn(move || run(rank, &rx, &st, &ab, &bell))?;
+        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        Ok(())
+    }
+
+    /// Ties the proxy to its communicator: sub-operations go to `records`, a failed connection aborts `abort`.
+    /// Called once the communicator exists, before its first connection.
+    pub fn attach(&self, records: Arc<Records>, abort: AbortHandle) {
+        let _ = self.records.set(records);
+        let _ = self.abort.set(abort);
+    }
+
+    fn add(self: &Arc<Self>, conn: Box<dyn Conn>) -> std::io::Result<ProxyGuard> {
+        self.ensure_thread()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.send_cmd(Cmd::Add(id, conn));
+        Ok(ProxyGuard { id, proxy: self.clone() })
+    }
+
+    fn stats(&self, net: &'static str, channel: u32, peer: u32, send: bool) -> Stats {
+        Stats { rank: self.rank, id: ConnId { channel, peer, send, net }, records: self.records.clone() }
+    }
+
+    /// Drives the send side of a connection to `peer` over `net` (network `net_name`): `mem` is what the rank
+    /// writes into; its buffers are registered with the network here.
+    pub fn add_send<C: Comm>(
+        self: &Arc<Self>,
+        net_name: &'static str,
+        mut net: C,
+        mem: Arc<ConnMem>,
+        channel: u32,
+        peer: u32,
+    ) -> Result<ProxyGuard, AddError> {
+        mem.ring_on_update(self.bell.clone());
+        net.set_bell(self.bell.clone());
+        let conn = SendConn::new(net, mem, self.stats(net_name, channel, peer, true))?;
+        Ok(self.add(Box::new(conn))?)
+    }
+
+    /// Drives the receive side of a connection from `peer`: `mem` is what the rank reads from.
+    pub fn add_recv<C: Comm>(
+        self: &Arc<Self>,
+        net_name: &'static str,
+        mut net: C,
+        mem: Arc<ConnMem>,
+        channel: u32,
+        peer: u32,
+    ) -> Result<ProxyGuard, AddError> {
+        mem.ring_on_update(self.bell.clone());
+        net.set_bell(self.bell.clone());
+        let conn = RecvConn::new(net, mem, self.stats(net_name, channel, peer, false))?;
+        Ok(self.add(Box::new(conn))?)
+    }
+}
+
+/// Why a connection could not join the proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    #[error("cannot register the connection's buffers: {0}")]
+    Register(#[from] NetError),
+    #[error("cannot start the proxy thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.bell.ring();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Keeps a connection on the proxy; dropping it removes the connection (and closes its sockets).
+pub struct ProxyGuard {
+    id: u64,
+    proxy: Arc<Proxy>,
+}
+
+impl Drop for ProxyGuard {
+    fn drop(&mut self) {
+        self.proxy.send_cmd(Cmd::Remove(self.id));
+    }
+}
+
+/// How long a leaving connection may take to hand its last steps to the network.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+struct Entry {
+    id: u64,
+    conn: Box<dyn Conn>,
+    /// Set when the owner let go: the connection finishes its sends (as `ncclCommDestroy` waits for the
+    /// proxy), then closes.
+    leaving: Option<Instant>,
+}
+
+/// Rounds with nothing moved that the proxy yields through before it sleeps: a step is usually microseconds away.
+const SPIN_ROUNDS: u32 = 16;
+/// Longest idle sleep: rings and ready sockets end it sooner, this bounds how late a leaving connection's
+/// drain limit is noticed.
+const IDLE_SLEEP: Duration = Duration::from_millis(50);
+/// Nap when a connection waits on something without a descriptor and nothing is in flight.
+const NAP: Duration = Duration::from_micros(20);
+
+fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<AbortHandle>, bell: &Doorbell) {
+    let mut conns: Vec<Entry> = Vec::new();
+    let mut idle_rounds = 0u32;
+    let mut fds = Vec::new();
+    loop {
+        // Past the spinning rounds, count as sleeping before this last look, so no ring is missed.
+        let armed = idle_rounds >= SPIN_ROUNDS;
+        if armed {
+            bell.arm();
+        }
+        for cmd in rx.try_iter() {
+            match cmd {
+                Cmd::Add(id, conn) => conns.push(Entry { id, conn, leaving: None }),
+                Cmd::Remove(id) => {
+                    for e in conns.iter_mut().filter(|e| e.id == id) {
+                        e.leaving = Some(Instant::now());
+                    }
+                }
+            }
+        }
+        conns.retain(|e| e.leaving.is_none_or(|t| !e.conn.drained() && t.elapsed() < DRAIN_LIMIT));
+        if stop.load(Ordering::Acquire) && conns.is_empty() {
+            return;
+        }
+        let mut moved = false;
+        let mut failed = None;
+        for (i, e) in conns.iter_mut().enumerate() {
+            let ConnId { peer, channel, send, net } = e.conn.id();
+            let dir = if send { "send to" } else { "receive from" };
+            match e.conn.progress() {
+                Ok(m) => moved |= m,
+                Err(err) => {
+                    let reason = match err {
+                        ProxyError::Net(n) if n.peer_closed() => {
+                            format!("rank {peer} closed its NET/{net} connection (channel {channel}, {dir}); it exited or was killed")
+                        }
+                        other => format!("NET/{net} {dir} rank {peer} on channel {channel} failed: {other}"),
+                    };
+                    nccl_info!(Subsys::NET | Subsys::PROXY, "Proxy of rank {rank}: {reason}");
+                    if let (None, Some(a)) = (e.leaving, abort.get()) {
+                        a.abort(reason);
+                    }
+                    failed = Some(i);
+                    break;
+                }
+            }
+        }
+        if let Some(i) = failed {
+            conns.remove(i);
+            moved = true;
+        }
+        if moved {
+            bell.disarm();
+            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds = idle_rounds.saturating_add(1);
+        if !armed {
+            std::thread::yield_now();
+            continue;
+        }
+        // Nothing moves: sleep until a socket is ready or a rank or helper thread rings, unless a connection
+        // waits on something that cannot wake the proxy (NET/IB completions): then look again soon.
+        fds.clear();
+        if conns.iter().all(|e| e.conn.wait_fds(&mut fds)) {
+            bell.sleep(&fds, IDLE_SLEEP);
+        } else {
+            bell.disarm();
+            if conns.iter().any(|e| e.conn.busy()) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(NAP);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
+    use crate::transport::net::api::{Listen, Net, SetupCtl};
+    use crate::transport::net::socket::NetSocket;
+    use collscope_debug::env::Env;
+
+    /// NET/Socket that turns down every other `isend`/`irecv`, as NET/IB turns down a send until the receiver's
+    /// clear-to-send arrived: real sockets carry the bytes, the proxy must retry what was refused.
+    struct Refusing<C> {
+        inner: C,
+        refuse: bool,
+        /// Whether refusals happen at all (false: a plain pass-through).
+        turns: bool,
+    }
+
+    impl<C: Comm> Refusing<C> {
+        fn turn(&mut self) -> bool {
+            self.refuse = !self.refuse;
+            self.turns && self.refuse
+        }
+    }
+
+    impl<C: Comm> Comm for Refusing<C> {
+        type Request = C::Request;
+        type Mr = C::Mr;
+        fn peer(&self) -> String {
+            self.inner.peer()
+        }
+        fn reg_mr(&mut self, data: *mut u8, size: usize) -> Result<C::Mr, NetError> {
+            self.inner.reg_mr(data, size)
+        }
+        fn dereg_mr(&mut self, mr: C::Mr) -> Result<(), NetError> {
+            self.inner.dereg_mr(mr)
+        }
+        fn isend(&mut self, d: *const u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.isend(d, n, tag, mr)
+        }
+        fn irecv(&mut self, d: *mut u8, n: usize, tag: u32, mr: &C::Mr) -> Result<Option<C::Request>, NetError> {
+            if self.turn() {
+                return Ok(None);
+            }
+            self.inner.irecv(d, n, tag, mr)
+        }
+        fn test(&mut self, req: &mut C::Request) -> Result<Option<usize>, NetError> {
+            self.inner.test(req)
+        }
+        fn in_progress(&self, req: &C::Request) -> bool {
+            self.inner.in_progress(req)
+        }
+        fn wake(&self, req: &C::Request) -> Wake {
+            self.inner.wake(req)
+        }
+        fn set_bell(&mut self, bell: Arc<Doorbell>) {
+            self.inner.set_bell(bell);
+        }
+    }
+
+    fn fill(step: u64) -> Vec<u8> {
+        (0..100 + 37 * step as usize).map(|i| (i as u64 * 7 + step) as u8).collect()
+    }
+
+    /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
+    /// every byte. `refuse`: the network turns down every other transfer. `gap`: the sender idles that long
+    /// before each step, so the proxy has gone to sleep and must be woken. `env` sets up NET/Socket.
+    fn carry(env: &Env, steps: u64, refuse: bool, gap: Duration) {
+        let net = NetSocket::discover(env).unwrap();
+        let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
+        let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
+        let send = Net::connect(&net, 0, &handle, &ctl).unwrap();
+        let recv = Listen::accept(listener).unwrap();
+        let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
+        let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
+        let proxy = Proxy::new(0).unwrap();
+        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse, turns: refuse }, smem.clone(), 0, 1).unwrap();
+        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse, turns: refuse }, rmem.clone(), 0, 0).unwrap();
+        let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });
+        let start = Instant::now();
+        while rx.step < steps {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "stalled at step {} sent, {} received",
+                tx.step,
+                rx.step
+            );
+            if tx.step < steps && tx.has_credit() {
+                std::thread::sleep(gap);
+                let bytes = fill(tx.step);
+                // SAFETY: the slot is the sender's until the step is posted, and large enough.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), tx.mem.slot(Protocol::Simple, tx.step), bytes.len())
+                };
+                tx.post(Protocol::Simple, bytes.len());
+            }
+            if rx.has_data() {
+                let want = fill(rx.step);
+                assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), want.len()));
+                // SAFETY: the step was published; the slot is the receiver's until released.
+                let got = unsafe { std::slice::from_raw_parts(rx.mem.slot(Protocol::Simple, rx.step), want.len()) };
+                assert_eq!(got, &want[..], "step {}", rx.step);
+                rx.release();
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn steps_cross_a_network_that_defers_transfers_in_order() {
+        carry(&Env::default(), 3 * NCCL_STEPS + 1, true, Duration::ZERO);
+    }
+
+    #[test]
+    fn steps_posted_while_the_proxy_sleeps_all_arrive() {
+        // 20 ms between steps: far past the proxy's spinning rounds, so every step finds it asleep in poll, and,
+        // with helper threads, waiting for their ring.
+        carry(&Env::default(), NCCL_STEPS + 2, false, Duration::from_millis(20));
+        let helpers = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "2"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
+        carry(&helpers, NCCL_STEPS + 2, false, Duration::from_millis(20));
+    }
+}

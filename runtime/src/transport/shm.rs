@@ -1,0 +1,169 @@
+//! SHM between processes on one host (NCCL 2.28.9 `src/transport/shm.cc`): the receiver creates a POSIX shared
+//! memory segment holding the connection, the sender maps it and unlinks the name at once, so once both sides
+//! mapped it nothing is left in /dev/shm. Names carry the creator's pid and a random value; a segment whose
+//! creator died before its peer mapped it is removed by the next process that starts the transport, and by
+//! the creator's own drop otherwise.
+
+use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
+use crate::error::{Result, RuntimeError};
+use crate::transport::conn::ConnMem;
+use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_trace};
+use collscope_model as model;
+use memmap2::MmapMut;
+use nix::fcntl::OFlag;
+use nix::sys::mman::{shm_open, shm_unlink};
+use nix::sys::stat::Mode;
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Once};
+
+/// Prefix of every segment collscope creates.
+pub const SHM_PREFIX: &str = "collscope-";
+
+pub struct ShmTransport;
+
+impl ShmTransport {
+    pub fn new() -> Self {
+        static SWEEP: Once = Once::new();
+        SWEEP.call_once(sweep_stale_segments);
+        ShmTransport
+    }
+}
+
+impl Default for ShmTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn shm_err(name: &str, op: &'static str, e: impl Into<std::io::Error>) -> RuntimeError {
+    RuntimeError::Shm { name: name.to_string(), op, source: e.into() }
+}
+
+/// Unlinks the name when dropped (if nobody did yet).
+struct ShmName(String);
+
+impl Drop for ShmName {
+    fn drop(&mut self) {
+        let _ = shm_unlink(self.0.as_str());
+    }
+}
+
+fn random_u64() -> u64 {
+    // RandomState is seeded from the OS per process; mixing in time and a counter keeps calls apart.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.finish()
+}
+
+/// Names of collscope segments in /dev/shm with the pid of their creator.
+fn segments() -> Vec<(String, i32)> {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix(SHM_PREFIX)?.split('-').next()?.parse().ok()?;
+            Some((name, pid))
+        })
+        .collect()
+}
+
+/// Removes `/dev/shm/collscope-<pid>-*` segments whose creating process no longer exists.
+pub fn sweep_stale_segments() {
+    for (name, pid) in segments() {
+        let gone =
+            matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        if gone && shm_unlink(format!("/{name}").as_str()).is_ok() {
+            nccl_info!(Subsys::SHM, "Removed stale shared memory segment /dev/shm/{name} of dead process {pid}");
+        }
+    }
+}
+
+/// Removes every segment this process created that is still named, for exit paths that skip destructors
+/// (`std::process::exit` after a peer failure). Mappings stay valid; only the names go.
+pub fn unlink_own_segments() {
+    let me = std::process::id() as i32;
+    for (name, _) in segments().into_iter().filter(|(_, pid)| *pid == me) {
+        let _ = shm_unlink(format!("/{name}").as_str());
+    }
+}
+
+fn map(file: &File, name: &str, len: usize) -> Result<MmapMut> {
+    // SAFETY: the segment is private to the two connected ranks, which coordinate through head/tail.
+    unsafe { MmapMut::map_mut(file) }.map_err(|e| shm_err(name, "mmap", e)).and_then(|m| {
+        if m.len() < len {
+            Err(shm_err(name, "size check", std::io::Error::other(format!("{} bytes, need {len}", m.len()))))
+        } else {
+            Ok(m)
+        }
+    })
+}
+
+struct ShmSend {
+    record: model::Connection,
+    line: String,
+    sizes: crate::transport::conn::BufSizes,
+}
+
+struct ShmRecv {
+    mem: Arc<ConnMem>,
+    record: model::Connection,
+}
+
+impl Transport for ShmTransport {
+    fn kind(&self) -> model::Transport {
+        model::Transport::Shm
+    }
+
+    fn can_connect(&self, me: &PeerInfo, peer: &PeerInfo) -> bool {
+        me.host_hash == peer.host_hash
+    }
+
+    fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
+        let line = format!(
+            "Channel {:02} : {}[{}] -> {}[{}] via SHM/direct/direct",
+            spec.channel, spec.me.rank, spec.me.dev, spec.peer.rank, spec.peer.dev
+        );
+        let record = record(spec, spec.me.rank, spec.peer.rank, model::Transport::Shm, "direct/direct");
+        Ok((Box::new(ShmSend { record, line, sizes: spec.sizes }), Vec::new()))
+    }
+
+    fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
+        let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), random_u64());
+        let len = spec.sizes.region_bytes();
+        let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
+            .map_err(|e| shm_err(&name, "shm_open", e))?;
+        let guard = ShmName(name.clone());
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(|e| shm_err(&name, "ftruncate", e))?;
+        let mem = ConnMem::from_map(map(&file, &name, len)?, spec.sizes, Some(Box::new(guard)));
+        let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::Shm, "direct/direct");
+        Ok((Box::new(ShmRecv { mem: Arc::new(mem), record }), name.into_bytes()))
+    }
+}
+
+impl Pending for ShmSend {
+    fn connect(self: Box<Self>, peer_handle: &[u8]) -> Result<Established> {
+        let name = std::str::from_utf8(peer_handle)
+            .ok()
+            .filter(|n| n.starts_with('/') && n[1..].starts_with(SHM_PREFIX))
+            .ok_or_else(|| RuntimeError::Transport { transport: "SHM", msg: "malformed segment name".into() })?;
+        let fd = shm_open(name, OFlag::O_RDWR, Mode::empty()).map_err(|e| shm_err(name, "shm_open", e))?;
+        let file = File::from(fd);
+        let m = map(&file, name, self.sizes.region_bytes())?;
+        // Both sides have it mapped now: the name is no longer needed.
+        shm_unlink(name).map_err(|e| shm_err(name, "shm_unlink", e))?;
+        nccl_trace!(Subsys::SHM, "Mapped and unlinked shared memory segment {name}");
+        let mem = ConnMem::from_map(m, self.sizes, None);
+        Ok(Established { mem: Arc::new(mem), record: self.record, line: Some(self.line), guard: None })
+    }
+}
+
+impl Pending for ShmRecv {
+    fn connect(self: Box<Self>, _peer_handle: &[u8]) -> Result<Established> {
+        Ok(Established { mem: self.mem, record: self.record, line: None, guard: None })
+    }
+}

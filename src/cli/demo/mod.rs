@@ -1,0 +1,148 @@
+//! `collscope demo`: the README's main job. Ranks (by default 4 processes on this host) run a training-like
+//! loop ([`training`]): bucketed gradient AllReduce, FSDP AllGather + ReduceScatter, small AllReduces.
+//! Rank 0 prints one line per step and a summary. On a terminal the launcher shows the TUI connected to rank 0's
+//! telemetry instead (`--no-tui` keeps the plain output).
+
+mod training;
+
+use super::ranks::{self, Job, LaunchMode, TransportChoice};
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use collscope_debug::env::Env;
+use collscope_telemetry::{LocalRank, TelemetryConfig};
+use collscope_tui::SourceSpec;
+use std::io::IsTerminal;
+use std::time::Duration;
+use training::{run_training, TrainingConfig};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Ranks to start (ignored when a launcher started this process).
+    #[arg(long, default_value_t = 4)]
+    pub nranks: u32,
+    #[arg(long, value_enum, default_value = "processes")]
+    pub launch: LaunchMode,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub transport: TransportChoice,
+    /// Stop after this many steps.
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// Stop after this many seconds (default 15 when --steps is not given).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Gradient size per step in MiB (f32), all-reduced in 1 MiB buckets.
+    #[arg(long, default_value_t = 8)]
+    pub grad_mib: usize,
+    /// HOST:PORT or PORT for telemetry (each process adds its local rank) [default: COLLSCOPE_METRICS_ADDR,
+    /// else 127.0.0.1:9470]; port 0 picks a free one.
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
+    /// Do not open the terminal UI (it opens by default when stdout is a terminal and ranks run as processes).
+    #[arg(long)]
+    pub no_tui: bool,
+}
+
+/// Rank 0's telemetry URL when this process is the launcher of a demo that the TUI should watch: stdout is a
+/// terminal, ranks run as processes started here, telemetry is on and its port is known in advance.
+fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
+    if args.no_tui || args.launch != LaunchMode::Processes || !std::io::stdout().is_terminal() {
+        return Ok(None);
+    }
+    if ranks::launched()?.is_some() {
+        return Ok(None);
+    }
+    let mut env = Env::from_process();
+    if let Some(addr) = &args.metrics_addr {
+        env = env.with("COLLSCOPE_METRICS_ADDR", addr);
+    }
+    let rank0 = LocalRank { rank: Some(0), local_rank: 0, local_ranks: args.nranks };
+    let cfg = TelemetryConfig::from_env(&env, rank0, |k| std::env::var(k).ok())?;
+    if !cfg.enabled || cfg.addr.port() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(format!("http://{}", cfg.bind_addr()?)))
+}
+
+pub fn run(args: &DemoArgs) -> Result<()> {
+    let max_duration = match (args.duration, args.steps) {
+        (Some(d), _) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        (Some(d), _) => Some(Duration::from_secs_f64(d)),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(15)),
+    };
+    if args.steps == Some(0) {
+        bail!("--steps must be at least 1");
+    }
+    let cfg = TrainingConfig {
+        grad_elems: args.grad_mib << 18,
+        bucket_elems: 1 << 18,
+        fsdp_shard: 1 << 16,
+        max_steps: args.steps,
+        max_duration,
+    };
+    let tui = tui_url(args)?;
+    let rank_output =
+        tui.as_ref().map(|_| std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())));
+    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output };
+    if let (Some(url), Some(log)) = (tui, &job.rank_output) {
+        // The ranks run in the background, their output kept in a file, while the TUI owns the terminal.
+        let result = std::thread::scope(|s| {
+            let ranks = s.spawn(|| ranks::run(&job, |_| Ok(())));
+            let shown = collscope_tui::run(SourceSpec::Connect { url, record: None });
+            if !ranks.is_finished() {
+                println!("collscope demo: waiting for the ranks to finish");
+            }
+            let ran = ranks.join().unwrap_or_else(|_| Err(anyhow!("the rank launcher panicked")));
+            shown.map_err(anyhow::Error::from).and(ran)
+        });
+        println!("collscope demo: the ranks' output is in {}", log.display());
+        return result;
+    }
+    let telemetry = super::telemetry::start(args.launch, args.metrics_addr.as_deref())?;
+    ranks::run(&job, |rank| {
+        let comm = rank.comm;
+        let main = comm.rank() == 0;
+        if main {
+            println!(
+                "collscope demo: {} ranks, {} MiB of gradients in {} buckets, FSDP shards of {} KiB, {}",
+                comm.nranks(),
+                args.grad_mib,
+                cfg.grad_elems.div_ceil(cfg.bucket_elems),
+                cfg.fsdp_shard * 4 / 1024,
+                match (cfg.max_steps, cfg.max_duration) {
+                    (Some(s), _) => format!("{s} steps"),
+                    (None, Some(d)) => format!("{:.0} s", d.as_secs_f64()),
+                    (None, None) => "unbounded".into(),
+                }
+            );
+        }
+        let reports = run_training(comm, &cfg, |r| {
+            if main {
+                println!(
+                    "step {:>4}  {:>8.1} ms  loss {:.4}  {} collectives  {:.1} MB  {:.2} GB/s",
+                    r.step,
+                    r.secs * 1e3,
+                    r.loss,
+                    r.collectives,
+                    r.bytes as f64 / 1e6,
+                    r.bytes as f64 / 1e9 / r.secs.max(1e-9)
+                );
+            }
+        })?;
+        if main {
+            let total: f64 = reports.iter().map(|r| r.secs).sum();
+            let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
+            println!(
+                "done: {} steps in {:.1} s, {:.2} GB through collectives, every result checked",
+                reports.len(),
+                total,
+                bytes as f64 / 1e9
+            );
+        }
+        Ok(())
+    })?;
+    if let Some(t) = telemetry {
+        t.shutdown()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! A training-like workload for demos, telemetry and the TUI: each step does what data-parallel training
+//! does to the network: a bucketed AllReduce of gradients (DDP), an AllGather of parameter shards and a
+//! ReduceScatter of their gradients (FSDP), and small AllReduces (loss, gradient norm, the stop decision).
+//! Every result is checked, so the loop doubles as a soak test.
+
+use collscope_model::RedOp;
+use collscope_runtime::Comm;
+use collscope_runtime::{Result, RuntimeError};
+use std::time::{Duration, Instant};
+
+/// Shape and length of the run.
+#[derive(Debug, Clone)]
+pub struct TrainingConfig {
+    /// Gradient elements (f32) reduced per step by the DDP part.
+    pub grad_elems: usize,
+    /// DDP bucket size in elements (PyTorch's default bucket is 25 MB).
+    pub bucket_elems: usize,
+    /// Parameter elements per rank for the FSDP part (gathered to `fsdp_shard * nranks`).
+    pub fsdp_shard: usize,
+    /// Stop after this many steps...
+    pub max_steps: Option<u64>,
+    /// ...or once this much time passed (rank 0's clock decides, for everyone).
+    pub max_duration: Option<Duration>,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        TrainingConfig {
+            grad_elems: 2 << 20,
+            bucket_elems: 256 << 10,
+            fsdp_shard: 256 << 10,
+            max_steps: None,
+            max_duration: Some(Duration::from_secs(15)),
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReport {
+    pub step: u64,
+    pub secs: f64,
+    /// Mean "loss" over ranks (an AllReduce of a scalar).
+    pub loss: f32,
+    pub collectives: u32,
+    /// Bytes this rank handed to collectives (send buffers).
+    pub bytes: u64,
+}
+
+fn mismatch(what: &str, step: u64, detail: String) -> RuntimeError {
+    RuntimeError::Mismatch { what: "training step", detail: format!("step {step}: {what}: {detail}") }
+}
+
+/// Runs steps until the configured bound; `on_step` sees each step's report (every rank gets the same
+/// number of steps). Returns the reports.
+pub fn run_training(
+    comm: &mut Comm,
+    cfg: &TrainingConfig,
+    mut on_step: impl FnMut(&StepReport),
+) -> Result<Vec<StepReport>> {
+    let (rank, n) = (comm.rank(), comm.nranks());
+    if cfg.bucket_elems == 0 {
+        return Err(mismatch("config", 0, "bucket size must be at least 1 element".into()));
+    }
+    let mut grads = vec![0f32; cfg.grad_elems];
+    let mut shard = vec![0f32; cfg.fsdp_shard];
+    let mut full = vec![0f32; cfg.fsdp_shard * n as usize];
+    let mut shard_grad = vec![0f32; cfg.fsdp_shard];
+    let start = Instant::now();
+    let mut reports = Vec::new();
+    let nf = n as f32;
+    // Sum over ranks of (r + 1): what a reduced value built from "rank + 1" must be.
+    let ranks_sum = (n * (n + 1) / 2) as f32;
+    for step in 0.. {
+        let t = Instant::now();
+        let (mut colls, mut bytes) = (0u32, 0u64);
+        let base = (step % 5) as f32;
+
+        // "Backward": gradients, then the DDP bucketed AllReduce (average).
+        for (i, g) in grads.iter_mut().enumerate() {
+            *g = base + (rank + 1) as f32 + (i % 3) as f32;
+        }
+        for bucket in grads.chunks_mut(cfg.bucket_elems) {
+            comm.all_reduce_in_place(bucket, RedOp::Sum)?;
+            colls += 1;
+            bytes += (bucket.len() * 4) as u64;
+        }
+        for (i, g) in grads.iter().enumerate().step_by(4093) {
+            let want = nf * (base + (i % 3) as f32) + ranks_sum;
+            if *g != want {
+                return Err(mismatch("gradient AllReduce", step, format!("element {i} is {g}, expected {want}")));
+            }
+        }
+
+        // FSDP: gather the parameters, then reduce-scatter their gradients.
+        shard.iter_mut().for_each(|p| *p = (rank + 1) as f32 + base);
+        comm.all_gather(&shard, &mut full)?;
+        for (q, block) in full.chunks(cfg.fsdp_shard.max(1)).enumerate() {
+            let want = (q + 1) as f32 + base;
+            if block.iter().any(|&v| v != want) {
+                return Err(mismatch("parameter AllGather", step, format!("block of rank {q} is not {want}")));
+            }
+        }
+        full.iter_mut().for_each(|g| *g = 1.0);
+        comm.reduce_scatter(&full, &mut shard_grad, RedOp::Sum)?;
+        if shard_grad.iter().any(|&v| v != nf) {
+            return Err(mismatch("gradient ReduceScatter", step, format!("expected every element to be {nf}")));
+        }
+        colls += 2;
+        bytes += ((shard.len() + full.len()) * 4) as u64;
+
+        // Small AllReduces: loss and gradient norm, and whether to go on (rank 0's clock decides).
+        let done_here = rank == 0
+            && (cfg.max_steps.is_some_and(|m| step + 1 >= m) || cfg.max_duration.is_some_and(|d| start.elapsed() >= d));
+        let mut small = [(rank + 1) as f32 * 0.5 / (1.0 + step as f32), if done_here { 1.0 } else { 0.0 }];
+        comm.all_reduce_in_place(&mut small, RedOp::Sum)?;
+        let mut norm = [grads[0] * grads[0]];
+        comm.all_reduce_in_place(&mut norm, RedOp::Max)?;
+        colls += 2;
+        bytes += 12;
+
+        let report =
+            StepReport { step, secs: t.elapsed().as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
+        on_step(&report);
+        reports.push(report);
+        if small[1] > 0.0 {
+            break;
+        }
+    }
+    Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collscope_debug::env::Env;
+    use collscope_runtime::CommOptions;
+
+    #[test]
+    fn every_rank_runs_the_same_checked_steps() {
+        let opts = CommOptions { env: Env::default(), net: None, name: None };
+        let comms = Comm::init_threads(3, opts).unwrap();
+        let cfg = TrainingConfig {
+            grad_elems: 10_000,
+            bucket_elems: 3_000,
+            fsdp_shard: 1_000,
+            max_steps: Some(3),
+            max_duration: None,
+        };
+        let steps: Vec<Vec<StepReport>> = std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    let cfg = &cfg;
+                    s.spawn(move || run_training(&mut c, cfg, |_| {}).unwrap())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &steps {
+            assert_eq!(r.len(), 3);
+            assert_eq!(r[0].collectives, 4 + 2 + 2);
+            assert!((r[0].loss - 1.0).abs() < 1e-6, "{}", r[0].loss);
+        }
+    }
+}
