@@ -2,10 +2,10 @@
 # GPU device check, under 5 minutes on one GPU (e.g. an H200 with the CUDA driver).
 #
 #   bash scripts/device-check.sh            # from a checkout: builds with `cuda` when cargo exists
-#   COLLSCOPE_BIN=/path/to/collscope COLLSCOPE_TEST_BIN=/path/to/collscope_core-<hash> bash scripts/device-check.sh
+#   COLLSCOPE_BIN=/path/to/collscope COLLSCOPE_TEST_BIN=/path/to/collscope_runtime-<hash> bash scripts/device-check.sh
 #                                           # no Rust toolchain there: carry prebuilt binaries, made with
 #                                           #   cargo build --release --bin collscope
-#                                           #   cargo test --release -p collscope-core --lib --no-run   (prints the test binary)
+#                                           #   cargo test --release -p collscope-runtime --lib --no-run   (prints the test binary)
 #
 # Steps: driver and GPU facts, GPU kernels against the CPU kernels (every datatype and op), the shared-GPU
 # AllReduce test, then `collscope perf all_reduce --memory gpu` with 2 and 4 ranks on GPU 0
@@ -28,7 +28,7 @@ if [ -z "$BIN" ] && command -v cargo >/dev/null; then
   timeout 240 cargo build --release --bin collscope
   BIN=target/release/collscope
   step "GPU kernels vs CPU kernels, shared-GPU AllReduce"
-  timeout 240 cargo test --release -p collscope-core --lib cuda:: -- --nocapture
+  timeout 240 cargo test --release -p collscope-runtime --lib cuda:: -- --nocapture
 elif [ -n "$TEST_BIN" ]; then
   step "GPU kernels vs CPU kernels, shared-GPU AllReduce (prebuilt tests)"
   timeout 120 "$TEST_BIN" cuda:: --nocapture

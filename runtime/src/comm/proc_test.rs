@@ -190,7 +190,7 @@ fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
     let children: Vec<Proc> = (0..nranks)
         .map(|r| {
             let mut cmd = std::process::Command::new(&exe);
-            cmd.args(["--exact", "runtime::proc_test::shm_child", "--ignored", "--nocapture", "--test-threads=1"])
+            cmd.args(["--exact", "comm::proc_test::shm_child", "--ignored", "--nocapture", "--test-threads=1"])
                 .env(CHILD_ENV, format!("{r},{nranks},{}", path.display()))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
