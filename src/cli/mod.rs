@@ -1,9 +1,6 @@
 //! Subcommands of the `collscope` command line, one module each.
 
 pub mod demo;
-pub mod explain;
-mod explain_text;
-pub mod gpu;
 pub mod log;
 pub mod perf;
 pub mod ranks;

@@ -2,10 +2,10 @@
 //! the constraints one at a time in NCCL's order until a graph is found, then duplicates channels and tries
 //! one speed step up. Also `ncclTopoPrintGraph`'s lines.
 
-use super::search::{SearchGraph, Searcher, MAX_CHANNELS};
+use super::search::{SearchGraph, Searcher};
 use super::system::System;
 use super::xml;
-use super::{GraphError, InfoLine};
+use super::{Found, GraphError, InfoLine, MAX_CHANNELS};
 use collscope_debug::env::Env;
 use collscope_model::{Graph, GraphChannel, PathType, Pattern, Topology};
 
@@ -85,16 +85,6 @@ impl Request {
     pub fn collnet_direct() -> Self {
         Request { id: 4, pattern: Pattern::CollnetDirect, min_channels: 1, max_channels: MAX_CHANNELS, coll_net: true }
     }
-}
-
-/// A computed graph with what the search needs to print and dump it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Found {
-    pub id: u32,
-    pub graph: Graph,
-    pub latency_inter: f64,
-    /// INFO lines: the search's own (fallback, XML load) and `ncclTopoPrintGraph`'s.
-    pub lines: Vec<InfoLine>,
 }
 
 fn path_type_range(sys: &System, to_nets: bool) -> (PathType, PathType) {

@@ -25,11 +25,26 @@ mod testing;
 pub mod trees;
 pub mod xml;
 
-pub use compute::{compute, speed_array, Found, Request};
+pub use compute::{compute, speed_array, Request};
 pub use connect::{align, connect, CommShape, Connected, Graphs};
 pub use plan::{plan, Plan};
 
 use collscope_debug::env::EnvError;
+use collscope_model::Graph;
+
+/// NCCL's `MAXCHANNELS` (`src/include/device.h`): channels a graph can have.
+pub const MAX_CHANNELS: usize = 64;
+
+/// A computed graph with what the search needs to print and dump it (the result of [`compute`], the input of
+/// [`xml::graphs_xml`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub id: u32,
+    pub graph: Graph,
+    pub latency_inter: f64,
+    /// INFO lines: the search's own (fallback, XML load) and `ncclTopoPrintGraph`'s.
+    pub lines: Vec<InfoLine>,
+}
 use collscope_debug::Subsys;
 
 /// One INFO line NCCL prints during init, with its subsystem, so callers can log it or show it.

@@ -2,10 +2,10 @@
 //! the ring, tree, CollNet and NVLS graphs in that order, the optional `NCCL_GRAPH_DUMP_FILE`, the
 //! alignment over ranks, and the connect phase, for a communicator of identical nodes.
 
-use super::compute::{compute_on, Found, Request};
+use super::compute::{compute_on, Request};
 use super::connect::{align, connect, CommShape, Connected, Graphs};
 use super::system::System;
-use super::{xml, GraphError, InfoLine};
+use super::{xml, Found, GraphError, InfoLine};
 use collscope_debug::env::Env;
 use collscope_model::{NodeType, Pattern, Topology};
 

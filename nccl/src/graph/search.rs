@@ -4,11 +4,8 @@
 //! deducts the graph's bandwidth from every link on its path and gives it back when the search backtracks.
 
 use super::system::System;
-use super::GraphError;
+use super::{GraphError, MAX_CHANNELS};
 use collscope_model::{NodeType, PathType, Pattern};
-
-/// `MAXCHANNELS`.
-pub const MAX_CHANNELS: usize = 64;
 
 /// A node the search can stand on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,7 @@
 //! nodes grouped by type, links whose bandwidth the search deducts and gives back, and for each path the
 //! list of links it crosses. The caller's `model::Topology` is never modified.
 
-use super::search::MAX_CHANNELS;
-use super::GraphError;
+use super::{GraphError, MAX_CHANNELS};
 use crate::topo::paths as topo_paths;
 use crate::topo::settings::NetDevsPolicy;
 use crate::topo::TopoEnv;

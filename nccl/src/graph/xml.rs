@@ -3,10 +3,9 @@
 //! `<graphs version="1"><graph id=.. pattern=.. crossnic=.. nchannels=.. speedintra=.. speedinter=..
 //! latencyinter=.. typeintra=.. typeinter=.. samechannels=..><channel><net dev=../><gpu dev=../>..</channel>`.
 
-use super::compute::Found;
 use super::search::SearchGraph;
 use super::system::System;
-use super::GraphError;
+use super::{Found, GraphError, MAX_CHANNELS};
 use collscope_model::{PathType, Pattern};
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -136,7 +135,7 @@ pub fn load_graph(
             .ok_or_else(|| GraphError::Input(format!("graph file {file}: pattern='{pattern}' is not one of 1..6")))?;
         graph.n_channels = usize::try_from(int_attr(x, "nchannels", file)?)
             .ok()
-            .filter(|&n| n <= super::search::MAX_CHANNELS)
+            .filter(|&n| n <= MAX_CHANNELS)
             .ok_or_else(|| GraphError::Input(format!("graph file {file}: nchannels must be 0..64")))?;
         graph.bw_intra = float_attr(x, "speedintra", file)?;
         graph.bw_inter = float_attr(x, "speedinter", file)?;
@@ -146,7 +145,7 @@ pub fn load_graph(
         graph.type_inter = type_attr(x, "typeinter", file)?;
         graph.same_channels = int_attr(x, "samechannels", file)? != 0;
         let channels: Vec<&XmlNode> = x.subs.iter().collect();
-        if channels.len() > super::search::MAX_CHANNELS {
+        if channels.len() > MAX_CHANNELS {
             return Err(GraphError::Input(format!("graph file {file}: more than 64 channels")));
         }
         for (c, ch) in channels.iter().enumerate() {

@@ -6,7 +6,6 @@
 //! timings (bytes, us) per link/algo/proto/channels -> fit (t = a + b * bytes) -> HostProfile -> time_us -> pick
 //! ```
 
-mod builtin;
 pub mod fit;
 pub mod predict;
 pub mod profile;

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 pub const TUNING_FILE_VAR: &str = "COLLSCOPE_TUNING_FILE";
 /// The value of `COLLSCOPE_TUNING_FILE` that selects the built-in table.
 pub const BUILTIN: &str = "builtin";
+/// The built-in table ([`HostProfile::builtin`]).
+const BUILTIN_JSON: &str = include_str!("builtin.json");
 /// The JSON layout this build reads and writes.
 pub const FORMAT: u32 = 1;
 /// The links, algorithms and protocols a profile must time: what the runtime implements.
@@ -154,18 +156,28 @@ impl HostProfile {
         Some(cache.join("collscope").join("tuning.json"))
     }
 
+    /// The built-in profile: constants like NCCL's tables, used when no calibration file is found. Measured with
+    /// `collscope tune calibrate --nranks 4` (release build) on the project's 2-core build machine (the facts
+    /// inside `builtin.json` say which CPU, when and how); a machine that differs should calibrate its own.
+    pub fn builtin() -> HostProfile {
+        let mut p = HostProfile::from_json(BUILTIN_JSON, Path::new("builtin.json"))
+            .unwrap_or_else(|e| unreachable!("the built-in tuning profile is checked by its tests: {e}"));
+        p.origin = "built-in".into();
+        p
+    }
+
     /// The profile a communicator uses: the file `COLLSCOPE_TUNING_FILE` names (`builtin`: the built-in
     /// table), else the default file if it exists, else the built-in table. A file that is named or present
     /// but bad is an error.
     pub fn resolve(env: &Env) -> Result<HostProfile, ProfileError> {
         match env.str(TUNING_FILE_VAR) {
-            Some(BUILTIN) => return Ok(super::builtin::profile()),
+            Some(BUILTIN) => return Ok(Self::builtin()),
             Some(path) => return Self::load(Path::new(path)),
             None => {}
         }
         match Self::default_path().filter(|p| p.exists()) {
             Some(path) => Self::load(&path),
-            None => Ok(super::builtin::profile()),
+            None => Ok(Self::builtin()),
         }
     }
 }
@@ -176,7 +188,7 @@ mod tests {
 
     #[test]
     fn builtin_round_trips_and_bad_files_name_file_and_expectation() {
-        let b = super::super::builtin::profile();
+        let b = HostProfile::builtin();
         assert_eq!(b.origin, "built-in");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/tuning.json");

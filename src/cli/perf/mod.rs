@@ -3,6 +3,7 @@
 
 mod coll;
 mod format;
+mod gpu;
 mod json;
 
 use super::ranks::{self, Job, LaunchMode, Rank, TransportChoice};
@@ -73,7 +74,7 @@ pub struct PerfArgs {
     pub transport: TransportChoice,
     /// Buffers in host memory or on GPUs (all_reduce; ranks of this process, see `collscope perf --help`).
     #[arg(long, value_enum, default_value = "host")]
-    pub memory: super::gpu::Memory,
+    pub memory: gpu::Memory,
 }
 
 /// nccl-tests' `parsesize`: a number with an optional K, M or G (powers of 1024).
@@ -125,11 +126,11 @@ pub fn run(args: &PerfArgs) -> Result<()> {
     if args.iters == 0 || args.agg_iters == 0 {
         bail!("-n and -m must be at least 1");
     }
-    if args.memory == super::gpu::Memory::Gpu {
+    if args.memory == gpu::Memory::Gpu {
         if args.bench != Bench::AllReduce {
             bail!("--memory gpu runs all_reduce only");
         }
-        return super::gpu::perf(args, &sizes);
+        return gpu::perf(args, &sizes);
     }
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output: None };
     ranks::run(&job, |rank| bench_rank(args, &sizes, rank))

@@ -1,6 +1,8 @@
 //! `collscope topo show|dump`: the machine as NCCL sees it, from a preset, an NCCL topology file
 //! (`--topo-file`, `NCCL_TOPO_FILE`) or detection of this host.
 
+pub mod explain;
+
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use collscope_debug::env::Env;
@@ -55,7 +57,7 @@ enum TopoCommand {
     },
     /// Everything NCCL would decide at init for N identical nodes (graphs, channels, rings, trees, tuning),
     /// and per collective and size the algorithm, protocol and channels it would pick, and why.
-    Explain(super::explain::ExplainArgs),
+    Explain(explain::ExplainArgs),
 }
 
 fn section(out: &mut String, title: &str, lines: &[String]) {
@@ -80,7 +82,7 @@ fn emit(text: &str) -> Result<()> {
 pub fn run(args: TopoArgs) -> Result<()> {
     if let TopoCommand::Explain(a) = args.command {
         // Explain sets up its own logger before anything reads the environment.
-        return super::explain::run(a);
+        return explain::run(a);
     }
     let env = Env::from_process();
     match args.command {

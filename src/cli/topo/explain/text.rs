@@ -1,7 +1,7 @@
 //! The human-readable `topo explain` report.
 
-use super::explain::Explanation;
-use super::sizes::human;
+use super::Explanation;
+use crate::cli::sizes::human;
 use collscope_model::{Algorithm, Collective, Protocol};
 use collscope_nccl::tuning::{Choice, TuningModel};
 use std::fmt::Write;

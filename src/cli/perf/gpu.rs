@@ -2,7 +2,7 @@
 //! (`COLLSCOPE_GPUS=0,1,...`, default one GPU per rank; several ranks on one GPU need
 //! `COLLSCOPE_ALLOW_SHARED_GPU=1`). Prints nccl-tests' columns with the GPU time from CUDA events.
 
-use super::perf::PerfArgs;
+use super::PerfArgs;
 use anyhow::{bail, Result};
 use clap::ValueEnum;
 

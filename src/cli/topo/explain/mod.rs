@@ -3,8 +3,10 @@
 //! and channels it would pick, the predicted time, the runner-up and why; with `NCCL_ALGO`/`NCCL_PROTO` set,
 //! what forcing costs against the default. `--json` for machines, `--log` for NCCL INFO lines.
 
-use super::sizes;
-use super::topo::SourceArgs;
+mod text;
+
+use super::SourceArgs;
+use crate::cli::sizes;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -129,7 +131,7 @@ fn load_topology(args: &ExplainArgs, env: &Env) -> Result<Topology> {
     let source = args.source.source(env);
     let mut xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
     if let Some(k) = args.nranks_per_node {
-        super::trim::keep_gpus(&mut xml, k)?;
+        crate::cli::trim::keep_gpus(&mut xml, k)?;
     }
     let topo_env = TopoEnv::from_env(env)?;
     Ok(topo::build(&xml, &topo_env)?)
@@ -261,7 +263,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ex)?);
     } else if !args.log {
-        print!("{}", super::explain_text::render(&ex, &model, &choices));
+        print!("{}", text::render(&ex, &model, &choices));
     }
     Ok(())
 }
