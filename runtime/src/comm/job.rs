@@ -5,8 +5,9 @@
 use super::liveness::{peer_timeout, Liveness, PeerFailure};
 use crate::bootstrap::tcp::{BootstrapError, TcpBootstrap, UniqueId};
 use crate::bootstrap::{Bootstrap, ThreadBootstrap};
-use crate::comm::{timeout_from_env, Comm, CommOptions};
+use crate::comm::{Comm, CommOptions};
 use crate::error::{Result, RuntimeError};
+use crate::sync::wait::timeout_from_env;
 use crate::transport::net::net_transport;
 use std::sync::Arc;
 

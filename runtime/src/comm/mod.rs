@@ -28,7 +28,7 @@ use crate::device::tree::dtree;
 use crate::error::{Result, RuntimeError};
 use crate::observe::records::Records;
 use crate::observe::stats::CallStats;
-use crate::sync::wait::{self, AbortHandle, Waiter};
+use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
 use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
 use crate::transport::{self, ConnSpec, PeerInfo, Transport};
 use collscope_debug::env::{Env, EnvError};
@@ -45,8 +45,6 @@ use std::time::{Duration, Instant, SystemTime};
 pub const MAX_CHANNELS: u32 = 32;
 /// Channels a CPU communicator uses unless `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` say otherwise.
 pub const DEFAULT_CHANNELS: u32 = 2;
-/// Default for `COLLSCOPE_TIMEOUT_S`.
-pub const DEFAULT_TIMEOUT_S: i64 = 30;
 
 /// How a communicator is built: its environment and the transports beyond P2P/SHM.
 #[derive(Clone)]
@@ -62,11 +60,6 @@ impl Default for CommOptions {
     fn default() -> Self {
         CommOptions { env: Env::from_process(), net: None, name: None }
     }
-}
-
-/// `COLLSCOPE_TIMEOUT_S` from `env`.
-pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
-    env.seconds("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
 }
 
 /// Reads and builds `NCCL_TOPO_FILE` when it is set, as NCCL's init does (`ncclTopoGetSystem`, NCCL 2.28.9
@@ -287,7 +280,9 @@ impl Comm {
             scratch: Default::default(),
         };
         report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
-        let spins = wait::spins_for(&peers.iter().filter(|p| p.host_hash == me.host_hash).collect::<Vec<_>>());
+        let spins = wait::spins_for(
+            &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
+        );
         let mut comm = Comm {
             rank,
             nranks,

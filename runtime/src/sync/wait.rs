@@ -5,10 +5,18 @@
 //! others (more ranks than cores) hands the core over instead of spinning, and the writer wakes it at once.
 
 use crate::error::{Result, RuntimeError};
-use crate::transport::PeerInfo;
+use collscope_debug::env::{Env, EnvError};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Default for `COLLSCOPE_TIMEOUT_S`.
+pub const DEFAULT_TIMEOUT_S: i64 = 30;
+
+/// `COLLSCOPE_TIMEOUT_S` from `env`: how long any wait of bootstrap or a collective lasts before it fails.
+pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
+    env.seconds("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+}
 
 /// Spins before the first yield: long enough to catch a peer on another core, short enough to leave the
 /// core to ranks sharing it.
@@ -19,10 +27,10 @@ pub const SPINS: u32 = 256;
 /// messages unchanged.
 pub const SPINS_OVERSUBSCRIBED: u32 = 0;
 
-/// How long waits spin for the ranks of one host: whether they outnumber the cores they may run on together.
-/// Each rank's own affinity will not do: a rank pinned to its core sees one.
-pub fn spins_for(local: &[&PeerInfo]) -> u32 {
-    let cores: std::collections::BTreeSet<u32> = local.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+/// How long waits spin for the ranks of one host, given the cores each may run on: whether they outnumber the
+/// cores they may run on together. Each rank's own affinity will not do: a rank pinned to its core sees one.
+pub fn spins_for(local: &[&[u32]]) -> u32 {
+    let cores: std::collections::BTreeSet<u32> = local.iter().flat_map(|cpus| cpus.iter().copied()).collect();
     let cores =
         if cores.is_empty() { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cores.len() };
     if local.len() > cores {
@@ -216,21 +224,11 @@ mod tests {
 
     #[test]
     fn ranks_spin_unless_they_outnumber_the_cores_they_share() {
-        let peer = |cpus: &[u32]| PeerInfo {
-            rank: 0,
-            host: "h".into(),
-            host_hash: 1,
-            pid_hash: 2,
-            pid: 3,
-            dev: 0,
-            cpus: cpus.to_vec(),
-        };
-        let spins = |ps: &[PeerInfo]| spins_for(&ps.iter().collect::<Vec<_>>());
         // Pinned one per core: each sees a single core, together they have one each.
-        assert_eq!(spins(&[peer(&[0]), peer(&[1])]), SPINS);
-        assert_eq!(spins(&[peer(&[0]), peer(&[0])]), SPINS_OVERSUBSCRIBED);
-        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1])]), SPINS);
-        assert_eq!(spins(&[peer(&[0, 1]), peer(&[0, 1]), peer(&[0, 1])]), SPINS_OVERSUBSCRIBED);
+        assert_eq!(spins_for(&[&[0], &[1]]), SPINS);
+        assert_eq!(spins_for(&[&[0], &[0]]), SPINS_OVERSUBSCRIBED);
+        assert_eq!(spins_for(&[&[0, 1], &[0, 1]]), SPINS);
+        assert_eq!(spins_for(&[&[0, 1], &[0, 1], &[0, 1]]), SPINS_OVERSUBSCRIBED);
     }
 
     #[test]

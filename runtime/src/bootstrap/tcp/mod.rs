@@ -203,7 +203,7 @@ fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
 
 /// Limit for each bootstrap wait: `COLLSCOPE_TIMEOUT_S`, as for every other wait.
 pub fn timeout(env: &Env) -> Result<Duration, BootstrapError> {
-    Ok(crate::comm::timeout_from_env(env)?)
+    Ok(crate::sync::wait::timeout_from_env(env)?)
 }
 
 impl UniqueId {
@@ -712,7 +712,7 @@ fn recv_message(s: &mut Socket, timeout: Duration, abort: &AtomicBool) -> Result
 /// Largest bootstrap message accepted (guards against a corrupt length).
 const MAX_MESSAGE: u64 = 1 << 32;
 
-impl crate::Bootstrap for TcpBootstrap {
+impl super::Bootstrap for TcpBootstrap {
     fn rank(&self) -> u32 {
         self.rank
     }
@@ -721,31 +721,31 @@ impl crate::Bootstrap for TcpBootstrap {
         self.nranks
     }
 
-    fn all_gather(&self, mine: &[u8]) -> crate::Result<Vec<Vec<u8>>> {
+    fn all_gather(&self, mine: &[u8]) -> crate::error::Result<Vec<Vec<u8>>> {
         TcpBootstrap::all_gather(self, mine).map_err(into_runtime)
     }
 
-    fn send(&self, peer: u32, tag: u64, data: &[u8]) -> crate::Result<()> {
+    fn send(&self, peer: u32, tag: u64, data: &[u8]) -> crate::error::Result<()> {
         TcpBootstrap::send(self, peer, tag, data).map_err(into_runtime)
     }
 
-    fn recv(&self, peer: u32, tag: u64) -> crate::Result<Vec<u8>> {
+    fn recv(&self, peer: u32, tag: u64) -> crate::error::Result<Vec<u8>> {
         TcpBootstrap::recv(self, peer, tag).map_err(into_runtime)
     }
 
-    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> crate::Result<Option<Vec<u8>>> {
+    fn recv_timeout(&self, peer: u32, tag: u64, timeout: Duration) -> crate::error::Result<Option<Vec<u8>>> {
         self.recv_within(peer, tag, timeout).map_err(into_runtime)
     }
 
-    fn barrier(&self) -> crate::Result<()> {
+    fn barrier(&self) -> crate::error::Result<()> {
         TcpBootstrap::barrier(self).map_err(into_runtime)
     }
 }
 
-fn into_runtime(e: BootstrapError) -> crate::RuntimeError {
+fn into_runtime(e: BootstrapError) -> crate::error::RuntimeError {
     match e {
-        BootstrapError::Env(e) => crate::RuntimeError::Env(e),
-        other => crate::RuntimeError::Bootstrap(other.to_string()),
+        BootstrapError::Env(e) => crate::error::RuntimeError::Env(e),
+        other => crate::error::RuntimeError::Bootstrap(other.to_string()),
     }
 }
 

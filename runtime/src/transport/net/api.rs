@@ -6,6 +6,7 @@
 //! so the proxy's progress loop ([`super::proxy`]) is the same for both, as NCCL's `net.cc` is.
 
 pub use crate::sync::doorbell::{Doorbell, FdWait, Wake};
+use collscope_debug::env::EnvError;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,18 +87,23 @@ pub trait Comm: Send + 'static {
     fn set_bell(&mut self, _bell: std::sync::Arc<Doorbell>) {}
 }
 
-/// A network failure, from whichever network carried it.
+/// A network failure, from whichever network carried it. The interface names no network: each converts its own
+/// errors into these (`From` beside its error type), telling apart what the transport above acts on.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// A parameter of the network is malformed.
     #[error(transparent)]
-    Socket(#[from] super::socket::NetError),
+    Env(#[from] EnvError),
+    /// The peer closed the connection (it exited or was killed) rather than the network failing.
     #[error(transparent)]
-    Ib(#[from] super::ib::IbError),
+    PeerClosed(Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl NetError {
     /// Whether the peer closed the connection (it exited or was killed) rather than the network failing.
     pub fn peer_closed(&self) -> bool {
-        matches!(self, NetError::Socket(super::socket::NetError::Socket(crate::socket::SocketError::Closed { .. })))
+        matches!(self, NetError::PeerClosed(_))
     }
 }

@@ -37,7 +37,7 @@ pub struct NetTransport<N: Net> {
 
 fn net_err(e: NetError) -> RuntimeError {
     match e {
-        NetError::Socket(socket::NetError::Env(e)) => RuntimeError::Env(e),
+        NetError::Env(e) => RuntimeError::Env(e),
         other => RuntimeError::Transport { transport: "NET", msg: other.to_string() },
     }
 }

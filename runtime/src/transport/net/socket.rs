@@ -48,6 +48,16 @@ pub enum NetError {
     Progress { peer: String, msg: String },
 }
 
+impl From<NetError> for api::NetError {
+    fn from(e: NetError) -> Self {
+        match e {
+            NetError::Env(e) => api::NetError::Env(e),
+            e @ NetError::Socket(SocketError::Closed { .. }) => api::NetError::PeerClosed(Box::new(e)),
+            e => api::NetError::Failed(Box::new(e)),
+        }
+    }
+}
+
 /// The process's NET/Socket devices and socket layout (`ncclNetSocketInit`, `ncclNetSocketGetNsockNthread`).
 #[derive(Debug, Clone)]
 pub struct NetSocket {

@@ -40,6 +40,12 @@ pub enum IbError {
     Setup(String),
 }
 
+impl From<IbError> for crate::transport::net::api::NetError {
+    fn from(e: IbError) -> Self {
+        crate::transport::net::api::NetError::Failed(Box::new(e))
+    }
+}
+
 /// One port NET/IB uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IbPort {

@@ -32,13 +32,14 @@ pub struct IbNet {
 static IB_NET: OnceLock<Option<IbNet>> = OnceLock::new();
 
 fn ib(e: impl Into<IbError>) -> NetError {
-    NetError::Ib(e.into())
+    let e: IbError = e.into();
+    NetError::from(e)
 }
 
 impl IbNet {
     /// Searches for RDMA ports once per process (printing NCCL's `NET/IB : Using ...` or `No device found.`);
     /// `None` when there is none, so NET falls back to sockets.
-    pub fn init(env: &Env) -> Result<Option<&'static IbNet>, crate::RuntimeError> {
+    pub fn init(env: &Env) -> Result<Option<&'static IbNet>, crate::error::RuntimeError> {
         if let Some(n) = IB_NET.get() {
             return Ok(n.as_ref());
         }

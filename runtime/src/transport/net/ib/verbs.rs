@@ -27,7 +27,7 @@ pub struct IbDevice {
 /// Finds the active ports `NCCL_IB_HCA` selects, logs NCCL's `Using` or `No device found.` line, and returns
 /// them (empty: the caller falls back to sockets). `NCCL_IB_DISABLE=1` skips the search, as in NCCL. Like
 /// NCCL's `ncclIbInit` the search runs once per process; later calls get the same ports.
-pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::RuntimeError> {
+pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::error::RuntimeError> {
     static FOUND: std::sync::OnceLock<Vec<IbDevice>> = std::sync::OnceLock::new();
     let params = IbParams::from_env(env)?;
     if params.disable {
@@ -41,7 +41,7 @@ pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::RuntimeError> {
         nccl_info!(Subsys::NET | Subsys::ENV, "NCCL_IB_HCA set to {v}");
     }
     let hca = HcaList::parse(hca_env)
-        .map_err(|e| crate::RuntimeError::Transport { transport: "NET/IB", msg: e.to_string() })?;
+        .map_err(|e| crate::error::RuntimeError::Transport { transport: "NET/IB", msg: e.to_string() })?;
     let found = ports(&hca).unwrap_or_else(|e| {
         collscope_debug::nccl_warn!("{e}");
         Vec::new()
