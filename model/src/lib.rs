@@ -12,6 +12,7 @@ pub mod events;
 pub mod graph;
 pub mod logfacts;
 pub mod names;
+pub mod observe;
 pub mod ops;
 pub mod topology;
 pub mod tuning;

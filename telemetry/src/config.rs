@@ -13,7 +13,6 @@
 use crate::otel::OtelConfig;
 use crate::state::Limits;
 use collscope_debug::env::{Env, EnvError};
-use collscope_runtime::observe::recorder;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -69,7 +68,7 @@ impl TelemetryConfig {
             local_rank: 0,
             aggregate_peers: Vec::new(),
             limits: Limits::default(),
-            queue_capacity: recorder::DEFAULT_CAPACITY,
+            queue_capacity: collscope_model::observe::DEFAULT_CAPACITY,
             drain_interval: Duration::from_millis(100),
             otel: None,
             header_timeout: HEADER_TIMEOUT,

@@ -1,10 +1,10 @@
 //! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
 //! of values (or one value per rank, channel or peer), so no series explodes with traffic.
 
+use collscope_model::observe::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 use collscope_model::{Algorithm, Collective, Connection, Direction, Protocol, ProxyWait, Source, Transport};
-use collscope_runtime::observe::stats::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 
-/// Labels of the runtime's message-size buckets (`stats::SIZE_BOUNDS`), then the open-ended one.
+/// Labels of the runtime's message-size buckets (`observe::SIZE_BOUNDS`), then the open-ended one.
 const SIZE_LABELS: [&str; SIZE_BOUNDS.len() + 1] = [
     "0-1KiB",
     "1KiB-16KiB",
@@ -23,16 +23,16 @@ pub fn size_buckets() -> impl Iterator<Item = &'static str> {
     SIZE_LABELS.into_iter()
 }
 
-/// The label of bucket `i` of `stats::SIZE_BOUNDS`.
+/// The label of bucket `i` of `observe::SIZE_BOUNDS`.
 pub fn size_bucket_label(i: usize) -> &'static str {
     SIZE_LABELS[i.min(SIZE_LABELS.len() - 1)]
 }
 
 pub fn size_bucket(bytes: u64) -> &'static str {
-    size_bucket_label(stats::size_bucket(bytes))
+    size_bucket_label(observe::size_bucket(bytes))
 }
 
-/// Collective duration histogram bounds in seconds, the runtime's own (`stats::DURATION_BOUNDS_NS`).
+/// Collective duration histogram bounds in seconds, the runtime's own (`observe::DURATION_BOUNDS_NS`).
 pub fn duration_bounds() -> Vec<f64> {
     DURATION_BOUNDS_NS.iter().map(|ns| *ns as f64 / 1e9).collect()
 }

@@ -2,8 +2,10 @@
 //! into Prometheus metrics, OpenTelemetry metrics and spans, a JSON snapshot and a server-sent event stream,
 //! served over HTTP from a thread of its own.
 //!
-//! The runtime only calls `collscope_runtime::observe::recorder::record(|| Event::...)`; [`Telemetry::start`] with the
-//! process's recorder turns that on and drains it.
+//! It reads a running process through the contract's `collscope_model::observe::Feed` (the process's event
+//! queue and its communicators' records), which the binary hands to [`Telemetry::start`]: the runtime's recorder
+//! implements it, so this crate depends on the model and never builds the runtime (its tests and benches do).
+//! The runtime only calls its recorder's `record(|| Event::...)`; [`Telemetry::start`] turns that on and drains it.
 
 pub mod aggregate;
 pub mod config;
@@ -19,8 +21,8 @@ pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
 pub use state::{Limits, State};
 
+use collscope_model::observe::Feed;
 use collscope_model::Source;
-use collscope_runtime::observe::recorder::Recorder;
 use server::Shared;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -56,7 +58,7 @@ impl Telemetry {
     pub fn start(
         cfg: &TelemetryConfig,
         source: Source,
-        recorder: Option<&'static Recorder>,
+        recorder: Option<&'static dyn Feed>,
     ) -> Result<Telemetry, TelemetryError> {
         let otel = cfg.otel.as_ref().map(Otel::new).transpose()?;
         let state = State::new(source, cfg.limits, otel)?;

@@ -10,8 +10,8 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use collscope_model::observe::Feed;
 use collscope_model::Event;
-use collscope_runtime::observe::recorder::Recorder;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -30,7 +30,7 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) struct Shared {
     pub state: Mutex<State>,
-    pub recorder: Option<&'static Recorder>,
+    pub recorder: Option<&'static dyn Feed>,
     pub peers: Vec<SocketAddr>,
     pub http: reqwest::Client,
     pub stop: watch::Receiver<bool>,
@@ -55,7 +55,7 @@ impl Shared {
             st.apply(ev);
         }
         for r in &sources {
-            st.absorb(r);
+            st.absorb(r.as_ref());
         }
         st.retain_sources(&sources.iter().map(|r| r.id()).collect::<Vec<_>>());
         st.note_queue_drops(rec.dropped());

@@ -2,10 +2,10 @@
 //! so both export the same facts with the same labels and only their naming differs.
 
 use crate::labels;
+use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Decision, OpRecord, OpState, Protocol, ProxyOp, Snapshot, Warning,
 };
-use collscope_runtime::observe::stats::{CallTotals, DURATION_BOUNDS_NS};
 use std::collections::BTreeMap;
 
 /// Calls of one kind (collective, algorithm, protocol, size bucket, rank) finished since the last report: one

@@ -6,12 +6,11 @@ use crate::labels;
 use crate::otel::Otel;
 use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
+use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp,
     Snapshot, Source, Transport, Warning,
 };
-use collscope_runtime::observe::records::Records;
-use collscope_runtime::observe::stats::CallTotals;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -292,10 +291,10 @@ impl State {
     /// Reads a communicator's records: what its running totals gained since the last read goes to the metrics,
     /// its operations not seen yet to the histories, spans and event stream (operations its ring dropped
     /// before this read count as dropped at the "queue" stage), and its traffic as events.
-    pub fn absorb(&mut self, r: &Records) {
+    pub fn absorb(&mut self, r: &dyn CommRecords) {
         let mut cur = self.cursors.remove(&r.id()).unwrap_or_default();
         let rank = r.rank();
-        for now in r.stats.calls() {
+        for now in r.calls() {
             let key = (now.coll, now.algo, now.proto, now.size_bucket);
             let calls = Calls::since(rank, cur.calls.get(&key), &now);
             if calls.ok + calls.failed > 0 {
@@ -306,13 +305,13 @@ impl State {
             }
             cur.calls.insert(key, now);
         }
-        let in_flight = r.stats.in_flight();
+        let in_flight = r.in_flight();
         let delta = in_flight as i64 - cur.in_flight as i64;
         if delta != 0 {
             self.sinks(|s| s.in_flight(rank, delta));
             cur.in_flight = in_flight;
         }
-        for t in r.stats.traffic_totals() {
+        for t in r.traffic_totals() {
             let (bytes, nanos) =
                 cur.traffic.insert((t.channel, t.peer, t.direction), (t.bytes, t.nanos)).unwrap_or_default();
             if t.bytes > bytes {
@@ -346,7 +345,7 @@ impl State {
     /// Shows the call a communicator's rank is running (one that hangs stays in the snapshot's calls in
     /// flight), and drops those it has finished (up to `done`, the last finished call read). The in-flight
     /// gauge follows the running totals, not this list.
-    fn track_running(&mut self, r: &Records, done: u64) {
+    fn track_running(&mut self, r: &dyn CommRecords, done: u64) {
         let (comm, rank) = (comm_hash(r.name()), r.rank());
         self.in_flight.retain(|&(c, k, seq), _| !(c == comm && k == rank && seq <= done));
         if let Some(op) = r.in_progress().filter(|op| op.seq > done) {

@@ -304,7 +304,7 @@ impl Comm {
             guards: Vec::new(),
             name: opts.name,
         };
-        crate::observe::recorder::global().register(&comm.records);
+        crate::observe::recorder::global().register(comm.records.clone());
         // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
         if eager && nranks > 1 {
             comm.ensure_connected(Algorithm::Ring)?;

@@ -4,21 +4,19 @@
 //! telemetry is off. When the queue is full the oldest event goes and the drop counter rises, so memory stays
 //! bounded however slowly telemetry drains.
 
-use crate::observe::records::Records;
 use collscope_model::events::Event;
+use collscope_model::observe::{CommRecords, Feed, DEFAULT_CAPACITY};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Events kept between two drains when `enable` is given no capacity.
-pub const DEFAULT_CAPACITY: usize = 1 << 16;
-
+/// The process's [`Feed`]: telemetry reads it through the trait, the runtime reports to it.
 pub struct Recorder {
     on: AtomicBool,
     capacity: AtomicUsize,
     queue: Mutex<VecDeque<Event>>,
     dropped: AtomicU64,
-    sources: Mutex<Vec<Arc<Records>>>,
+    sources: Mutex<Vec<Arc<dyn CommRecords>>>,
 }
 
 static GLOBAL: Recorder = Recorder::new();
@@ -53,22 +51,6 @@ impl Recorder {
         }
     }
 
-    /// Starts keeping events, at most `capacity` (at least 1) between drains.
-    pub fn enable(&self, capacity: usize) {
-        let capacity = capacity.max(1);
-        self.capacity.store(capacity, Ordering::Relaxed);
-        let mut q = self.lock();
-        let want = capacity.min(DEFAULT_CAPACITY).saturating_sub(q.len());
-        q.reserve(want);
-        drop(q);
-        self.on.store(true, Ordering::Release);
-    }
-
-    /// Stops keeping events; those queued stay until drained.
-    pub fn disable(&self) {
-        self.on.store(false, Ordering::Release);
-    }
-
     #[inline]
     pub fn is_enabled(&self) -> bool {
         self.on.load(Ordering::Relaxed)
@@ -85,39 +67,14 @@ impl Recorder {
         q.push_back(ev);
     }
 
-    /// Moves every queued event into `out`, oldest first. The queue and `out` trade places, so the lock is
-    /// held for a swap, not a copy, and `out`'s capacity (once emptied by the caller) serves the next round.
-    pub fn drain_into(&self, out: &mut VecDeque<Event>) {
-        let mut q = self.lock();
-        if out.is_empty() {
-            std::mem::swap(&mut *q, out);
-        } else {
-            out.extend(q.drain(..));
-        }
-    }
-
-    /// Events evicted because the queue was full, since the process started.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
     /// Lists a communicator's records for telemetry to read. While nobody reads, records only the list still
     /// holds (their communicator is gone) are let go here, so the list does not grow with communicators.
-    pub fn register(&self, records: &Arc<Records>) {
+    pub fn register(&self, records: Arc<dyn CommRecords>) {
         let mut s = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         if !self.is_enabled() {
             s.retain(|r| Arc::strong_count(r) > 1);
         }
-        s.push(records.clone());
-    }
-
-    /// Every listed communicator's records. Those of communicators already gone are handed out one last time
-    /// and then forgotten, so what they did in their last moments is still counted.
-    pub fn sources(&self) -> Vec<Arc<Records>> {
-        let mut s = self.sources.lock().unwrap_or_else(|p| p.into_inner());
-        let all = s.clone();
-        s.retain(|r| Arc::strong_count(r) > 2);
-        all
+        s.push(records);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Event>> {
@@ -129,6 +86,46 @@ impl Recorder {
 impl Default for Recorder {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Feed for Recorder {
+    fn enable(&self, capacity: usize) {
+        let capacity = capacity.max(1);
+        self.capacity.store(capacity, Ordering::Relaxed);
+        let mut q = self.lock();
+        let want = capacity.min(DEFAULT_CAPACITY).saturating_sub(q.len());
+        q.reserve(want);
+        drop(q);
+        self.on.store(true, Ordering::Release);
+    }
+
+    fn disable(&self) {
+        self.on.store(false, Ordering::Release);
+    }
+
+    /// The queue and `out` trade places, so the lock is held for a swap, not a copy, and `out`'s capacity (once
+    /// emptied by the caller) serves the next round.
+    fn drain_into(&self, out: &mut VecDeque<Event>) {
+        let mut q = self.lock();
+        if out.is_empty() {
+            std::mem::swap(&mut *q, out);
+        } else {
+            out.extend(q.drain(..));
+        }
+    }
+
+    fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Those of communicators already gone are handed out one last time and then forgotten, so what they did in
+    /// their last moments is still counted.
+    fn sources(&self) -> Vec<Arc<dyn CommRecords>> {
+        let mut s = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let all = s.clone();
+        s.retain(|r| Arc::strong_count(r) > 2);
+        all
     }
 }
 

@@ -2,8 +2,9 @@
 //! running totals of calls and traffic. Telemetry reads it whenever it likes (the process's recorder lists
 //! every communicator's records); the data path never waits for telemetry.
 
+use super::recorder;
 use super::stats::CallStats;
-use crate::observe::recorder;
+use collscope_model::observe::{CallTotals, CommRecords, NewOps, TrafficTotals};
 use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -75,13 +76,6 @@ impl Running {
     }
 }
 
-/// Operations a reader had not seen yet, and how many it missed because the ring had moved past them.
-#[derive(Debug, Default)]
-pub struct NewOps {
-    pub ops: Vec<OpRecord>,
-    pub missed: u64,
-}
-
 impl Records {
     pub fn new(rank: u32, nchannels: usize, name: Option<String>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -96,18 +90,6 @@ impl Records {
             current_seq: AtomicU64::new(0),
             running: Running::default(),
         }
-    }
-
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
     }
 
     pub fn push_op(&self, op: OpRecord) {
@@ -132,14 +114,6 @@ impl Records {
         OpRecord { comm: self.name.clone(), ..op.clone() }
     }
 
-    /// The kept operations numbered after `seq`, oldest first.
-    pub fn ops_after(&self, seq: u64) -> NewOps {
-        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = ops.partition_point(|o| o.seq <= seq);
-        let missed = ops.get(fresh).map_or(0, |o| o.seq.saturating_sub(seq + 1));
-        NewOps { ops: ops.range(fresh..).map(|o| self.named(o)).collect(), missed }
-    }
-
     /// Marks `op` as the operation in progress, so proxy threads can attribute their steps to it and
     /// telemetry can show it while it runs.
     pub fn begin_op(&self, op: &OpRecord) {
@@ -150,15 +124,6 @@ impl Records {
                 self.report_proxy(prev);
             }
         }
-    }
-
-    /// The call this rank has begun and not finished, if any (as far as a read without locks can tell).
-    pub fn in_progress(&self) -> Option<OpRecord> {
-        if self.stats.in_flight() == 0 {
-            return None;
-        }
-        let (seq, coll, datatype, count, started) = self.running.read()?;
-        Some(OpRecord { comm: self.name.clone(), ..OpRecord::started(self.rank, seq, coll, datatype, count, started) })
     }
 
     /// Hands telemetry the proxy sub-operations of `seq`, once the next operation has begun (the proxy
@@ -198,5 +163,49 @@ impl Records {
 
     pub fn connections(&self) -> Vec<Connection> {
         self.connections.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What telemetry reads (`collscope_model::observe`): the running totals, the operations not read yet, the call
+/// in progress.
+impl CommRecords for Records {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn calls(&self) -> Vec<CallTotals> {
+        self.stats.calls()
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.stats.in_flight()
+    }
+
+    fn traffic_totals(&self) -> Vec<TrafficTotals> {
+        self.stats.traffic_totals()
+    }
+
+    fn ops_after(&self, seq: u64) -> NewOps {
+        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = ops.partition_point(|o| o.seq <= seq);
+        let missed = ops.get(fresh).map_or(0, |o| o.seq.saturating_sub(seq + 1));
+        NewOps { ops: ops.range(fresh..).map(|o| self.named(o)).collect(), missed }
+    }
+
+    /// As far as a read without locks can tell.
+    fn in_progress(&self) -> Option<OpRecord> {
+        if self.stats.in_flight() == 0 {
+            return None;
+        }
+        let (seq, coll, datatype, count, started) = self.running.read()?;
+        Some(OpRecord { comm: self.name.clone(), ..OpRecord::started(self.rank, seq, coll, datatype, count, started) })
     }
 }

@@ -1,40 +1,18 @@
 //! Running totals of one rank's calls and channel traffic, kept by the data path while telemetry is on and
 //! read by telemetry whenever it likes. A call costs a few plain stores into memory only this rank writes:
 //! no event is built, no lock taken, no other thread woken, so telemetry's price does not grow with the call
-//! rate. Telemetry turns the totals into counters and histograms by difference between two reads.
+//! rate. Telemetry turns the totals into counters and histograms by difference between two reads. What a read
+//! gives ([`CallTotals`], [`TrafficTotals`]) and the buckets are the contract's (`collscope_model::observe`).
 
+use collscope_model::observe::{duration_bucket, size_bucket, CallTotals, TrafficTotals, DURATIONS, SIZE_BOUNDS};
 use collscope_model::{Algorithm, Collective, Direction, OpRecord, OpState, Protocol};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// Upper bounds of the message-size buckets, in bytes; a size lands in the first bound it does not exceed,
-/// or past the last one.
-pub const SIZE_BOUNDS: [u64; 9] =
-    [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30];
 const SIZES: usize = SIZE_BOUNDS.len() + 1;
-
-/// Upper bounds of the duration histogram in nanoseconds: 1 us to about 4 s in steps of 4.
-pub const DURATION_BOUNDS_NS: [u64; 12] = {
-    let mut b = [1000u64; 12];
-    let mut i = 1;
-    while i < b.len() {
-        b[i] = b[i - 1] * 4;
-        i += 1;
-    }
-    b
-};
-const DURATIONS: usize = DURATION_BOUNDS_NS.len() + 1;
 
 /// (peer, direction) pairs one channel keeps apart; rings use two, double binary trees at most eight.
 const PEER_SLOTS: usize = 8;
-
-pub fn size_bucket(bytes: u64) -> usize {
-    SIZE_BOUNDS.iter().position(|b| bytes <= *b).unwrap_or(SIZE_BOUNDS.len())
-}
-
-pub fn duration_bucket(ns: u64) -> usize {
-    DURATION_BOUNDS_NS.iter().position(|b| ns <= *b).unwrap_or(DURATION_BOUNDS_NS.len())
-}
 
 /// Adds to a total that only one thread writes (the rank calling, or the channel's thread): a load and a
 /// store, without the locked read-modify-write an atomic add would cost. Readers see each field whole.
@@ -58,22 +36,6 @@ struct Cell {
     algbw: AtomicU64,
 }
 
-/// What a cell held when read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallTotals {
-    pub coll: Collective,
-    pub algo: Option<Algorithm>,
-    pub proto: Option<Protocol>,
-    /// Index into [`SIZE_BOUNDS`] (its length for the open-ended last bucket).
-    pub size_bucket: usize,
-    pub failed: u64,
-    pub bytes: u64,
-    /// (calls, nanoseconds) per duration bucket of [`DURATION_BOUNDS_NS`], then the open-ended one.
-    pub durations: [(u64, u64); DURATIONS],
-    pub busbw_gbps: f64,
-    pub algbw_gbps: f64,
-}
-
 /// Bytes and busy time of one channel towards one peer in one direction.
 struct Slot {
     /// `peer << 1 | sent`, or `u64::MAX` while free.
@@ -86,16 +48,6 @@ impl Default for Slot {
     fn default() -> Self {
         Slot { key: AtomicU64::new(u64::MAX), bytes: AtomicU64::new(0), nanos: AtomicU64::new(0) }
     }
-}
-
-/// What a channel slot held when read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TrafficTotals {
-    pub channel: u32,
-    pub peer: u32,
-    pub direction: Direction,
-    pub bytes: u64,
-    pub nanos: u64,
 }
 
 pub struct CallStats {
@@ -247,18 +199,6 @@ mod tests {
             busbw_gbps: Some(3.0),
             ..OpRecord::started(0, 1, coll, DataType::F32, bytes / 4, 0)
         }
-    }
-
-    #[test]
-    fn buckets_follow_their_bounds() {
-        assert_eq!(size_bucket(0), 0);
-        assert_eq!(size_bucket(1024), 0);
-        assert_eq!(size_bucket(1025), 1);
-        assert_eq!(size_bucket(u64::MAX), SIZE_BOUNDS.len());
-        assert_eq!(DURATION_BOUNDS_NS[1], 4000);
-        assert_eq!(duration_bucket(999), 0);
-        assert_eq!(duration_bucket(4001), 2);
-        assert_eq!(duration_bucket(u64::MAX), DURATION_BOUNDS_NS.len());
     }
 
     #[test]
