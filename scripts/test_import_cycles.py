@@ -88,6 +88,12 @@ class ImportCycles(unittest.TestCase):
         with contextlib.redirect_stdout(io.StringIO()):
             self.assertEqual(ic.main(["import-cycles.py", repo]), 0)
 
+    def test_this_repository_has_no_circle(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = ic.main(["import-cycles.py", os.path.join(os.path.dirname(__file__), "..")])
+        self.assertEqual(rc, 0, out.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()
