@@ -10,6 +10,7 @@ pub mod connection;
 pub mod diag;
 pub mod events;
 pub mod graph;
+pub mod lines;
 pub mod logfacts;
 pub mod names;
 pub mod observe;

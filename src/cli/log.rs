@@ -193,7 +193,7 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
         for bytes in [1u64 << 10, 1 << 20, 1 << 28] {
             let best = ar
                 .iter()
-                .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (a, p, c.lat_us + bytes as f64 / (c.bw_gbps * 1e3))))
+                .flat_map(|(a, ps)| ps.iter().filter_map(move |(p, c)| Some((a, p, c.time_us(bytes)?))))
                 .min_by(|x, y| x.2.total_cmp(&y.2));
             if let Some((a, p, t)) = best {
                 let _ = writeln!(o, "  AllReduce {bytes:>10} bytes: table picks {a}/{p} ({t:.1} us)");

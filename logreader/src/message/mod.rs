@@ -2,10 +2,11 @@
 //! family's parser (hand-written for the frequent ones, a regex for the rest) runs only on its candidates.
 //! Formats follow NCCL 2.28.9 and the older forms seen in real logs (2.4 to 2.27).
 
-pub mod conn;
 pub mod setup;
 pub mod tuning;
 
+/// Connection, ring and tree lines: the contract's grammar, which the runtime writes with.
+pub use collscope_model::lines as conn;
 use collscope_model::{ChannelCounts, Graph, GraphChannel, NetDevice, PluginNote};
 
 pub use conn::{RingOrder, TreeEntry};

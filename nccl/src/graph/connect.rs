@@ -7,6 +7,7 @@
 use super::trees::{dtree, tree_depth};
 use super::{GraphError, InfoLine};
 use collscope_debug::env::Env;
+use collscope_model::lines::{ring_line, ring_order_line, trees_line};
 use collscope_model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
 /// NCCL's `MAXCHANNELS`.
@@ -184,25 +185,6 @@ pub fn nvls_channels(comp_cap: u32, multi_node: bool, ctas: (u32, u32), env: &En
 
 fn pow2_up(x: u32) -> u32 {
     x.max(1).next_power_of_two()
-}
-
-/// `dumpLine`: a prefix then each value right-aligned to the width of `nranks-1`, cut at 127 characters
-/// with `...`.
-pub fn dump_line(values: &[u32], prefix: &str) -> String {
-    const LINE_LENGTH: usize = 128;
-    let width = values.len().saturating_sub(1).to_string().len();
-    let mut line = prefix.to_string();
-    for v in values {
-        if line.len() >= LINE_LENGTH - 1 {
-            break;
-        }
-        line.push_str(&format!(" {v:>width$}"));
-    }
-    if line.len() >= LINE_LENGTH {
-        line.truncate(LINE_LENGTH - 4);
-        line.push_str("...");
-    }
-    line
 }
 
 /// Runs preset and postset for `shape.nnodes` identical nodes and returns rings, trees and channel counts.
@@ -385,22 +367,21 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         if seen.len() != nranks {
             return Err(GraphError::Internal(format!("ring {c} does not contain every rank")));
         }
-        lines.push(InfoLine::init(dump_line(&order, &format!("Channel {c:02}/{n:02} :"))));
+        lines.push(InfoLine::init(ring_order_line(c as u32, n as u32, &order)));
         let neighbours = (0..nranks).map(|r| (prev[c][r] as u32, r as u32, next[c][r] as u32)).collect();
         rings.push(Ring { channel: c as u32, order, truncated: false, neighbours });
     }
     // Per rank: `Ring %02d : prev -> rank -> next` for each channel, then the `Trees` summary.
     let mut out_trees = Vec::with_capacity(n * nranks);
     for r in 0..nranks {
-        let mut summary = String::new();
+        let mut entries = Vec::with_capacity(n);
         for c in 0..n {
             let t = trees[c][r];
-            summary.push_str(&format!(" [{c}] {}/{}/{}->{r}->{}", t.down[0], t.down[1], t.down[2], t.up));
-            lines.push(InfoLine::graph(format!("Ring {c:02} : {} -> {r} -> {}", prev[c][r], next[c][r])));
+            lines.push(InfoLine::graph(ring_line(c as u32, prev[c][r] as u32, r as u32, next[c][r] as u32)));
             out_trees.push(Tree { channel: c as u32, rank: r as u32, up: t.up, down: t.down.to_vec() });
+            entries.push((c as u32, r as u32, t.up, t.down.to_vec()));
         }
-        summary.truncate(1022);
-        lines.push(InfoLine::init(format!("Trees{summary}")));
+        lines.push(InfoLine::init(trees_line(&entries)));
     }
 
     let (p2p, per_peer) = p2p_channels(coll, nranks, nnodes, shape, env)?;
@@ -628,15 +609,6 @@ mod tests {
         let c = connect(&g, &shape, &Env::default()).unwrap();
         // Channel 0: node 0 uses its channel 0 (0..7), node 1 its channel 1 (15..8).
         assert_eq!(c.rings[0].order, vec![0, 1, 2, 3, 4, 5, 6, 7, 15, 14, 13, 12, 11, 10, 9, 8]);
-    }
-
-    #[test]
-    fn dump_line_pads_and_truncates_like_nccl() {
-        assert_eq!(dump_line(&[0, 1, 2], "Channel 00/02 :"), "Channel 00/02 : 0 1 2");
-        let long: Vec<u32> = (0..64).collect();
-        let l = dump_line(&long, "Channel 00/02 :");
-        assert_eq!(l.len(), 127);
-        assert!(l.ends_with("..."));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::model::{tidy, TuningModel};
 use super::params::TuningError;
+use collscope_model::tuning::transfer_us;
 use collscope_model::{Algorithm, Collective, DataType, Decision, Protocol, RedOp, RunnerUp};
 use serde::Serialize;
 use std::fmt;
@@ -228,7 +229,7 @@ impl TuningModel {
         }
         let batch = self.constants.threads.max_dev_work_batch_colls;
         let lat_count = if a == Algorithm::Ring { num_pipe_ops } else { num_pipe_ops.div_ceil(batch) };
-        let time = lat * lat_count as f32 + (bytes as f64 / (1000.0 * bw as f64)) as f32;
+        let time = lat * lat_count as f32 + transfer_us(bytes, bw as f64) as f32;
         Some(AlgoTime { lat_us: lat as f64, lat_count, bw_gbps: bw as f64, time_us: time as f64 })
     }
 

@@ -35,6 +35,7 @@ use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
 use collscope_kernels::{Dtype, Element, Op};
+use collscope_model::lines;
 use collscope_model::{self as model, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
 use rustc_hash::FxHashMap;
 use std::collections::HashSet;
@@ -157,18 +158,18 @@ impl WallClock {
 /// (`src/graph/rings.cc`), each rank's `Ring 00 : 3 -> 0 -> 1` and `Trees [0] 1/-1/-1->0->-1 ...`
 /// (`src/init.cc`).
 fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
-    let width = (nranks.max(1) - 1).to_string().len();
-    let mut trees = String::new();
+    let order: Vec<u32> = (0..nranks).collect();
+    let mut trees = Vec::with_capacity(channels.len());
     for ch in channels {
         if rank == 0 {
-            let order: String = (0..nranks).map(|r| format!(" {r:>width$}")).collect();
-            nccl_info!(Subsys::INIT, "Channel {:02}/{:02} :{order}", ch.id, channels.len());
+            nccl_info!(Subsys::INIT, "{}", lines::ring_order_line(ch.id, channels.len() as u32, &order));
         }
+        // A binary tree: NCCL's third child is always -1 here.
         let t = ch.tree;
-        trees.push_str(&format!(" [{}] {}/{}/-1->{rank}->{}", ch.id, t.down[0], t.down[1], t.up));
-        nccl_info!(Subsys::GRAPH, "Ring {:02} : {} -> {rank} -> {}", ch.id, ch.ring_prev, ch.ring_next);
+        trees.push((ch.id, rank, t.up, vec![t.down[0], t.down[1], -1]));
+        nccl_info!(Subsys::GRAPH, "{}", lines::ring_line(ch.id, ch.ring_prev, rank, ch.ring_next));
     }
-    nccl_info!(Subsys::INIT, "Trees{trees}");
+    nccl_info!(Subsys::INIT, "{}", lines::trees_line(&trees));
 }
 
 /// One connection a rank wants: `send` to or receive from `peer` on `channel` (`conn_index` 1 = p2p).

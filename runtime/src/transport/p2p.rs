@@ -5,6 +5,7 @@ use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
 use crate::transport::conn::ConnMem;
 use collscope_model as model;
+use collscope_model::lines::ConnLine;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,11 +39,9 @@ impl Transport for P2pTransport {
     }
 
     fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let line = format!(
-            "Channel {:02}/{} : {}[{}] -> {}[{}] via P2P/direct pointer",
-            spec.channel, spec.conn_index, spec.me.rank, spec.me.dev, spec.peer.rank, spec.peer.dev
-        );
         let record = record(spec, spec.me.rank, spec.peer.rank, model::Transport::P2p, "direct pointer");
+        let line = ConnLine { conn: &record, conn_index: Some(spec.conn_index), devs: (spec.me.dev, spec.peer.dev) };
+        let line = line.to_string();
         Ok((Box::new(P2pSend { line, record }), Vec::new()))
     }
 

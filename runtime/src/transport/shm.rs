@@ -10,6 +10,7 @@ use crate::transport::conn::ConnMem;
 use collscope_debug::Subsys;
 use collscope_debug::{nccl_info, nccl_trace};
 use collscope_model as model;
+use collscope_model::lines::ConnLine;
 use memmap2::MmapMut;
 use nix::fcntl::OFlag;
 use nix::sys::mman::{shm_open, shm_unlink};
@@ -123,11 +124,9 @@ impl Transport for ShmTransport {
     }
 
     fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let line = format!(
-            "Channel {:02} : {}[{}] -> {}[{}] via SHM/direct/direct",
-            spec.channel, spec.me.rank, spec.me.dev, spec.peer.rank, spec.peer.dev
-        );
         let record = record(spec, spec.me.rank, spec.peer.rank, model::Transport::Shm, "direct/direct");
+        // NCCL's SHM line has no connIndex (`src/transport/shm.cc`).
+        let line = ConnLine { conn: &record, conn_index: None, devs: (spec.me.dev, spec.peer.dev) }.to_string();
         Ok((Box::new(ShmSend { record, line, sizes: spec.sizes }), Vec::new()))
     }
 

@@ -84,12 +84,6 @@ fn heat(frac: f64) -> Color {
     RAMP[((frac.clamp(0.0, 1.0)) * (RAMP.len() - 1) as f64).round() as usize]
 }
 
-/// Predicted time of one call (NCCL 2.28.9 `src/graph/tuning.cc`, `ncclTopoGetAlgoTime`: `lat + bytes / (1000 *
-/// bw)` us for one operation, leaving out its tree correction factors and ring plateau).
-fn time_us(c: &TuningCell, bytes: u64) -> Option<f64> {
-    (c.bw_gbps > 0.0).then(|| c.lat_us + bytes as f64 / (1000.0 * c.bw_gbps))
-}
-
 /// Size ranges (powers of two from 1 KiB to 16 GiB) over which one cell is fastest: (from, to, algo, proto).
 fn crossovers(
     table: &BTreeMap<Algorithm, BTreeMap<Protocol, TuningCell>>,
@@ -100,7 +94,7 @@ fn crossovers(
         let best = table
             .iter()
             .flat_map(|(a, ps)| ps.iter().map(move |(p, c)| (*a, *p, c)))
-            .filter_map(|(a, p, c)| time_us(c, bytes).map(|t| (t, a, p)))
+            .filter_map(|(a, p, c)| c.time_us(bytes).map(|t| (t, a, p)))
             .min_by(|x, y| x.0.total_cmp(&y.0));
         let Some((_, algo, proto)) = best else { continue };
         match out.last_mut() {
@@ -137,7 +131,7 @@ mod tests {
         for w in x.windows(2) {
             let at = w[1].0;
             let cell = |a: Algorithm, p: Protocol| table[&a][&p];
-            assert!(time_us(&cell(w[1].2, w[1].3), at).unwrap() < time_us(&cell(w[0].2, w[0].3), at).unwrap());
+            assert!(cell(w[1].2, w[1].3).time_us(at).unwrap() < cell(w[0].2, w[0].3).time_us(at).unwrap());
             assert_eq!(w[0].1, Some(at / 2));
         }
     }

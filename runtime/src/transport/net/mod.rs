@@ -20,6 +20,7 @@ use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
 use collscope_model as model;
+use collscope_model::lines::ConnLine;
 use proxy::{AddError, Proxy};
 use socket::NetSocket;
 use std::sync::atomic::AtomicBool;
@@ -171,11 +172,9 @@ impl<N: Net> Transport for NetTransport<N> {
     }
 
     fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let name = self.net.name();
-        let line = format!(
-            "Channel {:02}/{} : {}[{}] -> {}[{}] [send] via NET/{name}/{}",
-            spec.channel, spec.conn_index, spec.me.rank, spec.me.dev, spec.peer.rank, spec.peer.dev, self.dev
-        );
+        let record = net_record(spec, spec.me.rank, spec.peer.rank, true, self.net.name(), self.dev);
+        let line = ConnLine { conn: &record, conn_index: Some(spec.conn_index), devs: (spec.me.dev, spec.peer.dev) };
+        let line = line.to_string();
         let pending = NetSendPending {
             net: self.net,
             dev: self.dev,
@@ -184,19 +183,17 @@ impl<N: Net> Transport for NetTransport<N> {
             channel: spec.channel,
             peer: spec.peer.rank,
             ctl: self.ctl.clone(),
-            record: net_record(spec, spec.me.rank, spec.peer.rank, true, name, self.dev),
+            record,
             line,
         };
         Ok((Box::new(pending), Vec::new()))
     }
 
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let name = self.net.name();
         let (listener, handle) = self.net.listen(self.dev, &self.ctl).map_err(net_err)?;
-        let line = format!(
-            "Channel {:02}/{} : {}[{}] -> {}[{}] [receive] via NET/{name}/{}",
-            spec.channel, spec.conn_index, spec.peer.rank, spec.peer.dev, spec.me.rank, spec.me.dev, self.dev
-        );
+        let record = net_record(spec, spec.peer.rank, spec.me.rank, false, self.net.name(), self.dev);
+        let line = ConnLine { conn: &record, conn_index: Some(spec.conn_index), devs: (spec.peer.dev, spec.me.dev) };
+        let line = line.to_string();
         let pending = NetRecvPending {
             net: self.net,
             listener,
@@ -204,7 +201,7 @@ impl<N: Net> Transport for NetTransport<N> {
             sizes: spec.sizes,
             channel: spec.channel,
             peer: spec.peer.rank,
-            record: net_record(spec, spec.peer.rank, spec.me.rank, false, name, self.dev),
+            record,
             line,
         };
         Ok((Box::new(pending), handle))

@@ -1,9 +1,52 @@
-//! Channel lines: connections (`Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read`), ring orders
-//! (`Channel 00/02 :    0   1 ...`), ring neighbours (`Ring 00 : 7 -> 0 -> 1`) and trees, in the forms NCCL 2.4
-//! to 2.28.9 print (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`, `src/graph/connect.cc`).
-//! Hand-parsed rather than by regex: these are most of a log's lines.
+//! NCCL's grammar of the lines both written by collscope (the runtime, the NCCL model) and read by the log
+//! reader, each kind's formatter beside its parser: connections (`Channel 00/0 : 0[0] -> 1[1] via
+//! P2P/IPC/read`, [`ConnLine`] / [`connection`]), ring orders (`Channel 00/02 :    0   1 ...`,
+//! [`ring_order_line`] / [`ring_order`]), ring neighbours (`Ring 00 : 7 -> 0 -> 1`, [`ring_line`] /
+//! [`ring_neighbours`]) and trees ([`trees_line`] / [`trees`], [`tree`]). The formatters write NCCL 2.28.9's
+//! forms; the parsers read those of NCCL 2.4 to 2.28.9 (`src/transport/{p2p,shm,net,coll_net}.cc`,
+//! `src/init.cc`, `src/graph/connect.cc`, `src/graph/rings.cc`). Hand-parsed rather than by regex: these are
+//! most of a log's lines.
 
-use collscope_model::{Connection, Direction, Transport};
+use crate::connection::{Connection, Direction};
+use crate::names::Transport;
+use std::fmt;
+
+/// A connection as NCCL's transports print it at setup (NCCL 2.28.9 `src/transport/p2p.cc`, `shm.cc`,
+/// `net.cc`): `Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer`, `Channel 00 : 0[0] -> 1[0] via
+/// SHM/direct/direct`, `Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0`. What follows `via` is the
+/// transport and the connection's `mode` (for NET the whole `IB/0(1)/GDRDMA/Shared`); `[send]`/`[receive]`
+/// come from its direction.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLine<'a> {
+    pub conn: &'a Connection,
+    /// NCCL's `connIndex` after the channel (`00/0`); SHM's line has none.
+    pub conn_index: Option<u32>,
+    /// The device indices printed beside the source and destination ranks (`0[0]`).
+    pub devs: (i32, i32),
+}
+
+impl fmt::Display for ConnLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.conn;
+        write!(f, "Channel {:02}", c.channel)?;
+        if let Some(i) = self.conn_index {
+            write!(f, "/{i}")?;
+        }
+        write!(f, " : {}[{}] -> {}[{}]", c.src, self.devs.0, c.dst, self.devs.1)?;
+        match c.direction {
+            Direction::Send => f.write_str(" [send]")?,
+            Direction::Recv => f.write_str(" [receive]")?,
+            Direction::Both => {}
+        }
+        let mode = c.mode.as_deref().unwrap_or("");
+        match c.transport {
+            // Before NCCL 2.12 SHM said `via direct shared memory` or `via shared memory`, without the prefix.
+            Transport::Shm if mode.ends_with("shared memory") => write!(f, " via {mode}"),
+            Transport::Nvls if mode.is_empty() => f.write_str(" via NVLS"),
+            t => write!(f, " via {t}/{mode}"),
+        }
+    }
+}
 
 /// `Channel 00/02 :    0   1   2 ...`.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +169,30 @@ fn net_spec(spec: &str, c: &mut Connection) -> Option<()> {
     Some(())
 }
 
+/// NCCL's `dumpLine` (NCCL 2.28.9 `src/graph/rings.cc`): `prefix` then the values padded to the width of the
+/// largest index, cut at NCCL's 128-byte line with `...`.
+fn dump_line(values: &[u32], prefix: &str) -> String {
+    const LINE_LENGTH: usize = 128;
+    let width = values.len().saturating_sub(1).to_string().len();
+    let mut line = prefix.to_string();
+    for v in values {
+        if line.len() >= LINE_LENGTH - 1 {
+            break;
+        }
+        line.push_str(&format!(" {v:>width$}"));
+    }
+    if line.len() >= LINE_LENGTH {
+        line.truncate(LINE_LENGTH - 4);
+        line.push_str("...");
+    }
+    line
+}
+
+/// The ring order rank 0 prints per channel (NCCL 2.28.9 `src/graph/rings.cc`): `Channel 00/02 :  0  1  2  3`.
+pub fn ring_order_line(channel: u32, n_channels: u32, order: &[u32]) -> String {
+    dump_line(order, &format!("Channel {channel:02}/{n_channels:02} :"))
+}
+
 /// `Channel 00/02 :    0   1   2   3` (possibly cut short with `...`).
 pub fn ring_order(msg: &str) -> Option<RingOrder> {
     let body = msg.strip_prefix("Channel ")?;
@@ -146,6 +213,11 @@ pub fn ring_order(msg: &str) -> Option<RingOrder> {
     Some(RingOrder { channel, n_channels, order, truncated })
 }
 
+/// Each rank's ring neighbours per channel (NCCL 2.28.9 `src/init.cc`): `Ring 00 : 7 -> 0 -> 1`.
+pub fn ring_line(channel: u32, prev: u32, rank: u32, next: u32) -> String {
+    format!("Ring {channel:02} : {prev} -> {rank} -> {next}")
+}
+
 /// `Ring 00 : 7 -> 0 -> 1`: (channel, prev, rank, next).
 pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
     let (head, rest) = msg.strip_prefix("Ring ")?.split_once(" : ")?;
@@ -161,6 +233,18 @@ pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
 
 fn children(s: &str) -> Option<Vec<i32>> {
     s.split('/').map(num).collect()
+}
+
+/// One rank's trees over all channels (NCCL 2.28.9 `src/init.cc`): `Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`,
+/// down -> rank -> up per channel, cut at NCCL's 1024-byte line buffer.
+pub fn trees_line(entries: &[TreeEntry]) -> String {
+    let mut summary = String::new();
+    for (channel, rank, up, down) in entries {
+        let down: Vec<String> = down.iter().map(i32::to_string).collect();
+        summary.push_str(&format!(" [{channel}] {}->{rank}->{up}", down.join("/")));
+    }
+    summary.truncate(1022);
+    format!("Trees{summary}")
 }
 
 /// `Trees [0] 1/8/-1->0->-1 [1] ...` (2.8+: down->rank->up), `Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1` (2.5-2.7:
@@ -245,6 +329,93 @@ mod tests {
         assert!(r.truncated && r.order == vec![0, 1, 2]);
         assert_eq!(ring_neighbours("Ring 02 : 1 -> 0 -> 7"), Some((2, 1, 0, 7)));
         assert_eq!(ring_neighbours("Ring 00 : 3[3] -> 1[1] via P2P/IPC"), None);
+    }
+
+    fn record(channel: u32, src: u32, dst: u32, direction: Direction, transport: Transport, mode: &str) -> Connection {
+        Connection {
+            channel,
+            src,
+            dst,
+            direction,
+            transport,
+            mode: Some(mode.into()),
+            net: None,
+            device: None,
+            gdrdma: None,
+            proxy_rank: None,
+            shared: false,
+            comm: None,
+        }
+    }
+
+    #[test]
+    fn connections_the_runtime_writes_read_back_as_the_same_value() {
+        let p2p = record(1, 0, 1, Direction::Both, Transport::P2p, "direct pointer");
+        let shm = record(2, 1, 0, Direction::Both, Transport::Shm, "direct/direct");
+        let net = |direction, name: &str, dev| Connection {
+            net: Some(name.into()),
+            device: Some(dev),
+            gdrdma: Some(false),
+            ..record(0, 3, 2, direction, Transport::Net, &format!("{name}/{dev}"))
+        };
+        for (c, index, want) in [
+            (&p2p, Some(0), "Channel 01/0 : 0[0] -> 1[1] via P2P/direct pointer"),
+            (&shm, None, "Channel 02 : 1[0] -> 0[1] via SHM/direct/direct"),
+            (&net(Direction::Send, "Socket", 0), Some(0), "Channel 00/0 : 3[0] -> 2[1] [send] via NET/Socket/0"),
+            (&net(Direction::Recv, "IB", 1), Some(1), "Channel 00/1 : 3[0] -> 2[1] [receive] via NET/IB/1"),
+        ] {
+            let line = ConnLine { conn: c, conn_index: index, devs: (0, 1) }.to_string();
+            assert_eq!(line, want);
+            assert_eq!(connection(&line).as_ref(), Some(c), "{line}");
+        }
+    }
+
+    #[test]
+    fn nccl_connection_lines_are_written_back_as_read() {
+        for line in [
+            "Channel 01/0 : 8[0] -> 15[7] via P2P/IPC/read",
+            "Channel 00/0 : 0[0] -> 2[2] via P2P/indirect/1[1]/read",
+            "Channel 02 : 1[1] -> 2[2] via SHM/direct/direct",
+            "Channel 07/0 : 0[0] -> 2[0] [receive] via NET/IB/3/GDRDMA",
+            "Channel 02/1 : 1[1] -> 9[1] [send] via NET/IB/0(0)/GDRDMA(PCI)/Shared",
+            "Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/1/GDRDMA",
+            "Channel 00 : 0[0] -> 7[0] via direct shared memory",
+        ] {
+            let c = connection(line).unwrap();
+            let (head, rest) = line.split_once(" : ").unwrap();
+            let index = head.split_once('/').map(|(_, i)| i.parse().unwrap());
+            let dev = |end: &str| end.trim().split_once('[').unwrap().1.split_once(']').unwrap().0.parse().unwrap();
+            let (a, b) = rest.split_once(" -> ").unwrap();
+            let written = ConnLine { conn: &c, conn_index: index, devs: (dev(a), dev(b)) }.to_string();
+            assert_eq!(written, line);
+        }
+    }
+
+    #[test]
+    fn ring_and_tree_lines_read_back_as_written() {
+        let order = [0, 3, 1, 2];
+        let line = ring_order_line(1, 2, &order);
+        assert_eq!(line, "Channel 01/02 : 0 3 1 2");
+        assert_eq!(
+            ring_order(&line),
+            Some(RingOrder { channel: 1, n_channels: Some(2), order: order.to_vec(), truncated: false })
+        );
+        let long: Vec<u32> = (0..64).collect();
+        let line = ring_order_line(0, 2, &long);
+        assert_eq!(line.len(), 127);
+        assert!(line.ends_with("..."), "{line}");
+        let r = ring_order(&line).unwrap();
+        assert!(r.truncated && long.starts_with(&r.order), "{line}");
+
+        assert_eq!(ring_line(2, 1, 0, 7), "Ring 02 : 1 -> 0 -> 7");
+        assert_eq!(ring_neighbours(&ring_line(2, 1, 0, 7)), Some((2, 1, 0, 7)));
+
+        let entries = vec![(0, 0, -1, vec![1, 8, -1]), (1, 0, 8, vec![1, -1, -1])];
+        let line = trees_line(&entries);
+        assert_eq!(line, "Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8");
+        assert_eq!(trees(&line), Some(entries));
+        let many: Vec<TreeEntry> = (0..64).map(|c| (c, 5, 4, vec![6, 7, -1])).collect();
+        assert!(trees_line(&many).len() <= "Trees".len() + 1022);
     }
 
     #[test]
