@@ -4,7 +4,7 @@
 //! default), `host:pid:tid [dev] ms file:line NCCL TRACE msg`, and VERSION lines without the prefix.
 //!
 //! Beside the logger, what NCCL keeps in `src/misc/` and every other crate needs: parameters from the
-//! environment ([`env`], `misc/param.cc`), host facts ([`sys`]) and bounded reads of small files ([`file`]).
+//! environment ([`mod@env`], `misc/param.cc`), host facts ([`sys`]) and bounded reads of small files ([`mod@file`]).
 //! Depends on collscope-model only (for the `EnvSetting` the parameters record).
 
 pub mod env;

@@ -6,6 +6,8 @@
 //! `Avg` reduces as `Sum`; the last write of a fully reduced value divides by the number of ranks
 //! ([`reduce_final`], [`divide`]), as NCCL's `ncclAvg` does for integers (`SumPostDiv`); for floats NCCL
 //! pre-multiplies each input by 1/n, which differs from sum-then-divide only by rounding.
+//!
+//! Depends on no other collscope crate; the runtime's protocols and the CUDA sources build on it.
 
 use half::{bf16, f16};
 

@@ -1,6 +1,9 @@
 //! collscope's log reader: real `NCCL_DEBUG=INFO` logs (NCCL 2.4 to 2.29, any launcher, one file per rank or all
 //! ranks interleaved, plain or gzip) into [`collscope_model::Snapshot`], with a diagnosis.
 //!
+//! Depends on collscope-model (the snapshot it fills and the line grammar it shares with the runtime,
+//! `collscope_model::lines`) and collscope-debug (bounded file reads); never on the runtime or the NCCL model.
+//!
 //! ```no_run
 //! let snap = collscope_logreader::read_paths(&["nccl.log".into()], collscope_logreader::Options::default())?;
 //! println!("{:?} on {:?} nodes", snap.nccl_version, snap.nnodes);

@@ -1,4 +1,4 @@
-//! AllReduce bus bandwidth with ranks as threads: `cargo run --release -p collscope-core --example
+//! AllReduce bus bandwidth with ranks as threads: `cargo run --release -p collscope-runtime --example
 //! allreduce_bw -- [nranks] [bytes...]`. Honours NCCL_ALGO, NCCL_PROTO, NCCL_P2P_DISABLE and friends.
 
 use collscope_model::RedOp;

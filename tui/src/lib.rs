@@ -1,5 +1,7 @@
 //! `collscope tui`: a terminal view of one job, read only from the shared model (`collscope_model`).
 //! Sources (a log, a live collscope process, a recording) feed [`live::Live`]; views draw it.
+//! Depends on collscope-model, collscope-logreader (the log source) and collscope-debug (file reads); it never
+//! builds the runtime: a live process is read over HTTP.
 
 pub mod app;
 #[cfg(test)]

@@ -35,7 +35,7 @@ use collscope_model::Graph;
 /// NCCL's `MAXCHANNELS` (`src/include/device.h`): channels a graph can have.
 pub const MAX_CHANNELS: usize = 64;
 
-/// A computed graph with what the search needs to print and dump it (the result of [`compute`], the input of
+/// A computed graph with what the search needs to print and dump it (the result of [`compute()`], the input of
 /// [`xml::graphs_xml`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {

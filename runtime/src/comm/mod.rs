@@ -4,7 +4,7 @@
 //!
 //! Around it: [`group`] (grouped point-to-point calls), [`job`] (a rank of a job across processes and hosts),
 //! [`launch`] (which rank this process is), [`liveness`] (naming a dead peer), [`workers`] (channel threads),
-//! [`select`] (the per-call algorithm, protocol and channels) and [`affinity`] (pinning ranks to cores).
+//! [`mod@select`] (the per-call algorithm, protocol and channels) and [`affinity`] (pinning ranks to cores).
 
 pub mod affinity;
 pub mod group;
