@@ -33,7 +33,12 @@ const NCCL_STEPS: usize = 8;
 
 /// Event objects are 64-byte aligned, so a handle's low 6 bits are free for a call's generation.
 const TAG: usize = 63;
-const REFS: u64 = u32::MAX as u64;
+/// A call's `word`: generation (bits 32..), kernel channels started (24..31, saturating), stopped (23),
+/// references (0..22: the call's own stop, and each running child). One exchange changes all of them.
+const REFS: u64 = (1 << 23) - 1;
+const STOPPED: u64 = 1 << 23;
+const KERNEL_ONE: u64 = 1 << 24;
+const KERNELS_MAX: u64 = 0xff;
 const NO_WAIT: u8 = u8::MAX;
 
 const TASK: u8 = 1;
@@ -145,8 +150,13 @@ impl Context {
     }
 
     /// Calls started and not yet complete.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.tasks.in_use()
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.tasks.in_use() as u64
+    }
+
+    /// Calls started (each opened a call object; those not in flight have completed).
+    pub(crate) fn started(&self) -> u64 {
+        self.seq.load(Relaxed)
     }
 
     /// True once, for the first drain.
@@ -198,7 +208,6 @@ impl Context {
             expect_kernels,
             start_ns: now_ns(),
         };
-        bump(&self.out.stats.calls_started);
         slot.open(info)
     }
 
@@ -361,15 +370,12 @@ struct TaskSlot {
     kind: u8,
     index: u32,
     ctx: *const Context,
-    /// generation << 32 | references (the call's own stop, and each running child).
+    /// See [`REFS`].
     word: AtomicU64,
     /// Written by the starting thread before `word` is released; read after `word` is acquired, until the
     /// object is given back.
     info: UnsafeCell<Option<TaskInfo>>,
-    stopped: AtomicBool,
-    kernels: AtomicU32,
     first_child_ns: AtomicU64,
-    last_child_ns: AtomicU64,
     gpu_start: AtomicU64,
     gpu_stop: AtomicU64,
 }
@@ -458,10 +464,7 @@ impl TaskSlot {
             ctx,
             word: AtomicU64::new(0),
             info: UnsafeCell::new(None),
-            stopped: AtomicBool::new(false),
-            kernels: AtomicU32::new(0),
             first_child_ns: AtomicU64::new(0),
-            last_child_ns: AtomicU64::new(0),
             gpu_start: AtomicU64::new(0),
             gpu_stop: AtomicU64::new(0),
         }
@@ -486,10 +489,7 @@ impl TaskSlot {
         let gen = Self::generation(self.word.load(Relaxed));
         // SAFETY: the object came from the pool, so no other thread uses it until `word` is released below.
         unsafe { *self.info.get() = Some(info) };
-        self.stopped.store(false, Relaxed);
-        self.kernels.store(0, Relaxed);
         self.first_child_ns.store(u64::MAX, Relaxed);
-        self.last_child_ns.store(0, Relaxed);
         self.gpu_start.store(u64::MAX, Relaxed);
         self.gpu_stop.store(0, Relaxed);
         self.word.store(gen << 32 | 1, Release);
@@ -498,60 +498,67 @@ impl TaskSlot {
 
     /// A child takes a reference, unless the call behind its handle (`tag`) has ended: an ended call's
     /// generation has moved on. A stopped call awaiting its kernel channels (no reference left) still takes one.
-    fn acquire(&self, tag: u64) -> bool {
+    fn acquire(&self, tag: u64, kernel: bool) -> bool {
         let mut w = self.word.load(Acquire);
         loop {
-            if Self::generation(w) & TAG as u64 != tag {
+            if Self::generation(w) & TAG as u64 != tag || w & REFS == REFS {
                 return false;
             }
-            match self.word.compare_exchange_weak(w, w + 1, AcqRel, Acquire) {
+            let counted = if kernel && (w / KERNEL_ONE) & KERNELS_MAX < KERNELS_MAX { KERNEL_ONE } else { 0 };
+            match self.word.compare_exchange_weak(w, w + 1 + counted, AcqRel, Acquire) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }
         }
     }
 
-    fn child_started(&self, now: u64) {
-        self.first_child_ns.fetch_min(now, Relaxed);
+    /// Marks when the call began to run: its first child's start (the clock is read for that one only).
+    fn child_started(&self) {
+        if self.first_child_ns.load(Relaxed) == u64::MAX {
+            self.first_child_ns.fetch_min(now_ns(), Relaxed);
+        }
     }
 
-    fn child_stopped(&self, now: u64) {
-        self.last_child_ns.fetch_max(now, Relaxed);
-        self.release();
-    }
-
-    /// The call's stopEvent: NCCL has enqueued it.
+    /// The call's stopEvent: NCCL has enqueued it. Its record is copied while its own reference still holds the
+    /// call open; the ring keeps order, so the completion comes after it.
     fn stop(&self, tag: u64) {
-        if Self::generation(self.word.load(Acquire)) & TAG as u64 != tag || self.stopped.swap(true, Relaxed) {
+        let w = self.word.load(Acquire);
+        if Self::generation(w) & TAG as u64 != tag || w & STOPPED != 0 || w & REFS == 0 {
             bump(&self.ctx().out.stats.misuse);
             return;
         }
         self.ctx().out.emit(Raw::Enqueued(self.rec(0)));
-        self.release();
+        self.unref(STOPPED);
     }
 
+    /// A child's end.
     fn release(&self) {
+        self.unref(0);
+    }
+
+    /// Drops one reference, setting `flag` with it; the last one settles the call.
+    fn unref(&self, flag: u64) {
         let mut w = self.word.load(Relaxed);
         loop {
-            if w & REFS == 0 {
+            if w & REFS == 0 || w & flag != 0 {
                 bump(&self.ctx().out.stats.misuse);
                 return;
             }
-            match self.word.compare_exchange_weak(w, w - 1, AcqRel, Relaxed) {
+            match self.word.compare_exchange_weak(w, (w | flag) - 1, AcqRel, Relaxed) {
                 Ok(_) => break,
                 Err(now) => w = now,
             }
         }
-        if (w - 1) & REFS == 0 {
-            self.settle(w - 1);
+        let w = (w | flag) - 1;
+        if w & REFS == 0 {
+            self.settle(w);
         }
     }
 
     /// No reference is left: completes the call unless it still awaits kernel channels. Exactly one thread wins
     /// the exchange that ends the generation; a child that took a reference meanwhile settles it later.
     fn settle(&self, w: u64) {
-        let info = self.info();
-        if self.kernels.load(Acquire) < info.expect_kernels {
+        if (w / KERNEL_ONE) & KERNELS_MAX < u64::from(self.info().expect_kernels) {
             return;
         }
         if self.word.compare_exchange(w, (Self::generation(w) + 1) << 32, AcqRel, Relaxed).is_err() {
@@ -559,7 +566,6 @@ impl TaskSlot {
         }
         let ctx = self.ctx();
         ctx.out.emit(Raw::Completed(self.rec(now_ns())));
-        bump(&ctx.out.stats.calls_completed);
         ctx.tasks.give(self.index);
     }
 
@@ -591,9 +597,9 @@ impl TaskSlot {
 ///
 /// # Safety
 /// `parent` is NULL or a handle of this process's plugin.
-unsafe fn adopt<'a>(parent: *mut c_void) -> Option<&'a TaskSlot> {
+unsafe fn adopt<'a>(parent: *mut c_void, kernel: bool) -> Option<&'a TaskSlot> {
     let (task, tag) = slot_of::<TaskSlot>(parent, TASK)?;
-    if task.acquire(tag) {
+    if task.acquire(tag, kernel) {
         Some(task)
     } else {
         bump(&task.ctx().out.stats.orphans);
@@ -614,13 +620,13 @@ unsafe fn start_proxy(shared: &Shared, op: ProxyOpStart) -> *mut c_void {
         };
         (slot, None, 0)
     } else {
-        let Some(task) = adopt(op.parent) else { return null_mut() };
+        let Some(task) = adopt(op.parent, false) else { return null_mut() };
         let Some(slot) = task.ctx().proxies.take() else {
             bump(&task.ctx().out.stats.dropped_events);
             task.release();
             return null_mut();
         };
-        task.child_started(now_ns());
+        task.child_started();
         (slot, Some(task), task.info().seq)
     };
     slot.parent.store(parent.map_or(0, |t| handle(t, 0) as usize), Relaxed);
@@ -727,8 +733,7 @@ impl ProxySlot {
         let parent = self.parent.swap(0, Relaxed);
         if parent != 0 {
             // SAFETY: the call's object; this operation holds a reference on it.
-            let task = unsafe { &*(parent as *const TaskSlot) };
-            task.child_stopped(now_ns());
+            unsafe { &*(parent as *const TaskSlot) }.release();
         }
         // SAFETY: the pool that owns this object.
         unsafe { &*self.pool }.give(self.index);
@@ -791,16 +796,16 @@ impl StepSlot {
 /// # Safety
 /// `parent` is NULL or a handle of this plugin.
 unsafe fn start_kernel(parent: *mut c_void, channel: u8, p_timer: u64) -> *mut c_void {
-    let Some(task) = adopt(parent) else { return null_mut() };
+    // The channel counts towards its call's completion even when no object is left to time it.
+    let Some(task) = adopt(parent, true) else { return null_mut() };
     let ctx = task.ctx();
     let Some(slot) = ctx.kernels.take() else {
         bump(&ctx.out.stats.dropped_events);
         task.release();
         return null_mut();
     };
-    task.kernels.fetch_add(1, Release);
-    task.child_started(now_ns());
-    if p_timer > 0 {
+    task.child_started();
+    if p_timer > 0 && p_timer < task.gpu_start.load(Relaxed) {
         task.gpu_start.fetch_min(p_timer, Relaxed);
     }
     slot.parent.store(handle(task, 0) as usize, Relaxed);
@@ -839,10 +844,12 @@ impl KernelSlot {
                 t.gpu_ns.fetch_add(p1 - p0, Relaxed);
                 t.calls.fetch_add(1, Relaxed);
             }
-            task.gpu_stop.fetch_max(p1, Relaxed);
+            if p1 > task.gpu_stop.load(Relaxed) {
+                task.gpu_stop.fetch_max(p1, Relaxed);
+            }
         }
-        task.child_stopped(now_ns());
         ctx.kernels.give(self.index);
+        task.release();
     }
 }
 

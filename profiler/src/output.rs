@@ -110,8 +110,6 @@ pub(crate) struct ProxyRec {
 /// What the hot path counts. Each counter is written by few threads and read only when drained or queried.
 #[derive(Default)]
 pub(crate) struct Stats {
-    pub calls_started: AtomicU64,
-    pub calls_completed: AtomicU64,
     pub proxy_ops: AtomicU64,
     /// No free event object: NCCL got a NULL handle.
     pub dropped_events: AtomicU64,

@@ -70,8 +70,6 @@ pub struct Counters {
 impl Counters {
     fn add_outbox(&mut self, o: &Outbox) {
         let s = &o.stats;
-        self.calls_started += s.calls_started.load(Relaxed);
-        self.calls_completed += s.calls_completed.load(Relaxed);
         self.proxy_ops += s.proxy_ops.load(Relaxed);
         self.dropped_events += s.dropped_events.load(Relaxed);
         self.dropped_records += s.dropped_records.load(Relaxed);
@@ -83,7 +81,10 @@ impl Counters {
 
     fn add_context(&mut self, c: &Context) {
         self.add_outbox(&c.out);
-        self.calls_in_flight += c.in_flight() as u64;
+        let (started, in_flight) = (c.started(), c.in_flight());
+        self.calls_started += started;
+        self.calls_completed += started.saturating_sub(in_flight);
+        self.calls_in_flight += in_flight;
         let t = &c.ctrl;
         self.proxy_sleep_ns += t.sleep_ns.load(Relaxed);
         self.proxy_idle_ns += t.idle_ns.load(Relaxed);
