@@ -56,7 +56,7 @@ fn nccls_event_calls_do_not_allocate() {
     let p = &v5::ncclProfiler_v5;
     let (mut ctx, mut mask): (*mut c_void, c_int) = (null_mut(), 0);
     assert_eq!(unsafe { (p.init)(&mut ctx, 7, &mut mask, c"alloc".as_ptr(), 1, 2, 0, None) }, 0);
-    let mut call = |i: u64| {
+    let call = |i: u64| {
         let mut d = descr(kind::COLL, null_mut());
         d.u.coll = v5::Coll {
             seq_number: i,
