@@ -263,67 +263,35 @@ pub(crate) unsafe fn start(shared: &Shared, context: *const Context, d: Start) -
 /// # Safety
 /// `h` is NULL or a handle [`start`] returned whose context is alive.
 pub(crate) unsafe fn stop(h: *mut c_void) {
-    let Some(kind) = kind_of(h) else { return };
-    match kind {
-        TASK => {
-            if let Some((t, tag)) = slot_of::<TaskSlot>(h, TASK) {
-                t.stop(tag);
-            }
-        }
-        PROXY => {
-            if let Some((p, _)) = slot_of::<ProxySlot>(h, PROXY) {
-                p.stop();
-            }
-        }
-        STEP => {
-            if let Some((s, _)) = slot_of::<StepSlot>(h, STEP) {
-                s.stop();
-            }
-        }
-        KERNEL => {
-            if let Some((k, _)) = slot_of::<KernelSlot>(h, KERNEL) {
-                k.stop();
-            }
-        }
-        CTRL => {
-            if let Some((c, _)) = slot_of::<CtrlSlot>(h, CTRL) {
-                c.stop();
-            }
-        }
+    match kind_of(h) {
+        Some(TASK) => obj::<TaskSlot>(h).stop(tag(h)),
+        Some(PROXY) => obj::<ProxySlot>(h).stop(),
+        Some(STEP) => obj::<StepSlot>(h).stop(),
+        Some(KERNEL) => obj::<KernelSlot>(h).stop(),
+        Some(CTRL) => obj::<CtrlSlot>(h).stop(),
         _ => {}
     }
 }
 
-/// `recordEventState`.
+/// `recordEventState`. A proxy operation's InProgress state and the rest carry nothing the model keeps.
 ///
 /// # Safety
 /// As for [`stop`].
 pub(crate) unsafe fn record(h: *mut c_void, st: i32, u: Update) {
     match kind_of(h) {
-        Some(STEP) => {
-            if let Some((s, _)) = slot_of::<StepSlot>(h, STEP) {
-                s.record(st, u);
-            }
-        }
-        Some(KERNEL) => {
-            if let Some((k, _)) = slot_of::<KernelSlot>(h, KERNEL) {
-                if st == state::KERNEL_CH_STOP {
-                    k.p_stop.store(u.p_timer, Relaxed);
-                }
-            }
-        }
-        Some(CTRL) => {
-            if let Some((c, _)) = slot_of::<CtrlSlot>(h, CTRL) {
-                c.record(st, u);
-            }
-        }
-        // A proxy operation's InProgress state and everything else carry nothing the model keeps.
+        Some(STEP) => obj::<StepSlot>(h).record(st, u),
+        Some(KERNEL) if st == state::KERNEL_CH_STOP => obj::<KernelSlot>(h).p_stop.store(u.p_timer, Relaxed),
+        Some(CTRL) => obj::<CtrlSlot>(h).record(st, u),
         _ => {}
     }
 }
 
 fn handle<T>(slot: &T, tag: u64) -> *mut c_void {
     (slot as *const T as usize | (tag as usize & TAG)) as *mut c_void
+}
+
+fn tag(h: *mut c_void) -> u64 {
+    (h as usize & TAG) as u64
 }
 
 /// The kind byte every event object starts with.
@@ -335,15 +303,20 @@ unsafe fn kind_of(h: *mut c_void) -> Option<u8> {
     (addr != 0).then(|| *(addr as *const u8))
 }
 
+/// The object behind `h`.
+///
+/// # Safety
+/// `h` is a handle of this plugin to an object of type `T`.
+unsafe fn obj<'a, T>(h: *mut c_void) -> &'a T {
+    &*((h as usize & !TAG) as *const T)
+}
+
 /// The object of kind `k` behind `h`, and the tag in its low bits.
 ///
 /// # Safety
 /// As for [`kind_of`]; `T` is the object type of kind `k`.
 unsafe fn slot_of<'a, T>(h: *mut c_void, k: u8) -> Option<(&'a T, u64)> {
-    if kind_of(h)? != k {
-        return None;
-    }
-    Some((&*((h as usize & !TAG) as *const T), (h as usize & TAG) as u64))
+    (kind_of(h)? == k).then(|| (obj(h), tag(h)))
 }
 
 /// What a call's descriptor says, fixed while the call is open.

@@ -129,76 +129,80 @@ typedef struct {
   ncclResult_t (*finalize)(void* context);
 } ncclProfiler_v4_t;
 
+/* The union members of v5, which v6 repeats (profiler_v6.h: "All v5 descriptors"). */
+#define NCCL_PROFILER_V5_MEMBERS \
+    struct {                  \
+      bool graphCaptured;     \
+      int groupDepth;         \
+    } groupApi;               \
+    struct {                  \
+      const char* func;       \
+      size_t count;           \
+      const char* datatype;   \
+      int root;               \
+      void* stream;           \
+      bool graphCaptured;     \
+    } collApi;                \
+    struct {                  \
+      const char* func;       \
+      size_t count;           \
+      const char* datatype;   \
+      void* stream;           \
+      bool graphCaptured;     \
+    } p2pApi;                 \
+    struct {                  \
+      void* stream;           \
+    } kernelLaunch;           \
+    struct {                  \
+      uint64_t seqNumber;     \
+      const char* func;       \
+      void const* sendBuff;   \
+      void* recvBuff;         \
+      size_t count;           \
+      int root;               \
+      const char* datatype;   \
+      uint8_t nChannels;      \
+      uint8_t nWarps;         \
+      const char* algo;       \
+      const char* proto;      \
+      void* parentGroup;      \
+    } coll;                   \
+    struct {                  \
+      const char* func;       \
+      void* buff;             \
+      const char* datatype;   \
+      size_t count;           \
+      int peer;               \
+      uint8_t nChannels;      \
+      void* parentGroup;      \
+    } p2p;                    \
+    struct {                  \
+      ncclPid_t pid;          \
+      uint8_t channelId;      \
+      int peer;               \
+      int nSteps;             \
+      int chunkSize;          \
+      int isSend;             \
+    } proxyOp;                \
+    struct {                  \
+      int step;               \
+    } proxyStep;              \
+    struct {                  \
+      uint8_t channelId;      \
+      uint64_t pTimer;        \
+    } kernelCh;               \
+    struct {                  \
+      int64_t id;             \
+      void* data;             \
+    } netPlugin;
+
 /* ---- v5 (profiler_v5.h) ---- */
 typedef struct {
   uint64_t type;
   void* parentObj;
   int rank;
   union {
-    struct {
-      bool graphCaptured;
-      int groupDepth;
-    } groupApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      int root;
-      void* stream;
-      bool graphCaptured;
-    } collApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      void* stream;
-      bool graphCaptured;
-    } p2pApi;
-    struct {
-      void* stream;
-    } kernelLaunch;
-    struct {
-      uint64_t seqNumber;
-      const char* func;
-      void const* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-      void* parentGroup;
-    } coll;
-    struct {
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-      uint8_t nChannels;
-      void* parentGroup;
-    } p2p;
-    struct {
-      ncclPid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-      uint64_t pTimer;
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
+    NCCL_PROFILER_V5_MEMBERS
   };
 } ncclProfilerEventDescr_v5_t;
 
@@ -221,70 +225,7 @@ typedef struct {
   void* parentObj;
   int rank;
   union {
-    struct {
-      bool graphCaptured;
-      int groupDepth;
-    } groupApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      int root;
-      void* stream;
-      bool graphCaptured;
-    } collApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      void* stream;
-      bool graphCaptured;
-    } p2pApi;
-    struct {
-      void* stream;
-    } kernelLaunch;
-    struct {
-      uint64_t seqNumber;
-      const char* func;
-      void const* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-      void* parentGroup;
-    } coll;
-    struct {
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-      uint8_t nChannels;
-      void* parentGroup;
-    } p2p;
-    struct {
-      ncclPid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-      uint64_t pTimer;
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
+    NCCL_PROFILER_V5_MEMBERS
     struct {
       uint64_t seqNumber;
       const char* func;

@@ -166,15 +166,25 @@ unsafe fn bytes<'a>(p: *const c_char) -> &'a [u8] {
     }
 }
 
+/// `ncclProfilerEventDescr_vN_t`: the header every version shares and its union (`type` is one byte in v4, eight
+/// from v5 on).
+#[repr(C)]
+pub struct Descr<T, U> {
+    pub type_: T,
+    pub parent_obj: *mut c_void,
+    pub rank: c_int,
+    pub u: U,
+}
+
 /// A version's descriptor union, read one member at a time: NCCL fills only the member its `type` names (the v4
 /// adapter of NCCL 2.28+ leaves the rest of its stack copy uninitialised), so no other member may be read.
 pub(crate) trait Members {
     /// # Safety
     /// The descriptor is a collective.
-    unsafe fn coll(&self) -> CollView;
+    unsafe fn coll(&self) -> TaskView;
     /// # Safety
     /// The descriptor is a point-to-point call.
-    unsafe fn p2p(&self) -> P2pView;
+    unsafe fn p2p(&self) -> TaskView;
     /// # Safety
     /// The descriptor is a proxy operation.
     unsafe fn proxy_op(&self) -> ProxyOp;
@@ -186,40 +196,86 @@ pub(crate) trait Members {
     unsafe fn kernel_ch(&self) -> KernelCh;
 }
 
+/// [`Members`] of a union with the member names v4 and v5 share (`coll`, `p2p`, `proxy_op`, ..).
+macro_rules! members {
+    ($u:ty) => {
+        impl $crate::abi::Members for $u {
+            unsafe fn coll(&self) -> $crate::abi::TaskView {
+                let c = &self.coll;
+                $crate::abi::TaskView {
+                    func: c.func,
+                    datatype: c.datatype,
+                    count: c.count,
+                    root: Some(c.root),
+                    peer: None,
+                    algo: c.algo,
+                    proto: c.proto,
+                    n_channels: Some(c.n_channels),
+                }
+            }
+            unsafe fn p2p(&self) -> $crate::abi::TaskView {
+                let p = &self.p2p;
+                $crate::abi::TaskView {
+                    func: p.func,
+                    datatype: p.datatype,
+                    count: p.count,
+                    root: None,
+                    peer: Some(p.peer),
+                    algo: std::ptr::null(),
+                    proto: std::ptr::null(),
+                    n_channels: Some(p.n_channels),
+                }
+            }
+            unsafe fn proxy_op(&self) -> $crate::abi::ProxyOp {
+                self.proxy_op
+            }
+            unsafe fn proxy_step(&self) -> $crate::abi::ProxyStep {
+                self.proxy_step
+            }
+            unsafe fn kernel_ch(&self) -> $crate::abi::KernelCh {
+                self.kernel_ch
+            }
+        }
+    };
+}
+pub(crate) use members;
+
+/// What a `coll` or `p2p` member says that the model keeps (names NULL where the member has none).
+pub(crate) struct TaskView {
+    pub func: *const c_char,
+    pub datatype: *const c_char,
+    pub count: usize,
+    pub root: Option<c_int>,
+    pub peer: Option<c_int>,
+    pub algo: *const c_char,
+    pub proto: *const c_char,
+    pub n_channels: Option<u8>,
+}
+
+/// # Safety
+/// The view's strings are NULL or NUL-terminated.
+unsafe fn task(rank: c_int, v: TaskView) -> TaskStart {
+    TaskStart {
+        rank,
+        coll: names::collective(bytes(v.func)),
+        datatype: names::datatype(bytes(v.datatype)),
+        count: v.count as u64,
+        root: v.root,
+        peer: v.peer,
+        algo: names::algorithm(bytes(v.algo)),
+        proto: names::protocol(bytes(v.proto)),
+        n_channels: v.n_channels,
+    }
+}
+
 /// The event kinds every version shares, from one descriptor's header and its union.
 ///
 /// # Safety
 /// `m` is the union of a descriptor of type `type_` as NCCL filled it; its strings are NULL or NUL-terminated.
-pub(crate) unsafe fn start(type_: u64, parent: *mut c_void, rank: c_int, m: &impl Members) -> Start {
+unsafe fn start(type_: u64, parent: *mut c_void, rank: c_int, m: &impl Members) -> Start {
     match type_ {
-        kind::COLL => {
-            let c = m.coll();
-            Start::Task(TaskStart {
-                rank,
-                coll: names::collective(bytes(c.func)),
-                datatype: names::datatype(bytes(c.datatype)),
-                count: c.count as u64,
-                root: Some(c.root),
-                peer: None,
-                algo: names::algorithm(bytes(c.algo)),
-                proto: names::protocol(bytes(c.proto)),
-                n_channels: Some(c.n_channels),
-            })
-        }
-        kind::P2P => {
-            let p = m.p2p();
-            Start::Task(TaskStart {
-                rank,
-                coll: names::collective(bytes(p.func)),
-                datatype: names::datatype(bytes(p.datatype)),
-                count: p.count as u64,
-                root: None,
-                peer: Some(p.peer),
-                algo: None,
-                proto: None,
-                n_channels: p.n_channels,
-            })
-        }
+        kind::COLL => Start::Task(task(rank, m.coll())),
+        kind::P2P => Start::Task(task(rank, m.p2p())),
         kind::PROXY_OP => {
             let o = m.proxy_op();
             Start::ProxyOp(ProxyOpStart {
@@ -242,26 +298,16 @@ pub(crate) unsafe fn start(type_: u64, parent: *mut c_void, rank: c_int, m: &imp
     }
 }
 
-/// The fields of a `coll` member the model keeps (v4 and v5 differ only after them).
-#[derive(Clone, Copy)]
-pub(crate) struct CollView {
-    pub func: *const c_char,
-    pub count: usize,
-    pub root: c_int,
-    pub datatype: *const c_char,
-    pub n_channels: u8,
-    pub algo: *const c_char,
-    pub proto: *const c_char,
-}
-
-/// The fields of a `p2p` member the model keeps.
-#[derive(Clone, Copy)]
-pub(crate) struct P2pView {
-    pub func: *const c_char,
-    pub datatype: *const c_char,
-    pub count: usize,
-    pub peer: c_int,
-    pub n_channels: Option<u8>,
+/// `startEvent` of every version, over its descriptor.
+unsafe extern "C" fn start_event<T: Copy + Into<u64>, U: Members>(
+    context: *mut c_void,
+    handle: *mut *mut c_void,
+    d: *mut Descr<T, U>,
+) -> NcclResult {
+    crate::plugin::start(context, handle, || match d.as_ref() {
+        Some(d) => start(d.type_.into(), d.parent_obj, d.rank, &d.u),
+        None => Start::Ignored,
+    })
 }
 
 /// `stopEvent` of every version.

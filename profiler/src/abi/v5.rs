@@ -3,20 +3,14 @@
 //! collectives and p2p calls (their `parentObj` is now the API event).
 
 use super::{
-    finalize, record_event_state, stop_event, CollView, DebugLogger, KernelCh, Members, NcclResult, NetPlugin, P2pView,
+    finalize, members, record_event_state, start_event, stop_event, DebugLogger, KernelCh, NcclResult, NetPlugin,
     ProxyOp, ProxyStep,
 };
 use crate::plugin::{self, CommInit};
 use std::ffi::{c_char, c_int, c_void};
 
 /// `ncclProfilerEventDescr_v5_t`.
-#[repr(C)]
-pub struct Descr {
-    pub type_: u64,
-    pub parent_obj: *mut c_void,
-    pub rank: c_int,
-    pub u: Union,
-}
+pub type Descr = super::Descr<u64, Union>;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -122,33 +116,7 @@ pub struct Profiler<D> {
 // SAFETY: the struct is immutable and its pointers are to 'static data and functions.
 unsafe impl<D> Sync for Profiler<D> {}
 
-impl Members for Union {
-    unsafe fn coll(&self) -> CollView {
-        let c = &self.coll;
-        CollView {
-            func: c.func,
-            count: c.count,
-            root: c.root,
-            datatype: c.datatype,
-            n_channels: c.n_channels,
-            algo: c.algo,
-            proto: c.proto,
-        }
-    }
-    unsafe fn p2p(&self) -> P2pView {
-        let p = &self.p2p;
-        P2pView { func: p.func, datatype: p.datatype, count: p.count, peer: p.peer, n_channels: Some(p.n_channels) }
-    }
-    unsafe fn proxy_op(&self) -> ProxyOp {
-        self.proxy_op
-    }
-    unsafe fn proxy_step(&self) -> ProxyStep {
-        self.proxy_step
-    }
-    unsafe fn kernel_ch(&self) -> KernelCh {
-        self.kernel_ch
-    }
-}
+members!(Union);
 
 /// `init` of v5 and v6.
 #[allow(clippy::too_many_arguments)] // NCCL's signature
@@ -165,15 +133,14 @@ pub(super) unsafe extern "C" fn init(
     plugin::init(context, mask, CommInit { comm_id, comm_name, n_nodes, nranks, rank, logfn })
 }
 
-unsafe extern "C" fn start_event(context: *mut c_void, handle: *mut *mut c_void, d: *mut Descr) -> NcclResult {
-    plugin::start(context, handle, || match d.as_ref() {
-        Some(d) => super::start(d.type_, d.parent_obj, d.rank, &d.u),
-        None => crate::event::Start::Ignored,
-    })
-}
-
 /// The symbol NCCL 2.28 looks up.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static ncclProfiler_v5: Profiler<Descr> =
-    Profiler { name: crate::PLUGIN_NAME.as_ptr(), init, start_event, stop_event, record_event_state, finalize };
+pub static ncclProfiler_v5: Profiler<Descr> = Profiler {
+    name: crate::PLUGIN_NAME.as_ptr(),
+    init,
+    start_event: start_event::<u64, Union>,
+    stop_event,
+    record_event_state,
+    finalize,
+};

@@ -3,20 +3,11 @@
 //! v5's. The plugin does not ask for CE events (NCCL starts them only when the mask has their bits).
 
 use super::v5;
-use super::{
-    finalize, record_event_state, stop_event, CollView, KernelCh, Members, NcclResult, P2pView, ProxyOp, ProxyStep,
-};
-use crate::plugin;
+use super::{finalize, record_event_state, start_event, stop_event, KernelCh, Members, ProxyOp, ProxyStep, TaskView};
 use std::ffi::{c_char, c_int, c_void};
 
 /// `ncclProfilerEventDescr_v6_t`.
-#[repr(C)]
-pub struct Descr {
-    pub type_: u64,
-    pub parent_obj: *mut c_void,
-    pub rank: c_int,
-    pub u: Union,
-}
+pub type Descr = super::Descr<u64, Union>;
 
 /// v5's members (the same types, so the same layout) and the CE ones.
 #[repr(C)]
@@ -62,10 +53,10 @@ pub struct CeCollBatch {
 }
 
 impl Members for Union {
-    unsafe fn coll(&self) -> CollView {
+    unsafe fn coll(&self) -> TaskView {
         self.v5.coll()
     }
-    unsafe fn p2p(&self) -> P2pView {
+    unsafe fn p2p(&self) -> TaskView {
         self.v5.p2p()
     }
     unsafe fn proxy_op(&self) -> ProxyOp {
@@ -79,20 +70,13 @@ impl Members for Union {
     }
 }
 
-unsafe extern "C" fn start_event(context: *mut c_void, handle: *mut *mut c_void, d: *mut Descr) -> NcclResult {
-    plugin::start(context, handle, || match d.as_ref() {
-        Some(d) => super::start(d.type_, d.parent_obj, d.rank, &d.u),
-        None => crate::event::Start::Ignored,
-    })
-}
-
 /// The symbol NCCL 2.29+ looks up first.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
 pub static ncclProfiler_v6: v5::Profiler<Descr> = v5::Profiler {
     name: crate::PLUGIN_NAME.as_ptr(),
     init: v5::init,
-    start_event,
+    start_event: start_event::<u64, Union>,
     stop_event,
     record_event_state,
     finalize,
