@@ -220,6 +220,7 @@ impl Context {
             return null_mut();
         };
         slot.since.store(now_ns(), Relaxed);
+        slot.live.store(true, Relaxed);
         handle(slot, 0)
     }
 }
@@ -360,6 +361,8 @@ struct ProxySlot {
     index: u32,
     pool: *const Pool<ProxySlot>,
     out: *const Outbox,
+    /// Between start and stop (a second stop must not give the object back twice).
+    live: AtomicBool,
     /// The call's handle; 0 for a PXN operation of another process.
     parent: AtomicUsize,
     seq: AtomicU64,
@@ -407,6 +410,7 @@ struct CtrlSlot {
     kind: u8,
     index: u32,
     ctx: *const Context,
+    live: AtomicBool,
     since: AtomicU64,
 }
 
@@ -621,6 +625,7 @@ unsafe fn start_proxy(shared: &Shared, op: ProxyOpStart) -> *mut c_void {
     for s in &slot.steps {
         s.busy.store(false, Relaxed);
     }
+    slot.live.store(true, Relaxed);
     handle(slot, 0)
 }
 
@@ -631,6 +636,7 @@ impl ProxySlot {
             index,
             pool,
             out,
+            live: AtomicBool::new(false),
             parent: AtomicUsize::new(0),
             seq: AtomicU64::new(0),
             rank: AtomicI32::new(0),
@@ -684,8 +690,12 @@ impl ProxySlot {
     }
 
     fn stop(&self) {
-        let w: [u64; WAITS] = std::array::from_fn(|i| self.waits[i].load(Relaxed));
         let out = self.out();
+        if !self.live.swap(false, Relaxed) {
+            bump(&out.stats.misuse);
+            return;
+        }
+        let w: [u64; WAITS] = std::array::from_fn(|i| self.waits[i].load(Relaxed));
         out.emit(Raw::Proxy(ProxyRec {
             seq: self.seq.load(Relaxed),
             rank: self.rank.load(Relaxed),
@@ -828,7 +838,7 @@ impl KernelSlot {
 
 impl CtrlSlot {
     fn new(index: u32, ctx: *const Context) -> Self {
-        CtrlSlot { kind: CTRL, index, ctx, since: AtomicU64::new(0) }
+        CtrlSlot { kind: CTRL, index, ctx, live: AtomicBool::new(false), since: AtomicU64::new(0) }
     }
 
     fn record(&self, st: i32, u: Update) {
@@ -860,7 +870,12 @@ impl CtrlSlot {
 
     fn stop(&self) {
         // SAFETY: the context owns this object.
-        unsafe { &*self.ctx }.ctrls.give(self.index);
+        let ctx = unsafe { &*self.ctx };
+        if self.live.swap(false, Relaxed) {
+            ctx.ctrls.give(self.index);
+        } else {
+            bump(&ctx.out.stats.misuse);
+        }
     }
 }
 

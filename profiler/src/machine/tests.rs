@@ -342,8 +342,27 @@ fn a_handle_stopped_twice_is_counted_and_breaks_nothing() {
     end(call);
     assert_eq!(c.out.stats.misuse.load(Relaxed), 1);
     end(op);
+    end(op);
     kernel(&shared, call, 0, 1, 2);
-    assert_eq!(ops(&drain(&c), true).len(), 1);
+    let k = start_on(&shared, &c, Start::ProxyCtrl);
+    end(k);
+    end(k);
+    assert_eq!(c.out.stats.misuse.load(Relaxed), 3, "the call, the proxy operation and the control event");
+    let out = drain(&c);
+    assert_eq!((ops(&out, true).len(), proxies(&out).len()), (1, 1));
+    // Each object went back to its pool once: a pool hands out as many distinct objects as it holds, no more.
+    let distinct = |hs: &[*mut c_void]| {
+        let mut a: Vec<_> = hs.iter().filter(|h| !h.is_null()).map(|h| *h as usize & !TAG).collect();
+        a.sort();
+        a.dedup();
+        a.len()
+    };
+    let calls: Vec<_> = (0..=SMALL.tasks).map(|_| start_on(&shared, &c, allreduce(8, 1))).collect();
+    assert_eq!(distinct(&calls), SMALL.tasks);
+    let ops: Vec<_> = (0..=SMALL.proxies).map(|_| start_on(&shared, &c, proxy_op(calls[0], 0, true, 1))).collect();
+    assert_eq!(distinct(&ops), SMALL.proxies);
+    let ctrls: Vec<_> = (0..=SMALL.ctrls).map(|_| start_on(&shared, &c, Start::ProxyCtrl)).collect();
+    assert_eq!(distinct(&ctrls), SMALL.ctrls);
 }
 
 #[test]
