@@ -25,7 +25,7 @@ pub use events::{ChannelTraffic, Event};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
 pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
-pub use ops::{OpRecord, OpState, ProxyOp, ProxyWait};
+pub use ops::{KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait};
 pub use topology::{Link, LinkType, Node, NodeId, NodeType, Path, PathType, Topology};
 pub use tuning::{Decision, RunnerUp, TuningCell, TuningTable};
 

@@ -94,6 +94,16 @@ impl Collective {
         Collective::ReduceScatter,
         Collective::AllReduce,
     ];
+
+    /// nccl-tests' bus bandwidth factor for `nranks` ranks (`doc/PERFORMANCE.md`): busbw = algbw x factor.
+    pub fn bus_bw_factor(self, nranks: u32) -> f64 {
+        let n = f64::from(nranks);
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
+            _ => 1.0,
+        }
+    }
 }
 
 named_enum!(
@@ -187,6 +197,13 @@ mod tests {
         assert_eq!(Protocol::Simple.id(), 2);
         assert_eq!(Collective::AllReduce.id(), 4);
         assert_eq!(Algorithm::from_id(1), Some(Algorithm::Ring));
+    }
+
+    #[test]
+    fn bus_bw_factors_follow_nccl_tests() {
+        assert_eq!(Collective::AllReduce.bus_bw_factor(4), 1.5);
+        assert_eq!(Collective::AllGather.bus_bw_factor(4), 0.75);
+        assert_eq!(Collective::Broadcast.bus_bw_factor(4), 1.0);
     }
 
     #[test]

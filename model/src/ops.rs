@@ -67,6 +67,18 @@ impl OpRecord {
     }
 }
 
+/// One channel's GPU time, summed over the calls that ran on it (NCCL's profiler KernelCh events: the
+/// channel's work starts and stops on the GPU's globaltimer). Totals since the communicator was created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelChannel {
+    pub comm: Option<String>,
+    pub rank: u32,
+    pub channel: u32,
+    /// Calls whose work on this channel started and stopped with GPU timestamps.
+    pub calls: u64,
+    pub gpu_seconds: f64,
+}
+
 /// Where a proxy step waits (NCCL's proxy progress states, as the profiler plugin names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,0 +1,50 @@
+//! `libcollscope_profiler.so`: an NCCL profiler plugin (`NCCL_PROFILER_PLUGIN=.../libcollscope_profiler.so`) that
+//! turns NCCL's profiler events into collscope's model: calls (`OpRecord`, with algorithm, protocol, channels,
+//! bytes and durations), proxy operations (`ProxyOp`, step counts and wait states, with their `ChannelTraffic`) and
+//! per-channel GPU time (`KernelChannel`).
+//!
+//! It exports `ncclProfiler_v6`, `_v5` and `_v4` ([`abi`]); NCCL takes the newest it knows. Events become pooled
+//! objects and fixed-size records in per-communicator rings ([`machine`](crate) keeps the state machine), with no
+//! allocation and no lock on NCCL's threads; a drain thread turns the records into model events for a [`Sink`].
+//! A panic never reaches NCCL: the plugin disables itself and NCCL carries on.
+//!
+//! Environment: `NCCL_PROFILE_EVENT_MASK` (NCCL's variable; default [`DEFAULT_MASK`]), `COLLSCOPE_PROFILER_DUMP`
+//! (append the output to this file, one JSON object a line). `collscope_profiler_counters` is collscope's own C
+//! symbol (see `include/collscope_profiler.h`), not part of NCCL's API.
+
+pub mod abi;
+mod clock;
+mod event;
+mod machine;
+mod names;
+mod output;
+mod plugin;
+mod pool;
+mod settings;
+mod sink;
+
+pub use output::{Output, Sink};
+pub use plugin::{counters, Counters};
+pub use settings::DEFAULT_MASK;
+pub use sink::{DumpError, JsonlSink};
+
+use std::ffi::{c_int, CStr};
+
+/// The name NCCL prints when it loads the plugin (`PROFILER/Plugin: Loaded collscope (v6)`).
+pub(crate) const PLUGIN_NAME: &CStr = c"collscope";
+
+/// collscope's own query: fills at most `size` bytes of `*out` with [`Counters`] (so a caller built against an
+/// older, shorter struct still works). Returns 0, or -1 when `out` is NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for `size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn collscope_profiler_counters(out: *mut Counters, size: usize) -> c_int {
+    if out.is_null() {
+        return -1;
+    }
+    let Ok(c) = std::panic::catch_unwind(counters) else { return -1 };
+    let n = size.min(std::mem::size_of::<Counters>());
+    std::ptr::copy_nonoverlapping((&c as *const Counters).cast::<u8>(), out.cast::<u8>(), n);
+    0
+}

@@ -1,0 +1,299 @@
+//! Where records leave the hot path: each communicator's bounded ring of fixed-size records (full: the record is
+//! dropped and counted), drained off the hot path into collscope's model and handed to a [`Sink`].
+
+use crate::clock;
+use crate::machine::{CommInfo, Context, MAX_CHANNELS};
+use collscope_model::Collective;
+use collscope_model::{
+    Algorithm, ChannelTraffic, CommState, Communicator, DataType, Direction, Event, KernelChannel, OpRecord, OpState,
+    Protocol, ProxyOp, ProxyWait,
+};
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// What the plugin hands on: the contract events collscope's runtime reports (telemetry applies them as they
+/// are), and per-channel GPU time, which no contract event carries yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Event(Event),
+    KernelChannel(KernelChannel),
+}
+
+impl Output {
+    /// One JSON object, `{"kind": ..., "data": ...}` like the events of `/api/v1/events`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Output::Event(e) => serde_json::to_value(e),
+            Output::KernelChannel(k) => {
+                serde_json::to_value(k).map(|data| serde_json::json!({"kind": "kernel_channel", "data": data}))
+            }
+        }
+        .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Takes the plugin's output, on the thread that drains (never on NCCL's threads).
+pub trait Sink: Send {
+    fn deliver(&mut self, out: Output);
+    /// Called after each drain and at the end.
+    fn flush(&mut self) {}
+}
+
+impl<F: FnMut(Output) + Send> Sink for F {
+    fn deliver(&mut self, out: Output) {
+        self(out)
+    }
+}
+
+/// Proxy wait states in the order of a [`ProxyRec`]'s `waits`: NCCL's ProxyStep states SendGPUWait,
+/// SendPeerWait_v4, SendWait, RecvWait, RecvFlushWait, RecvGPUWait.
+pub(crate) const WAITS: usize = 6;
+/// RecvGPUWait (the receiver waits for the GPU to consume a step) has no [`ProxyWait`] yet; it is counted apart.
+pub(crate) const RECV_GPU_WAIT: usize = 5;
+const WAIT_NAMES: [ProxyWait; RECV_GPU_WAIT] = [
+    ProxyWait::WaitingForData,
+    ProxyWait::WaitingForPeer,
+    ProxyWait::WaitingForSendCompletion,
+    ProxyWait::WaitingForRecv,
+    ProxyWait::WaitingForFlush,
+];
+
+/// A ring record: fixed size, no heap, copied out of the event objects.
+#[derive(Clone, Copy)]
+pub(crate) enum Raw {
+    /// A call's stopEvent: NCCL has enqueued it.
+    Enqueued(TaskRec),
+    /// The call's last child stopped (or, without KernelCh events, its stopEvent came and no child runs).
+    Completed(TaskRec),
+    Proxy(ProxyRec),
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct TaskRec {
+    pub seq: u64,
+    pub rank: i32,
+    pub coll: Collective,
+    pub datatype: DataType,
+    pub count: u64,
+    pub root: Option<i32>,
+    pub peer: Option<i32>,
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub n_channels: Option<u8>,
+    /// The call's startEvent.
+    pub enqueued_ns: u64,
+    /// Its first child's start, else its startEvent.
+    pub started_ns: u64,
+    pub completed_ns: u64,
+    /// First channel start to last channel stop on the GPU's globaltimer; 0 when no KernelCh had timestamps.
+    pub gpu_ns: u64,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct ProxyRec {
+    /// The call's sequence number; 0 for a PXN operation run here for another process's call.
+    pub seq: u64,
+    pub rank: i32,
+    pub channel: u8,
+    pub peer: i32,
+    pub send: bool,
+    pub n_steps: i32,
+    pub posted: u32,
+    pub transmitted: u32,
+    pub done: u32,
+    pub bytes: u64,
+    pub waits_ns: [u64; WAITS],
+    pub first_step_ns: u64,
+    pub last_step_ns: u64,
+}
+
+/// What the hot path counts. Each counter is written by few threads and read only when drained or queried.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub proxy_ops: AtomicU64,
+    /// No free event object: NCCL got a NULL handle.
+    pub dropped_events: AtomicU64,
+    /// The ring was full: the record is lost, the event was handled.
+    pub dropped_records: AtomicU64,
+    /// A child whose call has no handle, was dropped, or is already complete.
+    pub orphans: AtomicU64,
+    /// A call the model cannot name (Gather, Scatter, PutSignal, ...).
+    pub unsupported: AtomicU64,
+    /// A handle stopped twice or used after its event ended.
+    pub misuse: AtomicU64,
+    pub recv_gpu_wait_ns: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Relaxed);
+}
+
+/// A ring and its counters: one per communicator, one for PXN operations of other processes.
+pub(crate) struct Outbox {
+    ring: ArrayQueue<Raw>,
+    pub stats: Stats,
+}
+
+impl Outbox {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Outbox { ring: ArrayQueue::new(capacity.max(1)), stats: Stats::default() }
+    }
+
+    pub(crate) fn emit(&self, r: Raw) {
+        if self.ring.push(r).is_err() {
+            bump(&self.stats.dropped_records);
+        }
+    }
+
+    pub(crate) fn pop(&self) -> Option<Raw> {
+        self.ring.pop()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+}
+
+impl TaskRec {
+    fn op(&self, comm: Option<&CommInfo>, state: OpState) -> OpRecord {
+        let mut r = OpRecord::started(
+            self.rank.max(0) as u32,
+            self.seq,
+            self.coll,
+            self.datatype,
+            self.count,
+            clock::epoch_us(self.started_ns),
+        );
+        r.comm = comm.map(|c| c.name.clone());
+        r.root = self.root.filter(|_| matches!(self.coll, Collective::Broadcast | Collective::Reduce));
+        r.peer = self.peer;
+        r.algo = self.algo;
+        r.proto = self.proto;
+        r.n_channels = self.n_channels.map(u32::from);
+        r.enqueued_us = Some(clock::epoch_us(self.enqueued_ns));
+        r.state = state;
+        if state == OpState::Enqueued {
+            r.started_us = None;
+            return r;
+        }
+        r.completed_us = Some(clock::epoch_us(self.completed_ns));
+        let ns = if self.gpu_ns > 0 { self.gpu_ns } else { self.completed_ns.saturating_sub(self.started_ns) };
+        let secs = ns as f64 / 1e9;
+        r.duration_us = Some(secs * 1e6);
+        if secs > 0.0 {
+            let algbw = r.bytes as f64 / secs / 1e9;
+            r.algbw_gbps = Some(algbw);
+            r.busbw_gbps = comm.map(|c| algbw * self.coll.bus_bw_factor(c.nranks.max(1)));
+        }
+        r
+    }
+}
+
+impl ProxyRec {
+    fn events(&self) -> [Event; 2] {
+        let (rank, channel, peer) = (self.rank.max(0) as u32, u32::from(self.channel), self.peer.max(0) as u32);
+        let waits = self
+            .waits_ns
+            .iter()
+            .zip(WAIT_NAMES)
+            .filter(|(ns, _)| **ns > 0)
+            .map(|(ns, w)| (w, *ns as f64 / 1e9))
+            .collect();
+        let proxy = ProxyOp {
+            rank,
+            seq: self.seq,
+            channel,
+            peer,
+            send: self.send,
+            n_steps: self.n_steps.max(0) as u64,
+            posted: u64::from(self.posted),
+            transmitted: u64::from(self.transmitted),
+            done: u64::from(self.done),
+            waits,
+        };
+        let traffic = ChannelTraffic {
+            rank,
+            channel,
+            peer,
+            direction: if self.send { Direction::Send } else { Direction::Recv },
+            transport: None,
+            bytes: self.bytes,
+            seconds: self.last_step_ns.saturating_sub(self.first_step_ns) as f64 / 1e9,
+        };
+        [Event::Proxy(proxy), Event::Traffic(traffic)]
+    }
+}
+
+impl Raw {
+    /// The contract events of one record (`comm` is None for PXN operations of other processes).
+    fn deliver(self, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> usize {
+        match self {
+            Raw::Enqueued(t) => sink.deliver(Output::Event(Event::OpEnqueued(t.op(comm, OpState::Enqueued)))),
+            Raw::Completed(t) => sink.deliver(Output::Event(Event::OpCompleted(t.op(comm, OpState::Completed)))),
+            Raw::Proxy(p) => {
+                let [proxy, traffic] = p.events();
+                sink.deliver(Output::Event(proxy));
+                if p.bytes == 0 {
+                    return 1;
+                }
+                sink.deliver(Output::Event(traffic));
+                return 2;
+            }
+        }
+        1
+    }
+}
+
+fn communicator(c: &CommInfo, state: CommState) -> Communicator {
+    Communicator {
+        comm: Some(c.name.clone()),
+        comm_id: Some(format!("{:#x}", c.comm_id)),
+        rank: Some(c.rank),
+        nranks: Some(c.nranks),
+        nnodes: Some(c.nnodes),
+        host: c.host.clone(),
+        pid: Some(clock::pid() as u32),
+        state,
+        ..Communicator::default()
+    }
+}
+
+/// Hands on what one communicator has: its arrival, its ring, the channels whose GPU time grew, and its end once
+/// it is finalised and drained. Returns how many outputs it delivered.
+pub(crate) fn drain_context(ctx: &Context, sink: &mut dyn Sink) -> usize {
+    let mut n = 0;
+    if ctx.take_arrival() {
+        sink.deliver(Output::Event(Event::Communicator(communicator(&ctx.comm, CommState::Ready))));
+        n += 1;
+    }
+    while let Some(r) = ctx.out.pop() {
+        n += r.deliver(Some(&ctx.comm), sink);
+    }
+    for ch in 0..MAX_CHANNELS {
+        if let Some((calls, gpu_ns)) = ctx.channel_growth(ch) {
+            let k = KernelChannel {
+                comm: Some(ctx.comm.name.clone()),
+                rank: ctx.comm.rank,
+                channel: ch as u32,
+                calls,
+                gpu_seconds: gpu_ns as f64 / 1e9,
+            };
+            sink.deliver(Output::KernelChannel(k));
+            n += 1;
+        }
+    }
+    if ctx.take_departure() {
+        sink.deliver(Output::Event(Event::Communicator(communicator(&ctx.comm, CommState::Destroyed))));
+        n += 1;
+    }
+    n
+}
+
+/// Hands on the PXN operations this process's proxy ran for other processes.
+pub(crate) fn drain_detached(out: &Outbox, sink: &mut dyn Sink) -> usize {
+    let mut n = 0;
+    while let Some(r) = out.pop() {
+        n += r.deliver(None, sink);
+    }
+    n
+}

@@ -1,0 +1,394 @@
+//! The process-wide side: the communicators NCCL initialised, the thread that drains them into the sink, the
+//! guard that keeps a panic from reaching NCCL, and the counters collscope's query symbol reports.
+
+use crate::abi::{
+    DebugLogger, NcclResult, NCCL_INIT, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_LOG_INFO, NCCL_LOG_WARN,
+    NCCL_PROFILE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
+};
+use crate::event::{Start, Update};
+use crate::machine::{self, CommInfo, Context, Shared, DETACHED, SIZES};
+use crate::output::{drain_context, drain_detached, Outbox, Sink};
+use crate::settings::Settings;
+use crate::sink::JsonlSink;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering::*};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the drain thread empties the rings: 8192 records a communicator every 10 ms is far above what
+/// NCCL can issue (a few records per call, calls of 10 us and more).
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
+
+/// What `init` is told about a communicator, from any ABI version.
+pub(crate) struct CommInit {
+    pub comm_id: u64,
+    pub comm_name: *const c_char,
+    pub n_nodes: c_int,
+    pub nranks: c_int,
+    pub rank: c_int,
+    pub logfn: DebugLogger,
+}
+
+/// collscope's counters, summed over the communicators of the process (`collscope_profiler_counters`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Communicators initialised and not finalised.
+    pub communicators: u64,
+    pub calls_started: u64,
+    pub calls_completed: u64,
+    /// Calls started and not complete (of communicators not yet released).
+    pub calls_in_flight: u64,
+    /// Proxy operations stopped, this process's.
+    pub proxy_ops: u64,
+    /// Proxy operations this process's proxy ran for another process (PXN).
+    pub pxn_proxy_ops: u64,
+    /// Events NCCL got a NULL handle for: no free event object.
+    pub dropped_events: u64,
+    /// Records lost because a ring was full.
+    pub dropped_records: u64,
+    /// Child events whose call had no handle or had already completed.
+    pub orphan_events: u64,
+    /// Calls the model cannot name (Gather, Scatter, PutSignal, ...).
+    pub unsupported_calls: u64,
+    /// Handles stopped twice or used after their event ended.
+    pub misused_handles: u64,
+    /// Time receive steps waited for the GPU to consume their data (no model wait state yet).
+    pub recv_gpu_wait_ns: u64,
+    pub proxy_sleep_ns: u64,
+    pub proxy_idle_ns: u64,
+    pub proxy_active_ns: u64,
+    pub proxy_append_ns: u64,
+    pub proxy_appended_ops: u64,
+    /// 1 once a panic disabled the plugin.
+    pub disabled: u64,
+}
+
+impl Counters {
+    fn add_outbox(&mut self, o: &Outbox) {
+        let s = &o.stats;
+        self.proxy_ops += s.proxy_ops.load(Relaxed);
+        self.dropped_events += s.dropped_events.load(Relaxed);
+        self.dropped_records += s.dropped_records.load(Relaxed);
+        self.orphan_events += s.orphans.load(Relaxed);
+        self.unsupported_calls += s.unsupported.load(Relaxed);
+        self.misused_handles += s.misuse.load(Relaxed);
+        self.recv_gpu_wait_ns += s.recv_gpu_wait_ns.load(Relaxed);
+    }
+
+    fn add_context(&mut self, c: &Context) {
+        self.add_outbox(&c.out);
+        let (started, in_flight) = (c.started(), c.in_flight());
+        self.calls_started += started;
+        self.calls_completed += started.saturating_sub(in_flight);
+        self.calls_in_flight += in_flight;
+        let t = &c.ctrl;
+        self.proxy_sleep_ns += t.sleep_ns.load(Relaxed);
+        self.proxy_idle_ns += t.idle_ns.load(Relaxed);
+        self.proxy_active_ns += t.active_ns.load(Relaxed);
+        self.proxy_append_ns += t.append_ns.load(Relaxed);
+        self.proxy_appended_ops += t.appended.load(Relaxed);
+    }
+}
+
+struct Plugin {
+    shared: Arc<Shared>,
+    disabled: AtomicBool,
+    /// NCCL's activation mask (one `int` for all communicators), switched to 0 after a panic.
+    mask: AtomicPtr<c_int>,
+    logger: Mutex<DebugLogger>,
+    state: Mutex<State>,
+    /// Locked by whoever drains, after `state`.
+    sink: Mutex<Option<Box<dyn Sink>>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every context not yet released: NCCL may use a finalised one's objects until every communicator is
+    /// finalised (communicators that share a proxy thread report its control events to the first one's).
+    contexts: Vec<Arc<Context>>,
+    live: usize,
+    /// Counters of released contexts.
+    past: Counters,
+    drainer: Option<Drainer>,
+}
+
+struct Drainer {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+static PLUGIN: LazyLock<Plugin> = LazyLock::new(Plugin::new);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `init`: a context for one communicator, and the activation mask.
+///
+/// # Safety
+/// `context` and `mask` are NULL or valid for writes (`mask` is NCCL's `int`, alive as long as NCCL is loaded);
+/// `c.comm_name` is NULL or NUL-terminated.
+pub(crate) unsafe fn init(context: *mut *mut c_void, mask: *mut c_int, c: CommInit) -> NcclResult {
+    if context.is_null() || mask.is_null() {
+        return NCCL_INVALID_USAGE;
+    }
+    *context = null_mut();
+    let p = &*PLUGIN;
+    if p.disabled.load(Relaxed) {
+        return NCCL_INTERNAL_ERROR;
+    }
+    *lock(&p.logger) = c.logfn;
+    catch_unwind(AssertUnwindSafe(|| p.init(context, mask, c))).unwrap_or_else(|_| {
+        p.disable();
+        NCCL_INTERNAL_ERROR
+    })
+}
+
+/// `startEvent`. `descr` reads NCCL's descriptor (inside the guard).
+///
+/// # Safety
+/// `handle` is NULL or valid for writes; see [`machine::start`] for `context` and the descriptor.
+pub(crate) unsafe fn start(
+    context: *mut c_void,
+    handle: *mut *mut c_void,
+    descr: impl FnOnce() -> Start,
+) -> NcclResult {
+    if handle.is_null() {
+        return NCCL_SUCCESS;
+    }
+    *handle = null_mut();
+    PLUGIN.guard(|| *handle = machine::start(&PLUGIN.shared, context as *const Context, descr()))
+}
+
+/// `stopEvent`.
+///
+/// # Safety
+/// See [`machine::stop`].
+pub(crate) unsafe fn stop(handle: *mut c_void) -> NcclResult {
+    PLUGIN.guard(|| machine::stop(handle))
+}
+
+/// `recordEventState`. `update` reads NCCL's state arguments (inside the guard).
+///
+/// # Safety
+/// See [`machine::record`].
+pub(crate) unsafe fn record(handle: *mut c_void, state: c_int, update: impl FnOnce() -> Update) -> NcclResult {
+    PLUGIN.guard(|| machine::record(handle, state, update()))
+}
+
+/// `finalize`.
+pub(crate) fn finalize(context: *mut c_void) -> NcclResult {
+    PLUGIN.guard(|| PLUGIN.finalize(context as *const Context))
+}
+
+/// The process's counters.
+pub fn counters() -> Counters {
+    let p = &*PLUGIN;
+    let st = lock(&p.state);
+    let mut c = st.past;
+    for ctx in &st.contexts {
+        c.add_context(ctx);
+    }
+    c.communicators = st.live as u64;
+    c.pxn_proxy_ops = p.shared.out.stats.proxy_ops.load(Relaxed);
+    c.dropped_events += p.shared.out.stats.dropped_events.load(Relaxed);
+    c.dropped_records += p.shared.out.stats.dropped_records.load(Relaxed);
+    c.recv_gpu_wait_ns += p.shared.out.stats.recv_gpu_wait_ns.load(Relaxed);
+    c.disabled = u64::from(p.disabled.load(Relaxed));
+    c
+}
+
+impl Plugin {
+    fn new() -> Self {
+        Plugin {
+            shared: Shared::new(&DETACHED),
+            disabled: AtomicBool::new(false),
+            mask: AtomicPtr::new(null_mut()),
+            logger: Mutex::new(None),
+            state: Mutex::new(State::default()),
+            sink: Mutex::new(None),
+        }
+    }
+
+    /// Runs an event call; a panic disables the plugin and NCCL sees success (only `init` may fail).
+    fn guard(&self, f: impl FnOnce()) -> NcclResult {
+        if !self.disabled.load(Relaxed) && catch_unwind(AssertUnwindSafe(f)).is_err() {
+            self.disable();
+        }
+        NCCL_SUCCESS
+    }
+
+    /// # Safety
+    /// As for [`init`].
+    unsafe fn init(&self, context: *mut *mut c_void, mask: *mut c_int, c: CommInit) -> NcclResult {
+        let settings = match Settings::from_env() {
+            Ok(s) => s,
+            Err(e) => {
+                self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
+                return NCCL_INVALID_USAGE;
+            }
+        };
+        if let Some(path) = &settings.dump {
+            let mut sink = lock(&self.sink);
+            if sink.is_none() {
+                match JsonlSink::open(path) {
+                    Ok(s) => *sink = Some(Box::new(s)),
+                    Err(e) => {
+                        self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
+                        return NCCL_SYSTEM_ERROR;
+                    }
+                }
+            }
+        }
+        let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
+            Some(n) if !n.is_empty() => n.into_owned(),
+            _ => format!("{:#x}", c.comm_id),
+        };
+        let comm = CommInfo {
+            name,
+            comm_id: c.comm_id,
+            rank: c.rank.max(0) as u32,
+            nranks: c.nranks.max(0) as u32,
+            nnodes: c.n_nodes.max(0) as u32,
+            host: hostname(),
+        };
+        let summary = format!(
+            "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
+            comm.name, comm.rank, comm.nranks, settings.mask
+        );
+        let ctx = Context::new(comm, settings.mask, &SIZES);
+        let mut st = lock(&self.state);
+        if st.drainer.is_none() && lock(&self.sink).is_some() {
+            match Drainer::start() {
+                Ok(d) => st.drainer = Some(d),
+                Err(e) => {
+                    self.log(NCCL_LOG_WARN, &format!("collscope profiler: cannot start its drain thread: {e}"));
+                    return NCCL_SYSTEM_ERROR;
+                }
+            }
+        }
+        // SAFETY: NCCL's mask is an aligned `int` that outlives the plugin; NCCL reads it atomically.
+        AtomicI32::from_ptr(mask).store(settings.mask as c_int, Relaxed);
+        self.mask.store(mask, Relaxed);
+        *context = Arc::as_ptr(&ctx) as *mut c_void;
+        st.contexts.push(ctx);
+        st.live += 1;
+        drop(st);
+        self.log(NCCL_LOG_INFO, &summary);
+        NCCL_SUCCESS
+    }
+
+    fn finalize(&self, ctx: *const Context) {
+        let (last, drainer) = {
+            let mut st = lock(&self.state);
+            let Some(c) = st.contexts.iter().find(|c| Arc::as_ptr(c) == ctx) else { return };
+            if c.is_finalized() {
+                return;
+            }
+            c.finalize();
+            st.live -= 1;
+            let last = st.live == 0;
+            (last, if last { st.drainer.take() } else { None })
+        };
+        if let Some(d) = drainer {
+            d.stop();
+        }
+        self.drain();
+        if last {
+            // Every communicator is finalised: NCCL has stopped its proxy threads, no handle is used again.
+            let mut st = lock(&self.state);
+            if st.live == 0 {
+                let mut past = st.past;
+                for c in std::mem::take(&mut st.contexts) {
+                    past.add_context(&c);
+                }
+                st.past = Counters { calls_in_flight: 0, ..past };
+            }
+        }
+    }
+
+    /// Hands every ring's records to the sink; departed contexts are kept until all are finalised.
+    fn drain(&self) {
+        let contexts = lock(&self.state).contexts.clone();
+        let mut sink = lock(&self.sink);
+        let Some(sink) = sink.as_mut() else { return };
+        drain_detached(&self.shared.out, sink.as_mut());
+        for c in contexts.iter().filter(|c| !c.departed()) {
+            drain_context(c, sink.as_mut());
+        }
+        sink.flush();
+    }
+
+    fn disable(&self) {
+        self.disabled.store(true, Relaxed);
+        let mask = self.mask.load(Relaxed);
+        if !mask.is_null() {
+            // SAFETY: as in `init`. NCCL then starts no new events.
+            unsafe { AtomicI32::from_ptr(mask) }.store(0, Relaxed);
+        }
+        self.log(NCCL_LOG_WARN, "collscope profiler: internal error; disabled, NCCL continues without it");
+    }
+
+    fn log(&self, level: c_int, msg: &str) {
+        let Some(f) = *lock(&self.logger) else { return };
+        let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: NCCL's logger takes a printf format; "%s" with one C string.
+        unsafe { f(level, NCCL_INIT | NCCL_PROFILE, c"collscope-profiler".as_ptr(), 0, c"%s".as_ptr(), msg.as_ptr()) };
+    }
+}
+
+impl Drainer {
+    fn start() -> std::io::Result<Drainer> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name("collscope-prof".into()).spawn(move || {
+            while !flag.load(Acquire) {
+                std::thread::park_timeout(DRAIN_EVERY);
+                if catch_unwind(AssertUnwindSafe(|| PLUGIN.drain())).is_err() {
+                    PLUGIN.disable();
+                    return;
+                }
+            }
+        })?;
+        Ok(Drainer { stop, thread })
+    }
+
+    /// Stops and joins the thread, so NCCL may unload the library after the last `finalize`.
+    fn stop(self) {
+        self.stop.store(true, Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
+}
+
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer and its length.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
+    }
+    CStr::from_bytes_until_nul(&buf).ok().map(|h| h.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_disables_the_plugin_and_switches_nccls_events_off() {
+        let p = Plugin::new();
+        let mut nccl_mask: c_int = 95;
+        p.mask.store(&mut nccl_mask, Relaxed);
+        let mut ran = 0;
+        assert_eq!(p.guard(|| ran += 1), NCCL_SUCCESS);
+        assert_eq!(p.guard(|| panic!("a bug in the plugin")), NCCL_SUCCESS, "NCCL sees success");
+        assert!(p.disabled.load(Relaxed));
+        assert_eq!(nccl_mask, 0, "NCCL starts no more events");
+        assert_eq!(p.guard(|| ran += 1), NCCL_SUCCESS);
+        assert_eq!(ran, 1, "a disabled plugin runs nothing");
+    }
+}

@@ -1,0 +1,321 @@
+//! The plugin as NCCL sees it: the built `libcollscope_profiler.so`, its dynamic symbols, and a C program
+//! (`tests/driver.c`, compiled here with `cc`) that dlopens it and calls it the way NCCL does, through NCCL's
+//! own struct layouts (`tests/nccl_profiler.h`).
+
+use collscope_model::{CommState, Event, KernelChannel, ProxyWait};
+use collscope_profiler::abi::{v4, v5, v6, StateArgs};
+use collscope_profiler::Counters;
+use collscope_testkit::output;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The cdylib cargo built beside this test binary.
+fn plugin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let so = exe.parent().unwrap().join("libcollscope_profiler.so");
+    assert!(so.is_file(), "{} was not built", so.display());
+    so
+}
+
+/// The C driver, compiled once per test run.
+fn driver() -> &'static Path {
+    static DRIVER: OnceLock<PathBuf> = OnceLock::new();
+    DRIVER.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver.c");
+        let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("collscope-profiler-driver");
+        let out = output(
+            Command::new("cc")
+                .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&bin)
+                .arg(&src)
+                .args(["-ldl", "-lpthread"]),
+            LIMIT,
+        );
+        assert!(out.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+        bin
+    })
+}
+
+fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = Command::new(driver());
+    cmd.arg(plugin()).args(args).env_remove("NCCL_PROFILE_EVENT_MASK").env_remove("COLLSCOPE_PROFILER_DUMP");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    output(&mut cmd, LIMIT)
+}
+
+fn text(out: &Output) -> String {
+    format!("--- stdout\n{}--- stderr\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn the_library_exports_nccls_profiler_symbols_and_collscopes_query() {
+    let out = output(Command::new("nm").args(["-D", "--defined-only"]).arg(plugin()), LIMIT);
+    assert!(out.status.success(), "{}", text(&out));
+    let syms: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            Some((f.next()?.to_string(), f.next()?.to_string()))
+        })
+        .collect();
+    for v in ["ncclProfiler_v4", "ncclProfiler_v5", "ncclProfiler_v6"] {
+        // NCCL dlsym()s a data symbol: the plugin struct.
+        assert!(matches!(syms.get(v).map(String::as_str), Some("D" | "R" | "B")), "{v} in {syms:?}");
+    }
+    assert_eq!(syms.get("collscope_profiler_counters").map(String::as_str), Some("T"));
+}
+
+/// `(offset, size)` of a field path in a Rust type, without a value of it.
+macro_rules! field {
+    ($t:ty, $($f:tt)+) => {{
+        let m = std::mem::MaybeUninit::<$t>::uninit();
+        let p = m.as_ptr();
+        // SAFETY: only the address of a place in `m` is taken.
+        let f = unsafe { std::ptr::addr_of!((*p).$($f)+) };
+        (f as usize - p as usize, size_of_pointee(f))
+    }};
+}
+
+fn size_of_pointee<F>(_: *const F) -> usize {
+    std::mem::size_of::<F>()
+}
+
+fn shape<T>() -> (usize, usize) {
+    (std::mem::size_of::<T>(), std::mem::align_of::<T>())
+}
+
+#[test]
+fn the_rust_structs_lay_out_as_nccls_c_headers() {
+    type P5 = v5::Profiler<v5::Descr>;
+    type P6 = v5::Profiler<v6::Descr>;
+    let d4 = "ncclProfilerEventDescr_v4_t";
+    let d5 = "ncclProfilerEventDescr_v5_t";
+    let d6 = "ncclProfilerEventDescr_v6_t";
+    let rust: BTreeMap<String, (usize, usize)> = [
+        (format!("{d4}.size"), shape::<v4::Descr>()),
+        (format!("{d4}.type"), field!(v4::Descr, type_)),
+        (format!("{d4}.parentObj"), field!(v4::Descr, parent_obj)),
+        (format!("{d4}.rank"), field!(v4::Descr, rank)),
+        (format!("{d4}.coll.seqNumber"), field!(v4::Descr, u.coll.seq_number)),
+        (format!("{d4}.coll.func"), field!(v4::Descr, u.coll.func)),
+        (format!("{d4}.coll.count"), field!(v4::Descr, u.coll.count)),
+        (format!("{d4}.coll.root"), field!(v4::Descr, u.coll.root)),
+        (format!("{d4}.coll.datatype"), field!(v4::Descr, u.coll.datatype)),
+        (format!("{d4}.coll.nChannels"), field!(v4::Descr, u.coll.n_channels)),
+        (format!("{d4}.coll.nWarps"), field!(v4::Descr, u.coll.n_warps)),
+        (format!("{d4}.coll.algo"), field!(v4::Descr, u.coll.algo)),
+        (format!("{d4}.coll.proto"), field!(v4::Descr, u.coll.proto)),
+        (format!("{d4}.p2p.func"), field!(v4::Descr, u.p2p.func)),
+        (format!("{d4}.p2p.datatype"), field!(v4::Descr, u.p2p.datatype)),
+        (format!("{d4}.p2p.count"), field!(v4::Descr, u.p2p.count)),
+        (format!("{d4}.p2p.peer"), field!(v4::Descr, u.p2p.peer)),
+        (format!("{d4}.p2p.nChannels"), field!(v4::Descr, u.p2p.n_channels)),
+        (format!("{d4}.proxyOp.pid"), field!(v4::Descr, u.proxy_op.pid)),
+        (format!("{d4}.proxyOp.channelId"), field!(v4::Descr, u.proxy_op.channel_id)),
+        (format!("{d4}.proxyOp.peer"), field!(v4::Descr, u.proxy_op.peer)),
+        (format!("{d4}.proxyOp.nSteps"), field!(v4::Descr, u.proxy_op.n_steps)),
+        (format!("{d4}.proxyOp.chunkSize"), field!(v4::Descr, u.proxy_op.chunk_size)),
+        (format!("{d4}.proxyOp.isSend"), field!(v4::Descr, u.proxy_op.is_send)),
+        (format!("{d4}.proxyStep.step"), field!(v4::Descr, u.proxy_step.step)),
+        (format!("{d4}.kernelCh.channelId"), field!(v4::Descr, u.kernel_ch.channel_id)),
+        (format!("{d4}.kernelCh.pTimer"), field!(v4::Descr, u.kernel_ch.p_timer)),
+        (format!("{d4}.netPlugin.id"), field!(v4::Descr, u.net_plugin.id)),
+        (format!("{d4}.netPlugin.data"), field!(v4::Descr, u.net_plugin.data)),
+        (format!("{d5}.size"), shape::<v5::Descr>()),
+        (format!("{d5}.type"), field!(v5::Descr, type_)),
+        (format!("{d5}.parentObj"), field!(v5::Descr, parent_obj)),
+        (format!("{d5}.rank"), field!(v5::Descr, rank)),
+        (format!("{d5}.collApi.root"), field!(v5::Descr, u.coll_api.root)),
+        (format!("{d5}.collApi.graphCaptured"), field!(v5::Descr, u.coll_api.graph_captured)),
+        (format!("{d5}.p2pApi.graphCaptured"), field!(v5::Descr, u.p2p_api.graph_captured)),
+        (format!("{d5}.coll.func"), field!(v5::Descr, u.coll.func)),
+        (format!("{d5}.coll.count"), field!(v5::Descr, u.coll.count)),
+        (format!("{d5}.coll.root"), field!(v5::Descr, u.coll.root)),
+        (format!("{d5}.coll.datatype"), field!(v5::Descr, u.coll.datatype)),
+        (format!("{d5}.coll.nChannels"), field!(v5::Descr, u.coll.n_channels)),
+        (format!("{d5}.coll.algo"), field!(v5::Descr, u.coll.algo)),
+        (format!("{d5}.coll.proto"), field!(v5::Descr, u.coll.proto)),
+        (format!("{d5}.coll.parentGroup"), field!(v5::Descr, u.coll.parent_group)),
+        (format!("{d5}.p2p.func"), field!(v5::Descr, u.p2p.func)),
+        (format!("{d5}.p2p.datatype"), field!(v5::Descr, u.p2p.datatype)),
+        (format!("{d5}.p2p.count"), field!(v5::Descr, u.p2p.count)),
+        (format!("{d5}.p2p.peer"), field!(v5::Descr, u.p2p.peer)),
+        (format!("{d5}.p2p.nChannels"), field!(v5::Descr, u.p2p.n_channels)),
+        (format!("{d5}.p2p.parentGroup"), field!(v5::Descr, u.p2p.parent_group)),
+        (format!("{d5}.proxyOp.pid"), field!(v5::Descr, u.proxy_op.pid)),
+        (format!("{d5}.proxyOp.channelId"), field!(v5::Descr, u.proxy_op.channel_id)),
+        (format!("{d5}.proxyOp.isSend"), field!(v5::Descr, u.proxy_op.is_send)),
+        (format!("{d5}.proxyStep.step"), field!(v5::Descr, u.proxy_step.step)),
+        (format!("{d5}.kernelCh.pTimer"), field!(v5::Descr, u.kernel_ch.p_timer)),
+        (format!("{d6}.size"), shape::<v6::Descr>()),
+        (format!("{d6}.type"), field!(v6::Descr, type_)),
+        (format!("{d6}.rank"), field!(v6::Descr, rank)),
+        (format!("{d6}.coll.algo"), field!(v6::Descr, u.v5.coll.algo)),
+        (format!("{d6}.coll.parentGroup"), field!(v6::Descr, u.v5.coll.parent_group)),
+        (format!("{d6}.proxyOp.isSend"), field!(v6::Descr, u.v5.proxy_op.is_send)),
+        (format!("{d6}.kernelCh.pTimer"), field!(v6::Descr, u.v5.kernel_ch.p_timer)),
+        (format!("{d6}.ceColl.syncStrategy"), field!(v6::Descr, u.ce_coll.sync_strategy)),
+        (format!("{d6}.ceColl.intraBatchSync"), field!(v6::Descr, u.ce_coll.intra_batch_sync)),
+        (format!("{d6}.ceColl.batchSize"), field!(v6::Descr, u.ce_coll.batch_size)),
+        (format!("{d6}.ceColl.stream"), field!(v6::Descr, u.ce_coll.stream)),
+        (format!("{d6}.ceCollSync.nRanks"), field!(v6::Descr, u.ce_coll_sync.n_ranks)),
+        (format!("{d6}.ceCollBatch.totalBytes"), field!(v6::Descr, u.ce_coll_batch.total_bytes)),
+        (format!("{d6}.ceCollBatch.useIntraSync"), field!(v6::Descr, u.ce_coll_batch.use_intra_sync)),
+        ("ncclProfilerEventStateArgs_v4_t.size".into(), shape::<StateArgs>()),
+        ("ncclProfilerEventStateArgs_v4_t.proxyStep.transSize".into(), field!(StateArgs, proxy_step.trans_size)),
+        (
+            "ncclProfilerEventStateArgs_v4_t.proxyCtrl.appendedProxyOps".into(),
+            field!(StateArgs, proxy_ctrl.appended_proxy_ops),
+        ),
+        ("ncclProfilerEventStateArgs_v4_t.kernelCh.pTimer".into(), field!(StateArgs, kernel_ch.p_timer)),
+        ("ncclProfiler_v4_t.size".into(), shape::<v4::Profiler>()),
+        ("ncclProfiler_v4_t.init".into(), field!(v4::Profiler, init)),
+        ("ncclProfiler_v4_t.finalize".into(), field!(v4::Profiler, finalize)),
+        ("ncclProfiler_v5_t.size".into(), shape::<P5>()),
+        ("ncclProfiler_v5_t.startEvent".into(), field!(P5, start_event)),
+        ("ncclProfiler_v5_t.finalize".into(), field!(P5, finalize)),
+        ("ncclProfiler_v6_t.size".into(), shape::<P6>()),
+        ("ncclProfiler_v6_t.recordEventState".into(), field!(P6, record_event_state)),
+        ("struct collscope_profiler_counters.size".into(), shape::<Counters>()),
+        ("struct collscope_profiler_counters.disabled".into(), field!(Counters, disabled)),
+    ]
+    .into_iter()
+    .collect();
+
+    let out = run(&["layout"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let c: BTreeMap<String, (usize, usize)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (name, nums) = l.rsplit_once(' ').and_then(|(a, b)| Some((a.rsplit_once(' ')?, b))).unwrap();
+            (name.0.to_string(), (name.1.parse().unwrap(), nums.parse().unwrap()))
+        })
+        .collect();
+    assert_eq!(c.len(), rust.len(), "the C side prints what the Rust side checks");
+    for (name, want) in &c {
+        assert_eq!(rust.get(name), Some(want), "{name}: C (offset or size, size or align) {want:?}");
+    }
+}
+
+/// The dump: contract events, and the kernel channels.
+fn read_dump(path: &Path) -> (Vec<Event>, Vec<KernelChannel>) {
+    let (mut events, mut kernels) = (Vec::new(), Vec::new());
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v["kind"] == "kernel_channel" {
+            kernels.push(serde_json::from_value(v["data"].clone()).unwrap());
+        } else {
+            events.push(serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}: {line}")));
+        }
+    }
+    (events, kernels)
+}
+
+#[test]
+fn the_c_driver_runs_nccls_event_sequence_through_every_abi_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("events.jsonl");
+    let out = run(&["scenario"], &[("COLLSCOPE_PROFILER_DUMP", &dump)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (events, kernels) = read_dump(&dump);
+
+    for v in [6, 5, 4] {
+        let comm = format!("driver-v{v}");
+        let states: Vec<CommState> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Communicator(c) if c.comm.as_deref() == Some(&comm) => Some(c.state),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(states, [CommState::Ready, CommState::Destroyed], "{comm}");
+        let done: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::OpCompleted(o) if o.comm.as_deref() == Some(&comm) => Some(o),
+                _ => None,
+            })
+            .collect();
+        let got: Vec<_> =
+            done.iter().map(|o| (o.seq, o.coll.as_str(), o.bytes, o.peer, o.n_channels, o.duration_us)).collect();
+        assert_eq!(
+            got,
+            [
+                (1, "AllReduce", 1 << 20, None, Some(2), Some(1000.0)),
+                (2, "Send", 2000, Some(2), Some(1), Some(100.0)),
+                (3, "Recv", 2000, Some(0), Some(1), Some(200.0)),
+            ],
+            "{comm}: GPU time from the kernel channels' globaltimer stamps"
+        );
+        let ar = done[0];
+        assert_eq!((ar.algo.map(|a| a.as_str()), ar.proto.map(|p| p.as_str())), (Some("Ring"), Some("Simple")));
+        assert_eq!(ar.busbw_gbps, ar.algbw_gbps.map(|b| b * 1.5), "{comm}");
+        let enqueued = events.iter().filter(|e| matches!(e, Event::OpEnqueued(o) if o.comm.as_deref() == Some(&comm)));
+        assert_eq!(enqueued.count(), 3, "{comm}");
+        let chans: Vec<_> = kernels.iter().filter(|k| k.comm.as_deref() == Some(&comm)).map(|k| k.channel).collect();
+        assert!(chans.contains(&0) && chans.contains(&1), "{comm}: {chans:?}");
+    }
+
+    let proxies: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Proxy(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(proxies.len(), 3 * 6 + 3, "six per version, and each version's PXN operation");
+    let wait = |p: &collscope_model::ProxyOp, w| p.waits.iter().find(|(k, _)| *k == w).map_or(0.0, |x| x.1);
+    for p in proxies.iter().filter(|p| p.seq == 1) {
+        assert_eq!((p.n_steps, p.posted, p.transmitted, p.done), (4, 4, 4, 4));
+        if p.send {
+            assert!(wait(p, ProxyWait::WaitingForPeer) >= 4.0 * 300e-6, "{p:?}");
+        } else {
+            assert!(wait(p, ProxyWait::WaitingForRecv) >= 4.0 * 200e-6, "{p:?}");
+        }
+    }
+    let pxn: Vec<_> = proxies.iter().filter(|p| p.seq == 0).map(|p| (p.channel, p.peer, p.done)).collect();
+    assert_eq!(pxn, [(5, 7, 2); 3], "PXN operations: no call of this process");
+    let traffic: u64 = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Traffic(t) if t.channel < 2 => Some(t.bytes),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(traffic, 3 * (2 * 8 * 65536 + 2 * 65536), "every step's bytes, once");
+}
+
+#[test]
+fn proxy_control_events_and_a_bad_mask_as_nccl_would_meet_them() {
+    let out = run(&["scenario"], &[("NCCL_PROFILE_EVENT_MASK", Path::new("127"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("counter proxy_appended_ops=9"), "{}", text(&out));
+
+    // A mask that is not a number: init fails (the only call that may), NCCL's logger names the input, and the
+    // calls NCCL would still make with no context crash nothing.
+    let out = run(&["scenario"], &[("NCCL_PROFILE_EVENT_MASK", Path::new("all"))]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NCCL_PROFILE_EVENT_MASK='all' is not an event mask"), "{}", text(&out));
+    assert!(err.contains("v6 init") && err.contains("v4 init"), "{}", text(&out));
+}
+
+#[test]
+fn the_hot_path_bench_runs_and_reports_ns_per_event() {
+    let out = run(&["bench", "20000"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for key in ["intra_node_ns_per_event=", "network_ns_per_event="] {
+        let v: f64 = s.split(key).nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+        assert!(v > 0.0, "{key}{v}");
+    }
+    assert!(s.contains("counter calls_completed=40000"), "{s}");
+}
