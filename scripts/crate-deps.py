@@ -27,6 +27,8 @@ ALLOWED = {
     "collscope-logreader": {"collscope-model", "collscope-debug"},
     "collscope-telemetry": {"collscope-model", "collscope-debug"},
     "collscope-tui": {"collscope-model", "collscope-debug", "collscope-logreader"},
+    # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime.
+    "collscope-profiler": {"collscope-model", "collscope-debug", "collscope-telemetry"},
     "collscope": {
         "collscope-model",
         "collscope-debug",
@@ -50,6 +52,7 @@ NEVER = {
     "collscope-tui": {"collscope-runtime", "collscope-nccl"},
     "collscope-telemetry": {"collscope-runtime"},
     "collscope-nccl": {"collscope-runtime"},
+    "collscope-profiler": {"collscope-runtime", "collscope-nccl"},
 }
 
 

@@ -20,6 +20,7 @@ mod names;
 mod output;
 mod plugin;
 mod pool;
+mod record;
 mod settings;
 mod sink;
 

@@ -16,8 +16,8 @@
 use crate::abi::{kind, state};
 use crate::clock::{self, now_ns};
 use crate::event::{ProxyOpStart, Start, TaskStart, Update};
-use crate::output::{bump, Outbox, ProxyRec, Raw, TaskRec, RECV_GPU_WAIT, WAITS};
 use crate::pool::Pool;
+use crate::record::{bump, Outbox, ProxyRec, Raw, TaskRec, RECV_GPU_WAIT, WAITS};
 use collscope_model::{Algorithm, Collective, DataType, Protocol};
 use std::cell::UnsafeCell;
 use std::ffi::c_void;

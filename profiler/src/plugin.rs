@@ -7,7 +7,8 @@ use crate::abi::{
 };
 use crate::event::{Start, Update};
 use crate::machine::{self, CommInfo, Context, Shared, DETACHED, SIZES};
-use crate::output::{drain_context, drain_detached, Outbox, Sink};
+use crate::output::{drain_context, drain_detached, Sink};
+use crate::record::Outbox;
 use crate::settings::Settings;
 use crate::sink::JsonlSink;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

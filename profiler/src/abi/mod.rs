@@ -4,6 +4,7 @@
 //! test compares every offset. Each version file turns its descriptor into [`Start`] and exports its
 //! `ncclProfiler_vN` symbol; everything after that is version-free.
 
+mod entry;
 pub mod v4;
 pub mod v5;
 pub mod v6;
@@ -296,31 +297,4 @@ unsafe fn start(type_: u64, parent: *mut c_void, rank: c_int, m: &impl Members) 
         kind::PROXY_CTRL => Start::ProxyCtrl,
         _ => Start::Ignored,
     }
-}
-
-/// `startEvent` of every version, over its descriptor.
-unsafe extern "C" fn start_event<T: Copy + Into<u64>, U: Members>(
-    context: *mut c_void,
-    handle: *mut *mut c_void,
-    d: *mut Descr<T, U>,
-) -> NcclResult {
-    crate::plugin::start(context, handle, || match d.as_ref() {
-        Some(d) => start(d.type_.into(), d.parent_obj, d.rank, &d.u),
-        None => Start::Ignored,
-    })
-}
-
-/// `stopEvent` of every version.
-unsafe extern "C" fn stop_event(handle: *mut c_void) -> NcclResult {
-    crate::plugin::stop(handle)
-}
-
-/// `recordEventState` of every version (their state arguments share one layout).
-unsafe extern "C" fn record_event_state(handle: *mut c_void, state: c_int, args: *mut StateArgs) -> NcclResult {
-    crate::plugin::record(handle, state, || update(state, args))
-}
-
-/// `finalize` of every version.
-unsafe extern "C" fn finalize(context: *mut c_void) -> NcclResult {
-    crate::plugin::finalize(context)
 }

@@ -2,10 +2,8 @@
 //! `src/include/plugin/profiler/profiler_v4.h`, `src/plugin/profiler/profiler_v4.cc`). Differs from v5: a one-byte
 //! `type`, no API events, `init` takes the comm hash after the name, and a collective's `parentObj` is its group.
 
-use super::{
-    finalize, members, record_event_state, start_event, stop_event, DebugLogger, KernelCh, NcclResult, NetPlugin,
-    ProxyOp, ProxyStep,
-};
+use super::entry::{finalize, record_event_state, start_event, stop_event};
+use super::{members, DebugLogger, KernelCh, NcclResult, NetPlugin, ProxyOp, ProxyStep};
 use crate::plugin::{self, CommInit};
 use std::ffi::{c_char, c_int, c_void};
 

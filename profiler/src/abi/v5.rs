@@ -2,10 +2,8 @@
 //! 2.28.3). Adds the API events (GroupApi, CollApi, P2pApi, KernelLaunch), a 64-bit `type`, and `parentGroup` on
 //! collectives and p2p calls (their `parentObj` is now the API event).
 
-use super::{
-    finalize, members, record_event_state, start_event, stop_event, DebugLogger, KernelCh, NcclResult, NetPlugin,
-    ProxyOp, ProxyStep,
-};
+use super::entry::{finalize, record_event_state, start_event, stop_event};
+use super::{members, DebugLogger, KernelCh, NcclResult, NetPlugin, ProxyOp, ProxyStep};
 use crate::plugin::{self, CommInit};
 use std::ffi::{c_char, c_int, c_void};
 

@@ -2,8 +2,9 @@
 //! layout since 2.29.2). The v5 union plus copy-engine collective events; the functions and state arguments are
 //! v5's. The plugin does not ask for CE events (NCCL starts them only when the mask has their bits).
 
+use super::entry::{finalize, record_event_state, start_event, stop_event};
 use super::v5;
-use super::{finalize, record_event_state, start_event, stop_event, KernelCh, Members, ProxyOp, ProxyStep, TaskView};
+use super::{KernelCh, Members, ProxyOp, ProxyStep, TaskView};
 use std::ffi::{c_char, c_int, c_void};
 
 /// `ncclProfilerEventDescr_v6_t`.
