@@ -21,7 +21,7 @@ pub mod plan;
 pub mod search;
 pub mod system;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod trees;
 pub mod xml;
 

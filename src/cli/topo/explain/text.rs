@@ -1,12 +1,12 @@
 //! The human-readable `topo explain` report.
 
-use super::Explanation;
 use crate::cli::sizes::human;
-use collscope_model::{Algorithm, Collective, Protocol};
-use collscope_nccl::tuning::{Choice, TuningModel};
+use collscope_model::{Algorithm, Collective, Protocol, Snapshot};
+use collscope_nccl::tuning::Choice;
+use collscope_nccl::{Explained, Extras};
 use std::fmt::Write;
 
-fn graphs(out: &mut String, ex: &Explanation) {
+fn graphs(out: &mut String, ex: &Snapshot) {
     let _ = writeln!(out, "Graphs (what the search found per pattern)");
     for g in &ex.graphs {
         let _ = writeln!(out, "  {}", collscope_nccl::graph::compute::pattern_line(g));
@@ -24,13 +24,12 @@ fn graphs(out: &mut String, ex: &Explanation) {
     );
 }
 
-fn rings_and_trees(out: &mut String, ex: &Explanation) {
+fn rings_and_trees(out: &mut String, ex: &Snapshot, rpn: u32) {
     let _ = writeln!(out, "\nRings (rank order per channel)");
     for r in &ex.rings {
         let order: Vec<String> = r.order.iter().map(u32::to_string).collect();
         let _ = writeln!(out, "  {:02} : {}", r.channel, order.join(" "));
     }
-    let rpn = ex.nranks / ex.nnodes.max(1);
     let _ = writeln!(out, "\nTrees (first rank of each node: up -> rank -> down)");
     for t in ex.trees.iter().filter(|t| t.rank % rpn == 0) {
         let down: Vec<String> = t.down.iter().map(i32::to_string).collect();
@@ -42,7 +41,7 @@ fn rings_and_trees(out: &mut String, ex: &Explanation) {
 const STRUCTURAL: [&str; 2] =
     ["the algorithm does not implement this collective", "the algorithm runs only with the Simple protocol"];
 
-fn off(out: &mut String, ex: &Explanation) {
+fn off(out: &mut String, ex: &Extras) {
     let _ = writeln!(out, "\nOff (why cells of the table are 0; protocols and collectives they apply to)");
     // (algorithm, reason) -> (protocols, collectives), in table order.
     type Group<'a> = ((Algorithm, &'a str), (Vec<Protocol>, Vec<Collective>));
@@ -107,7 +106,7 @@ fn decisions(out: &mut String, choices: &[Choice]) {
     }
 }
 
-fn forcing(out: &mut String, ex: &Explanation) {
+fn forcing(out: &mut String, ex: &Extras) {
     if ex.forced_by.is_empty() {
         return;
     }
@@ -132,27 +131,28 @@ fn forcing(out: &mut String, ex: &Explanation) {
     }
 }
 
-pub fn render(ex: &Explanation, model: &TuningModel, choices: &[Choice]) -> String {
+pub fn render(ex: &Explained) -> String {
+    let (model, snap) = (&ex.model, &ex.snapshot);
+    let rpn = model.input.n_ranks / model.input.n_nodes.max(1);
     let mut out = format!(
-        "collscope topo explain: {}, {} node(s) x {} rank(s) (NCCL {} model, constants {})\n\n",
-        ex.topology,
-        ex.nnodes,
-        ex.nranks / ex.nnodes.max(1),
-        ex.nccl_version,
+        "collscope topo explain: {}, {} node(s) x {rpn} rank(s) (NCCL {} model, constants {})\n\n",
+        snap.topology.first().map_or("", |t| t.source.as_str()),
+        model.input.n_nodes,
+        model.constants.version,
         model.constants.source
     );
-    graphs(&mut out, ex);
-    rings_and_trees(&mut out, ex);
+    graphs(&mut out, snap);
+    rings_and_trees(&mut out, snap, rpn);
     let _ = writeln!(out, "\nTuning table (latency us / algorithm bandwidth GB/s)");
     for l in model.table_lines() {
         let _ = writeln!(out, "  {l}");
     }
     let _ = writeln!(out, "  {}", model.thresholds_line());
-    off(&mut out, ex);
-    decisions(&mut out, choices);
-    for r in &ex.refused {
+    off(&mut out, &ex.extras);
+    decisions(&mut out, &ex.choices);
+    for r in &ex.extras.refused {
         let _ = writeln!(out, "  {} {}: {}", r.coll, human(r.bytes), r.error);
     }
-    forcing(&mut out, ex);
+    forcing(&mut out, &ex.extras);
     out
 }
