@@ -140,6 +140,38 @@ fn replay_updates_the_ops_log_and_q_restores_the_terminal() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A modelled machine (the NCCL model of 4 DGX H100 nodes, computed by the binary): the title bar says it is
+/// a model, and Rings, Trees, Channels and Tuning show what NCCL would decide for it.
+#[test]
+fn a_modelled_machine_shows_its_rings_trees_channels_and_tuning() {
+    let t = Tmux::start("model", &["tui", "--preset", "dgx-h100", "--nodes", "4"]);
+    let screen = t.wait_for(&["1Overview", "model preset:dgx-h100"]);
+    assert!(screen.lines().next().unwrap_or("").trim_end().ends_with("model"), "{screen}");
+    t.keys(&["2"]);
+    // 4 nodes x 8 GPUs: every ring visits 32 ranks, leaving node 0 from GPU 1 into node 1 (crossNic 2).
+    t.wait_for(&[">ch 00", "Channel 00: 32 ranks"]);
+    t.keys(&["3"]);
+    t.wait_for(&["Channel 00 tree: parent -> children"]);
+    t.keys(&["4"]);
+    t.wait_for(&[
+        "16 coll, 16 collnet, 16 nvls, 16 p2p channels, 2 p2p per peer",
+        "Ring           00  0 7 6 5 4 3 2 1",
+    ]);
+    t.keys(&["6"]);
+    t.wait_for(&["AllReduce: bandwidth GB/s / latency us per cell", "NVLSTree", "Best cell by size"]);
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+    // A bad machine is an error before the screen opens.
+    let t2 = Tmux::start("model2", &["tui", "--preset", "dgx-a200"]);
+    let screen = t2.wait_for(&["EXIT=1"]);
+    assert!(screen.contains("dgx-a200"), "{screen}");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--log", "x.log", "--nodes", "2"]),
+        TMUX_DEADLINE,
+    );
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--nodes"));
+}
+
 #[test]
 fn bad_arguments_are_reported_without_opening_the_screen() {
     let dir = temp_dir("args");

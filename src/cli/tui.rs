@@ -1,5 +1,8 @@
-//! `collscope tui`: picks the source from the arguments and hands the terminal to `collscope-tui`.
+//! `collscope tui`: picks the source from the arguments and hands the terminal to `collscope-tui`. A modelled
+//! machine (`--preset`, `--topo-file`) is computed here, by the NCCL model, and handed over as a static source.
 
+use crate::cli::sizes;
+use crate::cli::topo::{explain, SourceArgs};
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
 use collscope_tui::SourceSpec;
@@ -7,7 +10,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("source").required(true).args(["log", "connect", "replay"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["log", "connect", "replay", "preset", "topo_file"])))]
+#[command(group(ArgGroup::new("machine").args(["preset", "topo_file"])))]
 pub struct TuiArgs {
     /// Real NCCL_DEBUG=INFO log file(s) to read.
     #[arg(long, value_name = "PATH", num_args = 1..)]
@@ -24,17 +28,31 @@ pub struct TuiArgs {
     /// Play back a recording made with --record.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+    /// A modelled machine: what NCCL would decide for it (rings, trees, channels, tuning).
+    #[command(flatten)]
+    pub machine: SourceArgs,
+    /// With --preset/--topo-file: identical nodes in the communicator.
+    #[arg(long, value_name = "N", requires = "machine")]
+    pub nodes: Option<u32>,
+    /// With --preset/--topo-file: ranks per node, the first K GPUs of the topology (default: all of them).
+    #[arg(long, value_name = "K", requires = "machine")]
+    pub nranks_per_node: Option<u32>,
 }
 
 impl TuiArgs {
-    fn spec(self) -> SourceSpec {
-        if let Some(url) = self.connect {
+    fn spec(self) -> anyhow::Result<SourceSpec> {
+        Ok(if let Some(url) = self.connect {
             SourceSpec::Connect { url, record: self.record }
         } else if let Some(file) = self.replay {
             SourceSpec::Replay { file }
+        } else if self.log.is_empty() {
+            let sizes = sizes::parse(sizes::DEFAULT)?;
+            let nodes = self.nodes.unwrap_or(1);
+            let ex = explain::model(&self.machine, nodes, self.nranks_per_node, &sizes, false)?;
+            SourceSpec::Model { snapshot: Box::new(ex.snapshot) }
         } else {
             SourceSpec::Log { paths: self.log, follow: self.follow }
-        }
+        })
     }
 }
 
@@ -42,5 +60,5 @@ pub fn run(args: TuiArgs) -> anyhow::Result<()> {
     if !std::io::stdout().is_terminal() {
         bail!("collscope tui draws on a terminal, but stdout is not one");
     }
-    collscope_tui::run(args.spec()).context("collscope tui")
+    collscope_tui::run(args.spec()?).context("collscope tui")
 }

@@ -216,6 +216,8 @@ fn rows(tab: Tab, s: &Snapshot, channel: usize) -> usize {
             .get(channel)
             .map_or(0, |ch| ring_paths(s).iter().filter(|r| r.channel == *ch).map(|r| r.order.len()).sum()),
         Tab::Trees => tree_channels(s).get(channel).map_or(0, |ch| s.trees.iter().filter(|t| t.channel == *ch).count()),
+        // A modelled machine has no connections; its graphs' channels are listed instead.
+        Tab::Channels if s.connections.is_empty() => s.graphs.iter().map(|g| g.channels.len()).sum(),
         Tab::Channels => s.connections.len(),
         Tab::Proxy => s.proxy.len(),
         Tab::Ops => s.ops.len(),

@@ -17,7 +17,7 @@ pub struct TopoArgs {
 }
 
 /// Where the topology comes from; neither flag: `NCCL_TOPO_FILE`, else this host.
-#[derive(Args)]
+#[derive(Args, Debug)]
 pub(crate) struct SourceArgs {
     /// An NCCL topology XML file (as NCCL_TOPO_FILE).
     #[arg(long, value_name = "FILE", conflicts_with = "preset")]

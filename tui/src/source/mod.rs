@@ -1,7 +1,8 @@
 //! Where the TUI's facts come from. Each source runs on its own thread and sends [`Update`]s; none blocks the UI.
 //! - `--log`: real NCCL logs through the log reader, re-read as lines arrive with `--follow`;
 //! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded;
-//! - `--replay`: a recording of that stream, played back at its own pace.
+//! - `--replay`: a recording of that stream, played back at its own pace;
+//! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed.
 
 mod connect;
 mod log;
@@ -13,7 +14,8 @@ mod stream;
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
-use crate::live::Update;
+use crate::live::{LinkState, Update};
+use collscope_model::{Snapshot, Source};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
@@ -22,9 +24,21 @@ use std::thread::JoinHandle;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceSpec {
-    Log { paths: Vec<PathBuf>, follow: bool },
-    Connect { url: String, record: Option<PathBuf> },
-    Replay { file: PathBuf },
+    Log {
+        paths: Vec<PathBuf>,
+        follow: bool,
+    },
+    Connect {
+        url: String,
+        record: Option<PathBuf>,
+    },
+    Replay {
+        file: PathBuf,
+    },
+    /// A modelled machine (`Source::Model`): a static snapshot, sent once.
+    Model {
+        snapshot: Box<Snapshot>,
+    },
 }
 
 impl SourceSpec {
@@ -36,6 +50,10 @@ impl SourceSpec {
             }
             SourceSpec::Connect { url, .. } => url.clone(),
             SourceSpec::Replay { file } => format!("replay {}", file.display()),
+            SourceSpec::Model { snapshot } => match &snapshot.source {
+                Source::Model { topology } => format!("model {topology}"),
+                _ => "model".into(),
+            },
         }
     }
 }
@@ -58,7 +76,7 @@ pub enum SourceError {
     Event { event: String, reason: String },
 }
 
-fn read_logs(paths: &[PathBuf]) -> Result<collscope_model::Snapshot, collscope_logreader::ReadError> {
+fn read_logs(paths: &[PathBuf]) -> Result<Snapshot, collscope_logreader::ReadError> {
     collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
 }
 
@@ -86,5 +104,10 @@ pub fn spawn(spec: SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>) -> Res
             let timeline = replay::Timeline::decode(recording::read(&file)?)?;
             Ok(std::thread::spawn(move || replay::run(timeline, &tx, &stop)))
         }
+        SourceSpec::Model { snapshot } => Ok(std::thread::spawn(move || {
+            if tx.send(Update::Snapshot(snapshot)).is_ok() {
+                let _ = tx.send(Update::Link(LinkState::Ended));
+            }
+        })),
     }
 }

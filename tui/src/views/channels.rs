@@ -1,10 +1,11 @@
-//! Channels: every connection as channel x peer x direction with bytes, rate, a rate sparkline, transport and GDR.
+//! Channels: every connection as channel x peer x direction with bytes, rate, a rate sparkline, transport and GDR;
+//! for a modelled machine, which has no connections, the channel counts and each graph's channels.
 
 use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_label, EdgeKind};
 use crate::app::App;
 use crate::live::Live;
 use crate::traffic::EdgeKey;
-use collscope_model::Direction;
+use collscope_model::{Direction, Snapshot};
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
@@ -13,7 +14,11 @@ use ratatui::Frame;
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     if s.connections.is_empty() {
-        frame.render_widget(Paragraph::new("No connections in this source yet."), area);
+        if s.graphs.is_empty() {
+            frame.render_widget(Paragraph::new("No connections in this source yet."), area);
+        } else {
+            draw_graph_channels(frame, area, app, s);
+        }
         return;
     }
     // The transport column takes what the terminal has beyond 80 columns.
@@ -66,6 +71,44 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
+/// The channel counts connect settled on, then every channel of every graph: its GPUs inside the node (by
+/// local rank) and the NET devices it enters and leaves by.
+fn draw_graph_channels(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+    let c = &s.channels;
+    let n = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let mut lines = vec![
+        Line::styled(
+            format!(
+                "{} coll, {} collnet, {} nvls, {} p2p channels, {} p2p per peer",
+                n(c.coll),
+                n(c.collnet),
+                n(c.nvls),
+                n(c.p2p),
+                n(c.p2p_per_peer)
+            ),
+            bold(),
+        ),
+        Line::styled(format!("{:<14} {:<3} {:<40} NET in/out", "graph", "ch", "GPUs in the node"), bold()),
+    ];
+    let rows: Vec<String> = s
+        .graphs
+        .iter()
+        .flat_map(|g| {
+            g.channels.iter().enumerate().map(move |(i, ch)| {
+                let gpus: Vec<String> = ch.intra.iter().map(i32::to_string).collect();
+                let nets: Vec<String> = ch.inter.iter().map(i64::to_string).collect();
+                format!("{:<14} {i:02}  {:<40} {}", format!("{:?}", g.pattern), gpus.join(" "), nets.join("/"))
+            })
+        })
+        .collect();
+    let room = (area.height as usize).saturating_sub(2).max(1);
+    let first = app.row.saturating_sub(room - 1).min(rows.len().saturating_sub(room));
+    for (i, row) in rows.into_iter().enumerate().skip(first).take(room) {
+        lines.push(if i == app.row { Line::styled(row, selected()) } else { Line::raw(row) });
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
 #[cfg(test)]
 mod tests {
     use crate::app::{App, Tab};
@@ -82,5 +125,41 @@ mod tests {
         assert!(text.contains("00  3 -> 4    send NET/IB/0/GDRDMA      yes  953.7 MiB   1.0 GB/s █"), "{text}");
         assert!(text.contains("00  7 -> 0    send NET/IB/1             no"), "{text}");
         assert!(text.contains("01  0 -> 7    send NET/IB/0/GDRDMA      yes          -          -"), "{text}");
+    }
+
+    #[test]
+    fn a_modelled_machine_lists_its_graphs_channels() {
+        use collscope_model::{ChannelCounts, GraphChannel, PathType, Pattern, Source};
+        let mut live = fixture::live();
+        live.snapshot.source = Source::Model { topology: "preset:dgx-h100".into() };
+        live.snapshot.connections.clear();
+        live.snapshot.channels =
+            ChannelCounts { coll: Some(16), collnet: None, nvls: Some(16), p2p: Some(16), p2p_per_peer: Some(2) };
+        live.snapshot.graphs = vec![collscope_model::Graph {
+            pattern: Pattern::Ring,
+            n_channels: 2,
+            bw_intra: 48.0,
+            bw_inter: 48.0,
+            type_intra: PathType::NVL,
+            type_inter: PathType::PIX,
+            same_channels: false,
+            cross_nic: 2,
+            channels: vec![
+                GraphChannel { intra: vec![0, 7, 6, 5, 4, 3, 2, 1], inter: vec![0, 0] },
+                GraphChannel { intra: vec![1, 2, 3, 4, 5, 6, 7, 0], inter: vec![1, 1] },
+            ],
+        }];
+        let app = App { tab: Tab::Channels, row: 1, ..App::default() };
+        let lines = render(&app, &live, 80, 24);
+        let text = screen(&lines);
+        assert!(lines[0].ends_with("model"), "{text}");
+        assert_eq!(lines[1], "16 coll, - collnet, 16 nvls, 16 p2p channels, 2 p2p per peer", "{text}");
+        assert!(lines[2].starts_with("graph          ch  GPUs in the node"), "{text}");
+        assert_eq!(lines[3], "Ring           00  0 7 6 5 4 3 2 1                          0/0", "{text}");
+        assert!(lines[4].starts_with("Ring           01  1 2 3 4 5 6 7 0"), "{text}");
+        assert_fits(&lines);
+        // Without graphs either, nothing to show.
+        live.snapshot.graphs.clear();
+        assert!(screen(&render(&app, &live, 80, 24)).contains("No connections in this source yet."));
     }
 }

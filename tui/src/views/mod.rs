@@ -15,6 +15,7 @@ mod tuning;
 
 use crate::app::{App, Tab};
 use crate::live::{LinkState, Live};
+use collscope_model::Source;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
@@ -60,7 +61,11 @@ fn channel_list(frame: &mut Frame, area: Rect, channels: &[u32], current: usize)
 }
 
 fn draw_top(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
-    let link = link_span(&live.link);
+    // A modelled machine has no link to watch: the bar says what it is instead.
+    let link = match live.snapshot.source {
+        Source::Model { .. } => Span::styled("model", Style::default().fg(Color::Magenta)),
+        _ => link_span(&live.link),
+    };
     let width = link.width() as u16 + 1;
     let [tabs_area, link_area] = Layout::horizontal([Constraint::Min(10), Constraint::Length(width)]).areas(area);
     let titles = Tab::ALL.iter().enumerate().map(|(i, t)| format!("{}{}", i + 1, t.title()));
