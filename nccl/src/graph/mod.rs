@@ -45,6 +45,28 @@ pub struct Found {
     /// INFO lines: the search's own (fallback, XML load) and `ncclTopoPrintGraph`'s.
     pub lines: Vec<InfoLine>,
 }
+
+impl Found {
+    /// A graph the search did not run: NCCL's zeroed `struct ncclTopoGraph` (dumped empty, tuned as off).
+    pub fn none(id: u32, pattern: collscope_model::Pattern) -> Self {
+        Found {
+            id,
+            graph: Graph {
+                pattern,
+                n_channels: 0,
+                bw_intra: 0.0,
+                bw_inter: 0.0,
+                type_intra: collscope_model::PathType::LOC,
+                type_inter: collscope_model::PathType::LOC,
+                same_channels: false,
+                cross_nic: 0,
+                channels: Vec::new(),
+            },
+            latency_inter: 0.0,
+            lines: Vec::new(),
+        }
+    }
+}
 use collscope_debug::Subsys;
 
 /// One INFO line NCCL prints during init, with its subsystem, so callers can log it or show it.

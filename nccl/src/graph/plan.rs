@@ -87,25 +87,9 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
 
     if let Some(file) = env.str("NCCL_GRAPH_DUMP_FILE") {
         // Five graphs in NCCL's dump order; those not computed are written empty.
-        let empty = |id: u32, pattern: Pattern| Found {
-            id,
-            graph: collscope_model::Graph {
-                pattern,
-                n_channels: 0,
-                bw_intra: 0.0,
-                bw_inter: 0.0,
-                type_intra: collscope_model::PathType::LOC,
-                type_inter: collscope_model::PathType::LOC,
-                same_channels: false,
-                cross_nic: 0,
-                channels: Vec::new(),
-            },
-            latency_inter: 0.0,
-            lines: Vec::new(),
-        };
-        let cd = collnet_direct.clone().unwrap_or_else(|| empty(4, Pattern::CollnetDirect));
-        let cc = collnet_chain.clone().unwrap_or_else(|| empty(2, Pattern::Tree));
-        let nv = nvls.clone().unwrap_or_else(|| empty(3, Pattern::Nvls));
+        let cd = collnet_direct.clone().unwrap_or_else(|| Found::none(4, Pattern::CollnetDirect));
+        let cc = collnet_chain.clone().unwrap_or_else(|| Found::none(2, Pattern::Tree));
+        let nv = nvls.clone().unwrap_or_else(|| Found::none(3, Pattern::Nvls));
         let text = xml::graphs_xml(&sys, &[&ring, &tree, &cd, &cc, &nv]);
         std::fs::write(file, text)
             .map_err(|e| GraphError::Input(format!("NCCL_GRAPH_DUMP_FILE {file} cannot be written: {e}")))?;

@@ -2,12 +2,8 @@
 //! machine of the topology (NCCL 2.28.9 `initTransportsRank` hands the same values to `ncclTopoTuneModel`).
 
 use super::input::{AlgoGraph, CpuArch, CpuVendor, TuningGraphs, TuningInput};
-use crate::graph::{Found, Plan};
-use collscope_model::{NodeType, Pattern, Topology};
-
-fn algo_graph(f: &Found) -> AlgoGraph {
-    AlgoGraph { latency_inter: f.latency_inter, ..AlgoGraph::from_graph(&f.graph) }
-}
+use crate::graph::Plan;
+use collscope_model::{NodeType, Topology};
 
 /// The CPU architecture and vendor NCCL keeps for the communicator: mixed when the CPUs differ.
 fn cpu_of(topo: &Topology) -> (CpuArch, CpuVendor) {
@@ -24,13 +20,16 @@ pub fn input_from_plan(plan: &Plan, topo: &Topology, nnodes: u32) -> TuningInput
     let sms: Vec<u32> = topo.nodes_of(NodeType::GPU).filter_map(|(_, n)| n.gpu.as_ref().map(|g| g.sm)).collect();
     let ranks_per_node = sms.len().max(1) as u32;
     // The plan's ring and tree are already aligned (shared, smaller channel count), as init.cc tunes them.
-    let graphs = TuningGraphs {
-        tree: algo_graph(&plan.tree),
-        ring: algo_graph(&plan.ring),
-        collnet_direct: plan.collnet_direct.as_ref().map_or(AlgoGraph::none(Pattern::CollnetDirect), algo_graph),
-        collnet_chain: plan.collnet_chain.as_ref().map_or(AlgoGraph::none(Pattern::Tree), algo_graph),
-        nvls: plan.nvls.as_ref().map_or(AlgoGraph::none(Pattern::Nvls), algo_graph),
-    };
+    let mut graphs = TuningGraphs::ring_tree(AlgoGraph::from(&plan.ring), AlgoGraph::from(&plan.tree));
+    for (found, graph) in [
+        (&plan.collnet_direct, &mut graphs.collnet_direct),
+        (&plan.collnet_chain, &mut graphs.collnet_chain),
+        (&plan.nvls, &mut graphs.nvls),
+    ] {
+        if let Some(f) = found {
+            *graph = AlgoGraph::from(f);
+        }
+    }
     let min_cc = sms.iter().copied().min().unwrap_or(0);
     let mut input = TuningInput::new(graphs, nnodes, ranks_per_node, min_cc);
     input.max_comp_cap = sms.iter().copied().max().unwrap_or(0);

@@ -1,7 +1,8 @@
 //! What the tuning model needs to know about a communicator: plain data, so it can be built from the graph
 //! search, from a log, or by hand in a test.
 
-use collscope_model::{Algorithm, Graph, PathType, Pattern};
+use crate::graph::Found;
+use collscope_model::{Algorithm, PathType, Pattern};
 use serde::{Deserialize, Serialize};
 
 /// The part of a search result the tuning model reads (NCCL 2.28.9 `struct ncclTopoGraph`, after the
@@ -20,28 +21,16 @@ pub struct AlgoGraph {
     pub same_channels: bool,
 }
 
-impl AlgoGraph {
-    /// A graph the search did not run: NCCL's zeroed struct.
-    pub fn none(pattern: Pattern) -> Self {
-        AlgoGraph {
-            pattern,
-            n_channels: 0,
-            bw_intra: 0.0,
-            bw_inter: 0.0,
-            latency_inter: 0.0,
-            type_intra: PathType::LOC,
-            type_inter: PathType::LOC,
-            same_channels: false,
-        }
-    }
-
-    pub fn from_graph(g: &Graph) -> Self {
+/// The one conversion from the search's result: the tuning model reads neither the channels nor the lines.
+impl From<&Found> for AlgoGraph {
+    fn from(f: &Found) -> Self {
+        let g = &f.graph;
         AlgoGraph {
             pattern: g.pattern,
             n_channels: g.n_channels,
             bw_intra: g.bw_intra,
             bw_inter: g.bw_inter,
-            latency_inter: 0.0,
+            latency_inter: f.latency_inter,
             type_intra: g.type_intra,
             type_inter: g.type_inter,
             same_channels: g.same_channels,
@@ -71,14 +60,14 @@ impl TuningGraphs {
         }
     }
 
-    /// Ring and tree graphs as given, the others as not searched.
+    /// Ring and tree graphs as given, the others as not searched (ids as in init.cc's graph array).
     pub fn ring_tree(ring: AlgoGraph, tree: AlgoGraph) -> Self {
         TuningGraphs {
             tree,
             ring,
-            collnet_direct: AlgoGraph::none(Pattern::CollnetDirect),
-            collnet_chain: AlgoGraph::none(Pattern::Tree),
-            nvls: AlgoGraph::none(Pattern::Nvls),
+            collnet_direct: AlgoGraph::from(&Found::none(4, Pattern::CollnetDirect)),
+            collnet_chain: AlgoGraph::from(&Found::none(2, Pattern::Tree)),
+            nvls: AlgoGraph::from(&Found::none(3, Pattern::Nvls)),
         }
     }
 }
