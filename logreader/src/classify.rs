@@ -1,5 +1,9 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
+use aho_corasick::AhoCorasick;
+use memchr::memmem;
+use std::sync::OnceLock;
+
 /// The class names the model's `Warning::class` uses.
 pub const CLASSES: &[&str] = &["watchdog", "ib_verbs", "shm", "cuda", "socket", "proxy", "nccl_error", "other", INPUT];
 
@@ -71,20 +75,35 @@ pub fn classify(text: &str, location: Option<&str>) -> &'static str {
 }
 
 /// Lines of other programs that report a collective failure (PyTorch's watchdog, NCCL errors raised to Python).
+const FRAMEWORK_ERRORS: &[&str] = &[
+    "Watchdog caught collective operation timeout",
+    "detected by watchdog",
+    "NCCL error",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclRemoteError",
+    "ncclInvalidUsage",
+    "ncclUnhandledCudaError",
+    "CUDA out of memory",
+    "DistBackendError",
+];
+
+/// One automaton for every marker: this runs on every line of other programs.
+fn framework_errors() -> &'static AhoCorasick {
+    static A: OnceLock<AhoCorasick> = OnceLock::new();
+    A.get_or_init(|| AhoCorasick::new(FRAMEWORK_ERRORS).expect("built-in markers build"))
+}
+
 pub fn is_framework_error(text: &str) -> bool {
-    const MARKERS: &[&str] = &[
-        "Watchdog caught collective operation timeout",
-        "detected by watchdog",
-        "NCCL error",
-        "ncclSystemError",
-        "ncclInternalError",
-        "ncclRemoteError",
-        "ncclInvalidUsage",
-        "ncclUnhandledCudaError",
-        "CUDA out of memory",
-        "DistBackendError",
-    ];
-    MARKERS.iter().any(|m| text.contains(m))
+    framework_errors().is_match(text)
+}
+
+/// `NCCL version 2.18.1` quoted in another program's line (a framework's error message, a banner).
+pub fn version_in(text: &str) -> Option<String> {
+    static F: OnceLock<memmem::Finder<'static>> = OnceLock::new();
+    let at = F.get_or_init(|| memmem::Finder::new(b"NCCL version ")).find(text.as_bytes())?;
+    let v: String = text[at + 13..].chars().take_while(|c| !c.is_whitespace() && *c != ',' && *c != ')').collect();
+    v.starts_with(|c: char| c.is_ascii_digit()).then_some(v)
 }
 
 #[cfg(test)]
@@ -121,5 +140,7 @@ mod tests {
         assert!(CLASSES.iter().all(|c| *c == "other" || *c == INPUT || MARKERS.iter().any(|(m, _)| m == c)));
         assert!(is_framework_error("RuntimeError: NCCL error in: x.cpp:1, unhandled system error"));
         assert!(!is_framework_error("# Avg bus bandwidth"));
+        assert_eq!(version_in("RuntimeError: NCCL error ..., NCCL version 2.18.1"), Some("2.18.1".into()));
+        assert_eq!(version_in("NCCL version is what it is"), None);
     }
 }

@@ -1,7 +1,8 @@
 //! The envelope of one log line: whatever a launcher put in front, NCCL's `host:pid:tid [dev]` prefix, the level
 //! and (for WARN/TRACE) the source location, as NCCL 2.28.9's `ncclDebugLog` (`src/debug.cc`) writes them.
 //! The prefix is read backwards from the `NCCL INFO|WARN|TRACE` marker, so any launcher prefix in front of it
-//! (`[1,0]<stdout>:`, `[rank3]:`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is tolerated.
+//! (`[1,0]<stdout>:`, `[rank3]:`, `0: ` from `srun -l`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is
+//! tolerated.
 
 use memchr::memmem;
 use std::sync::OnceLock;
@@ -11,6 +12,8 @@ pub enum Level {
     Info,
     Warn,
     Trace,
+    /// `host:pid:tid NCCL CALL ncclAllReduce(...)` (API call tracing).
+    Call,
     /// `NCCL version ...` printed without a prefix.
     Version,
 }
@@ -25,9 +28,12 @@ pub struct Envelope<'a> {
     pub level: Level,
     /// NCCL source `file:line` of a WARN or TRACE.
     pub location: Option<&'a str>,
-    /// The rank a launcher printed in front of the line (`[1,3]<stdout>:`, `[rank3]:`).
+    /// The rank a launcher printed in front of the line (`[1,3]<stdout>:`, `[rank3]:`, `3: `).
     pub launcher_rank: Option<u32>,
     pub msg: &'a str,
+    /// Byte offset in the line where the host token starts (or NCCL's prefix, without a host): what comes before
+    /// is a launcher's, or another record's glued on.
+    pub start: usize,
 }
 
 /// A line, NCCL's or another program's.
@@ -56,6 +62,8 @@ pub fn split(line: &str) -> Line<'_> {
             (Level::Warn, r)
         } else if let Some(r) = after.strip_prefix("TRACE") {
             (Level::Trace, r)
+        } else if let Some(r) = after.strip_prefix("CALL") {
+            (Level::Call, r)
         } else if after.starts_with("version ") && prefix_is_launcher_only(&line[..pos]) {
             return Line::Nccl(Envelope {
                 host: None,
@@ -66,6 +74,7 @@ pub fn split(line: &str) -> Line<'_> {
                 location: None,
                 launcher_rank: launcher_rank(&line[..pos]),
                 msg: &line[pos..],
+                start: pos,
             });
         } else {
             continue;
@@ -74,7 +83,9 @@ pub fn split(line: &str) -> Line<'_> {
             continue;
         }
         let msg = rest.strip_prefix(' ').unwrap_or(rest);
-        return Line::Nccl(parse_prefix(&line[..pos], level, msg));
+        let mut env = parse_prefix(&line[..pos], level, msg);
+        env.start = env.start.min(pos);
+        return Line::Nccl(env);
     }
     Line::Other { launcher_rank: launcher_rank(line), text: line }
 }
@@ -85,9 +96,23 @@ fn prefix_is_launcher_only(prefix: &str) -> bool {
     p.is_empty() || p.ends_with(':') || p.ends_with('|') || p.ends_with(']')
 }
 
+/// Where `part` (a slice of `whole`) starts in it.
+fn offset(whole: &str, part: &str) -> usize {
+    part.as_ptr() as usize - whole.as_ptr() as usize
+}
+
 fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a> {
-    let mut env =
-        Envelope { host: None, pid: None, tid: None, dev: None, level, location: None, launcher_rank: None, msg };
+    let mut env = Envelope {
+        host: None,
+        pid: None,
+        tid: None,
+        dev: None,
+        level,
+        location: None,
+        launcher_rank: None,
+        msg,
+        start: prefix.len(),
+    };
     let mut rest = prefix.trim_end();
     if matches!(level, Level::Warn | Level::Trace) {
         if let Some((head, tok)) = last_token(rest) {
@@ -107,6 +132,7 @@ fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a>
     if let Some((head, tok)) = last_token(rest) {
         if let Some(dev) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')).and_then(|t| t.parse().ok()) {
             env.dev = Some(dev);
+            env.start = offset(prefix, tok);
             rest = head;
         }
     }
@@ -115,6 +141,7 @@ fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a>
             env.host = Some(host);
             env.pid = Some(pid);
             env.tid = Some(tid);
+            env.start = offset(prefix, host);
             env.launcher_rank = launcher_rank(head).or_else(|| launcher_rank(junk));
             return env;
         }
@@ -151,7 +178,9 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
     let (hostpart, pid) = rest.rsplit_once(':')?;
     let tid = tid.parse().ok()?;
     let pid = pid.parse().ok()?;
-    let cut = hostpart.rfind([':', '|', '>']).map(|i| i + 1).unwrap_or(0);
+    // `[1,0]<stdout>:node00` glues a launcher prefix on; a '>' that ends the part is the host's own
+    // (`<cluster_name>` in anonymized logs).
+    let cut = hostpart.trim_end_matches('>').rfind([':', '|', '>']).map(|i| i + 1).unwrap_or(0);
     let host = &hostpart[cut..];
     if host.is_empty() {
         return None;
@@ -159,8 +188,16 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
     Some((host, pid, tid, &hostpart[..cut]))
 }
 
-/// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:` and torchrun's `[rank3]:`.
+/// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:`, torchrun's `[rank3]:` and
+/// `srun -l`'s `3: `.
 pub fn launcher_rank(text: &str) -> Option<u32> {
+    let t = text.trim_start();
+    if let Some(colon) = t.find(':').filter(|&i| i > 0 && i <= 7) {
+        let after = &t[colon + 1..];
+        if t[..colon].bytes().all(|b| b.is_ascii_digit()) && (after.is_empty() || after.starts_with(' ')) {
+            return t[..colon].parse().ok();
+        }
+    }
     if !text.contains('[') {
         return None;
     }
@@ -238,6 +275,14 @@ mod tests {
         assert_eq!(e.host, Some("node7"));
         let e = nccl("   42  node7:1:2 [0] NCCL INFO z");
         assert_eq!(e.host, Some("node7"));
+        let e = nccl("3: node7:1:2 [0] NCCL INFO z");
+        assert_eq!((e.host, e.launcher_rank), (Some("node7"), Some(3)));
+        let e = nccl("<cluster_name>:20000:30000 [0] NCCL INFO z");
+        assert_eq!((e.host, e.start), (Some("<cluster_name>"), 0));
+        let e = nccl("sx-03: [2025-06-02 14:10:07] sx-03:7300:7300 [0] NCCL INFO z");
+        assert_eq!((e.host, e.launcher_rank, e.start), (Some("sx-03"), None, 29));
+        let e = nccl("h:1:2 NCCL CALL ncclAllReduce(0x1)");
+        assert_eq!((e.level, e.host), (Level::Call, Some("h")));
     }
 
     #[test]

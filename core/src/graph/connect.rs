@@ -510,6 +510,7 @@ mod tests {
             same_channels: true,
             cross_nic,
             channels: (0..n).map(|_| GraphChannel { intra: order.to_vec(), inter: vec![0, 0] }).collect(),
+            host: None,
         }
     }
 

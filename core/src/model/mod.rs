@@ -18,7 +18,7 @@ pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
 pub use events::{ChannelTraffic, Event};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
-pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote};
+pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote, UnnamedDecision};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{OpRecord, OpState, ProxyOp, ProxyWait};
 pub use topology::{Link, LinkType, Node, NodeId, NodeType, Path, PathType, Topology};

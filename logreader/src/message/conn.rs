@@ -3,7 +3,10 @@
 //! to 2.28.9 print (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`, `src/graph/connect.cc`).
 //! Hand-parsed rather than by regex: these are most of a log's lines.
 
+use super::scan::Scan;
+use super::Event;
 use collscope_core::model::{Connection, Direction, Transport};
+use memchr::memmem;
 
 /// `Channel 00/02 :    0   1   2 ...`.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,38 +20,47 @@ pub struct RingOrder {
 /// One tree entry: (channel, rank, up, down).
 pub type TreeEntry = (u32, u32, i32, Vec<i32>);
 
-fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
-    s.trim().parse().ok()
+/// `Channel ...`, `Ring ...` and `CollNet ...`: a connection when it says ` via `, else a ring order or a
+/// rank's ring neighbours.
+pub fn channel_line(msg: &str) -> Option<Event> {
+    if memmem::find(msg.as_bytes(), b" via ").is_some() {
+        return connection(msg).map(Event::Conn);
+    }
+    if msg.starts_with("Ring ") {
+        return ring_neighbours(msg).map(|(c, p, r, n)| Event::RingNeighbours(c, p, r, n));
+    }
+    ring_order(msg).map(Event::RingOrder)
 }
 
 /// `3` or `3[1b000]`: the rank, ignoring the device or bus id NCCL prints beside it.
 fn rank_of(s: &str) -> Option<u32> {
     let s = s.trim();
-    num(s.split_once('[').map_or(s, |(r, _)| r))
+    let end = s.find('[').unwrap_or(s.len());
+    s[..end].parse().ok()
 }
 
-/// `NN` or `NN/M` before ` : `.
-fn channel_head(s: &str) -> Option<(u32, Option<u32>)> {
-    match s.split_once('/') {
-        Some((c, n)) => Some((num(c)?, num(n))),
-        None => Some((num(s)?, None)),
-    }
+/// `NN` or `NN/M` (the connection index, or the ring count), then ` :`.
+fn channel_head(s: &mut Scan) -> Option<(u32, Option<u32>)> {
+    let channel = s.num()?;
+    let second = if s.eat("/") { Some(s.num()?) } else { None };
+    s.lit(" :")?;
+    Some((channel, second))
 }
 
 /// Parses `Channel ...`, `Ring ...` and `CollNet ...` bodies that carry ` via `.
 pub fn connection(msg: &str) -> Option<Connection> {
-    let (kind, body) = if let Some(b) = msg.strip_prefix("Channel ") {
-        ("channel", b)
+    let (collnet, body) = if let Some(b) = msg.strip_prefix("Channel ") {
+        (false, b)
     } else if let Some(b) = msg.strip_prefix("Ring ") {
-        ("ring", b)
-    } else if let Some(b) = msg.strip_prefix("CollNet ") {
-        ("collnet", b)
+        (false, b)
     } else {
-        return None;
+        (true, msg.strip_prefix("CollNet ")?)
     };
-    let (head, rest) = body.split_once(" : ")?;
-    let (channel, _) = channel_head(head)?;
-    let (ends, spec) = rest.split_once(" via ")?;
+    let mut s = Scan::new(body);
+    let (channel, _) = channel_head(&mut s)?;
+    let rest = s.rest().strip_prefix(' ')?;
+    let via = memmem::find(rest.as_bytes(), b" via ")?;
+    let (ends, spec) = (&rest[..via], &rest[via + 5..]);
     let (ends, direction) = if let Some(e) = ends.strip_suffix(" [send]") {
         (e, Direction::Send)
     } else if let Some(e) = ends.strip_suffix(" [receive]") {
@@ -56,9 +68,9 @@ pub fn connection(msg: &str) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match ends.split_once(" -> ") {
-        Some((a, b)) => (rank_of(a)?, rank_of(b)?),
-        None if kind == "collnet" => {
+    let (src, dst) = match memmem::find(ends.as_bytes(), b" -> ") {
+        Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
+        None if collnet => {
             let r = rank_of(ends)?;
             (r, r)
         }
@@ -113,13 +125,13 @@ fn net_spec(spec: &str, c: &mut Connection) -> Option<()> {
     s = s.strip_suffix("(PCI)").unwrap_or(s);
     let gdr = s.ends_with("/GDRDMA");
     s = s.strip_suffix("/GDRDMA").unwrap_or(s);
-    if let Some(open) = s.strip_suffix(')').and_then(|r| r.rfind('(').map(|i| (r, i))) {
-        let (r, i) = open;
-        c.proxy_rank = Some(num(&r[i + 1..])?);
+    if let Some(r) = s.strip_suffix(')') {
+        let i = r.rfind('(')?;
+        c.proxy_rank = Some(r[i + 1..].parse().ok()?);
         s = &r[..i];
     }
     let (name, dev) = s.rsplit_once('/')?;
-    c.device = Some(num(dev)?);
+    c.device = Some(dev.parse().ok()?);
     c.net = Some(name.to_string());
     c.gdrdma = Some(gdr);
     c.mode = Some(spec.to_string());
@@ -128,60 +140,72 @@ fn net_spec(spec: &str, c: &mut Connection) -> Option<()> {
 
 /// `Channel 00/02 :    0   1   2   3` (possibly cut short with `...`).
 pub fn ring_order(msg: &str) -> Option<RingOrder> {
-    let body = msg.strip_prefix("Channel ")?;
-    let (head, rest) = body.split_once(" :")?;
-    if rest.contains(" via ") || rest.contains("->") {
-        return None;
-    }
-    let (channel, n_channels) = channel_head(head)?;
+    let mut s = Scan::new(msg.strip_prefix("Channel ")?);
+    let (channel, n_channels) = channel_head(&mut s)?;
     let mut order = Vec::new();
     let mut truncated = false;
-    for tok in rest.split_ascii_whitespace() {
+    for tok in s.rest().split_ascii_whitespace() {
         if tok.starts_with("..") || tok.ends_with("..") {
             truncated = true;
             break;
         }
-        order.push(num(tok)?);
+        order.push(tok.parse().ok()?);
     }
     Some(RingOrder { channel, n_channels, order, truncated })
 }
 
 /// `Ring 00 : 7 -> 0 -> 1`: (channel, prev, rank, next).
 pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
-    let (head, rest) = msg.strip_prefix("Ring ")?.split_once(" : ")?;
-    let mut parts = rest.split(" -> ");
-    let prev = num(parts.next()?)?;
-    let me = num(parts.next()?)?;
-    let next = num(parts.next()?)?;
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((num(head)?, prev, me, next))
+    let mut s = Scan::new(msg.strip_prefix("Ring ")?);
+    let channel = s.num()?;
+    s.lit(" : ")?;
+    let prev = s.num()?;
+    s.lit(" -> ")?;
+    let me = s.num()?;
+    s.lit(" -> ")?;
+    let next = s.num()?;
+    s.is_empty().then_some((channel, prev, me, next))
 }
 
+/// `a/b/c` children, -1 for none.
 fn children(s: &str) -> Option<Vec<i32>> {
-    s.split('/').map(num).collect()
+    s.split('/').map(|x| x.parse().ok()).collect()
+}
+
+/// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
+fn arrows(s: &str) -> Option<[&str; 3]> {
+    let b = s.as_bytes();
+    let mut cuts = [0usize; 2];
+    let mut n = 0;
+    for i in 1..b.len().saturating_sub(1) {
+        if b[i] == b'-' && b[i + 1] == b'>' {
+            if n == 2 {
+                return None;
+            }
+            cuts[n] = i;
+            n += 1;
+        }
+    }
+    (n == 2).then(|| [&s[..cuts[0]], &s[cuts[0] + 2..cuts[1]], &s[cuts[1] + 2..]])
 }
 
 /// `Trees [0] 1/8/-1->0->-1 [1] ...` (2.8+: down->rank->up), `Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1` (2.5-2.7:
 /// the up tree, then the down tree) and `Trees [0] 26->25->-1/-1/-1` (2.4: up->rank->down).
 pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
-    let body = msg.strip_prefix("Trees")?;
+    let mut s = Scan::new(msg.strip_prefix("Trees")?);
     let mut out = Vec::new();
-    for entry in body.split('[').skip(1) {
-        let (ch, spec) = entry.split_once(']')?;
-        let channel = num(ch)?;
-        let spec = spec.trim();
+    while !s.ws().is_empty() {
+        s.lit("[")?;
+        let channel = s.num()?;
+        s.lit("]")?;
+        let spec = s.ws().word()?;
         let first = spec.split('|').next()?;
-        let parts: Vec<&str> = first.split("->").collect();
-        if parts.len() != 3 {
-            return None;
-        }
-        let rank = num(parts[1])?;
-        if parts[0].contains('/') || !parts[2].contains('/') {
-            out.push((channel, rank, num(parts[2])?, children(parts[0])?));
+        let [a, r, b] = arrows(first)?;
+        let rank = r.parse().ok()?;
+        if a.contains('/') || !b.contains('/') {
+            out.push((channel, rank, b.parse().ok()?, children(a)?));
         } else {
-            out.push((channel, rank, num(parts[0])?, children(parts[2])?));
+            out.push((channel, rank, a.parse().ok()?, children(b)?));
         }
     }
     (!out.is_empty()).then_some(out)
@@ -189,12 +213,15 @@ pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
 
 /// `Tree 0 : -1 -> 0 -> 1/8/-1` (up -> rank -> down).
 pub fn tree(msg: &str) -> Option<TreeEntry> {
-    let (head, rest) = msg.strip_prefix("Tree ")?.split_once(" : ")?;
-    let mut parts = rest.split(" -> ");
-    let up = num(parts.next()?)?;
-    let rank = num(parts.next()?)?;
-    let down = children(parts.next()?)?;
-    Some((num(head)?, rank, up, down))
+    let mut s = Scan::new(msg.strip_prefix("Tree ")?);
+    let channel = s.num()?;
+    s.lit(" : ")?;
+    let up = s.num()?;
+    s.lit(" -> ")?;
+    let rank = s.num()?;
+    s.lit(" -> ")?;
+    let down = children(s.rest().trim_end())?;
+    Some((channel, rank, up, down))
 }
 
 #[cfg(test)]
@@ -235,6 +262,7 @@ mod tests {
         assert_eq!((c.transport, c.src), (Transport::CollNet, 3));
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via CARRIER/PIGEON").is_none());
         assert!(connection("Channel 00 : garbage").is_none());
+        assert!(connection("Channel 00/0 : 0[0] -> 1[1] via NET/IB/x").is_none());
     }
 
     #[test]
