@@ -1,7 +1,6 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
 use aho_corasick::AhoCorasick;
-use memchr::memmem;
 use std::sync::OnceLock;
 
 /// The class names the model's `Warning::class` uses.
@@ -60,18 +59,27 @@ const MARKERS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Every marker in one automaton, each pattern knowing its class's rank in [`MARKERS`].
+fn markers() -> &'static (AhoCorasick, Vec<usize>) {
+    static A: OnceLock<(AhoCorasick, Vec<usize>)> = OnceLock::new();
+    A.get_or_init(|| {
+        let (patterns, ranks): (Vec<&str>, Vec<usize>) =
+            MARKERS.iter().enumerate().flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i))).unzip();
+        (AhoCorasick::new(patterns).expect("built-in markers build"), ranks)
+    })
+}
+
 /// Classifies an error line by its text and the NCCL source location that printed it.
 pub fn classify(text: &str, location: Option<&str>) -> &'static str {
     let loc = location.unwrap_or("");
-    for (class, markers) in MARKERS {
-        if markers.iter().any(|m| text.contains(m) || loc.contains(m)) {
-            return class;
-        }
+    let (ac, ranks) = markers();
+    let best =
+        [text, loc].iter().flat_map(|s| ac.find_overlapping_iter(*s)).map(|m| ranks[m.pattern().as_usize()]).min();
+    match best {
+        Some(i) => MARKERS[i].0,
+        None if loc.contains("socket") => "socket",
+        None => "other",
     }
-    if loc.contains("socket") {
-        return "socket";
-    }
-    "other"
 }
 
 /// Lines of other programs that report a collective failure (PyTorch's watchdog, NCCL errors raised to Python).
@@ -88,22 +96,47 @@ const FRAMEWORK_ERRORS: &[&str] = &[
     "DistBackendError",
 ];
 
-/// One automaton for every marker: this runs on every line of other programs.
-fn framework_errors() -> &'static AhoCorasick {
+/// What a line of another program says that matters here.
+#[derive(Debug, Default, PartialEq)]
+pub struct Context<'a> {
+    /// It reports a collective failure.
+    pub error: bool,
+    /// It quotes NCCL's version (`NCCL version 2.18.1`, a framework's error message, a banner) or RCCL's
+    /// (`RCCL version : 2.20.5-HEAD:...`).
+    pub version: Option<&'a str>,
+    pub rccl: bool,
+}
+
+const NCCL_VERSION: &str = "NCCL version ";
+const RCCL_VERSION: &str = "RCCL version : ";
+
+/// One automaton for every marker and both version phrases: this runs on every line of other programs.
+fn context_markers() -> &'static AhoCorasick {
     static A: OnceLock<AhoCorasick> = OnceLock::new();
-    A.get_or_init(|| AhoCorasick::new(FRAMEWORK_ERRORS).expect("built-in markers build"))
+    A.get_or_init(|| {
+        let patterns = FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION]);
+        AhoCorasick::new(patterns).expect("built-in markers build")
+    })
 }
 
-pub fn is_framework_error(text: &str) -> bool {
-    framework_errors().is_match(text)
-}
-
-/// `NCCL version 2.18.1` quoted in another program's line (a framework's error message, a banner).
-pub fn version_in(text: &str) -> Option<String> {
-    static F: OnceLock<memmem::Finder<'static>> = OnceLock::new();
-    let at = F.get_or_init(|| memmem::Finder::new(b"NCCL version ")).find(text.as_bytes())?;
-    let v: String = text[at + 13..].chars().take_while(|c| !c.is_whitespace() && *c != ',' && *c != ')').collect();
-    v.starts_with(|c: char| c.is_ascii_digit()).then_some(v)
+/// Reads a line of another program in one pass.
+pub fn context(text: &str) -> Context<'_> {
+    let mut out = Context::default();
+    for m in context_markers().find_iter(text) {
+        let i = m.pattern().as_usize();
+        if i < FRAMEWORK_ERRORS.len() {
+            out.error = true;
+            continue;
+        }
+        let rest = &text[m.end()..];
+        let end = rest.find(|c: char| c.is_whitespace() || c == ',' || c == ')' || c == '-').unwrap_or(rest.len());
+        let v = &rest[..end];
+        if v.starts_with(|c: char| c.is_ascii_digit()) && out.version.is_none() {
+            out.version = Some(v);
+            out.rccl = i == FRAMEWORK_ERRORS.len() + 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -138,9 +171,13 @@ mod tests {
         assert_eq!(classify("unhandled system error, ncclSystemError", None), "nccl_error");
         assert_eq!(classify("something odd", None), "other");
         assert!(CLASSES.iter().all(|c| *c == "other" || *c == INPUT || MARKERS.iter().any(|(m, _)| m == c)));
-        assert!(is_framework_error("RuntimeError: NCCL error in: x.cpp:1, unhandled system error"));
-        assert!(!is_framework_error("# Avg bus bandwidth"));
-        assert_eq!(version_in("RuntimeError: NCCL error ..., NCCL version 2.18.1"), Some("2.18.1".into()));
-        assert_eq!(version_in("NCCL version is what it is"), None);
+        let c = context("RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.18.1");
+        assert_eq!(c, Context { error: true, version: Some("2.18.1"), rccl: false });
+        assert_eq!(context("# Avg bus bandwidth"), Context::default());
+        assert_eq!(context("NCCL version is what it is").version, None);
+        assert_eq!(
+            context("RCCL version : 2.20.5-HEAD:7a83a05"),
+            Context { error: false, version: Some("2.20.5"), rccl: true }
+        );
     }
 }

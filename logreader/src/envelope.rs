@@ -48,8 +48,55 @@ fn marker() -> &'static memmem::Finder<'static> {
     F.get_or_init(|| memmem::Finder::new(b"NCCL "))
 }
 
+/// Whether `text` holds `NCCL ` anywhere (a quick test before [`split`]).
+pub fn has_marker(text: &str) -> bool {
+    marker().find(text.as_bytes()).is_some()
+}
+
+/// The common case read forwards: `host:pid:tid [dev] NCCL INFO msg` with nothing before the host. `None` sends
+/// the line to the general (backwards) reading.
+fn standard(line: &str) -> Option<Envelope<'_>> {
+    let b = line.as_bytes();
+    let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let colon = memchr::memchr(b':', &b[..b.len().min(256)])?;
+    if colon == 0 || !b[..colon].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
+        return None;
+    }
+    let pid_end = colon + 1 + digits(colon + 1);
+    if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
+        return None;
+    }
+    let tid_end = pid_end + 1 + digits(pid_end + 1);
+    if tid_end == pid_end + 1 || b.get(tid_end..tid_end + 2) != Some(b" [") {
+        return None;
+    }
+    let dev_from = tid_end + 2;
+    let neg = usize::from(b.get(dev_from) == Some(&b'-'));
+    let dev_end = dev_from + neg + digits(dev_from + neg);
+    let rest = line.get(dev_end..)?.strip_prefix("] NCCL INFO")?;
+    let msg = match rest.strip_prefix(' ') {
+        Some(m) => m,
+        None if rest.is_empty() => rest,
+        None => return None,
+    };
+    Some(Envelope {
+        host: Some(&line[..colon]),
+        pid: line[colon + 1..pid_end].parse().ok(),
+        tid: line[pid_end + 1..tid_end].parse().ok(),
+        dev: Some(line[dev_from..dev_end].parse().ok()?),
+        level: Level::Info,
+        location: None,
+        launcher_rank: None,
+        msg,
+        start: 0,
+    })
+}
+
 /// Splits a line (without its newline) into its envelope and message.
 pub fn split(line: &str) -> Line<'_> {
+    if let Some(env) = standard(line) {
+        return Line::Nccl(env);
+    }
     let bytes = line.as_bytes();
     for pos in marker().find_iter(bytes) {
         if pos > 0 && !matches!(bytes[pos - 1], b' ' | b':' | b'>' | b']' | b'|' | b'\t') {
@@ -155,7 +202,7 @@ fn last_token(s: &str) -> Option<(&str, &str)> {
     if s.is_empty() {
         return None;
     }
-    match s.rfind([' ', '\t']) {
+    match memchr::memrchr2(b' ', b'\t', s.as_bytes()) {
         Some(i) => Some((&s[..i], &s[i + 1..])),
         None => Some(("", s)),
     }
@@ -191,6 +238,8 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
 /// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:`, torchrun's `[rank3]:` and
 /// `srun -l`'s `3: `.
 pub fn launcher_rank(text: &str) -> Option<u32> {
+    let head = &text.as_bytes()[..text.len().min(96)];
+    memchr::memchr2(b'[', b':', head)?;
     let t = text.trim_start();
     if let Some(colon) = t.find(':').filter(|&i| i > 0 && i <= 7) {
         let after = &t[colon + 1..];
@@ -198,17 +247,15 @@ pub fn launcher_rank(text: &str) -> Option<u32> {
             return t[..colon].parse().ok();
         }
     }
-    if !text.contains('[') {
-        return None;
-    }
     let head = &text[..floor_char_boundary(text, 96)];
-    if let Some(i) = head.find("[rank") {
+    memchr::memchr(b'[', head.as_bytes())?;
+    if let Some(i) = memmem::find(head.as_bytes(), b"[rank") {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(r) = digits.parse() {
             return Some(r);
         }
     }
-    if let Some(i) = head.find("]<std") {
+    if let Some(i) = memmem::find(head.as_bytes(), b"]<std") {
         let open = head[..i].rfind('[')?;
         let (_, rank) = head[open + 1..i].split_once(',')?;
         return rank.trim().parse().ok();
@@ -244,6 +291,28 @@ mod tests {
         assert_eq!((e.host, e.pid, e.tid, e.dev), (Some("node00"), Some(20000), Some(30000), Some(3)));
         assert_eq!(e.level, Level::Info);
         assert_eq!(e.msg, "Ring 00 : 3[3] -> 1[1] via P2P/IPC");
+    }
+
+    #[test]
+    fn the_common_prefix_read_forwards_agrees_with_the_general_reading() {
+        for line in [
+            "node00:20000:30000 [3] NCCL INFO Ring 00 : 3[3] -> 1[1] via P2P/IPC",
+            "gpu-a01.cluster_x:1:2 [0] NCCL INFO ",
+            "h:1:2 [-1] NCCL INFO x",
+        ] {
+            let fast = standard(line).unwrap();
+            let pos = line.find("NCCL ").unwrap();
+            let msg = line[pos + 9..].strip_prefix(' ').unwrap_or("");
+            assert_eq!(fast, parse_prefix(&line[..pos], Level::Info, msg), "{line}");
+        }
+        for line in [
+            "[1,0]<stdout>:h:1:2 [0] NCCL INFO x",
+            "h:1:2 [0] NCCL INFOx",
+            "h:1: [0] NCCL INFO x",
+            "h:1:2 [0] NCCL WARN x",
+        ] {
+            assert!(standard(line).is_none(), "{line}");
+        }
     }
 
     #[test]

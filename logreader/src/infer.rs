@@ -96,7 +96,7 @@ fn nranks(job: &mut Job, local: &Local) -> Option<u32> {
         note(job, "nranks", 2, "not printed; a rank's ring neighbours are one rank (`Ring 00 : 0 -> 1 -> 0`)".into());
         return Some(2);
     }
-    let seen = job.ranks_seen.last().map(|&r| r.saturating_add(1)).unwrap_or(0);
+    let seen = job.max_rank.map_or(0, |r| r.saturating_add(1));
     let hosts = job.snap.hosts.len() as u32;
     let min_nodes = hosts.max(if job.size.multi_node { 2 } else { 1 });
     if seen > 0 {

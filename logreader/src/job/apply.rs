@@ -10,9 +10,15 @@ use collscope_core::model::{
 
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
-        self.procs.insert(key.id, Some(rank));
-        self.ranks_seen.insert(rank);
-        self.rank_host.entry(rank).or_insert_with(|| key.place());
+        self.saw_rank(rank);
+        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank)) {
+            self.rank_host.entry(rank).or_insert_with(|| key.place());
+        }
+    }
+
+    /// A rank named anywhere (printing, or as a peer).
+    pub(super) fn saw_rank(&mut self, rank: u32) {
+        self.max_rank = Some(self.max_rank.map_or(rank, |m| m.max(rank)));
     }
 
     pub(super) fn warning(
@@ -23,6 +29,10 @@ impl Job {
         text: &str,
         location: Option<&str>,
     ) {
+        // The same line again (same printer, same words) says nothing new.
+        if !self.first_time(7, &[at.text.as_bytes()]) {
+            return;
+        }
         let class = classify::classify(text, location);
         if self.snap.warnings.len() < MAX_WARNINGS {
             self.snap.warnings.push(Warning {
@@ -101,6 +111,16 @@ impl Job {
         }
     }
 
+    /// Whether the fact made of `parts` (under `tag`) is new; lists the model keeps deduplicated go through it
+    /// rather than comparing with every element kept.
+    pub(super) fn first_time(&mut self, tag: u64, parts: &[&[u8]]) -> bool {
+        let mut h = FastHash(tag);
+        for p in parts {
+            h.bytes(p);
+        }
+        self.seen.insert(h.0)
+    }
+
     fn gdr(&mut self, at: &At, host: Option<&str>, rank: Option<u32>, g: GdrLine) {
         let check = GdrCheck {
             host: host.map(str::to_string),
@@ -113,8 +133,15 @@ impl Job {
             reason: g.reason,
             line: None,
         };
-        let seen = self.facts.gdr_checks.iter().any(|c| GdrCheck { line: None, ..c.clone() } == check);
-        if !seen && self.facts.gdr_checks.len() < MAX_WARNINGS {
+        let mut id = FastHash(1);
+        for text in [&check.host, &check.hca, &check.hca_name, &check.reason] {
+            id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
+        }
+        for n in [check.rank, check.distance, check.level] {
+            id.word(n.map_or(u64::MAX, u64::from));
+        }
+        id.word(check.enabled.into());
+        if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
             let line = (!check.enabled).then(|| at.line_ref(&self.files));
             self.facts.gdr_checks.push(GdrCheck { line, ..check });
         }
@@ -122,7 +149,7 @@ impl Job {
 
     /// Applies one event; `false` when the line added nothing the job can use.
     pub(super) fn event(&mut self, at: &At, key: &ProcKey, rank: Option<u32>, stream: StreamKey, ev: Event) -> bool {
-        if !matches!(ev, Event::Table(_) | Event::GraphChannel(_) | Event::TopoLine(_)) {
+        if self.open_prints > 0 && !matches!(ev, Event::Table(_) | Event::GraphChannel(_) | Event::TopoLine(_)) {
             self.close_prints(stream);
         }
         match ev {
@@ -140,18 +167,22 @@ impl Job {
                 return self.event(at, key, rank, stream, *inner);
             }
             Event::Bootstrap { name, address } => {
-                let b = BootstrapInterface { name, address, host: key.host.map(str::to_string), rank };
-                if !self.snap.bootstrap.iter().any(|x| x.name == b.name && x.address == b.address && x.host == b.host) {
-                    self.snap.bootstrap.push(b);
+                let host = key.host.unwrap_or("").as_bytes();
+                if self.first_time(2, &[name.as_bytes(), address.as_bytes(), host]) {
+                    self.snap.bootstrap.push(BootstrapInterface {
+                        name,
+                        address,
+                        host: key.host.map(str::to_string),
+                        rank,
+                    });
                 }
                 self.cite(Ev::Bootstrap, at);
             }
             Event::NetUsing { net, devices } => {
                 for d in devices {
-                    let d = NetDevice { host: key.host.map(str::to_string), ..d };
-                    if !self.snap.net_devices.iter().any(|x| x.name == d.name && x.host == d.host && x.index == d.index)
-                    {
-                        self.snap.net_devices.push(d);
+                    let host = key.host.unwrap_or("").as_bytes();
+                    if self.first_time(3, &[d.name.as_bytes(), host, &d.index.to_le_bytes()]) {
+                        self.snap.net_devices.push(NetDevice { host: key.host.map(str::to_string), ..d });
                     }
                 }
                 self.net_using.insert(net);
@@ -167,7 +198,9 @@ impl Job {
             }
             Event::Plugin(note) => {
                 let missing = !note.loaded && (note.text.contains("No plugin") || note.text.contains("Could not find"));
-                if !self.facts.plugins.contains(&note) && self.facts.plugins.len() < MAX_WARNINGS {
+                if self.first_time(4, &[note.kind.as_bytes(), note.text.as_bytes()])
+                    && self.facts.plugins.len() < MAX_WARNINGS
+                {
                     self.facts.plugins.push(note);
                 }
                 if missing {
@@ -176,14 +209,21 @@ impl Job {
             }
             Event::Gdr(g) => self.gdr(at, key.host, rank, g),
             Event::Graph(g) => {
+                // A new graph ends the one before.
+                self.close_prints(stream);
                 let host = key.host.map(str::to_string);
-                self.streams.entry(stream).or_default().graph = Some(topo::GraphBuild::new(g, host, key.file));
+                let s = self.streams.entry(stream).or_default();
+                let was = s.is_open();
+                s.graph = Some(topo::GraphBuild::new(g, host, key.file));
+                self.settle(stream, was);
             }
             Event::GraphChannel(tokens) => return self.graph_channel(stream, tokens),
             Event::SearchFallback(_) => self.cite(Ev::SearchFallback, at),
             Event::Conn(c) => self.connection(at, key, stream, c),
             Event::RingOrder(r) => {
-                self.ranks_seen.extend(r.order.iter().copied());
+                if let Some(&m) = r.order.iter().max() {
+                    self.saw_rank(m);
+                }
                 if r.truncated {
                     self.facts.stats.truncated_lines += 1;
                 }
@@ -202,7 +242,7 @@ impl Job {
             }
             Event::RingNeighbours(ch, prev, me, next) => {
                 self.learn_rank(key, me);
-                self.ranks_seen.extend([prev, next]);
+                self.saw_rank(prev.max(next));
                 self.size.ring_pair |= prev == next && prev != me;
                 let i = self.ring(ch);
                 let n = &mut self.snap.rings[i].neighbours;
@@ -211,11 +251,18 @@ impl Job {
                 }
             }
             Event::Trees(entries) => {
-                for (channel, r, up, down) in entries {
-                    self.learn_rank(key, r);
-                    self.ranks_seen.extend(down.iter().chain([&up]).filter(|&&x| x >= 0).map(|&x| x as u32));
-                    if self.tree_seen.insert((channel, r)) {
-                        self.snap.trees.push(Tree { channel, rank: r, up, down });
+                for t in entries {
+                    self.learn_rank(key, t.rank);
+                    if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
+                        self.saw_rank(m);
+                    }
+                    if self.tree_seen.insert((t.channel, t.rank)) {
+                        self.snap.trees.push(Tree {
+                            channel: t.channel,
+                            rank: t.rank,
+                            up: t.up,
+                            down: t.down.to_vec(),
+                        });
                     }
                 }
             }
@@ -305,9 +352,8 @@ impl Job {
             Event::Decision(d) => self.decision(stream, rank, d),
             Event::Coll(c) => self.coll(key, rank, stream, c),
             Event::Env { name, value } => {
-                let e = EnvSetting { name: name.clone(), value: value.clone(), rank };
-                if !self.snap.env.iter().any(|x| x.name == e.name && x.value == e.value) {
-                    self.snap.env.push(e);
+                if self.first_time(5, &[name.as_bytes(), value.as_bytes()]) {
+                    self.snap.env.push(EnvSetting { name: name.clone(), value: value.clone(), rank });
                 }
                 self.env_values.insert(name.clone(), value);
                 self.cite(Ev::Env(name), at);
@@ -341,7 +387,7 @@ impl Job {
     fn connection(&mut self, at: &At, key: &ProcKey, stream: StreamKey, c: Connection) {
         let me = if c.direction == Direction::Recv { c.dst } else { c.src };
         self.learn_rank(key, me);
-        self.ranks_seen.extend([c.src, c.dst]);
+        self.saw_rank(c.src.max(c.dst));
         let comm_idx = self.streams.get(&stream).and_then(|s| s.comm);
         let ev = match (c.transport, c.gdrdma) {
             (Transport::Net, _) if c.net.as_deref() == Some("Socket") => Some(Ev::NetSocket),

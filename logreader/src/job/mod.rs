@@ -58,11 +58,10 @@ struct ProcKey<'a> {
 }
 
 impl<'a> ProcKey<'a> {
-    fn new(host: Option<&'a str>, env: &Envelope, file: usize) -> Self {
+    /// `place` hashes the host, or the file without one.
+    fn new(host: Option<&'a str>, place: u64, env: &Envelope, file: usize) -> Self {
         let file = if host.is_some() { usize::MAX } else { file };
-        let mut h = FastHash::default();
-        h.bytes(host.unwrap_or("").as_bytes());
-        h.word(file as u64);
+        let mut h = FastHash(place);
         h.word(env.pid.map_or(u64::MAX, u64::from));
         h.word(env.dev.map_or(u64::MAX, |d| d as u64));
         ProcKey { id: h.0, host, file, pid: env.pid, dev: env.dev }
@@ -87,13 +86,21 @@ pub enum Place {
 /// A printing thread (file, host, pid, tid), hashed.
 type StreamKey = u64;
 
-fn stream_key(host: Option<&str>, env: &Envelope, file: usize) -> StreamKey {
-    let mut h = FastHash::default();
-    h.bytes(host.unwrap_or("").as_bytes());
-    h.word(file as u64);
-    h.word(env.pid.map_or(u64::MAX, u64::from));
-    h.word(env.tid.map_or(u64::MAX, u64::from));
-    h.0
+/// What a thread's first line told about it: its process and how to read its host token.
+#[derive(Default, Clone, Copy)]
+struct Thread {
+    proc: u64,
+    /// Bytes of junk glued before the host name in the host token.
+    junk: usize,
+    /// The host token names a host.
+    host_ok: bool,
+}
+
+/// Who printed a line: the host, the process and the thread.
+struct Who<'a> {
+    host: Option<&'a str>,
+    key: ProcKey<'a>,
+    stream: StreamKey,
 }
 
 /// A small multiply-rotate hash (the Fx hash): SipHash costs more than parsing a line.
@@ -137,9 +144,20 @@ impl FastHash {
     }
 }
 
+/// A hash of a whole line: four independent lanes over 32-byte blocks, so that long lines do not wait on one
+/// chain of multiplications.
 pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
-    let mut h = FastHash::default();
-    h.bytes(bytes);
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut lanes = [0x243f_6a88_85a3_08d3u64, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+            *lane = (*lane ^ w).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    let mut h = FastHash(lanes.iter().fold(bytes.len() as u64, |acc, &l| (acc ^ l).wrapping_mul(K).rotate_left(23)));
+    h.bytes(blocks.remainder());
     h.0
 }
 
@@ -160,6 +178,7 @@ struct Pending {
 /// Per printing thread: what a multi-line print in progress needs, and the last line (to drop its repeats).
 #[derive(Default, Clone)]
 struct Stream {
+    thread: Thread,
     /// Hash of the last line this thread printed.
     last_line: u64,
     table: table::Table,
@@ -171,6 +190,13 @@ struct Stream {
     last_coll: Option<Collective>,
     /// The op history the last COLL line went to.
     last_op: Option<u64>,
+}
+
+impl Stream {
+    /// A multi-line print is under way.
+    fn is_open(&self) -> bool {
+        self.graph.is_some() || self.table.is_open()
+    }
 }
 
 /// What the log says about the job's size, by source, for [`crate::infer`].
@@ -202,8 +228,8 @@ pub struct Job {
     pub evidence: BTreeMap<Ev, Vec<LineRef>>,
     /// Ranks whose host is known.
     pub rank_host: BTreeMap<u32, Place>,
-    /// Ranks seen anywhere (printing or named as peers).
-    pub ranks_seen: BTreeSet<u32>,
+    /// The highest rank seen anywhere (printing or named as a peer).
+    pub max_rank: Option<u32>,
     pub size: SizeFacts,
     /// The last value each env variable was set to.
     pub env_values: BTreeMap<String, String>,
@@ -218,7 +244,13 @@ pub struct Job {
     /// Largest `Channel xx/NN` channel count of the ring prints.
     pub ring_nchannels: Option<u32>,
     procs: FastMap<u64, Option<u32>>,
+    /// Hashes of the hosts in `snap.hosts`.
+    host_hashes: FastSet<u64>,
+    /// Hashes of the facts kept in deduplicated lists (see `first_time`).
+    seen: FastSet<u64>,
     streams: FastMap<StreamKey, Stream>,
+    /// Threads with a multi-line print under way (a table, a graph).
+    open_prints: usize,
     comm_index: HashMap<(Place, u32, String), usize>,
     /// (place, comm pointer) to the rank that printed it.
     comm_rank: FastMap<u64, u32>,
@@ -249,7 +281,7 @@ impl Job {
             facts: LogFacts::default(),
             evidence: BTreeMap::new(),
             rank_host: BTreeMap::new(),
-            ranks_seen: BTreeSet::new(),
+            max_rank: None,
             size: SizeFacts::default(),
             env_values: BTreeMap::new(),
             using_network: None,
@@ -259,7 +291,10 @@ impl Job {
             nvls: None,
             ring_nchannels: None,
             procs: FastMap::default(),
+            host_hashes: FastSet::default(),
+            seen: FastSet::default(),
             streams: FastMap::default(),
+            open_prints: 0,
             comm_index: HashMap::new(),
             comm_rank: FastMap::default(),
             conn_seen: FastSet::default(),
@@ -325,7 +360,7 @@ impl Job {
         if raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != b'\t'))) {
             stats.garbled_lines += 1;
         }
-        let at = At { file, line: lineno, text: &text, hash: hash_of(raw) };
+        let at = At { file, line: lineno, text: &text };
         self.dispatch(&at, &text);
     }
 
@@ -337,7 +372,7 @@ impl Job {
                 self.facts.stats.nccl_lines += 1;
                 self.flush_pending();
                 // Two processes writing into one line: each record on its own, where the first can be told apart.
-                if let Line::Nccl(second) = envelope::split(env.msg) {
+                if let Some(Line::Nccl(second)) = envelope::has_marker(env.msg).then(|| envelope::split(env.msg)) {
                     if second.level != Level::Version {
                         self.facts.stats.garbled_lines += 1;
                         let cut = second.start + self.glued_junk(&second);
@@ -347,8 +382,7 @@ impl Job {
                                 self.nccl_event(at, &first, ev);
                             }
                         }
-                        let nested = At { hash: hash_of(&env.msg.as_bytes()[cut..]), ..*at };
-                        self.dispatch(&nested, &env.msg[cut..]);
+                        self.dispatch(at, &env.msg[cut..]);
                         return;
                     }
                 }
@@ -369,15 +403,84 @@ impl Job {
 
     /// The host of a line: as printed, or the known host its token ends with when something was glued before it
     /// (a progress bar, another record). A token that cannot be a host name and matches no known host is no host.
-    fn host<'a>(&mut self, env: &Envelope<'a>) -> Option<&'a str> {
+    fn host<'a>(&mut self, env: &Envelope<'a>) -> Option<(&'a str, u64)> {
         let raw = env.host?;
+        let h = hash_of(raw.as_bytes());
+        if self.host_hashes.contains(&h) {
+            return Some((raw, h));
+        }
         let clean = raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'<' | b'>'));
         let junk = self.glued_junk(env);
         if junk > 0 || !clean {
             self.facts.stats.garbled_lines += 1;
-            return (junk > 0).then(|| &raw[junk..]);
+            return (junk > 0).then(|| (&raw[junk..], hash_of(&raw.as_bytes()[junk..])));
         }
-        Some(raw)
+        Some((raw, h))
+    }
+
+    /// Who printed a line, through its thread's cached answer; `None` for a line its thread printed just before
+    /// (a log copied into itself, output captured twice), which is dropped.
+    fn who<'a>(&mut self, env: &Envelope<'a>, file: usize) -> Option<Who<'a>> {
+        let mut h = FastHash::default();
+        match env.host {
+            Some(raw) => h.bytes(raw.as_bytes()),
+            None => h.word(file as u64),
+        }
+        h.word(env.pid.map_or(u64::MAX, u64::from));
+        h.word(env.tid.map_or(u64::MAX, u64::from));
+        h.word(env.dev.map_or(u64::MAX, |d| d as u64));
+        let stream = h.0;
+        let thread = match self.streams.get_mut(&stream) {
+            Some(s) => s.thread,
+            None => {
+                let thread = self.new_thread(env, file);
+                self.streams.entry(stream).or_default().thread = thread;
+                thread
+            }
+        };
+        let s = self.streams.get_mut(&stream)?;
+        // The thread is known from the prefix: its message alone tells a repeat.
+        let line = hash_of(env.msg.as_bytes());
+        if s.last_line == line {
+            self.facts.stats.duplicate_lines += 1;
+            return None;
+        }
+        s.last_line = line;
+        let host = env.host.filter(|_| thread.host_ok).map(|raw| &raw[thread.junk..]);
+        let key = ProcKey {
+            id: thread.proc,
+            host,
+            file: if host.is_some() { usize::MAX } else { file },
+            pid: env.pid,
+            dev: env.dev,
+        };
+        Some(Who { host, key, stream })
+    }
+
+    /// A thread printing for the first time: its host (junk glued before it left out) and process, counted.
+    fn new_thread(&mut self, env: &Envelope, file: usize) -> Thread {
+        let resolved = self.host(env);
+        let junk = match (env.host, resolved) {
+            (Some(raw), Some((h, _))) => raw.len() - h.len(),
+            _ => 0,
+        };
+        let (host, place) = match resolved {
+            Some((h, hash)) => (Some(h), hash),
+            None => (None, file as u64 ^ 0x9e37_79b9_7f4a_7c15),
+        };
+        let key = ProcKey::new(host, place, env, file);
+        if !self.procs.contains_key(&key.id) {
+            if let Some(h) = host {
+                if self.host_hashes.insert(place) {
+                    self.snap.hosts.push(h.to_string());
+                }
+            }
+            if let Some(d) = key.dev.filter(|&d| (0..1024).contains(&d)) {
+                self.size.devs.entry(key.place()).or_default().insert(d);
+            }
+            self.procs.insert(key.id, None);
+        }
+        Thread { proc: key.id, junk, host_ok: host.is_some() }
     }
 
     fn context(&mut self, at: &At, launcher_rank: Option<u32>, text: &str) {
@@ -398,7 +501,7 @@ impl Job {
                 if let Some(ev) = message::parse(&joined) {
                     self.facts.stats.wrapped_lines += 1;
                     let text = format!("{}\n{}", p.line.text, text);
-                    let at2 = At { file: at.file, line: p.line.line, text: &text, hash: at.hash };
+                    let at2 = At { file: at.file, line: p.line.line, text: &text };
                     let key = ProcKey { id: p.id, host: p.host.as_deref(), file: p.file, pid: p.pid, dev: p.dev };
                     if !self.event(&at2, &key, p.rank, p.stream, ev) {
                         self.not_understood(p.line);
@@ -410,19 +513,19 @@ impl Job {
             self.flush_pending();
         }
         self.facts.stats.context_lines += 1;
-        if self.last_context.insert(at.file, at.hash) == Some(at.hash) && !text.is_empty() {
+        let hash = hash_of(text.as_bytes());
+        if self.last_context.insert(at.file, hash) == Some(hash) && !text.is_empty() {
             self.facts.stats.duplicate_lines += 1;
             return;
         }
-        if classify::is_framework_error(text) {
+        let said = classify::context(text);
+        if said.error {
             let rank = launcher_rank.or_else(|| bracket_rank(text));
             self.warning(at, rank, None, text.trim(), None);
         }
-        if let Some(v) = classify::version_in(text) {
-            self.version(at, &v, launcher_rank.map(|r| format!("rank {r}")));
-        } else if let Some(v) = message::setup::rccl_version(text.trim_start()) {
-            self.facts.rccl = true;
-            self.version(at, &v, launcher_rank.map(|r| format!("rank {r}")));
+        if let Some(v) = said.version {
+            self.facts.rccl |= said.rccl;
+            self.version(at, v, launcher_rank.map(|r| format!("rank {r}")));
         }
     }
 
@@ -458,90 +561,60 @@ impl Job {
             match message::parse(env.msg) {
                 Some(ev) => self.nccl_event(at, env, ev),
                 None => {
-                    let host = self.host(env);
-                    let key = self.proc_key(host, env, at.file);
+                    let Some(who) = self.who(env, at.file) else { return };
+                    let key = who.key;
                     let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
-                    let stream = stream_key(host, env, at.file);
-                    if self.repeated(stream, at.hash) {
-                        return;
-                    }
                     self.pending = Some(Pending {
                         line: at.line_ref(&self.files),
                         msg: env.msg.to_string(),
-                        host: host.map(str::to_string),
+                        host: who.host.map(str::to_string),
                         file: key.file,
                         pid: key.pid,
                         dev: key.dev,
                         id: key.id,
                         rank,
-                        stream,
+                        stream: who.stream,
                     })
                 }
             }
             return;
         }
-        let host = self.host(env);
-        let key = self.proc_key(host, env, at.file);
-        let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
-        if self.repeated(stream_key(host, env, at.file), at.hash) {
-            return;
-        }
+        let Some(who) = self.who(env, at.file) else { return };
+        let rank = env.launcher_rank.or_else(|| self.procs.get(&who.key.id).copied().flatten());
         if let Some(r) = env.launcher_rank {
-            self.learn_rank(&key, r);
+            self.learn_rank(&who.key, r);
         }
         match env.level {
-            Level::Warn => self.warning(at, rank, host, env.msg.trim_end(), env.location),
+            Level::Warn => self.warning(at, rank, who.host, env.msg.trim_end(), env.location),
             Level::Version => {
                 if let Some(v) = message::setup::version(env.msg) {
-                    self.version(at, &v, who(host, env, rank));
+                    self.version(at, &v, printer(who.host, env, rank));
                 }
             }
             _ => {}
         }
     }
 
-    /// A line exactly like the one its thread printed before: printed twice (a log copied into itself, output
-    /// captured twice), dropped.
-    fn repeated(&mut self, stream: StreamKey, hash: u64) -> bool {
-        let s = self.streams.entry(stream).or_default();
-        if s.last_line == hash {
-            self.facts.stats.duplicate_lines += 1;
-            return true;
+    /// Keeps `open_prints` right after `stream`'s prints opened or closed (`was`: open before).
+    fn settle(&mut self, stream: StreamKey, was: bool) {
+        let now = self.streams.get(&stream).is_some_and(Stream::is_open);
+        match (was, now) {
+            (false, true) => self.open_prints += 1,
+            (true, false) => self.open_prints -= 1,
+            _ => {}
         }
-        s.last_line = hash;
-        false
-    }
-
-    fn proc_key<'a>(&mut self, host: Option<&'a str>, env: &Envelope, file: usize) -> ProcKey<'a> {
-        let key = ProcKey::new(host, env, file);
-        if !self.procs.contains_key(&key.id) {
-            if let Some(h) = host {
-                if !self.snap.hosts.iter().any(|x| x == h) {
-                    self.snap.hosts.push(h.to_string());
-                }
-            }
-            if let Some(d) = key.dev.filter(|&d| (0..1024).contains(&d)) {
-                self.size.devs.entry(key.place()).or_default().insert(d);
-            }
-            self.procs.insert(key.id, None);
-        }
-        key
     }
 
     fn nccl_event(&mut self, at: &At, env: &Envelope, ev: Event) {
-        let host = self.host(env);
-        let key = self.proc_key(host, env, at.file);
-        let stream = stream_key(host, env, at.file);
-        if self.repeated(stream, at.hash) {
-            return;
-        }
+        let Some(who) = self.who(env, at.file) else { return };
+        let key = who.key;
         let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
         if let Some(r) = env.launcher_rank {
             self.learn_rank(&key, r);
         }
         if let Event::Version(v) = &ev {
-            self.version(at, v, who(host, env, rank));
-        } else if !self.event(at, &key, rank, stream, ev) {
+            self.version(at, v, printer(who.host, env, rank));
+        } else if !self.event(at, &key, rank, who.stream, ev) {
             self.not_understood(at.line_ref(&self.files));
         }
     }
@@ -553,7 +626,6 @@ pub struct At<'a> {
     pub file: usize,
     pub line: u64,
     pub text: &'a str,
-    hash: u64,
 }
 
 impl At<'_> {
@@ -578,7 +650,7 @@ pub(crate) fn kept(text: &str) -> String {
     format!("{}...", &text[..end])
 }
 
-fn who(host: Option<&str>, env: &Envelope, rank: Option<u32>) -> Option<String> {
+fn printer(host: Option<&str>, env: &Envelope, rank: Option<u32>) -> Option<String> {
     rank.map(|r| format!("rank {r}")).or_else(|| host.map(|h| format!("{h}:{}", env.pid.unwrap_or(0))))
 }
 

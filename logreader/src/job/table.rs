@@ -103,11 +103,15 @@ impl Job {
         let s = self.streams.entry(stream).or_default();
         match t {
             TableLine::Columns(cols) => {
+                let was = s.is_open();
                 self.close_table(stream);
+                self.settle(stream, was);
                 self.streams.entry(stream).or_default().table.cols = cols;
             }
             TableLine::Algorithms(algos) => {
+                let was = s.is_open();
                 self.close_table(stream);
+                self.settle(stream, was);
                 let cols = algos.iter().flat_map(|&a| PROTOCOLS.iter().map(move |&p| (a, p))).collect();
                 self.streams.entry(stream).or_default().table.cols = cols;
             }
@@ -120,7 +124,10 @@ impl Job {
                     }
                 } else {
                     s.table.cols.clear();
-                    return s.table.hold(None, Held::Threads(0, v));
+                    let was = s.is_open();
+                    let held = s.table.hold(None, Held::Threads(0, v));
+                    self.settle(stream, was);
+                    return held;
                 }
             }
             TableLine::Row(coll, cells) => {
@@ -131,7 +138,10 @@ impl Job {
                     }
                 } else {
                     s.table.cols.clear();
-                    if !s.table.hold(Some(coll), Held::Row(0, coll, cells)) {
+                    let was = s.is_open();
+                    let held = s.table.hold(Some(coll), Held::Row(0, coll, cells));
+                    self.settle(stream, was);
+                    if !held {
                         return false;
                     }
                 }

@@ -96,7 +96,7 @@ impl Job {
             NodeAttrs::Gpu { rank } => {
                 node.gpu = Some(GpuAttrs { dev: -1, rank: Some(rank), sm: 0, gdr: false });
                 if let Ok(r) = u32::try_from(rank) {
-                    self.ranks_seen.insert(r);
+                    self.saw_rank(r);
                     self.rank_host.entry(r).or_insert_with(|| key.place());
                 }
             }
@@ -160,7 +160,11 @@ impl Job {
             None => {
                 for t in tokens {
                     match t {
-                        GraphToken::Rank(r) => self.ranks_seen.extend(u32::try_from(r)),
+                        GraphToken::Rank(r) => {
+                            if let Ok(r) = u32::try_from(r) {
+                                self.saw_rank(r);
+                            }
+                        }
                         GraphToken::Net(_) => self.size.multi_node = true,
                         GraphToken::Gpu(_) => {}
                     }
@@ -173,11 +177,12 @@ impl Job {
     /// Ends whatever multi-line print the thread had under way (a tuning table, a graph).
     pub(super) fn close_prints(&mut self, stream: StreamKey) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
+        let was = s.is_open();
         let graph = s.graph.take();
-        let table = s.table.is_open();
-        if table {
+        if s.table.is_open() {
             self.close_table(stream);
         }
+        self.settle(stream, was);
         if let Some(g) = graph {
             self.commit_graph(g);
         }

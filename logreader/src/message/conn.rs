@@ -3,10 +3,9 @@
 //! to 2.28.9 print (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`, `src/graph/connect.cc`).
 //! Hand-parsed rather than by regex: these are most of a log's lines.
 
-use super::scan::Scan;
+use super::scan::{self, Scan};
 use super::Event;
 use collscope_core::model::{Connection, Direction, Transport};
-use memchr::memmem;
 
 /// `Channel 00/02 :    0   1   2 ...`.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,14 +16,21 @@ pub struct RingOrder {
     pub truncated: bool,
 }
 
-/// One tree entry: (channel, rank, up, down).
-pub type TreeEntry = (u32, u32, i32, Vec<i32>);
+/// One rank's place in one channel's tree: its parent (`up`, -1 for the root) and children (-1 for none; NCCL's
+/// trees have at most three, `NCCL_MAX_TREE_ARITY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeEntry {
+    pub channel: u32,
+    pub rank: u32,
+    pub up: i32,
+    pub down: [i32; 3],
+}
 
 /// `Channel ...`, `Ring ...` and `CollNet ...`: a connection when it says ` via `, else a ring order or a
 /// rank's ring neighbours.
 pub fn channel_line(msg: &str) -> Option<Event> {
-    if memmem::find(msg.as_bytes(), b" via ").is_some() {
-        return connection(msg).map(Event::Conn);
+    if let Some(via) = scan::find(msg, " via ") {
+        return connection_at(msg, via).map(Event::Conn);
     }
     if msg.starts_with("Ring ") {
         return ring_neighbours(msg).map(|(c, p, r, n)| Event::RingNeighbours(c, p, r, n));
@@ -49,6 +55,11 @@ fn channel_head(s: &mut Scan) -> Option<(u32, Option<u32>)> {
 
 /// Parses `Channel ...`, `Ring ...` and `CollNet ...` bodies that carry ` via `.
 pub fn connection(msg: &str) -> Option<Connection> {
+    connection_at(msg, scan::find(msg, " via ")?)
+}
+
+/// [`connection`] with the position of ` via ` in `msg` known.
+fn connection_at(msg: &str, via: usize) -> Option<Connection> {
     let (collnet, body) = if let Some(b) = msg.strip_prefix("Channel ") {
         (false, b)
     } else if let Some(b) = msg.strip_prefix("Ring ") {
@@ -59,7 +70,7 @@ pub fn connection(msg: &str) -> Option<Connection> {
     let mut s = Scan::new(body);
     let (channel, _) = channel_head(&mut s)?;
     let rest = s.rest().strip_prefix(' ')?;
-    let via = memmem::find(rest.as_bytes(), b" via ")?;
+    let via = via.checked_sub(msg.len() - rest.len())?;
     let (ends, spec) = (&rest[..via], &rest[via + 5..]);
     let (ends, direction) = if let Some(e) = ends.strip_suffix(" [send]") {
         (e, Direction::Send)
@@ -68,7 +79,7 @@ pub fn connection(msg: &str) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match memmem::find(ends.as_bytes(), b" -> ") {
+    let (src, dst) = match scan::find(ends, " -> ") {
         Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
         None if collnet => {
             let r = rank_of(ends)?;
@@ -168,8 +179,15 @@ pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
 }
 
 /// `a/b/c` children, -1 for none.
-fn children(s: &str) -> Option<Vec<i32>> {
-    s.split('/').map(|x| x.parse().ok()).collect()
+fn children(s: &str) -> Option<[i32; 3]> {
+    let mut out = [-1; 3];
+    for (i, x) in s.split('/').enumerate() {
+        let v = x.parse().ok()?;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = v;
+        }
+    }
+    Some(out)
 }
 
 /// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
@@ -203,9 +221,9 @@ pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
         let [a, r, b] = arrows(first)?;
         let rank = r.parse().ok()?;
         if a.contains('/') || !b.contains('/') {
-            out.push((channel, rank, b.parse().ok()?, children(a)?));
+            out.push(TreeEntry { channel, rank, up: b.parse().ok()?, down: children(a)? });
         } else {
-            out.push((channel, rank, a.parse().ok()?, children(b)?));
+            out.push(TreeEntry { channel, rank, up: a.parse().ok()?, down: children(b)? });
         }
     }
     (!out.is_empty()).then_some(out)
@@ -221,7 +239,7 @@ pub fn tree(msg: &str) -> Option<TreeEntry> {
     let rank = s.num()?;
     s.lit(" -> ")?;
     let down = children(s.rest().trim_end())?;
-    Some((channel, rank, up, down))
+    Some(TreeEntry { channel, rank, up, down })
 }
 
 #[cfg(test)]
@@ -277,14 +295,15 @@ mod tests {
 
     #[test]
     fn tree_forms() {
+        let e = |channel, rank, up, down| TreeEntry { channel, rank, up, down };
         let t = trees("Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8").unwrap();
-        assert_eq!(t[0], (0, 0, -1, vec![1, 8, -1]));
-        assert_eq!(t[1], (1, 0, 8, vec![1, -1, -1]));
+        assert_eq!(t[0], e(0, 0, -1, [1, 8, -1]));
+        assert_eq!(t[1], e(1, 0, 8, [1, -1, -1]));
         let t = trees("Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1").unwrap();
-        assert_eq!(t[0], (0, 0, 7, vec![1, -1, -1]));
+        assert_eq!(t[0], e(0, 0, 7, [1, -1, -1]));
         let t = trees("Trees [0] 26->25->-1/-1/-1").unwrap();
-        assert_eq!(t[0], (0, 25, 26, vec![-1, -1, -1]));
-        assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some((2, 1, -1, vec![0, -1, -1])));
+        assert_eq!(t[0], e(0, 25, 26, [-1, -1, -1]));
+        assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some(e(2, 1, -1, [0, -1, -1])));
         assert!(trees("Trees [0] x").is_none());
     }
 }

@@ -156,7 +156,7 @@ fn is_node(word: &str) -> bool {
 
 /// Messages that start with a number: channel counts, decisions, graph channels.
 fn digits(body: &str) -> Option<Event> {
-    if memchr::memmem::find(body.as_bytes(), b" Bytes -> Algo ").is_some() {
+    if scan::find(body, " Bytes -> Algo ").is_some() {
         return tuning::decision(body).map(Event::Decision);
     }
     if body.contains(" coll channels") {
@@ -180,14 +180,24 @@ fn named(word: &str, body: &str) -> Option<Event> {
     None
 }
 
+/// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
 fn has_rccl_tail(body: &str) -> bool {
-    memchr::memmem::rfind(body.as_bytes(), b" nRanks ").is_some()
+    let b = body.as_bytes();
+    let tail = &b[b.len().saturating_sub(32)..];
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'n', &tail[from..]) {
+        if tail[from + i..].starts_with(b"nRanks ") {
+            return true;
+        }
+        from += i + 1;
+    }
+    false
 }
 
 /// RCCL's `... comm 0x55d3 nRanks 16 [busId 29000]` after a line NCCL also prints (RCCL 2.20 `src/init.cc`,
 /// `src/transport/*.cc`).
 fn rccl(body: &str) -> Option<Event> {
-    let at = memchr::memmem::rfind(body.as_bytes(), b" comm 0x")?;
+    let at = scan::rfind(body, " comm 0x")?;
     let mut s = scan::Scan::new(&body[at + 6..]);
     let comm = s.word()?;
     s.lit(" nRanks ")?;

@@ -3,10 +3,9 @@
 //! `src/plugin/*.cc`, `src/graph/{topo,paths,search,connect,tuning}.cc`, `src/transport/nvls.cc`,
 //! `src/misc/param.cc`, the older wordings of 2.4 to 2.27, RCCL's and the network plugins' own lines).
 
-use super::scan::{field, Scan};
+use super::scan::{field, find, Scan};
 use super::Event;
 use collscope_core::model::{ChannelCounts, NetDevice, PluginNote};
-use memchr::memmem;
 
 /// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
 /// ... - Init START|COMPLETE`.
@@ -169,9 +168,12 @@ fn plugin(kind: &str, text: &str) -> Event {
 /// disabled on ...`, a device line's `GDR 0`.
 pub(crate) fn says_gdr_off(text: &str) -> bool {
     let b = text.as_bytes();
-    [&b"disabling GDR"[..], b"GDR disabled", b"GDR 0", b"GDR: 0", b"gdr 0", b"gdr=0", b"GDR=0"]
+    if memchr::memchr2(b'G', b'g', b).is_none() {
+        return false;
+    }
+    ["disabling GDR", "GDR disabled", "GDR 0", "GDR: 0", "gdr 0", "gdr=0", "GDR=0"]
         .iter()
-        .any(|m| memmem::find(b, m).is_some_and(|i| b.get(i + m.len()).is_none_or(|c| !c.is_ascii_digit())))
+        .any(|m| find(text, m).is_some_and(|i| b.get(i + m.len()).is_none_or(|c| !c.is_ascii_digit())))
 }
 
 /// `NET/IB : ...`, `NET/Socket : ...`, `NET/Plugin: ...`, `NET/OFI ...`.
@@ -205,7 +207,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
 
 /// A plugin's `comm with 16 ranks and 2 nodes` (aws-ofi-nccl's tuner).
 fn comm_size(text: &str) -> Option<Event> {
-    let i = memmem::find(text.as_bytes(), b"comm with ")?;
+    let i = find(text, "comm with ")?;
     let mut s = Scan::new(&text[i + 10..]);
     let nranks = s.num()?;
     s.lit(" ranks and ")?;
@@ -219,7 +221,7 @@ fn comm_size(text: &str) -> Option<Event> {
 /// (2.28: rank, NIC id), and the per-HCA `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`.
 fn gdr(msg: &str) -> Option<Event> {
     let net = msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string);
-    let at = memmem::find(msg.as_bytes(), b"GPU Direct RDMA ")?;
+    let at = find(msg, "GPU Direct RDMA ")?;
     let mut s = Scan::new(&msg[at + 16..]);
     let mut reason = None;
     if s.eat("(") {
