@@ -2,7 +2,7 @@
 //! write its function and add a row to [`RULES`] (and a test below).
 
 use crate::job::{Ev, Job};
-use collscope_model::{Collective, Finding, LineRef, Severity, Transport, Warning};
+use collscope_model::{Collective, Finding, GdrCheck, LineRef, Severity, Transport, Warning};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Rule {
@@ -64,6 +64,11 @@ fn env<'a>(job: &'a Job, name: &str) -> Option<&'a str> {
     job.env_values.get(name).map(String::as_str)
 }
 
+/// More than one node: printed or concluded, or seen (two hosts printing are two nodes).
+fn multi_node(job: &Job) -> bool {
+    job.snap.nnodes.is_some_and(|n| n > 1) || job.snap.hosts.len() > 1 || job.size.multi_node
+}
+
 fn warnings<'a>(job: &'a Job, class: &'a str) -> impl Iterator<Item = &'a Warning> + 'a {
     job.snap.warnings.iter().filter(move |w| w.class == class)
 }
@@ -86,10 +91,15 @@ fn no_gdrdma(job: &Job) -> Vec<Finding> {
     let share = format!("{without} of {} NET connections stage through host memory (no /GDRDMA)", net.len());
     let mut ev = cite(job, &[Ev::NetNoGdr]);
     let level = env(job, "NCCL_NET_GDR_LEVEL");
-    let (code, why, fix) = if !job.evidence(&Ev::GdrDistance).is_empty() {
-        ev.extend(cite(job, &[Ev::GdrDistance, Ev::Env("NCCL_NET_GDR_LEVEL".into())]));
-        let d = job.facts.gdr_checks.iter().find(|g| !g.enabled && g.distance.is_some());
-        let (dist, lvl) = d.map_or((0, 0), |g| (g.distance.unwrap_or(0), g.level.unwrap_or(0)));
+    // The lines that said why, as the log recorded them.
+    let off: Vec<&GdrCheck> = job.facts.gdr_checks.iter().filter(|g| !g.enabled).collect();
+    let quote = |g: &GdrCheck| g.line.as_ref().map_or(String::new(), |l| format!(": `{}`", l.text.trim()));
+    let distance = off.iter().find(|g| g.distance.is_some());
+    let module = off.iter().find(|g| g.hca_name.is_some() || g.reason.as_deref().is_some_and(|r| r.contains("module")));
+    let other = off.iter().find(|g| g.line.is_some());
+    let (code, why, fix, gdr) = if let Some(g) = distance {
+        ev.extend(cite(job, &[Ev::Env("NCCL_NET_GDR_LEVEL".into())]));
+        let (dist, lvl) = (g.distance.unwrap_or(0), g.level.unwrap_or(0));
         (
             "no_gdrdma_distance",
             format!(
@@ -98,15 +108,27 @@ fn no_gdrdma(job: &Job) -> Vec<Finding> {
             ),
             "Put each rank on a GPU behind the same PCIe switch as its NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB or \
              SYS) if the platform's PCIe peer-to-peer path is known to perform.",
+            Some(g),
         )
-    } else if !job.evidence(&Ev::GdrHcaOff).is_empty() {
-        ev.extend(cite(job, &[Ev::GdrHcaOff]));
+    } else if let Some(g) = module {
         (
             "no_gdrdma_no_module",
-            "the NIC cannot read GPU memory: no peer-memory module (nvidia-peermem / nv_peer_mem) and no DMA-BUF support"
-                .to_string(),
+            format!(
+                "the NIC cannot read GPU memory: no peer-memory module (nvidia-peermem / nv_peer_mem) and no DMA-BUF \
+                 support{}",
+                quote(g)
+            ),
             "Load nvidia-peermem (`modprobe nvidia-peermem`) or use a kernel and driver with DMA-BUF (Linux 5.12+, \
              open GPU kernel modules), then check for `GPU Direct RDMA Enabled` in the log.",
+            Some(g),
+        )
+    } else if let Some(g) = other {
+        (
+            "no_gdrdma_reported",
+            format!("the log says why{}", quote(g)),
+            "Follow what that line reports: the network plugin's or driver's requirements for GPUDirect RDMA (its \
+             documentation names the module, library or setting it needs).",
+            Some(g),
         )
     } else if level.is_some() || env(job, "NCCL_NET_GDR_READ").is_some() || env(job, "NCCL_GDR_DISABLE").is_some() {
         ev.extend(cite(job, &[Ev::Env("NCCL_NET_GDR_LEVEL".into()), Ev::Env("NCCL_NET_GDR_READ".into())]));
@@ -114,15 +136,19 @@ fn no_gdrdma(job: &Job) -> Vec<Finding> {
             "no_gdrdma_env",
             "GPUDirect RDMA is restricted by the environment".to_string(),
             "Unset the NCCL_NET_GDR_* variables.",
+            None,
         )
     } else {
+        ev.extend(cite(job, &[Ev::RingNoGdr]));
         (
             "no_gdrdma",
             "the log does not say why (run with NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH to see the GPU Direct RDMA lines)"
                 .to_string(),
             "Check that nvidia-peermem is loaded or DMA-BUF is available, and that GPU and NIC share a PCIe switch.",
+            None,
         )
     };
+    ev.extend(gdr.and_then(|g| g.line.clone()));
     vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, fix)]
 }
 
@@ -145,7 +171,7 @@ fn socket_not_ib(job: &Job) -> Vec<Finding> {
     if why.is_empty() {
         why.push("the log does not say why IB was not used".to_string());
     }
-    let multi = job.snap.nnodes.is_some_and(|n| n > 1) || socket_conns;
+    let multi = multi_node(job) || socket_conns;
     let severity = if multi { Severity::Warning } else { Severity::Info };
     let ev = cite(job, &[Ev::NetSocket, Ev::NetNoDevice, Ev::Env("NCCL_IB_DISABLE".into()), Ev::PluginMissing]);
     vec![finding(
@@ -184,7 +210,7 @@ fn bootstrap_interface(job: &Job) -> Vec<Finding> {
     if bad.is_empty() {
         return Vec::new();
     }
-    let multi = job.snap.nnodes.is_some_and(|n| n > 1);
+    let multi = multi_node(job);
     vec![finding(
         "bootstrap_interface",
         if multi { Severity::Error } else { Severity::Info },

@@ -15,6 +15,7 @@ pub mod logfacts;
 pub mod names;
 pub mod observe;
 pub mod ops;
+pub mod scan;
 pub mod topology;
 pub mod tuning;
 
@@ -23,7 +24,7 @@ pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
 pub use events::{ChannelTraffic, Event};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
-pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote};
+pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote, UnnamedDecision};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait};
 pub use topology::{Link, LinkType, Node, NodeId, NodeType, Path, PathType, Topology};

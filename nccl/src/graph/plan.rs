@@ -99,6 +99,7 @@ pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError>
                 same_channels: false,
                 cross_nic: 0,
                 channels: Vec::new(),
+                host: None,
             },
             latency_inter: 0.0,
             lines: Vec::new(),
