@@ -13,7 +13,6 @@ mod infer;
 pub mod input;
 mod job;
 pub mod message;
-pub mod rules;
 mod summary;
 
 pub use summary::{gdrdma, transports_seen};
@@ -124,11 +123,11 @@ impl Reader {
     pub fn finish(mut self) -> Snapshot {
         self.job.finish_lines();
         infer::infer(&mut self.job);
-        let findings = rules::diagnose(&self.job);
         let mut job = self.job;
-        job.snap.findings = findings;
+        job.evidence.multi_node = job.size.multi_node;
         job.snap.source = Source::Log { files: job.files.clone() };
         job.snap.log = Some(job.facts);
+        job.snap.findings = collscope_diagnose::diagnose(&job.snap, &job.evidence);
         job.snap
     }
 }
