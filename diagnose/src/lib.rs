@@ -99,11 +99,12 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     let level = env(snap, "NCCL_NET_GDR_LEVEL");
     // The lines that said why, as the log recorded them.
     let off: Vec<&GdrCheck> = log(snap).iter().flat_map(|l| &l.gdr_checks).filter(|g| !g.enabled).collect();
-    let quote = |g: &GdrCheck| g.line.as_ref().map_or(String::new(), |l| format!(": `{}`", l.text.trim()));
+    let quote = |l: Option<&LineRef>| l.map_or(String::new(), |l| format!(": `{}`", l.text.trim()));
     let distance = off.iter().find(|g| g.distance.is_some());
     let module = off.iter().find(|g| g.hca_name.is_some() || g.reason.as_deref().is_some_and(|r| r.contains("module")));
-    let other = off.iter().find(|g| g.line.is_some());
-    let (code, why, fix, gdr) = if let Some(g) = distance {
+    // Any line that said why, from a log or from a live job.
+    let said = evidence.get(&Cite::GdrOff).first();
+    let (code, why, fix, cited) = if let Some(g) = distance {
         ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into())]));
         let (dist, lvl) = (g.distance.unwrap_or(0), g.level.unwrap_or(0));
         (
@@ -114,7 +115,7 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
             ),
             "Put each rank on a GPU behind the same PCIe switch as its NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB or \
              SYS) if the platform's PCIe peer-to-peer path is known to perform.",
-            Some(g),
+            g.line.as_ref(),
         )
     } else if let Some(g) = module {
         (
@@ -122,19 +123,19 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
             format!(
                 "the NIC cannot read GPU memory: no peer-memory module (nvidia-peermem / nv_peer_mem) and no DMA-BUF \
                  support{}",
-                quote(g)
+                quote(g.line.as_ref())
             ),
             "Load nvidia-peermem (`modprobe nvidia-peermem`) or use a kernel and driver with DMA-BUF (Linux 5.12+, \
              open GPU kernel modules), then check for `GPU Direct RDMA Enabled` in the log.",
-            Some(g),
+            g.line.as_ref(),
         )
-    } else if let Some(g) = other {
+    } else if let Some(l) = said {
         (
             "no_gdrdma_reported",
-            format!("the log says why{}", quote(g)),
+            format!("the log says why{}", quote(Some(l))),
             "Follow what that line reports: the network plugin's or driver's requirements for GPUDirect RDMA (its \
              documentation names the module, library or setting it needs).",
-            Some(g),
+            Some(l),
         )
     } else if level.is_some() || env(snap, "NCCL_NET_GDR_READ").is_some() || env(snap, "NCCL_GDR_DISABLE").is_some() {
         ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into()), Cite::Env("NCCL_NET_GDR_READ".into())]));
@@ -154,7 +155,7 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
             None,
         )
     };
-    ev.extend(gdr.and_then(|g| g.line.clone()));
+    ev.extend(cited.cloned());
     vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, fix)]
 }
 

@@ -57,6 +57,15 @@ fn a_live_job_gets_the_findings_a_log_would() {
     s.env.push(EnvSetting { name: "NCCL_NET_GDR_LEVEL".into(), value: "LOC".into(), rank: Some(0) });
     let findings = collscope_diagnose::diagnose(&s, &ev);
     assert!(findings.iter().any(|f| f.code == "no_gdrdma_env"), "{findings:?}");
+
+    // A reason the runtime recorded is quoted, as a log's reason line is.
+    let why = "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)";
+    ev.add_live(Cite::GdrOff, why);
+    s.env.clear();
+    let findings = collscope_diagnose::diagnose(&s, &ev);
+    let gdr = findings.iter().find(|f| f.code == "no_gdrdma_reported").expect("no_gdrdma_reported finding");
+    assert!(gdr.detail.contains(why), "{}", gdr.detail);
+    assert!(gdr.evidence.iter().any(|l| l.text == why));
 }
 
 #[test]

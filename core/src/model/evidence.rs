@@ -17,6 +17,9 @@ pub enum Cite {
     RingNoGdr,
     /// The bootstrap interface.
     Bootstrap,
+    /// A line that says why GPUDirect RDMA is off (a plugin's "disabling GDR", `GDR 0` on a device line, no
+    /// peer-memory module).
+    GdrOff,
     /// A network that found no device (`NET/IB : No device found.`).
     NetNoDevice,
     /// A network plugin that was looked for and not found.

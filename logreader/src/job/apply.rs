@@ -142,6 +142,9 @@ impl Job {
         id.word(check.enabled.into());
         if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
             let line = (!check.enabled).then(|| at.line_ref(&self.files));
+            if line.is_some() {
+                self.cite(Cite::GdrOff, at);
+            }
             self.facts.gdr_checks.push(GdrCheck { line, ..check });
         }
     }
