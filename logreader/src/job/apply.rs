@@ -48,7 +48,6 @@ impl Job {
             let gdr = GdrLine { enabled: false, reason: Some(kept(text)), ..GdrLine::default() };
             self.gdr(at, host, rank, gdr);
         }
-        self.cite(Ev::Warning(class), at);
     }
 
     /// A problem of the input itself, not of the job: a warning of class [`classify::INPUT`].
@@ -64,7 +63,7 @@ impl Job {
         if set.len() < 1024 {
             set.insert(who.unwrap_or_default());
         }
-        self.cite(Ev::Version(v.to_string()), at);
+        self.cite(Cite::Version(v.to_string()), at);
     }
 
     fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> usize {
@@ -143,6 +142,9 @@ impl Job {
         id.word(check.enabled.into());
         if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
             let line = (!check.enabled).then(|| at.line_ref(&self.files));
+            if line.is_some() {
+                self.cite(Cite::GdrOff, at);
+            }
             self.facts.gdr_checks.push(GdrCheck { line, ..check });
         }
     }
@@ -176,7 +178,7 @@ impl Job {
                         rank,
                     });
                 }
-                self.cite(Ev::Bootstrap, at);
+                self.cite(Cite::Bootstrap, at);
             }
             Event::NetUsing { net, devices } => {
                 for d in devices {
@@ -186,12 +188,8 @@ impl Job {
                     }
                 }
                 self.net_using.insert(net);
-                self.cite(Ev::NetUsing, at);
             }
-            Event::NetNoDevice(net) => {
-                self.net_no_device.insert(net);
-                self.cite(Ev::NetNoDevice, at);
-            }
+            Event::NetNoDevice(_) => self.cite(Cite::NetNoDevice, at),
             Event::UsingNetwork(n) => self.using_network = Some(n),
             Event::NetPluginActive(n) => {
                 self.plugin_nets.insert(n);
@@ -204,7 +202,7 @@ impl Job {
                     self.facts.plugins.push(note);
                 }
                 if missing {
-                    self.cite(Ev::PluginMissing, at);
+                    self.cite(Cite::PluginMissing, at);
                 }
             }
             Event::Gdr(g) => self.gdr(at, key.host, rank, g),
@@ -218,7 +216,7 @@ impl Job {
                 self.settle(stream, was);
             }
             Event::GraphChannel(tokens) => return self.graph_channel(stream, tokens),
-            Event::SearchFallback(_) => self.cite(Ev::SearchFallback, at),
+            Event::SearchFallback(_) => self.cite(Cite::SearchFallback, at),
             Event::Conn(c) => self.connection(at, key, stream, c),
             Event::RingOrder(r) => {
                 if let Some(&m) = r.order.iter().max() {
@@ -281,7 +279,9 @@ impl Job {
                 };
             }
             Event::ThreadThresholds(t) => {
-                if !self.facts.thread_thresholds.contains(&t) && self.facts.thread_thresholds.len() < MAX_EVIDENCE {
+                if !self.facts.thread_thresholds.contains(&t)
+                    && self.facts.thread_thresholds.len() < Evidence::MAX_PER_KIND
+                {
                     self.facts.thread_thresholds.push(t);
                 }
             }
@@ -289,7 +289,7 @@ impl Job {
                 self.facts.ring_pxn = pxn.or(self.facts.ring_pxn);
                 self.facts.ring_gdr = gdr.or(self.facts.ring_gdr);
                 if gdr == Some(false) {
-                    self.cite(Ev::RingNoGdr, at);
+                    self.cite(Cite::RingNoGdr, at);
                 }
             }
             Event::Known | Event::ErrorTrace => {}
@@ -318,7 +318,9 @@ impl Job {
                 }
                 self.printed_nranks(c.nranks, "nranks (Init line)");
                 self.streams.entry(stream).or_default().comm = Some(i);
-                self.cite(if c.complete { Ev::InitComplete(i) } else { Ev::InitStart(i) }, at);
+                if !c.complete {
+                    self.cite(Cite::InitStart(i), at);
+                }
             }
             Event::CommInfo(c) => {
                 self.learn_rank(key, c.rank);
@@ -353,10 +355,9 @@ impl Job {
             Event::Coll(c) => self.coll(key, rank, stream, c),
             Event::Env { name, value } => {
                 if self.first_time(5, &[name.as_bytes(), value.as_bytes()]) {
-                    self.snap.env.push(EnvSetting { name: name.clone(), value: value.clone(), rank });
+                    self.snap.env.push(EnvSetting { name: name.clone(), value, rank });
                 }
-                self.env_values.insert(name.clone(), value);
-                self.cite(Ev::Env(name), at);
+                self.cite(Cite::Env(name), at);
             }
             Event::TopoSystem { max_bw, total_bw } => {
                 let t = self.topo_slot(key);
@@ -367,9 +368,9 @@ impl Job {
             Event::TopoLine(line) => self.tree_line(key, stream, line),
             Event::TopoEnd => self.streams.entry(stream).or_default().tree.clear(),
             Event::Path(p) => self.path(key, p),
-            Event::P2pDisabled => self.cite(Ev::P2pDisabled, at),
-            Event::Ll128Disabled => self.cite(Ev::Ll128Disabled, at),
-            Event::ChannelsLimited => self.cite(Ev::ChannelsLimited, at),
+            Event::P2pDisabled => self.cite(Cite::P2pDisabled, at),
+            Event::Ll128Disabled => self.cite(Cite::Ll128Disabled, at),
+            Event::ChannelsLimited => self.cite(Cite::ChannelsLimited, at),
         }
         true
     }
@@ -390,11 +391,10 @@ impl Job {
         self.saw_rank(c.src.max(c.dst));
         let comm_idx = self.streams.get(&stream).and_then(|s| s.comm);
         let ev = match (c.transport, c.gdrdma) {
-            (Transport::Net, _) if c.net.as_deref() == Some("Socket") => Some(Ev::NetSocket),
-            (Transport::Net, Some(true)) => Some(Ev::NetGdr),
-            (Transport::Net, _) => Some(Ev::NetNoGdr),
-            (Transport::Shm, _) => Some(Ev::Shm),
-            (Transport::P2p, _) => Some(Ev::P2p),
+            (Transport::Net, _) if c.net.as_deref() == Some("Socket") => Some(Cite::NetSocket),
+            (Transport::Net, Some(true)) => None,
+            (Transport::Net, _) => Some(Cite::NetNoGdr),
+            (Transport::Shm, _) => Some(Cite::Shm),
             _ => None,
         };
         if c.transport == Transport::Net {

@@ -11,40 +11,13 @@ use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
 use crate::input::MAX_LINE;
 use crate::message::{self, Event};
-use collscope_model::{Collective, LineRef, LogFacts, Snapshot, Source};
+use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
 const MAX_UNPARSED: usize = 10_000;
 const MAX_DECISIONS: usize = 100_000;
-const MAX_EVIDENCE: usize = 5;
-
-/// Kinds of evidence the diagnosis rules cite.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Ev {
-    NetNoGdr,
-    NetGdr,
-    NetSocket,
-    Shm,
-    P2p,
-    /// `Connected all rings, use ring PXN x GDR 0`: NCCL chose not to use GPUDirect RDMA.
-    RingNoGdr,
-    Bootstrap,
-    NetNoDevice,
-    NetUsing,
-    PluginMissing,
-    P2pDisabled,
-    Ll128Disabled,
-    ChannelsLimited,
-    SearchFallback,
-    Table,
-    Env(String),
-    Version(String),
-    InitStart(usize),
-    InitComplete(usize),
-    Warning(&'static str),
-}
 
 /// Who printed a line, for attributing ranks: the file stands in for the host when the prefix was stripped.
 /// `id` hashes the rest, so lookups need no allocation.
@@ -225,20 +198,17 @@ pub struct Job {
     pub files: Vec<String>,
     pub snap: Snapshot,
     pub facts: LogFacts,
-    pub evidence: BTreeMap<Ev, Vec<LineRef>>,
+    pub evidence: Evidence,
     /// Ranks whose host is known.
     pub rank_host: BTreeMap<u32, Place>,
     /// The highest rank seen anywhere (printing or named as a peer).
     pub max_rank: Option<u32>,
     pub size: SizeFacts,
-    /// The last value each env variable was set to.
-    pub env_values: BTreeMap<String, String>,
     /// `Using network X`.
     pub using_network: Option<String>,
     /// Networks that printed `NET/X : Using ...`, plugin networks that printed lines, and `No device found`.
     pub net_using: BTreeSet<String>,
     pub plugin_nets: BTreeSet<String>,
-    pub net_no_device: BTreeSet<String>,
     /// NVLS set up (true) or reported unavailable (false).
     pub nvls: Option<bool>,
     /// Largest `Channel xx/NN` channel count of the ring prints.
@@ -279,15 +249,13 @@ impl Job {
             files: Vec::new(),
             snap: Snapshot::new(Source::Log { files: Vec::new() }),
             facts: LogFacts::default(),
-            evidence: BTreeMap::new(),
+            evidence: Evidence::default(),
             rank_host: BTreeMap::new(),
             max_rank: None,
             size: SizeFacts::default(),
-            env_values: BTreeMap::new(),
             using_network: None,
             net_using: BTreeSet::new(),
             plugin_nets: BTreeSet::new(),
-            net_no_device: BTreeSet::new(),
             nvls: None,
             ring_nchannels: None,
             procs: FastMap::default(),
@@ -319,19 +287,8 @@ impl Job {
         self.files.len() - 1
     }
 
-    pub fn evidence(&self, ev: &Ev) -> &[LineRef] {
-        self.evidence.get(ev).map_or(&[], Vec::as_slice)
-    }
-
-    fn cite(&mut self, ev: Ev, at: &At) {
-        match self.evidence.get_mut(&ev) {
-            Some(list) if list.len() >= MAX_EVIDENCE => {}
-            Some(list) => list.push(at.line_ref(&self.files)),
-            None => {
-                let line = at.line_ref(&self.files);
-                self.evidence.insert(ev, vec![line]);
-            }
-        }
+    fn cite(&mut self, cite: Cite, at: &At) {
+        self.evidence.add(cite, || at.line_ref(&self.files));
     }
 
     /// Feeds one raw line. `cut` says the input reader truncated it.

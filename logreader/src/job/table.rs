@@ -145,7 +145,7 @@ impl Job {
                         return false;
                     }
                 }
-                self.cite(Ev::Table, at);
+                self.cite(Cite::Table, at);
             }
         }
         true

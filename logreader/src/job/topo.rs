@@ -235,7 +235,7 @@ impl Job {
         if graph.channels.iter().any(|c| !c.inter.is_empty()) {
             self.size.multi_node = true;
         }
-        if !self.snap.graphs.contains(&graph) && self.snap.graphs.len() < MAX_EVIDENCE * 64 {
+        if !self.snap.graphs.contains(&graph) && self.snap.graphs.len() < Evidence::MAX_PER_KIND * 64 {
             self.snap.graphs.push(graph);
         }
     }
