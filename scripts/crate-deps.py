@@ -4,6 +4,7 @@
 Dependencies point one way, from the binary down to the contract (ARCHITECTURE.md):
 
     collscope (binary) -> tui -> logreader -> debug -> model
+                                         -> diagnose ---^
                        -> telemetry ------------^
                        -> runtime -> nccl -> debug
                                   -> kernels
@@ -24,7 +25,9 @@ ALLOWED = {
     "collscope-debug": {"collscope-model"},
     "collscope-nccl": {"collscope-model", "collscope-debug"},
     "collscope-runtime": {"collscope-model", "collscope-debug", "collscope-nccl", "collscope-kernels"},
-    "collscope-logreader": {"collscope-model", "collscope-debug"},
+    # The diagnosis rules read the model and its evidence only: the same rules for a log, a live job, a model.
+    "collscope-diagnose": {"collscope-model"},
+    "collscope-logreader": {"collscope-model", "collscope-debug", "collscope-diagnose"},
     "collscope-telemetry": {"collscope-model", "collscope-debug"},
     "collscope-tui": {"collscope-model", "collscope-debug", "collscope-logreader"},
     # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime.
@@ -36,6 +39,7 @@ ALLOWED = {
         "collscope-runtime",
         "collscope-kernels",
         "collscope-logreader",
+        "collscope-diagnose",
         "collscope-telemetry",
         "collscope-tui",
     },
@@ -48,6 +52,7 @@ DEV_ALLOWED["collscope-telemetry"] |= {"collscope-runtime"}
 # Never, not even through another crate (normal dependencies).
 NEVER = {
     "collscope-model": {"collscope-debug", "collscope-nccl", "collscope-runtime"},
+    "collscope-diagnose": {"collscope-debug", "collscope-nccl", "collscope-runtime", "collscope-logreader"},
     "collscope-logreader": {"collscope-runtime"},
     "collscope-tui": {"collscope-runtime", "collscope-nccl"},
     "collscope-telemetry": {"collscope-runtime"},

@@ -40,8 +40,10 @@ fn temp_log() -> std::path::PathBuf {
 fn report_has_every_section_and_the_findings() {
     let p = temp_log();
     let out = collscope(&["log", "analyze", p.to_str().unwrap(), "--strict"], None);
+    assert_eq!(out.status.code(), Some(2), "an error finding: {}", String::from_utf8_lossy(&out.stderr));
+    let quiet = collscope(&["log", "analyze", p.to_str().unwrap(), "--no-fail"], None);
     std::fs::remove_file(&p).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(quiet.status.success(), "{}", String::from_utf8_lossy(&quiet.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     for section in [
         "== Job",
@@ -64,11 +66,34 @@ fn report_has_every_section_and_the_findings() {
     let warnings = text.find("[warning]").unwrap();
     assert!(errors < warnings, "findings are ordered by severity");
     assert!(text.contains("Wibbling the frobnicator"));
+    assert!(text.contains("3 findings (2 error, 1 warning, 0 info); 1 WARN/error lines in the log"), "{text}");
+}
+
+/// For scripts: 0 without an error finding, 2 with one, 1 when nothing read is an NCCL log; a directory gives
+/// its logs, and says which files it skipped.
+#[test]
+fn exit_status_and_directories_for_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n";
+    std::fs::write(dir.path().join("rank0.log"), clean).unwrap();
+    std::fs::write(dir.path().join("rank0.json"), "{\"nranks\": 2}").unwrap();
+    std::fs::write(dir.path().join("a.out"), [0x7f, b'E', b'L', b'F', 0, 1]).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = collscope(&["log", "analyze", d, "--json"], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("skipped 2 file(s) that are not logs") && err.contains("rank0.json"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["source"]["files"].as_array().unwrap().len(), 1, "only the log is read");
+    assert_eq!(collscope(&["log", "analyze", "-"], Some(LOG)).status.code(), Some(2));
+    let none = collscope(&["log", "analyze", "-"], Some("epoch 1 loss 0.5\n"));
+    assert_eq!(none.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no NCCL line in '-'"));
 }
 
 #[test]
 fn json_from_stdin_has_the_shared_keys() {
-    let out = collscope(&["log", "analyze", "-", "--json"], Some(LOG));
+    let out = collscope(&["log", "analyze", "-", "--json", "--no-fail"], Some(LOG));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     for key in [

@@ -1,5 +1,8 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
+use aho_corasick::AhoCorasick;
+use std::sync::OnceLock;
+
 /// The class names the model's `Warning::class` uses.
 pub const CLASSES: &[&str] = &["watchdog", "ib_verbs", "shm", "cuda", "socket", "proxy", "nccl_error", "other", INPUT];
 
@@ -56,35 +59,92 @@ const MARKERS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Every marker in one automaton, each pattern knowing its class's rank in [`MARKERS`].
+fn markers() -> &'static (AhoCorasick, Vec<usize>) {
+    static A: OnceLock<(AhoCorasick, Vec<usize>)> = OnceLock::new();
+    A.get_or_init(|| {
+        let (patterns, ranks): (Vec<&str>, Vec<usize>) =
+            MARKERS.iter().enumerate().flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i))).unzip();
+        (AhoCorasick::new(patterns).expect("built-in markers build"), ranks)
+    })
+}
+
 /// Classifies an error line by its text and the NCCL source location that printed it.
 pub fn classify(text: &str, location: Option<&str>) -> &'static str {
     let loc = location.unwrap_or("");
-    for (class, markers) in MARKERS {
-        if markers.iter().any(|m| text.contains(m) || loc.contains(m)) {
-            return class;
-        }
+    let (ac, ranks) = markers();
+    let best =
+        [text, loc].iter().flat_map(|s| ac.find_overlapping_iter(*s)).map(|m| ranks[m.pattern().as_usize()]).min();
+    match best {
+        Some(i) => MARKERS[i].0,
+        None if loc.contains("socket") => "socket",
+        None => "other",
     }
-    if loc.contains("socket") {
-        return "socket";
-    }
-    "other"
 }
 
 /// Lines of other programs that report a collective failure (PyTorch's watchdog, NCCL errors raised to Python).
-pub fn is_framework_error(text: &str) -> bool {
-    const MARKERS: &[&str] = &[
-        "Watchdog caught collective operation timeout",
-        "detected by watchdog",
-        "NCCL error",
-        "ncclSystemError",
-        "ncclInternalError",
-        "ncclRemoteError",
-        "ncclInvalidUsage",
-        "ncclUnhandledCudaError",
-        "CUDA out of memory",
-        "DistBackendError",
-    ];
-    MARKERS.iter().any(|m| text.contains(m))
+const FRAMEWORK_ERRORS: &[&str] = &[
+    "Watchdog caught collective operation timeout",
+    "detected by watchdog",
+    "NCCL error",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclRemoteError",
+    "ncclInvalidUsage",
+    "ncclUnhandledCudaError",
+    "CUDA out of memory",
+    "DistBackendError",
+];
+
+/// What a line of another program says that matters here.
+#[derive(Debug, Default, PartialEq)]
+pub struct Context<'a> {
+    /// It reports a collective failure.
+    pub error: bool,
+    /// It quotes NCCL's version (`NCCL version 2.18.1`, a framework's error message, a banner) or RCCL's
+    /// (`RCCL version : 2.20.5-HEAD:...`).
+    pub version: Option<&'a str>,
+    pub rccl: bool,
+}
+
+const NCCL_VERSION: &str = "NCCL version ";
+const RCCL_VERSION: &str = "RCCL version : ";
+
+/// One automaton for every marker and both version phrases: this runs on every line of other programs.
+fn context_markers() -> &'static AhoCorasick {
+    static A: OnceLock<AhoCorasick> = OnceLock::new();
+    A.get_or_init(|| {
+        let patterns = FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION]);
+        AhoCorasick::new(patterns).expect("built-in markers build")
+    })
+}
+
+/// Reads a line of another program in one pass.
+pub fn context(text: &str) -> Context<'_> {
+    let mut out = Context::default();
+    // Every marker holds one of these bytes; a line of numbers (a benchmark's table) holds none.
+    let b = text.as_bytes();
+    if memchr::memchr3(b'n', b'N', b'W', b).is_none()
+        && memchr::memchr3(b'w', b'C', b'D', b).is_none()
+        && memchr::memchr(b'R', b).is_none()
+    {
+        return out;
+    }
+    for m in context_markers().find_iter(text) {
+        let i = m.pattern().as_usize();
+        if i < FRAMEWORK_ERRORS.len() {
+            out.error = true;
+            continue;
+        }
+        let rest = &text[m.end()..];
+        let end = rest.find(|c: char| c.is_whitespace() || c == ',' || c == ')' || c == '-').unwrap_or(rest.len());
+        let v = &rest[..end];
+        if v.starts_with(|c: char| c.is_ascii_digit()) && out.version.is_none() {
+            out.version = Some(v);
+            out.rccl = i == FRAMEWORK_ERRORS.len() + 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -119,7 +179,18 @@ mod tests {
         assert_eq!(classify("unhandled system error, ncclSystemError", None), "nccl_error");
         assert_eq!(classify("something odd", None), "other");
         assert!(CLASSES.iter().all(|c| *c == "other" || *c == INPUT || MARKERS.iter().any(|(m, _)| m == c)));
-        assert!(is_framework_error("RuntimeError: NCCL error in: x.cpp:1, unhandled system error"));
-        assert!(!is_framework_error("# Avg bus bandwidth"));
+        let c = context("RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.18.1");
+        assert_eq!(c, Context { error: true, version: Some("2.18.1"), rccl: false });
+        assert_eq!(context("# Avg bus bandwidth"), Context::default());
+        assert_eq!(context("  8  2  float  sum  145.4  0.00  0.00  2e-07"), Context::default());
+        assert!(FRAMEWORK_ERRORS
+            .iter()
+            .chain(&[NCCL_VERSION, RCCL_VERSION])
+            .all(|m| m.bytes().any(|b| b"nNWwCDR".contains(&b))));
+        assert_eq!(context("NCCL version is what it is").version, None);
+        assert_eq!(
+            context("RCCL version : 2.20.5-HEAD:7a83a05"),
+            Context { error: false, version: Some("2.20.5"), rccl: true }
+        );
     }
 }

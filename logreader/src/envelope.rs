@@ -1,7 +1,8 @@
 //! The envelope of one log line: whatever a launcher put in front, NCCL's `host:pid:tid [dev]` prefix, the level
 //! and (for WARN/TRACE) the source location, as NCCL 2.28.9's `ncclDebugLog` (`src/debug.cc`) writes them.
 //! The prefix is read backwards from the `NCCL INFO|WARN|TRACE` marker, so any launcher prefix in front of it
-//! (`[1,0]<stdout>:`, `[rank3]:`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is tolerated.
+//! (`[1,0]<stdout>:`, `[rank3]:`, `0: ` from `srun -l`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is
+//! tolerated.
 
 use memchr::memmem;
 use std::sync::OnceLock;
@@ -11,6 +12,8 @@ pub enum Level {
     Info,
     Warn,
     Trace,
+    /// `host:pid:tid NCCL CALL ncclAllReduce(...)` (API call tracing).
+    Call,
     /// `NCCL version ...` printed without a prefix.
     Version,
 }
@@ -25,9 +28,12 @@ pub struct Envelope<'a> {
     pub level: Level,
     /// NCCL source `file:line` of a WARN or TRACE.
     pub location: Option<&'a str>,
-    /// The rank a launcher printed in front of the line (`[1,3]<stdout>:`, `[rank3]:`).
+    /// The rank a launcher printed in front of the line (`[1,3]<stdout>:`, `[rank3]:`, `3: `).
     pub launcher_rank: Option<u32>,
     pub msg: &'a str,
+    /// Byte offset in the line where the host token starts (or NCCL's prefix, without a host): what comes before
+    /// is a launcher's, or another record's glued on.
+    pub start: usize,
 }
 
 /// A line, NCCL's or another program's.
@@ -42,8 +48,55 @@ fn marker() -> &'static memmem::Finder<'static> {
     F.get_or_init(|| memmem::Finder::new(b"NCCL "))
 }
 
+/// Whether `text` holds `NCCL ` anywhere (a quick test before [`split`]).
+pub fn has_marker(text: &str) -> bool {
+    marker().find(text.as_bytes()).is_some()
+}
+
+/// The common case read forwards: `host:pid:tid [dev] NCCL INFO msg` with nothing before the host. `None` sends
+/// the line to the general (backwards) reading.
+fn standard(line: &str) -> Option<Envelope<'_>> {
+    let b = line.as_bytes();
+    let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let colon = memchr::memchr(b':', &b[..b.len().min(256)])?;
+    if colon == 0 || !b[..colon].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
+        return None;
+    }
+    let pid_end = colon + 1 + digits(colon + 1);
+    if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
+        return None;
+    }
+    let tid_end = pid_end + 1 + digits(pid_end + 1);
+    if tid_end == pid_end + 1 || b.get(tid_end..tid_end + 2) != Some(b" [") {
+        return None;
+    }
+    let dev_from = tid_end + 2;
+    let neg = usize::from(b.get(dev_from) == Some(&b'-'));
+    let dev_end = dev_from + neg + digits(dev_from + neg);
+    let rest = line.get(dev_end..)?.strip_prefix("] NCCL INFO")?;
+    let msg = match rest.strip_prefix(' ') {
+        Some(m) => m,
+        None if rest.is_empty() => rest,
+        None => return None,
+    };
+    Some(Envelope {
+        host: Some(&line[..colon]),
+        pid: line[colon + 1..pid_end].parse().ok(),
+        tid: line[pid_end + 1..tid_end].parse().ok(),
+        dev: Some(line[dev_from..dev_end].parse().ok()?),
+        level: Level::Info,
+        location: None,
+        launcher_rank: None,
+        msg,
+        start: 0,
+    })
+}
+
 /// Splits a line (without its newline) into its envelope and message.
 pub fn split(line: &str) -> Line<'_> {
+    if let Some(env) = standard(line) {
+        return Line::Nccl(env);
+    }
     let bytes = line.as_bytes();
     for pos in marker().find_iter(bytes) {
         if pos > 0 && !matches!(bytes[pos - 1], b' ' | b':' | b'>' | b']' | b'|' | b'\t') {
@@ -56,6 +109,8 @@ pub fn split(line: &str) -> Line<'_> {
             (Level::Warn, r)
         } else if let Some(r) = after.strip_prefix("TRACE") {
             (Level::Trace, r)
+        } else if let Some(r) = after.strip_prefix("CALL") {
+            (Level::Call, r)
         } else if after.starts_with("version ") && prefix_is_launcher_only(&line[..pos]) {
             return Line::Nccl(Envelope {
                 host: None,
@@ -66,6 +121,7 @@ pub fn split(line: &str) -> Line<'_> {
                 location: None,
                 launcher_rank: launcher_rank(&line[..pos]),
                 msg: &line[pos..],
+                start: pos,
             });
         } else {
             continue;
@@ -74,7 +130,9 @@ pub fn split(line: &str) -> Line<'_> {
             continue;
         }
         let msg = rest.strip_prefix(' ').unwrap_or(rest);
-        return Line::Nccl(parse_prefix(&line[..pos], level, msg));
+        let mut env = parse_prefix(&line[..pos], level, msg);
+        env.start = env.start.min(pos);
+        return Line::Nccl(env);
     }
     Line::Other { launcher_rank: launcher_rank(line), text: line }
 }
@@ -85,9 +143,23 @@ fn prefix_is_launcher_only(prefix: &str) -> bool {
     p.is_empty() || p.ends_with(':') || p.ends_with('|') || p.ends_with(']')
 }
 
+/// Where `part` (a slice of `whole`) starts in it.
+fn offset(whole: &str, part: &str) -> usize {
+    part.as_ptr() as usize - whole.as_ptr() as usize
+}
+
 fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a> {
-    let mut env =
-        Envelope { host: None, pid: None, tid: None, dev: None, level, location: None, launcher_rank: None, msg };
+    let mut env = Envelope {
+        host: None,
+        pid: None,
+        tid: None,
+        dev: None,
+        level,
+        location: None,
+        launcher_rank: None,
+        msg,
+        start: prefix.len(),
+    };
     let mut rest = prefix.trim_end();
     if matches!(level, Level::Warn | Level::Trace) {
         if let Some((head, tok)) = last_token(rest) {
@@ -107,6 +179,7 @@ fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a>
     if let Some((head, tok)) = last_token(rest) {
         if let Some(dev) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')).and_then(|t| t.parse().ok()) {
             env.dev = Some(dev);
+            env.start = offset(prefix, tok);
             rest = head;
         }
     }
@@ -115,6 +188,7 @@ fn parse_prefix<'a>(prefix: &'a str, level: Level, msg: &'a str) -> Envelope<'a>
             env.host = Some(host);
             env.pid = Some(pid);
             env.tid = Some(tid);
+            env.start = offset(prefix, host);
             env.launcher_rank = launcher_rank(head).or_else(|| launcher_rank(junk));
             return env;
         }
@@ -128,7 +202,7 @@ fn last_token(s: &str) -> Option<(&str, &str)> {
     if s.is_empty() {
         return None;
     }
-    match s.rfind([' ', '\t']) {
+    match memchr::memrchr2(b' ', b'\t', s.as_bytes()) {
         Some(i) => Some((&s[..i], &s[i + 1..])),
         None => Some(("", s)),
     }
@@ -151,7 +225,9 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
     let (hostpart, pid) = rest.rsplit_once(':')?;
     let tid = tid.parse().ok()?;
     let pid = pid.parse().ok()?;
-    let cut = hostpart.rfind([':', '|', '>']).map(|i| i + 1).unwrap_or(0);
+    // `[1,0]<stdout>:node00` glues a launcher prefix on; a '>' that ends the part is the host's own
+    // (`<cluster_name>` in anonymized logs).
+    let cut = hostpart.trim_end_matches('>').rfind([':', '|', '>']).map(|i| i + 1).unwrap_or(0);
     let host = &hostpart[cut..];
     if host.is_empty() {
         return None;
@@ -159,19 +235,27 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
     Some((host, pid, tid, &hostpart[..cut]))
 }
 
-/// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:` and torchrun's `[rank3]:`.
+/// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:`, torchrun's `[rank3]:` and
+/// `srun -l`'s `3: `.
 pub fn launcher_rank(text: &str) -> Option<u32> {
-    if !text.contains('[') {
-        return None;
+    let head = &text.as_bytes()[..text.len().min(96)];
+    memchr::memchr2(b'[', b':', head)?;
+    let t = text.trim_start();
+    if let Some(colon) = t.find(':').filter(|&i| i > 0 && i <= 7) {
+        let after = &t[colon + 1..];
+        if t[..colon].bytes().all(|b| b.is_ascii_digit()) && (after.is_empty() || after.starts_with(' ')) {
+            return t[..colon].parse().ok();
+        }
     }
     let head = &text[..floor_char_boundary(text, 96)];
-    if let Some(i) = head.find("[rank") {
+    memchr::memchr(b'[', head.as_bytes())?;
+    if let Some(i) = memmem::find(head.as_bytes(), b"[rank") {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(r) = digits.parse() {
             return Some(r);
         }
     }
-    if let Some(i) = head.find("]<std") {
+    if let Some(i) = memmem::find(head.as_bytes(), b"]<std") {
         let open = head[..i].rfind('[')?;
         let (_, rank) = head[open + 1..i].split_once(',')?;
         return rank.trim().parse().ok();
@@ -210,6 +294,28 @@ mod tests {
     }
 
     #[test]
+    fn the_common_prefix_read_forwards_agrees_with_the_general_reading() {
+        for line in [
+            "node00:20000:30000 [3] NCCL INFO Ring 00 : 3[3] -> 1[1] via P2P/IPC",
+            "gpu-a01.cluster_x:1:2 [0] NCCL INFO ",
+            "h:1:2 [-1] NCCL INFO x",
+        ] {
+            let fast = standard(line).unwrap();
+            let pos = line.find("NCCL ").unwrap();
+            let msg = line[pos + 9..].strip_prefix(' ').unwrap_or("");
+            assert_eq!(fast, parse_prefix(&line[..pos], Level::Info, msg), "{line}");
+        }
+        for line in [
+            "[1,0]<stdout>:h:1:2 [0] NCCL INFO x",
+            "h:1:2 [0] NCCL INFOx",
+            "h:1: [0] NCCL INFO x",
+            "h:1:2 [0] NCCL WARN x",
+        ] {
+            assert!(standard(line).is_none(), "{line}");
+        }
+    }
+
+    #[test]
     fn warn_with_timestamp_and_location() {
         let e = nccl("[2026-12-01 10:00:00] node1:4242:7 [0] transport.rs:88 NCCL WARN oops");
         assert_eq!(e.level, Level::Warn);
@@ -238,6 +344,14 @@ mod tests {
         assert_eq!(e.host, Some("node7"));
         let e = nccl("   42  node7:1:2 [0] NCCL INFO z");
         assert_eq!(e.host, Some("node7"));
+        let e = nccl("3: node7:1:2 [0] NCCL INFO z");
+        assert_eq!((e.host, e.launcher_rank), (Some("node7"), Some(3)));
+        let e = nccl("<cluster_name>:20000:30000 [0] NCCL INFO z");
+        assert_eq!((e.host, e.start), (Some("<cluster_name>"), 0));
+        let e = nccl("sx-03: [2025-06-02 14:10:07] sx-03:7300:7300 [0] NCCL INFO z");
+        assert_eq!((e.host, e.launcher_rank, e.start), (Some("sx-03"), None, 29));
+        let e = nccl("h:1:2 NCCL CALL ncclAllReduce(0x1)");
+        assert_eq!((e.level, e.host), (Level::Call, Some("h")));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Facts a partial log does not print but implies: job size, node count, network, channel count. Each
-//! inference is recorded with its reason, so a reader can tell printed facts from concluded ones.
+//! inference is recorded with its sources, so a reader can tell printed facts from concluded ones; where nothing
+//! says, the fact stays unknown (a single excerpt of one rank is not a job of one rank).
 
-use crate::job::Job;
-use collscope_model::{Direction, Inference, Transport};
+use crate::job::{Job, Place};
+use collscope_model::{Direction, Inference, NodeType, Transport};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn note(job: &mut Job, fact: &str, value: impl ToString, reason: String) {
@@ -14,48 +15,10 @@ pub fn infer(job: &mut Job) {
     version(job);
     network(job);
     job.facts.nvls_used = job.nvls == Some(true);
-    let local = ranks_per_node(job);
-    let nranks = match job.nranks_printed {
-        Some(n) => Some(n),
-        None => {
-            let by_rank = job.ranks_seen.last().map(|r| r.saturating_add(1)).unwrap_or(0);
-            let by_hosts = local.map_or(0, |l| l.saturating_mul(job.snap.hosts.len() as u32));
-            let by_procs = job.procs_seen as u32;
-            let n = by_rank.max(by_hosts).max(by_procs);
-            if n > 0 {
-                let reason = format!(
-                    "not printed; highest rank seen {}, {} printing processes, {} hosts x {} ranks per node",
-                    by_rank.saturating_sub(1),
-                    by_procs,
-                    job.snap.hosts.len(),
-                    local.unwrap_or(0)
-                );
-                note(job, "nranks", n, reason);
-            }
-            (n > 0).then_some(n)
-        }
-    };
+    let local = Local::of(job);
+    let nranks = nranks(job, &local);
     job.snap.nranks = nranks;
-    job.snap.nnodes = match job.nnodes_printed {
-        Some(n) => Some(n),
-        None => {
-            let hosts = job.snap.hosts.len() as u32;
-            let by_size = match (nranks, local) {
-                (Some(n), Some(l)) if l > 0 => n.div_ceil(l),
-                _ => 0,
-            };
-            let n = hosts.max(by_size);
-            if n > 0 {
-                let reason = format!(
-                    "not printed; {hosts} hosts seen, {} ranks at {} ranks per node",
-                    nranks.unwrap_or(0),
-                    local.unwrap_or(0)
-                );
-                note(job, "nnodes", n, reason);
-            }
-            (n > 0).then_some(n)
-        }
-    };
+    job.snap.nnodes = nnodes(job, nranks, &local);
     if job.snap.channels.coll.is_none() {
         let n = job.ring_nchannels.or_else(|| job.snap.rings.iter().map(|r| r.channel.saturating_add(1)).max());
         if let Some(n) = n {
@@ -63,6 +26,152 @@ pub fn infer(job: &mut Job) {
             note(job, "channels.coll", n, "not printed; from the ring channel prints".into());
         }
     }
+}
+
+/// What the log says about ranks per node: exactly (printed, or every GPU of a node seen), or at least.
+struct Local {
+    exact: Option<(u32, String)>,
+    /// A lower bound: the most ranks known to share a node, or a CUDA device index plus one.
+    at_least: u32,
+}
+
+impl Local {
+    fn of(job: &Job) -> Local {
+        if let Some(l) = job.snap.communicators.iter().filter_map(|c| c.local_ranks).max() {
+            return Local { exact: Some((l, "localRanks printed".into())), at_least: l };
+        }
+        if let Some((l, source)) = job.size.local {
+            return Local { exact: Some((l, format!("{source} printed"))), at_least: l };
+        }
+        let topo_gpus = job
+            .snap
+            .topology
+            .iter()
+            .map(|t| t.nodes.iter().filter(|n| n.kind == NodeType::GPU && n.gpu.is_some()).count() as u32)
+            .max()
+            .unwrap_or(0);
+        if topo_gpus > 0 {
+            return Local {
+                exact: Some((topo_gpus, "the GPUs of a host's topology print".into())),
+                at_least: topo_gpus,
+            };
+        }
+        let by_dev = job.size.devs.values().filter_map(|d| d.last()).map(|&d| d as u32 + 1).max().unwrap_or(0);
+        let by_group = same_node_groups(job).into_iter().map(|g| g.len() as u32).max().unwrap_or(0);
+        let at_least = by_dev.max(by_group);
+        // Every device 0..n-1 of a host printing, n a power of two (GPU servers carry 1, 2, 4, 8 or 16 GPUs);
+        // one GPU per node only when two or more hosts show it.
+        let full = |d: &BTreeSet<i32>| {
+            let n = d.len() as u32;
+            n.is_power_of_two() && d.last().is_some_and(|&m| m as u32 + 1 == n)
+        };
+        let full_hosts: Vec<u32> = job.size.devs.values().filter(|d| full(d)).map(|d| d.len() as u32).collect();
+        let exact = match full_hosts.iter().max() {
+            Some(&n) if n == at_least && (n > 1 || full_hosts.len() > 1) => {
+                Some((n, format!("devices 0..{} all print on a host", n - 1)))
+            }
+            _ => None,
+        };
+        Local { exact, at_least }
+    }
+
+    /// A power of two at least `at_least`: the ranks per node a GPU server would have.
+    fn rounded(&self) -> u32 {
+        self.at_least.checked_next_power_of_two().unwrap_or(self.at_least)
+    }
+}
+
+fn nranks(job: &mut Job, local: &Local) -> Option<u32> {
+    if let Some((n, source)) = job.size.nranks {
+        if source != "nranks (Init line)" && source != "nRanks" {
+            note(job, "nranks", n, format!("printed only in {source}"));
+        }
+        return Some(n);
+    }
+    if let Some(n) = job.size.ring {
+        note(job, "nranks", n, "not printed; the length of a whole ring order (`Channel 00/02 :  0 1 ...`)".into());
+        return Some(n);
+    }
+    if job.size.ring_pair {
+        note(job, "nranks", 2, "not printed; a rank's ring neighbours are one rank (`Ring 00 : 0 -> 1 -> 0`)".into());
+        return Some(2);
+    }
+    let seen = job.max_rank.map_or(0, |r| r.saturating_add(1));
+    let hosts = job.snap.hosts.len() as u32;
+    let min_nodes = hosts.max(if job.size.multi_node { 2 } else { 1 });
+    if seen > 0 {
+        // The highest rank seen, when it fills whole nodes, as many as the log shows at least.
+        let per_node = local.exact.as_ref().map_or(local.rounded(), |(l, _)| *l);
+        let whole = per_node > 0 && seen.is_multiple_of(per_node) && seen / per_node >= min_nodes;
+        if whole && (local.exact.is_some() || local.at_least >= 2) {
+            let reason = format!(
+                "not printed; ranks up to {} seen, whole nodes of {per_node} ranks ({})",
+                seen - 1,
+                local.exact.as_ref().map_or("rounded up from the devices seen".to_string(), |(_, s)| s.clone())
+            );
+            note(job, "nranks", seen, reason);
+            return Some(seen);
+        }
+        // Every host of a multi-host excerpt printing: hosts x ranks per node, when no rank lies beyond.
+        let all = hosts.saturating_mul(local.rounded());
+        if hosts >= 2 && local.at_least >= 2 && seen <= all {
+            let reason = format!("not printed; {hosts} hosts print, {} ranks per node (devices seen)", local.rounded());
+            note(job, "nranks", all, reason);
+            return Some(all);
+        }
+        return None;
+    }
+    // No rank printed at all: one host whose every GPU prints, and no sign of another node.
+    match &local.exact {
+        Some((l, source)) if hosts == 1 && !job.size.multi_node && job.size.devs.len() == 1 => {
+            let (l, reason) = (*l, format!("not printed; one host, {source}, and no line shows another node"));
+            note(job, "nranks", l, reason);
+            Some(l)
+        }
+        _ => None,
+    }
+}
+
+fn nnodes(job: &mut Job, nranks: Option<u32>, local: &Local) -> Option<u32> {
+    if let Some((n, source)) = job.size.nnodes {
+        if source != "nNodes" {
+            note(job, "nnodes", n, format!("printed only in {source}"));
+        }
+        return Some(n);
+    }
+    let n = nranks?;
+    let hosts = job.snap.hosts.len() as u32;
+    let at_least = hosts.max(if job.size.multi_node { 2 } else { 1 });
+    if let Some((l, source)) = &local.exact {
+        if *l > 0 && n.is_multiple_of(*l) {
+            let (m, reason) = (n / l, format!("not printed; {n} ranks at {l} per node ({source})"));
+            note(job, "nnodes", m, reason);
+            return Some(m);
+        }
+    }
+    if local.at_least == 0 {
+        return None;
+    }
+    // Eight or more GPUs a node (a device index of 7 or more, a power of two: what GPU servers carry), or at most
+    // as many nodes as the fewest ranks per node allow.
+    let exact_pow2 = local.at_least.is_power_of_two() && local.at_least >= 8 && n.is_multiple_of(local.at_least);
+    let most = n / local.at_least;
+    let m = if exact_pow2 {
+        n / local.at_least
+    } else if most == at_least {
+        most
+    } else {
+        return None;
+    };
+    if m < at_least {
+        return None;
+    }
+    let reason = format!(
+        "not printed; {n} ranks, at least {} per node (devices and ranks seen together), {hosts} hosts print",
+        local.at_least
+    );
+    note(job, "nnodes", m, reason);
+    Some(m)
 }
 
 fn version(job: &mut Job) {
@@ -97,18 +206,6 @@ fn network(job: &mut Job) {
         .or_else(|| job.net_using.iter().next().cloned());
 }
 
-/// Ranks per node: printed (`localRanks`), or the largest group of ranks known to share a node, rounded up to a
-/// power of two (GPU servers carry 1, 2, 4, 8 or 16 GPUs).
-fn ranks_per_node(job: &Job) -> Option<u32> {
-    if let Some(l) = job.snap.communicators.iter().filter_map(|c| c.local_ranks).max() {
-        return Some(l);
-    }
-    let by_dev = job.max_dev.map(|d| (d as u32).saturating_add(1)).unwrap_or(0);
-    let by_group = same_node_groups(job).into_iter().map(|g| g.len() as u32).max().unwrap_or(0);
-    let l = by_dev.max(by_group);
-    (l > 0).then(|| l.checked_next_power_of_two().unwrap_or(l))
-}
-
 struct UnionFind(BTreeMap<u32, u32>);
 
 impl UnionFind {
@@ -133,12 +230,12 @@ impl UnionFind {
 /// (NCCL's rings visit each node's GPUs in one stretch) when the other way round crosses a NET hop.
 fn same_node_groups(job: &Job) -> Vec<BTreeSet<u32>> {
     let mut uf = UnionFind(BTreeMap::new());
-    let mut by_host: BTreeMap<&str, u32> = BTreeMap::new();
-    for (&r, h) in &job.rank_host {
-        match by_host.get(h.as_str()) {
+    let mut by_place: BTreeMap<&Place, u32> = BTreeMap::new();
+    for (&r, p) in &job.rank_host {
+        match by_place.get(p) {
             Some(&first) => uf.union(first, r),
             None => {
-                by_host.insert(h, r);
+                by_place.insert(p, r);
                 uf.find(r);
             }
         }

@@ -1,4 +1,4 @@
-//! Inputs: files, directories (every regular file under them, in name order), FIFOs, `-` for stdin, gzip by
+//! Inputs: files, directories (the log files under them, in name order), FIFOs, `-` for stdin, gzip by
 //! magic bytes. Lines are cut by a fixed buffer so memory stays bounded whatever a file holds; gzip data that
 //! stops making sense (a file cut short while copied) ends its input with what decompressed before it.
 
@@ -13,26 +13,50 @@ use std::path::{Path, PathBuf};
 /// its longest INFO messages a few KiB.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Expands the given paths: directories into their files (recursively, sorted), `-` kept as stdin. A device or
-/// socket is refused: it is no log, and `/dev/zero` would be read for ever.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ReadError> {
-    let mut out = Vec::new();
+/// The inputs the given paths name, and the files of their directories that are not logs.
+#[derive(Debug, Default, PartialEq)]
+pub struct Expanded {
+    pub logs: Vec<PathBuf>,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Expands the given paths: directories into their log files (recursively, sorted), `-` kept as stdin. A file
+/// named on its own is read whatever it holds. A device or socket is refused: it is no log, and `/dev/zero`
+/// would be read for ever.
+pub fn expand(paths: &[PathBuf]) -> Result<Expanded, ReadError> {
+    let mut out = Expanded::default();
     for p in paths {
         if p.as_os_str() == "-" {
-            out.push(p.clone());
+            out.logs.push(p.clone());
             continue;
         }
         let meta = std::fs::metadata(p).map_err(|e| ReadError::Open { path: p.display().to_string(), source: e })?;
         match FileKind::of(meta.file_type()) {
             Some(FileKind::Directory) => walk(p, &mut out)?,
-            None | Some(FileKind::Fifo) => out.push(p.clone()),
+            None | Some(FileKind::Fifo) => out.logs.push(p.clone()),
             Some(kind) => return Err(ReadError::NotALog { path: p.display().to_string(), kind }),
         }
     }
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+/// Files beside logs that hold something else: data, configuration, code and documents.
+const NOT_LOGS: &[&str] =
+    &["json", "jsonl", "yaml", "yml", "toml", "csv", "xml", "html", "md", "py", "sh", "png", "jpg", "svg", "pdf"];
+
+/// A file in a directory is read when it is gzip or text (no NUL byte at its start) and its extension is not
+/// one of [`NOT_LOGS`].
+fn is_log(path: &Path) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if ext.is_some_and(|e| NOT_LOGS.contains(&e.as_str())) {
+        return false;
+    }
+    let mut head = [0u8; 4096];
+    let n = File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    head[..n].starts_with(&[0x1f, 0x8b]) || memchr::memchr(0, &head[..n]).is_none()
+}
+
+fn walk(dir: &Path, out: &mut Expanded) -> Result<(), ReadError> {
     let open = |e| ReadError::Open { path: dir.display().to_string(), source: e };
     let mut entries: Vec<PathBuf> =
         std::fs::read_dir(dir).map_err(open)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -41,7 +65,11 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
         if e.is_dir() {
             walk(&e, out)?;
         } else if e.is_file() {
-            out.push(e);
+            if is_log(&e) {
+                out.logs.push(e);
+            } else {
+                out.skipped.push(e);
+            }
         }
     }
     Ok(())
@@ -291,7 +319,13 @@ mod tests {
         let mut got = Vec::new();
         for_each_line(open(&p).unwrap(), |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
         assert_eq!(got, vec!["line one", "line two"]);
-        assert_eq!(expand(std::slice::from_ref(&dir)).unwrap(), vec![p]);
+        assert_eq!(expand(std::slice::from_ref(&dir)).unwrap().logs, vec![p.clone()]);
+        // Beside the logs: their facts, a binary; named on its own, a file is read whatever it holds.
+        std::fs::write(dir.join("r0.json"), "{}").unwrap();
+        std::fs::write(dir.join("core"), [0x7f, b'E', b'L', b'F', 0, 0]).unwrap();
+        let e = expand(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!((e.logs, e.skipped), (vec![p.clone()], vec![dir.join("core"), dir.join("r0.json")]));
+        assert_eq!(expand(&[dir.join("r0.json")]).unwrap().logs, vec![dir.join("r0.json")]);
         let err = expand(&[dir.join("absent.log")]).unwrap_err().to_string();
         assert!(err.contains("absent.log"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -360,9 +394,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert_eq!(expand(std::slice::from_ref(&fifo)).unwrap(), vec![fifo.clone()]);
+        assert_eq!(expand(std::slice::from_ref(&fifo)).unwrap().logs, vec![fifo.clone()]);
         // Inside a directory only regular files are taken.
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.log")).unwrap();
-        assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap(), Expanded::default());
     }
 }

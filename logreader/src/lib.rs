@@ -16,7 +16,6 @@ mod infer;
 pub mod input;
 mod job;
 pub mod message;
-pub mod rules;
 mod summary;
 
 pub use summary::{gdrdma, transports_seen};
@@ -127,19 +126,31 @@ impl Reader {
     pub fn finish(mut self) -> Snapshot {
         self.job.finish_lines();
         infer::infer(&mut self.job);
-        let findings = rules::diagnose(&self.job);
         let mut job = self.job;
-        job.snap.findings = findings;
+        job.evidence.multi_node = job.size.multi_node;
         job.snap.source = Source::Log { files: job.files.clone() };
         job.snap.log = Some(job.facts);
+        job.snap.findings = collscope_diagnose::diagnose(&job.snap, &job.evidence);
         job.snap
     }
 }
 
-/// Reads files, directories (every file under them) and `-` (stdin) as one job.
+/// Reads files, directories (the log files under them) and `-` (stdin) as one job; what a directory held that
+/// is no log becomes an input warning naming it.
 pub fn read_paths(paths: &[PathBuf], opts: Options) -> Result<Snapshot, ReadError> {
     let mut reader = Reader::new(opts);
-    for p in input::expand(paths)? {
+    let inputs = input::expand(paths)?;
+    if !inputs.skipped.is_empty() {
+        let names: Vec<String> = inputs.skipped.iter().take(8).map(|p| p.display().to_string()).collect();
+        let more = inputs.skipped.len().saturating_sub(names.len());
+        reader.job.input_warning(format!(
+            "skipped {} file(s) that are not logs (plain text or gzip): {}{}",
+            inputs.skipped.len(),
+            names.join(", "),
+            if more > 0 { format!(" (+{more} more)") } else { String::new() }
+        ));
+    }
+    for p in inputs.logs {
         reader.read_input(&p.display().to_string(), input::open(&p)?)?;
     }
     Ok(reader.finish())

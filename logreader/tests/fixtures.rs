@@ -83,6 +83,34 @@ fn real_logs_yield_their_recorded_facts() {
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// The logs collscope's developers wrote in NCCL's grammar, one per kind of input (tests/data): their facts,
+/// where a null size means the log does not say and the reader must not claim one, and no line left unexplained.
+#[test]
+fn own_fixture_logs_yield_their_facts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 16, "fixture logs in {}", dir.display());
+    let mut failures = Vec::new();
+    for log in &logs {
+        let facts: Value = serde_json::from_str(&std::fs::read_to_string(log.with_extension("json")).unwrap()).unwrap();
+        let mut bad = check(log, &facts);
+        let s = read(log);
+        for (key, got) in [("nranks", s.nranks), ("nnodes", s.nnodes)] {
+            if facts[key].is_null() && got.is_some() {
+                bad.push(format!("{key} {got:?} where the log does not say"));
+            }
+        }
+        bad.extend(s.unparsed_nccl_lines.iter().map(|l| format!("not understood: {}", l.text)));
+        failures.extend(bad.into_iter().map(|b| format!("{}: {b}", log.file_name().unwrap().to_string_lossy())));
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
 #[test]
 fn real_logs_leave_no_nccl_line_unparsed() {
     let Some(dir) = collscope_testkit::fixtures("every NCCL line of the real logs is understood") else { return };

@@ -103,8 +103,9 @@ fn runtime_and_explain_lines_read_back() {
     assert_eq!(topo.nodes[1].name(), "GPU/0-1b000");
     assert_eq!(topo.paths.len(), 2);
     assert_eq!(topo.path(1, 0).map(|p| (p.kind, p.bw, p.hops)), Some((collscope_model::PathType::PHB, 24.0, 1)));
-    assert_eq!(s.graphs.len(), 1);
-    assert_eq!(s.graphs[0].pattern, Pattern::Ring);
+    // Each node searches its own graphs: the same graph from two hosts is two graphs.
+    let hosts: Vec<_> = s.graphs.iter().map(|g| (g.pattern, g.host.as_deref())).collect();
+    assert_eq!(hosts, vec![(Pattern::Ring, Some("node0")), (Pattern::Ring, Some("node1"))]);
     assert_eq!(s.rings[0].order, vec![0, 1, 2, 3]);
     assert_eq!(s.rings[0].neighbours.len(), 4);
     assert_eq!(s.trees.len(), 4);

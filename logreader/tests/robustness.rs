@@ -108,7 +108,8 @@ fn one_file_per_rank_directories_and_gzip_merge_into_one_job() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(s.connections.len(), 2);
     assert!(s.connections.iter().any(|c| c.transport == Transport::Net && c.gdrdma == Some(true)));
-    assert_eq!(s.nranks, Some(3));
+    // Ranks 0 to 2 appear, but nothing says how many the job has: a lower bound is not its size.
+    assert_eq!(s.nranks, None);
     let err = read_paths(&[dir.join("missing.log")], Options::default()).unwrap_err().to_string();
     assert!(err.contains("missing.log"), "{err}");
 }

@@ -56,6 +56,9 @@ pub struct Graph {
     pub cross_nic: u32,
     #[serde(default)]
     pub channels: Vec<GraphChannel>,
+    /// The host that printed it, for graphs read from a log (each node searches its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// `%d coll channels, %d collnet channels, %d nvls channels, %d p2p channels, %d p2p channels per peer`.

@@ -9,6 +9,7 @@
 
 use crate::connection::{Connection, Direction};
 use crate::names::Transport;
+use crate::scan::{self, Scan};
 use std::fmt;
 
 /// A connection as NCCL's transports print it at setup (NCCL 2.28.9 `src/transport/p2p.cc`, `shm.cc`,
@@ -57,41 +58,50 @@ pub struct RingOrder {
     pub truncated: bool,
 }
 
-/// One tree entry: (channel, rank, up, down).
-pub type TreeEntry = (u32, u32, i32, Vec<i32>);
-
-fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
-    s.trim().parse().ok()
+/// One rank's place in one channel's tree: its parent (`up`, -1 for the root) and children (-1 for none; NCCL's
+/// trees have at most three, `NCCL_MAX_TREE_ARITY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeEntry {
+    pub channel: u32,
+    pub rank: u32,
+    pub up: i32,
+    pub down: [i32; 3],
 }
 
 /// `3` or `3[1b000]`: the rank, ignoring the device or bus id NCCL prints beside it.
 fn rank_of(s: &str) -> Option<u32> {
     let s = s.trim();
-    num(s.split_once('[').map_or(s, |(r, _)| r))
+    let end = s.find('[').unwrap_or(s.len());
+    s[..end].parse().ok()
 }
 
-/// `NN` or `NN/M` before ` : `.
-fn channel_head(s: &str) -> Option<(u32, Option<u32>)> {
-    match s.split_once('/') {
-        Some((c, n)) => Some((num(c)?, num(n))),
-        None => Some((num(s)?, None)),
-    }
+/// `NN` or `NN/M` (the connection index, or the ring count), then ` :`.
+fn channel_head(s: &mut Scan) -> Option<(u32, Option<u32>)> {
+    let channel = s.num()?;
+    let second = if s.eat("/") { Some(s.num()?) } else { None };
+    s.lit(" :")?;
+    Some((channel, second))
 }
 
 /// Parses `Channel ...`, `Ring ...` and `CollNet ...` bodies that carry ` via `.
 pub fn connection(msg: &str) -> Option<Connection> {
-    let (kind, body) = if let Some(b) = msg.strip_prefix("Channel ") {
-        ("channel", b)
+    connection_at(msg, scan::find(msg, " via ")?)
+}
+
+/// [`connection`] with the position of ` via ` in `msg` known.
+pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
+    let (collnet, body) = if let Some(b) = msg.strip_prefix("Channel ") {
+        (false, b)
     } else if let Some(b) = msg.strip_prefix("Ring ") {
-        ("ring", b)
-    } else if let Some(b) = msg.strip_prefix("CollNet ") {
-        ("collnet", b)
+        (false, b)
     } else {
-        return None;
+        (true, msg.strip_prefix("CollNet ")?)
     };
-    let (head, rest) = body.split_once(" : ")?;
-    let (channel, _) = channel_head(head)?;
-    let (ends, spec) = rest.split_once(" via ")?;
+    let mut s = Scan::new(body);
+    let (channel, _) = channel_head(&mut s)?;
+    let rest = s.rest().strip_prefix(' ')?;
+    let via = via.checked_sub(msg.len() - rest.len())?;
+    let (ends, spec) = (&rest[..via], &rest[via + 5..]);
     let (ends, direction) = if let Some(e) = ends.strip_suffix(" [send]") {
         (e, Direction::Send)
     } else if let Some(e) = ends.strip_suffix(" [receive]") {
@@ -99,9 +109,9 @@ pub fn connection(msg: &str) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match ends.split_once(" -> ") {
-        Some((a, b)) => (rank_of(a)?, rank_of(b)?),
-        None if kind == "collnet" => {
+    let (src, dst) = match scan::find(ends, " -> ") {
+        Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
+        None if collnet => {
             let r = rank_of(ends)?;
             (r, r)
         }
@@ -156,13 +166,13 @@ fn net_spec(spec: &str, c: &mut Connection) -> Option<()> {
     s = s.strip_suffix("(PCI)").unwrap_or(s);
     let gdr = s.ends_with("/GDRDMA");
     s = s.strip_suffix("/GDRDMA").unwrap_or(s);
-    if let Some(open) = s.strip_suffix(')').and_then(|r| r.rfind('(').map(|i| (r, i))) {
-        let (r, i) = open;
-        c.proxy_rank = Some(num(&r[i + 1..])?);
+    if let Some(r) = s.strip_suffix(')') {
+        let i = r.rfind('(')?;
+        c.proxy_rank = Some(r[i + 1..].parse().ok()?);
         s = &r[..i];
     }
     let (name, dev) = s.rsplit_once('/')?;
-    c.device = Some(num(dev)?);
+    c.device = Some(dev.parse().ok()?);
     c.net = Some(name.to_string());
     c.gdrdma = Some(gdr);
     c.mode = Some(spec.to_string());
@@ -195,20 +205,16 @@ pub fn ring_order_line(channel: u32, n_channels: u32, order: &[u32]) -> String {
 
 /// `Channel 00/02 :    0   1   2   3` (possibly cut short with `...`).
 pub fn ring_order(msg: &str) -> Option<RingOrder> {
-    let body = msg.strip_prefix("Channel ")?;
-    let (head, rest) = body.split_once(" :")?;
-    if rest.contains(" via ") || rest.contains("->") {
-        return None;
-    }
-    let (channel, n_channels) = channel_head(head)?;
+    let mut s = Scan::new(msg.strip_prefix("Channel ")?);
+    let (channel, n_channels) = channel_head(&mut s)?;
     let mut order = Vec::new();
     let mut truncated = false;
-    for tok in rest.split_ascii_whitespace() {
+    for tok in s.rest().split_ascii_whitespace() {
         if tok.starts_with("..") || tok.ends_with("..") {
             truncated = true;
             break;
         }
-        order.push(num(tok)?);
+        order.push(tok.parse().ok()?);
     }
     Some(RingOrder { channel, n_channels, order, truncated })
 }
@@ -220,26 +226,51 @@ pub fn ring_line(channel: u32, prev: u32, rank: u32, next: u32) -> String {
 
 /// `Ring 00 : 7 -> 0 -> 1`: (channel, prev, rank, next).
 pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
-    let (head, rest) = msg.strip_prefix("Ring ")?.split_once(" : ")?;
-    let mut parts = rest.split(" -> ");
-    let prev = num(parts.next()?)?;
-    let me = num(parts.next()?)?;
-    let next = num(parts.next()?)?;
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((num(head)?, prev, me, next))
+    let mut s = Scan::new(msg.strip_prefix("Ring ")?);
+    let channel = s.num()?;
+    s.lit(" : ")?;
+    let prev = s.num()?;
+    s.lit(" -> ")?;
+    let me = s.num()?;
+    s.lit(" -> ")?;
+    let next = s.num()?;
+    s.is_empty().then_some((channel, prev, me, next))
 }
 
-fn children(s: &str) -> Option<Vec<i32>> {
-    s.split('/').map(num).collect()
+/// `a/b/c` children, -1 for none.
+fn children(s: &str) -> Option<[i32; 3]> {
+    let mut out = [-1; 3];
+    for (i, x) in s.split('/').enumerate() {
+        let v = x.parse().ok()?;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = v;
+        }
+    }
+    Some(out)
+}
+
+/// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
+fn arrows(s: &str) -> Option<[&str; 3]> {
+    let b = s.as_bytes();
+    let mut cuts = [0usize; 2];
+    let mut n = 0;
+    for i in 1..b.len().saturating_sub(1) {
+        if b[i] == b'-' && b[i + 1] == b'>' {
+            if n == 2 {
+                return None;
+            }
+            cuts[n] = i;
+            n += 1;
+        }
+    }
+    (n == 2).then(|| [&s[..cuts[0]], &s[cuts[0] + 2..cuts[1]], &s[cuts[1] + 2..]])
 }
 
 /// One rank's trees over all channels (NCCL 2.28.9 `src/init.cc`): `Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`,
 /// down -> rank -> up per channel, cut at NCCL's 1024-byte line buffer.
 pub fn trees_line(entries: &[TreeEntry]) -> String {
     let mut summary = String::new();
-    for (channel, rank, up, down) in entries {
+    for TreeEntry { channel, rank, up, down } in entries {
         let down: Vec<String> = down.iter().map(i32::to_string).collect();
         summary.push_str(&format!(" [{channel}] {}->{rank}->{up}", down.join("/")));
     }
@@ -250,22 +281,20 @@ pub fn trees_line(entries: &[TreeEntry]) -> String {
 /// `Trees [0] 1/8/-1->0->-1 [1] ...` (2.8+: down->rank->up), `Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1` (2.5-2.7:
 /// the up tree, then the down tree) and `Trees [0] 26->25->-1/-1/-1` (2.4: up->rank->down).
 pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
-    let body = msg.strip_prefix("Trees")?;
+    let mut s = Scan::new(msg.strip_prefix("Trees")?);
     let mut out = Vec::new();
-    for entry in body.split('[').skip(1) {
-        let (ch, spec) = entry.split_once(']')?;
-        let channel = num(ch)?;
-        let spec = spec.trim();
+    while !s.ws().is_empty() {
+        s.lit("[")?;
+        let channel = s.num()?;
+        s.lit("]")?;
+        let spec = s.ws().word()?;
         let first = spec.split('|').next()?;
-        let parts: Vec<&str> = first.split("->").collect();
-        if parts.len() != 3 {
-            return None;
-        }
-        let rank = num(parts[1])?;
-        if parts[0].contains('/') || !parts[2].contains('/') {
-            out.push((channel, rank, num(parts[2])?, children(parts[0])?));
+        let [a, r, b] = arrows(first)?;
+        let rank = r.parse().ok()?;
+        if a.contains('/') || !b.contains('/') {
+            out.push(TreeEntry { channel, rank, up: b.parse().ok()?, down: children(a)? });
         } else {
-            out.push((channel, rank, num(parts[0])?, children(parts[2])?));
+            out.push(TreeEntry { channel, rank, up: a.parse().ok()?, down: children(b)? });
         }
     }
     (!out.is_empty()).then_some(out)
@@ -273,12 +302,15 @@ pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
 
 /// `Tree 0 : -1 -> 0 -> 1/8/-1` (up -> rank -> down).
 pub fn tree(msg: &str) -> Option<TreeEntry> {
-    let (head, rest) = msg.strip_prefix("Tree ")?.split_once(" : ")?;
-    let mut parts = rest.split(" -> ");
-    let up = num(parts.next()?)?;
-    let rank = num(parts.next()?)?;
-    let down = children(parts.next()?)?;
-    Some((num(head)?, rank, up, down))
+    let mut s = Scan::new(msg.strip_prefix("Tree ")?);
+    let channel = s.num()?;
+    s.lit(" : ")?;
+    let up = s.num()?;
+    s.lit(" -> ")?;
+    let rank = s.num()?;
+    s.lit(" -> ")?;
+    let down = children(s.rest().trim_end())?;
+    Some(TreeEntry { channel, rank, up, down })
 }
 
 #[cfg(test)]
@@ -319,6 +351,7 @@ mod tests {
         assert_eq!((c.transport, c.src), (Transport::CollNet, 3));
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via CARRIER/PIGEON").is_none());
         assert!(connection("Channel 00 : garbage").is_none());
+        assert!(connection("Channel 00/0 : 0[0] -> 1[1] via NET/IB/x").is_none());
     }
 
     #[test]
@@ -410,24 +443,29 @@ mod tests {
         assert_eq!(ring_line(2, 1, 0, 7), "Ring 02 : 1 -> 0 -> 7");
         assert_eq!(ring_neighbours(&ring_line(2, 1, 0, 7)), Some((2, 1, 0, 7)));
 
-        let entries = vec![(0, 0, -1, vec![1, 8, -1]), (1, 0, 8, vec![1, -1, -1])];
+        let entries = vec![
+            TreeEntry { channel: 0, rank: 0, up: -1, down: [1, 8, -1] },
+            TreeEntry { channel: 1, rank: 0, up: 8, down: [1, -1, -1] },
+        ];
         let line = trees_line(&entries);
         assert_eq!(line, "Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8");
         assert_eq!(trees(&line), Some(entries));
-        let many: Vec<TreeEntry> = (0..64).map(|c| (c, 5, 4, vec![6, 7, -1])).collect();
+        let many: Vec<TreeEntry> =
+            (0..64).map(|channel| TreeEntry { channel, rank: 5, up: 4, down: [6, 7, -1] }).collect();
         assert!(trees_line(&many).len() <= "Trees".len() + 1022);
     }
 
     #[test]
     fn tree_forms() {
+        let e = |channel, rank, up, down| TreeEntry { channel, rank, up, down };
         let t = trees("Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8").unwrap();
-        assert_eq!(t[0], (0, 0, -1, vec![1, 8, -1]));
-        assert_eq!(t[1], (1, 0, 8, vec![1, -1, -1]));
+        assert_eq!(t[0], e(0, 0, -1, [1, 8, -1]));
+        assert_eq!(t[1], e(1, 0, 8, [1, -1, -1]));
         let t = trees("Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1").unwrap();
-        assert_eq!(t[0], (0, 0, 7, vec![1, -1, -1]));
+        assert_eq!(t[0], e(0, 0, 7, [1, -1, -1]));
         let t = trees("Trees [0] 26->25->-1/-1/-1").unwrap();
-        assert_eq!(t[0], (0, 25, 26, vec![-1, -1, -1]));
-        assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some((2, 1, -1, vec![0, -1, -1])));
+        assert_eq!(t[0], e(0, 25, 26, [-1, -1, -1]));
+        assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some(e(2, 1, -1, [0, -1, -1])));
         assert!(trees("Trees [0] x").is_none());
     }
 }

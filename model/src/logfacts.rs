@@ -1,7 +1,10 @@
 //! Facts only a log carries: how the reading went, GPUDirect RDMA checks, plugins, and what was inferred
 //! rather than printed.
 
+use super::diag::LineRef;
+use super::names::{Algorithm, Protocol};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Counts of what the log reader saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,8 +25,11 @@ pub struct LogStats {
     pub truncated_lines: u64,
     /// Lines that were not valid UTF-8 (read lossily).
     pub invalid_utf8_lines: u64,
-    /// NCCL lines no parser understood.
+    /// NCCL lines no parser understood, or that said nothing the reader could place.
     pub unparsed_nccl_lines: u64,
+    /// Calls left out of the per-communicator op history (it keeps the latest ones).
+    #[serde(default)]
+    pub dropped_ops: u64,
 }
 
 /// One GPUDirect RDMA check as NCCL printed it: per HCA (`NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'
@@ -40,18 +46,36 @@ pub struct GdrCheck {
     pub distance: Option<u32>,
     /// `NCCL_NET_GDR_LEVEL` in force (as the number NCCL compared with).
     pub level: Option<u32>,
-    /// What enabled or disabled it: "no module", "nvidia-peermem", "DMABUF", "distance".
+    /// What enabled or disabled it: "no module", "nvidia-peermem", "DMABUF", "distance", or the words of the
+    /// line that said so (a network plugin's "disabling GDR").
     pub reason: Option<String>,
+    /// The line that said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<LineRef>,
 }
 
 /// A plugin line: `NET/Plugin: Loaded net plugin IBext (v8)`, `No plugin found (libnccl-net.so)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PluginNote {
-    /// "net", "collnet", "tuner", "profiler", "env".
+    /// "net", "collnet", "gin", "tuner", "profiler", "env".
     pub kind: String,
     pub name: Option<String>,
     pub loaded: bool,
     pub text: String,
+    /// The plugin API version NCCL loaded it as (`(v8)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+}
+
+/// A per-call decision that names no collective: NCCL 2.21 to 2.23 print `65536 Bytes -> Algo 1 proto 2 time
+/// 34.69` on rank 0 (`src/enqueue.cc`), and without COLL lines nothing says which call it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnnamedDecision {
+    pub bytes: u64,
+    pub algo: Algorithm,
+    pub proto: Protocol,
+    pub time_us: Option<f64>,
+    pub rank: Option<u32>,
 }
 
 /// A fact the log did not print but the reader concluded, and how.
@@ -82,4 +106,12 @@ pub struct LogFacts {
     pub disabled: Vec<String>,
     /// Every NCCL version string printed, with the ranks or hosts that printed it.
     pub versions: Vec<(String, Vec<String>)>,
+    /// The log is RCCL's (AMD's fork of NCCL): `RCCL version`, or RCCL's own fields on NCCL's lines.
+    #[serde(default)]
+    pub rccl: bool,
+    /// The tuning table's `Max NThreads` row: threads per channel for each algorithm and protocol.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_threads: BTreeMap<Algorithm, BTreeMap<Protocol, u32>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unnamed_decisions: Vec<UnnamedDecision>,
 }

@@ -4,8 +4,8 @@ use super::names::{Algorithm, Collective, DataType, Protocol};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// One cell of NCCL's TUNING table: base latency (us) and bandwidth (GB/s). NCCL prints disabled cells as
-/// `0/0`, which are left out here.
+/// One cell of NCCL's TUNING table: base latency (us) and bandwidth (GB/s). NCCL prints cells it never
+/// computes as `0/0`, which are left out here; a disabled cell keeps its latency with bandwidth 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TuningCell {
     pub lat_us: f64,

@@ -1,11 +1,13 @@
-//! `collscope log analyze PATH... [--json] [--strict]`: read real NCCL logs and report what they say.
+//! `collscope log analyze PATH... [--json] [--strict] [--no-fail]`: read real NCCL logs and report what they
+//! say. For scripts: exit status 2 when a finding is an error (unless `--no-fail`), 1 when the input is no log.
 
 use anyhow::Context;
 use clap::Subcommand;
 use collscope_logreader::{classify, gdrdma, Options};
 use collscope_model::{Severity, Snapshot, Transport};
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -21,12 +23,15 @@ pub enum LogCommand {
         /// List the NCCL lines the reader did not understand.
         #[arg(long)]
         strict: bool,
+        /// Exit with status 0 even when a finding is an error (otherwise 2).
+        #[arg(long)]
+        no_fail: bool,
     },
 }
 
 pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
     match cmd {
-        LogCommand::Analyze { paths, json, strict } => {
+        LogCommand::Analyze { paths, json, strict, no_fail } => {
             let snap = collscope_logreader::read_paths(&paths, Options { strict }).context("reading the logs")?;
             for w in snap.warnings.iter().filter(|w| w.class == classify::INPUT) {
                 eprintln!("collscope: warning: {}", w.text);
@@ -36,6 +41,10 @@ pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&snap)?);
             } else {
                 print!("{}", report(&snap, strict));
+            }
+            if !no_fail && snap.findings.iter().any(|f| f.severity == Severity::Error) {
+                std::io::stdout().flush()?;
+                std::process::exit(2);
             }
             Ok(())
         }
@@ -227,7 +236,16 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
             let _ = writeln!(o, "      fix: {}", f.fix);
         }
     }
-    let _ = writeln!(o, "  warnings: {}", s.warnings.len());
+    let count = |sev| s.findings.iter().filter(|f| f.severity == sev).count();
+    let _ = writeln!(
+        o,
+        "  {} findings ({} error, {} warning, {} info); {} WARN/error lines in the log",
+        s.findings.len(),
+        count(Severity::Error),
+        count(Severity::Warning),
+        count(Severity::Info),
+        s.warnings.iter().filter(|w| w.class != classify::INPUT).count()
+    );
     if strict {
         let _ = writeln!(o, "\n== NCCL lines not understood ({})", s.unparsed_nccl_lines.len());
         for l in &s.unparsed_nccl_lines {

@@ -92,6 +92,7 @@ pub fn snapshot() -> Snapshot {
         same_channels: true,
         cross_nic: 0,
         channels: Vec::new(),
+        host: None,
     });
     s.rings = vec![
         Ring { channel: 0, order: (0..8).collect(), truncated: false, neighbours: Vec::new() },

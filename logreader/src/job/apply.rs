@@ -1,19 +1,24 @@
-//! What each event adds to the job.
+//! What each event adds to the job. [`Job::event`] says whether the line added anything: a line that parsed but
+//! could not be placed (a graph channel without its graph) is reported as not understood.
 
 use super::*;
-
-const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+use crate::message::{setup, GdrLine};
+use collscope_model::{
+    BootstrapInterface, ChannelCounts, CommState, Communicator, Connection, Direction, EnvSetting, GdrCheck, NetDevice,
+    Ring, Transport, Tree, Warning,
+};
 
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
-        self.procs.insert(key.id, Some(rank));
-        self.ranks_seen.insert(rank);
-        if let Some(h) = key.host {
-            self.rank_host.entry(rank).or_insert_with(|| h.to_string());
+        self.saw_rank(rank);
+        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank)) {
+            self.rank_host.entry(rank).or_insert_with(|| key.place());
         }
-        if let Some(d) = key.dev {
-            self.rank_dev.entry(rank).or_insert(d);
-        }
+    }
+
+    /// A rank named anywhere (printing, or as a peer).
+    pub(super) fn saw_rank(&mut self, rank: u32) {
+        self.max_rank = Some(self.max_rank.map_or(rank, |m| m.max(rank)));
     }
 
     pub(super) fn warning(
@@ -24,6 +29,10 @@ impl Job {
         text: &str,
         location: Option<&str>,
     ) {
+        // The same line again (same printer, same words) says nothing new.
+        if !self.first_time(7, &[at.text.as_bytes()]) {
+            return;
+        }
         let class = classify::classify(text, location);
         if self.snap.warnings.len() < MAX_WARNINGS {
             self.snap.warnings.push(Warning {
@@ -35,7 +44,10 @@ impl Job {
                 source: location.map(str::to_string),
             });
         }
-        self.cite(Ev::Warning(class), at);
+        if setup::says_gdr_off(text) {
+            let gdr = GdrLine { enabled: false, reason: Some(kept(text)), ..GdrLine::default() };
+            self.gdr(at, host, rank, gdr);
+        }
     }
 
     /// A problem of the input itself, not of the job: a warning of class [`classify::INPUT`].
@@ -51,21 +63,11 @@ impl Job {
         if set.len() < 1024 {
             set.insert(who.unwrap_or_default());
         }
-        self.cite(Ev::Version(v.to_string()), at);
-    }
-
-    pub(super) fn matrix_row(&mut self, coll: Collective, flags: &[bool]) {
-        let names = PROTOCOLS.iter().map(|p| p.as_str()).chain(Algorithm::ALL.iter().map(|a| a.as_str()));
-        for (name, on) in names.zip(flags) {
-            let entry = format!("{coll}/{name}");
-            if !on && !self.facts.disabled.contains(&entry) {
-                self.facts.disabled.push(entry);
-            }
-        }
+        self.cite(Cite::Version(v.to_string()), at);
     }
 
     fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> usize {
-        let id = format!("{}:{}:{}:{comm}", key.host.unwrap_or(""), key.file, key.pid.unwrap_or(0));
+        let id = (key.place(), key.pid.unwrap_or(0), comm.to_string());
         if let Some(&i) = self.comm_index.get(&id) {
             return i;
         }
@@ -81,123 +83,153 @@ impl Job {
         i
     }
 
-    fn topo_slot(&mut self, key: &ProcKey) -> usize {
-        let id = key.host.map(str::to_string).unwrap_or_else(|| format!("file {}", key.file));
-        if let Some(&i) = self.topo_index.get(&id) {
-            return i;
-        }
-        self.snap.topology.push(Topology {
-            host: key.host.map(str::to_string),
-            source: "log".into(),
-            ..Topology::default()
-        });
-        let i = self.snap.topology.len() - 1;
-        self.topo_index.insert(id, i);
-        i
+    /// Remembers which rank printed a communicator pointer: a COLL line names its communicator, not its rank.
+    pub(super) fn comm_rank_key(key: &ProcKey, comm: &str) -> u64 {
+        let mut h = FastHash::default();
+        h.bytes(key.host.unwrap_or("").as_bytes());
+        h.word(key.file as u64);
+        h.bytes(comm.as_bytes());
+        h.0
     }
 
-    fn topo_node(&mut self, topo: usize, name: &str) -> Option<usize> {
-        if let Some(&i) = self.node_index.get(&(topo, name.to_string())) {
-            return Some(i);
+    pub(super) fn printed_nranks(&mut self, n: u32, source: &'static str) {
+        if self.size.nranks.is_none_or(|(m, _)| n > m) {
+            self.size.nranks = Some((n, source));
         }
-        let t = &mut self.snap.topology[topo];
-        let (kind, id) = name.split_once('/')?;
-        let kind: NodeType = kind.parse().ok()?;
-        let (system, local) = id.split_once('-').unwrap_or(("0", id));
-        let id = NodeId { system: u64::from_str_radix(system, 16).ok()?, local: u64::from_str_radix(local, 16).ok()? };
-        t.nodes.push(Node { kind, id, cpu: None, pci: None, gpu: None, net: None });
-        self.node_index.insert((topo, name.to_string()), t.nodes.len() - 1);
-        Some(t.nodes.len() - 1)
     }
 
-    pub(super) fn event(&mut self, at: &At, key: &ProcKey, rank: Option<u32>, stream: &StreamKey, ev: Event) {
+    fn printed_nnodes(&mut self, n: u32, source: &'static str) {
+        if self.size.nnodes.is_none_or(|(m, _)| n > m) {
+            self.size.nnodes = Some((n, source));
+        }
+    }
+
+    pub(super) fn local_ranks(&mut self, n: u32, source: &'static str) {
+        if self.size.local.is_none_or(|(m, _)| n > m) {
+            self.size.local = Some((n, source));
+        }
+    }
+
+    /// Whether the fact made of `parts` (under `tag`) is new; lists the model keeps deduplicated go through it
+    /// rather than comparing with every element kept.
+    pub(super) fn first_time(&mut self, tag: u64, parts: &[&[u8]]) -> bool {
+        let mut h = FastHash(tag);
+        for p in parts {
+            h.bytes(p);
+        }
+        self.seen.insert(h.0)
+    }
+
+    fn gdr(&mut self, at: &At, host: Option<&str>, rank: Option<u32>, g: GdrLine) {
+        let check = GdrCheck {
+            host: host.map(str::to_string),
+            rank: g.rank.or(rank),
+            hca: g.hca,
+            hca_name: g.hca_name,
+            enabled: g.enabled,
+            distance: g.distance,
+            level: g.level,
+            reason: g.reason,
+            line: None,
+        };
+        let mut id = FastHash(1);
+        for text in [&check.host, &check.hca, &check.hca_name, &check.reason] {
+            id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
+        }
+        for n in [check.rank, check.distance, check.level] {
+            id.word(n.map_or(u64::MAX, u64::from));
+        }
+        id.word(check.enabled.into());
+        if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
+            let line = (!check.enabled).then(|| at.line_ref(&self.files));
+            if line.is_some() {
+                self.cite(Cite::GdrOff, at);
+            }
+            self.facts.gdr_checks.push(GdrCheck { line, ..check });
+        }
+    }
+
+    /// Applies one event; `false` when the line added nothing the job can use.
+    pub(super) fn event(&mut self, at: &At, key: &ProcKey, rank: Option<u32>, stream: StreamKey, ev: Event) -> bool {
+        if self.open_prints > 0 && !matches!(ev, Event::Table(_) | Event::GraphChannel(_) | Event::TopoLine(_)) {
+            self.close_prints(stream);
+        }
         match ev {
             Event::Version(v) => self.version(at, &v, rank.map(|r| format!("rank {r}"))),
-            Event::Bootstrap { name, address } => {
-                let b = BootstrapInterface { name, address, host: key.host.map(str::to_string), rank };
-                if !self.snap.bootstrap.iter().any(|x| x.name == b.name && x.address == b.address && x.host == b.host) {
-                    self.snap.bootstrap.push(b);
+            Event::RcclVersion(v) => {
+                self.facts.rccl = true;
+                self.version(at, &v, rank.map(|r| format!("rank {r}")));
+            }
+            Event::Rccl { comm, nranks, inner } => {
+                self.facts.rccl = true;
+                self.printed_nranks(nranks, "RCCL's nRanks");
+                if let Some(r) = rank {
+                    self.comm_rank.insert(Self::comm_rank_key(key, &comm), r);
                 }
-                self.cite(Ev::Bootstrap, at);
+                return self.event(at, key, rank, stream, *inner);
+            }
+            Event::Bootstrap { name, address } => {
+                let host = key.host.unwrap_or("").as_bytes();
+                if self.first_time(2, &[name.as_bytes(), address.as_bytes(), host]) {
+                    self.snap.bootstrap.push(BootstrapInterface {
+                        name,
+                        address,
+                        host: key.host.map(str::to_string),
+                        rank,
+                    });
+                }
+                self.cite(Cite::Bootstrap, at);
             }
             Event::NetUsing { net, devices } => {
                 for d in devices {
-                    let d = NetDevice { host: key.host.map(str::to_string), ..d };
-                    if !self.snap.net_devices.iter().any(|x| x.name == d.name && x.host == d.host && x.index == d.index)
-                    {
-                        self.snap.net_devices.push(d);
+                    let host = key.host.unwrap_or("").as_bytes();
+                    if self.first_time(3, &[d.name.as_bytes(), host, &d.index.to_le_bytes()]) {
+                        self.snap.net_devices.push(NetDevice { host: key.host.map(str::to_string), ..d });
                     }
                 }
                 self.net_using.insert(net);
-                self.cite(Ev::NetUsing, at);
             }
-            Event::NetNoDevice(net) => {
-                self.net_no_device.insert(net);
-                self.cite(Ev::NetNoDevice, at);
-            }
+            Event::NetNoDevice(_) => self.cite(Cite::NetNoDevice, at),
             Event::UsingNetwork(n) => self.using_network = Some(n),
             Event::NetPluginActive(n) => {
                 self.plugin_nets.insert(n);
             }
             Event::Plugin(note) => {
-                let missing = !note.loaded && (note.text.contains("No plugin") || note.text.contains("Failed"));
-                if !self.facts.plugins.contains(&note) {
+                let missing = !note.loaded && (note.text.contains("No plugin") || note.text.contains("Could not find"));
+                if self.first_time(4, &[note.kind.as_bytes(), note.text.as_bytes()])
+                    && self.facts.plugins.len() < MAX_WARNINGS
+                {
                     self.facts.plugins.push(note);
                 }
                 if missing {
-                    self.cite(Ev::PluginMissing, at);
+                    self.cite(Cite::PluginMissing, at);
                 }
             }
-            Event::Gdr(g) => {
-                let check = GdrCheck {
-                    host: key.host.map(str::to_string),
-                    rank: g.rank.or(rank),
-                    hca: g.hca,
-                    hca_name: g.hca_name,
-                    enabled: g.enabled,
-                    distance: g.distance,
-                    level: g.level,
-                    reason: g.reason,
-                };
-                if !g.enabled {
-                    let ev = if check.distance.is_some() { Ev::GdrDistance } else { Ev::GdrHcaOff };
-                    self.cite(ev, at);
-                }
-                if !self.facts.gdr_checks.contains(&check) {
-                    self.facts.gdr_checks.push(check);
-                }
-            }
+            Event::Gdr(g) => self.gdr(at, key.host, rank, g),
             Event::Graph(g) => {
-                let same = |x: &collscope_model::Graph| {
-                    x.pattern == g.pattern
-                        && x.n_channels == g.n_channels
-                        && x.bw_intra == g.bw_intra
-                        && x.bw_inter == g.bw_inter
-                        && x.type_intra == g.type_intra
-                        && x.type_inter == g.type_inter
-                };
-                let s = self.streams.entry(*stream).or_default();
-                if self.snap.graphs.iter().any(same) {
-                    s.graph = None;
-                } else {
-                    self.snap.graphs.push(g);
-                    s.graph = Some(self.snap.graphs.len() - 1);
-                }
+                // A new graph ends the one before.
+                self.close_prints(stream);
+                let host = key.host.map(str::to_string);
+                let s = self.streams.entry(stream).or_default();
+                let was = s.is_open();
+                s.graph = Some(topo::GraphBuild::new(g, host, key.file));
+                self.settle(stream, was);
             }
-            Event::GraphChannel(c) => {
-                if let Some(g) = self.streams.get(stream).and_then(|s| s.graph) {
-                    self.snap.graphs[g].channels.push(c);
-                }
-            }
-            Event::SearchFallback(_) => self.cite(Ev::SearchFallback, at),
+            Event::GraphChannel(tokens) => return self.graph_channel(stream, tokens),
+            Event::SearchFallback(_) => self.cite(Cite::SearchFallback, at),
             Event::Conn(c) => self.connection(at, key, stream, c),
             Event::RingOrder(r) => {
-                self.ranks_seen.extend(r.order.iter().copied());
+                if let Some(&m) = r.order.iter().max() {
+                    self.saw_rank(m);
+                }
                 if r.truncated {
                     self.facts.stats.truncated_lines += 1;
                 }
                 if let Some(n) = r.n_channels {
                     self.ring_nchannels = Some(self.ring_nchannels.map_or(n, |m| m.max(n)));
+                }
+                if let Some(n) = complete_ring(&r.order, r.truncated) {
+                    self.size.ring = Some(self.size.ring.map_or(n, |m| m.max(n)));
                 }
                 let i = self.ring(r.channel);
                 let ring = &mut self.snap.rings[i];
@@ -208,7 +240,8 @@ impl Job {
             }
             Event::RingNeighbours(ch, prev, me, next) => {
                 self.learn_rank(key, me);
-                self.ranks_seen.extend([prev, next]);
+                self.saw_rank(prev.max(next));
+                self.size.ring_pair |= prev == next && prev != me;
                 let i = self.ring(ch);
                 let n = &mut self.snap.rings[i].neighbours;
                 if !n.contains(&(prev, me, next)) {
@@ -216,11 +249,18 @@ impl Job {
                 }
             }
             Event::Trees(entries) => {
-                for (channel, r, up, down) in entries {
-                    self.learn_rank(key, r);
-                    self.ranks_seen.extend(down.iter().chain([&up]).filter(|&&x| x >= 0).map(|&x| x as u32));
-                    if self.tree_seen.insert((channel, r)) {
-                        self.snap.trees.push(Tree { channel, rank: r, up, down });
+                for t in entries {
+                    self.learn_rank(key, t.rank);
+                    if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
+                        self.saw_rank(m);
+                    }
+                    if self.tree_seen.insert((t.channel, t.rank)) {
+                        self.snap.trees.push(Tree {
+                            channel: t.channel,
+                            rank: t.rank,
+                            up: t.up,
+                            down: t.down.to_vec(),
+                        });
                     }
                 }
             }
@@ -230,125 +270,109 @@ impl Job {
                     (Some(x), Some(y)) => Some(x.max(y)),
                     (x, y) => x.or(y),
                 };
-                c.coll = max(c.coll, cc.coll);
-                c.collnet = max(c.collnet, cc.collnet);
-                c.nvls = max(c.nvls, cc.nvls);
-                c.p2p = max(c.p2p, cc.p2p);
-                c.p2p_per_peer = max(c.p2p_per_peer, cc.p2p_per_peer);
+                *c = ChannelCounts {
+                    coll: max(c.coll, cc.coll),
+                    collnet: max(c.collnet, cc.collnet),
+                    nvls: max(c.nvls, cc.nvls),
+                    p2p: max(c.p2p, cc.p2p),
+                    p2p_per_peer: max(c.p2p_per_peer, cc.p2p_per_peer),
+                };
             }
             Event::ThreadThresholds(t) => {
-                if !self.facts.thread_thresholds.contains(&t) {
+                if !self.facts.thread_thresholds.contains(&t)
+                    && self.facts.thread_thresholds.len() < Evidence::MAX_PER_KIND
+                {
                     self.facts.thread_thresholds.push(t);
                 }
             }
             Event::ConnectedRings { pxn, gdr } => {
                 self.facts.ring_pxn = pxn.or(self.facts.ring_pxn);
                 self.facts.ring_gdr = gdr.or(self.facts.ring_gdr);
+                if gdr == Some(false) {
+                    self.cite(Cite::RingNoGdr, at);
+                }
             }
-            Event::ConnectedTrees | Event::Known | Event::ErrorTrace { .. } => {}
+            Event::Known | Event::ErrorTrace => {}
             Event::Nvls(used) => self.nvls = Some(used || self.nvls == Some(true)),
+            Event::NvlsComm(n) => {
+                self.nvls = Some(true);
+                if let Some(local) = n.nvls_ranks {
+                    self.local_ranks(local, "NVLS nvlsRanks");
+                }
+            }
             Event::CommInit(c) => {
                 self.learn_rank(key, c.rank);
                 let i = self.comm_slot(key, &c.comm);
+                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
                 comm.nranks = Some(c.nranks);
                 comm.cuda_dev = Some(c.cuda_dev);
                 comm.bus_id = c.bus_id.or(comm.bus_id.take());
-                comm.comm_id = c.comm_id.or(comm.comm_id.take());
+                // A split communicator is named by its parent: its members share the parent's commId.
+                comm.comm_id = c.comm_id.or(comm.comm_id.take()).or(c.parent.map(|p| format!("split of {p}")));
                 if c.complete {
                     comm.state = CommState::Ready;
                 } else if comm.state == CommState::Unknown {
                     comm.state = CommState::Initializing;
                 }
-                self.nranks_printed = Some(self.nranks_printed.map_or(c.nranks, |n| n.max(c.nranks)));
-                self.streams.entry(*stream).or_default().comm = Some(i);
-                self.cite(if c.complete { Ev::InitComplete(i) } else { Ev::InitStart(i) }, at);
+                self.printed_nranks(c.nranks, "nranks (Init line)");
+                self.streams.entry(stream).or_default().comm = Some(i);
+                if !c.complete {
+                    self.cite(Cite::InitStart(i), at);
+                }
             }
             Event::CommInfo(c) => {
                 self.learn_rank(key, c.rank);
                 let i = self.comm_slot(key, &c.comm);
+                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
                 comm.nranks = Some(c.nranks);
                 comm.nnodes = Some(c.nnodes);
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
-                self.nranks_printed = Some(self.nranks_printed.map_or(c.nranks, |n| n.max(c.nranks)));
-                self.nnodes_printed = Some(self.nnodes_printed.map_or(c.nnodes, |n| n.max(c.nnodes)));
-                self.streams.entry(*stream).or_default().comm = Some(i);
+                self.printed_nranks(c.nranks, "nRanks");
+                self.printed_nnodes(c.nnodes, "nNodes");
+                self.streams.entry(stream).or_default().comm = Some(i);
+            }
+            Event::CommSize { nranks, nnodes } => {
+                self.printed_nranks(nranks, "a plugin's \"comm with N ranks\"");
+                self.printed_nnodes(nnodes, "a plugin's \"and M nodes\"");
             }
             Event::InitTimings { rank: r, nranks, total, phases } => {
                 self.learn_rank(key, r);
-                self.nranks_printed = Some(self.nranks_printed.map_or(nranks, |n| n.max(nranks)));
-                if let Some(i) = self.streams.get(stream).and_then(|s| s.comm) {
+                self.printed_nranks(nranks, "nranks (Init timings)");
+                if let Some(i) = self.streams.get(&stream).and_then(|s| s.comm) {
                     let init = &mut self.snap.communicators[i].init;
                     init.total = Some(total);
                     init.phases = phases;
                 }
             }
-            Event::Table(t) => self.table(at, stream, t),
-            Event::MatrixStart => self.in_matrix = true,
-            Event::Decision(d) => {
-                let s = self.streams.entry(*stream).or_default();
-                let Some(coll) = d.coll.or(s.last_coll) else { return };
-                let key = (coll, d.bytes, d.algo, d.proto, rank);
-                if let Some(&i) = self.decision_index.get(&key) {
-                    // The same choice printed again (INFO and TRACE): keep what each adds.
-                    let known = &mut self.snap.decisions[i];
-                    known.time_us = known.time_us.or(d.time_us);
-                    if known.n_channels == 0 {
-                        known.n_channels = d.n_channels.unwrap_or(0);
-                    }
-                } else if self.snap.decisions.len() < MAX_DECISIONS {
-                    self.decision_index.insert(key, self.snap.decisions.len());
-                    self.snap.decisions.push(Decision {
-                        coll,
-                        bytes: d.bytes,
-                        algo: d.algo,
-                        proto: d.proto,
-                        n_channels: d.n_channels.unwrap_or(0),
-                        time_us: d.time_us,
-                        runner_up: None,
-                        reason: None,
-                        datatype: None,
-                        rank,
-                    });
-                }
-            }
-            Event::Coll(c) => self.coll(rank, stream, c),
+            Event::Table(t) => return self.table(at, stream, t),
+            Event::MatrixStart => self.matrix = Some(None),
+            Event::Decision(d) => self.decision(stream, rank, d),
+            Event::Coll(c) => self.coll(key, rank, stream, c),
             Event::Env { name, value } => {
-                let e = EnvSetting { name: name.clone(), value: value.clone(), rank };
-                if !self.snap.env.iter().any(|x| x.name == e.name && x.value == e.value) {
-                    self.snap.env.push(e);
+                if self.first_time(5, &[name.as_bytes(), value.as_bytes()]) {
+                    self.snap.env.push(EnvSetting { name: name.clone(), value, rank });
                 }
-                self.env_values.insert(name.clone(), value);
-                self.cite(Ev::Env(name), at);
+                self.cite(Cite::Env(name), at);
             }
             Event::TopoSystem { max_bw, total_bw } => {
                 let t = self.topo_slot(key);
                 self.snap.topology[t].max_bw = max_bw;
                 self.snap.topology[t].total_bw = total_bw;
+                self.streams.entry(stream).or_default().tree.clear();
             }
-            Event::TopoNode(name) => {
-                let t = self.topo_slot(key);
-                self.topo_node(t, &name);
-            }
-            Event::Path(p) => {
-                let t = self.topo_slot(key);
-                let Some(from) = self.topo_node(t, &p.from) else { return };
-                for (to, hops, bw, kind) in p.to {
-                    let Some(to) = self.topo_node(t, &to) else { continue };
-                    let paths = &mut self.snap.topology[t].paths;
-                    if !paths.iter().any(|x| x.from == from && x.to == to) {
-                        paths.push(Path { from, to, kind, bw, hops, links: vec![] });
-                    }
-                }
-            }
-            Event::P2pDisabled(_) => self.cite(Ev::P2pDisabled, at),
-            Event::Ll128Disabled(_) => self.cite(Ev::Ll128Disabled, at),
-            Event::ChannelsLimited(_) => self.cite(Ev::ChannelsLimited, at),
+            Event::TopoLine(line) => self.tree_line(key, stream, line),
+            Event::TopoEnd => self.streams.entry(stream).or_default().tree.clear(),
+            Event::Path(p) => self.path(key, p),
+            Event::P2pDisabled => self.cite(Cite::P2pDisabled, at),
+            Event::Ll128Disabled => self.cite(Cite::Ll128Disabled, at),
+            Event::ChannelsLimited => self.cite(Cite::ChannelsLimited, at),
         }
+        true
     }
 
     fn ring(&mut self, channel: u32) -> usize {
@@ -361,98 +385,53 @@ impl Job {
         i
     }
 
-    fn connection(&mut self, at: &At, key: &ProcKey, stream: &StreamKey, c: Connection) {
+    fn connection(&mut self, at: &At, key: &ProcKey, stream: StreamKey, c: Connection) {
         let me = if c.direction == Direction::Recv { c.dst } else { c.src };
         self.learn_rank(key, me);
-        self.ranks_seen.extend([c.src, c.dst]);
-        let comm_idx = self.streams.get(stream).and_then(|s| s.comm);
-        let dedupe = (comm_idx, c.channel, c.src, c.dst, c.direction, c.transport, c.mode.clone());
+        self.saw_rank(c.src.max(c.dst));
+        let comm_idx = self.streams.get(&stream).and_then(|s| s.comm);
         let ev = match (c.transport, c.gdrdma) {
-            (Transport::Net, _) if c.net.as_deref() == Some("Socket") => Some(Ev::NetSocket),
-            (Transport::Net, Some(true)) => Some(Ev::NetGdr),
-            (Transport::Net, _) => Some(Ev::NetNoGdr),
-            (Transport::Shm, _) => Some(Ev::Shm),
-            (Transport::P2p, _) => Some(Ev::P2p),
+            (Transport::Net, _) if c.net.as_deref() == Some("Socket") => Some(Cite::NetSocket),
+            (Transport::Net, Some(true)) => None,
+            (Transport::Net, _) => Some(Cite::NetNoGdr),
+            (Transport::Shm, _) => Some(Cite::Shm),
             _ => None,
         };
+        if c.transport == Transport::Net {
+            self.size.multi_node = true;
+        }
         if let Some(ev) = ev {
             self.cite(ev, at);
         }
-        if !self.conn_seen.insert(dedupe) {
+        let mut h = FastHash::default();
+        h.word(comm_idx.map_or(u64::MAX, |i| i as u64));
+        h.word(c.channel.into());
+        h.word(c.src.into());
+        h.word(c.dst.into());
+        h.word(c.direction as u64);
+        h.word(c.transport.id() as u64);
+        h.bytes(c.mode.as_deref().unwrap_or("").as_bytes());
+        if !self.conn_seen.insert(h.0) {
             return;
         }
         let comm = comm_idx.and_then(|i| self.snap.communicators[i].comm.clone());
         self.snap.connections.push(Connection { comm, ..c });
     }
+}
 
-    fn table(&mut self, at: &At, stream: &StreamKey, t: TableLine) {
-        let s = self.streams.entry(*stream).or_default();
-        match t {
-            TableLine::Columns(cols) => s.table_cols = cols,
-            TableLine::Algorithms(algos) => {
-                s.table_cols = algos.iter().flat_map(|&a| PROTOCOLS.iter().map(move |&p| (a, p))).collect();
-            }
-            TableLine::Ignored => {}
-            TableLine::Row(coll, cells) => {
-                let cols = s.table_cols.clone();
-                for (&(algo, proto), &(lat_us, bw_gbps)) in cols.iter().zip(&cells) {
-                    if bw_gbps > 0.0 {
-                        self.snap
-                            .tuning
-                            .entry(coll)
-                            .or_default()
-                            .entry(algo)
-                            .or_default()
-                            .insert(proto, TuningCell { lat_us, bw_gbps });
-                    }
-                }
-                self.cite(Ev::Table, at);
-            }
+/// The rank count a ring order shows, when it is whole: every rank 0..n-1 once, not cut short with `...`, and not
+/// exactly the 20 ranks older NCCL (and RCCL) print at most (`MAXWIDTH` in `src/graph/rings.cc` before 2.19).
+fn complete_ring(order: &[u32], truncated: bool) -> Option<u32> {
+    let n = order.len();
+    if truncated || n < 2 || n == 20 {
+        return None;
+    }
+    let mut seen = vec![false; n];
+    for &r in order {
+        let slot = seen.get_mut(r as usize)?;
+        if std::mem::replace(slot, true) {
+            return None;
         }
     }
-
-    fn coll(&mut self, rank: Option<u32>, stream: &StreamKey, c: message::CollLine) {
-        if let Some(n) = c.nranks {
-            self.nranks_printed = Some(self.nranks_printed.map_or(n, |m| m.max(n)));
-        }
-        self.streams.entry(*stream).or_default().last_coll = Some(c.coll);
-        let (Some(rank), Some(datatype)) = (rank, c.datatype.and_then(DataType::from_id)) else { return };
-        let slot = (hash_of(c.comm.as_deref().unwrap_or("").as_bytes()), rank);
-        let bytes = c.count.saturating_mul(datatype.size() as u64);
-        // The last call of each rank on each communicator: where a hung job stopped.
-        if let Some(&i) = self.op_index.get(&slot) {
-            let op = &mut self.snap.ops[i];
-            op.seq = c.op_count;
-            op.coll = c.coll;
-            op.count = c.count;
-            op.datatype = datatype;
-            op.op = c.op.and_then(RedOp::from_id);
-            op.root = c.root;
-            op.bytes = bytes;
-            return;
-        }
-        self.snap.ops.push(OpRecord {
-            comm: c.comm,
-            rank,
-            seq: c.op_count,
-            coll: c.coll,
-            count: c.count,
-            datatype,
-            op: c.op.and_then(RedOp::from_id),
-            root: c.root,
-            peer: None,
-            bytes,
-            algo: None,
-            proto: None,
-            n_channels: None,
-            state: OpState::Enqueued,
-            enqueued_us: None,
-            started_us: None,
-            completed_us: None,
-            duration_us: None,
-            algbw_gbps: None,
-            busbw_gbps: None,
-        });
-        self.op_index.insert(slot, self.snap.ops.len() - 1);
-    }
+    u32::try_from(n).ok()
 }

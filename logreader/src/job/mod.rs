@@ -1,51 +1,23 @@
 //! Merging lines into one job: who printed each line (rank, communicator, host), and what every event adds to
-//! the model. Everything kept is deduplicated, so memory grows with what the log teaches, not with its length.
+//! the model. Everything kept is deduplicated or bounded, so memory grows with what the log teaches, not with its
+//! length.
 
 mod apply;
+mod ops;
+mod table;
+mod topo;
 
 use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
 use crate::input::MAX_LINE;
-use crate::message::{self, Event, TableLine};
-use collscope_model::{
-    Algorithm, BootstrapInterface, Collective, CommState, Communicator, Connection, DataType, Decision, Direction,
-    EnvSetting, GdrCheck, LineRef, LogFacts, NetDevice, Node, NodeId, NodeType, OpRecord, OpState, Path, Protocol,
-    RedOp, Ring, Snapshot, Source, Topology, Transport, Tree, TuningCell, Warning,
-};
+use crate::message::{self, Event};
+use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
 const MAX_UNPARSED: usize = 10_000;
 const MAX_DECISIONS: usize = 100_000;
-const MAX_EVIDENCE: usize = 5;
-const RECENT: usize = 8;
-
-/// Kinds of evidence the diagnosis rules cite.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Ev {
-    NetNoGdr,
-    NetGdr,
-    NetSocket,
-    Shm,
-    P2p,
-    GdrDistance,
-    GdrHcaOff,
-    Bootstrap,
-    NetNoDevice,
-    NetUsing,
-    PluginMissing,
-    P2pDisabled,
-    Ll128Disabled,
-    ChannelsLimited,
-    SearchFallback,
-    Table,
-    Env(String),
-    Version(String),
-    InitStart(usize),
-    InitComplete(usize),
-    Warning(&'static str),
-}
 
 /// Who printed a line, for attributing ranks: the file stands in for the host when the prefix was stripped.
 /// `id` hashes the rest, so lookups need no allocation.
@@ -59,30 +31,49 @@ struct ProcKey<'a> {
 }
 
 impl<'a> ProcKey<'a> {
-    fn new(env: &Envelope<'a>, file: usize) -> Self {
-        let file = if env.host.is_some() { usize::MAX } else { file };
-        let mut h = FastHash::default();
-        h.bytes(env.host.unwrap_or("").as_bytes());
-        h.word(file as u64);
+    /// `place` hashes the host, or the file without one.
+    fn new(host: Option<&'a str>, place: u64, env: &Envelope, file: usize) -> Self {
+        let file = if host.is_some() { usize::MAX } else { file };
+        let mut h = FastHash(place);
         h.word(env.pid.map_or(u64::MAX, u64::from));
         h.word(env.dev.map_or(u64::MAX, |d| d as u64));
-        ProcKey { id: h.0, host: env.host, file, pid: env.pid, dev: env.dev }
+        ProcKey { id: h.0, host, file, pid: env.pid, dev: env.dev }
+    }
+
+    /// The host, or the file standing in for it.
+    fn place(&self) -> Place {
+        match self.host {
+            Some(h) => Place::Host(h.to_string()),
+            None => Place::File(self.file),
+        }
     }
 }
 
-/// What makes a connection line new: (communicator, channel, src, dst, direction, transport, mode).
-type ConnKey = (Option<usize>, u32, u32, u32, Direction, Transport, Option<String>);
+/// Where a process ran: its host, or its file when the host was not printed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Host(String),
+    File(usize),
+}
 
 /// A printing thread (file, host, pid, tid), hashed.
 type StreamKey = u64;
 
-fn stream_key(env: &Envelope, file: usize) -> StreamKey {
-    let mut h = FastHash::default();
-    h.bytes(env.host.unwrap_or("").as_bytes());
-    h.word(file as u64);
-    h.word(env.pid.map_or(u64::MAX, u64::from));
-    h.word(env.tid.map_or(u64::MAX, u64::from));
-    h.0
+/// What a thread's first line told about it: its process and how to read its host token.
+#[derive(Default, Clone, Copy)]
+struct Thread {
+    proc: u64,
+    /// Bytes of junk glued before the host name in the host token.
+    junk: usize,
+    /// The host token names a host.
+    host_ok: bool,
+}
+
+/// Who printed a line: the host, the process and the thread.
+struct Who<'a> {
+    host: Option<&'a str>,
+    key: ProcKey<'a>,
+    stream: StreamKey,
 }
 
 /// A small multiply-rotate hash (the Fx hash): SipHash costs more than parsing a line.
@@ -126,12 +117,24 @@ impl FastHash {
     }
 }
 
+/// A hash of a whole line: four independent lanes over 32-byte blocks, so that long lines do not wait on one
+/// chain of multiplications.
 pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
-    let mut h = FastHash::default();
-    h.bytes(bytes);
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut lanes = [0x243f_6a88_85a3_08d3u64, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+            *lane = (*lane ^ w).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    let mut h = FastHash(lanes.iter().fold(bytes.len() as u64, |acc, &l| (acc ^ l).wrapping_mul(K).rotate_left(23)));
+    h.bytes(blocks.remainder());
     h.0
 }
 
+/// An NCCL line no parser understood, held for one line in case the next one continues it.
 #[derive(Clone)]
 struct Pending {
     line: LineRef,
@@ -145,14 +148,47 @@ struct Pending {
     stream: StreamKey,
 }
 
-/// Per printing thread: the tuning table columns and the graph being printed.
+/// Per printing thread: what a multi-line print in progress needs, and the last line (to drop its repeats).
 #[derive(Default, Clone)]
 struct Stream {
-    table_cols: Vec<(Algorithm, Protocol)>,
-    graph: Option<usize>,
+    thread: Thread,
+    /// Hash of the last line this thread printed.
+    last_line: u64,
+    table: table::Table,
+    graph: Option<topo::GraphBuild>,
+    /// The system tree being printed: (name column, node index) of the nodes above the current line.
+    tree: Vec<(usize, usize)>,
     comm: Option<usize>,
-    /// The collective of the last COLL line, for TRACE decision lines that do not name theirs.
+    /// The collective of the last COLL line, for decision lines that do not name theirs.
     last_coll: Option<Collective>,
+    /// The op history the last COLL line went to.
+    last_op: Option<u64>,
+}
+
+impl Stream {
+    /// A multi-line print is under way.
+    fn is_open(&self) -> bool {
+        self.graph.is_some() || self.table.is_open()
+    }
+}
+
+/// What the log says about the job's size, by source, for [`crate::infer`].
+#[derive(Default, Clone)]
+pub struct SizeFacts {
+    /// Largest rank count printed, and by what (`nranks`, `nRanks`, `[nranks=N]`, ...).
+    pub nranks: Option<(u32, &'static str)>,
+    pub nnodes: Option<(u32, &'static str)>,
+    /// Ranks on a node, printed (`localRanks`, `nvlsRanks`) or counted in a node's prints (GPUs in its topology
+    /// or in a graph channel).
+    pub local: Option<(u32, &'static str)>,
+    /// A complete ring order's length.
+    pub ring: Option<u32>,
+    /// A rank's ring neighbours are one rank (`Ring 00 : 0 -> 1 -> 0`): two ranks.
+    pub ring_pair: bool,
+    /// A NET connection or a graph that leaves the node: more than one node.
+    pub multi_node: bool,
+    /// CUDA devices printing, by host (or file), capped.
+    pub devs: BTreeMap<Place, BTreeSet<i32>>,
 }
 
 /// The job being assembled.
@@ -162,49 +198,46 @@ pub struct Job {
     pub files: Vec<String>,
     pub snap: Snapshot,
     pub facts: LogFacts,
-    pub evidence: BTreeMap<Ev, Vec<LineRef>>,
-    /// Ranks whose host is known, and their CUDA devices.
-    pub rank_host: BTreeMap<u32, String>,
-    pub rank_dev: BTreeMap<u32, i32>,
-    /// Ranks seen anywhere (printing or named as peers).
-    pub ranks_seen: BTreeSet<u32>,
-    /// Printing processes seen (host or file, pid, device).
-    pub procs_seen: usize,
-    /// Highest CUDA device printed in a `[dev]` prefix.
-    pub max_dev: Option<i32>,
-    /// Largest nranks / nNodes printed.
-    pub nranks_printed: Option<u32>,
-    pub nnodes_printed: Option<u32>,
-    /// The last value each env variable was set to.
-    pub env_values: BTreeMap<String, String>,
+    pub evidence: Evidence,
+    /// Ranks whose host is known.
+    pub rank_host: BTreeMap<u32, Place>,
+    /// The highest rank seen anywhere (printing or named as a peer).
+    pub max_rank: Option<u32>,
+    pub size: SizeFacts,
     /// `Using network X`.
     pub using_network: Option<String>,
     /// Networks that printed `NET/X : Using ...`, plugin networks that printed lines, and `No device found`.
     pub net_using: BTreeSet<String>,
     pub plugin_nets: BTreeSet<String>,
-    pub net_no_device: BTreeSet<String>,
     /// NVLS set up (true) or reported unavailable (false).
     pub nvls: Option<bool>,
     /// Largest `Channel xx/NN` channel count of the ring prints.
     pub ring_nchannels: Option<u32>,
     procs: FastMap<u64, Option<u32>>,
+    /// Hashes of the hosts in `snap.hosts`.
+    host_hashes: FastSet<u64>,
+    /// Hashes of the facts kept in deduplicated lists (see `first_time`).
+    seen: FastSet<u64>,
     streams: FastMap<StreamKey, Stream>,
-    comm_index: HashMap<String, usize>,
-    conn_seen: FastSet<ConnKey>,
+    /// Threads with a multi-line print under way (a table, a graph).
+    open_prints: usize,
+    comm_index: HashMap<(Place, u32, String), usize>,
+    /// (place, comm pointer) to the rank that printed it.
+    comm_rank: FastMap<u64, u32>,
+    conn_seen: FastSet<u64>,
     ring_index: HashMap<u32, usize>,
     tree_seen: FastSet<(u32, u32)>,
-    decision_index: FastMap<(Collective, u64, Algorithm, Protocol, Option<u32>), usize>,
-    op_index: FastMap<(u64, u32), usize>,
+    decision_index: FastMap<(Collective, u64, u8, u8, Option<u32>), usize>,
+    unnamed_seen: FastSet<(u64, u8, u8, Option<u32>)>,
+    ops: ops::OpHistories,
     pub versions: BTreeMap<String, BTreeSet<String>>,
-    topo_index: HashMap<String, usize>,
-    /// (topology, node name) to node index.
-    node_index: HashMap<(usize, String), usize>,
-    recent: [u64; RECENT],
-    recent_pos: usize,
-    /// An NCCL line no parser understood, held for one line in case the next one continues it.
+    topo: topo::TopoIndex,
+    /// The last non-NCCL line of each file, to drop its repeats.
+    last_context: FastMap<usize, u64>,
     pending: Option<Pending>,
-    /// The enabled matrix prints its rows without a prefix after its INFO line.
-    in_matrix: bool,
+    /// The enabled matrix prints its rows without a prefix after its INFO line: its columns, once its header
+    /// row named them.
+    matrix: Option<Option<table::MatrixColumns>>,
     /// Files that had a line cut (each is warned about once).
     cut_files: FastSet<usize>,
 }
@@ -216,56 +249,46 @@ impl Job {
             files: Vec::new(),
             snap: Snapshot::new(Source::Log { files: Vec::new() }),
             facts: LogFacts::default(),
-            evidence: BTreeMap::new(),
+            evidence: Evidence::default(),
             rank_host: BTreeMap::new(),
-            rank_dev: BTreeMap::new(),
-            ranks_seen: BTreeSet::new(),
-            procs_seen: 0,
-            max_dev: None,
-            nranks_printed: None,
-            nnodes_printed: None,
-            env_values: BTreeMap::new(),
+            max_rank: None,
+            size: SizeFacts::default(),
             using_network: None,
             net_using: BTreeSet::new(),
             plugin_nets: BTreeSet::new(),
-            net_no_device: BTreeSet::new(),
             nvls: None,
             ring_nchannels: None,
             procs: FastMap::default(),
+            host_hashes: FastSet::default(),
+            seen: FastSet::default(),
             streams: FastMap::default(),
+            open_prints: 0,
             comm_index: HashMap::new(),
+            comm_rank: FastMap::default(),
             conn_seen: FastSet::default(),
             ring_index: HashMap::new(),
             tree_seen: FastSet::default(),
             decision_index: FastMap::default(),
-            op_index: FastMap::default(),
+            unnamed_seen: FastSet::default(),
+            ops: ops::OpHistories::default(),
             versions: BTreeMap::new(),
-            topo_index: HashMap::new(),
-            node_index: HashMap::new(),
-            recent: [0; RECENT],
-            recent_pos: 0,
+            topo: topo::TopoIndex::default(),
+            last_context: FastMap::default(),
             pending: None,
-            in_matrix: false,
+            matrix: None,
             cut_files: FastSet::default(),
         }
     }
 
     pub fn add_file(&mut self, name: &str) -> usize {
         self.flush_pending();
-        self.in_matrix = false;
+        self.matrix = None;
         self.files.push(name.to_string());
         self.files.len() - 1
     }
 
-    pub fn evidence(&self, ev: &Ev) -> &[LineRef] {
-        self.evidence.get(ev).map_or(&[], Vec::as_slice)
-    }
-
-    fn cite(&mut self, ev: Ev, at: &At) {
-        let list = self.evidence.entry(ev).or_default();
-        if list.len() < MAX_EVIDENCE {
-            list.push(at.line_ref(&self.files));
-        }
+    fn cite(&mut self, cite: Cite, at: &At) {
+        self.evidence.add(cite, || at.line_ref(&self.files));
     }
 
     /// Feeds one raw line. `cut` says the input reader truncated it.
@@ -294,15 +317,6 @@ impl Job {
         if raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != b'\t'))) {
             stats.garbled_lines += 1;
         }
-        if !raw.is_empty() {
-            let h = hash_of(raw);
-            if self.recent.contains(&h) {
-                stats.duplicate_lines += 1;
-                return;
-            }
-            self.recent[self.recent_pos] = h;
-            self.recent_pos = (self.recent_pos + 1) % RECENT;
-        }
         let at = At { file, line: lineno, text: &text };
         self.dispatch(&at, &text);
     }
@@ -311,30 +325,132 @@ impl Job {
         match envelope::split(text) {
             Line::Other { launcher_rank, text } => self.context(at, launcher_rank, text),
             Line::Nccl(env) => {
-                self.in_matrix = false;
+                self.matrix = None;
                 self.facts.stats.nccl_lines += 1;
                 self.flush_pending();
-                // Two processes writing into one line: handle the second line on its own.
-                if let Some(second) = second_line(env.msg) {
-                    self.facts.stats.garbled_lines += 1;
-                    self.dispatch(at, second);
-                    return;
+                // Two processes writing into one line: each record on its own, where the first can be told apart.
+                if let Some(Line::Nccl(second)) = envelope::has_marker(env.msg).then(|| envelope::split(env.msg)) {
+                    if second.level != Level::Version {
+                        self.facts.stats.garbled_lines += 1;
+                        let cut = second.start + self.glued_junk(&second);
+                        if cut > 0 {
+                            let first = Envelope { msg: &env.msg[..cut], ..env };
+                            if let Some(ev) = message::parse(first.msg) {
+                                self.nccl_event(at, &first, ev);
+                            }
+                        }
+                        self.dispatch(at, &env.msg[cut..]);
+                        return;
+                    }
                 }
                 self.nccl(at, &env);
             }
         }
     }
 
+    /// How many bytes of `env`'s host token belong to whatever was glued before the host: the part in front of a
+    /// known host name it ends with.
+    fn glued_junk(&self, env: &Envelope) -> usize {
+        let Some(raw) = env.host else { return 0 };
+        if self.snap.hosts.iter().any(|h| h == raw) {
+            return 0;
+        }
+        self.snap.hosts.iter().filter(|h| raw.ends_with(h.as_str())).map(|h| raw.len() - h.len()).min().unwrap_or(0)
+    }
+
+    /// The host of a line: as printed, or the known host its token ends with when something was glued before it
+    /// (a progress bar, another record). A token that cannot be a host name and matches no known host is no host.
+    fn host<'a>(&mut self, env: &Envelope<'a>) -> Option<(&'a str, u64)> {
+        let raw = env.host?;
+        let h = hash_of(raw.as_bytes());
+        if self.host_hashes.contains(&h) {
+            return Some((raw, h));
+        }
+        let clean = raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'<' | b'>'));
+        let junk = self.glued_junk(env);
+        if junk > 0 || !clean {
+            self.facts.stats.garbled_lines += 1;
+            return (junk > 0).then(|| (&raw[junk..], hash_of(&raw.as_bytes()[junk..])));
+        }
+        Some((raw, h))
+    }
+
+    /// Who printed a line, through its thread's cached answer; `None` for a line its thread printed just before
+    /// (a log copied into itself, output captured twice), which is dropped.
+    fn who<'a>(&mut self, env: &Envelope<'a>, file: usize) -> Option<Who<'a>> {
+        let mut h = FastHash::default();
+        match env.host {
+            Some(raw) => h.bytes(raw.as_bytes()),
+            None => h.word(file as u64),
+        }
+        h.word(env.pid.map_or(u64::MAX, u64::from));
+        h.word(env.tid.map_or(u64::MAX, u64::from));
+        h.word(env.dev.map_or(u64::MAX, |d| d as u64));
+        let stream = h.0;
+        let thread = match self.streams.get_mut(&stream) {
+            Some(s) => s.thread,
+            None => {
+                let thread = self.new_thread(env, file);
+                self.streams.entry(stream).or_default().thread = thread;
+                thread
+            }
+        };
+        let s = self.streams.get_mut(&stream)?;
+        // The thread is known from the prefix: its message alone tells a repeat.
+        let line = hash_of(env.msg.as_bytes());
+        if s.last_line == line {
+            self.facts.stats.duplicate_lines += 1;
+            return None;
+        }
+        s.last_line = line;
+        let host = env.host.filter(|_| thread.host_ok).map(|raw| &raw[thread.junk..]);
+        let key = ProcKey {
+            id: thread.proc,
+            host,
+            file: if host.is_some() { usize::MAX } else { file },
+            pid: env.pid,
+            dev: env.dev,
+        };
+        Some(Who { host, key, stream })
+    }
+
+    /// A thread printing for the first time: its host (junk glued before it left out) and process, counted.
+    fn new_thread(&mut self, env: &Envelope, file: usize) -> Thread {
+        let resolved = self.host(env);
+        let junk = match (env.host, resolved) {
+            (Some(raw), Some((h, _))) => raw.len() - h.len(),
+            _ => 0,
+        };
+        let (host, place) = match resolved {
+            Some((h, hash)) => (Some(h), hash),
+            None => (None, file as u64 ^ 0x9e37_79b9_7f4a_7c15),
+        };
+        let key = ProcKey::new(host, place, env, file);
+        if !self.procs.contains_key(&key.id) {
+            if let Some(h) = host {
+                if self.host_hashes.insert(place) {
+                    self.snap.hosts.push(h.to_string());
+                }
+            }
+            if let Some(d) = key.dev.filter(|&d| (0..1024).contains(&d)) {
+                self.size.devs.entry(key.place()).or_default().insert(d);
+            }
+            self.procs.insert(key.id, None);
+        }
+        Thread { proc: key.id, junk, host_ok: host.is_some() }
+    }
+
     fn context(&mut self, at: &At, launcher_rank: Option<u32>, text: &str) {
-        if self.in_matrix {
+        if let Some(columns) = self.matrix.take() {
             if let Some((coll, flags)) = message::tuning::matrix_row(text) {
-                self.matrix_row(coll, &flags);
+                self.matrix_row(columns.as_ref(), coll, &flags);
+                self.matrix = Some(columns);
                 return;
             }
-            if text.contains("Function |") {
+            if let Some(header) = message::tuning::matrix_header(text) {
+                self.matrix = Some(Some(header));
                 return;
             }
-            self.in_matrix = false;
         }
         if let Some(p) = self.pending.take() {
             let rest = text.trim_start();
@@ -344,7 +460,9 @@ impl Job {
                     let text = format!("{}\n{}", p.line.text, text);
                     let at2 = At { file: at.file, line: p.line.line, text: &text };
                     let key = ProcKey { id: p.id, host: p.host.as_deref(), file: p.file, pid: p.pid, dev: p.dev };
-                    self.event(&at2, &key, p.rank, &p.stream, ev);
+                    if !self.event(&at2, &key, p.rank, p.stream, ev) {
+                        self.not_understood(p.line);
+                    }
                     return;
                 }
             }
@@ -352,88 +470,115 @@ impl Job {
             self.flush_pending();
         }
         self.facts.stats.context_lines += 1;
-        if classify::is_framework_error(text) {
+        let hash = hash_of(text.as_bytes());
+        if self.last_context.insert(at.file, hash) == Some(hash) && !text.is_empty() {
+            self.facts.stats.duplicate_lines += 1;
+            return;
+        }
+        let said = classify::context(text);
+        if said.error {
             let rank = launcher_rank.or_else(|| bracket_rank(text));
             self.warning(at, rank, None, text.trim(), None);
         }
-        if let Some(v) = text.split("NCCL version ").nth(1) {
-            let v: String = v.chars().take_while(|c| !c.is_whitespace() && *c != ',' && *c != ')').collect();
-            if v.starts_with(|c: char| c.is_ascii_digit()) {
-                self.version(at, &v, launcher_rank.map(|r| format!("rank {r}")));
-            }
+        if let Some(v) = said.version {
+            self.facts.rccl |= said.rccl;
+            self.version(at, v, launcher_rank.map(|r| format!("rank {r}")));
         }
     }
 
     /// Called at the end of the input.
     pub fn finish_lines(&mut self) {
         self.flush_pending();
+        let streams: Vec<StreamKey> = self.streams.keys().copied().collect();
+        for s in streams {
+            self.close_prints(s);
+        }
+        self.snap.ops = self.ops.records();
     }
 
     fn flush_pending(&mut self) {
         if let Some(p) = self.pending.take() {
-            self.facts.stats.unparsed_nccl_lines += 1;
-            if self.strict && self.snap.unparsed_nccl_lines.len() < MAX_UNPARSED {
-                self.snap.unparsed_nccl_lines.push(p.line);
-            }
+            self.not_understood(p.line);
+        }
+    }
+
+    /// An NCCL line that said nothing the reader could use.
+    fn not_understood(&mut self, line: LineRef) {
+        self.facts.stats.unparsed_nccl_lines += 1;
+        if self.strict && self.snap.unparsed_nccl_lines.len() < MAX_UNPARSED {
+            self.snap.unparsed_nccl_lines.push(line);
         }
     }
 
     fn nccl(&mut self, at: &At, env: &Envelope) {
-        let key = ProcKey::new(env, at.file);
-        if !self.procs.contains_key(&key.id) {
-            self.procs_seen += 1;
-            if let Some(h) = env.host {
-                if !self.snap.hosts.iter().any(|x| x == h) {
-                    self.snap.hosts.push(h.to_string());
-                }
-            }
-            if let Some(d) = key.dev.filter(|&d| d >= 0) {
-                self.max_dev = Some(self.max_dev.map_or(d, |m| m.max(d)));
-            }
-            self.procs.insert(key.id, None);
+        if env.level == Level::Call {
+            return;
         }
-        let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
-        if let Some(r) = env.launcher_rank {
-            self.learn_rank(&key, r);
-        }
-        match env.level {
-            Level::Warn => {
-                let loc = env.location;
-                self.warning(at, rank, env.host, env.msg.trim_end(), loc);
-            }
-            Level::Version => {
-                if let Some(v) = message::setup::version(env.msg) {
-                    self.version(at, &v, who(env, rank));
-                }
-            }
-            Level::Info | Level::Trace => match message::parse(env.msg) {
-                Some(ev) => {
-                    let stream = stream_key(env, at.file);
-                    if let Event::Version(v) = &ev {
-                        self.version(at, v, who(env, rank));
-                    } else {
-                        self.event(at, &key, rank, &stream, ev);
-                    }
-                }
+        if matches!(env.level, Level::Info | Level::Trace) {
+            match message::parse(env.msg) {
+                Some(ev) => self.nccl_event(at, env, ev),
                 None => {
+                    let Some(who) = self.who(env, at.file) else { return };
+                    let key = who.key;
+                    let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
                     self.pending = Some(Pending {
                         line: at.line_ref(&self.files),
                         msg: env.msg.to_string(),
-                        host: key.host.map(str::to_string),
+                        host: who.host.map(str::to_string),
                         file: key.file,
                         pid: key.pid,
                         dev: key.dev,
                         id: key.id,
                         rank,
-                        stream: stream_key(env, at.file),
+                        stream: who.stream,
                     })
                 }
-            },
+            }
+            return;
+        }
+        let Some(who) = self.who(env, at.file) else { return };
+        let rank = env.launcher_rank.or_else(|| self.procs.get(&who.key.id).copied().flatten());
+        if let Some(r) = env.launcher_rank {
+            self.learn_rank(&who.key, r);
+        }
+        match env.level {
+            Level::Warn => self.warning(at, rank, who.host, env.msg.trim_end(), env.location),
+            Level::Version => {
+                if let Some(v) = message::setup::version(env.msg) {
+                    self.version(at, &v, printer(who.host, env, rank));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps `open_prints` right after `stream`'s prints opened or closed (`was`: open before).
+    fn settle(&mut self, stream: StreamKey, was: bool) {
+        let now = self.streams.get(&stream).is_some_and(Stream::is_open);
+        match (was, now) {
+            (false, true) => self.open_prints += 1,
+            (true, false) => self.open_prints -= 1,
+            _ => {}
+        }
+    }
+
+    fn nccl_event(&mut self, at: &At, env: &Envelope, ev: Event) {
+        let Some(who) = self.who(env, at.file) else { return };
+        let key = who.key;
+        let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
+        if let Some(r) = env.launcher_rank {
+            self.learn_rank(&key, r);
+        }
+        if let Event::Version(v) = &ev {
+            self.version(at, v, printer(who.host, env, rank));
+        } else if !self.event(at, &key, rank, who.stream, ev) {
+            self.not_understood(at.line_ref(&self.files));
         }
     }
 }
 
-/// A line being handled: where it is and what it says.
+/// A line being handled: where it is, what it says, and its hash.
+#[derive(Clone, Copy)]
 pub struct At<'a> {
     pub file: usize,
     pub line: u64,
@@ -462,8 +607,8 @@ pub(crate) fn kept(text: &str) -> String {
     format!("{}...", &text[..end])
 }
 
-fn who(env: &Envelope, rank: Option<u32>) -> Option<String> {
-    rank.map(|r| format!("rank {r}")).or_else(|| env.host.map(|h| format!("{h}:{}", env.pid.unwrap_or(0))))
+fn printer(host: Option<&str>, env: &Envelope, rank: Option<u32>) -> Option<String> {
+    rank.map(|r| format!("rank {r}")).or_else(|| host.map(|h| format!("{h}:{}", env.pid.unwrap_or(0))))
 }
 
 /// `[Rank 7]` / `[PG 0 (default_pg) Rank 7]` in PyTorch lines.
@@ -471,9 +616,4 @@ fn bracket_rank(text: &str) -> Option<u32> {
     let i = text.find(" Rank ").map(|i| i + 6).or_else(|| text.find("[Rank ").map(|i| i + 6))?;
     let digits: String = text[i..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-/// A second NCCL line glued into this message (two processes writing at once), to be split on its own.
-fn second_line(msg: &str) -> Option<&str> {
-    matches!(envelope::split(msg), Line::Nccl(e) if e.level != Level::Version).then_some(msg)
 }

@@ -1,21 +1,33 @@
-//! What one NCCL message says, as a typed event. Dispatch looks at the message's first bytes first, so each
-//! family's parser (hand-written for the frequent ones, a regex for the rest) runs only on its candidates.
-//! Formats follow NCCL 2.28.9 and the older forms seen in real logs (2.4 to 2.27).
+//! What one NCCL message says, as a typed event. Dispatch looks at the message's first word, so each family's
+//! hand-written parser runs only on its candidates. Formats follow NCCL 2.28.9 and the older forms seen in real
+//! logs (2.4 to 2.27), RCCL's additions, and the network plugins' lines that name themselves.
 
 pub mod setup;
+pub mod topo;
 pub mod tuning;
 
 /// Connection, ring and tree lines: the contract's grammar, which the runtime writes with.
 pub use collscope_model::lines as conn;
-use collscope_model::{ChannelCounts, Graph, GraphChannel, NetDevice, PluginNote};
+/// The cursor every hand-written parser reads NCCL's printf formats with.
+pub use collscope_model::scan;
+use collscope_model::{ChannelCounts, Graph, NetDevice, PluginNote};
 
 pub use conn::{RingOrder, TreeEntry};
-pub use setup::{CommInfo, CommInit, GdrLine, PathLine};
+pub use setup::{CommInfo, CommInit, GdrLine, NvlsComm};
+pub use topo::{GraphToken, NodeAttrs, NodeRef, PathLine, TopoLine};
 pub use tuning::{CollLine, DecisionLine, TableLine};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     Version(String),
+    /// RCCL's `RCCL version : 2.20.5-HEAD:...` (the NCCL API version it follows).
+    RcclVersion(String),
+    /// RCCL appends `comm 0x... nRanks NN [busId ...]` to NCCL's lines: the communicator's size, and the line.
+    Rccl {
+        comm: String,
+        nranks: u32,
+        inner: Box<Event>,
+    },
     Bootstrap {
         name: String,
         address: String,
@@ -27,14 +39,14 @@ pub enum Event {
     },
     /// `NET/IB : No device found.`
     NetNoDevice(String),
-    /// `Using network IB`.
+    /// `Using network IB`, `Assigned NET plugin IB to comm`.
     UsingNetwork(String),
-    /// A line from a network plugin that names itself (`NET/OFI Selected Provider is efa`).
+    /// A line from a network plugin that names itself (`NET/OFI Selected provider is efa`).
     NetPluginActive(String),
     Plugin(PluginNote),
     Gdr(GdrLine),
     Graph(Graph),
-    GraphChannel(GraphChannel),
+    GraphChannel(Vec<GraphToken>),
     /// `Could not find a path for pattern 4, falling back to simple order`.
     SearchFallback(u32),
     Conn(collscope_model::Connection),
@@ -48,11 +60,17 @@ pub enum Event {
         pxn: Option<bool>,
         gdr: Option<bool>,
     },
-    ConnectedTrees,
-    /// NVLS set up or used (`NVLS comm ...`, `Connected NVLS tree`); `false` for "not available".
+    /// NVLS set up or used (`Connected NVLS tree`); `false` for "not available".
     Nvls(bool),
+    /// `NVLS comm 0x.. headRank 0 nHeads 8 [nvlsRanks 8] ...`.
+    NvlsComm(NvlsComm),
     CommInit(CommInit),
     CommInfo(CommInfo),
+    /// A plugin's `comm with 16 ranks and 2 nodes`.
+    CommSize {
+        nranks: u32,
+        nnodes: u32,
+    },
     InitTimings {
         rank: u32,
         nranks: u32,
@@ -71,73 +89,148 @@ pub enum Event {
         max_bw: f64,
         total_bw: f64,
     },
-    /// A node of the topology print: `+ PCI[24.0] - GPU/0-1b000 (0)`.
-    TopoNode(String),
+    /// A line of the system tree: `CPU/0-0 (1/1/143)`, `+ PCI[24.0] - GPU/0-1b000 (0)`.
+    TopoLine(TopoLine),
+    /// `==========` closing the tree.
+    TopoEnd,
     Path(PathLine),
     /// `P2P is disabled between connected GPUs 0 and 1`.
-    P2pDisabled(String),
+    P2pDisabled,
     /// `Disabling LL128 over all PxN connections (PXB and C2C)`.
-    Ll128Disabled(String),
+    Ll128Disabled,
     /// `User asked for a minimum of 64 channels, limiting to 32`.
-    ChannelsLimited(String),
+    ChannelsLimited,
     /// `init.cc:1089 -> 2`: an error code passed up the stack.
-    ErrorTrace {
-        location: String,
-        code: i32,
-    },
+    ErrorTrace,
     /// Understood, nothing to keep.
     Known,
 }
 
 /// Parses one NCCL INFO/TRACE message. `None` means not understood.
 pub fn parse(msg: &str) -> Option<Event> {
-    let first = *msg.as_bytes().first()?;
-    match first {
-        b'C' => {
-            if msg.starts_with("Channel ") || msg.starts_with("CollNet ") {
-                if let Some(c) = conn::connection(msg) {
-                    return Some(Event::Conn(c));
-                }
-                if let Some(r) = conn::ring_order(msg) {
-                    return Some(Event::RingOrder(r));
-                }
-            }
-            if msg.starts_with("Connected") {
-                return setup::connected(msg);
-            }
-            setup::misc(msg)
+    let body = msg.trim_start_matches(' ');
+    let indent = msg.len() - body.len();
+    let first = *body.as_bytes().first()?;
+    if first == b'+' {
+        return topo::tree_line(indent, body);
+    }
+    if first.is_ascii_digit() {
+        return digits(body);
+    }
+    let word = first_word(body);
+    match word {
+        "Channel" | "CollNet" | "Ring" | "Trees" | "Connected" if has_rccl_tail(body) => rccl(body),
+        "Channel" | "CollNet" | "Ring" => channel_line(body),
+        "Trees" => conn::trees(body).map(Event::Trees),
+        "Tree" => conn::tree(body).map(|t| Event::Trees(vec![t])),
+        "Connected" => Some(setup::connected(body)),
+        "NCCL" if body.starts_with("NCCL version ") => Some(Event::Version(setup::version(body)?)),
+        _ if word.starts_with("NCCL_") || word.starts_with("RCCL_") => setup::env(body),
+        "Pattern" => topo::graph_head(body).map(Event::Graph),
+        "tunedColl" | "collnetColl" | "CBDColl" => tuning::rccl_enqueue(body).map(Event::Decision),
+        _ if word.starts_with("===") => topo::system(body),
+        "Latency/AlgBw" | "Algorithm" | "Protocol" | "Max" => tuning::table_line(body).map(Event::Table),
+        _ if word != "threadThresholds" && memchr::memchr(b'|', body.as_bytes()).is_some() => {
+            tuning::table_line(body).map(Event::Table)
         }
-        b'R' if msg.starts_with("Ring ") => conn::connection(msg)
-            .map(Event::Conn)
-            .or_else(|| conn::ring_neighbours(msg).map(|(c, p, r, n)| Event::RingNeighbours(c, p, r, n))),
-        b'T' if msg.starts_with("Trees") => conn::trees(msg).map(Event::Trees),
-        b'T' if msg.starts_with("Tree ") => conn::tree(msg).map(|t| Event::Trees(vec![t])),
-        b'N' if msg.starts_with("NCCL version ") => Some(Event::Version(setup::version(msg)?)),
-        b'N' if msg.starts_with("NCCL_") => setup::env(msg).or_else(|| setup::misc(msg)),
-        b'0'..=b'9' if msg.contains(" Bytes -> Algo ") => tuning::decision(msg).map(Event::Decision),
-        _ => {
-            if let Some((name, rest)) = split_colon(msg) {
-                if rest.starts_with("opCount ") {
-                    return tuning::coll(msg).map(Event::Coll);
-                }
-                if rest.starts_with(|c: char| c.is_ascii_digit()) && !name.contains(' ') {
-                    return tuning::decision(msg).map(Event::Decision);
-                }
-            }
-            if msg.contains(" |") {
-                if let Some(t) = tuning::table_line(msg) {
-                    return Some(Event::Table(t));
-                }
-            }
-            setup::misc(msg)
+        _ if is_node(word) => topo::node_line(indent, body),
+        _ => named(word, body).or_else(|| setup::misc(word, body)),
+    }
+}
+
+/// The first word: up to a space, or up to a `:` that a space follows (`AllReduce: ...`).
+fn first_word(s: &str) -> &str {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && b[i] != b' ' && !(b[i] == b':' && b.get(i + 1) == Some(&b' ')) {
+        i += 1;
+    }
+    &s[..i]
+}
+
+/// `GPU/...`, `NET/0-0`, `CPU/1`: a topology node name (a NET followed by a digit, not `NET/IB`).
+fn is_node(word: &str) -> bool {
+    let Some((kind, id)) = word.split_once('/') else { return false };
+    matches!(kind, "GPU" | "PCI" | "NVS" | "CPU" | "NIC" | "NET")
+        && id.starts_with(|c: char| c.is_ascii_hexdigit())
+        && (kind != "NET" || id.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Messages that start with a number: channel counts, decisions, graph channels.
+fn digits(body: &str) -> Option<Event> {
+    if scan::find(body, " Bytes -> Algo ").is_some() {
+        return tuning::decision(body).map(Event::Decision);
+    }
+    if body.contains(" coll channels") {
+        return setup::channel_counts(body);
+    }
+    if let Some(tokens) = topo::graph_channel(body) {
+        return Some(Event::GraphChannel(tokens));
+    }
+    setup::error_trace(body)
+}
+
+/// `AllReduce: opCount ...` and `AllReduce: 65536 Bytes -> Algo ...`: messages named by a collective.
+fn named(word: &str, body: &str) -> Option<Event> {
+    let rest = body.strip_prefix(word)?.strip_prefix(": ")?;
+    if rest.starts_with("opCount ") {
+        return tuning::coll(body).map(Event::Coll);
+    }
+    if rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return tuning::decision(body).map(Event::Decision);
+    }
+    None
+}
+
+/// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
+fn has_rccl_tail(body: &str) -> bool {
+    let b = body.as_bytes();
+    let tail = &b[b.len().saturating_sub(32)..];
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'n', &tail[from..]) {
+        if tail[from + i..].starts_with(b"nRanks ") {
+            return true;
+        }
+        from += i + 1;
+    }
+    false
+}
+
+/// RCCL's `... comm 0x55d3 nRanks 16 [busId 29000]` after a line NCCL also prints (RCCL 2.20 `src/init.cc`,
+/// `src/transport/*.cc`).
+fn rccl(body: &str) -> Option<Event> {
+    let at = scan::rfind(body, " comm 0x")?;
+    let mut s = scan::Scan::new(&body[at + 6..]);
+    let comm = s.word()?;
+    s.lit(" nRanks ")?;
+    let nranks = s.num()?;
+    if !s.is_empty() {
+        s.lit(" busId ")?;
+        s.hex()?;
+        if !s.is_empty() {
+            return None;
         }
     }
+    let inner = parse(&body[..at])?;
+    Some(Event::Rccl { comm: comm.to_string(), nranks, inner: Box::new(inner) })
 }
 
 /// `name: rest` at the first `": "` (a byte search: this runs on every COLL and TUNING line).
 pub(crate) fn split_colon(msg: &str) -> Option<(&str, &str)> {
     let b = msg.as_bytes();
     memchr::memchr_iter(b':', b).find(|&i| b.get(i + 1) == Some(&b' ')).map(|i| (&msg[..i], &msg[i + 2..]))
+}
+
+/// `Channel ...`, `Ring ...` and `CollNet ...`: a connection when it says ` via `, else a ring order or a
+/// rank's ring neighbours.
+pub fn channel_line(msg: &str) -> Option<Event> {
+    if let Some(via) = scan::find(msg, " via ") {
+        return conn::connection_at(msg, via).map(Event::Conn);
+    }
+    if msg.starts_with("Ring ") {
+        return conn::ring_neighbours(msg).map(|(c, p, r, n)| Event::RingNeighbours(c, p, r, n));
+    }
+    conn::ring_order(msg).map(Event::RingOrder)
 }
 
 #[cfg(test)]
@@ -158,7 +251,15 @@ mod tests {
             Some(Event::Decision(_))
         ));
         assert!(matches!(parse("    AllReduce |    6.3/  14.5 |"), Some(Event::Table(_))));
-        assert!(matches!(parse("Connected all trees"), Some(Event::ConnectedTrees)));
+        assert!(matches!(parse("Connected all trees"), Some(Event::Known)));
+        assert!(matches!(parse(" 0 : GPU/0 GPU/1"), Some(Event::GraphChannel(_))));
+        assert!(matches!(parse("CPU/0-0 (1/1/143)"), Some(Event::TopoLine(_))));
+        assert!(matches!(parse("NET/0-0 :GPU/0-1b000 (3/24.0/PXB) "), Some(Event::Path(_))));
+        assert!(matches!(parse("NET/IB : No device found."), Some(Event::NetNoDevice(_))));
+        match parse("Ring 0 : 15 -> 0 -> 1 comm 0x5b2b1e0 nRanks 16 busId 29000") {
+            Some(Event::Rccl { nranks: 16, inner, .. }) => assert_eq!(*inner, Event::RingNeighbours(0, 15, 0, 1)),
+            e => panic!("{e:?}"),
+        }
         assert_eq!(parse("Frobnicating the widgets"), None);
         assert_eq!(parse(""), None);
     }

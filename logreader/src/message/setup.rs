@@ -1,14 +1,14 @@
-//! Init-time lines: version, bootstrap, network and plugins, GPUDirect RDMA, topology and paths, graph search,
-//! channel counts, communicator init and timings, env settings (NCCL 2.28.9 `src/init.cc`, `src/bootstrap.cc`,
-//! `src/transport/net_*.cc`, `src/graph/{topo,paths,search,connect,tuning}.cc`, `src/misc/param.cc`, and the
-//! older wordings of 2.4 to 2.27).
+//! Init-time lines: version, bootstrap, network and plugins, GPUDirect RDMA, communicator init and timings,
+//! channel counts, NVLS, env settings (NCCL 2.28.9 `src/init.cc`, `src/bootstrap.cc`, `src/net.cc`,
+//! `src/plugin/*.cc`, `src/graph/{topo,paths,search,connect,tuning}.cc`, `src/transport/nvls.cc`,
+//! `src/misc/param.cc`, the older wordings of 2.4 to 2.27, RCCL's and the network plugins' own lines).
 
+use super::scan::{field, find, Scan};
 use super::Event;
-use collscope_model::{ChannelCounts, Graph, GraphChannel, NetDevice, PathType, Pattern, PluginNote};
-use regex::Regex;
-use std::sync::OnceLock;
+use collscope_model::{ChannelCounts, NetDevice, PluginNote};
 
-/// `... comm 0x55d3 rank 3 nranks 8 cudaDev 3 nvmlDev 3 busId 1b000 commId 0x9f - Init START|COMPLETE`.
+/// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
+/// ... - Init START|COMPLETE`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommInit {
     pub comm: String,
@@ -17,6 +17,8 @@ pub struct CommInit {
     pub cuda_dev: i32,
     pub bus_id: Option<String>,
     pub comm_id: Option<String>,
+    /// The communicator split from (`ncclCommSplit ... parent 0x..`).
+    pub parent: Option<String>,
     pub complete: bool,
 }
 
@@ -31,8 +33,18 @@ pub struct CommInfo {
     pub local_rank: u32,
 }
 
-/// Either GPUDirect RDMA line family.
+/// `NVLS comm 0x.. headRank 0 nHeads 8 [nvlsRanks 8] buffSize ...` (`src/transport/nvls.cc`; `nvlsRanks`, the
+/// node's ranks, since 2.27).
 #[derive(Debug, Clone, PartialEq)]
+pub struct NvlsComm {
+    pub comm: String,
+    pub head_rank: i32,
+    pub n_heads: u32,
+    pub nvls_ranks: Option<u32>,
+}
+
+/// A line that says whether GPUDirect RDMA is on, and often why.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct GdrLine {
     pub net: Option<String>,
     pub enabled: bool,
@@ -42,227 +54,285 @@ pub struct GdrLine {
     pub hca_name: Option<String>,
     pub distance: Option<u32>,
     pub level: Option<u32>,
-    /// `no module`, `nvidia-peermem`, `DMABUF`.
+    /// `no module`, `nvidia-peermem`, `DMABUF`, `distance`, or the words of a line that says why.
     pub reason: Option<String>,
-}
-
-/// `GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) GPU/0-1c000 (2/24.0/PHB) ...`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PathLine {
-    pub from: String,
-    /// (to, hops, bw, type).
-    pub to: Vec<(String, u32, f64, PathType)>,
-}
-
-struct Patterns {
-    bootstrap: Regex,
-    net_using: Regex,
-    ib_dev: Regex,
-    sock_dev: Regex,
-    gdr_hca: Regex,
-    gdr_gpu: Regex,
-    graph: Regex,
-    graph_channel: Regex,
-    fallback: Regex,
-    comm_init: Regex,
-    comm_info: Regex,
-    timings: Regex,
-    topo_system: Regex,
-    topo_node: Regex,
-    path_head: Regex,
-    path_item: Regex,
-    env: Regex,
-    error_trace: Regex,
-    plugin_loaded: Regex,
-}
-
-fn patterns() -> &'static Patterns {
-    static P: OnceLock<Patterns> = OnceLock::new();
-    P.get_or_init(|| {
-        let r = |s: &str| Regex::new(s).expect("built-in pattern compiles");
-        Patterns {
-            bootstrap: r(r"^Bootstrap ?: Using\s+(?:\[\d+\])?([^\s:<]+):([^\s<]+)"),
-            net_using: r(r"^NET/(\S+?) ?: Using(.*)$"),
-            ib_dev: r(r"\[(\d+)\]([^\s:\[]+):(\d+)/(\w+)"),
-            sock_dev: r(r"\[(\d+)\]([^\s:\[]+):([^\s<]+)<\d+>"),
-            gdr_hca: r(
-                r"^(?:NET/(\S+?) ?: )?GPU Direct RDMA (?:\(([^)]*)\) )?([Ee]nabled|[Dd]isabled) for HCA (\d+) '([^']*)'(?: \(([^)]*)\))?",
-            ),
-            gdr_gpu: r(
-                r"GPU Direct RDMA (Enabled|Disabled) for GPU (\d+)(\[\d+\])? / HCA ([0-9a-fA-Fx]+) \(distance (\d+) [<>]=? (\d+)\)",
-            ),
-            graph: r(
-                r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) ([\d.]+)/([\d.]+), type (\w+)/(\w+), sameChannels (\d+)",
-            ),
-            graph_channel: r(r"^\s*(\d+) :((?:\s+(?:GPU|NET)/\S+)+)\s*$"),
-            fallback: r(r"^Could not find a path for pattern (\d+), falling back"),
-            comm_init: r(
-                r"^(?:\w+ )?comm (\S+) rank (\d+) nranks (\d+) cudaDev (-?\d+)(?: nvmlDev -?\d+)?(?: busId ([0-9a-fA-F]+))?(?: commId (0x[0-9a-fA-F]+))?.*- Init (START|COMPLETE)",
-            ),
-            comm_info: r(r"^comm (\S+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)"),
-            timings: r(r"^Init timings(?: - \w+)?: rank (\d+) nranks (\d+) total ([\d.]+) \((.*)\)"),
-            topo_system: r(r"^=== System : maxBw ([\d.]+) totalBw ([\d.]+) ==="),
-            topo_node: r(r"^\s*(?:\+ \w+\[[\d.]+\] - )?((?:GPU|PCI|NVS|CPU|NIC|NET)/[0-9a-fA-F]+(?:-[0-9a-fA-F]+)?)"),
-            path_head: r(r"^((?:GPU|PCI|NVS|CPU|NIC|NET)/[0-9a-fA-F-]+) :"),
-            path_item: r(r"(\w+/[0-9a-fA-F-]+) \((\d+)/([\d.]+)/(\w+)\)"),
-            env: r(r"^(NCCL_\w+) set (?:by environment )?to (.*?)\.?\s*$"),
-            error_trace: r(r"^(\S+\.\w+):(\d+) -> (-?\d+)"),
-            plugin_loaded: r(r"Loaded (\w+) plugin (\S+)"),
-        }
-    })
 }
 
 pub fn version(msg: &str) -> Option<String> {
     msg.strip_prefix("NCCL version ")?.split_ascii_whitespace().next().map(str::to_string)
 }
 
-pub fn env(msg: &str) -> Option<Event> {
-    let c = patterns().env.captures(msg)?;
-    Some(Event::Env { name: c[1].to_string(), value: c[2].to_string() })
+/// `RCCL version : 2.20.5-HEAD:7a83a05` (RCCL `src/init.cc`): the NCCL API release it follows.
+pub fn rccl_version(text: &str) -> Option<String> {
+    let v = text.strip_prefix("RCCL version : ")?.trim();
+    let v = v.split(['-', ' ']).next()?;
+    v.starts_with(|c: char| c.is_ascii_digit()).then(|| v.to_string())
 }
 
-pub fn connected(msg: &str) -> Option<Event> {
+/// `NCCL_IB_HCA set to mlx5_0`, `NCCL_P2P_LEVEL set by environment to NVL.`
+pub fn env(msg: &str) -> Option<Event> {
+    let mut s = Scan::new(msg);
+    let name = s.word()?;
+    s.lit(" set ")?;
+    s.eat("by environment ");
+    s.lit("to ")?;
+    let value = s.rest().trim_end().trim_end_matches('.');
+    Some(Event::Env { name: name.to_string(), value: value.to_string() })
+}
+
+pub fn connected(msg: &str) -> Event {
     if let Some(rest) = msg.strip_prefix("Connected all rings") {
-        let flag = |key: &str| {
-            rest.split_once(key)
-                .and_then(|(_, v)| v.split_ascii_whitespace().next())
-                .map(|v| v.trim_matches(',') != "0")
-        };
-        return Some(Event::ConnectedRings { pxn: flag("PXN "), gdr: flag("GDR ") });
-    }
-    if msg.starts_with("Connected all trees") {
-        return Some(Event::ConnectedTrees);
+        let flag = |key| field(rest, key).map(|v| v.trim_matches(',') != "0");
+        return Event::ConnectedRings { pxn: flag("PXN"), gdr: flag("GDR") };
     }
     if msg.starts_with("Connected NVLS") {
-        return Some(Event::Nvls(true));
+        return Event::Nvls(true);
     }
-    Some(Event::Known)
+    Event::Known
 }
 
+/// `[0]mlx5_0:1/IB [1]mlx5_2:1/RoCE [RO]; OOB ib0:...` or, for sockets, `[0]eth0:10.0.0.1<0>`.
 fn net_devices(net: &str, list: &str) -> Vec<NetDevice> {
     let list = list.split(';').next().unwrap_or("");
-    let p = patterns();
-    if net == "Socket" {
-        p.sock_dev
-            .captures_iter(list)
-            .filter_map(|c| {
-                Some(NetDevice {
-                    index: c[1].parse().ok()?,
-                    name: c[2].to_string(),
-                    port: None,
-                    link: Some(c[3].to_string()),
-                    host: None,
-                })
-            })
-            .collect()
-    } else {
-        p.ib_dev
-            .captures_iter(list)
-            .filter_map(|c| {
-                Some(NetDevice {
-                    index: c[1].parse().ok()?,
-                    name: c[2].to_string(),
-                    port: c[3].parse().ok(),
-                    link: Some(c[4].to_string()),
-                    host: None,
-                })
-            })
-            .collect()
-    }
-}
-
-fn plugin(kind: &str, text: &str) -> Event {
-    let loaded_cap = patterns().plugin_loaded.captures(text);
-    let loaded = loaded_cap.is_some() || text.starts_with("Using ") && !text.contains("internal");
-    let name = loaded_cap.map(|c| c[2].to_string());
-    Event::Plugin(PluginNote { kind: kind.to_string(), name, loaded, text: text.to_string() })
-}
-
-fn graph(c: &regex::Captures) -> Option<Event> {
-    Some(Event::Graph(Graph {
-        pattern: Pattern::from_id(c[1].parse().ok()?)?,
-        cross_nic: c[2].parse().ok()?,
-        n_channels: c[3].parse().ok()?,
-        bw_intra: c[4].parse().ok()?,
-        bw_inter: c[5].parse().ok()?,
-        type_intra: c[6].parse().ok()?,
-        type_inter: c[7].parse().ok()?,
-        same_channels: &c[8] != "0",
-        channels: Vec::new(),
-    }))
-}
-
-/// `GPU/3` (a rank, older prints) or `GPU/0-1b000` (a node id, newer prints: kept only as NET ids).
-fn graph_channel(list: &str) -> GraphChannel {
-    let mut ch = GraphChannel::default();
+    let mut out = Vec::new();
     for tok in list.split_ascii_whitespace() {
-        if let Some(g) = tok.strip_prefix("GPU/") {
-            if let Ok(r) = g.parse() {
-                ch.intra.push(r);
-            }
-        } else if let Some(n) = tok.strip_prefix("NET/") {
-            let id = n.rsplit('-').next().unwrap_or(n);
-            if let Ok(v) = i64::from_str_radix(id, 16) {
-                ch.inter.push(v);
-            }
+        let mut s = Scan::new(tok);
+        let Some(index) = s.lit("[").and_then(|_| s.num()) else { continue };
+        if s.lit("]").is_none() {
+            continue;
+        }
+        let Some(name) = s.until(":") else { continue };
+        s.lit(":");
+        let dev = if net == "Socket" {
+            s.until("<").map(|addr| NetDevice {
+                index,
+                name: name.into(),
+                port: None,
+                link: Some(addr.into()),
+                host: None,
+            })
+        } else {
+            s.num().and_then(|port| {
+                s.lit("/")?;
+                let link = s.take_while(|b| b.is_ascii_alphanumeric())?;
+                Some(NetDevice { index, name: name.into(), port: Some(port), link: Some(link.into()), host: None })
+            })
+        };
+        out.extend(dev);
+    }
+    out
+}
+
+fn plugin_note(kind: &str, name: Option<&str>, loaded: bool, version: Option<u32>, text: &str) -> Event {
+    let (name, text) = (name.map(|n| n.trim().to_string()), text.trim().to_string());
+    Event::Plugin(PluginNote { kind: kind.to_string(), name, loaded, text, version })
+}
+
+/// `NAME (v8)` at the end of a plugin line: the name and the API version.
+fn name_version(s: &str) -> (&str, Option<u32>) {
+    let s = s.trim_end().trim_end_matches('.');
+    if let Some(open) = s.rfind(" (v") {
+        if let Some(v) = s[open + 3..].strip_suffix(')').and_then(|v| v.parse().ok()) {
+            return (&s[..open], Some(v));
         }
     }
-    ch
+    (s, None)
 }
 
+/// `NET/Plugin: ...`, `TUNER/Plugin: ...` and the like (`src/plugin/*.cc`; 2.5 to 2.28 wordings).
+fn plugin(kind: &str, text: &str) -> Event {
+    let text = text.trim_start_matches([' ', ':']).trim();
+    for (lead, k) in [
+        ("Loaded net plugin ", "net"),
+        ("Loaded coll plugin ", "collnet"),
+        ("Loaded collnet plugin ", "collnet"),
+        ("Loaded gin plugin ", "gin"),
+        ("Loaded ", kind),
+        ("loaded ", kind),
+        ("Using tuner plugin ", kind),
+    ] {
+        if let Some(rest) = text.strip_prefix(lead) {
+            let (name, version) = name_version(rest);
+            return plugin_note(k, Some(name), true, version, text);
+        }
+    }
+    if let Some(rest) = text.strip_prefix("Using ").filter(|r| !r.starts_with("internal")) {
+        let (name, version) = name_version(rest);
+        return plugin_note(kind, Some(name), version.is_some(), version, text);
+    }
+    let kind = if text.contains("CollNet") { "collnet" } else { kind };
+    plugin_note(kind, None, false, None, text)
+}
+
+/// Words in a network plugin's line that say GPUDirect RDMA is off: aws-ofi-nccl's `..., disabling GDR` or `GDR
+/// disabled on ...`, a device line's `GDR 0`.
+pub(crate) fn says_gdr_off(text: &str) -> bool {
+    let b = text.as_bytes();
+    if memchr::memchr2(b'G', b'g', b).is_none() {
+        return false;
+    }
+    ["disabling GDR", "GDR disabled", "GDR 0", "GDR: 0", "gdr 0", "gdr=0", "GDR=0"]
+        .iter()
+        .any(|m| find(text, m).is_some_and(|i| b.get(i + m.len()).is_none_or(|c| !c.is_ascii_digit())))
+}
+
+/// `NET/IB : ...`, `NET/Socket : ...`, `NET/Plugin: ...`, `NET/OFI ...`.
+fn net_line(word: &str, msg: &str) -> Option<Event> {
+    let name = word.strip_prefix("NET/")?.trim_end_matches(':');
+    let rest = msg[word.len()..].trim_start_matches([' ', ':']);
+    if name == "Plugin" {
+        return Some(plugin("net", rest));
+    }
+    if let Some(list) = rest.strip_prefix("Using").filter(|l| l.trim_start().starts_with('[')) {
+        return Some(Event::NetUsing { net: name.to_string(), devices: net_devices(name, list) });
+    }
+    if rest.starts_with("No device found") {
+        return Some(Event::NetNoDevice(name.to_string()));
+    }
+    if rest.contains("GPU Direct RDMA") {
+        return gdr(msg);
+    }
+    if let Some(size) = comm_size(rest) {
+        return Some(size);
+    }
+    if matches!(name, "IB" | "Socket") {
+        return Some(Event::Known);
+    }
+    if says_gdr_off(rest) {
+        let reason = Some(rest.trim().to_string());
+        return Some(Event::Gdr(GdrLine { net: Some(name.to_string()), enabled: false, reason, ..GdrLine::default() }));
+    }
+    Some(Event::NetPluginActive(name.to_string()))
+}
+
+/// A plugin's `comm with 16 ranks and 2 nodes` (aws-ofi-nccl's tuner).
+fn comm_size(text: &str) -> Option<Event> {
+    let i = find(text, "comm with ")?;
+    let mut s = Scan::new(&text[i + 10..]);
+    let nranks = s.num()?;
+    s.lit(" ranks and ")?;
+    let nnodes = s.num()?;
+    s.lit(" nodes")?;
+    Some(Event::CommSize { nranks, nnodes })
+}
+
+/// `GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)` (2.5-2.8: rank[dev]), `... for GPU 1b000 /
+/// HCA 0 (distance 4 > 3)` (2.9-2.27: bus id), `... for GPU 3 / HCA 1b000 (distance 4 <= 5), read 1 mode Default`
+/// (2.28: rank, NIC id), and the per-HCA `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`.
 fn gdr(msg: &str) -> Option<Event> {
-    let p = patterns();
-    if let Some(c) = p.gdr_gpu.captures(msg) {
-        let enabled = &c[1] == "Enabled";
+    let net = msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string);
+    let at = find(msg, "GPU Direct RDMA ")?;
+    let mut s = Scan::new(&msg[at + 16..]);
+    let mut reason = None;
+    if s.eat("(") {
+        reason = Some(s.until(")")?.to_string());
+        s.lit(") ")?;
+    }
+    let enabled = match s.word()? {
+        "Enabled" | "enabled" => true,
+        "Disabled" | "disabled" => false,
+        _ => return None,
+    };
+    s.lit(" for ")?;
+    if s.eat("GPU ") {
+        let gpu = s.word()?;
+        s.lit(" / HCA ")?;
+        let hca = s.word()?;
+        s.lit(" (distance ")?;
+        let distance = s.num()?;
+        s.ws().word()?;
+        let level = s.ws().num()?;
+        // A rank is a small decimal; 2.9-2.27 print the GPU's bus id (`1b000`) instead.
+        let rank = gpu.split('[').next().filter(|g| g.len() < 4 || gpu.contains('[')).and_then(|g| g.parse().ok());
+        let (hca, reason) = (Some(hca.to_string()), Some("distance".to_string()));
         return Some(Event::Gdr(GdrLine {
-            net: msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string),
+            net,
             enabled,
-            // Older NCCL printed `GPU dev[nvmlDev]`, newer `GPU rank`.
-            rank: if c.get(3).is_some() { None } else { c[2].parse().ok() },
-            hca: Some(c[4].to_string()),
-            hca_name: None,
-            distance: c[5].parse().ok(),
-            level: c[6].parse().ok(),
-            reason: Some("distance".into()),
+            rank,
+            hca,
+            distance: Some(distance),
+            level: Some(level),
+            reason,
+            ..GdrLine::default()
         }));
     }
-    let c = p.gdr_hca.captures(msg)?;
-    Some(Event::Gdr(GdrLine {
-        net: c.get(1).map(|m| m.as_str().to_string()),
-        enabled: c[3].eq_ignore_ascii_case("enabled"),
-        rank: None,
-        hca: Some(c[4].to_string()),
-        hca_name: Some(c[5].to_string()),
-        distance: None,
-        level: None,
-        reason: c.get(2).or(c.get(6)).map(|m| m.as_str().to_string()),
-    }))
+    s.lit("HCA ")?;
+    let hca = Some(s.num::<u32>()?.to_string());
+    s.lit(" '")?;
+    let hca_name = Some(s.until("'")?.to_string());
+    s.lit("'")?;
+    if s.eat(" (") {
+        reason = reason.or_else(|| s.until(")").map(str::to_string));
+    }
+    Some(Event::Gdr(GdrLine { net, enabled, hca, hca_name, reason, ..GdrLine::default() }))
 }
 
-fn comm_init(c: &regex::Captures) -> Option<Event> {
+fn comm_init(body: &str) -> Option<Event> {
+    let tail = body.trim_end();
+    let complete = if tail.ends_with("Init COMPLETE") {
+        true
+    } else if tail.ends_with("Init START") {
+        false
+    } else {
+        return None;
+    };
+    let num = |key| field(body, key)?.parse().ok();
+    let text = |key| field(body, key).map(str::to_string);
     Some(Event::CommInit(CommInit {
-        comm: c[1].to_string(),
-        rank: c[2].parse().ok()?,
-        nranks: c[3].parse().ok()?,
-        cuda_dev: c[4].parse().ok()?,
-        bus_id: c.get(5).map(|m| m.as_str().to_string()),
-        comm_id: c.get(6).map(|m| m.as_str().to_string()),
-        complete: &c[7] == "COMPLETE",
+        comm: text("comm")?,
+        rank: num("rank")?,
+        nranks: num("nranks")?,
+        cuda_dev: field(body, "cudaDev")?.parse().ok()?,
+        bus_id: text("busId"),
+        comm_id: text("commId"),
+        parent: text("parent"),
+        complete,
     }))
 }
 
-fn timings(c: &regex::Captures) -> Option<Event> {
-    let phases = c[4]
+fn comm_info(body: &str) -> Option<Event> {
+    let mut s = Scan::new(body);
+    s.lit("comm ")?;
+    let comm = s.word()?.to_string();
+    s.lit(" rank ")?;
+    let rank = s.num()?;
+    s.lit(" nRanks ")?;
+    let nranks = s.num()?;
+    s.lit(" nNodes ")?;
+    let nnodes = s.num()?;
+    s.lit(" localRanks ")?;
+    let local_ranks = s.num()?;
+    s.lit(" localRank ")?;
+    let local_rank = s.num()?;
+    Some(Event::CommInfo(CommInfo { comm, rank, nranks, nnodes, local_ranks, local_rank }))
+}
+
+/// `Init timings - ncclCommInitRank: rank 0 nranks 8 total 1.25 (kernels 0.10, alloc 0.02, ...)`.
+fn timings(body: &str) -> Option<Event> {
+    let mut s = Scan::new(body);
+    s.lit("Init timings")?;
+    s.until(": rank ")?;
+    s.lit(": rank ")?;
+    let rank = s.num()?;
+    s.lit(" nranks ")?;
+    let nranks = s.num()?;
+    s.lit(" total ")?;
+    let total = s.float()?;
+    s.lit(" (")?;
+    let phases = s
+        .until(")")?
         .split(", ")
         .filter_map(|p| {
             let (name, v) = p.trim().rsplit_once(' ')?;
             Some((name.to_string(), v.parse().ok()?))
         })
         .collect();
-    Some(Event::InitTimings { rank: c[1].parse().ok()?, nranks: c[2].parse().ok()?, total: c[3].parse().ok()?, phases })
+    Some(Event::InitTimings { rank, nranks, total, phases })
 }
 
-fn channel_counts(msg: &str) -> Option<Event> {
+/// `16 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer` and the
+/// older forms without some of them.
+pub fn channel_counts(msg: &str) -> Option<Event> {
     let mut cc = ChannelCounts::default();
     for part in msg.split(", ") {
         let (n, what) = part.trim().split_once(' ')?;
@@ -279,187 +349,167 @@ fn channel_counts(msg: &str) -> Option<Event> {
     Some(Event::ChannelCounts(cc))
 }
 
-fn path_line(msg: &str) -> Option<Event> {
-    let p = patterns();
-    let head = p.path_head.captures(msg)?;
-    let to = p
-        .path_item
-        .captures_iter(&msg[head.get(0)?.end()..])
-        .filter_map(|c| Some((c[1].to_string(), c[2].parse().ok()?, c[3].parse().ok()?, c[4].parse().ok()?)))
-        .collect();
-    Some(Event::Path(PathLine { from: head[1].to_string(), to }))
+/// `init.cc:1089 -> 2`, `group.cc:65 -> 2 [Async thread]`.
+pub fn error_trace(body: &str) -> Option<Event> {
+    let mut s = Scan::new(body);
+    let loc = s.until(" -> ")?;
+    let (file, line) = loc.rsplit_once(':')?;
+    if !file.contains('.') || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.lit(" -> ")?;
+    s.num::<i32>()?;
+    Some(Event::ErrorTrace)
 }
 
-/// Messages NCCL prints that carry nothing the model keeps; recognised so `--strict` does not list them.
-const KNOWN_PREFIXES: &[&str] = &[
-    "Setting affinity for GPU",
-    "P2P Chunksize set to",
-    "[Proxy ",
-    "UDS: ",
-    "Launch mode",
-    "cudaDriverVersion",
-    "Allocated ",
-    "Threads per block",
-    "Comm config",
-    "CC Off",
-    "CC On",
-    "MNNVL",
-    "Bootstrap timings",
-    "Bootstrap: ",
-    "ncclCommInitRankConfig",
-    "ncclCommInitAll",
-    "ncclCommSplit",
-    "RAS ",
-    "DMA-BUF is available",
-    "Check P2P Type",
-    "NVLS Trees",
-    "NVLS Head",
-    "NVLS Creating",
-    "NVLS Created",
-    "NVLS importing",
-    "NVLS Unbind",
-    "NVLS Unmap",
-    "NVLS rank",
-    "NVLS multicast support is available",
-    "Communicator has ",
-    "rank ",
-    "Freeing",
-    "Search ",
-    "latencyinter",
-    "Initialized NET plugin",
-    "Assigned NET plugin",
-    "Loading ",
-    "Using ",
-    "Paths from",
-    "PXN Disabled",
-    "Dump from",
-    "ncclProxy",
-    "Proxy ",
-    "sendConnect",
-    "recvConnect",
-    "Connected Collnet",
-    "CollNet",
-    "NET/IB: Dev",
-    "NET/IB : Dev",
-    "NET/IB: [",
-    "NET/IB : ",
-    "NET/Socket : ",
-    "Invalid NCCL_",
-    "minCTAs ",
-];
-
-/// Known messages recognised by a fragment in the middle.
-const KNOWN_FRAGMENTS: &[&str] = &[" connected via C2C link", " is too low, leaving it set at "];
-
-/// Everything else: tried in order of how often it appears.
-pub fn misc(msg: &str) -> Option<Event> {
-    let p = patterns();
-    if let Some(rest) = msg.strip_prefix("threadThresholds ") {
-        return Some(Event::ThreadThresholds(rest.trim().to_string()));
+fn nvls(body: &str) -> Option<Event> {
+    if let Some(rest) = body.strip_prefix("NVLS comm ") {
+        let mut s = Scan::new(rest);
+        let comm = s.word()?.to_string();
+        s.lit(" headRank ")?;
+        let head_rank = s.num()?;
+        s.lit(" nHeads ")?;
+        let n_heads = s.num()?;
+        let nvls_ranks = field(rest, "nvlsRanks").and_then(|v| v.parse().ok());
+        return Some(Event::NvlsComm(NvlsComm { comm, head_rank, n_heads, nvls_ranks }));
     }
-    if msg.as_bytes().first().is_some_and(u8::is_ascii_digit) && msg.contains(" coll channels") {
-        return channel_counts(msg);
-    }
-    if let Some(c) = p.comm_init.captures(msg) {
-        return comm_init(&c);
-    }
-    if let Some(c) = p.comm_info.captures(msg) {
-        return Some(Event::CommInfo(CommInfo {
-            comm: c[1].to_string(),
-            rank: c[2].parse().ok()?,
-            nranks: c[3].parse().ok()?,
-            nnodes: c[4].parse().ok()?,
-            local_ranks: c[5].parse().ok()?,
-            local_rank: c[6].parse().ok()?,
-        }));
-    }
-    if let Some(c) = p.timings.captures(msg) {
-        return timings(&c);
-    }
-    if msg.starts_with("Bootstrap") {
-        if let Some(c) = p.bootstrap.captures(msg) {
-            return Some(Event::Bootstrap { name: c[1].to_string(), address: c[2].to_string() });
-        }
-    }
-    if msg.contains("GPU Direct RDMA") {
-        if let Some(e) = gdr(msg) {
-            return Some(e);
-        }
-    }
-    if let Some(rest) = msg.strip_prefix("Using network ") {
-        return Some(Event::UsingNetwork(rest.trim().to_string()));
-    }
-    if let Some(rest) = msg.strip_prefix("NET/") {
-        if let Some(c) = p.net_using.captures(msg) {
-            let net = c[1].to_string();
-            let devices = net_devices(&net, &c[2]);
-            return Some(Event::NetUsing { net, devices });
-        }
-        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        if rest[name.len()..].trim_start().trim_start_matches(':').trim().starts_with("No device found") {
-            return Some(Event::NetNoDevice(name));
-        }
-        if name == "Plugin" {
-            return Some(plugin("net", rest[name.len()..].trim_start_matches([' ', ':'])));
-        }
-        if !matches!(name.as_str(), "IB" | "Socket" | "") {
-            return Some(Event::NetPluginActive(name));
-        }
-    }
-    for (prefix, kind) in [("TUNER/Plugin", "tuner"), ("PROFILER/Plugin", "profiler"), ("ENV/Plugin", "env")] {
-        if let Some(rest) = msg.strip_prefix(prefix) {
-            return Some(plugin(kind, rest.trim_start_matches([' ', ':'])));
-        }
-    }
-    if msg.starts_with("Using non-device net plugin") || msg.starts_with("Using network plugin") {
-        return Some(plugin("net", msg));
-    }
-    if let Some(c) = p.graph.captures(msg) {
-        return graph(&c);
-    }
-    if let Some(c) = p.graph_channel.captures(msg) {
-        return Some(Event::GraphChannel(graph_channel(&c[2])));
-    }
-    if let Some(c) = p.fallback.captures(msg) {
-        return Some(Event::SearchFallback(c[1].parse().ok()?));
-    }
-    if let Some(c) = p.topo_system.captures(msg) {
-        return Some(Event::TopoSystem { max_bw: c[1].parse().ok()?, total_bw: c[2].parse().ok()? });
-    }
-    if msg.contains(" (") && msg.contains('/') {
-        if let Some(e) = path_line(msg) {
-            return Some(e);
-        }
-    }
-    if let Some(c) = p.topo_node.captures(msg) {
-        return Some(Event::TopoNode(c[1].to_string()));
-    }
-    if let Some(c) = p.error_trace.captures(msg) {
-        return Some(Event::ErrorTrace { location: format!("{}:{}", &c[1], &c[2]), code: c[3].parse().ok()? });
-    }
-    if msg.starts_with("NVLS comm ") {
-        return Some(Event::Nvls(true));
-    }
-    if msg.starts_with("NVLS multicast support is not available") {
+    if body.starts_with("NVLS multicast support is not available") {
         return Some(Event::Nvls(false));
     }
-    if msg.starts_with("P2P is disabled between") {
-        return Some(Event::P2pDisabled(msg.to_string()));
+    Some(Event::Known)
+}
+
+/// Lines about plugins that do not start with `X/Plugin`.
+fn using(body: &str) -> Option<Event> {
+    if let Some(n) = body.strip_prefix("Using network ") {
+        return Some(Event::UsingNetwork(n.trim().to_string()));
     }
-    if msg.starts_with("Disabling LL128") {
-        return Some(Event::Ll128Disabled(msg.to_string()));
+    if let Some(n) = body.strip_prefix("Using tuner plugin: ") {
+        return Some(plugin_note("tuner", Some(n.trim_matches(['\'', ' '])), true, None, body));
     }
-    if msg.starts_with("User asked for a ") {
-        return Some(Event::ChannelsLimited(msg.to_string()));
+    Some(Event::Known)
+}
+
+/// Everything the first word did not settle, by that word. `Known` lines carry nothing the model keeps; they
+/// are listed so that `--strict` does not report them.
+pub fn misc(word: &str, body: &str) -> Option<Event> {
+    Some(match word {
+        "comm" => comm_info(body).or_else(|| comm_init(body)).unwrap_or(Event::Known),
+        w if w.starts_with("ncclComm") => comm_init(body).unwrap_or(Event::Known),
+        "Init" => timings(body).unwrap_or(Event::Known),
+        "Bootstrap" => bootstrap(body).unwrap_or(Event::Known),
+        "Using" => using(body)?,
+        "GPU" => gdr(body)?,
+        "GDRDMA" => Event::Gdr(GdrLine {
+            enabled: false,
+            reason: Some("no peer-memory module (memory_peers)".into()),
+            ..GdrLine::default()
+        }),
+        "RCCL" => Event::RcclVersion(rccl_version(body)?),
+        "TUNER/Plugin" => plugin("tuner", &body[word.len()..]),
+        "PROFILER/Plugin" => plugin("profiler", &body[word.len()..]),
+        "ENV/Plugin" => plugin("env", &body[word.len()..]),
+        "GIN/Plugin" => plugin("gin", &body[word.len()..]),
+        "Tuner" => plugin("tuner", &body[word.len()..]),
+        "Assigned" => match body.strip_prefix("Assigned NET plugin ").and_then(|r| r.strip_suffix(" to comm")) {
+            Some(n) => Event::UsingNetwork(n.to_string()),
+            None => Event::Known,
+        },
+        "Successfully" => match body.split_once("loaded external ") {
+            Some((_, rest)) => {
+                let (kind, name) = rest.split_once(" plugin ")?;
+                let kind = if kind == "network" { "net" } else { kind };
+                plugin_note(kind, Some(name), true, None, body)
+            }
+            None => Event::Known,
+        },
+        "NVLS" => nvls(body)?,
+        "threadThresholds" => Event::ThreadThresholds(body[word.len()..].trim().to_string()),
+        "Could" if body.starts_with("Could not find a path for pattern ") => {
+            let mut s = Scan::new(&body[34..]);
+            Event::SearchFallback(s.num()?)
+        }
+        "P2P" if body.starts_with("P2P is disabled between") => Event::P2pDisabled,
+        "Disabling" if body.starts_with("Disabling LL128") => Event::Ll128Disabled,
+        "User" if body.starts_with("User asked for a ") => Event::ChannelsLimited,
+        "Enabled" if body.starts_with("Enabled NCCL Func/Proto/Algo Matrix") => Event::MatrixStart,
+        w if w.starts_with("NET/") => net_line(w, body)?,
+        w if w.contains(".c") || w.contains(".h") => error_trace(body)?,
+        "Setting"
+        | "Launch"
+        | "cudaDriverVersion"
+        | "Allocated"
+        | "Threads"
+        | "Comm"
+        | "CC"
+        | "MNNVL"
+        | "RAS"
+        | "DMA-BUF"
+        | "Dmabuf"
+        | "DMA_BUF"
+        | "Check"
+        | "Communicator"
+        | "rank"
+        | "Freeing"
+        | "Search"
+        | "latencyinter"
+        | "Loading"
+        | "Paths"
+        | "PXN"
+        | "Dump"
+        | "Proxy"
+        | "ProxyCall"
+        | "[Proxy"
+        | "sendConnect"
+        | "recvConnect"
+        | "Received"
+        | "New"
+        | "UDS"
+        | "Invalid"
+        | "minCTAs"
+        | "Found"
+        | "Plugin"
+        | "Hostname"
+        | "Librccl"
+        | "HIP"
+        | "ROCm"
+        | "ROCr"
+        | "External"
+        | "Unloading"
+        | "Failed"
+        | "GDRCOPY"
+        | "TOPO/NET"
+        | "##"
+        | "Skipping"
+        | "P2P"
+        | "Disabling"
+        | "Could"
+        | "Initialized"
+        | "Memory"
+        | "MSCCL"
+        | "Enabled"
+        | "[rocprofiler-sdk-rccl][" => Event::Known,
+        w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
+        _ if body.contains(" connected via C2C link") || body.contains(" is too low, leaving it set at ") => {
+            Event::Known
+        }
+        _ => return None,
+    })
+}
+
+/// `Bootstrap : Using [0]br0:10.10.0.1<0>`, `Bootstrap: Using eth0:10.0.0.1<0>`.
+fn bootstrap(body: &str) -> Option<Event> {
+    let rest = body.strip_prefix("Bootstrap")?.trim_start_matches([' ', ':']);
+    let mut s = Scan::new(rest.strip_prefix("Using")?);
+    s.ws();
+    if s.eat("[") {
+        s.num::<u32>()?;
+        s.lit("]")?;
     }
-    if msg.starts_with("Enabled NCCL Func/Proto/Algo Matrix") {
-        return Some(Event::MatrixStart);
-    }
-    if msg.starts_with("Connected") {
-        return connected(msg);
-    }
-    (KNOWN_PREFIXES.iter().any(|k| msg.starts_with(k)) || KNOWN_FRAGMENTS.iter().any(|k| msg.contains(k)))
-        .then_some(Event::Known)
+    let name = s.until(":")?.to_string();
+    s.lit(":")?;
+    let address = s.take_while(|b| !matches!(b, b'<' | b' '))?.to_string();
+    Some(Event::Bootstrap { name, address })
 }
 
 #[cfg(test)]
@@ -483,15 +533,15 @@ mod tests {
         }
         assert_eq!(parse("NET/IB : No device found."), Some(Event::NetNoDevice("IB".into())));
         assert_eq!(parse("Using network IB"), Some(Event::UsingNetwork("IB".into())));
-        assert_eq!(parse("NET/OFI Selected Provider is efa"), Some(Event::NetPluginActive("OFI".into())));
-        match parse("NET/Plugin : No plugin found (libnccl-net.so), using internal implementation") {
-            Some(Event::Plugin(p)) => assert!(!p.loaded && p.kind == "net"),
-            e => panic!("{e:?}"),
-        }
-        match parse("NET/Plugin: Loaded net plugin IBext_v8 (v8)") {
-            Some(Event::Plugin(p)) => assert!(p.loaded && p.name.as_deref() == Some("IBext_v8")),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(parse("Assigned NET plugin IB to comm"), Some(Event::UsingNetwork("IB".into())));
+        assert_eq!(
+            parse("NET/OFI Selected provider is efa, fabric is efa (found 4 nics)"),
+            Some(Event::NetPluginActive("OFI".into()))
+        );
+        assert_eq!(
+            parse("NET/OFI Tuner init: comm with 16 ranks and 2 nodes."),
+            Some(Event::CommSize { nranks: 16, nnodes: 2 })
+        );
         assert_eq!(
             parse("Bootstrap : Using [0]br0:10.10.0.1<0>"),
             Some(Event::Bootstrap { name: "br0".into(), address: "10.10.0.1".into() })
@@ -503,37 +553,68 @@ mod tests {
     }
 
     #[test]
-    fn gdr_lines_in_both_families() {
-        let Some(Event::Gdr(g)) = parse("NET/IB : GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)")
-        else {
-            panic!()
+    fn plugins_with_kinds_names_and_versions() {
+        let note = |m| match parse(m) {
+            Some(Event::Plugin(p)) => (p.kind, p.name, p.loaded, p.version),
+            e => panic!("{m}: {e:?}"),
         };
-        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, None, Some(3), Some(2)));
-        let Some(Event::Gdr(g)) =
-            parse("GPU Direct RDMA Enabled for GPU 1 / HCA 3 (distance 4 <= 5), read 1 mode Default")
-        else {
-            panic!()
-        };
-        assert!(g.enabled && g.hca.as_deref() == Some("3"));
-        let Some(Event::Gdr(g)) = parse("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)") else {
-            panic!()
-        };
-        assert_eq!((g.enabled, g.reason.as_deref(), g.hca_name.as_deref()), (false, Some("no module"), Some("mlx5_0")));
-        let Some(Event::Gdr(g)) = parse("NET/IB : GPU Direct RDMA (nvidia-peermem) enabled for HCA 0 'mlx5_0'") else {
-            panic!()
-        };
-        assert_eq!((g.enabled, g.reason.as_deref()), (true, Some("nvidia-peermem")));
+        assert_eq!(
+            note("NET/Plugin: Loaded net plugin IBext (v6)"),
+            ("net".into(), Some("IBext".into()), true, Some(6))
+        );
+        assert_eq!(note("NET/Plugin: Loaded net plugin AWS Libfabric (v9)").1.as_deref(), Some("AWS Libfabric"));
+        assert_eq!(
+            note("NET/Plugin: Loaded coll plugin SHARP (v6)"),
+            ("collnet".into(), Some("SHARP".into()), true, Some(6))
+        );
+        assert_eq!(note("NET/Plugin: Loaded collnet plugin SHARP (v10)").0, "collnet");
+        assert_eq!(
+            note("TUNER/Plugin: Using nccl_ofi_tuner (v3)"),
+            ("tuner".into(), Some("nccl_ofi_tuner".into()), true, Some(3))
+        );
+        assert!(note("TUNER/Plugin: Using tuner plugin nccl_ofi_tuner").2);
+        assert!(!note("TUNER/Plugin: Using internal tuner plugin.").2);
+        assert_eq!(note("Using tuner plugin: 'nvidia-tuner'").1.as_deref(), Some("nvidia-tuner"));
+        assert_eq!(
+            note("PROFILER/Plugin: Loaded inspector (v4)"),
+            ("profiler".into(), Some("inspector".into()), true, Some(4))
+        );
+        let (k, _, loaded, _) = note("NET/Plugin : No plugin found (libnccl-net.so), using internal implementation");
+        assert!(!loaded && k == "net");
+        assert_eq!(note("NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol.").0, "collnet");
+        assert_eq!(
+            note("Successfully loaded external network plugin /opt/x/libnccl-net.so").1.as_deref(),
+            Some("/opt/x/libnccl-net.so")
+        );
     }
 
     #[test]
-    fn graph_comm_and_counts() {
-        let Some(Event::Graph(g)) =
-            parse("Pattern 4, crossNic 0, nChannels 1, speed 21.000000/21.000000, type NVL/PIX, sameChannels 1")
-        else {
-            panic!()
+    fn gdr_lines_and_the_reasons_they_give() {
+        let gdr = |m| match parse(m) {
+            Some(Event::Gdr(g)) => g,
+            e => panic!("{m}: {e:?}"),
         };
-        assert_eq!((g.pattern, g.n_channels, g.type_intra), (Pattern::Ring, 1, PathType::NVL));
-        assert!(matches!(parse(" 0 : GPU/0 GPU/1"), Some(Event::GraphChannel(c)) if c.intra == vec![0, 1]));
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)");
+        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, Some(2), Some(3), Some(2)));
+        let g = gdr("GPU Direct RDMA Enabled for GPU 1 / HCA 3 (distance 4 <= 5), read 1 mode Default");
+        assert!(g.enabled && g.hca.as_deref() == Some("3") && g.rank == Some(1));
+        let g = gdr("GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 > 4)");
+        assert_eq!((g.rank, g.distance), (None, Some(5)));
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)");
+        assert_eq!((g.enabled, g.reason.as_deref(), g.hca_name.as_deref()), (false, Some("no module"), Some("mlx5_0")));
+        let g = gdr("NET/IB : GPU Direct RDMA (nvidia-peermem) enabled for HCA 0 'mlx5_0'");
+        assert_eq!((g.enabled, g.reason.as_deref()), (true, Some("nvidia-peermem")));
+        let g = gdr("NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR");
+        assert_eq!((g.enabled, g.net.as_deref()), (false, Some("OFI")));
+        assert!(g.reason.unwrap().ends_with("disabling GDR"));
+        assert!(!gdr("NET/gIB : Dev 0 mlx5_0 speed 400000 GDR 0").enabled);
+        assert_eq!(parse("NET/gIB : Dev 0 mlx5_0 speed 400000 GDR 01"), Some(Event::NetPluginActive("gIB".into())));
+        let g = gdr("GDRDMA not enabled. Could not find memory_peers directory or peer_memory symbol");
+        assert!(!g.enabled && g.reason.unwrap().contains("peer-memory"));
+    }
+
+    #[test]
+    fn comm_lines_counts_and_timings() {
         let Some(Event::CommInit(c)) = parse(
             "ncclCommInitRank comm 0xa624cf0 rank 6 nranks 8 cudaDev 6 nvmlDev 6 busId 90000 commId 0xa0 - Init START",
         ) else {
@@ -544,6 +625,10 @@ mod tests {
             panic!()
         };
         assert!(c.complete && c.nranks == 64);
+        let Some(Event::CommInit(c)) = parse("ncclCommSplit comm 0x28 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 parent 0x10 color 0 key 0- Init START") else {
+            panic!()
+        };
+        assert_eq!((c.parent.as_deref(), c.comm_id), (Some("0x10"), None));
         let Some(Event::CommInfo(c)) =
             parse("comm 0x6426550 rank 2 nRanks 8 nNodes 4 localRanks 2 localRank 0 MNNVL 0")
         else {
@@ -560,10 +645,16 @@ mod tests {
             panic!()
         };
         assert_eq!((total, phases.len(), phases[0].0.as_str()), (1.25, 8, "kernels"));
+        let Some(Event::NvlsComm(n)) = parse(
+            "NVLS comm 0x6a7b0000 headRank 2 nHeads 8 nvlsRanks 8 buffSize 1048576 nvlsPerRankSize 4 nvlsTotalSize 32",
+        ) else {
+            panic!()
+        };
+        assert_eq!((n.head_rank, n.n_heads, n.nvls_ranks), (2, 8, Some(8)));
     }
 
     #[test]
-    fn env_topology_paths_and_traces() {
+    fn env_traces_and_known_lines() {
         assert_eq!(
             parse("NCCL_IB_HCA set to mlx5_2:1,mlx5_0:1"),
             Some(Event::Env { name: "NCCL_IB_HCA".into(), value: "mlx5_2:1,mlx5_0:1".into() })
@@ -572,22 +663,24 @@ mod tests {
             parse("NCCL_MAX_NCHANNELS set by environment to 1."),
             Some(Event::Env { name: "NCCL_MAX_NCHANNELS".into(), value: "1".into() })
         );
-        assert_eq!(
-            parse("=== System : maxBw 24.0 totalBw 24.0 ==="),
-            Some(Event::TopoSystem { max_bw: 24.0, total_bw: 24.0 })
-        );
-        assert_eq!(parse("+ PCI[24.0] - GPU/0-1b000 (0)"), Some(Event::TopoNode("GPU/0-1b000".into())));
-        let Some(Event::Path(p)) = parse("GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) GPU/0-1c000 (2/24.0/PHB) ") else {
-            panic!()
-        };
-        assert_eq!(p.to[1], ("GPU/0-1c000".into(), 2, 24.0, PathType::PHB));
-        assert_eq!(
-            parse("include/shm.h:41 -> 2"),
-            Some(Event::ErrorTrace { location: "include/shm.h:41".into(), code: 2 })
-        );
+        assert_eq!(parse("include/shm.h:41 -> 2"), Some(Event::ErrorTrace));
+        assert_eq!(parse("group.cc:65 -> 2 [Async thread]"), Some(Event::ErrorTrace));
         assert_eq!(
             parse("Could not find a path for pattern 4, falling back to simple order"),
             Some(Event::SearchFallback(4))
         );
+        assert_eq!(
+            parse("Connected all rings, use ring PXN 0 GDR 1"),
+            Some(Event::ConnectedRings { pxn: Some(false), gdr: Some(true) })
+        );
+        assert_eq!(parse("RCCL version : 2.20.5-HEAD:7a83a05"), Some(Event::RcclVersion("2.20.5".into())));
+        for known in [
+            "[Proxy Service] Device 0 CPU core 12",
+            "ProxyCall UDS comm 0x1 rank 0 tpRank 1(1) reqSize 8",
+            "P2P Chunksize set to 131072",
+            "Setting affinity for GPU 0 to ffff",
+        ] {
+            assert_eq!(parse(known), Some(Event::Known), "{known}");
+        }
     }
 }

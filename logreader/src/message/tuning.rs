@@ -2,11 +2,12 @@
 //! layouts, the enabled matrix, per-call decisions and COLL lines (NCCL 2.28.9 `src/graph/tuning.cc`,
 //! `src/enqueue.cc`).
 
+use super::scan::{field, Scan};
 use collscope_model::{Algorithm, Collective, Protocol};
 
 /// A decision line: `AllReduce: 65536 Bytes -> Algo Tree proto LL channel{Lo..Hi}={0..1}`,
-/// `AllReduce: 65536 Bytes -> Algo 1 proto 2 nchannels 4 nthreads 256` or the TRACE form
-/// `65536 Bytes -> Algo 1 proto 2 time 34.690000`.
+/// `AllReduce: 65536 Bytes -> Algo 1 proto 2 nchannels 4 nthreads 256`, the TRACE form
+/// `65536 Bytes -> Algo 1 proto 2 time 34.690000`, and RCCL's `tunedColl enqueue coll AllReduce(...)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecisionLine {
     pub coll: Option<Collective>,
@@ -17,7 +18,8 @@ pub struct DecisionLine {
     pub time_us: Option<f64>,
 }
 
-/// `AllReduce: opCount 1a sendbuff ... count 64 datatype 7 op 0 root 0 comm 0x... [nranks=2] stream 0x...`.
+/// `AllReduce: opCount 1a sendbuff ... count 64 datatype 7 op 0 root 0 comm 0x... [nranks=2] stream 0x...`
+/// (RCCL adds `task 0 globalrank 3`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollLine {
     pub coll: Collective,
@@ -28,6 +30,7 @@ pub struct CollLine {
     pub root: Option<i32>,
     pub comm: Option<String>,
     pub nranks: Option<u32>,
+    pub global_rank: Option<u32>,
 }
 
 /// A line of the tuning table.
@@ -37,36 +40,48 @@ pub enum TableLine {
     Columns(Vec<(Algorithm, Protocol)>),
     /// Newer layout: the algorithms of this block (each spans the three protocols).
     Algorithms(Vec<Algorithm>),
-    /// `Protocol |` and `Max NThreads |` rows carry nothing the model keeps.
-    Ignored,
+    /// `Protocol |`: the protocols of each algorithm of the block.
+    Protocols,
+    /// `Max NThreads |`: threads per channel, per column.
+    MaxThreads(Vec<u32>),
     /// `AllReduce |    6.3/  14.5 |  ...`: (latency us, bandwidth GB/s) per column.
     Row(Collective, Vec<(f64, f64)>),
 }
 
-fn algorithm(name: &str) -> Option<Algorithm> {
+/// An algorithm as the table (`ncclAlgoStr`: `CollNetDirect`, `NVLSTree`), decision lines (`ncclAlgoToString`:
+/// `COLLNET_DIRECT`, `NVLS_TREE`) or numbers (`Algo 1`) name it. NCCL 2.6-2.13 had one `CollNet`, the one later
+/// called CollNetDirect.
+pub fn algorithm(name: &str) -> Option<Algorithm> {
     let name = name.trim();
-    // NCCL 2.6-2.8 had one CollNet algorithm, the one later called CollNetDirect.
-    if name.eq_ignore_ascii_case("CollNet") {
-        return Some(Algorithm::CollNetDirect);
+    if let Ok(id) = name.parse::<usize>() {
+        return Algorithm::from_id(id);
     }
-    // Decision lines use ncclAlgoToString's spelling (`COLLNET_DIRECT`, `NVLS_TREE`), the table ncclAlgoStr's.
-    name.replace('_', "").parse().ok().or_else(|| name.parse::<usize>().ok().and_then(Algorithm::from_id))
+    match name {
+        "CollNet" | "COLLNET" | "COLLNET_DIRECT" => Some(Algorithm::CollNetDirect),
+        "COLLNET_CHAIN" => Some(Algorithm::CollNetChain),
+        "NVLS_TREE" => Some(Algorithm::NvlsTree),
+        _ => name.parse().ok(),
+    }
 }
 
-fn protocol(name: &str) -> Option<Protocol> {
+pub fn protocol(name: &str) -> Option<Protocol> {
     let name = name.trim();
-    name.parse().ok().or_else(|| name.parse::<usize>().ok().and_then(Protocol::from_id))
+    match name.parse::<usize>() {
+        Ok(id) => Protocol::from_id(id),
+        Err(_) => name.parse().ok(),
+    }
+}
+
+/// The cells of a table line after its head: `|`-separated, empty ones skipped.
+fn cells(rest: &str) -> impl Iterator<Item = &str> {
+    rest.split('|').map(str::trim).filter(|c| !c.is_empty())
 }
 
 pub fn table_line(msg: &str) -> Option<TableLine> {
     let (head, rest) = msg.split_once('|')?;
-    let head = head.trim();
-    match head {
+    match head.trim() {
         "Latency/AlgBw" => {
-            let cols = rest
-                .split('|')
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
+            let cols = cells(rest)
                 .map(|c| {
                     let (a, p) = c.split_once('/')?;
                     Some((algorithm(a)?, protocol(p)?))
@@ -74,18 +89,12 @@ pub fn table_line(msg: &str) -> Option<TableLine> {
                 .collect::<Option<Vec<_>>>()?;
             Some(TableLine::Columns(cols))
         }
-        "Algorithm" => {
-            let algos =
-                rest.split('|').map(str::trim).filter(|c| !c.is_empty()).map(algorithm).collect::<Option<Vec<_>>>()?;
-            Some(TableLine::Algorithms(algos))
-        }
-        "Protocol" | "Max NThreads" => Some(TableLine::Ignored),
-        _ => {
+        "Algorithm" => Some(TableLine::Algorithms(cells(rest).map(algorithm).collect::<Option<Vec<_>>>()?)),
+        "Protocol" => Some(TableLine::Protocols),
+        "Max NThreads" => Some(TableLine::MaxThreads(cells(rest).map(|c| c.parse().ok()).collect::<Option<Vec<_>>>()?)),
+        head => {
             let coll: Collective = head.parse().ok()?;
-            let cells = rest
-                .split('|')
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
+            let cells = cells(rest)
                 .map(|c| {
                     let (l, b) = c.split_once('/')?;
                     Some((l.trim().parse().ok()?, b.trim().parse().ok()?))
@@ -101,15 +110,14 @@ pub fn decision(msg: &str) -> Option<DecisionLine> {
         Some((c, r)) if !c.contains(' ') => (Some(c.parse().ok()?), r),
         _ => (None, msg),
     };
-    let (bytes, rest) = rest.split_once(" Bytes -> Algo ")?;
-    let bytes = bytes.trim().parse().ok()?;
-    let mut toks = rest.split_ascii_whitespace();
-    let algo = algorithm(toks.next()?)?;
-    if toks.next()? != "proto" {
-        return None;
-    }
-    let proto = protocol(toks.next()?)?;
+    let mut s = Scan::new(rest);
+    let bytes = s.num()?;
+    s.lit(" Bytes -> Algo ")?;
+    let algo = algorithm(s.word()?)?;
+    s.lit(" proto ")?;
+    let proto = protocol(s.word()?)?;
     let mut d = DecisionLine { coll, bytes, algo, proto, n_channels: None, time_us: None };
+    let mut toks = s.rest().split_ascii_whitespace();
     while let Some(key) = toks.next() {
         if let Some(range) = key.strip_prefix("channel{Lo..Hi}={").and_then(|r| r.strip_suffix('}')) {
             let (lo, hi) = range.split_once("..")?;
@@ -127,13 +135,39 @@ pub fn decision(msg: &str) -> Option<DecisionLine> {
     Some(d)
 }
 
+/// RCCL's choice after its own adjustments: `tunedColl enqueue coll AllReduce(ncclSum, ncclFloat32, RING, SIMPLE),
+/// nChannels 2, count 262144 (nbytes 1048576), ...` (also `collnetColl`, `CBDColl`; RCCL `src/enqueue.cc`).
+pub fn rccl_enqueue(msg: &str) -> Option<DecisionLine> {
+    let mut s = Scan::new(msg);
+    s.word()?;
+    s.lit(" enqueue coll ")?;
+    let coll = s.until("(")?.parse().ok()?;
+    s.lit("(")?;
+    let args: Vec<&str> = s.until(")")?.split(", ").collect();
+    let [_, _, algo, proto] = args.as_slice() else { return None };
+    let (algo, proto) = (algorithm(algo)?, protocol(proto)?);
+    let n_channels = field(msg, "nChannels").and_then(|v| v.trim_end_matches(',').parse().ok());
+    let bytes = msg.split_once("(nbytes ")?.1.split(')').next()?.parse().ok()?;
+    Some(DecisionLine { coll: Some(coll), bytes, algo, proto, n_channels, time_us: None })
+}
+
 pub fn coll(msg: &str) -> Option<CollLine> {
     let (name, rest) = super::split_colon(msg)?;
     let rest = rest.strip_prefix("opCount ")?;
     let coll = name.parse().ok()?;
     let mut toks = rest.split_ascii_whitespace();
     let op_count = u64::from_str_radix(toks.next()?, 16).ok()?;
-    let mut c = CollLine { coll, op_count, count: 0, datatype: None, op: None, root: None, comm: None, nranks: None };
+    let mut c = CollLine {
+        coll,
+        op_count,
+        count: 0,
+        datatype: None,
+        op: None,
+        root: None,
+        comm: None,
+        nranks: None,
+        global_rank: None,
+    };
     while let Some(key) = toks.next() {
         if let Some(n) = key.strip_prefix("[nranks=").and_then(|r| r.strip_suffix(']')) {
             c.nranks = n.parse().ok();
@@ -146,27 +180,39 @@ pub fn coll(msg: &str) -> Option<CollLine> {
             "op" => c.op = value.parse().ok(),
             "root" => c.root = value.parse().ok(),
             "comm" => c.comm = Some(value.to_string()),
+            "globalrank" => c.global_rank = value.parse().ok(),
             _ => {}
         }
     }
     Some(c)
 }
 
+/// One value of the enabled matrix: NCCL prints each protocol's and algorithm's enable as a number, 0 for off,
+/// 1 for on and 2 (LL128's default) for "on where supported".
+fn enable(t: &str) -> Option<bool> {
+    Some(t.parse::<u32>().ok()? != 0)
+}
+
 /// One row of the enabled matrix printed after `Enabled NCCL Func/Proto/Algo Matrix:` (lines without prefix):
-/// `    AllReduce |        1         1         1   |             1              1 ...`. Returns the collective
-/// and the 0/1 flags, protocols first; `None` for the header and for anything else.
+/// `    AllReduce |        1         2         1   |             1              1 ...`. Returns the collective
+/// and the flags, protocols first; `None` for the header and for anything else.
 pub fn matrix_row(line: &str) -> Option<(Collective, Vec<bool>)> {
     let mut parts = line.split('|');
     let coll: Collective = parts.next()?.trim().parse().ok()?;
-    let flags = parts
-        .flat_map(str::split_ascii_whitespace)
-        .map(|t| match t {
-            "0" => Some(false),
-            "1" => Some(true),
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()?;
+    let flags = parts.flat_map(str::split_ascii_whitespace).map(enable).collect::<Option<Vec<_>>>()?;
     Some((coll, flags))
+}
+
+/// The matrix header: `     Function |       LL     LL128    Simple   |          Tree           Ring ...`, the
+/// protocols and algorithms of the columns.
+pub fn matrix_header(line: &str) -> Option<(Vec<Protocol>, Vec<Algorithm>)> {
+    let mut parts = line.split('|');
+    if parts.next()?.trim() != "Function" {
+        return None;
+    }
+    let protos = parts.next()?.split_ascii_whitespace().map(protocol).collect::<Option<Vec<_>>>()?;
+    let algos = parts.next()?.split_ascii_whitespace().map(algorithm).collect::<Option<Vec<_>>>()?;
+    Some((protos, algos))
 }
 
 #[cfg(test)]
@@ -188,7 +234,11 @@ mod tests {
             "  Algorithm   |                   Tree                  |                   Ring              |",
         );
         assert_eq!(a, Some(TableLine::Algorithms(vec![Algorithm::Tree, Algorithm::Ring])));
-        assert_eq!(table_line("  Protocol    |             LL |          LL128 |"), Some(TableLine::Ignored));
+        assert_eq!(table_line("  Protocol    |             LL |          LL128 |"), Some(TableLine::Protocols));
+        assert_eq!(
+            table_line(" Max NThreads |            512 |            640 |"),
+            Some(TableLine::MaxThreads(vec![512, 640]))
+        );
         let r = table_line("    AllReduce |    6.3/  14.5 |   10.1/  40.0 |").unwrap();
         assert_eq!(r, TableLine::Row(Collective::AllReduce, vec![(6.3, 14.5), (10.1, 40.0)]));
         assert!(table_line("    AllReduce | x/y |").is_none());
@@ -218,6 +268,21 @@ mod tests {
         let (c, f) =
             matrix_row("    AllReduce |        1         0         1   |             1              1  ").unwrap();
         assert_eq!((c, f), (Collective::AllReduce, vec![true, false, true, true, true]));
+        let (c, f) =
+            matrix_row("    Broadcast |        1         2         0   |             1              0").unwrap();
+        assert_eq!((c, f), (Collective::Broadcast, vec![true, true, false, true, false]));
         assert!(matrix_row("     Function |       LL     LL128    Simple   |").is_none());
+        let (p, a) = matrix_header(
+            "     Function |       LL     LL128    Simple   |          Tree           Ring            PAT  ",
+        )
+        .unwrap();
+        assert_eq!((p.len(), a), (3, vec![Algorithm::Tree, Algorithm::Ring, Algorithm::Pat]));
+        let d = rccl_enqueue("tunedColl enqueue coll AllReduce(ncclSum, ncclFloat32, RING, SIMPLE), nChannels 2, count 262144 (nbytes 1048576), usableChannel 2, chunkCount 65536").unwrap();
+        assert_eq!(
+            (d.coll, d.bytes, d.algo, d.proto, d.n_channels),
+            (Some(Collective::AllReduce), 1048576, Algorithm::Ring, Protocol::Simple, Some(2))
+        );
+        let c = coll("AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0xa [nranks=16] stream 0x3 task 0 globalrank 5").unwrap();
+        assert_eq!((c.global_rank, c.nranks), (Some(5), Some(16)));
     }
 }

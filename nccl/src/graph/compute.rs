@@ -414,6 +414,7 @@ fn finish(sys: &System, g: SearchGraph, mut lines: Vec<InfoLine>) -> Found {
         same_channels: g.same_channels,
         cross_nic: g.cross_nic,
         channels,
+        host: None,
     };
     lines.extend(print_lines(sys, g.id, &graph).into_iter().map(InfoLine::graph));
     Found { id: g.id, graph, latency_inter: g.latency_inter, lines }

@@ -7,7 +7,7 @@
 use super::trees::{dtree, tree_depth};
 use super::{GraphError, InfoLine};
 use collscope_debug::env::Env;
-use collscope_model::lines::{ring_line, ring_order_line, trees_line};
+use collscope_model::lines::{ring_line, ring_order_line, trees_line, TreeEntry};
 use collscope_model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
 /// NCCL's `MAXCHANNELS`.
@@ -379,7 +379,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
             let t = trees[c][r];
             lines.push(InfoLine::graph(ring_line(c as u32, prev[c][r] as u32, r as u32, next[c][r] as u32)));
             out_trees.push(Tree { channel: c as u32, rank: r as u32, up: t.up, down: t.down.to_vec() });
-            entries.push((c as u32, r as u32, t.up, t.down.to_vec()));
+            entries.push(TreeEntry { channel: c as u32, rank: r as u32, up: t.up, down: t.down });
         }
         lines.push(InfoLine::init(trees_line(&entries)));
     }
@@ -491,6 +491,7 @@ mod tests {
             same_channels: true,
             cross_nic,
             channels: (0..n).map(|_| GraphChannel { intra: order.to_vec(), inter: vec![0, 0] }).collect(),
+            host: None,
         }
     }
 

@@ -61,6 +61,7 @@ impl Found {
                 same_channels: false,
                 cross_nic: 0,
                 channels: Vec::new(),
+                host: None,
             },
             latency_inter: 0.0,
             lines: Vec::new(),

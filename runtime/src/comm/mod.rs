@@ -166,7 +166,7 @@ fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
         }
         // A binary tree: NCCL's third child is always -1 here.
         let t = ch.tree;
-        trees.push((ch.id, rank, t.up, vec![t.down[0], t.down[1], -1]));
+        trees.push(lines::TreeEntry { channel: ch.id, rank, up: t.up, down: [t.down[0], t.down[1], -1] });
         nccl_info!(Subsys::GRAPH, "{}", lines::ring_line(ch.id, ch.ring_prev, rank, ch.ring_next));
     }
     nccl_info!(Subsys::INIT, "{}", lines::trees_line(&trees));

@@ -148,6 +148,7 @@ mod tests {
                 GraphChannel { intra: vec![0, 7, 6, 5, 4, 3, 2, 1], inter: vec![0, 0] },
                 GraphChannel { intra: vec![1, 2, 3, 4, 5, 6, 7, 0], inter: vec![1, 1] },
             ],
+            host: None,
         }];
         let app = App { tab: Tab::Channels, row: 1, ..App::default() };
         let lines = render(&app, &live, 80, 24);

@@ -1,14 +1,16 @@
-//! Diagnosis: one table of named rules, each a function from the assembled job to findings. To add a rule,
-//! write its function and add a row to [`RULES`] (and a test below).
+//! Diagnosis: one table of named rules, each a function from the model of a job (a [`Snapshot`]) and the
+//! [`Evidence`] behind it to findings, so that the same rules run on a log, a live job or a modelled machine.
+//! To add a rule, write its function and add a row to [`RULES`] (and a test).
 
-use crate::job::{Ev, Job};
-use collscope_model::{Collective, Finding, LineRef, Severity, Transport, Warning};
+use collscope_model::{
+    Cite, Collective, Evidence, Finding, GdrCheck, LineRef, LogFacts, Severity, Snapshot, Transport, Warning,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Rule {
     /// The finding code (or code prefix) the rule produces.
     pub code: &'static str,
-    pub check: fn(&Job) -> Vec<Finding>,
+    pub check: fn(&Snapshot, &Evidence) -> Vec<Finding>,
 }
 
 pub const RULES: &[Rule] = &[
@@ -31,8 +33,8 @@ pub const RULES: &[Rule] = &[
 ];
 
 /// Runs every rule; findings come out most severe first.
-pub fn diagnose(job: &Job) -> Vec<Finding> {
-    let mut out: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(job)).collect();
+pub fn diagnose(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let mut out: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(snap, evidence)).collect();
     out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
@@ -56,25 +58,34 @@ fn finding(code: &str, severity: Severity, title: &str, detail: String, evidence
     Finding { code: code.into(), severity, title: title.into(), detail, evidence, fix: fix.into() }
 }
 
-fn cite(job: &Job, evs: &[Ev]) -> Vec<LineRef> {
-    evs.iter().flat_map(|e| job.evidence(e).iter().cloned()).collect()
+fn cite(evidence: &Evidence, cites: &[Cite]) -> Vec<LineRef> {
+    cites.iter().flat_map(|c| evidence.get(c).iter().cloned()).collect()
 }
 
-fn env<'a>(job: &'a Job, name: &str) -> Option<&'a str> {
-    job.env_values.get(name).map(String::as_str)
+fn env<'a>(snap: &'a Snapshot, name: &str) -> Option<&'a str> {
+    snap.env.iter().rev().find(|e| e.name == name).map(|e| e.value.as_str())
 }
 
-fn warnings<'a>(job: &'a Job, class: &'a str) -> impl Iterator<Item = &'a Warning> + 'a {
-    job.snap.warnings.iter().filter(move |w| w.class == class)
+/// What only a log carries; nothing for a live job or a modelled machine.
+fn log(snap: &Snapshot) -> &[LogFacts] {
+    snap.log.as_slice()
+}
+
+/// More than one node: printed or concluded, or seen (two hosts printing are two nodes).
+fn multi_node(snap: &Snapshot, evidence: &Evidence) -> bool {
+    snap.nnodes.is_some_and(|n| n > 1) || snap.hosts.len() > 1 || evidence.multi_node
+}
+
+fn warnings<'a>(snap: &'a Snapshot, class: &'a str) -> impl Iterator<Item = &'a Warning> + 'a {
+    snap.warnings.iter().filter(move |w| w.class == class)
 }
 
 fn warning_refs<'a>(ws: impl Iterator<Item = &'a Warning>) -> Vec<LineRef> {
     ws.filter_map(|w| w.line.clone()).take(5).collect()
 }
 
-fn no_gdrdma(job: &Job) -> Vec<Finding> {
-    let net: Vec<_> = job
-        .snap
+fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let net: Vec<_> = snap
         .connections
         .iter()
         .filter(|c| c.transport == Transport::Net && c.net.as_deref() != Some("Socket"))
@@ -84,12 +95,18 @@ fn no_gdrdma(job: &Job) -> Vec<Finding> {
         return Vec::new();
     }
     let share = format!("{without} of {} NET connections stage through host memory (no /GDRDMA)", net.len());
-    let mut ev = cite(job, &[Ev::NetNoGdr]);
-    let level = env(job, "NCCL_NET_GDR_LEVEL");
-    let (code, why, fix) = if !job.evidence(&Ev::GdrDistance).is_empty() {
-        ev.extend(cite(job, &[Ev::GdrDistance, Ev::Env("NCCL_NET_GDR_LEVEL".into())]));
-        let d = job.facts.gdr_checks.iter().find(|g| !g.enabled && g.distance.is_some());
-        let (dist, lvl) = d.map_or((0, 0), |g| (g.distance.unwrap_or(0), g.level.unwrap_or(0)));
+    let mut ev = cite(evidence, &[Cite::NetNoGdr]);
+    let level = env(snap, "NCCL_NET_GDR_LEVEL");
+    // The lines that said why, as the log recorded them.
+    let off: Vec<&GdrCheck> = log(snap).iter().flat_map(|l| &l.gdr_checks).filter(|g| !g.enabled).collect();
+    let quote = |l: Option<&LineRef>| l.map_or(String::new(), |l| format!(": `{}`", l.text.trim()));
+    let distance = off.iter().find(|g| g.distance.is_some());
+    let module = off.iter().find(|g| g.hca_name.is_some() || g.reason.as_deref().is_some_and(|r| r.contains("module")));
+    // Any line that said why, from a log or from a live job.
+    let said = evidence.get(&Cite::GdrOff).first();
+    let (code, why, fix, cited) = if let Some(g) = distance {
+        ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into())]));
+        let (dist, lvl) = (g.distance.unwrap_or(0), g.level.unwrap_or(0));
         (
             "no_gdrdma_distance",
             format!(
@@ -98,56 +115,73 @@ fn no_gdrdma(job: &Job) -> Vec<Finding> {
             ),
             "Put each rank on a GPU behind the same PCIe switch as its NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB or \
              SYS) if the platform's PCIe peer-to-peer path is known to perform.",
+            g.line.as_ref(),
         )
-    } else if !job.evidence(&Ev::GdrHcaOff).is_empty() {
-        ev.extend(cite(job, &[Ev::GdrHcaOff]));
+    } else if let Some(g) = module {
         (
             "no_gdrdma_no_module",
-            "the NIC cannot read GPU memory: no peer-memory module (nvidia-peermem / nv_peer_mem) and no DMA-BUF support"
-                .to_string(),
+            format!(
+                "the NIC cannot read GPU memory: no peer-memory module (nvidia-peermem / nv_peer_mem) and no DMA-BUF \
+                 support{}",
+                quote(g.line.as_ref())
+            ),
             "Load nvidia-peermem (`modprobe nvidia-peermem`) or use a kernel and driver with DMA-BUF (Linux 5.12+, \
              open GPU kernel modules), then check for `GPU Direct RDMA Enabled` in the log.",
+            g.line.as_ref(),
         )
-    } else if level.is_some() || env(job, "NCCL_NET_GDR_READ").is_some() || env(job, "NCCL_GDR_DISABLE").is_some() {
-        ev.extend(cite(job, &[Ev::Env("NCCL_NET_GDR_LEVEL".into()), Ev::Env("NCCL_NET_GDR_READ".into())]));
+    } else if let Some(l) = said {
+        (
+            "no_gdrdma_reported",
+            format!("the log says why{}", quote(Some(l))),
+            "Follow what that line reports: the network plugin's or driver's requirements for GPUDirect RDMA (its \
+             documentation names the module, library or setting it needs).",
+            Some(l),
+        )
+    } else if level.is_some() || env(snap, "NCCL_NET_GDR_READ").is_some() || env(snap, "NCCL_GDR_DISABLE").is_some() {
+        ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into()), Cite::Env("NCCL_NET_GDR_READ".into())]));
         (
             "no_gdrdma_env",
             "GPUDirect RDMA is restricted by the environment".to_string(),
             "Unset the NCCL_NET_GDR_* variables.",
+            None,
         )
     } else {
+        ev.extend(cite(evidence, &[Cite::RingNoGdr]));
         (
             "no_gdrdma",
             "the log does not say why (run with NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH to see the GPU Direct RDMA lines)"
                 .to_string(),
             "Check that nvidia-peermem is loaded or DMA-BUF is available, and that GPU and NIC share a PCIe switch.",
+            None,
         )
     };
+    ev.extend(cited.cloned());
     vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, fix)]
 }
 
-fn socket_not_ib(job: &Job) -> Vec<Finding> {
-    let socket_conns = job.snap.connections.iter().any(|c| c.net.as_deref() == Some("Socket"));
-    let socket_net = job.snap.network.as_deref() == Some("Socket");
+fn socket_not_ib(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let socket_conns = snap.connections.iter().any(|c| c.net.as_deref() == Some("Socket"));
+    let socket_net = snap.network.as_deref() == Some("Socket");
     if !socket_conns && !socket_net {
         return Vec::new();
     }
     let mut why = Vec::new();
-    if !job.net_no_device.is_empty() {
+    if !evidence.get(&Cite::NetNoDevice).is_empty() {
         why.push("NET/IB found no device".to_string());
     }
-    if env(job, "NCCL_IB_DISABLE").is_some_and(|v| v != "0") {
+    if env(snap, "NCCL_IB_DISABLE").is_some_and(|v| v != "0") {
         why.push("NCCL_IB_DISABLE is set".to_string());
     }
-    if !job.evidence(&Ev::PluginMissing).is_empty() {
+    if !evidence.get(&Cite::PluginMissing).is_empty() {
         why.push("no network plugin was found".to_string());
     }
     if why.is_empty() {
         why.push("the log does not say why IB was not used".to_string());
     }
-    let multi = job.snap.nnodes.is_some_and(|n| n > 1) || socket_conns;
+    let multi = multi_node(snap, evidence) || socket_conns;
     let severity = if multi { Severity::Warning } else { Severity::Info };
-    let ev = cite(job, &[Ev::NetSocket, Ev::NetNoDevice, Ev::Env("NCCL_IB_DISABLE".into()), Ev::PluginMissing]);
+    let ev =
+        cite(evidence, &[Cite::NetSocket, Cite::NetNoDevice, Cite::Env("NCCL_IB_DISABLE".into()), Cite::PluginMissing]);
     vec![finding(
         "socket_not_ib",
         severity,
@@ -173,9 +207,8 @@ fn suspicious_interface(name: &str) -> bool {
         || name.starts_with("cni")
 }
 
-fn bootstrap_interface(job: &Job) -> Vec<Finding> {
-    let bad: BTreeSet<String> = job
-        .snap
+fn bootstrap_interface(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let bad: BTreeSet<String> = snap
         .bootstrap
         .iter()
         .filter(|b| suspicious_interface(&b.name) || b.address.starts_with("127."))
@@ -184,7 +217,7 @@ fn bootstrap_interface(job: &Job) -> Vec<Finding> {
     if bad.is_empty() {
         return Vec::new();
     }
-    let multi = job.snap.nnodes.is_some_and(|n| n > 1);
+    let multi = multi_node(snap, evidence);
     vec![finding(
         "bootstrap_interface",
         if multi { Severity::Error } else { Severity::Info },
@@ -194,22 +227,22 @@ fn bootstrap_interface(job: &Job) -> Vec<Finding> {
             bad.into_iter().collect::<Vec<_>>().join(", "),
             if multi { "" } else { " (harmless on a single node)" }
         ),
-        cite(job, &[Ev::Bootstrap]),
+        cite(evidence, &[Cite::Bootstrap]),
         "Set NCCL_SOCKET_IFNAME to the interface that routes between the nodes (e.g. NCCL_SOCKET_IFNAME=eth0 or \
          =^docker,lo to exclude).",
     )]
 }
 
-fn p2p_refused_shm(job: &Job) -> Vec<Finding> {
-    let shm = job.snap.connections.iter().filter(|c| c.transport == Transport::Shm).count();
-    if shm == 0 && job.evidence(&Ev::P2pDisabled).is_empty() {
+fn p2p_refused_shm(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let shm = snap.connections.iter().filter(|c| c.transport == Transport::Shm).count();
+    if shm == 0 && evidence.get(&Cite::P2pDisabled).is_empty() {
         return Vec::new();
     }
-    let cause = if env(job, "NCCL_P2P_DISABLE").is_some_and(|v| v != "0") {
+    let cause = if env(snap, "NCCL_P2P_DISABLE").is_some_and(|v| v != "0") {
         "NCCL_P2P_DISABLE is set"
-    } else if env(job, "NCCL_P2P_LEVEL").is_some() {
+    } else if env(snap, "NCCL_P2P_LEVEL").is_some() {
         "NCCL_P2P_LEVEL excludes these GPU pairs"
-    } else if !job.evidence(&Ev::P2pDisabled).is_empty() {
+    } else if !evidence.get(&Cite::P2pDisabled).is_empty() {
         "the driver reports P2P disabled between these GPUs (IOMMU/ACS, or a virtual machine)"
     } else {
         "P2P is not possible or not allowed between these GPUs (across CPU sockets, ACS/IOMMU, or containers that \
@@ -220,18 +253,21 @@ fn p2p_refused_shm(job: &Job) -> Vec<Finding> {
         Severity::Warning,
         "GPUs on one node talk through host shared memory",
         format!("{shm} connections use SHM instead of P2P: {cause}."),
-        cite(job, &[Ev::Shm, Ev::P2pDisabled, Ev::Env("NCCL_P2P_DISABLE".into()), Ev::Env("NCCL_P2P_LEVEL".into())]),
+        cite(
+            evidence,
+            &[Cite::Shm, Cite::P2pDisabled, Cite::Env("NCCL_P2P_DISABLE".into()), Cite::Env("NCCL_P2P_LEVEL".into())],
+        ),
         "Unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL; disable PCIe ACS on bare metal; in containers run all ranks of a \
          node in one container or share the IPC namespace (--ipc=host).",
     )]
 }
 
-fn ll128_disabled(job: &Job) -> Vec<Finding> {
-    let explicit = !job.evidence(&Ev::Ll128Disabled).is_empty();
-    let table_has_others = job.snap.tuning.values().flat_map(|a| a.values()).any(|p| !p.is_empty());
+fn ll128_disabled(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let explicit = !evidence.get(&Cite::Ll128Disabled).is_empty();
+    let table_has_others = snap.tuning.values().flat_map(|a| a.values()).any(|p| !p.is_empty());
     let table_has_ll128 =
-        job.snap.tuning.values().flat_map(|a| a.values()).any(|p| p.contains_key(&collscope_model::Protocol::Ll128));
-    let by_env = env(job, "NCCL_PROTO").is_some();
+        snap.tuning.values().flat_map(|a| a.values()).any(|p| p.contains_key(&collscope_model::Protocol::Ll128));
+    let by_env = env(snap, "NCCL_PROTO").is_some();
     let implied_by_table = table_has_others && !table_has_ll128 && !by_env;
     if !explicit && !implied_by_table {
         return Vec::new();
@@ -243,23 +279,24 @@ fn ll128_disabled(job: &Job) -> Vec<Finding> {
         "NCCL turned LL128 off for this job: it only runs LL128 where every path is NVLink or a path type it \
          trusts (PxN over PXB/C2C and some PCIe platforms are excluded), so mid-size messages use LL or Simple."
             .into(),
-        cite(job, &[Ev::Ll128Disabled, Ev::Table]),
+        cite(evidence, &[Cite::Ll128Disabled, Cite::Table]),
         "Nothing to fix unless mid-size performance matters; NCCL_PROTO=LL128 forces it only where safe hardware is \
          known (do not force it on unsupported platforms: data corruption).",
     )]
 }
 
-fn channels_env(job: &Job) -> Vec<Finding> {
+fn channels_env(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     const VARS: &[&str] =
         &["NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER"];
-    let set: Vec<String> = VARS.iter().filter_map(|v| env(job, v).map(|x| format!("{v}={x}"))).collect();
-    if set.is_empty() && job.evidence(&Ev::ChannelsLimited).is_empty() {
+    let set: Vec<String> = VARS.iter().filter_map(|v| env(snap, v).map(|x| format!("{v}={x}"))).collect();
+    if set.is_empty() && evidence.get(&Cite::ChannelsLimited).is_empty() {
         return Vec::new();
     }
     let capped_low =
-        ["NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"].iter().any(|v| env(job, v).is_some_and(|x| x.trim() == "1"));
-    let mut ev: Vec<LineRef> = VARS.iter().flat_map(|v| job.evidence(&Ev::Env((*v).into())).iter().cloned()).collect();
-    ev.extend(cite(job, &[Ev::ChannelsLimited]));
+        ["NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"].iter().any(|v| env(snap, v).is_some_and(|x| x.trim() == "1"));
+    let mut ev: Vec<LineRef> =
+        VARS.iter().flat_map(|v| evidence.get(&Cite::Env((*v).into())).iter().cloned()).collect();
+    ev.extend(cite(evidence, &[Cite::ChannelsLimited]));
     vec![finding(
         "channels_env",
         if capped_low { Severity::Warning } else { Severity::Info },
@@ -268,7 +305,7 @@ fn channels_env(job: &Job) -> Vec<Finding> {
             "The environment overrides NCCL's channel choice ({}){}; the job has {} collective channels.",
             set.join(", "),
             if capped_low { ", so one SM moves all the data and bandwidth is capped" } else { "" },
-            job.snap.channels.coll.map_or("an unknown number of".to_string(), |c| c.to_string())
+            snap.channels.coll.map_or("an unknown number of".to_string(), |c| c.to_string())
         ),
         ev,
         "Remove the channel variables unless a measurement shows they help; NCCL sizes channels to the topology.",
@@ -280,20 +317,20 @@ fn model_time(lat_us: f64, bw_gbps: f64, bytes: u64) -> f64 {
     lat_us + bytes as f64 / (bw_gbps * 1e3)
 }
 
-fn decision_not_table_min(job: &Job) -> Vec<Finding> {
-    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(job, v).is_some()).collect();
-    let tuner = job.facts.plugins.iter().any(|p| p.kind == "tuner" && p.loaded);
+fn decision_not_table_min(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let forced: Vec<&str> = ["NCCL_ALGO", "NCCL_PROTO"].into_iter().filter(|v| env(snap, v).is_some()).collect();
+    let tuner = log(snap).iter().flat_map(|l| &l.plugins).any(|p| p.kind == "tuner" && p.loaded);
     // The table holds base costs; NCCL adds pipelining and a Tree correction, so without an override in sight
     // only a large gap counts.
     let margin = if forced.is_empty() && !tuner { 0.5 } else { 0.8 };
     let mut odd = Vec::new();
-    for d in &job.snap.decisions {
-        let Some(table) = job.snap.tuning.get(&d.coll) else { continue };
+    for d in &snap.decisions {
+        let Some(table) = snap.tuning.get(&d.coll) else { continue };
         let Some(chosen) = table.get(&d.algo).and_then(|p| p.get(&d.proto)) else { continue };
         // The line prints one rank's bytes; NCCL costs AllGather and ReduceScatter on the total (NCCL 2.28.9
         // `src/enqueue.cc`, nBytes times nRanks).
         let bytes = match d.coll {
-            Collective::AllGather | Collective::ReduceScatter => match job.snap.nranks {
+            Collective::AllGather | Collective::ReduceScatter => match snap.nranks {
                 Some(n) => d.bytes.saturating_mul(n as u64),
                 None => continue,
             },
@@ -330,13 +367,13 @@ fn decision_not_table_min(job: &Job) -> Vec<Finding> {
         Severity::Info,
         "Algorithm choices that are not the tuning table's minimum",
         format!("{n} decisions differ from the table's cheapest cell ({why}): {}.", odd.join("; ")),
-        cite(job, &[Ev::Env("NCCL_ALGO".into()), Ev::Env("NCCL_PROTO".into()), Ev::Table]),
+        cite(evidence, &[Cite::Env("NCCL_ALGO".into()), Cite::Env("NCCL_PROTO".into()), Cite::Table]),
         "If this was not intended, unset NCCL_ALGO/NCCL_PROTO or the tuner plugin and compare bandwidth.",
     )]
 }
 
-fn search_fallback(job: &Job) -> Vec<Finding> {
-    let ev = cite(job, &[Ev::SearchFallback]);
+fn search_fallback(_: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
+    let ev = cite(evidence, &[Cite::SearchFallback]);
     if ev.is_empty() {
         return Vec::new();
     }
@@ -352,20 +389,21 @@ fn search_fallback(job: &Job) -> Vec<Finding> {
     )]
 }
 
-fn version_mismatch(job: &Job) -> Vec<Finding> {
+/// Each NCCL version the log printed and who printed it.
+fn versions(snap: &Snapshot) -> impl Iterator<Item = &(String, Vec<String>)> {
+    log(snap).iter().flat_map(|l| &l.versions)
+}
+
+fn version_mismatch(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     // Frameworks quote NCCL's version without the `+cudaX.Y` suffix: compare the release only.
-    let releases: BTreeSet<&str> = job.facts.versions.iter().map(|(v, _)| v.split('+').next().unwrap_or(v)).collect();
+    let releases: BTreeSet<&str> = versions(snap).map(|(v, _)| v.split('+').next().unwrap_or(v)).collect();
     if releases.len() < 2 {
         return Vec::new();
     }
-    let list: Vec<String> = job
-        .facts
-        .versions
-        .iter()
+    let list: Vec<String> = versions(snap)
         .map(|(v, who)| if who.is_empty() { v.clone() } else { format!("{v} ({})", who.join(", ")) })
         .collect();
-    let ev =
-        job.facts.versions.iter().flat_map(|(v, _)| job.evidence(&Ev::Version(v.clone())).iter().cloned()).collect();
+    let ev = versions(snap).flat_map(|(v, _)| evidence.get(&Cite::Version(v.clone())).iter().cloned()).collect();
     vec![finding(
         "version_mismatch",
         Severity::Error,
@@ -377,9 +415,9 @@ fn version_mismatch(job: &Job) -> Vec<Finding> {
     )]
 }
 
-fn init_hang(job: &Job) -> Vec<Finding> {
+fn init_hang(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     use collscope_model::CommState;
-    let comms = &job.snap.communicators;
+    let comms = &snap.communicators;
     let stuck: Vec<usize> = (0..comms.len()).filter(|&i| comms[i].state == CommState::Initializing).collect();
     if stuck.is_empty() {
         return Vec::new();
@@ -401,7 +439,7 @@ fn init_hang(job: &Job) -> Vec<Finding> {
     } else {
         format!(" Ranks {} of that communicator printed no init line at all.", absent.join(", "))
     };
-    let ev = stuck.iter().flat_map(|&i| job.evidence(&Ev::InitStart(i)).iter().cloned()).take(5).collect();
+    let ev = stuck.iter().flat_map(|&i| evidence.get(&Cite::InitStart(i)).iter().cloned()).take(5).collect();
     vec![finding(
         "init_hang",
         if completed { Severity::Error } else { Severity::Warning },
@@ -429,8 +467,8 @@ const IB_CLASSES: &[(&str, &str, &str)] = &[
     ("completion with error", "IB completions with error", "Status 12 (retry exceeded) or 13 (RNR) means packets were lost: link flaps, bad cables, congestion or a peer that died; check the fabric counters, NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT, and the other ranks' logs."),
 ];
 
-fn ib_errors(job: &Job) -> Vec<Finding> {
-    let ib: Vec<&Warning> = warnings(job, "ib_verbs").collect();
+fn ib_errors(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ib: Vec<&Warning> = warnings(snap, "ib_verbs").collect();
     if ib.is_empty() {
         return Vec::new();
     }
@@ -465,8 +503,8 @@ fn ib_errors(job: &Job) -> Vec<Finding> {
     out
 }
 
-fn shm_exhausted(job: &Job) -> Vec<Finding> {
-    let ws: Vec<&Warning> = warnings(job, "shm").collect();
+fn shm_exhausted(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ws: Vec<&Warning> = warnings(snap, "shm").collect();
     if ws.is_empty() {
         return Vec::new();
     }
@@ -486,8 +524,8 @@ fn shm_exhausted(job: &Job) -> Vec<Finding> {
     )]
 }
 
-fn socket_errors(job: &Job) -> Vec<Finding> {
-    let ws: Vec<&Warning> = warnings(job, "socket").collect();
+fn socket_errors(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ws: Vec<&Warning> = warnings(snap, "socket").collect();
     if ws.is_empty() {
         return Vec::new();
     }
@@ -514,8 +552,8 @@ fn socket_errors(job: &Job) -> Vec<Finding> {
     )]
 }
 
-fn cuda_oom(job: &Job) -> Vec<Finding> {
-    let ws: Vec<&Warning> = job.snap.warnings.iter().filter(|w| w.text.contains("out of memory")).collect();
+fn cuda_oom(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ws: Vec<&Warning> = snap.warnings.iter().filter(|w| w.text.contains("out of memory")).collect();
     if ws.is_empty() {
         return Vec::new();
     }
@@ -538,8 +576,8 @@ fn watchdog_work(text: &str) -> Option<(u32, u64, String)> {
     Some((rank, seq, op))
 }
 
-fn watchdog_timeout(job: &Job) -> Vec<Finding> {
-    let ws: Vec<&Warning> = warnings(job, "watchdog").collect();
+fn watchdog_timeout(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ws: Vec<&Warning> = warnings(snap, "watchdog").collect();
     if ws.is_empty() {
         return Vec::new();
     }
@@ -563,7 +601,7 @@ fn watchdog_timeout(job: &Job) -> Vec<Finding> {
             ));
         }
     }
-    if let Some(n) = job.snap.nranks {
+    if let Some(n) = snap.nranks {
         let missing = ranks_missing(n, &waited);
         if !missing.is_empty() && waited.iter().any(|&r| r < n) {
             detail.push_str(&format!(
@@ -583,9 +621,8 @@ fn watchdog_timeout(job: &Job) -> Vec<Finding> {
     )]
 }
 
-fn nccl_errors(job: &Job) -> Vec<Finding> {
-    let ws: Vec<&Warning> = job
-        .snap
+fn nccl_errors(snap: &Snapshot, _: &Evidence) -> Vec<Finding> {
+    let ws: Vec<&Warning> = snap
         .warnings
         .iter()
         .filter(|w| matches!(w.class.as_str(), "proxy" | "nccl_error" | "cuda" | "other"))
@@ -608,196 +645,4 @@ fn nccl_errors(job: &Job) -> Vec<Finding> {
         warning_refs(ws.into_iter()),
         "Read the earliest WARN across all ranks: later errors are usually consequences of it.",
     )]
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{Options, Reader};
-    use collscope_model::{Severity, Snapshot};
-
-    fn read(lines: &[&str]) -> Snapshot {
-        let mut r = Reader::new(Options::default());
-        r.read_bytes("t.log", lines.join("\n").as_bytes());
-        r.finish()
-    }
-
-    fn codes(s: &Snapshot) -> Vec<&str> {
-        s.findings.iter().map(|f| f.code.as_str()).collect()
-    }
-
-    fn has(s: &Snapshot, code: &str) -> bool {
-        s.findings.iter().any(|f| f.code == code && !f.evidence.is_empty() && !f.fix.is_empty())
-    }
-
-    #[test]
-    fn every_rule_has_a_code_and_quiet_logs_have_no_findings() {
-        assert_eq!(super::RULES.len(), 16);
-        let s = read(&[
-            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
-            "h:1:1 [0] NCCL INFO Connected all rings",
-        ]);
-        assert!(s.findings.is_empty(), "{:?}", codes(&s));
-    }
-
-    #[test]
-    fn no_gdrdma_by_distance_module_and_unknown() {
-        let net = "a:1:1 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0";
-        let s = read(&["a:1:1 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 5 > 4)", net]);
-        assert!(has(&s, "no_gdrdma_distance"), "{:?}", codes(&s));
-        let s = read(&["a:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)", net]);
-        assert!(has(&s, "no_gdrdma_no_module"), "{:?}", codes(&s));
-        assert!(has(&read(&[net]), "no_gdrdma"));
-        let gdr = "a:1:1 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0/GDRDMA";
-        assert!(!codes(&read(&[gdr])).iter().any(|c| c.starts_with("no_gdrdma")));
-    }
-
-    #[test]
-    fn socket_where_ib_expected() {
-        let s = read(&[
-            "a:1:1 [0] NCCL INFO NET/IB : No device found.",
-            "a:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0",
-        ]);
-        let f = s.findings.iter().find(|f| f.code == "socket_not_ib").expect("finding");
-        assert_eq!(f.severity, Severity::Warning);
-        assert!(f.detail.contains("no device"), "{}", f.detail);
-    }
-
-    #[test]
-    fn suspicious_bootstrap_interface() {
-        let s = read(&[
-            "a:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>",
-            "b:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
-        ]);
-        let f = s.findings.iter().find(|f| f.code == "bootstrap_interface").expect("finding");
-        assert_eq!(f.severity, Severity::Error, "two hosts: docker0 breaks the job");
-        assert!(!has(&read(&["a:1:1 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.2<0>"]), "bootstrap_interface"));
-    }
-
-    #[test]
-    fn p2p_refused_so_shm() {
-        let s = read(&[
-            "a:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.",
-            "a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
-        ]);
-        let f = s.findings.iter().find(|f| f.code == "p2p_refused_shm").expect("finding");
-        assert!(f.detail.contains("NCCL_P2P_DISABLE"), "{}", f.detail);
-    }
-
-    #[test]
-    fn ll128_disabled_by_path_type() {
-        let s = read(&["a:1:1 [0] NCCL INFO Disabling LL128 over all PxN connections (PXB and C2C). This ensures that no C2C link will be used by LL128."]);
-        assert!(has(&s, "ll128_disabled"));
-    }
-
-    #[test]
-    fn channels_forced_by_env() {
-        let s = read(&["a:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 1."]);
-        let f = s.findings.iter().find(|f| f.code == "channels_env").expect("finding");
-        assert_eq!(f.severity, Severity::Warning);
-        let s = read(&["a:1:1 [0] NCCL INFO NCCL_MIN_NCHANNELS set by environment to 4."]);
-        assert_eq!(s.findings.iter().find(|f| f.code == "channels_env").map(|f| f.severity), Some(Severity::Info));
-    }
-
-    #[test]
-    fn decision_that_is_not_the_table_minimum() {
-        let table = [
-            "a:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree",
-            "a:1:1 [0] NCCL INFO Latency/AlgBw |    Tree/    LL |    Ring/    LL |",
-            "a:1:1 [0] NCCL INFO     AllReduce |   50.0/   1.0 |    5.0/  10.0 |",
-        ];
-        let mut lines = table.to_vec();
-        lines.push("a:1:1 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo Tree proto LL channel{Lo..Hi}={0..1}");
-        let s = read(&lines);
-        let f = s.findings.iter().find(|f| f.code == "decision_not_table_min").expect("finding");
-        assert!(f.detail.contains("NCCL_ALGO"), "{}", f.detail);
-        lines.pop();
-        lines.push("a:1:1 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo Ring proto LL channel{Lo..Hi}={0..1}");
-        assert!(!has(&read(&lines), "decision_not_table_min"));
-    }
-
-    #[test]
-    fn search_fallback() {
-        let s = read(&["a:1:1 [0] NCCL INFO Could not find a path for pattern 4, falling back to simple order"]);
-        assert!(has(&s, "search_fallback"));
-    }
-
-    #[test]
-    fn versions_differ_across_ranks() {
-        let s = read(&[
-            "a:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
-            "b:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.2",
-        ]);
-        assert!(has(&s, "version_mismatch"));
-        let same = read(&[
-            "a:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
-            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error, NCCL version 2.18.1",
-        ]);
-        assert!(!has(&same, "version_mismatch"), "{:?}", codes(&same));
-    }
-
-    #[test]
-    fn init_start_without_complete() {
-        let start = |r: u32| {
-            format!("a:{r}:1 [{r}] NCCL INFO ncclCommInitRank comm 0x{r}0 rank {r} nranks 3 cudaDev {r} nvmlDev {r} busId 1000 commId 0x99 - Init START")
-        };
-        let done = "a:0:1 [0] NCCL INFO ncclCommInitRank comm 0x00 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x99 - Init COMPLETE";
-        let (s0, s1) = (start(0), start(1));
-        let s = read(&[&s0, &s1, done]);
-        let f = s.findings.iter().find(|f| f.code == "init_hang").expect("finding");
-        assert_eq!(f.severity, Severity::Error);
-        assert!(f.detail.contains("Ranks 1 printed") && f.detail.contains("Ranks 2 of that"), "{}", f.detail);
-    }
-
-    #[test]
-    fn ib_error_classes() {
-        let s = read(&[
-            "a:1:1 [0] misc/ibvwrap.cc:307 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1",
-            "a:1:1 [0] transport/net_ib.cc:1684 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<42> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.0.1",
-        ]);
-        assert!(has(&s, "ib_error_ibv_modify_qp"), "{:?}", codes(&s));
-        assert!(has(&s, "ib_error"), "{:?}", codes(&s));
-    }
-
-    #[test]
-    fn shm_exhaustion_in_containers() {
-        let s = read(&["a:1:1 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 5967872)"]);
-        let f = s.findings.iter().find(|f| f.code == "shm_exhausted").expect("finding");
-        assert!(f.fix.contains("--shm-size"));
-    }
-
-    #[test]
-    fn socket_errors_say_which_kind() {
-        let s = read(&["[0] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.2<30478> failed : Connection reset by peer"]);
-        let f = s.findings.iter().find(|f| f.code == "socket_error").expect("finding");
-        assert!(f.detail.contains("reset by peer"), "{}", f.detail);
-    }
-
-    #[test]
-    fn cuda_out_of_memory() {
-        let s = read(&["a:1:1 [0] enqueue.cc:1 NCCL WARN Cuda failure 'out of memory'"]);
-        assert!(has(&s, "cuda_oom"));
-        assert!(!has(&s, "nccl_error"), "OOM is reported once, as OOM");
-    }
-
-    #[test]
-    fn watchdog_names_waiting_and_missing_ranks() {
-        let s = read(&[
-            "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0",
-            "[rank0]:[E816 01:45:40.18 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600026 milliseconds before timing out.",
-            "[rank2]:[E816 01:45:40.18 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600026 milliseconds before timing out.",
-        ]);
-        let f = s.findings.iter().find(|f| f.code == "watchdog_timeout").expect("finding");
-        assert!(
-            f.detail.contains("Ranks 0, 2 timed out") && f.detail.contains("output is missing): 1, 3"),
-            "{}",
-            f.detail
-        );
-    }
-
-    #[test]
-    fn nccl_and_proxy_errors() {
-        let s = read(&["a:1:1 [0] proxy.cc:1 NCCL WARN Proxy Call to rank 3 failed (Setup)"]);
-        let f = s.findings.iter().find(|f| f.code == "nccl_error").expect("finding");
-        assert!(f.detail.contains("another rank failed first"), "{}", f.detail);
-    }
 }

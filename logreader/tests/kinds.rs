@@ -1,0 +1,117 @@
+//! Each kind of input of issue 17 on its fixture log (tests/data, written in the grammar of the NCCL or RCCL
+//! release its name gives): what the reader must get out of it.
+
+use collscope_logreader::{Options, Reader};
+use serde_json::Value;
+use std::path::Path;
+
+/// The model read from `tests/data/NAME.log`, as JSON.
+fn read(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(format!("{name}.log"));
+    let mut r = Reader::new(Options { strict: true });
+    r.read_bytes(name, &std::fs::read(&path).unwrap());
+    serde_json::to_value(r.finish()).unwrap()
+}
+
+fn inferred<'a>(s: &'a Value, fact: &str) -> Option<&'a str> {
+    s["log"]["inferred"].as_array()?.iter().find(|i| i["fact"] == fact)?["reason"].as_str()
+}
+
+#[test]
+fn item1_tuning_tables_cut_old_and_in_blocks() {
+    let s = read("tuning_2.28_cut");
+    let why = inferred(&s, "tuning.columns").expect("the columns are said to be inferred");
+    assert!(why.contains("fixed order"), "{why}");
+    // NVLS has no bandwidth on this machine; its latency is kept.
+    let nvls = &s["tuning"]["AllReduce"]["NVLS"]["LL"];
+    assert_eq!((nvls["lat_us"].as_f64(), nvls["bw_gbps"].as_f64()), (Some(25.0), Some(0.0)), "{nvls}");
+    let s = read("tuning_2.12_old");
+    assert_eq!(s["log"]["max_threads"]["Tree"]["LL128"], 640);
+    assert!(s["tuning"]["AllReduce"]["Ring"]["Simple"]["bw_gbps"].as_f64().is_some());
+    let s = read("tuning_2.19_blocks");
+    assert!(s["tuning"]["AllReduce"]["NVLSTree"].is_object(), "the second block's columns");
+    assert!(s["tuning"]["AllReduce"]["Tree"].is_object());
+}
+
+#[test]
+fn item2_topology_prints_per_node() {
+    let s = read("init_2x2_2.28");
+    let topo = s["topology"].as_array().unwrap();
+    assert_eq!(topo.len(), 2, "one topology per node");
+    for t in topo {
+        assert!(t["nodes"].as_array().unwrap().len() >= 5, "{t}");
+        assert!(!t["links"].as_array().unwrap().is_empty() && !t["paths"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(s["network"], "IB");
+    let t = &read("topology_2.12")["topology"][0];
+    assert!(!t["links"].as_array().unwrap().is_empty() && !t["paths"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn item3_graphs_of_different_nodes_kept_apart() {
+    let s = read("init_2x2_2.28");
+    let graphs = s["graphs"].as_array().unwrap();
+    let hosts: std::collections::BTreeSet<&str> = graphs.iter().filter_map(|g| g["host"].as_str()).collect();
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    assert_eq!(graphs.len(), 6, "ring, balanced tree and tree of each node");
+}
+
+#[test]
+fn item4_job_size_only_from_what_the_log_says() {
+    let s = read("excerpt_one_rank_2.21");
+    assert!(s["nranks"].is_null() && s["nnodes"].is_null(), "one rank's lines say nothing of the job's size");
+    let s = read("comms_split_2.23");
+    let sizes: std::collections::BTreeSet<u64> =
+        s["communicators"].as_array().unwrap().iter().filter_map(|c| c["nranks"].as_u64()).collect();
+    assert_eq!(sizes, [2, 4].into(), "the world and its split are separate communicators");
+    assert_eq!(s["nranks"], 4);
+}
+
+#[test]
+fn item5_ops_behind_launcher_prefixes_and_numeric_decisions() {
+    let s = read("ops_srun_2.28");
+    assert_eq!(s["ops"].as_array().unwrap().len(), 128, "a bounded history");
+    assert_eq!(s["log"]["stats"]["dropped_ops"], 72, "with a count of what it dropped");
+    let s = read("ops_pdsh_ts_2.28");
+    assert_eq!(s["ops"].as_array().unwrap().len(), 12);
+    assert_eq!(s["hosts"], serde_json::json!(["sx-03", "sx-04"]), "pdsh's `host: ` and timestamps are not hosts");
+    let s = read("tuning_2.21_numeric");
+    let d = &s["log"]["unnamed_decisions"][0];
+    assert_eq!((d["bytes"].as_u64(), d["algo"].as_str(), d["proto"].as_str()), (Some(8), Some("Ring"), Some("LL")));
+}
+
+#[test]
+fn item6_spliced_lines_give_both_records() {
+    let s = read("interleaved_2.18");
+    assert_eq!(s["connections"].as_array().unwrap().len(), 4);
+    assert_eq!(s["hosts"], serde_json::json!(["hx"]), "a progress bar glued to the host is not part of it");
+    assert!(s["log"]["stats"]["garbled_lines"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn item7_rccl_dialect() {
+    let s = read("rccl_2.20");
+    assert_eq!(s["log"]["rccl"], true);
+    assert_eq!(s["nranks"], 16);
+    assert!(!s["connections"].as_array().unwrap().is_empty());
+    assert_eq!(s["channels"]["coll"], 2);
+}
+
+#[test]
+fn item8_plugins_by_kind_with_versions() {
+    let s = read("plugins_sharp_2.19");
+    let plugins = s["log"]["plugins"].as_array().unwrap();
+    let has = |kind: &str, name: &str, version: Option<u64>| {
+        plugins.iter().any(|p| p["kind"] == kind && p["name"] == name && p["version"].as_u64() == version)
+    };
+    assert!(has("net", "IBext", Some(6)) && has("collnet", "SHARP", Some(6)) && has("tuner", "nvidia-tuner", None));
+    assert_eq!(read("plugins_ofi_2.23")["log"]["nvls_used"], true);
+}
+
+#[test]
+fn item9_no_gdrdma_quotes_the_reason_the_log_gives() {
+    let s = read("plugins_ofi_2.23");
+    let f = s["findings"].as_array().unwrap().iter().find(|f| f["code"] == "no_gdrdma_reported").expect("finding");
+    assert!(f["detail"].as_str().unwrap().contains("disabling GDR"), "{f}");
+    assert!(f["evidence"].as_array().unwrap().iter().any(|l| l["text"].as_str().unwrap().ends_with("disabling GDR")));
+}
