@@ -19,7 +19,7 @@ pub mod tail;
 
 pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
-pub use state::{Limits, State};
+pub use state::State;
 
 use collscope_model::observe::Feed;
 use collscope_model::Source;
