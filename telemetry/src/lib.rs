@@ -8,6 +8,7 @@
 //! The runtime only calls its recorder's `record(|| Event::...)`; [`Telemetry::start`] turns that on and drains it.
 
 pub mod aggregate;
+pub mod catalogue;
 pub mod config;
 pub mod labels;
 pub mod otel;
