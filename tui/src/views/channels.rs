@@ -4,13 +4,13 @@ use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_lab
 use crate::app::App;
 use crate::live::Live;
 use crate::traffic::EdgeKey;
-use collscope_model::Direction;
+use collscope_model::{Direction, Snapshot};
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     if s.connections.is_empty() {
         frame.render_widget(Paragraph::new("No connections in this source yet."), area);
@@ -64,6 +64,26 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         lines.push(if i == app.row { line.style(selected()) } else { line });
     }
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+pub struct Channels;
+
+impl super::View for Channels {
+    fn title(&self) -> &'static str {
+        "Channels"
+    }
+
+    fn hint(&self) -> &'static str {
+        "j/k row  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, live)
+    }
+
+    fn rows(&self, _app: &App, s: &Snapshot) -> usize {
+        s.connections.len()
+    }
 }
 
 #[cfg(test)]
