@@ -296,9 +296,9 @@ impl MetricSink for Otel {
         if c.ok == 0 {
             return;
         }
-        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket].map(opentelemetry::Value::from);
-        let [collective, algorithm, protocol, size_bucket] = values;
-        let attrs = cat::COLL_OPS.attrs([collective, algorithm, protocol, size_bucket, l.rank.clone().into()]);
+        let (collective, algorithm, protocol, size_bucket) = (l.collective, l.algorithm, l.protocol, l.size_bucket);
+        let values = [collective.into(), algorithm.into(), protocol.into(), size_bucket.into(), l.rank.clone().into()];
+        let attrs = cat::COLL_OPS.attrs(values);
         self.m.coll_ops.add(c.ok, &attrs);
         self.m.coll_io.add(c.bytes, &attrs);
         for &(n, secs) in &c.durations {
