@@ -11,8 +11,8 @@
 //! | `SLURM_JOB_ID` | the job id put on OTel resources |
 
 use crate::otel::OtelConfig;
-use crate::state::Limits;
 use collscope_debug::env::{Env, EnvError};
+use collscope_model::Bounds;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ pub struct TelemetryConfig {
     pub local_rank: u32,
     /// Other local ranks' servers whose metrics `/metrics/aggregate` merges (local rank 0 only).
     pub aggregate_peers: Vec<SocketAddr>,
-    pub limits: Limits,
+    pub limits: Bounds,
     /// Events the runtime may queue between two drains.
     pub queue_capacity: usize,
     /// How often queued events and the communicators' records are taken into the state (often enough for a live
@@ -67,7 +67,7 @@ impl TelemetryConfig {
             addr,
             local_rank: 0,
             aggregate_peers: Vec::new(),
-            limits: Limits::default(),
+            limits: Bounds::default(),
             queue_capacity: collscope_model::observe::DEFAULT_CAPACITY,
             drain_interval: Duration::from_millis(100),
             otel: None,
@@ -98,7 +98,7 @@ impl TelemetryConfig {
                 expected: "a positive number of records".into(),
             });
         }
-        cfg.limits = Limits::uniform(records as usize);
+        cfg.limits = Bounds::histories(records as usize);
         if env_flag(env, "COLLSCOPE_METRICS_AGGREGATE", false)? && who.local_rank == 0 {
             if addr.port() == 0 {
                 return Err(ConfigError::Invalid {

@@ -8,6 +8,7 @@
 //! The runtime only calls its recorder's `record(|| Event::...)`; [`Telemetry::start`] turns that on and drains it.
 
 pub mod aggregate;
+pub mod catalogue;
 pub mod config;
 pub mod labels;
 pub mod otel;
@@ -19,7 +20,7 @@ pub mod tail;
 
 pub use config::{ConfigError, LocalRank, TelemetryConfig};
 pub use otel::{Otel, OtelConfig, OtelError};
-pub use state::{Limits, State};
+pub use state::State;
 
 use collscope_model::observe::Feed;
 use collscope_model::Source;

@@ -5,6 +5,7 @@
 //! Build and shut down an `Otel` outside any tokio runtime: the OTLP client is a blocking one that runs
 //! on the SDK's own export threads. Recording only hands data to the SDK and never blocks.
 
+use crate::catalogue::{self as cat, Metric};
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
@@ -82,55 +83,57 @@ struct Instruments {
     dropped: Counter<u64>,
 }
 
+/// The catalogue's name of a metric OpenTelemetry exports.
+fn name(m: &Metric) -> &'static str {
+    m.otel.expect("a metric OpenTelemetry exports")
+}
+
 impl Instruments {
     fn new(m: &Meter) -> Self {
+        let u64_counter = |c: &Metric| m.u64_counter(name(c)).with_unit(c.unit).with_description(c.help).build();
+        let f64_counter = |c: &Metric| m.f64_counter(name(c)).with_unit(c.unit).with_description(c.help).build();
+        let f64_gauge = |c: &Metric| m.f64_gauge(name(c)).with_unit(c.unit).with_description(c.help).build();
+        let i64_gauge = |c: &Metric| m.i64_gauge(name(c)).with_unit(c.unit).with_description(c.help).build();
+        let duration = &cat::COLL_DURATION;
+        let comm_size = &cat::COMMUNICATOR_SIZE;
+        let in_flight = &cat::IN_FLIGHT;
         Instruments {
             coll_duration: m
-                .f64_histogram("collscope.collective.duration")
-                .with_unit("s")
-                .with_description("Time from start to completion of calls.")
+                .f64_histogram(name(duration))
+                .with_unit(duration.unit)
+                .with_description(duration.help)
                 .with_boundaries(labels::duration_bounds())
                 .build(),
-            coll_io: m
-                .u64_counter("collscope.collective.io")
-                .with_unit("By")
-                .with_description("User bytes moved.")
+            coll_io: u64_counter(&cat::COLL_BYTES),
+            coll_ops: u64_counter(&cat::COLL_OPS),
+            coll_failed: u64_counter(&cat::COLL_FAILED),
+            busbw: f64_gauge(&cat::BUSBW),
+            algbw: f64_gauge(&cat::ALGBW),
+            in_flight: m
+                .i64_up_down_counter(name(in_flight))
+                .with_unit(in_flight.unit)
+                .with_description(in_flight.help)
                 .build(),
-            coll_ops: m.u64_counter("collscope.collective.operations").with_unit("{operation}").build(),
-            coll_failed: m.u64_counter("collscope.collective.failures").with_unit("{operation}").build(),
-            busbw: m.f64_gauge("collscope.collective.bus_bandwidth").with_unit("By/s").build(),
-            algbw: m.f64_gauge("collscope.collective.algorithm_bandwidth").with_unit("By/s").build(),
-            in_flight: m.i64_up_down_counter("collscope.collective.in_flight").with_unit("{operation}").build(),
-            channel_io: m.u64_counter("collscope.channel.io").with_unit("By").build(),
-            channel_time: m.f64_counter("collscope.channel.transfer.time").with_unit("s").build(),
-            proxy_wait: m.f64_counter("collscope.proxy.wait.time").with_unit("s").build(),
-            proxy_steps: m.u64_counter("collscope.proxy.steps").with_unit("{step}").build(),
-            proxy_ops: m.u64_counter("collscope.proxy.operations").with_unit("{operation}").build(),
-            connections: m.i64_gauge("collscope.connection.channels").with_unit("{channel}").build(),
-            comm_size: m.u64_gauge("collscope.communicator.size").with_unit("{rank}").build(),
-            channels: m.i64_gauge("collscope.channels").with_unit("{channel}").build(),
-            init_phase: m.f64_gauge("collscope.init.phase.duration").with_unit("s").build(),
-            init_total: m.f64_gauge("collscope.init.duration").with_unit("s").build(),
-            decisions: m.u64_counter("collscope.tuning.decisions").with_unit("{decision}").build(),
-            errors: m.u64_counter("collscope.errors").with_unit("{error}").build(),
-            findings: m.i64_gauge("collscope.findings").with_unit("{finding}").build(),
-            dropped: m.u64_counter("collscope.telemetry.dropped").with_unit("{record}").build(),
+            channel_io: u64_counter(&cat::CHANNEL_BYTES),
+            channel_time: f64_counter(&cat::CHANNEL_SECONDS),
+            proxy_wait: f64_counter(&cat::PROXY_WAIT),
+            proxy_steps: u64_counter(&cat::PROXY_STEPS),
+            proxy_ops: u64_counter(&cat::PROXY_OPS),
+            connections: i64_gauge(&cat::CONNECTIONS),
+            comm_size: m.u64_gauge(name(comm_size)).with_unit(comm_size.unit).with_description(comm_size.help).build(),
+            channels: i64_gauge(&cat::CHANNELS),
+            init_phase: f64_gauge(&cat::INIT_PHASE),
+            init_total: f64_gauge(&cat::INIT_TOTAL),
+            decisions: u64_counter(&cat::DECISIONS),
+            errors: u64_counter(&cat::ERRORS),
+            findings: i64_gauge(&cat::FINDINGS),
+            dropped: u64_counter(&cat::DROPPED),
         }
     }
 }
 
 fn kv(key: &'static str, value: impl Into<opentelemetry::Value>) -> KeyValue {
     KeyValue::new(key, value)
-}
-
-fn coll_attrs(l: &CollLabels) -> [KeyValue; 5] {
-    [
-        kv("collscope.collective", l.collective),
-        kv("collscope.algorithm", l.algorithm),
-        kv("collscope.protocol", l.protocol),
-        kv("collscope.size_bucket", l.size_bucket),
-        kv("collscope.rank", l.rank.clone()),
-    ]
 }
 
 fn time_us(us: u64) -> SystemTime {
@@ -288,24 +291,21 @@ impl MetricSink for Otel {
     fn calls(&mut self, c: &Calls) {
         let l = CollLabels::new(c.coll, c.algo, c.proto, c.size_bucket, c.rank);
         if c.failed > 0 {
-            let attrs = [kv("collscope.collective", l.collective), kv("collscope.rank", l.rank.clone())];
-            self.m.coll_failed.add(c.failed, &attrs);
+            self.m.coll_failed.add(c.failed, &cat::COLL_FAILED.attrs([l.collective.into(), l.rank.clone().into()]));
         }
         if c.ok == 0 {
             return;
         }
-        let attrs = coll_attrs(&l);
+        let (collective, algorithm, protocol, size_bucket) = (l.collective, l.algorithm, l.protocol, l.size_bucket);
+        let values = [collective.into(), algorithm.into(), protocol.into(), size_bucket.into(), l.rank.clone().into()];
+        let attrs = cat::COLL_OPS.attrs(values);
         self.m.coll_ops.add(c.ok, &attrs);
         self.m.coll_io.add(c.bytes, &attrs);
         for &(n, secs) in &c.durations {
             let mean = secs / n as f64;
             (0..n).for_each(|_| self.m.coll_duration.record(mean, &attrs));
         }
-        let bw_attrs = [
-            kv("collscope.collective", l.collective),
-            kv("collscope.size_bucket", l.size_bucket),
-            kv("collscope.rank", l.rank.clone()),
-        ];
+        let bw_attrs = cat::BUSBW.attrs([l.collective.into(), l.size_bucket.into(), l.rank.clone().into()]);
         if let Some(bw) = c.busbw_gbps {
             self.m.busbw.record(bw * 1e9, &bw_attrs);
         }
@@ -315,27 +315,22 @@ impl MetricSink for Otel {
     }
 
     fn in_flight(&mut self, rank: u32, delta: i64) {
-        self.m.in_flight.add(delta, &[kv("collscope.rank", rank.to_string())]);
+        self.m.in_flight.add(delta, &cat::IN_FLIGHT.attrs([rank.to_string().into()]));
     }
 
     fn decided(&mut self, coll: Collective, algo: Algorithm, proto: model::Protocol, rank: Option<u32>, n: u64) {
-        let attrs = [
-            kv("collscope.collective", coll.as_str()),
-            kv("collscope.algorithm", algo.as_str()),
-            kv("collscope.protocol", proto.as_str()),
-            kv("collscope.rank", sink::rank_label(rank)),
-        ];
-        self.m.decisions.add(n, &attrs);
+        let values = [coll.as_str().into(), algo.as_str().into(), proto.as_str().into(), sink::rank_label(rank).into()];
+        self.m.decisions.add(n, &cat::DECISIONS.attrs(values));
     }
 
     fn traffic(&mut self, t: &ChannelTraffic) {
-        let attrs = [
-            kv("collscope.rank", t.rank.to_string()),
-            kv("collscope.channel", t.channel.to_string()),
-            kv("collscope.peer", t.peer.to_string()),
-            kv("collscope.direction", labels::direction(t.direction)),
-            kv("collscope.transport", labels::transport(t.transport)),
-        ];
+        let attrs = cat::CHANNEL_BYTES.attrs([
+            t.rank.to_string().into(),
+            t.channel.to_string().into(),
+            t.peer.to_string().into(),
+            labels::direction(t.direction).into(),
+            labels::transport(t.transport).into(),
+        ]);
         self.m.channel_io.add(t.bytes, &attrs);
         if t.seconds > 0.0 {
             self.m.channel_time.add(t.seconds, &attrs);
@@ -343,67 +338,63 @@ impl MetricSink for Otel {
     }
 
     fn proxy(&mut self, p: &ProxyOp) {
-        let rank = kv("collscope.rank", p.rank.to_string());
-        let dir = kv("collscope.direction", labels::send_or_recv(p.send));
+        let rank = p.rank.to_string();
+        let dir = labels::send_or_recv(p.send);
         for (state, secs) in &p.waits {
             if *secs > 0.0 {
-                let attrs = [rank.clone(), dir.clone(), kv("collscope.proxy.state", labels::wait_state(*state))];
+                let attrs = cat::PROXY_WAIT.attrs([rank.clone().into(), dir.into(), labels::wait_state(*state).into()]);
                 self.m.proxy_wait.add(*secs, &attrs);
             }
         }
         for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
-            self.m.proxy_steps.add(n, &[rank.clone(), dir.clone(), kv("collscope.proxy.stage", stage)]);
+            self.m.proxy_steps.add(n, &cat::PROXY_STEPS.attrs([rank.clone().into(), dir.into(), stage.into()]));
         }
-        let attrs =
-            [rank, dir, kv("collscope.channel", p.channel.to_string()), kv("collscope.peer", p.peer.to_string())];
-        self.m.proxy_ops.add(1, &attrs);
+        let values = [rank.into(), p.channel.to_string().into(), p.peer.to_string().into(), dir.into()];
+        self.m.proxy_ops.add(1, &cat::PROXY_OPS.attrs(values));
     }
 
     fn error(&mut self, w: &Warning) {
-        self.m
-            .errors
-            .add(1, &[kv("collscope.error.class", w.class.clone()), kv("collscope.rank", sink::rank_label(w.rank))]);
+        self.m.errors.add(1, &cat::ERRORS.attrs([w.class.clone().into(), sink::rank_label(w.rank).into()]));
     }
 
     fn dropped(&mut self, stage: &'static str, n: u64) {
-        self.m.dropped.add(n, &[kv("collscope.telemetry.stage", stage)]);
+        self.m.dropped.add(n, &cat::DROPPED.attrs([stage.into()]));
     }
 
     fn facts(&mut self, snap: &Snapshot) {
         for (k, n) in sink::connection_groups(snap) {
-            let attrs = [
-                kv("collscope.rank", k.rank.to_string()),
-                kv("collscope.peer", k.peer.to_string()),
-                kv("collscope.direction", k.direction),
-                kv("collscope.transport", k.transport),
-                kv("collscope.connection.mode", k.mode),
-                kv("collscope.gdrdma", k.gdrdma),
-            ];
+            let attrs = cat::CONNECTIONS.attrs([
+                k.rank.to_string().into(),
+                k.peer.to_string().into(),
+                k.direction.into(),
+                k.transport.into(),
+                k.mode.into(),
+                k.gdrdma.into(),
+            ]);
             self.m.connections.record(n as i64, &attrs);
         }
         for c in &snap.communicators {
             let rank = sink::rank_label(c.rank);
             if let Some(n) = c.nranks {
-                let attrs = [
-                    kv("collscope.comm", sink::opt_label(c.comm.as_ref())),
-                    kv("collscope.rank", rank.clone()),
-                    kv("collscope.nnodes", sink::opt_label(c.nnodes.or(snap.nnodes))),
-                    kv("collscope.nccl.version", sink::opt_label(c.version.as_ref().or(snap.nccl_version.as_ref()))),
-                ];
+                let attrs = cat::COMMUNICATOR_SIZE.attrs([
+                    sink::opt_label(c.comm.as_ref()).into(),
+                    rank.clone().into(),
+                    sink::opt_label(c.nnodes.or(snap.nnodes)).into(),
+                    sink::opt_label(c.version.as_ref().or(snap.nccl_version.as_ref())).into(),
+                ]);
                 self.m.comm_size.record(u64::from(n), &attrs);
             }
             for (phase, secs) in &c.init.phases {
-                let attrs = [kv("collscope.rank", rank.clone()), kv("collscope.init.phase", phase.clone())];
-                self.m.init_phase.record(*secs, &attrs);
+                self.m.init_phase.record(*secs, &cat::INIT_PHASE.attrs([rank.clone().into(), phase.clone().into()]));
             }
             if let Some(total) = c.init.total {
-                self.m.init_total.record(total, &[kv("collscope.rank", rank.clone())]);
+                self.m.init_total.record(total, &cat::INIT_TOTAL.attrs([rank.clone().into()]));
             }
         }
         let ch = &snap.channels;
         for (kind, n) in [("coll", ch.coll), ("collnet", ch.collnet), ("nvls", ch.nvls), ("p2p", ch.p2p)] {
             if let Some(n) = n {
-                self.m.channels.record(i64::from(n), &[kv("collscope.channel.kind", kind)]);
+                self.m.channels.record(i64::from(n), &cat::CHANNELS.attrs([kind.into()]));
             }
         }
         let mut findings: HashMap<(&str, &str), i64> = HashMap::new();
@@ -411,8 +402,7 @@ impl MetricSink for Otel {
             *findings.entry((f.code.as_str(), f.severity.as_str())).or_default() += 1;
         }
         for ((code, severity), n) in findings {
-            let attrs = [kv("collscope.finding.code", code.to_string()), kv("collscope.finding.severity", severity)];
-            self.m.findings.record(n, &attrs);
+            self.m.findings.record(n, &cat::FINDINGS.attrs([code.to_string().into(), severity.into()]));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The Prometheus export: `collscope_*` families in base units (seconds, bytes, bytes per second), counters
 //! ending in `_total`, info-style gauges for facts, all in one registry per telemetry state.
 
+use crate::catalogue::{self as cat, Metric};
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
@@ -11,8 +12,6 @@ use prometheus::{
     IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::collections::HashMap;
-
-const COLL: &[&str] = &["collective", "algorithm", "protocol", "size_bucket", "rank"];
 
 /// The series one kind of call updates, looked up once: label formatting and hashing label strings cost more
 /// than the update itself, and the telemetry thread shares the machine with the ranks.
@@ -63,13 +62,19 @@ fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> 
     Ok(m)
 }
 
+/// The catalogue's name and help of a metric Prometheus exports.
+fn opts(m: &Metric) -> Opts {
+    Opts::new(m.prom.expect("a metric Prometheus exports"), m.help)
+}
+
 impl PromMetrics {
     pub fn new() -> Result<Self, prometheus::Error> {
         let r = Registry::new();
-        let int_counter = |name: &str, help: &str, l: &[&str]| reg(&r, IntCounterVec::new(Opts::new(name, help), l)?);
-        let counter = |name: &str, help: &str, l: &[&str]| reg(&r, CounterVec::new(Opts::new(name, help), l)?);
-        let gauge = |name: &str, help: &str, l: &[&str]| reg(&r, GaugeVec::new(Opts::new(name, help), l)?);
-        let int_gauge = |name: &str, help: &str, l: &[&str]| reg(&r, IntGaugeVec::new(Opts::new(name, help), l)?);
+        let int_counter = |m: &Metric| reg(&r, IntCounterVec::new(opts(m), &m.prom_labels())?);
+        let counter = |m: &Metric| reg(&r, CounterVec::new(opts(m), &m.prom_labels())?);
+        let gauge = |m: &Metric| reg(&r, GaugeVec::new(opts(m), &m.prom_labels())?);
+        let int_gauge = |m: &Metric| reg(&r, IntGaugeVec::new(opts(m), &m.prom_labels())?);
+        let duration = &cat::COLL_DURATION;
         let m = PromMetrics {
             coll_series: HashMap::new(),
             traffic_series: HashMap::new(),
@@ -78,104 +83,31 @@ impl PromMetrics {
             coll_duration: reg(
                 &r,
                 HistogramVec::new(
-                    HistogramOpts::new(
-                        "collscope_collective_duration_seconds",
-                        "Time from start to completion of collective and point-to-point calls.",
-                    )
-                    .buckets(labels::duration_bounds()),
-                    COLL,
+                    HistogramOpts::from(opts(duration)).buckets(labels::duration_bounds()),
+                    &duration.prom_labels(),
                 )?,
             )?,
-            coll_bytes: int_counter(
-                "collscope_collective_bytes_total",
-                "Bytes of the user buffer moved by calls (count times datatype size).",
-                COLL,
-            )?,
-            coll_ops: int_counter("collscope_collective_operations_total", "Calls completed or reported.", COLL)?,
-            coll_failed: int_counter(
-                "collscope_collective_failures_total",
-                "Calls that failed.",
-                &["collective", "rank"],
-            )?,
-            busbw: gauge(
-                "collscope_collective_bus_bandwidth_bytes_per_second",
-                "Bus bandwidth of the latest call (nccl-tests' busbw), by collective and size bucket.",
-                &["collective", "size_bucket", "rank"],
-            )?,
-            algbw: gauge(
-                "collscope_collective_algorithm_bandwidth_bytes_per_second",
-                "Algorithm bandwidth (bytes over time) of the latest call, by collective and size bucket.",
-                &["collective", "size_bucket", "rank"],
-            )?,
-            in_flight: int_gauge(
-                "collscope_collectives_in_flight",
-                "Calls enqueued and not yet completed.",
-                &["rank"],
-            )?,
-            channel_bytes: int_counter(
-                "collscope_channel_bytes_total",
-                "Bytes moved on one channel to or from one peer.",
-                &["rank", "channel", "peer", "direction", "transport"],
-            )?,
-            channel_seconds: counter(
-                "collscope_channel_transfer_seconds_total",
-                "Time spent moving those bytes.",
-                &["rank", "channel", "peer", "direction", "transport"],
-            )?,
-            proxy_wait: counter(
-                "collscope_proxy_wait_seconds_total",
-                "Time proxy steps spent in each wait state.",
-                &["rank", "direction", "state"],
-            )?,
-            proxy_steps: int_counter(
-                "collscope_proxy_steps_total",
-                "Proxy steps that reached each stage (posted, transmitted, done).",
-                &["rank", "direction", "stage"],
-            )?,
-            proxy_ops: int_counter(
-                "collscope_proxy_operations_total",
-                "Proxy sub-operations finished, per channel and peer.",
-                &["rank", "channel", "peer", "direction"],
-            )?,
-            connections: int_gauge(
-                "collscope_connection_channels",
-                "Channels connecting a rank to a peer, by direction, transport, mode and GPUDirect RDMA state.",
-                &["rank", "peer", "direction", "transport", "mode", "gdrdma"],
-            )?,
-            communicator: int_gauge(
-                "collscope_communicator_info",
-                "One per rank of each communicator, with its size and NCCL version.",
-                &["comm", "rank", "nranks", "nnodes", "version", "host"],
-            )?,
-            job: int_gauge(
-                "collscope_job_info",
-                "What this data describes: its source, NCCL version and network.",
-                &["source", "nccl_version", "network", "nranks", "nnodes"],
-            )?,
-            channels: int_gauge("collscope_channels", "Channels set up, by kind.", &["kind"])?,
-            init_phase: gauge(
-                "collscope_init_phase_seconds",
-                "Communicator init time by phase (NCCL's Init timings line).",
-                &["rank", "phase"],
-            )?,
-            init_total: gauge("collscope_init_seconds", "Total communicator init time.", &["rank"])?,
-            decisions: int_counter(
-                "collscope_tuning_decisions_total",
-                "Algorithm and protocol choices made by the tuner.",
-                &["collective", "algorithm", "protocol", "rank"],
-            )?,
-            errors: int_counter("collscope_errors_total", "Warnings and errors, by class.", &["class", "rank"])?,
-            findings: int_gauge(
-                "collscope_findings",
-                "Diagnoses currently raised, by code and severity.",
-                &["code", "severity"],
-            )?,
-            dropped: int_counter(
-                "collscope_dropped_records_total",
-                "Telemetry records dropped to bound memory: 'queue' when the runtime's queue was full, \
-                 'history' when the oldest kept record made room.",
-                &["stage"],
-            )?,
+            coll_bytes: int_counter(&cat::COLL_BYTES)?,
+            coll_ops: int_counter(&cat::COLL_OPS)?,
+            coll_failed: int_counter(&cat::COLL_FAILED)?,
+            busbw: gauge(&cat::BUSBW)?,
+            algbw: gauge(&cat::ALGBW)?,
+            in_flight: int_gauge(&cat::IN_FLIGHT)?,
+            channel_bytes: int_counter(&cat::CHANNEL_BYTES)?,
+            channel_seconds: counter(&cat::CHANNEL_SECONDS)?,
+            proxy_wait: counter(&cat::PROXY_WAIT)?,
+            proxy_steps: int_counter(&cat::PROXY_STEPS)?,
+            proxy_ops: int_counter(&cat::PROXY_OPS)?,
+            connections: int_gauge(&cat::CONNECTIONS)?,
+            communicator: int_gauge(&cat::COMMUNICATOR_INFO)?,
+            job: int_gauge(&cat::JOB_INFO)?,
+            channels: int_gauge(&cat::CHANNELS)?,
+            init_phase: gauge(&cat::INIT_PHASE)?,
+            init_total: gauge(&cat::INIT_TOTAL)?,
+            decisions: int_counter(&cat::DECISIONS)?,
+            errors: int_counter(&cat::ERRORS)?,
+            findings: int_gauge(&cat::FINDINGS)?,
+            dropped: int_counter(&cat::DROPPED)?,
             registry: r,
         };
         // Both stages exist from the start, so a rate of drops reads 0 rather than nothing.

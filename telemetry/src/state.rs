@@ -1,6 +1,6 @@
-//! The telemetry state: the model as last known (facts plus bounded histories of calls, proxy operations,
-//! decisions and warnings), the metrics derived from it, and the live event stream. Events from the runtime
-//! and snapshots from a followed log both land here.
+//! The telemetry state: the model as last known, folded from events by the model's one fold
+//! (`Snapshot::apply_within`, bounded by [`Bounds`]), the metrics derived from the same events, and the live
+//! event stream. Events from the runtime and snapshots from a followed log both land here.
 
 use crate::labels;
 use crate::otel::Otel;
@@ -8,65 +8,15 @@ use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
-    Algorithm, ChannelTraffic, Collective, Connection, Decision, Direction, Event, OpRecord, Protocol, ProxyOp,
-    Snapshot, Source, Transport, Warning,
+    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, OpRecord, Protocol, Snapshot,
+    Source, Transport,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// How many records of each kind the state keeps; older ones go and `collscope_dropped_records_total`
-/// (stage "history") rises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub ops: usize,
-    pub in_flight: usize,
-    pub proxy: usize,
-    pub decisions: usize,
-    pub warnings: usize,
-}
-
-impl Limits {
-    /// The same bound for every kind of record.
-    pub fn uniform(n: usize) -> Self {
-        let n = n.max(1);
-        Limits { ops: n, in_flight: n, proxy: n, decisions: n, warnings: n }
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits::uniform(4096)
-    }
-}
-
 /// Live events buffered per subscriber before a slow one starts missing some.
 const EVENT_BUFFER: usize = 4096;
-
-struct Ring<T> {
-    items: VecDeque<T>,
-    cap: usize,
-}
-
-impl<T: Clone> Ring<T> {
-    fn new(cap: usize) -> Self {
-        Ring { items: VecDeque::new(), cap: cap.max(1) }
-    }
-
-    /// Keeps `item`; true when the oldest had to go.
-    fn push(&mut self, item: T) -> bool {
-        let evicted = self.items.len() >= self.cap;
-        if evicted {
-            self.items.pop_front();
-        }
-        self.items.push_back(item);
-        evicted
-    }
-
-    fn to_vec(&self) -> Vec<T> {
-        self.items.iter().cloned().collect()
-    }
-}
 
 /// How far into each list of a followed source's snapshots the state has already taken events.
 #[derive(Debug, Default, Clone, Copy)]
@@ -79,9 +29,6 @@ struct Ingested {
     communicators: usize,
     findings: usize,
 }
-
-/// (hash of the communicator name, rank, seq): hashed so a lookup does not copy the name.
-type OpKey = (u64, u32, u64);
 
 /// (rank, channel, peer, sends): how a rank's channel reaches a peer in one direction.
 type LinkKey = (u32, u32, u32, bool);
@@ -97,16 +44,12 @@ fn link_keys(c: &Connection) -> Vec<LinkKey> {
 }
 
 pub struct State {
-    /// Everything but the histories below (whose lists here stay empty).
-    facts: Snapshot,
-    ops: Ring<OpRecord>,
-    in_flight: BTreeMap<OpKey, OpRecord>,
-    in_flight_cap: usize,
+    /// The model as known now; records past `bounds` go and `collscope_dropped_records_total` (stage
+    /// "history") rises.
+    snap: Snapshot,
+    bounds: Bounds,
     /// Transports by channel end, from the connection records, for traffic that does not name one.
     links: HashMap<LinkKey, Transport>,
-    proxy: Ring<ProxyOp>,
-    decisions: Ring<Decision>,
-    warnings: Ring<Warning>,
     prom: PromMetrics,
     otel: Option<Otel>,
     events: broadcast::Sender<Arc<Event>>,
@@ -127,28 +70,12 @@ struct Cursor {
     traffic: HashMap<(u32, u32, Direction), (u64, u64)>,
 }
 
-fn comm_hash(comm: Option<&str>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    comm.hash(&mut h);
-    h.finish()
-}
-
-fn op_key(op: &OpRecord) -> OpKey {
-    (comm_hash(op.comm.as_deref()), op.rank, op.seq)
-}
-
 impl State {
-    pub fn new(source: Source, limits: Limits, otel: Option<Otel>) -> Result<Self, prometheus::Error> {
+    pub fn new(source: Source, bounds: Bounds, otel: Option<Otel>) -> Result<Self, prometheus::Error> {
         Ok(State {
-            facts: Snapshot::new(source),
-            ops: Ring::new(limits.ops),
-            in_flight: BTreeMap::new(),
-            in_flight_cap: limits.in_flight.max(1),
+            snap: Snapshot::new(source),
+            bounds,
             links: HashMap::new(),
-            proxy: Ring::new(limits.proxy),
-            decisions: Ring::new(limits.decisions),
-            warnings: Ring::new(limits.warnings),
             prom: PromMetrics::new()?,
             otel,
             events: broadcast::channel(EVENT_BUFFER).0,
@@ -171,10 +98,14 @@ impl State {
         }
     }
 
-    fn dropped_history(&mut self, evicted: bool) {
-        if evicted {
-            self.sinks(|s| s.dropped("history", 1));
+    /// Folds `ev` into the model; what the bounds pushed out counts as dropped history.
+    fn fold(&mut self, ev: &Event) -> Applied {
+        let out = self.snap.apply_within(ev, &self.bounds);
+        if out.evicted > 0 {
+            self.sinks(|s| s.dropped("history", out.evicted as u64));
         }
+        self.facts_dirty |= out.facts_changed;
+        out
     }
 
     fn publish(&self, ev: Event) {
@@ -199,93 +130,46 @@ impl State {
             }
         }
         match &ev {
-            Event::OpEnqueued(op) => {
-                let key = op_key(op);
-                if self.in_flight.len() >= self.in_flight_cap && !self.in_flight.contains_key(&key) {
-                    if let Some((_, old)) = self.in_flight.pop_first() {
-                        self.sinks(|s| s.in_flight(old.rank, -1));
-                        self.dropped_history(true);
-                    }
-                }
-                if self.in_flight.insert(key, op.clone()).is_none() {
-                    self.sinks(|s| s.in_flight(op.rank, 1));
-                }
-            }
             Event::OpCompleted(op) => {
-                if self.in_flight.remove(&op_key(op)).is_some() {
-                    self.sinks(|s| s.in_flight(op.rank, -1));
-                }
                 let calls = Calls::of(op);
                 self.sinks(|s| s.calls(&calls));
                 // The runtime's calls carry the tuner's choice.
-                if let (Source::Runtime, Some(algo), Some(proto)) = (&self.facts.source, op.algo, op.proto) {
+                if let (Source::Runtime, Some(algo), Some(proto)) = (&self.snap.source, op.algo, op.proto) {
                     self.sinks(|s| s.decided(op.coll, algo, proto, Some(op.rank), 1));
                 }
-                self.keep_op(op);
+                self.span(op);
             }
             Event::Proxy(p) => {
                 self.sinks(|s| s.proxy(p));
                 if let Some(o) = self.otel.as_mut() {
                     o.proxy_event(p);
                 }
-                let evicted = self.proxy.push(p.clone());
-                self.dropped_history(evicted);
             }
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
-            Event::Connection(c) => {
-                if !self.facts.connections.contains(c) {
-                    self.learn_links(c);
-                    self.facts.connections.push(c.clone());
-                    self.facts_dirty = true;
-                }
-            }
-            Event::Communicator(c) => {
-                let same = self.facts.communicators.iter_mut().find(|k| k.comm == c.comm && k.rank == c.rank);
-                match same {
-                    Some(k) => *k = c.clone(),
-                    None => self.facts.communicators.push(c.clone()),
-                }
-                // The job-level facts (what the TUI's overview and the job info metric show) follow from the
-                // communicators the runtime reports.
-                self.facts.nranks = self.facts.nranks.max(c.nranks);
-                self.facts.nnodes = self.facts.nnodes.max(c.nnodes);
-                if self.facts.nccl_version.is_none() {
-                    self.facts.nccl_version.clone_from(&c.version);
-                }
-                if let Some(h) = c.host.as_ref().filter(|h| !self.facts.hosts.contains(h)) {
-                    self.facts.hosts.push(h.clone());
-                }
-                self.facts_dirty = true;
-            }
-            Event::Decision(d) => {
-                self.sinks(|s| s.decision(d));
-                let evicted = self.decisions.push(d.clone());
-                self.dropped_history(evicted);
-            }
-            Event::Warning(w) => {
-                self.sinks(|s| s.error(w));
-                let evicted = self.warnings.push(w.clone());
-                self.dropped_history(evicted);
-            }
-            Event::Finding(f) => {
-                match self.facts.findings.iter_mut().find(|k| k.code == f.code) {
-                    Some(k) => *k = f.clone(),
-                    None => self.facts.findings.push(f.clone()),
-                }
-                self.facts_dirty = true;
-            }
-            Event::Snapshot => {}
+            Event::Connection(c) => self.learn_links(c),
+            Event::Decision(d) => self.sinks(|s| s.decision(d)),
+            Event::Warning(w) => self.sinks(|s| s.error(w)),
+            Event::OpEnqueued(_) | Event::Communicator(_) | Event::Finding(_) | Event::Snapshot => {}
+        }
+        let out = self.fold(&ev);
+        // The in-flight gauge follows the calls the model holds as enqueued.
+        let was_in_flight = out.replaced.is_some_and(|s| s.in_flight());
+        match &ev {
+            Event::OpEnqueued(op) if !was_in_flight => self.sinks(|s| s.in_flight(op.rank, 1)),
+            Event::OpCompleted(op) if was_in_flight => self.sinks(|s| s.in_flight(op.rank, -1)),
+            _ => {}
+        }
+        for &rank in &out.evicted_in_flight {
+            self.sinks(|s| s.in_flight(rank, -1));
         }
         self.publish(ev);
     }
 
-    /// A finished call for the histories, the spans and the event stream (its counts reach the metrics apart).
-    fn keep_op(&mut self, op: &OpRecord) {
+    /// A finished call's span.
+    fn span(&mut self, op: &OpRecord) {
         if let Some(o) = self.otel.as_mut() {
             o.span(op);
         }
-        let evicted = self.ops.push(op.clone());
-        self.dropped_history(evicted);
     }
 
     /// Reads a communicator's records: what its running totals gained since the last read goes to the metrics,
@@ -335,24 +219,24 @@ impl State {
             cur.seq = last.seq;
         }
         for op in fresh.ops {
-            self.keep_op(&op);
-            self.publish(Event::OpCompleted(op));
+            self.span(&op);
+            let ev = Event::OpCompleted(op);
+            self.fold(&ev);
+            self.publish(ev);
         }
         self.track_running(r, cur.seq);
         self.cursors.insert(r.id(), cur);
     }
 
     /// Shows the call a communicator's rank is running (one that hangs stays in the snapshot's calls in
-    /// flight), and drops those it has finished (up to `done`, the last finished call read). The in-flight
-    /// gauge follows the running totals, not this list.
+    /// flight until its completion replaces it). `done` is the last finished call read. The in-flight gauge
+    /// follows the running totals, not the calls folded here.
     fn track_running(&mut self, r: &dyn CommRecords, done: u64) {
-        let (comm, rank) = (comm_hash(r.name()), r.rank());
-        self.in_flight.retain(|&(c, k, seq), _| !(c == comm && k == rank && seq <= done));
         if let Some(op) = r.in_progress().filter(|op| op.seq > done) {
-            let key = op_key(&op);
-            if !self.in_flight.contains_key(&key) && self.in_flight.len() < self.in_flight_cap {
-                self.in_flight.insert(key, op.clone());
-                self.publish(Event::OpEnqueued(op));
+            if self.snap.op(op.comm.as_deref(), op.rank, op.seq).is_none() {
+                let ev = Event::OpEnqueued(op);
+                self.fold(&ev);
+                self.publish(ev);
             }
         }
     }
@@ -364,13 +248,14 @@ impl State {
 
     /// Changes facts that have no event of their own (topology, graphs, tuning table, versions).
     pub fn update_facts(&mut self, f: impl FnOnce(&mut Snapshot)) {
-        f(&mut self.facts);
+        f(&mut self.snap);
         self.facts_dirty = true;
         self.publish(Event::Snapshot);
     }
 
     /// Takes a snapshot of a source that only grows (a log read from its start): its facts replace the
-    /// state's, and what its lists gained since the last one becomes events. A list that shrank means the
+    /// state's, and what its histories (calls, proxy, decisions, warnings) gained since the last one is folded
+    /// in as events. A list that shrank means the
     /// source started over (a new file after rotation), so all of it is new.
     pub fn ingest(&mut self, mut snap: Snapshot) {
         fn fresh<T>(list: &[T], seen: &mut usize) -> std::ops::Range<usize> {
@@ -378,10 +263,11 @@ impl State {
             *seen = list.len();
             from..list.len()
         }
-        let ops = std::mem::take(&mut snap.ops);
-        let proxy = std::mem::take(&mut snap.proxy);
-        let decisions = std::mem::take(&mut snap.decisions);
-        let warnings = std::mem::take(&mut snap.warnings);
+        // The histories kept so far stay; the source's own are folded in below.
+        let ops = std::mem::replace(&mut snap.ops, std::mem::take(&mut self.snap.ops));
+        let proxy = std::mem::replace(&mut snap.proxy, std::mem::take(&mut self.snap.proxy));
+        let decisions = std::mem::replace(&mut snap.decisions, std::mem::take(&mut self.snap.decisions));
+        let warnings = std::mem::replace(&mut snap.warnings, std::mem::take(&mut self.snap.warnings));
         let mut seen = self.ingested;
         let new_connections = fresh(&snap.connections, &mut seen.connections);
         let new_communicators = fresh(&snap.communicators, &mut seen.communicators);
@@ -399,7 +285,7 @@ impl State {
         for c in &snap.connections {
             self.learn_links(c);
         }
-        self.facts = snap;
+        self.snap = snap;
         self.facts_dirty = true;
         for i in fresh(&ops, &mut seen.ops) {
             self.apply(Event::OpCompleted(ops[i].clone()));
@@ -437,22 +323,15 @@ impl State {
     fn refresh_facts(&mut self) {
         if self.facts_dirty {
             self.facts_dirty = false;
-            let facts = std::mem::replace(&mut self.facts, Snapshot::new(Source::Runtime));
-            self.sinks(|s| s.facts(&facts));
-            self.facts = facts;
+            let snap = std::mem::replace(&mut self.snap, Snapshot::new(Source::Runtime));
+            self.sinks(|s| s.facts(&snap));
+            self.snap = snap;
         }
     }
 
-    /// The model as known now: facts, then calls (finished ones, then those in flight), proxy operations,
-    /// decisions and warnings kept so far.
+    /// The model as known now.
     pub fn snapshot(&self) -> Snapshot {
-        let mut s = self.facts.clone();
-        s.ops = self.ops.to_vec();
-        s.ops.extend(self.in_flight.values().cloned());
-        s.proxy = self.proxy.to_vec();
-        s.decisions = self.decisions.to_vec();
-        s.warnings = self.warnings.to_vec();
-        s
+        self.snap.clone()
     }
 
     /// The Prometheus exposition, facts brought up to date first.
@@ -471,8 +350,8 @@ impl State {
 mod tests {
     use super::*;
     use collscope_model::{
-        Algorithm, Collective, Communicator, Connection, DataType, Direction, InitTimings, OpState, Protocol,
-        ProxyWait, Transport,
+        Algorithm, Collective, Communicator, Connection, DataType, Decision, Direction, InitTimings, OpState, Protocol,
+        ProxyOp, ProxyWait, Transport,
     };
 
     pub(crate) fn op(rank: u32, seq: u64, bytes: u64, state: OpState) -> OpRecord {
@@ -504,13 +383,13 @@ mod tests {
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 
-    fn state(limits: Limits) -> State {
+    fn state(limits: Bounds) -> State {
         State::new(Source::Runtime, limits, None).unwrap()
     }
 
     #[test]
     fn completed_calls_become_counters_histograms_and_bandwidth_gauges() {
-        let mut st = state(Limits::default());
+        let mut st = state(Bounds::default());
         st.apply(Event::OpEnqueued(op(0, 1, 1 << 20, OpState::Enqueued)));
         let text = st.metrics_text().unwrap();
         assert_eq!(value(&text, "collscope_collectives_in_flight{rank=\"0\"}"), Some(1.0));
@@ -531,7 +410,7 @@ mod tests {
 
     #[test]
     fn histories_are_bounded_and_evictions_are_counted() {
-        let mut st = state(Limits::uniform(3));
+        let mut st = state(Bounds::histories(3));
         for seq in 0..5 {
             st.apply(Event::OpCompleted(op(1, seq, 8, OpState::Completed)));
         }
@@ -546,7 +425,7 @@ mod tests {
 
     #[test]
     fn proxy_traffic_connections_and_init_facts_are_exported() {
-        let mut st = state(Limits::default());
+        let mut st = state(Bounds::default());
         st.apply(Event::Proxy(ProxyOp {
             rank: 0,
             seq: 1,
@@ -626,7 +505,7 @@ mod tests {
 
     #[test]
     fn ingesting_a_growing_snapshot_counts_only_what_is_new_and_restarts_after_a_shrink() {
-        let mut st = state(Limits::default());
+        let mut st = state(Bounds::default());
         let mut rx = st.subscribe();
         let mut snap = Snapshot::new(Source::Log { files: vec!["a.log".into()] });
         snap.nccl_version = Some("2.18.3".into());
@@ -662,7 +541,7 @@ mod tests {
 
     #[test]
     fn failed_calls_count_as_failures_not_operations() {
-        let mut st = state(Limits::default());
+        let mut st = state(Bounds::default());
         st.apply(Event::OpCompleted(op(2, 9, 64, OpState::Failed)));
         let text = st.metrics_text().unwrap();
         assert_eq!(value(&text, "collscope_collective_failures_total{collective=\"AllReduce\",rank=\"2\"}"), Some(1.0));

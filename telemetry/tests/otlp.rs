@@ -5,10 +5,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
 use collscope_model::{
-    Algorithm, Collective, Communicator, DataType, Event, InitTimings, OpRecord, OpState, Protocol, ProxyOp, ProxyWait,
-    Source,
+    Algorithm, Bounds, ChannelTraffic, Collective, Communicator, Connection, DataType, Decision, Direction, Event,
+    Finding, InitTimings, OpRecord, OpState, Protocol, ProxyOp, ProxyWait, Severity, Source, Transport, Warning,
 };
 use collscope_runtime::observe::recorder::Recorder;
+use collscope_telemetry::catalogue::{self, Kind};
 use collscope_telemetry::{OtelConfig, Telemetry, TelemetryConfig};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -77,6 +78,56 @@ fn int(attrs: &[KeyValue], key: &str) -> Option<i64> {
     }
 }
 
+/// Telemetry on a free loopback port, exporting to the receiver at `addr` (pushed at shutdown).
+fn config(addr: SocketAddr) -> TelemetryConfig {
+    let mut cfg = TelemetryConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.otel = Some(OtelConfig {
+        endpoint: format!("http://{addr}"),
+        service_name: "collscope-test".into(),
+        host: "testhost".into(),
+        rank: Some(5),
+        job_id: Some("4242".into()),
+        export_interval: Duration::from_secs(60),
+    });
+    cfg
+}
+
+/// Every metric the receiver got.
+fn metrics_of(got: &Received) -> Vec<&Metric> {
+    got.metrics
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .collect()
+}
+
+/// An AllReduce of 1 MiB on rank 0 that ran for 500 us.
+fn call(seq: u64, state: OpState) -> OpRecord {
+    OpRecord {
+        comm: Some("0xc0".into()),
+        rank: 0,
+        seq,
+        coll: Collective::AllReduce,
+        count: 1 << 18,
+        datatype: DataType::F32,
+        op: None,
+        root: None,
+        peer: None,
+        bytes: 1 << 20,
+        algo: Some(Algorithm::Ring),
+        proto: Some(Protocol::Simple),
+        n_channels: Some(2),
+        state,
+        enqueued_us: Some(1_700_000_000_000_000),
+        started_us: Some(1_700_000_000_000_100),
+        completed_us: Some(1_700_000_000_000_600),
+        duration_us: Some(500.0),
+        algbw_gbps: Some(2.0),
+        busbw_gbps: Some(3.0),
+    }
+}
+
 fn proxy(send: bool) -> ProxyOp {
     ProxyOp {
         rank: 0,
@@ -95,40 +146,11 @@ fn proxy(send: bool) -> ProxyOp {
 #[test]
 fn spans_and_metrics_arrive_over_otlp_http_with_the_resource() {
     let (addr, inbox) = receiver();
-    let mut cfg = TelemetryConfig::new("127.0.0.1:0".parse().unwrap());
-    cfg.otel = Some(OtelConfig {
-        endpoint: format!("http://{addr}"),
-        service_name: "collscope-test".into(),
-        host: "testhost".into(),
-        rank: Some(5),
-        job_id: Some("4242".into()),
-        export_interval: Duration::from_secs(60),
-    });
+    let cfg = config(addr);
     let rec: &'static Recorder = Box::leak(Box::new(Recorder::new()));
     let t = Telemetry::start(&cfg, Source::Runtime, Some(rec)).unwrap();
     rec.push(Event::Proxy(proxy(true)));
-    rec.push(Event::OpCompleted(OpRecord {
-        comm: Some("0xc0".into()),
-        rank: 0,
-        seq: 7,
-        coll: Collective::AllReduce,
-        count: 1 << 18,
-        datatype: DataType::F32,
-        op: None,
-        root: None,
-        peer: None,
-        bytes: 1 << 20,
-        algo: Some(Algorithm::Ring),
-        proto: Some(Protocol::Simple),
-        n_channels: Some(2),
-        state: OpState::Completed,
-        enqueued_us: Some(1_700_000_000_000_000),
-        started_us: Some(1_700_000_000_000_100),
-        completed_us: Some(1_700_000_000_000_600),
-        duration_us: Some(500.0),
-        algbw_gbps: Some(2.0),
-        busbw_gbps: Some(3.0),
-    }));
+    rec.push(Event::OpCompleted(call(7, OpState::Completed)));
     rec.push(Event::Proxy(proxy(false)));
     rec.push(Event::Communicator(Communicator {
         rank: Some(0),
@@ -161,13 +183,7 @@ fn spans_and_metrics_arrive_over_otlp_http_with_the_resource() {
     assert_eq!(events, ["proxy.recv", "proxy.send"], "proxy operations before and after the call both attach");
     assert_eq!(int(&span.events[0].attributes, "collscope.proxy.done"), Some(4));
 
-    let all: Vec<&Metric> = got
-        .metrics
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
-        .collect();
+    let all = metrics_of(&got);
     let find = |name: &str| *all.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no metric {name}"));
     let duration = find("collscope.collective.duration");
     assert_eq!(duration.unit, "s");
@@ -195,5 +211,121 @@ fn spans_and_metrics_arrive_over_otlp_http_with_the_resource() {
             assert_eq!(g.data_points[0].value, Some(number_data_point::Value::AsDouble(0.5)));
         }
         other => panic!("init phase is not a gauge: {other:?}"),
+    }
+}
+
+/// Every metric of the catalogue reaches the backends that name it: Prometheus' exposition (with its kind)
+/// and the OTLP export (with its unit and kind), when the runtime reports each kind of thing once.
+#[test]
+fn every_catalogue_metric_is_exported_by_both_backends() {
+    let (addr, inbox) = receiver();
+    let mut cfg = config(addr);
+    // One kept record of each history: the second decision drops the first ("history").
+    cfg.limits = Bounds::histories(1);
+    let rec: &'static Recorder = Box::leak(Box::new(Recorder::new()));
+    let t = Telemetry::start(&cfg, Source::Runtime, Some(rec)).unwrap();
+    rec.push(Event::OpEnqueued(call(1, OpState::Enqueued)));
+    rec.push(Event::OpCompleted(call(1, OpState::Completed)));
+    rec.push(Event::OpCompleted(call(2, OpState::Failed)));
+    rec.push(Event::Proxy(proxy(true)));
+    rec.push(Event::Traffic(ChannelTraffic {
+        rank: 0,
+        channel: 1,
+        peer: 1,
+        direction: Direction::Send,
+        transport: Some(Transport::Net),
+        bytes: 4096,
+        seconds: 0.001,
+    }));
+    rec.push(Event::Connection(Connection {
+        channel: 1,
+        src: 0,
+        dst: 1,
+        direction: Direction::Send,
+        transport: Transport::Net,
+        mode: Some("Socket/0".into()),
+        net: Some("Socket".into()),
+        device: Some(0),
+        gdrdma: None,
+        proxy_rank: None,
+        shared: false,
+        comm: Some("0xc0".into()),
+    }));
+    rec.push(Event::Communicator(Communicator {
+        comm: Some("0xc0".into()),
+        rank: Some(0),
+        nranks: Some(2),
+        init: InitTimings { total: Some(0.75), phases: vec![("bootstrap".into(), 0.5)] },
+        ..Default::default()
+    }));
+    let decision = Decision {
+        coll: Collective::AllReduce,
+        bytes: 1 << 20,
+        algo: Algorithm::Ring,
+        proto: Protocol::Simple,
+        n_channels: 2,
+        time_us: None,
+        runner_up: None,
+        reason: None,
+        datatype: None,
+        rank: Some(0),
+    };
+    rec.push(Event::Decision(decision.clone()));
+    rec.push(Event::Decision(decision));
+    rec.push(Event::Warning(Warning {
+        rank: Some(0),
+        host: None,
+        line: None,
+        text: "NET/Socket : peer closed".into(),
+        class: "socket".into(),
+        source: None,
+    }));
+    rec.push(Event::Finding(Finding {
+        code: "no_gdrdma_distance".into(),
+        severity: Severity::Warning,
+        title: "No GPUDirect RDMA on NET connections".into(),
+        detail: "rank 0".into(),
+        evidence: vec![],
+        fix: "move the NIC".into(),
+    }));
+    t.with_state(|s| s.update_facts(|f| f.channels.coll = Some(2)));
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let text = client.get(format!("{}/metrics", t.url())).send().unwrap().text().unwrap();
+    t.shutdown().unwrap();
+
+    for m in catalogue::ALL.iter() {
+        let Some(name) = m.prom else { continue };
+        let kind = match m.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge | Kind::UpDownCounter => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} ({kind}) is not exposed:\n{text}");
+        assert!(text.contains(&format!("# HELP {name} ")), "{name} has no help");
+    }
+    let got = inbox.lock().unwrap();
+    let all = metrics_of(&got);
+    for m in catalogue::ALL.iter() {
+        let Some(name) = m.otel else { continue };
+        let sent = all.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("no OTLP metric {name}"));
+        assert_eq!(sent.unit, m.unit, "{name}");
+        assert_eq!(sent.description, m.help, "{name}");
+        let kind = match &sent.data {
+            Some(metric::Data::Sum(s)) if s.is_monotonic => Kind::Counter,
+            Some(metric::Data::Sum(_)) => Kind::UpDownCounter,
+            Some(metric::Data::Gauge(_)) => Kind::Gauge,
+            Some(metric::Data::Histogram(_)) => Kind::Histogram,
+            other => panic!("{name}: unexpected data {other:?}"),
+        };
+        assert_eq!(kind, m.kind, "{name}");
+        let point_attrs: Vec<&KeyValue> = match &sent.data {
+            Some(metric::Data::Sum(s)) => s.data_points.iter().flat_map(|p| &p.attributes).collect(),
+            Some(metric::Data::Gauge(g)) => g.data_points.iter().flat_map(|p| &p.attributes).collect(),
+            Some(metric::Data::Histogram(h)) => h.data_points.iter().flat_map(|p| &p.attributes).collect(),
+            _ => vec![],
+        };
+        for label in m.labels {
+            assert!(point_attrs.iter().any(|a| a.key == label.otel), "{name} lacks attribute {}", label.otel);
+        }
     }
 }

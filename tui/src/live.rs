@@ -2,10 +2,7 @@
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
 use crate::traffic::{EdgeKey, Traffic};
-use collscope_model::{Direction, Event, OpRecord, ProxyOp, Snapshot, Source};
-
-/// How many operations, decisions and warnings the TUI keeps.
-pub const MAX_OPS: usize = 2000;
+use collscope_model::{Direction, Event, Snapshot, Source};
 
 /// The link to the source.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,34 +69,16 @@ impl Live {
         }
     }
 
+    /// Folds one event into the snapshot (the model's one fold) and the sender's traffic into the edge rates.
     fn apply_event(&mut self, event: Event) {
-        let s = &mut self.snapshot;
-        match event {
-            Event::OpEnqueued(op) | Event::OpCompleted(op) => upsert_op(&mut s.ops, op),
-            Event::Proxy(p) => upsert_proxy(&mut s.proxy, p),
-            // Both ends report a transfer; the sender's report counts for the edge.
-            Event::Traffic(t) if t.direction != Direction::Recv => {
-                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes)
+        // Both ends report a transfer; the sender's report counts for the edge.
+        if let Event::Traffic(t) = &event {
+            if t.direction != Direction::Recv {
+                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes);
             }
-            Event::Traffic(_) => {}
-            Event::Connection(c) => {
-                if !s.connections.contains(&c) {
-                    s.connections.push(c);
-                }
-            }
-            Event::Communicator(c) => match s.communicators.iter_mut().find(|o| o.comm == c.comm && o.rank == c.rank) {
-                Some(existing) => *existing = c,
-                None => s.communicators.push(c),
-            },
-            Event::Decision(d) => push_bounded(&mut s.decisions, d),
-            Event::Warning(w) => push_bounded(&mut s.warnings, w),
-            Event::Finding(f) => match s.findings.iter_mut().find(|o| o.code == f.code && o.title == f.title) {
-                Some(existing) => *existing = f,
-                None => s.findings.push(f),
-            },
-            // The source fetches the new snapshot and sends it as `Update::Snapshot`.
-            Event::Snapshot => {}
         }
+        // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.
+        self.snapshot.apply(&event);
     }
 
     /// Takes a traffic rate sample (the UI calls it once a second).
@@ -111,40 +90,11 @@ impl Live {
     }
 }
 
-/// Replaces the record of the same (comm, rank, seq), else appends; keeps the newest [`MAX_OPS`].
-fn upsert_op(ops: &mut Vec<OpRecord>, op: OpRecord) {
-    let same = |o: &OpRecord| o.seq == op.seq && o.rank == op.rank && o.comm == op.comm && o.coll == op.coll;
-    if let Some(existing) = ops.iter_mut().rev().take(64).find(|o| same(o)) {
-        *existing = op;
-    } else {
-        ops.push(op);
-        if ops.len() > MAX_OPS {
-            ops.drain(..ops.len() - MAX_OPS);
-        }
-    }
-}
-
-fn push_bounded<T>(v: &mut Vec<T>, item: T) {
-    v.push(item);
-    if v.len() > MAX_OPS {
-        v.drain(..v.len() - MAX_OPS);
-    }
-}
-
-/// Proxy progress is kept per (rank, channel, peer, direction): the latest sub-operation replaces the previous.
-fn upsert_proxy(proxy: &mut Vec<ProxyOp>, p: ProxyOp) {
-    match proxy.iter_mut().find(|o| o.rank == p.rank && o.channel == p.channel && o.peer == p.peer && o.send == p.send)
-    {
-        Some(existing) => *existing = p,
-        None => proxy.push(p),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixture::op as record;
-    use collscope_model::{Algorithm, Collective, OpState, Protocol};
+    use collscope_model::{Algorithm, Collective, OpRecord, OpState, Protocol};
 
     fn op(seq: u64, state: OpState) -> OpRecord {
         record(seq, Collective::AllReduce, 4096, Algorithm::Ring, Protocol::Simple, state)
@@ -164,11 +114,13 @@ mod tests {
     #[test]
     fn the_op_log_is_bounded() {
         let mut live = Live::new("test");
-        for seq in 0..(MAX_OPS as u64 + 10) {
+        let max = collscope_model::fold::MAX_OPS as u64;
+        for seq in 0..max + 10 {
             live.apply(Update::Event(Box::new(Event::OpCompleted(op(seq, OpState::Completed)))));
         }
-        assert_eq!(live.snapshot.ops.len(), MAX_OPS);
-        assert_eq!(live.snapshot.ops[0].seq, 10);
+        assert!(live.snapshot.ops.len() <= max as usize, "{} calls kept", live.snapshot.ops.len());
+        assert!(live.snapshot.ops[0].seq >= 10, "the oldest went");
+        assert_eq!(live.snapshot.ops.last().unwrap().seq, max + 9, "the newest stay");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     if s.connections.is_empty() {
         if s.graphs.is_empty() {
@@ -69,6 +69,31 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         lines.push(if i == app.row { line.style(selected()) } else { line });
     }
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+pub struct Channels;
+
+impl super::View for Channels {
+    fn title(&self) -> &'static str {
+        "Channels"
+    }
+
+    fn hint(&self) -> &'static str {
+        "j/k row  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, live)
+    }
+
+    fn rows(&self, _app: &App, s: &Snapshot) -> usize {
+        // A modelled machine has no connections; its graphs' channels are listed instead.
+        if s.connections.is_empty() {
+            s.graphs.iter().map(|g| g.channels.len()).sum()
+        } else {
+            s.connections.len()
+        }
+    }
 }
 
 /// The channel counts connect settled on, then every channel of every graph: its GPUs inside the node (by

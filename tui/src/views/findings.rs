@@ -1,14 +1,15 @@
 //! Findings: the diagnosis list; Enter shows the selected finding's detail, evidence lines and fix.
 
 use super::style::{bold, dim, selected, severity_style};
-use crate::app::App;
+use crate::app::{App, Key};
+use crate::live::Live;
 use collscope_model::Snapshot;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     if s.findings.is_empty() {
         let text = format!("No findings. {} WARN lines.", s.warnings.len());
         frame.render_widget(Paragraph::new(text), area);
@@ -47,6 +48,32 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         lines.push(Line::from(vec![Span::styled("Fix: ", bold()), Span::raw(f.fix.clone())]));
         let block = Block::new().borders(Borders::TOP).title(format!(" {} ", f.title));
         frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+    }
+}
+
+pub struct Findings;
+
+impl super::View for Findings {
+    fn title(&self) -> &'static str {
+        "Findings"
+    }
+
+    fn hint(&self) -> &'static str {
+        "j/k row  Enter evidence  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, &live.snapshot)
+    }
+
+    fn rows(&self, _app: &App, s: &Snapshot) -> usize {
+        s.findings.len()
+    }
+
+    fn key(&self, app: &mut App, key: Key, _s: &Snapshot) -> bool {
+        let enter = key == Key::Enter;
+        app.detail ^= enter;
+        enter
     }
 }
 

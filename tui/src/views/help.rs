@@ -9,19 +9,10 @@ pub fn bar(app: &App) -> String {
     if app.editing_filter {
         return format!("filter: {}_   Enter done  Esc done", app.filter);
     }
-    let view = match app.tab {
-        Tab::Rings | Tab::Trees => "[ ] channel  ",
-        Tab::Tuning => "[ ] collective  ",
-        Tab::Channels | Tab::Proxy => "j/k row  ",
-        Tab::Ops => "/ filter  Esc clear  j/k G  ",
-        Tab::Findings => "j/k row  Enter evidence  ",
-        Tab::Overview => "",
-    };
-    format!("{view}1-8/Tab view  ? help  q quit")
+    format!("{}1-{}/Tab view  ? help  q quit", app.tab.view().hint(), Tab::ALL.len())
 }
 
 const HELP: &[(&str, &str)] = &[
-    ("1-8, Tab, Shift-Tab, Left/Right", "switch view"),
     ("[ ]  (or p n)", "previous / next channel (Rings, Trees) or collective (Tuning)"),
     ("Up/Down, j/k, PgUp/PgDn", "move the selection"),
     ("g / G", "first / last row; G follows new operations"),
@@ -34,10 +25,14 @@ const HELP: &[(&str, &str)] = &[
 
 pub fn draw_full(frame: &mut Frame, area: Rect) {
     let width = area.width.min(78);
-    let height = area.height.min(HELP.len() as u16 + 6);
+    let height = area.height.min(HELP.len() as u16 + 7);
     let [row] = Layout::vertical([Constraint::Length(height)]).flex(Flex::Center).areas(area);
     let [popup] = Layout::horizontal([Constraint::Length(width)]).flex(Flex::Center).areas(row);
-    let mut text: Vec<String> = HELP.iter().map(|(k, what)| format!("{k:<32} {what}")).collect();
+    let views = format!("1-{}, Tab, Shift-Tab, Left/Right", Tab::ALL.len());
+    let mut text: Vec<String> = std::iter::once((views.as_str(), "switch view"))
+        .chain(HELP.iter().copied())
+        .map(|(k, what)| format!("{k:<32} {what}"))
+        .collect();
     text.push(String::new());
     text.push("Edge colours: P2P green, SHM yellow, NET+GDRDMA cyan, NET without GDRDMA red".into());
     text.push("Any key closes this help.".into());

@@ -13,30 +13,161 @@ pub mod style;
 mod trees;
 mod tuning;
 
-use crate::app::{App, Tab};
+use crate::app::{App, Key, Tab};
 use crate::live::{LinkState, Live};
-use collscope_model::Source;
+use collscope_model::{Snapshot, Source};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
 use ratatui::Frame;
 
+/// One view of the TUI: its tab title, its keys, how it draws and what it selects.
+pub trait View {
+    fn title(&self) -> &'static str;
+    /// The view's own keys, for the key bar ("" when it has none; `?` lists them all).
+    fn hint(&self) -> &'static str {
+        ""
+    }
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live);
+    /// Selectable (or scrollable) rows.
+    fn rows(&self, _app: &App, _s: &Snapshot) -> usize {
+        0
+    }
+    /// Takes a key only this view has; whether it did.
+    fn key(&self, _app: &mut App, _key: Key, _s: &Snapshot) -> bool {
+        false
+    }
+    /// After the selection moved, with the view's `rows`.
+    fn moved(&self, _app: &mut App, _rows: usize) {}
+}
+
+/// The views in tab order, each named as a `Tab` constant and numbered by its place.
+macro_rules! views {
+    ($($tab:ident: $view:expr),* $(,)?) => {
+        #[allow(non_upper_case_globals)]
+        impl Tab {
+            views!(@tabs 0; $($tab)*);
+            pub const ALL: &[Tab] = &[$(Tab::$tab),*];
+        }
+        const VIEWS: &[&dyn View] = &[$(&$view),*];
+    };
+    (@tabs $i:expr; $tab:ident $($rest:ident)*) => {
+        pub const $tab: Tab = Tab($i);
+        views!(@tabs $i + 1; $($rest)*);
+    };
+    (@tabs $i:expr;) => {};
+}
+
+// The one list of views: adding a view is a file in this folder and a line here.
+views! {
+    Overview: overview::Overview,
+    Rings: rings::Rings,
+    Trees: trees::Trees,
+    Channels: channels::Channels,
+    Proxy: proxy::Proxy,
+    Tuning: tuning::Tuning,
+    Ops: ops::Ops,
+    Findings: findings::Findings,
+}
+
+impl Tab {
+    pub fn view(self) -> &'static dyn View {
+        VIEWS[self.0]
+    }
+
+    pub fn title(self) -> &'static str {
+        self.view().title()
+    }
+}
+
+impl App {
+    /// Applies a key. `snapshot` bounds selections. Returns whether anything changed.
+    pub fn key(&mut self, key: Key, snapshot: &Snapshot) -> bool {
+        let before = self.clone();
+        if self.editing_filter {
+            match key {
+                Key::Enter | Key::Esc => self.editing_filter = false,
+                Key::Backspace => {
+                    self.filter.pop();
+                }
+                Key::Char(c) => self.filter.push(c),
+                _ => {}
+            }
+            self.row = 0;
+            return *self != before;
+        }
+        if self.show_help {
+            // Any key closes the help; `q` still quits.
+            self.show_help = false;
+            self.quit = key == Key::Char('q');
+            return true;
+        }
+        let view = self.tab.view();
+        if view.key(self, key, snapshot) {
+            return *self != before;
+        }
+        let n = Tab::ALL.len();
+        match key {
+            Key::Char('q') => self.quit = true,
+            Key::Char('?') => self.show_help = true,
+            Key::Tab | Key::Right | Key::Char('l') => self.switch(Tab::ALL[(self.tab.0 + 1) % n]),
+            Key::BackTab | Key::Left | Key::Char('h') => self.switch(Tab::ALL[(self.tab.0 + n - 1) % n]),
+            Key::Char(c) if c.to_digit(10).is_some_and(|d| (1..=n as u32).contains(&d)) => {
+                self.switch(Tab::ALL[c as usize - '1' as usize])
+            }
+            Key::Char(']') | Key::Char('n') => self.move_row(1, snapshot),
+            Key::Char('[') | Key::Char('p') => self.move_row(-1, snapshot),
+            Key::Down | Key::Char('j') => self.move_row(1, snapshot),
+            Key::Up | Key::Char('k') => self.move_row(-1, snapshot),
+            Key::PageDown => self.move_row(10, snapshot),
+            Key::PageUp => self.move_row(-10, snapshot),
+            Key::Home | Key::Char('g') => self.move_row(-(self.row as i64), snapshot),
+            Key::End | Key::Char('G') => {
+                self.row = view.rows(self, snapshot).saturating_sub(1);
+                self.follow_ops = true;
+            }
+            Key::Esc => {
+                self.detail = false;
+                self.filter.clear();
+            }
+            _ => {}
+        }
+        *self != before
+    }
+
+    fn move_row(&mut self, step: i64, snapshot: &Snapshot) {
+        let view = self.tab.view();
+        let n = view.rows(self, snapshot);
+        self.row = (self.row as i64 + step).clamp(0, n.saturating_sub(1) as i64) as usize;
+        view.moved(self, n);
+    }
+}
+
+/// `]`/`n` and `[`/`p`: the step to the next or previous item.
+fn bracket(key: Key) -> Option<i64> {
+    match key {
+        Key::Char(']') | Key::Char('n') => Some(1),
+        Key::Char('[') | Key::Char('p') => Some(-1),
+        _ => None,
+    }
+}
+
+/// `[`/`]` over the `n` channels of Rings or Trees; whether `key` was one.
+fn step_channel(app: &mut App, key: Key, n: usize) -> bool {
+    let Some(step) = bracket(key) else { return false };
+    if n > 0 {
+        app.channel = (app.channel as i64 + step).rem_euclid(n as i64) as usize;
+        app.row = 0;
+    }
+    true
+}
+
 pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
     let [top, body, bottom] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(frame.area());
     draw_top(frame, top, app, live);
-    let s = &live.snapshot;
-    match app.tab {
-        Tab::Overview => overview::draw(frame, body, live),
-        Tab::Rings => rings::draw(frame, body, app, live),
-        Tab::Trees => trees::draw(frame, body, app, s),
-        Tab::Channels => channels::draw(frame, body, app, live),
-        Tab::Proxy => proxy::draw(frame, body, app, s),
-        Tab::Tuning => tuning::draw(frame, body, app, s),
-        Tab::Ops => ops::draw(frame, body, app, s),
-        Tab::Findings => findings::draw(frame, body, app, s),
-    }
+    app.tab.view().draw(frame, body, app, live);
     frame.render_widget(Paragraph::new(help::bar(app)).style(style::dim()), bottom);
     if app.show_help {
         help::draw_full(frame, frame.area());
@@ -69,7 +200,7 @@ fn draw_top(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let width = link.width() as u16 + 1;
     let [tabs_area, link_area] = Layout::horizontal([Constraint::Min(10), Constraint::Length(width)]).areas(area);
     let titles = Tab::ALL.iter().enumerate().map(|(i, t)| format!("{}{}", i + 1, t.title()));
-    let selected = Tab::ALL.iter().position(|t| *t == app.tab).unwrap_or(0);
+    let selected = app.tab.0;
     let tabs = Tabs::new(titles)
         .select(selected)
         .padding("", "")
@@ -132,7 +263,7 @@ mod tests {
     #[test]
     fn every_view_draws_at_80x24_and_shows_the_tabs_and_keys() {
         let live = fixture::live();
-        for tab in Tab::ALL {
+        for &tab in Tab::ALL {
             let app = App { tab, ..App::default() };
             let lines = render(&app, &live, 80, 24);
             assert!(lines[0].starts_with("1Overview 2Rings 3Trees"), "{}", lines[0]);
@@ -145,7 +276,7 @@ mod tests {
     #[test]
     fn a_tiny_terminal_does_not_panic() {
         let live = fixture::live();
-        for tab in Tab::ALL {
+        for &tab in Tab::ALL {
             render(&App { tab, show_help: true, ..App::default() }, &live, 20, 5);
         }
     }
@@ -164,5 +295,84 @@ mod tests {
         let lines = render(&App { show_help: true, ..App::default() }, &live, 80, 24);
         let text = screen(&lines);
         assert!(text.contains("Keys") && text.contains("filter operations") && text.contains("evidence"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod keys {
+    use crate::app::{App, Key, Tab};
+    use crate::fixture;
+    use collscope_model::Collective;
+
+    #[test]
+    fn number_keys_tab_and_arrows_switch_views() {
+        let s = fixture::snapshot();
+        let mut app = App::default();
+        assert!(app.key(Key::Char('2'), &s));
+        assert_eq!(app.tab, Tab::Rings);
+        app.key(Key::Tab, &s);
+        assert_eq!(app.tab, Tab::Trees);
+        app.key(Key::Left, &s);
+        app.key(Key::Left, &s);
+        assert_eq!(app.tab, Tab::Overview);
+        app.key(Key::BackTab, &s);
+        assert_eq!(app.tab, Tab::Findings);
+        assert!(!app.key(Key::Char('z'), &s), "unbound keys change nothing");
+    }
+
+    #[test]
+    fn brackets_cycle_channels_and_collectives() {
+        let s = fixture::snapshot();
+        let mut app = App { tab: Tab::Rings, ..App::default() };
+        app.key(Key::Char(']'), &s);
+        assert_eq!(app.channel, 1);
+        app.key(Key::Char(']'), &s);
+        assert_eq!(app.channel, 0, "wraps around the two ring channels");
+        app.key(Key::Char('6'), &s);
+        assert_eq!(app.collective, Collective::AllReduce);
+        app.key(Key::Char('['), &s);
+        assert_eq!(app.collective, Collective::AllGather);
+    }
+
+    #[test]
+    fn slash_edits_the_ops_filter_until_enter() {
+        let s = fixture::snapshot();
+        let mut app = App { tab: Tab::Ops, ..App::default() };
+        app.key(Key::Char('/'), &s);
+        for c in "ring".chars() {
+            app.key(Key::Char(c), &s);
+        }
+        app.key(Key::Char('q'), &s);
+        assert!(!app.quit, "q is text while typing the filter");
+        app.key(Key::Backspace, &s);
+        app.key(Key::Enter, &s);
+        assert_eq!(app.filter, "ring");
+        assert!(!app.editing_filter);
+        app.key(Key::Esc, &s);
+        assert_eq!(app.filter, "");
+    }
+
+    #[test]
+    fn help_closes_on_any_key_and_q_quits() {
+        let s = fixture::snapshot();
+        let mut app = App::default();
+        app.key(Key::Char('?'), &s);
+        assert!(app.show_help);
+        app.key(Key::Char('x'), &s);
+        assert!(!app.show_help && !app.quit);
+        app.key(Key::Char('q'), &s);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn rows_are_bounded_by_the_snapshot() {
+        let s = fixture::snapshot();
+        let mut app = App { tab: Tab::Findings, ..App::default() };
+        for _ in 0..10 {
+            app.key(Key::Down, &s);
+        }
+        assert_eq!(app.row, s.findings.len() - 1);
+        app.key(Key::Enter, &s);
+        assert!(app.detail);
     }
 }

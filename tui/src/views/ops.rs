@@ -1,7 +1,8 @@
 //! Ops: the live operation log, newest last, filtered by `/` text on collective, algorithm, protocol or state.
 
 use super::style::{bold, dim, fmt_bytes, fmt_us, selected};
-use crate::app::App;
+use crate::app::{App, Key};
+use crate::live::Live;
 use collscope_model::{OpRecord, OpState, Snapshot};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
@@ -25,7 +26,7 @@ fn matches(o: &OpRecord, filter: &str) -> bool {
     f.split_whitespace().all(|term| words.iter().any(|w| w.to_ascii_lowercase().contains(term)))
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let ops: Vec<&OpRecord> = s.ops.iter().filter(|o| matches(o, &app.filter)).collect();
     let title = if app.filter.is_empty() {
         format!("{} operations", ops.len())
@@ -74,6 +75,37 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         lines.push(if is_selected { line.style(selected()) } else { line });
     }
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+pub struct Ops;
+
+impl super::View for Ops {
+    fn title(&self) -> &'static str {
+        "Ops"
+    }
+
+    fn hint(&self) -> &'static str {
+        "/ filter  Esc clear  j/k G  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, &live.snapshot)
+    }
+
+    fn rows(&self, _app: &App, s: &Snapshot) -> usize {
+        s.ops.len()
+    }
+
+    fn key(&self, app: &mut App, key: Key, _s: &Snapshot) -> bool {
+        let filter = key == Key::Char('/');
+        app.editing_filter |= filter;
+        filter
+    }
+
+    /// The newest operation stays in view while the selection is on the last row.
+    fn moved(&self, app: &mut App, rows: usize) {
+        app.follow_ops = app.row + 1 >= rows;
+    }
 }
 
 #[cfg(test)]

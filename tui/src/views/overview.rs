@@ -9,7 +9,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 use std::collections::BTreeMap;
 
-pub fn draw(frame: &mut Frame, area: Rect, live: &Live) {
+fn draw(frame: &mut Frame, area: Rect, live: &Live) {
     frame.render_widget(Paragraph::new(lines(live)).wrap(Wrap { trim: false }), area);
 }
 
@@ -145,6 +145,18 @@ fn findings_summary(s: &Snapshot) -> String {
         count(Severity::Info),
         s.warnings.len()
     )
+}
+
+pub struct Overview;
+
+impl super::View for Overview {
+    fn title(&self) -> &'static str {
+        "Overview"
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, _app: &crate::app::App, live: &Live) {
+        draw(frame, area, live)
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use super::style::{bar, bold, selected};
 use crate::app::App;
+use crate::live::Live;
 use collscope_model::{ProxyOp, ProxyWait, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -9,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use std::collections::BTreeMap;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     if s.proxy.is_empty() {
         frame.render_widget(Paragraph::new("No proxy progress in this source (logs do not carry it)."), area);
         return;
@@ -78,6 +79,26 @@ const WAITS: [ProxyWait; 5] = [
     ProxyWait::WaitingForRecv,
     ProxyWait::WaitingForFlush,
 ];
+
+pub struct Proxy;
+
+impl super::View for Proxy {
+    fn title(&self) -> &'static str {
+        "Proxy"
+    }
+
+    fn hint(&self) -> &'static str {
+        "j/k row  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, &live.snapshot)
+    }
+
+    fn rows(&self, _app: &App, s: &Snapshot) -> usize {
+        s.proxy.len()
+    }
+}
 
 #[cfg(test)]
 mod tests {

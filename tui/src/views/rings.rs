@@ -2,7 +2,7 @@
 //! transport, with the full transport and live rate per edge below.
 
 use super::style::{bold, dim, edge_connection, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
-use crate::app::{ring_channels, App};
+use crate::app::{ring_channels, App, Key};
 use crate::live::Live;
 use crate::rings::{ring_paths, RingPath};
 use crate::traffic::EdgeKey;
@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     let channels = ring_channels(s);
     if channels.is_empty() {
@@ -108,6 +108,32 @@ fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], closed: bool, width: u
         lines.push(Line::from(spans));
     }
     lines
+}
+
+pub struct Rings;
+
+impl super::View for Rings {
+    fn title(&self) -> &'static str {
+        "Rings"
+    }
+
+    fn hint(&self) -> &'static str {
+        "[ ] channel  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, live)
+    }
+
+    fn rows(&self, app: &App, s: &Snapshot) -> usize {
+        ring_channels(s)
+            .get(app.channel)
+            .map_or(0, |ch| ring_paths(s).iter().filter(|r| r.channel == *ch).map(|r| r.order.len()).sum())
+    }
+
+    fn key(&self, app: &mut App, key: Key, s: &Snapshot) -> bool {
+        super::step_channel(app, key, ring_channels(s).len())
+    }
 }
 
 #[cfg(test)]

@@ -2,14 +2,15 @@
 //! NCCL's double binary tree is two such trees on alternate channels with the roles of the ranks swapped.
 
 use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
-use crate::app::{tree_channels, App};
+use crate::app::{tree_channels, App, Key};
+use crate::live::Live;
 use collscope_model::{Snapshot, Tree};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let channels = tree_channels(s);
     if channels.is_empty() {
         frame.render_widget(Paragraph::new("No trees in this source yet."), area);
@@ -75,6 +76,30 @@ fn subtree(
     for (i, d) in missing.iter().enumerate() {
         let branch = if i + 1 == missing.len() { "└─" } else { "├─" };
         out.push(Line::styled(format!("{child_prefix}{branch}▶ {d} (no tree line)"), dim()));
+    }
+}
+
+pub struct Trees;
+
+impl super::View for Trees {
+    fn title(&self) -> &'static str {
+        "Trees"
+    }
+
+    fn hint(&self) -> &'static str {
+        "[ ] channel  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, &live.snapshot)
+    }
+
+    fn rows(&self, app: &App, s: &Snapshot) -> usize {
+        tree_channels(s).get(app.channel).map_or(0, |ch| s.trees.iter().filter(|t| t.channel == *ch).count())
+    }
+
+    fn key(&self, app: &mut App, key: Key, s: &Snapshot) -> bool {
+        super::step_channel(app, key, tree_channels(s).len())
     }
 }
 

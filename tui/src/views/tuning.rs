@@ -2,7 +2,8 @@
 //! got, and the message sizes where the best cell changes.
 
 use super::style::{bold, dim, fmt_bytes, fmt_us};
-use crate::app::App;
+use crate::app::{tuned_collectives, App, Key};
+use crate::live::Live;
 use collscope_model::{Algorithm, Protocol, Snapshot, TuningCell};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -11,7 +12,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use std::collections::BTreeMap;
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let coll = app.collective;
     let empty = BTreeMap::new();
     let table = s.tuning.get(&coll).unwrap_or(&empty);
@@ -108,6 +109,33 @@ fn crossovers(
         }
     }
     out
+}
+
+pub struct Tuning;
+
+impl super::View for Tuning {
+    fn title(&self) -> &'static str {
+        "Tuning"
+    }
+
+    fn hint(&self) -> &'static str {
+        "[ ] collective  "
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+        draw(frame, area, app, &live.snapshot)
+    }
+
+    /// `[`/`]`: the previous/next collective.
+    fn key(&self, app: &mut App, key: Key, s: &Snapshot) -> bool {
+        let Some(step) = super::bracket(key) else { return false };
+        let colls = tuned_collectives(s);
+        if !colls.is_empty() {
+            let at = colls.iter().position(|c| *c == app.collective).unwrap_or(0) as i64;
+            app.collective = colls[(at + step).rem_euclid(colls.len() as i64) as usize];
+        }
+        true
+    }
 }
 
 #[cfg(test)]

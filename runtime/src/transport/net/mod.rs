@@ -5,7 +5,8 @@
 //! `Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0` and `... [receive] via NET/IB/0`.
 //!
 //! The networks it carries NET over implement the network interface ([`api`], NCCL's net plugin API): NET/Socket
-//! ([`socket`]) and NET/IB ([`ib`]); the rank's [`proxy`] thread drives them.
+//! ([`socket`]) and NET/IB ([`ib`]); the rank's [`proxy`] thread drives them. Each network describes itself as
+//! a [`Network`] row in its own file; [`NETWORKS`] lists them in NCCL's order.
 
 pub mod api;
 pub mod ib;
@@ -22,7 +23,6 @@ use collscope_debug::Subsys;
 use collscope_model as model;
 use collscope_model::lines::ConnLine;
 use proxy::{AddError, Proxy};
-use socket::NetSocket;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,62 +47,66 @@ fn add_err(e: AddError) -> RuntimeError {
     RuntimeError::Transport { transport: "NET", msg: e.to_string() }
 }
 
-/// The networks collscope can carry NET traffic on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetKind {
-    Ib,
-    Socket,
+/// The rank's NET transport over one network, and the rank's proxy.
+pub type Opened = (Arc<dyn Transport>, Arc<Proxy>);
+
+/// One network NET can be carried on: a row of [`NETWORKS`], defined in the network's own file.
+pub struct Network {
+    /// Its `NCCL_NET` name (matched case-insensitively), as NCCL's network names itself.
+    pub name: &'static str,
+    /// Why this build of collscope cannot use it, if it cannot.
+    pub unbuilt: Option<&'static str>,
+    /// Searches the host for its devices (printing NCCL's `Using` or `No device found.` line): whether any.
+    pub found: fn(&Env) -> Result<bool>,
+    /// What to check when `NCCL_NET` names it and it finds no device.
+    pub missing: &'static str,
+    /// The rank's NET transport over it (device 0) and the rank's proxy.
+    pub open: fn(&Env, u32, Duration) -> Result<Opened>,
 }
 
-/// Picks the network as NCCL's `ncclNetInit` does: `NCCL_NET` names one (case-insensitive), otherwise NET/IB
-/// when it finds a device, else NET/Socket. `ib_found` runs the NET/IB device search (printing its `Using` or
-/// `No device found.` line); it is not called when `NCCL_NET=Socket`.
-pub fn select_net(env: &Env, ib_found: impl FnOnce() -> Result<bool>) -> Result<NetKind> {
-    let name = env.str("NCCL_NET");
-    match name {
-        Some(n) if n.eq_ignore_ascii_case("Socket") => Ok(NetKind::Socket),
-        Some(n) if n.eq_ignore_ascii_case("IB") => {
-            let unavailable =
-                |why: &str| RuntimeError::Transport { transport: "NET", msg: format!("NCCL_NET={n}, but {why}") };
-            if !cfg!(feature = "ib") {
-                return Err(unavailable("NET/IB needs collscope built with the `ib` feature"));
+/// The networks, in NCCL's order of preference (`ncclNetInit` tries NET/IB before NET/Socket).
+pub const NETWORKS: &[&Network] = &[&ib::NETWORK, &socket::NETWORK];
+
+/// Picks the network as NCCL's `ncclNetInit` does: `NCCL_NET` names one (case-insensitive), otherwise the first
+/// built one that `found` finds a device of. `found` runs a network's device search; no other network is
+/// searched when `NCCL_NET` names one.
+pub fn select_net(env: &Env, found: impl Fn(&Network) -> Result<bool>) -> Result<&'static Network> {
+    let Some(name) = env.str("NCCL_NET") else {
+        for &net in NETWORKS.iter().filter(|n| n.unbuilt.is_none()) {
+            if found(net)? {
+                return Ok(net);
             }
-            if ib_found()? {
-                return Ok(NetKind::Ib);
-            }
-            collscope_debug::nccl_warn!("Failed to initialize any NET plugin");
-            Err(unavailable("NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo"))
         }
-        Some(n) => Err(EnvError { name: "NCCL_NET".into(), value: n.into(), expected: "Socket or IB".into() }.into()),
-        None => Ok(if ib_found()? { NetKind::Ib } else { NetKind::Socket }),
+        return Err(RuntimeError::Transport { transport: "NET", msg: "no network found a device".into() });
+    };
+    let Some(&net) = NETWORKS.iter().find(|n| n.name.eq_ignore_ascii_case(name)) else {
+        let names: Vec<&str> = NETWORKS.iter().map(|n| n.name).collect();
+        return Err(EnvError { name: "NCCL_NET".into(), value: name.into(), expected: names.join(" or ") }.into());
+    };
+    let unavailable =
+        |why: &str| RuntimeError::Transport { transport: "NET", msg: format!("NCCL_NET={name}, but {why}") };
+    if let Some(why) = net.unbuilt {
+        return Err(unavailable(why));
     }
+    if found(net)? {
+        return Ok(net);
+    }
+    collscope_debug::nccl_warn!("Failed to initialize any NET plugin");
+    Err(unavailable(net.missing))
 }
 
 /// The rank's NET transport over the network `NCCL_NET` and the host's devices select, and its proxy; attach
 /// the proxy to the communicator (`Proxy::attach`) before its first connection.
-pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<(Arc<dyn Transport>, Arc<Proxy>)> {
-    #[cfg(feature = "ib")]
-    let found = || Ok(ib::net::IbNet::init(env)?.is_some());
-    #[cfg(not(feature = "ib"))]
-    let found = || Ok(false);
-    match select_net(env, found)? {
-        #[cfg(feature = "ib")]
-        NetKind::Ib => {
-            let net = ib::net::IbNet::init(env)?
-                .ok_or_else(|| RuntimeError::Transport { transport: "NET/IB", msg: "no device found".into() })?;
-            let t = NetTransport::new(net, rank, timeout)?;
-            let proxy = t.proxy.clone();
-            Ok((Arc::new(t), proxy))
-        }
-        #[cfg(not(feature = "ib"))]
-        NetKind::Ib => Err(RuntimeError::Transport { transport: "NET/IB", msg: "not built (feature `ib`)".into() }),
-        NetKind::Socket => {
-            let net = NetSocket::init(env).map_err(|e| net_err(e.into()))?;
-            let t = NetTransport::new(net, rank, timeout)?;
-            let proxy = t.proxy.clone();
-            Ok((Arc::new(t), proxy))
-        }
-    }
+pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<Opened> {
+    let net = select_net(env, |n| (n.found)(env))?;
+    (net.open)(env, rank, timeout)
+}
+
+/// The transport over `net` (already initialized) and its proxy: what a network's `open` returns.
+pub fn open<N: Net>(net: &'static N, rank: u32, timeout: Duration) -> Result<Opened> {
+    let t = NetTransport::new(net, rank, timeout)?;
+    let proxy = t.proxy.clone();
+    Ok((Arc::new(t), proxy))
 }
 
 impl<N: Net> NetTransport<N> {
@@ -232,31 +236,33 @@ impl<N: Net> Pending for NetRecvPending<N> {
 mod tests {
     use super::*;
 
-    fn pick(pairs: &[(&str, &str)], ib: bool) -> Result<NetKind> {
-        select_net(&Env::from_pairs(pairs.iter().copied()), || Ok(ib))
+    /// The network chosen when IB finds a device or not (Socket always does).
+    fn pick(pairs: &[(&str, &str)], ib: bool) -> Result<&'static str> {
+        select_net(&Env::from_pairs(pairs.iter().copied()), |n| Ok(n.name != "IB" || ib)).map(|n| n.name)
     }
 
     #[test]
     fn nccl_net_selects_by_name_then_by_devices() {
-        assert_eq!(pick(&[], false).unwrap(), NetKind::Socket);
-        assert_eq!(pick(&[("NCCL_NET", "socket")], true).unwrap(), NetKind::Socket);
-        let searched = std::cell::Cell::new(false);
+        assert_eq!(pick(&[], false).unwrap(), "Socket");
+        assert_eq!(pick(&[("NCCL_NET", "socket")], true).unwrap(), "Socket");
+        let searched = std::cell::RefCell::new(Vec::new());
         let env = Env::from_pairs([("NCCL_NET", "Socket")]);
-        select_net(&env, || {
-            searched.set(true);
+        select_net(&env, |n| {
+            searched.borrow_mut().push(n.name);
             Ok(true)
         })
         .unwrap();
-        assert!(!searched.get(), "NCCL_NET=Socket must not search for IB devices");
+        assert_eq!(*searched.borrow(), ["Socket"], "NCCL_NET=Socket must not search for IB devices");
         let e = pick(&[("NCCL_NET", "Verbs")], true).unwrap_err().to_string();
-        assert!(e.contains("NCCL_NET='Verbs'") && e.contains("Socket or IB"), "{e}");
+        assert!(e.contains("NCCL_NET='Verbs'") && e.contains("IB or Socket"), "{e}");
         let e = pick(&[("NCCL_NET", "IB")], false).unwrap_err().to_string();
         assert!(e.contains("NCCL_NET=IB, but"), "{e}");
         if cfg!(feature = "ib") {
-            assert_eq!(pick(&[], true).unwrap(), NetKind::Ib);
-            assert_eq!(pick(&[("NCCL_NET", "ib")], true).unwrap(), NetKind::Ib);
+            assert_eq!(pick(&[], true).unwrap(), "IB");
+            assert_eq!(pick(&[("NCCL_NET", "ib")], true).unwrap(), "IB");
             assert!(e.contains("no active RDMA port"), "{e}");
         } else {
+            assert_eq!(pick(&[], true).unwrap(), "Socket", "a network this build lacks is not chosen");
             assert!(e.contains("`ib` feature"), "{e}");
         }
     }

@@ -667,6 +667,18 @@ impl api::Comm for NetComm {
     }
 }
 
+/// NET/Socket's row in [`super::NETWORKS`]: always built, and it finds a device on any host with an interface.
+pub const NETWORK: super::Network = super::Network {
+    name: "Socket",
+    unbuilt: None,
+    found: |_| Ok(true),
+    missing: "no interface found",
+    open: |env, rank, timeout| {
+        let net = NetSocket::init(env).map_err(|e| super::net_err(e.into()))?;
+        super::open(net, rank, timeout)
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

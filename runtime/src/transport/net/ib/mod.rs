@@ -67,6 +67,45 @@ pub fn using_line(ports: &[IbPort], relaxed_ordering: bool, oob_if: &str, oob_ad
     format!("NET/IB : Using{list} {ro}; OOB {oob_if}:{oob_addr}")
 }
 
+/// NET/IB's row in [`super::NETWORKS`]: built with the `ib` feature; it finds the active RDMA ports.
+pub const NETWORK: super::Network = super::Network {
+    name: "IB",
+    unbuilt: if cfg!(feature = "ib") { None } else { Some("NET/IB needs collscope built with the `ib` feature") },
+    found: found_device,
+    missing: "NET/IB found no active RDMA port: check NCCL_IB_HCA, NCCL_IB_DISABLE and ibv_devinfo",
+    open: open_net,
+};
+
+#[cfg(feature = "ib")]
+fn found_device(env: &collscope_debug::env::Env) -> crate::error::Result<bool> {
+    Ok(net::IbNet::init(env)?.is_some())
+}
+
+#[cfg(not(feature = "ib"))]
+fn found_device(_env: &collscope_debug::env::Env) -> crate::error::Result<bool> {
+    Ok(false)
+}
+
+#[cfg(feature = "ib")]
+fn open_net(
+    env: &collscope_debug::env::Env,
+    rank: u32,
+    timeout: std::time::Duration,
+) -> crate::error::Result<super::Opened> {
+    let net = net::IbNet::init(env)?
+        .ok_or_else(|| crate::error::RuntimeError::Transport { transport: "NET/IB", msg: "no device found".into() })?;
+    super::open(net, rank, timeout)
+}
+
+#[cfg(not(feature = "ib"))]
+fn open_net(
+    _env: &collscope_debug::env::Env,
+    _rank: u32,
+    _timeout: std::time::Duration,
+) -> crate::error::Result<super::Opened> {
+    Err(crate::error::RuntimeError::Transport { transport: "NET/IB", msg: "not built (feature `ib`)".into() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,7 +347,7 @@ impl api::Comm for IbComm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::net::{select_net, NetKind};
+    use crate::transport::net::select_net;
 
     /// Real device discovery: on a host without an RDMA device NET/IB declines (after NCCL's
     /// `NET/IB : No device found.`) and NET is carried by sockets.
@@ -355,10 +355,10 @@ mod tests {
     fn without_rdma_devices_net_falls_back_to_sockets() {
         let has_hca = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
         let env = Env::default();
-        let kind = select_net(&env, || Ok(IbNet::init(&env)?.is_some())).unwrap();
+        let chosen = select_net(&env, |n| (n.found)(&env)).unwrap();
         if !has_hca {
             assert!(IbNet::init(&env).unwrap().is_none());
-            assert_eq!(kind, NetKind::Socket);
+            assert_eq!(chosen.name, "Socket");
         }
     }
 }

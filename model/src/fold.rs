@@ -1,0 +1,427 @@
+//! The one fold of live events into a snapshot: `Snapshot::apply`. The TUI and telemetry both call it, so a
+//! job looks the same whichever of them shows it. The rules:
+//! - calls are upserted by (comm, rank, seq): a call's completion replaces its enqueued record in place;
+//! - proxy progress is upserted by (rank, channel, peer, direction): the latest sub-operation of each link;
+//! - connections are kept once each; communicators are upserted by (comm, rank) and fill the job's facts
+//!   (nranks and nnodes the largest reported, the NCCL version the first reported, hosts in order seen);
+//! - findings are keyed by what identifies them: the code plus the subject their title and detail name, so
+//!   two ranks' findings of one code both show and a repeated one replaces its earlier report;
+//! - decisions and warnings are appended;
+//! - traffic changes no snapshot list (rates are the reader's: the TUI's edges, telemetry's counters);
+//! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
+
+use super::comm::Communicator;
+use super::diag::Finding;
+use super::events::Event;
+use super::ops::{OpRecord, OpState, ProxyOp};
+use super::Snapshot;
+
+/// Calls kept (finished and in flight).
+pub const MAX_OPS: usize = 4096;
+/// Proxy links (rank, channel, peer, direction) kept.
+pub const MAX_PROXY: usize = 4096;
+/// Tuning decisions kept.
+pub const MAX_DECISIONS: usize = 4096;
+/// Warnings kept.
+pub const MAX_WARNINGS: usize = 4096;
+/// Channel connections kept: 64 channels, both directions, to a few peers, for each of 128 local ranks.
+pub const MAX_CONNECTIONS: usize = 65536;
+/// Communicators (one per comm and rank) kept.
+pub const MAX_COMMUNICATORS: usize = 4096;
+/// Findings kept.
+pub const MAX_FINDINGS: usize = 1024;
+/// Host names kept.
+pub const MAX_HOSTS: usize = 4096;
+
+/// A list past its bound is cut to `bound - bound / SLACK`, so a list at its bound is not shifted on every
+/// event (a cut costs the length of the list; this spreads it over `bound / SLACK` events).
+const SLACK: usize = 16;
+
+/// How many records each list of a snapshot keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub ops: usize,
+    pub proxy: usize,
+    pub decisions: usize,
+    pub warnings: usize,
+    pub connections: usize,
+    pub communicators: usize,
+    pub findings: usize,
+    pub hosts: usize,
+}
+
+impl Bounds {
+    pub const DEFAULT: Bounds = Bounds {
+        ops: MAX_OPS,
+        proxy: MAX_PROXY,
+        decisions: MAX_DECISIONS,
+        warnings: MAX_WARNINGS,
+        connections: MAX_CONNECTIONS,
+        communicators: MAX_COMMUNICATORS,
+        findings: MAX_FINDINGS,
+        hosts: MAX_HOSTS,
+    };
+
+    /// `n` (at least 1) records of each history (calls, proxy links, decisions, warnings); the lists of facts
+    /// keep their default bounds.
+    pub fn histories(n: usize) -> Self {
+        let n = n.max(1);
+        Bounds { ops: n, proxy: n, decisions: n, warnings: n, ..Bounds::DEFAULT }
+    }
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds::DEFAULT
+    }
+}
+
+/// What applying one event changed, for readers that keep metrics beside the snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// Records of the histories (calls, proxy links, decisions, warnings) dropped to stay within the bounds.
+    pub evicted: usize,
+    /// The ranks of calls still in flight among the dropped calls.
+    pub evicted_in_flight: Vec<u32>,
+    /// For a call event: the state of the record it replaced; `None` when it was appended.
+    pub replaced: Option<OpState>,
+    /// Whether the facts changed (connections, communicators, findings, nranks, nnodes, hosts, version).
+    pub facts_changed: bool,
+}
+
+impl OpState {
+    /// Enqueued or started: the call has no outcome yet.
+    pub fn in_flight(self) -> bool {
+        matches!(self, OpState::Enqueued | OpState::Started)
+    }
+}
+
+impl Finding {
+    /// Whether `other` is the same finding: the same code about the same subject (its title and detail name
+    /// the ranks, devices and links it is about).
+    pub fn same_as(&self, other: &Finding) -> bool {
+        self.code == other.code && self.title == other.title && self.detail == other.detail
+    }
+}
+
+impl Snapshot {
+    /// Applies one event within the default [`Bounds`].
+    pub fn apply(&mut self, event: &Event) -> Applied {
+        self.apply_within(event, &Bounds::DEFAULT)
+    }
+
+    /// Applies one event, keeping each list within `bounds` (see the module's rules).
+    pub fn apply_within(&mut self, event: &Event, bounds: &Bounds) -> Applied {
+        let mut out = Applied::default();
+        match event {
+            Event::OpEnqueued(op) | Event::OpCompleted(op) => self.upsert_op(op, bounds.ops, &mut out),
+            Event::Proxy(p) => {
+                let same =
+                    |o: &ProxyOp| o.rank == p.rank && o.channel == p.channel && o.peer == p.peer && o.send == p.send;
+                match self.proxy.iter_mut().rev().find(|o| same(o)) {
+                    Some(existing) => existing.clone_from(p),
+                    None => out.evicted += push_bounded(&mut self.proxy, p.clone(), bounds.proxy),
+                }
+            }
+            Event::Traffic(_) | Event::Snapshot => {}
+            Event::Connection(c) => {
+                if !self.connections.contains(c) {
+                    push_bounded(&mut self.connections, c.clone(), bounds.connections);
+                    out.facts_changed = true;
+                }
+            }
+            Event::Communicator(c) => {
+                self.upsert_communicator(c, bounds);
+                out.facts_changed = true;
+            }
+            Event::Decision(d) => out.evicted += push_bounded(&mut self.decisions, d.clone(), bounds.decisions),
+            Event::Warning(w) => out.evicted += push_bounded(&mut self.warnings, w.clone(), bounds.warnings),
+            Event::Finding(f) => {
+                match self.findings.iter_mut().find(|o| o.same_as(f)) {
+                    Some(existing) => existing.clone_from(f),
+                    None => _ = push_bounded(&mut self.findings, f.clone(), bounds.findings),
+                }
+                out.facts_changed = true;
+            }
+        }
+        out
+    }
+
+    /// The call `seq` of `rank` in communicator `comm`, newest first.
+    pub fn op(&self, comm: Option<&str>, rank: u32, seq: u64) -> Option<&OpRecord> {
+        self.ops.iter().rev().find(|o| o.seq == seq && o.rank == rank && o.comm.as_deref() == comm)
+    }
+
+    fn upsert_op(&mut self, op: &OpRecord, bound: usize, out: &mut Applied) {
+        let same = |o: &OpRecord| o.seq == op.seq && o.rank == op.rank && o.comm == op.comm;
+        if let Some(existing) = self.ops.iter_mut().rev().find(|o| same(o)) {
+            out.replaced = Some(existing.state);
+            existing.clone_from(op);
+            return;
+        }
+        self.ops.push(op.clone());
+        let cut = excess(self.ops.len(), bound);
+        out.evicted_in_flight = self.ops[..cut].iter().filter(|o| o.state.in_flight()).map(|o| o.rank).collect();
+        self.ops.drain(..cut);
+        out.evicted += cut;
+    }
+
+    fn upsert_communicator(&mut self, c: &Communicator, bounds: &Bounds) {
+        match self.communicators.iter_mut().find(|o| o.comm == c.comm && o.rank == c.rank) {
+            Some(existing) => existing.clone_from(c),
+            None => _ = push_bounded(&mut self.communicators, c.clone(), bounds.communicators),
+        }
+        // The job's facts (what the overview and the job info metric show) follow from its communicators.
+        self.nranks = self.nranks.max(c.nranks);
+        self.nnodes = self.nnodes.max(c.nnodes);
+        if self.nccl_version.is_none() {
+            self.nccl_version.clone_from(&c.version);
+        }
+        if let Some(h) = c.host.as_ref().filter(|h| !self.hosts.contains(h)) {
+            push_bounded(&mut self.hosts, h.clone(), bounds.hosts);
+        }
+    }
+}
+
+/// How many of the oldest records a list of `len` drops to stay within `bound`.
+fn excess(len: usize, bound: usize) -> usize {
+    let bound = bound.max(1);
+    if len <= bound {
+        0
+    } else {
+        len - (bound - bound / SLACK)
+    }
+}
+
+/// Appends `item`, then drops the oldest past `bound`; how many went.
+fn push_bounded<T>(list: &mut Vec<T>, item: T, bound: usize) -> usize {
+    list.push(item);
+    let cut = excess(list.len(), bound);
+    list.drain(..cut);
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        Algorithm, ChannelTraffic, Collective, CommState, Connection, DataType, Decision, Direction, Protocol,
+        Severity, Source, Transport, Warning,
+    };
+
+    fn snap() -> Snapshot {
+        Snapshot::new(Source::Runtime)
+    }
+
+    fn op(comm: &str, rank: u32, seq: u64, state: OpState) -> OpRecord {
+        OpRecord {
+            comm: Some(comm.into()),
+            state,
+            ..OpRecord::started(rank, seq, Collective::AllReduce, DataType::F32, 8, 1)
+        }
+    }
+
+    fn proxy(rank: u32, channel: u32, send: bool, done: u64) -> ProxyOp {
+        ProxyOp { rank, seq: done, channel, peer: 1, send, n_steps: 8, posted: 8, transmitted: 8, done, waits: vec![] }
+    }
+
+    fn conn(channel: u32) -> Connection {
+        Connection {
+            channel,
+            src: 0,
+            dst: 1,
+            direction: Direction::Send,
+            transport: Transport::Net,
+            mode: Some("Socket/0".into()),
+            net: Some("Socket".into()),
+            device: Some(0),
+            gdrdma: None,
+            proxy_rank: None,
+            shared: false,
+            comm: Some("0x1".into()),
+        }
+    }
+
+    fn comm(rank: u32, host: &str, state: CommState) -> Communicator {
+        Communicator {
+            comm: Some("0x1".into()),
+            rank: Some(rank),
+            nranks: Some(4),
+            nnodes: Some(2),
+            host: Some(host.into()),
+            version: Some(format!("2.28.{rank}")),
+            state,
+            ..Default::default()
+        }
+    }
+
+    fn decision(bytes: u64) -> Decision {
+        Decision {
+            coll: Collective::AllReduce,
+            bytes,
+            algo: Algorithm::Ring,
+            proto: Protocol::Simple,
+            n_channels: 2,
+            time_us: None,
+            runner_up: None,
+            reason: None,
+            datatype: None,
+            rank: Some(0),
+        }
+    }
+
+    fn warning(text: &str) -> Warning {
+        Warning { rank: Some(0), host: None, line: None, text: text.into(), class: "socket".into(), source: None }
+    }
+
+    fn finding(code: &str, detail: &str) -> Finding {
+        Finding {
+            code: code.into(),
+            severity: Severity::Warning,
+            title: "No GPUDirect RDMA".into(),
+            detail: detail.into(),
+            evidence: vec![],
+            fix: "fix".into(),
+        }
+    }
+
+    #[test]
+    fn a_calls_completion_replaces_its_enqueued_record_and_other_calls_append() {
+        let mut s = snap();
+        assert_eq!(s.apply(&Event::OpEnqueued(op("0x1", 0, 1, OpState::Enqueued))).replaced, None);
+        s.apply(&Event::OpEnqueued(op("0x1", 1, 1, OpState::Enqueued)));
+        s.apply(&Event::OpEnqueued(op("0x2", 0, 1, OpState::Enqueued)));
+        let done = s.apply(&Event::OpCompleted(op("0x1", 0, 1, OpState::Completed)));
+        assert_eq!(done.replaced, Some(OpState::Enqueued));
+        let seen: Vec<_> = s.ops.iter().map(|o| (o.comm.clone().unwrap(), o.rank, o.state)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("0x1".into(), 0, OpState::Completed),
+                ("0x1".into(), 1, OpState::Enqueued),
+                ("0x2".into(), 0, OpState::Enqueued)
+            ]
+        );
+        assert_eq!(s.op(Some("0x2"), 0, 1).map(|o| o.state), Some(OpState::Enqueued));
+        assert!(s.op(Some("0x2"), 0, 2).is_none());
+        assert!(!done.facts_changed);
+    }
+
+    #[test]
+    fn calls_are_bounded_and_dropped_calls_in_flight_are_reported() {
+        let mut s = snap();
+        let bounds = Bounds::histories(32);
+        s.apply_within(&Event::OpEnqueued(op("0x1", 7, 0, OpState::Enqueued)), &bounds);
+        let mut evicted = 0;
+        let mut in_flight = vec![];
+        for seq in 1..100 {
+            let out = s.apply_within(&Event::OpCompleted(op("0x1", 0, seq, OpState::Completed)), &bounds);
+            evicted += out.evicted;
+            in_flight.extend(out.evicted_in_flight);
+            assert!(s.ops.len() <= 32, "{} calls kept", s.ops.len());
+        }
+        assert!(s.ops.len() >= 32 - 32 / SLACK);
+        assert_eq!(s.ops.last().unwrap().seq, 99, "the newest stay");
+        assert_eq!(evicted + s.ops.len(), 100);
+        assert_eq!(in_flight, [7], "the enqueued call of rank 7 was dropped");
+    }
+
+    #[test]
+    fn proxy_progress_keeps_the_latest_of_each_link() {
+        let mut s = snap();
+        s.apply(&Event::Proxy(proxy(0, 0, true, 1)));
+        s.apply(&Event::Proxy(proxy(0, 0, false, 2)));
+        s.apply(&Event::Proxy(proxy(0, 0, true, 3)));
+        s.apply(&Event::Proxy(proxy(0, 1, true, 4)));
+        let seen: Vec<_> = s.proxy.iter().map(|p| (p.channel, p.send, p.done)).collect();
+        assert_eq!(seen, [(0, true, 3), (0, false, 2), (1, true, 4)]);
+        let bounds = Bounds::histories(2);
+        let out = s.apply_within(&Event::Proxy(proxy(0, 9, true, 5)), &bounds);
+        assert_eq!((s.proxy.len(), out.evicted), (2, 2));
+    }
+
+    #[test]
+    fn traffic_and_snapshot_events_change_no_list() {
+        let mut s = snap();
+        let t = ChannelTraffic {
+            rank: 0,
+            channel: 0,
+            peer: 1,
+            direction: Direction::Send,
+            transport: None,
+            bytes: 10,
+            seconds: 0.1,
+        };
+        assert_eq!(s.apply(&Event::Traffic(t)), Applied::default());
+        assert_eq!(s.apply(&Event::Snapshot), Applied::default());
+        assert_eq!(s, snap());
+    }
+
+    #[test]
+    fn a_connection_is_kept_once_and_connections_are_bounded() {
+        let mut s = snap();
+        assert!(s.apply(&Event::Connection(conn(0))).facts_changed);
+        assert!(!s.apply(&Event::Connection(conn(0))).facts_changed);
+        s.apply(&Event::Connection(conn(1)));
+        assert_eq!(s.connections, [conn(0), conn(1)]);
+        let bounds = Bounds { connections: 1, ..Bounds::DEFAULT };
+        s.apply_within(&Event::Connection(conn(2)), &bounds);
+        assert_eq!(s.connections, [conn(2)]);
+    }
+
+    #[test]
+    fn communicators_are_upserted_and_fill_the_jobs_facts() {
+        let mut s = snap();
+        s.apply(&Event::Communicator(comm(0, "a", CommState::Initializing)));
+        s.apply(&Event::Communicator(comm(1, "b", CommState::Ready)));
+        let out = s.apply(&Event::Communicator(comm(0, "a", CommState::Ready)));
+        assert!(out.facts_changed);
+        let states: Vec<_> = s.communicators.iter().map(|c| (c.rank, c.state)).collect();
+        assert_eq!(states, [(Some(0), CommState::Ready), (Some(1), CommState::Ready)]);
+        assert_eq!((s.nranks, s.nnodes), (Some(4), Some(2)));
+        assert_eq!(s.nccl_version.as_deref(), Some("2.28.0"), "the first version reported stays");
+        assert_eq!(s.hosts, ["a", "b"]);
+        let bounds = Bounds { communicators: 1, hosts: 1, ..Bounds::DEFAULT };
+        s.apply_within(&Event::Communicator(comm(2, "c", CommState::Ready)), &bounds);
+        assert_eq!((s.communicators.len(), s.hosts.clone()), (1, vec!["c".to_string()]));
+    }
+
+    #[test]
+    fn decisions_and_warnings_append_within_their_bounds() {
+        let mut s = snap();
+        let bounds = Bounds::histories(3);
+        let mut evicted = 0;
+        for i in 0..5 {
+            evicted += s.apply_within(&Event::Decision(decision(i)), &bounds).evicted;
+            evicted += s.apply_within(&Event::Warning(warning(&i.to_string())), &bounds).evicted;
+        }
+        assert_eq!(s.decisions.iter().map(|d| d.bytes).collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(s.warnings.iter().map(|w| w.text.as_str()).collect::<Vec<_>>(), ["2", "3", "4"]);
+        assert_eq!(evicted, 4);
+    }
+
+    #[test]
+    fn findings_of_one_code_about_two_subjects_both_show_and_a_repeat_replaces() {
+        let mut s = snap();
+        s.apply(&Event::Finding(finding("no_gdrdma", "rank 0: NIC too far")));
+        s.apply(&Event::Finding(finding("no_gdrdma", "rank 1: NIC too far")));
+        let again = Finding {
+            evidence: vec![crate::LineRef { file: "a.log".into(), line: 3, text: "x".into() }],
+            ..finding("no_gdrdma", "rank 0: NIC too far")
+        };
+        assert!(s.apply(&Event::Finding(again.clone())).facts_changed);
+        assert_eq!(s.findings.len(), 2);
+        assert_eq!(s.findings[0], again);
+        let bounds = Bounds { findings: 2, ..Bounds::DEFAULT };
+        s.apply_within(&Event::Finding(finding("other", "")), &bounds);
+        assert_eq!(s.findings.iter().map(|f| f.code.as_str()).collect::<Vec<_>>(), ["no_gdrdma", "other"]);
+    }
+
+    #[test]
+    fn the_slack_cut_keeps_at_most_the_bound() {
+        assert_eq!(excess(4096, 4096), 0);
+        assert_eq!(excess(4097, 4096), 4097 - (4096 - 256));
+        assert_eq!(excess(4, 3), 1);
+        assert_eq!(excess(2, 0), 1);
+    }
+}

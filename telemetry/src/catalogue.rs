@@ -1,0 +1,340 @@
+//! The metric catalogue: every metric collscope exports, defined once (names, help, unit, kind, labels) and
+//! read by both backends: the Prometheus registry (`prom.rs`) and the OpenTelemetry instruments (`otel.rs`).
+//! Prometheus names are in base units with counters ending in `_total`; OpenTelemetry names are dotted with
+//! UCUM units, and every label is an attribute under `collscope.`.
+
+/// What kind of instrument a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    /// A count that rises and falls (a Prometheus gauge, an OpenTelemetry up-down counter).
+    UpDownCounter,
+}
+
+/// One label: its Prometheus name and its OpenTelemetry attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label {
+    pub prom: &'static str,
+    pub otel: &'static str,
+}
+
+/// A label whose attribute is `collscope.<name>`, or one with its own attribute name.
+macro_rules! label {
+    ($name:literal) => {
+        Label { prom: $name, otel: concat!("collscope.", $name) }
+    };
+    ($name:literal, $attr:literal) => {
+        Label { prom: $name, otel: concat!("collscope.", $attr) }
+    };
+}
+
+/// One metric. A backend that carries the fact another way has no name for it (`None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metric {
+    pub prom: Option<&'static str>,
+    pub otel: Option<&'static str>,
+    pub help: &'static str,
+    /// UCUM unit (OpenTelemetry); Prometheus names carry theirs.
+    pub unit: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [Label],
+}
+
+impl Metric {
+    /// The Prometheus label names, in order.
+    pub fn prom_labels(&self) -> Vec<&'static str> {
+        self.labels.iter().map(|l| l.prom).collect()
+    }
+
+    /// OpenTelemetry attributes: the label values in the catalogue's order.
+    pub fn attrs<const N: usize>(&self, values: [opentelemetry::Value; N]) -> [opentelemetry::KeyValue; N] {
+        debug_assert_eq!(N, self.labels.len(), "{:?}: one value per label", self.prom.or(self.otel));
+        let mut values = values.into_iter();
+        std::array::from_fn(|i| {
+            opentelemetry::KeyValue::new(self.labels[i].otel, values.next().expect("N values for N labels"))
+        })
+    }
+}
+
+const COLL: &[Label] =
+    &[label!("collective"), label!("algorithm"), label!("protocol"), label!("size_bucket"), label!("rank")];
+const BANDWIDTH: &[Label] = &[label!("collective"), label!("size_bucket"), label!("rank")];
+const CHANNEL: &[Label] =
+    &[label!("rank"), label!("channel"), label!("peer"), label!("direction"), label!("transport")];
+
+pub const COLL_DURATION: Metric = Metric {
+    prom: Some("collscope_collective_duration_seconds"),
+    otel: Some("collscope.collective.duration"),
+    help: "Time from start to completion of collective and point-to-point calls.",
+    unit: "s",
+    kind: Kind::Histogram,
+    labels: COLL,
+};
+pub const COLL_BYTES: Metric = Metric {
+    prom: Some("collscope_collective_bytes_total"),
+    otel: Some("collscope.collective.io"),
+    help: "Bytes of the user buffer moved by calls (count times datatype size).",
+    unit: "By",
+    kind: Kind::Counter,
+    labels: COLL,
+};
+pub const COLL_OPS: Metric = Metric {
+    prom: Some("collscope_collective_operations_total"),
+    otel: Some("collscope.collective.operations"),
+    help: "Calls completed or reported.",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: COLL,
+};
+pub const COLL_FAILED: Metric = Metric {
+    prom: Some("collscope_collective_failures_total"),
+    otel: Some("collscope.collective.failures"),
+    help: "Calls that failed.",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: &[label!("collective"), label!("rank")],
+};
+pub const BUSBW: Metric = Metric {
+    prom: Some("collscope_collective_bus_bandwidth_bytes_per_second"),
+    otel: Some("collscope.collective.bus_bandwidth"),
+    help: "Bus bandwidth of the latest call (nccl-tests' busbw), by collective and size bucket.",
+    unit: "By/s",
+    kind: Kind::Gauge,
+    labels: BANDWIDTH,
+};
+pub const ALGBW: Metric = Metric {
+    prom: Some("collscope_collective_algorithm_bandwidth_bytes_per_second"),
+    otel: Some("collscope.collective.algorithm_bandwidth"),
+    help: "Algorithm bandwidth (bytes over time) of the latest call, by collective and size bucket.",
+    unit: "By/s",
+    kind: Kind::Gauge,
+    labels: BANDWIDTH,
+};
+pub const IN_FLIGHT: Metric = Metric {
+    prom: Some("collscope_collectives_in_flight"),
+    otel: Some("collscope.collective.in_flight"),
+    help: "Calls enqueued and not yet completed.",
+    unit: "{operation}",
+    kind: Kind::UpDownCounter,
+    labels: &[label!("rank")],
+};
+pub const CHANNEL_BYTES: Metric = Metric {
+    prom: Some("collscope_channel_bytes_total"),
+    otel: Some("collscope.channel.io"),
+    help: "Bytes moved on one channel to or from one peer.",
+    unit: "By",
+    kind: Kind::Counter,
+    labels: CHANNEL,
+};
+pub const CHANNEL_SECONDS: Metric = Metric {
+    prom: Some("collscope_channel_transfer_seconds_total"),
+    otel: Some("collscope.channel.transfer.time"),
+    help: "Time spent moving those bytes.",
+    unit: "s",
+    kind: Kind::Counter,
+    labels: CHANNEL,
+};
+pub const PROXY_WAIT: Metric = Metric {
+    prom: Some("collscope_proxy_wait_seconds_total"),
+    otel: Some("collscope.proxy.wait.time"),
+    help: "Time proxy steps spent in each wait state.",
+    unit: "s",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("direction"), label!("state", "proxy.state")],
+};
+pub const PROXY_STEPS: Metric = Metric {
+    prom: Some("collscope_proxy_steps_total"),
+    otel: Some("collscope.proxy.steps"),
+    help: "Proxy steps that reached each stage (posted, transmitted, done).",
+    unit: "{step}",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("direction"), label!("stage", "proxy.stage")],
+};
+pub const PROXY_OPS: Metric = Metric {
+    prom: Some("collscope_proxy_operations_total"),
+    otel: Some("collscope.proxy.operations"),
+    help: "Proxy sub-operations finished, per channel and peer.",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("channel"), label!("peer"), label!("direction")],
+};
+pub const CONNECTIONS: Metric = Metric {
+    prom: Some("collscope_connection_channels"),
+    otel: Some("collscope.connection.channels"),
+    help: "Channels connecting a rank to a peer, by direction, transport, mode and GPUDirect RDMA state.",
+    unit: "{channel}",
+    kind: Kind::Gauge,
+    labels: &[
+        label!("rank"),
+        label!("peer"),
+        label!("direction"),
+        label!("transport"),
+        label!("mode", "connection.mode"),
+        label!("gdrdma"),
+    ],
+};
+/// Prometheus' info-style gauge; OpenTelemetry carries the size as a value ([`COMMUNICATOR_SIZE`]).
+pub const COMMUNICATOR_INFO: Metric = Metric {
+    prom: Some("collscope_communicator_info"),
+    otel: None,
+    help: "One per rank of each communicator, with its size and NCCL version.",
+    unit: "1",
+    kind: Kind::Gauge,
+    labels: &[
+        label!("comm"),
+        label!("rank"),
+        label!("nranks"),
+        label!("nnodes"),
+        label!("version", "nccl.version"),
+        label!("host"),
+    ],
+};
+pub const COMMUNICATOR_SIZE: Metric = Metric {
+    prom: None,
+    otel: Some("collscope.communicator.size"),
+    help: "Ranks in each communicator, as each of its ranks reports it.",
+    unit: "{rank}",
+    kind: Kind::Gauge,
+    labels: &[label!("comm"), label!("rank"), label!("nnodes"), label!("version", "nccl.version")],
+};
+/// Prometheus only: OpenTelemetry puts what the data describes in the resource.
+pub const JOB_INFO: Metric = Metric {
+    prom: Some("collscope_job_info"),
+    otel: None,
+    help: "What this data describes: its source, NCCL version and network.",
+    unit: "1",
+    kind: Kind::Gauge,
+    labels: &[label!("source"), label!("nccl_version"), label!("network"), label!("nranks"), label!("nnodes")],
+};
+pub const CHANNELS: Metric = Metric {
+    prom: Some("collscope_channels"),
+    otel: Some("collscope.channels"),
+    help: "Channels set up, by kind.",
+    unit: "{channel}",
+    kind: Kind::Gauge,
+    labels: &[label!("kind", "channel.kind")],
+};
+pub const INIT_PHASE: Metric = Metric {
+    prom: Some("collscope_init_phase_seconds"),
+    otel: Some("collscope.init.phase.duration"),
+    help: "Communicator init time by phase (NCCL's Init timings line).",
+    unit: "s",
+    kind: Kind::Gauge,
+    labels: &[label!("rank"), label!("phase", "init.phase")],
+};
+pub const INIT_TOTAL: Metric = Metric {
+    prom: Some("collscope_init_seconds"),
+    otel: Some("collscope.init.duration"),
+    help: "Total communicator init time.",
+    unit: "s",
+    kind: Kind::Gauge,
+    labels: &[label!("rank")],
+};
+pub const DECISIONS: Metric = Metric {
+    prom: Some("collscope_tuning_decisions_total"),
+    otel: Some("collscope.tuning.decisions"),
+    help: "Algorithm and protocol choices made by the tuner.",
+    unit: "{decision}",
+    kind: Kind::Counter,
+    labels: &[label!("collective"), label!("algorithm"), label!("protocol"), label!("rank")],
+};
+pub const ERRORS: Metric = Metric {
+    prom: Some("collscope_errors_total"),
+    otel: Some("collscope.errors"),
+    help: "Warnings and errors, by class.",
+    unit: "{error}",
+    kind: Kind::Counter,
+    labels: &[label!("class", "error.class"), label!("rank")],
+};
+pub const FINDINGS: Metric = Metric {
+    prom: Some("collscope_findings"),
+    otel: Some("collscope.findings"),
+    help: "Diagnoses currently raised, by code and severity.",
+    unit: "{finding}",
+    kind: Kind::Gauge,
+    labels: &[label!("code", "finding.code"), label!("severity", "finding.severity")],
+};
+pub const DROPPED: Metric = Metric {
+    prom: Some("collscope_dropped_records_total"),
+    otel: Some("collscope.telemetry.dropped"),
+    help: "Telemetry records dropped to bound memory: 'queue' when the runtime's queue was full, 'history' when \
+           the oldest kept record made room.",
+    unit: "{record}",
+    kind: Kind::Counter,
+    labels: &[label!("stage", "telemetry.stage")],
+};
+
+/// Every metric, in the order the backends define them.
+pub const ALL: &[Metric] = &[
+    COLL_DURATION,
+    COLL_BYTES,
+    COLL_OPS,
+    COLL_FAILED,
+    BUSBW,
+    ALGBW,
+    IN_FLIGHT,
+    CHANNEL_BYTES,
+    CHANNEL_SECONDS,
+    PROXY_WAIT,
+    PROXY_STEPS,
+    PROXY_OPS,
+    CONNECTIONS,
+    COMMUNICATOR_INFO,
+    COMMUNICATOR_SIZE,
+    JOB_INFO,
+    CHANNELS,
+    INIT_PHASE,
+    INIT_TOTAL,
+    DECISIONS,
+    ERRORS,
+    FINDINGS,
+    DROPPED,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_a_dashboard_queries_is_in_the_catalogue() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+        let mut queried = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (at, _) in text.match_indices("collscope_") {
+                let name: String = text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                // A histogram's series carry suffixes its family name does not.
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).filter(|f| ALL.iter().any(|m| m.prom == Some(*f))))
+                    .unwrap_or(&name);
+                assert!(
+                    ALL.iter().any(|m| m.prom == Some(family)),
+                    "{}: {name} is not in the catalogue",
+                    path.display()
+                );
+                queried += 1;
+            }
+        }
+        assert!(queried > 0, "no dashboard in {} queries a collscope metric", dir.display());
+    }
+
+    #[test]
+    fn names_and_attributes_are_unique() {
+        let mut names: Vec<_> = ALL.iter().flat_map(|m| [m.prom, m.otel]).flatten().collect();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "a metric name is defined twice");
+        for m in ALL {
+            assert!(m.prom.is_some() || m.otel.is_some(), "{m:?} is exported by no backend");
+            assert!(m.labels.iter().all(|l| l.otel.starts_with("collscope.")), "{m:?}");
+        }
+    }
+}
