@@ -2,7 +2,7 @@
 //! runtime's decisions as evidence.
 
 use collscope_model::{
-    BootstrapInterface, Cite, Connection, Direction, EnvSetting, Evidence, Severity, Snapshot, Source, Transport,
+    BootstrapInterface, Cite, Connection, Direction, EnvSetting, Evidence, Severity, Snapshot, Source,
 };
 
 /// Rank 0 of a two-node job whose NET connections stage through host memory.
@@ -20,18 +20,9 @@ fn live_job() -> Snapshot {
     });
     for channel in 0..2 {
         s.connections.push(Connection {
-            channel,
-            src: 8,
-            dst: 0,
-            direction: Direction::Recv,
-            transport: Transport::Net,
             mode: None,
-            net: Some("IB".into()),
-            device: Some(0),
             gdrdma: Some(false),
-            proxy_rank: None,
-            shared: false,
-            comm: None,
+            ..Connection::net(channel, 8, 0, Direction::Recv, "IB", 0)
         });
     }
     s

@@ -48,3 +48,34 @@ pub struct Connection {
     /// Communicator this connection belongs to.
     pub comm: Option<String>,
 }
+
+impl Connection {
+    /// A connection of which only its channel, ends, direction and transport are known yet; the rest is filled by
+    /// whoever knows it (the transport's setup, the rest of a log line).
+    pub fn new(channel: u32, src: u32, dst: u32, direction: Direction, transport: Transport) -> Self {
+        Connection {
+            channel,
+            src,
+            dst,
+            direction,
+            transport,
+            mode: None,
+            net: None,
+            device: None,
+            gdrdma: None,
+            proxy_rank: None,
+            shared: false,
+            comm: None,
+        }
+    }
+
+    /// A NET connection through device `device` of network `net`, as NCCL's `NET/{net}/{device}` says it.
+    pub fn net(channel: u32, src: u32, dst: u32, direction: Direction, net: &str, device: u32) -> Self {
+        Connection {
+            mode: Some(format!("{net}/{device}")),
+            net: Some(net.to_string()),
+            device: Some(device),
+            ..Connection::new(channel, src, dst, direction, Transport::Net)
+        }
+    }
+}

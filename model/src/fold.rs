@@ -206,7 +206,7 @@ mod tests {
     use super::*;
     use crate::{
         Algorithm, ChannelTraffic, Collective, CommState, Connection, DataType, Decision, Direction, Protocol,
-        Severity, Source, Transport, Warning,
+        Severity, Source, Warning,
     };
 
     fn snap() -> Snapshot {
@@ -226,20 +226,7 @@ mod tests {
     }
 
     fn conn(channel: u32) -> Connection {
-        Connection {
-            channel,
-            src: 0,
-            dst: 1,
-            direction: Direction::Send,
-            transport: Transport::Net,
-            mode: Some("Socket/0".into()),
-            net: Some("Socket".into()),
-            device: Some(0),
-            gdrdma: None,
-            proxy_rank: None,
-            shared: false,
-            comm: Some("0x1".into()),
-        }
+        Connection { comm: Some("0x1".into()), ..Connection::net(channel, 0, 1, Direction::Send, "Socket", 0) }
     }
 
     fn comm(rank: u32, host: &str, state: CommState) -> Communicator {

@@ -147,20 +147,7 @@ mod tests {
     fn snapshot_round_trips_through_json_with_snake_case_keys() {
         let mut s = Snapshot::new(Source::Log { files: vec!["a.log".into()] });
         s.nranks = Some(8);
-        s.connections.push(Connection {
-            channel: 0,
-            src: 0,
-            dst: 1,
-            direction: Direction::Send,
-            transport: Transport::Net,
-            mode: Some("IB/0".into()),
-            net: Some("IB".into()),
-            device: Some(0),
-            gdrdma: Some(true),
-            proxy_rank: None,
-            shared: false,
-            comm: None,
-        });
+        s.connections.push(Connection { gdrdma: Some(true), ..Connection::net(0, 0, 1, Direction::Send, "IB", 0) });
         s.tuning
             .entry(Collective::AllReduce)
             .or_default()

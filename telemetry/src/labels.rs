@@ -152,20 +152,7 @@ mod tests {
 
     #[test]
     fn gdr_label_distinguishes_host_memory_from_off() {
-        let mut c = Connection {
-            channel: 0,
-            src: 1,
-            dst: 0,
-            direction: Direction::Recv,
-            transport: Transport::Net,
-            mode: Some("Socket/0".into()),
-            net: Some("Socket".into()),
-            device: Some(0),
-            gdrdma: None,
-            proxy_rank: None,
-            shared: false,
-            comm: None,
-        };
+        let mut c = Connection::net(0, 1, 0, Direction::Recv, "Socket", 0);
         assert_eq!(gdrdma(&c, &Source::Runtime), "host_memory");
         assert_eq!(gdrdma(&c, &Source::Log { files: vec![] }), "n/a");
         c.gdrdma = Some(false);

@@ -447,20 +447,7 @@ mod tests {
             bytes: 4096,
             seconds: 0.5,
         }));
-        let conn = Connection {
-            channel: 0,
-            src: 0,
-            dst: 1,
-            direction: Direction::Send,
-            transport: Transport::Net,
-            mode: Some("Socket/0".into()),
-            net: Some("Socket".into()),
-            device: Some(0),
-            gdrdma: None,
-            proxy_rank: None,
-            shared: false,
-            comm: None,
-        };
+        let conn = Connection::net(0, 0, 1, Direction::Send, "Socket", 0);
         st.apply(Event::Connection(conn.clone()));
         st.apply(Event::Connection(conn.clone()));
         st.apply(Event::Connection(Connection { channel: 1, ..conn }));

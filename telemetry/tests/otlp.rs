@@ -238,18 +238,8 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         seconds: 0.001,
     }));
     rec.push(Event::Connection(Connection {
-        channel: 1,
-        src: 0,
-        dst: 1,
-        direction: Direction::Send,
-        transport: Transport::Net,
-        mode: Some("Socket/0".into()),
-        net: Some("Socket".into()),
-        device: Some(0),
-        gdrdma: None,
-        proxy_rank: None,
-        shared: false,
         comm: Some("0xc0".into()),
+        ..Connection::net(1, 0, 1, Direction::Send, "Socket", 0)
     }));
     rec.push(Event::Communicator(Communicator {
         comm: Some("0xc0".into()),

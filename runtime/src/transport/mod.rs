@@ -76,18 +76,9 @@ pub trait Transport: Send + Sync {
 /// A connection record with the fields every transport fills the same way.
 pub fn record(spec: &ConnSpec, src: u32, dst: u32, transport: model::Transport, mode: &str) -> Connection {
     Connection {
-        channel: spec.channel,
-        src,
-        dst,
-        direction: model::Direction::Both,
-        transport,
         mode: Some(mode.to_string()),
-        net: None,
-        device: None,
-        gdrdma: None,
-        proxy_rank: None,
-        shared: false,
         comm: spec.comm.clone(),
+        ..Connection::new(spec.channel, src, dst, model::Direction::Both, transport)
     }
 }
 
