@@ -145,7 +145,8 @@ fn replay_updates_the_ops_log_and_q_restores_the_terminal() {
 #[test]
 fn a_modelled_machine_shows_its_rings_trees_channels_and_tuning() {
     let t = Tmux::start("model", &["tui", "--preset", "dgx-h100", "--nodes", "4"]);
-    let screen = t.wait_for(&["1Overview", "model preset:dgx-h100"]);
+    // The source's name shows at once; the model's facts once the binary has computed it and the TUI has it.
+    let screen = t.wait_for(&["1Overview", "model preset:dgx-h100", "ranks 32"]);
     assert!(screen.lines().next().unwrap_or("").trim_end().ends_with("model"), "{screen}");
     t.keys(&["2"]);
     // 4 nodes x 8 GPUs: every ring visits 32 ranks, leaving node 0 from GPU 1 into node 1 (crossNic 2).
