@@ -118,7 +118,8 @@ pub fn find(hay: &str, needle: &str) -> Option<usize> {
     let mut from = k;
     while from <= h.len() {
         let at = from + memchr::memchr(rare, &h[from..])? - k;
-        if h[at..].starts_with(n) {
+        // Compared byte by byte: a call to memcmp costs more than these few bytes.
+        if h.len() - at >= n.len() && h[at..].iter().zip(n).all(|(x, y)| x == y) {
             return Some(at);
         }
         from = at + k + 1;
