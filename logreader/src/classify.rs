@@ -113,9 +113,7 @@ const RCCL_VERSION: &str = "RCCL version : ";
 /// One automaton for every marker and both version phrases: this runs on every line of other programs.
 fn context_markers() -> &'static AhoCorasick {
     static A: OnceLock<AhoCorasick> = OnceLock::new();
-    A.get_or_init(|| {
-        dfa(FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION]))
-    })
+    A.get_or_init(|| dfa(FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION])))
 }
 
 /// A few dozen short markers: a full DFA is small and the fastest to run on every line.
