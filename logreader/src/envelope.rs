@@ -57,22 +57,28 @@ pub fn has_marker(text: &str) -> bool {
 /// the line to the general (backwards) reading.
 fn standard(line: &str) -> Option<Envelope<'_>> {
     let b = line.as_bytes();
-    let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    // The digits from `from` and their value (None past u32), read once: this runs on almost every line.
+    let number = |from: usize| {
+        let n = b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let v = b[from..from + n].iter().try_fold(0u32, |v, &c| v.checked_mul(10)?.checked_add(u32::from(c - b'0')));
+        (from + n, v.filter(|_| n > 0))
+    };
     let colon = memchr::memchr(b':', &b[..b.len().min(256)])?;
     if colon == 0 || !b[..colon].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
         return None;
     }
-    let pid_end = colon + 1 + digits(colon + 1);
+    let (pid_end, pid) = number(colon + 1);
     if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
         return None;
     }
-    let tid_end = pid_end + 1 + digits(pid_end + 1);
+    let (tid_end, tid) = number(pid_end + 1);
     if tid_end == pid_end + 1 || b.get(tid_end..tid_end + 2) != Some(b" [") {
         return None;
     }
     let dev_from = tid_end + 2;
-    let neg = usize::from(b.get(dev_from) == Some(&b'-'));
-    let dev_end = dev_from + neg + digits(dev_from + neg);
+    let neg = b.get(dev_from) == Some(&b'-');
+    let (dev_end, dev) = number(dev_from + usize::from(neg));
+    let dev = i32::try_from(dev?).ok()?;
     let rest = line.get(dev_end..)?.strip_prefix("] NCCL INFO")?;
     let msg = match rest.strip_prefix(' ') {
         Some(m) => m,
@@ -81,9 +87,9 @@ fn standard(line: &str) -> Option<Envelope<'_>> {
     };
     Some(Envelope {
         host: Some(&line[..colon]),
-        pid: line[colon + 1..pid_end].parse().ok(),
-        tid: line[pid_end + 1..tid_end].parse().ok(),
-        dev: Some(line[dev_from..dev_end].parse().ok()?),
+        pid,
+        tid,
+        dev: Some(if neg { -dev } else { dev }),
         level: Level::Info,
         location: None,
         launcher_rank: None,

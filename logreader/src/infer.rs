@@ -102,12 +102,15 @@ fn nranks(job: &mut Job, local: &Local) -> Option<u32> {
     if seen > 0 {
         // The highest rank seen, when it fills whole nodes, as many as the log shows at least.
         let per_node = local.exact.as_ref().map_or(local.rounded(), |(l, _)| *l);
-        let whole = per_node > 0 && seen.is_multiple_of(per_node) && seen / per_node >= min_nodes;
+        let nodes = if per_node > 0 && seen.is_multiple_of(per_node) { seen / per_node } else { 0 };
+        let one = if nodes == 1 { one_node_shown(job) } else { None };
+        let whole = nodes >= min_nodes && (nodes >= 2 || one.is_some());
         if whole && (local.exact.is_some() || local.at_least >= 2) {
             let reason = format!(
-                "not printed; ranks up to {} seen, whole nodes of {per_node} ranks ({})",
+                "not printed; ranks up to {} seen, whole nodes of {per_node} ranks ({}){}",
                 seen - 1,
-                local.exact.as_ref().map_or("rounded up from the devices seen".to_string(), |(_, s)| s.clone())
+                local.exact.as_ref().map_or("rounded up from the devices seen".to_string(), |(_, s)| s.clone()),
+                one.map_or(String::new(), |why| format!("; one node: {why}"))
             );
             note(job, "nranks", seen, reason);
             return Some(seen);
@@ -123,13 +126,39 @@ fn nranks(job: &mut Job, local: &Local) -> Option<u32> {
     }
     // No rank printed at all: one host whose every GPU prints, and no sign of another node.
     match &local.exact {
-        Some((l, source)) if hosts == 1 && !job.size.multi_node && job.size.devs.len() == 1 => {
-            let (l, reason) = (*l, format!("not printed; one host, {source}, and no line shows another node"));
+        Some((l, source)) if hosts == 1 && job.size.devs.len() == 1 => {
+            let why = one_node_shown(job)?;
+            let (l, reason) = (*l, format!("not printed; one host, {source}, and one node: {why}"));
             note(job, "nranks", l, reason);
             Some(l)
         }
         _ => None,
     }
+}
+
+/// What shows that a job stays on one node, beyond not seeing another: its connections, rings, trees or graphs
+/// printed with none leaving the node, or a bootstrap over loopback. Without it one node's lines say nothing of
+/// other nodes, and one node is never concluded (issue 17: never assert an inferred 1).
+fn one_node_shown(job: &Job) -> Option<&'static str> {
+    if job.size.multi_node {
+        return None;
+    }
+    let s = &job.snap;
+    if !s.connections.is_empty() || !s.rings.is_empty() || !s.trees.is_empty() {
+        Some("connections printed, none leaving the node")
+    } else if !s.graphs.is_empty() || job.nvls == Some(true) {
+        Some("graphs printed, none leaving the node")
+    } else if !s.bootstrap.is_empty() && s.bootstrap.iter().all(|b| b.address.starts_with("127.")) {
+        Some("bootstrap over loopback")
+    } else {
+        None
+    }
+}
+
+/// Every rank on one host: `n` ranks and `n` CUDA devices of the only host printing (a rank drives one device).
+fn all_ranks_on_one_host(job: &Job, n: u32) -> bool {
+    let mut devs = job.size.devs.values();
+    job.snap.hosts.len() <= 1 && devs.len() == 1 && devs.next().is_some_and(|d| d.len() as u32 == n)
 }
 
 fn nnodes(job: &mut Job, nranks: Option<u32>, local: &Local) -> Option<u32> {
@@ -140,11 +169,26 @@ fn nnodes(job: &mut Job, nranks: Option<u32>, local: &Local) -> Option<u32> {
         return Some(n);
     }
     let n = nranks?;
+    if all_ranks_on_one_host(job, n) {
+        note(
+            job,
+            "nnodes",
+            1,
+            format!("not printed; {n} ranks and {n} devices of one host print: every rank is on it"),
+        );
+        return Some(1);
+    }
+    // One node otherwise only when the log shows it, or more than half the ranks print on one host (a second
+    // node would hold fewer ranks than this one).
+    let one_node = one_node_shown(job).map(str::to_string).or_else(|| {
+        (local.at_least.saturating_mul(2) > n).then(|| format!("{} of {n} ranks on one host", local.at_least))
+    });
+    let one_node_why = one_node.as_ref().map_or(String::new(), |why| format!("; one node: {why}"));
     let hosts = job.snap.hosts.len() as u32;
     let at_least = hosts.max(if job.size.multi_node { 2 } else { 1 });
     if let Some((l, source)) = &local.exact {
-        if *l > 0 && n.is_multiple_of(*l) {
-            let (m, reason) = (n / l, format!("not printed; {n} ranks at {l} per node ({source})"));
+        if *l > 0 && n.is_multiple_of(*l) && (n / l >= 2 || one_node.is_some()) {
+            let (m, reason) = (n / l, format!("not printed; {n} ranks at {l} per node ({source}){one_node_why}"));
             note(job, "nnodes", m, reason);
             return Some(m);
         }
@@ -163,12 +207,13 @@ fn nnodes(job: &mut Job, nranks: Option<u32>, local: &Local) -> Option<u32> {
     } else {
         return None;
     };
-    if m < at_least {
+    if m < at_least || (m == 1 && one_node.is_none()) {
         return None;
     }
     let reason = format!(
-        "not printed; {n} ranks, at least {} per node (devices and ranks seen together), {hosts} hosts print",
-        local.at_least
+        "not printed; {n} ranks, at least {} per node (devices and ranks seen together), {hosts} hosts print{}",
+        local.at_least,
+        if m == 1 { one_node_why.as_str() } else { "" }
     );
     note(job, "nnodes", m, reason);
     Some(m)

@@ -187,6 +187,23 @@ pub fn open(path: &Path) -> Result<Input, ReadError> {
     Ok(Input { source })
 }
 
+/// A line as the reader hands it on: text its buffer was checked to be UTF-8 with (one check per buffer, not per
+/// line), or bytes not checked yet (a line held across buffers, cut, or holding invalid UTF-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Text<'a> {
+    Utf8(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Text<'a> {
+    pub fn bytes(self) -> &'a [u8] {
+        match self {
+            Text::Utf8(s) => s.as_bytes(),
+            Text::Bytes(b) => b,
+        }
+    }
+}
+
 /// Cuts bytes that arrive in pieces into lines, holding at most [`MAX_LINE`] of a line not ended yet.
 #[derive(Debug, Default, Clone)]
 pub struct Lines {
@@ -199,7 +216,7 @@ pub struct Lines {
 impl Lines {
     /// Calls `f(line, cut)` for every line `data` ends (without `\n` or `\r\n`); `cut` says the line was longer
     /// than [`MAX_LINE`] and only its start is given.
-    pub fn push(&mut self, mut data: &[u8], f: &mut impl FnMut(&[u8], bool)) {
+    pub fn push(&mut self, mut data: &[u8], f: &mut impl FnMut(Text, bool)) {
         if !self.carry.is_empty() || self.skipping {
             let Some(i) = memchr::memchr(b'\n', data) else {
                 self.hold(data, f);
@@ -207,30 +224,48 @@ impl Lines {
             };
             self.hold(&data[..i], f);
             if !std::mem::take(&mut self.skipping) {
-                emit(&self.carry, f);
+                emit(Text::Bytes(&self.carry), f);
             }
             self.carry.clear();
             data = &data[i + 1..];
         }
         let mut start = 0;
-        while let Some(i) = memchr::memchr(b'\n', &data[start..]) {
-            emit(&data[start..start + i], f);
-            start += i + 1;
+        loop {
+            // The UTF-8 checked once for all the lines that follow, up to the first invalid byte.
+            let rest = &data[start..];
+            let valid = match std::str::from_utf8(rest) {
+                Ok(s) => s,
+                Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+            };
+            let mut pos = 0;
+            while let Some(i) = memchr::memchr(b'\n', &valid.as_bytes()[pos..]) {
+                emit(Text::Utf8(&valid[pos..pos + i]), f);
+                pos += i + 1;
+            }
+            start += pos;
+            // The line with the invalid byte goes on as bytes; a character cut at the end waits in `carry`.
+            match (valid.len() < rest.len()).then(|| memchr::memchr(b'\n', &data[start..])).flatten() {
+                Some(i) => {
+                    emit(Text::Bytes(&data[start..start + i]), f);
+                    start += i + 1;
+                }
+                None => break,
+            }
         }
         self.hold(&data[start..], f);
     }
 
     /// Hands on the last line if it did not end with a newline (the end of the input).
-    pub fn finish(&mut self, f: &mut impl FnMut(&[u8], bool)) {
+    pub fn finish(&mut self, f: &mut impl FnMut(Text, bool)) {
         if !self.carry.is_empty() && !self.skipping {
-            emit(&self.carry, f);
+            emit(Text::Bytes(&self.carry), f);
         }
         self.carry.clear();
         self.skipping = false;
     }
 
     /// Keeps `part` of the line not ended yet, handing the line on cut once it passes [`MAX_LINE`].
-    fn hold(&mut self, part: &[u8], f: &mut impl FnMut(&[u8], bool)) {
+    fn hold(&mut self, part: &[u8], f: &mut impl FnMut(Text, bool)) {
         if self.skipping {
             return;
         }
@@ -239,7 +274,7 @@ impl Lines {
             self.carry.extend_from_slice(part);
         } else {
             self.carry.extend_from_slice(&part[..room]);
-            f(&self.carry, true);
+            f(Text::Bytes(&self.carry), true);
             self.carry.clear();
             self.skipping = true;
         }
@@ -247,7 +282,7 @@ impl Lines {
 }
 
 /// Calls `f(line, cut)` for every line of `input`, as [`Lines`] cuts them.
-pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(&[u8], bool)) -> std::io::Result<()> {
+pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(Text, bool)) -> std::io::Result<()> {
     let mut buf = vec![0u8; 1 << 18];
     let mut lines = Lines::default();
     loop {
@@ -264,17 +299,13 @@ pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(&[u8], bool)) -> st
     }
 }
 
-/// Hands a whole line on, cut to [`MAX_LINE`].
-fn emit(line: &[u8], f: &mut impl FnMut(&[u8], bool)) {
-    if line.len() > MAX_LINE {
-        f(&line[..MAX_LINE], true);
-    } else {
-        f(trim_cr(line), false);
+/// Hands a whole line on, cut to [`MAX_LINE`], without its `\r`.
+fn emit(line: Text, f: &mut impl FnMut(Text, bool)) {
+    match line {
+        _ if line.bytes().len() > MAX_LINE => f(Text::Bytes(&line.bytes()[..MAX_LINE]), true),
+        Text::Utf8(s) => f(Text::Utf8(s.strip_suffix('\r').unwrap_or(s)), false),
+        Text::Bytes(b) => f(Text::Bytes(b.strip_suffix(b"\r").unwrap_or(b)), false),
     }
-}
-
-fn trim_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[cfg(test)]
@@ -283,7 +314,7 @@ mod tests {
 
     fn lines(data: &[u8]) -> Vec<(Vec<u8>, bool)> {
         let mut out = Vec::new();
-        for_each_line(data, |l, cut| out.push((l.to_vec(), cut))).unwrap();
+        for_each_line(data, |l, cut| out.push((l.bytes().to_vec(), cut))).unwrap();
         out
     }
 
@@ -294,6 +325,35 @@ mod tests {
             l,
             vec![(b"a".to_vec(), false), (b"b".to_vec(), false), (b"".to_vec(), false), (b"c".to_vec(), false)]
         );
+    }
+
+    #[test]
+    fn utf8_is_checked_per_buffer_and_an_invalid_line_goes_on_as_bytes() {
+        let data = ["h:1:2 [0] NCCL INFO é\nbad ".as_bytes(), b"\xff", b" byte\nafter\r\nlast"].concat();
+        let (mut split, mut got) = (Lines::default(), Vec::new());
+        let mut f = |l: Text, cut: bool| got.push((format!("{l:?}"), cut));
+        split.push(&data, &mut f);
+        split.finish(&mut f);
+        let want = [
+            r#"Utf8("h:1:2 [0] NCCL INFO é")"#,
+            r#"Bytes([98, 97, 100, 32, 255, 32, 98, 121, 116, 101])"#,
+            r#"Utf8("after")"#,
+            r#"Bytes([108, 97, 115, 116])"#,
+        ];
+        assert_eq!(got.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(), want);
+        // A character split between two pieces: its line is whole, and the lines after it are checked text.
+        let text = "α\nβγ\nδ\n";
+        for cut in 1..text.len() {
+            let (mut split, mut got) = (Lines::default(), Vec::new());
+            let mut f =
+                |l: Text, _| got.push((String::from_utf8(l.bytes().to_vec()).unwrap(), matches!(l, Text::Utf8(_))));
+            split.push(&text.as_bytes()[..cut], &mut f);
+            split.push(&text.as_bytes()[cut..], &mut f);
+            let lines: Vec<&str> = got.iter().map(|(s, _)| s.as_str()).collect();
+            assert_eq!(lines, ["α", "βγ", "δ"], "cut at {cut}");
+            // The last line lies in the second piece unless the cut falls inside it.
+            assert!(got.last().unwrap().1 || cut > 8, "cut at {cut}");
+        }
     }
 
     #[test]
@@ -317,7 +377,7 @@ mod tests {
         e.write_all(b"line one\nline two\n").unwrap();
         std::fs::write(&p, e.finish().unwrap()).unwrap();
         let mut got = Vec::new();
-        for_each_line(open(&p).unwrap(), |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
+        for_each_line(open(&p).unwrap(), |l, _| got.push(String::from_utf8_lossy(l.bytes()).into_owned())).unwrap();
         assert_eq!(got, vec!["line one", "line two"]);
         assert_eq!(expand(std::slice::from_ref(&dir)).unwrap().logs, vec![p.clone()]);
         // Beside the logs: their facts, a binary; named on its own, a file is read whatever it holds.
@@ -344,7 +404,7 @@ mod tests {
         assert_eq!(whole[5], (vec![b'y'; MAX_LINE], false), "a line of exactly MAX_LINE is whole");
         for piece in [1, 2, 3, 7, 4096, MAX_LINE - 1, MAX_LINE + 1] {
             let (mut split, mut got) = (Lines::default(), Vec::new());
-            let mut f = |l: &[u8], cut| got.push((l.to_vec(), cut));
+            let mut f = |l: Text, cut| got.push((l.bytes().to_vec(), cut));
             for chunk in data.chunks(piece) {
                 split.push(chunk, &mut f);
                 assert!(split.carry.len() <= MAX_LINE, "at most one line's start is held");
@@ -367,7 +427,7 @@ mod tests {
         std::fs::write(&p, &gz[..gz.len() / 2]).unwrap();
         let mut input = open(&p).unwrap();
         let mut got = Vec::new();
-        for_each_line(&mut input, |l, _| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
+        for_each_line(&mut input, |l, _| got.push(String::from_utf8_lossy(l.bytes()).into_owned())).unwrap();
         let damage = input.take_damage().expect("the cut is reported");
         assert!(got.len() > 100 && got.len() < 2000, "{} lines", got.len());
         assert!(text.starts_with(&got[..got.len() - 1].join("\n")), "the lines before the cut are the log's");

@@ -65,6 +65,14 @@ fn item4_job_size_only_from_what_the_log_says() {
         s["communicators"].as_array().unwrap().iter().filter_map(|c| c["nranks"].as_u64()).collect();
     assert_eq!(sizes, [2, 4].into(), "the world and its split are separate communicators");
     assert_eq!(s["nranks"], 4);
+    // Two ranks' proxy threads on one host: no line says how large the job is, nor that no other node ran.
+    let s = read("proxy_2.28");
+    assert!(s["nranks"].is_null() && s["nnodes"].is_null(), "nranks {} nnodes {}", s["nranks"], s["nnodes"]);
+    // `nranks 2` printed, and ranks 0 and 1 print on one host: one node, said to be concluded and why.
+    let s = read("ops_srun_2.28");
+    assert_eq!((&s["nranks"], &s["nnodes"]), (&2.into(), &1.into()));
+    let why = inferred(&s, "nnodes").expect("one node is concluded, not printed");
+    assert!(why.contains("2 ranks and 2 devices of one host print"), "{why}");
 }
 
 #[test]

@@ -71,7 +71,8 @@ pub struct TreeEntry {
 /// `3` or `3[1b000]`: the rank, ignoring the device or bus id NCCL prints beside it.
 fn rank_of(s: &str) -> Option<u32> {
     let s = s.trim();
-    let end = s.find('[').unwrap_or(s.len());
+    // A byte search: this runs twice on every connection line.
+    let end = s.bytes().position(|b| b == b'[').unwrap_or(s.len());
     s[..end].parse().ok()
 }
 
@@ -240,13 +241,18 @@ pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
 /// `a/b/c` children, -1 for none.
 fn children(s: &str) -> Option<[i32; 3]> {
     let mut out = [-1; 3];
-    for (i, x) in s.split('/').enumerate() {
-        let v = x.parse().ok()?;
+    let mut sc = Scan::new(s);
+    for i in 0.. {
+        let v = sc.num()?;
         if let Some(slot) = out.get_mut(i) {
             *slot = v;
         }
+        if sc.is_empty() {
+            return Some(out);
+        }
+        sc.lit("/")?;
     }
-    Some(out)
+    None
 }
 
 /// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
@@ -288,10 +294,12 @@ pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
         let channel = s.num()?;
         s.lit("]")?;
         let spec = s.ws().word()?;
-        let first = spec.split('|').next()?;
+        // Byte searches: a Trees line holds a spec for each of up to 64 channels.
+        let has_slash = |x: &str| x.bytes().any(|c| c == b'/');
+        let first = &spec[..spec.bytes().position(|c| c == b'|').unwrap_or(spec.len())];
         let [a, r, b] = arrows(first)?;
         let rank = r.parse().ok()?;
-        if a.contains('/') || !b.contains('/') {
+        if has_slash(a) || !has_slash(b) {
             out.push(TreeEntry { channel, rank, up: b.parse().ok()?, down: children(a)? });
         } else {
             out.push(TreeEntry { channel, rank, up: a.parse().ok()?, down: children(b)? });

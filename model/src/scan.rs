@@ -22,7 +22,12 @@ impl<'a> Scan<'a> {
 
     /// Consumes `lit` if the rest starts with it.
     pub fn lit(&mut self, lit: &str) -> Option<()> {
-        self.rest = self.rest.strip_prefix(lit)?;
+        // Compared byte by byte: a call to memcmp costs more than a literal's few bytes.
+        let (r, l) = (self.rest.as_bytes(), lit.as_bytes());
+        if r.len() < l.len() || !r.iter().zip(l).all(|(x, y)| x == y) {
+            return None;
+        }
+        self.rest = &self.rest[l.len()..];
         Some(())
     }
 
@@ -33,13 +38,14 @@ impl<'a> Scan<'a> {
 
     /// Skips spaces and tabs.
     pub fn ws(&mut self) -> &mut Self {
-        self.rest = self.rest.trim_start_matches([' ', '\t']);
+        let n = self.rest.bytes().take_while(|&b| b == b' ' || b == b'\t').count();
+        self.rest = &self.rest[n..];
         self
     }
 
     /// The text up to the next space (or the end), at least one byte.
     pub fn word(&mut self) -> Option<&'a str> {
-        let end = self.rest.find([' ', '\t']).unwrap_or(self.rest.len());
+        let end = self.rest.bytes().position(|b| b == b' ' || b == b'\t').unwrap_or(self.rest.len());
         self.take(end)
     }
 
@@ -118,7 +124,8 @@ pub fn find(hay: &str, needle: &str) -> Option<usize> {
     let mut from = k;
     while from <= h.len() {
         let at = from + memchr::memchr(rare, &h[from..])? - k;
-        if h[at..].starts_with(n) {
+        // Compared byte by byte: a call to memcmp costs more than these few bytes.
+        if h.len() - at >= n.len() && h[at..].iter().zip(n).all(|(x, y)| x == y) {
             return Some(at);
         }
         from = at + k + 1;

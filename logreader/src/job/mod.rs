@@ -9,7 +9,7 @@ mod topo;
 
 use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
-use crate::input::MAX_LINE;
+use crate::input::{Text, MAX_LINE};
 use crate::message::{self, Event};
 use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -292,7 +292,8 @@ impl Job {
     }
 
     /// Feeds one raw line. `cut` says the input reader truncated it.
-    pub fn line(&mut self, file: usize, lineno: u64, raw: &[u8], cut: bool) {
+    pub fn line(&mut self, file: usize, lineno: u64, line: Text, cut: bool) {
+        let raw = line.bytes();
         if cut && self.cut_files.insert(file) {
             let name = self.files.get(file).map_or("", String::as_str);
             self.input_warning(format!(
@@ -306,12 +307,15 @@ impl Job {
         if cut {
             stats.truncated_lines += 1;
         }
-        let text = match std::str::from_utf8(raw) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => {
-                stats.invalid_utf8_lines += 1;
-                String::from_utf8_lossy(raw)
-            }
+        let text = match line {
+            Text::Utf8(s) => std::borrow::Cow::Borrowed(s),
+            Text::Bytes(b) => match std::str::from_utf8(b) {
+                Ok(s) => std::borrow::Cow::Borrowed(s),
+                Err(_) => {
+                    stats.invalid_utf8_lines += 1;
+                    String::from_utf8_lossy(raw)
+                }
+            },
         };
         // A fold rather than `any`, so the compiler can vectorise it.
         if raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != b'\t'))) {
@@ -387,22 +391,23 @@ impl Job {
         h.word(env.tid.map_or(u64::MAX, u64::from));
         h.word(env.dev.map_or(u64::MAX, |d| d as u64));
         let stream = h.0;
+        // The thread is known from the prefix: its message alone tells a repeat.
+        let line = hash_of(env.msg.as_bytes());
         let thread = match self.streams.get_mut(&stream) {
-            Some(s) => s.thread,
+            Some(s) if s.last_line == line => {
+                self.facts.stats.duplicate_lines += 1;
+                return None;
+            }
+            Some(s) => {
+                s.last_line = line;
+                s.thread
+            }
             None => {
                 let thread = self.new_thread(env, file);
-                self.streams.entry(stream).or_default().thread = thread;
+                self.streams.insert(stream, Stream { thread, last_line: line, ..Stream::default() });
                 thread
             }
         };
-        let s = self.streams.get_mut(&stream)?;
-        // The thread is known from the prefix: its message alone tells a repeat.
-        let line = hash_of(env.msg.as_bytes());
-        if s.last_line == line {
-            self.facts.stats.duplicate_lines += 1;
-            return None;
-        }
-        s.last_line = line;
         let host = env.host.filter(|_| thread.host_ok).map(|raw| &raw[thread.junk..]);
         let key = ProcKey {
             id: thread.proc,

@@ -434,7 +434,6 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         "User" if body.starts_with("User asked for a ") => Event::ChannelsLimited,
         "Enabled" if body.starts_with("Enabled NCCL Func/Proto/Algo Matrix") => Event::MatrixStart,
         w if w.starts_with("NET/") => net_line(w, body)?,
-        w if w.contains(".c") || w.contains(".h") => error_trace(body)?,
         "Setting"
         | "Launch"
         | "cudaDriverVersion"
@@ -489,6 +488,8 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         | "MSCCL"
         | "Enabled"
         | "[rocprofiler-sdk-rccl][" => Event::Known,
+        // After the words above: their lines need no substring search.
+        w if w.contains(".c") || w.contains(".h") => error_trace(body)?,
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
         _ if body.contains(" connected via C2C link") || body.contains(" is too low, leaving it set at ") => {
             Event::Known
