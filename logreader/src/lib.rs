@@ -156,10 +156,14 @@ pub fn read_paths(paths: &[PathBuf], opts: Options) -> Result<Snapshot, ReadErro
     Ok(reader.finish())
 }
 
-/// Fails unless `snap`, read from `paths`, holds at least one NCCL line: a binary file, an empty directory or
-/// another program's log reads as an empty job, which is no diagnosis.
+/// Fails unless `snap`, read from `paths`, holds at least one NCCL line or another program's report of a
+/// collective's failure (PyTorch's watchdog, an NCCL error raised to Python: kept as warnings): a binary file, an
+/// empty directory or an unrelated log reads as an empty job, which is no diagnosis.
 pub fn expect_nccl_lines(snap: &Snapshot, paths: &[PathBuf]) -> Result<(), ReadError> {
-    let Some(log) = snap.log.as_ref().filter(|l| l.stats.nccl_lines == 0) else { return Ok(()) };
+    let reported = snap.warnings.iter().any(|w| w.class != classify::INPUT);
+    let Some(log) = snap.log.as_ref().filter(|l| l.stats.nccl_lines == 0 && !reported) else {
+        return Ok(());
+    };
     let inputs = paths.iter().map(|p| format!("'{}'", p.display())).collect::<Vec<_>>().join(", ");
     let files = match &snap.source {
         Source::Log { files } => files.len(),
@@ -221,6 +225,23 @@ node0:1:3 [1] NCCL INFO AllReduce: opCount 2 sendbuff 0x1 recvbuff 0x2 count 8 d
         let log = [dir.path().join("nccl.log")];
         std::fs::write(&log[0], LOG).unwrap();
         expect_nccl_lines(&read_paths(&log, Options::default()).unwrap(), &log).unwrap();
+        // PyTorch's watchdog alone (no NCCL_DEBUG): no NCCL line, but a failure to diagnose.
+        let watchdog = [dir.path().join("watchdog.log")];
+        std::fs::write(
+            &watchdog[0],
+            "[rank3]:[E816 01:45:40.212150935 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective \
+             operation timeout: WorkNCCL(SeqNum=80078, OpType=ALLREDUCE, NumelIn=2106881, NumelOut=2106881, \
+             Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n",
+        )
+        .unwrap();
+        let s = read_paths(&watchdog, Options::default()).unwrap();
+        expect_nccl_lines(&s, &watchdog).unwrap();
+        assert!(s.findings.iter().any(|f| f.code == "watchdog_timeout"), "{:?}", s.findings);
+        // A line longer than the reader keeps is an input warning, not a report: still no diagnosis.
+        let long = [dir.path().join("long.log")];
+        std::fs::write(&long[0], "x".repeat(3 * input::MAX_LINE)).unwrap();
+        let e = expect_nccl_lines(&read_paths(&long, Options::default()).unwrap(), &long).unwrap_err();
+        assert!(matches!(e, ReadError::NoNcclLines { files: 1, .. }), "{e}");
     }
 
     #[test]
