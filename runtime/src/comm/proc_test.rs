@@ -163,6 +163,10 @@ fn child_main(spec: &str) {
     assert_eq!(segments_of(std::process::id()).len(), 1);
     unlink_own_segments();
     assert!(segments_of(std::process::id()).is_empty());
+    // And names none after: a rank ending by a signal while another thread connects leaves nothing behind.
+    let refused = crate::transport::Transport::recv_setup(&ShmTransport::new(), &spec).err().map(|e| e.to_string());
+    assert!(refused.as_deref().is_some_and(|e| e.contains("this process is ending")), "{refused:?}");
+    assert!(segments_of(std::process::id()).is_empty());
     drop(pending);
     println!("CHILD {rank} OK");
 }

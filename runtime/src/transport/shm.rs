@@ -17,7 +17,7 @@ use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, PoisonError, RwLock};
 
 /// Prefix of every segment collscope creates.
 pub const SHM_PREFIX: &str = "collscope-";
@@ -83,9 +83,17 @@ pub fn sweep_stale_segments() {
     }
 }
 
+/// Whether this process has removed its segments' names for good (it is ending). Creating a named segment holds
+/// the read side, removing them all the write side, so no segment is named behind the removal's back: a rank
+/// ended by a signal while another of its threads connects leaves nothing in /dev/shm.
+static ENDING: RwLock<bool> = RwLock::new(false);
+
 /// Removes every segment this process created that is still named, for exit paths that skip destructors
-/// (`std::process::exit` after a peer failure). Mappings stay valid; only the names go.
+/// (`std::process::exit` after a peer failure, a signal), and names no new one after. Mappings stay valid;
+/// only the names go.
 pub fn unlink_own_segments() {
+    let mut ending = ENDING.write().unwrap_or_else(PoisonError::into_inner);
+    *ending = true;
     let me = std::process::id() as i32;
     for (name, _) in segments().into_iter().filter(|(_, pid)| *pid == me) {
         let _ = shm_unlink(format!("/{name}").as_str());
@@ -133,8 +141,13 @@ impl Transport for ShmTransport {
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
         let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), random_u64());
         let len = spec.sizes.region_bytes();
+        let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
+        if *ending {
+            return Err(shm_err(&name, "shm_open", std::io::Error::other("this process is ending")));
+        }
         let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
             .map_err(|e| shm_err(&name, "shm_open", e))?;
+        drop(ending);
         let guard = ShmName(name.clone());
         let file = File::from(fd);
         file.set_len(len as u64).map_err(|e| shm_err(&name, "ftruncate", e))?;
