@@ -118,21 +118,8 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
         }
         None => return None,
     };
-    let mut c = Connection {
-        channel,
-        src,
-        dst,
-        direction,
-        transport: Transport::P2p,
-        mode: None,
-        net: None,
-        device: None,
-        gdrdma: None,
-        proxy_rank: None,
-        shared: false,
-        // Set when the line is attributed to a communicator.
-        comm: None,
-    };
+    // The transport is P2P unless the spec says otherwise; `comm` is set when the line is attributed to one.
+    let mut c = Connection::new(channel, src, dst, direction, Transport::P2p);
     let spec = spec.trim_end();
     if let Some(m) = spec.strip_prefix("P2P/") {
         c.mode = Some(m.to_string());
@@ -373,20 +360,7 @@ mod tests {
     }
 
     fn record(channel: u32, src: u32, dst: u32, direction: Direction, transport: Transport, mode: &str) -> Connection {
-        Connection {
-            channel,
-            src,
-            dst,
-            direction,
-            transport,
-            mode: Some(mode.into()),
-            net: None,
-            device: None,
-            gdrdma: None,
-            proxy_rank: None,
-            shared: false,
-            comm: None,
-        }
+        Connection { mode: Some(mode.into()), ..Connection::new(channel, src, dst, direction, transport) }
     }
 
     #[test]
@@ -394,10 +368,8 @@ mod tests {
         let p2p = record(1, 0, 1, Direction::Both, Transport::P2p, "direct pointer");
         let shm = record(2, 1, 0, Direction::Both, Transport::Shm, "direct/direct");
         let net = |direction, name: &str, dev| Connection {
-            net: Some(name.into()),
-            device: Some(dev),
             gdrdma: Some(false),
-            ..record(0, 3, 2, direction, Transport::Net, &format!("{name}/{dev}"))
+            ..Connection::net(0, 3, 2, direction, name, dev)
         };
         for (c, index, want) in [
             (&p2p, Some(0), "Channel 01/0 : 0[0] -> 1[1] via P2P/direct pointer"),
