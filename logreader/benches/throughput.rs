@@ -125,6 +125,7 @@ fn write_repeated(path: &Path, lines: &[&str], target: u64) -> std::io::Result<u
 /// then run collectives with COLL and TUNING lines, the mix of a long training job at NCCL_DEBUG=INFO.
 mod own {
     use collscope_debug::{format_line, Level, Origin};
+    use collscope_model::lines;
 
     const RANKS: u32 = 64;
     const PER_HOST: u32 = 8;
@@ -158,9 +159,10 @@ mod own {
             );
             let (next, prev) = ((r + 1) % RANKS, (r + RANKS - 1) % RANKS);
             for ch in 0..16 {
-                info(out, r, &format!("Ring {ch:02} : {prev} -> {r} -> {next}"));
+                info(out, r, &lines::ring_line(ch, prev, r, next));
             }
-            info(out, r, &format!("Trees [0] {next}/-1/-1->{r}->{prev} [1] {next}/-1/-1->{r}->{prev}"));
+            let tree = |channel| lines::TreeEntry { channel, rank: r, up: prev as i32, down: [next as i32, -1, -1] };
+            info(out, r, &lines::trees_line(&[tree(0), tree(1)]));
             for ch in 0..16 {
                 if next.is_multiple_of(PER_HOST) {
                     let nic = ch % 4;

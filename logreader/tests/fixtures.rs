@@ -63,15 +63,21 @@ fn check(log: &Path, facts: &Value) -> Vec<String> {
     bad
 }
 
-#[test]
-fn real_logs_yield_their_recorded_facts() {
-    let Some(dir) = collscope_testkit::fixtures("the facts recorded for each real NCCL log") else { return };
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The `.log` files of `dir`, in name order.
+fn logs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .collect();
     logs.sort();
+    logs
+}
+
+#[test]
+fn real_logs_yield_their_recorded_facts() {
+    let Some(dir) = collscope_testkit::fixtures("the facts recorded for each real NCCL log") else { return };
+    let logs = logs_in(&dir);
     assert_eq!(logs.len(), 30, "expected 30 fixture logs in {}", dir.display());
     let mut failures = Vec::new();
     for log in &logs {
@@ -88,12 +94,7 @@ fn real_logs_yield_their_recorded_facts() {
 #[test]
 fn own_fixture_logs_yield_their_facts() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
+    let logs = logs_in(&dir);
     assert!(logs.len() >= 16, "fixture logs in {}", dir.display());
     let mut failures = Vec::new();
     for log in &logs {
@@ -115,12 +116,8 @@ fn own_fixture_logs_yield_their_facts() {
 fn real_logs_leave_no_nccl_line_unparsed() {
     let Some(dir) = collscope_testkit::fixtures("every NCCL line of the real logs is understood") else { return };
     let mut unparsed = Vec::new();
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|e| e == "log") {
-            unparsed
-                .extend(read(&p).unparsed_nccl_lines.into_iter().map(|l| format!("{}:{} {}", l.file, l.line, l.text)));
-        }
+    for p in logs_in(&dir) {
+        unparsed.extend(read(&p).unparsed_nccl_lines.into_iter().map(|l| format!("{}:{} {}", l.file, l.line, l.text)));
     }
     assert!(unparsed.is_empty(), "unparsed NCCL lines:\n{}", unparsed.join("\n"));
 }
