@@ -118,8 +118,11 @@ impl Snapshot {
             Event::Proxy(p) => {
                 let same =
                     |o: &ProxyOp| o.rank == p.rank && o.channel == p.channel && o.peer == p.peer && o.send == p.send;
+                // One row per connection: its latest call's sub-operation (a late report of an earlier call's
+                // last steps does not bring that call back).
                 match self.proxy.iter_mut().rev().find(|o| same(o)) {
-                    Some(existing) => existing.clone_from(p),
+                    Some(existing) if existing.seq <= p.seq => existing.clone_from(p),
+                    Some(_) => {}
                     None => out.evicted += push_bounded(&mut self.proxy, p.clone(), bounds.proxy),
                 }
             }
@@ -222,7 +225,20 @@ mod tests {
     }
 
     fn proxy(rank: u32, channel: u32, send: bool, done: u64) -> ProxyOp {
-        ProxyOp { rank, seq: done, channel, peer: 1, send, n_steps: 8, posted: 8, transmitted: 8, done, waits: vec![] }
+        ProxyOp {
+            rank,
+            seq: done,
+            channel,
+            peer: 1,
+            send,
+            n_steps: 8,
+            posted: 8,
+            transmitted: 8,
+            done,
+            waits: vec![],
+            started_us: None,
+            updated_us: None,
+        }
     }
 
     fn conn(channel: u32) -> Connection {
@@ -322,6 +338,9 @@ mod tests {
         s.apply(&Event::Proxy(proxy(0, 1, true, 4)));
         let seen: Vec<_> = s.proxy.iter().map(|p| (p.channel, p.send, p.done)).collect();
         assert_eq!(seen, [(0, true, 3), (0, false, 2), (1, true, 4)]);
+        // A late report of an earlier call on a link leaves its latest call's row.
+        s.apply(&Event::Proxy(proxy(0, 0, true, 1)));
+        assert_eq!((s.proxy[0].seq, s.proxy[0].done), (3, 3));
         let bounds = Bounds::histories(2);
         let out = s.apply_within(&Event::Proxy(proxy(0, 9, true, 5)), &bounds);
         assert_eq!((s.proxy.len(), out.evicted), (2, 2));

@@ -109,4 +109,10 @@ pub struct ProxyOp {
     pub done: u64,
     /// Seconds spent in each wait state.
     pub waits: Vec<(ProxyWait, f64)>,
+    /// Wall-clock microseconds (UNIX epoch) of its first step's first state and of its latest change, where
+    /// the source has them (the runtime; not NCCL's profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_us: Option<u64>,
 }

@@ -107,6 +107,8 @@ impl ProxyRec {
             transmitted: u64::from(self.transmitted),
             done: u64::from(self.done),
             waits,
+            started_us: None,
+            updated_us: None,
         };
         let traffic = ChannelTraffic {
             rank,

@@ -437,6 +437,8 @@ mod tests {
             transmitted: 8,
             done: 8,
             waits: vec![(ProxyWait::WaitingForPeer, 0.25), (ProxyWait::WaitingForData, 0.0)],
+            started_us: None,
+            updated_us: None,
         }));
         st.apply(Event::Traffic(collscope_model::ChannelTraffic {
             rank: 0,

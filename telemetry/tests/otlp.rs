@@ -140,6 +140,8 @@ fn proxy(send: bool) -> ProxyOp {
         transmitted: 4,
         done: 4,
         waits: vec![(ProxyWait::WaitingForPeer, 0.002)],
+        started_us: None,
+        updated_us: None,
     }
 }
 

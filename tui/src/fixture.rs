@@ -181,6 +181,8 @@ pub fn snapshot() -> Snapshot {
             transmitted: 40,
             done: 32,
             waits: vec![(ProxyWait::WaitingForPeer, 0.30), (ProxyWait::WaitingForSendCompletion, 0.10)],
+            started_us: None,
+            updated_us: None,
         },
         ProxyOp {
             rank: 4,
@@ -193,6 +195,8 @@ pub fn snapshot() -> Snapshot {
             transmitted: 36,
             done: 30,
             waits: vec![(ProxyWait::WaitingForRecv, 0.35), (ProxyWait::WaitingForFlush, 0.05)],
+            started_us: None,
+            updated_us: None,
         },
     ];
     let evidence = |line: u64, text: &str| LineRef { file: "job.log".into(), line, text: text.into() };

@@ -9,9 +9,17 @@ use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 /// Operations kept per communicator.
 pub const OP_RING: usize = 1024;
+
+/// How often sub-operations in progress are handed to telemetry, at most (microseconds).
+const PROXY_REPORT_US: u64 = 100_000;
+
+fn wall_us() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
 
 pub struct Records {
     /// Unique in the process, so a reader can tell these records from those of an earlier communicator.
@@ -26,6 +34,8 @@ pub struct Records {
     proxy: Mutex<VecDeque<ProxyOp>>,
     /// Sequence number of the operation the rank is running (0 before the first).
     current_seq: AtomicU64,
+    /// When the proxy's sub-operations were last handed to telemetry (wall-clock microseconds).
+    proxy_reported_us: AtomicU64,
     /// The call the rank is running, for telemetry to show one that never ends.
     running: Running,
 }
@@ -88,6 +98,7 @@ impl Records {
             connections: Mutex::default(),
             proxy: Mutex::default(),
             current_seq: AtomicU64::new(0),
+            proxy_reported_us: AtomicU64::new(0),
             running: Running::default(),
         }
     }
@@ -139,21 +150,48 @@ impl Records {
         self.current_seq.load(Ordering::Acquire)
     }
 
-    /// Updates the proxy record of (seq, channel, peer, direction) in place, or starts it.
+    /// Updates the proxy record of (seq, channel, peer, direction) in place, or starts it, and hands telemetry
+    /// what it needs to show sub-operations while they run: a new one at once, one that finished after its
+    /// call (or with no call running) at once, and every sub-operation of the last two calls at most every
+    /// `PROXY_REPORT_US`.
     pub fn update_proxy(&self, key: &ProxyOp, f: impl FnOnce(&mut ProxyOp)) {
+        let now = wall_us();
         let mut ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
         let same =
             |o: &ProxyOp| o.seq == key.seq && o.channel == key.channel && o.peer == key.peer && o.send == key.send;
-        if let Some(o) = ops.iter_mut().rev().find(|o| same(o)) {
-            f(o);
+        let current = self.current_seq();
+        let report = match ops.iter_mut().rev().find(|o| same(o)) {
+            Some(o) => {
+                f(o);
+                o.updated_us = Some(now);
+                o.done == o.n_steps && (o.seq < current || self.stats.in_flight() == 0)
+            }
+            None => {
+                if ops.len() == OP_RING {
+                    ops.pop_front();
+                }
+                let mut o = key.clone();
+                f(&mut o);
+                (o.started_us, o.updated_us) = (Some(now), Some(now));
+                ops.push_back(o);
+                true
+            }
+        };
+        if !recorder::enabled() {
             return;
         }
-        if ops.len() == OP_RING {
-            ops.pop_front();
+        let last = self.proxy_reported_us.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= PROXY_REPORT_US {
+            self.proxy_reported_us.store(now, Ordering::Relaxed);
+            let recent = ops.iter().rev().take_while(|o| o.seq + 1 >= current).count();
+            for o in ops.range(ops.len() - recent..) {
+                recorder::record(|| Event::Proxy(o.clone()));
+            }
+        } else if report {
+            if let Some(o) = ops.iter().rev().find(|o| same(o)) {
+                recorder::record(|| Event::Proxy(o.clone()));
+            }
         }
-        let mut o = key.clone();
-        f(&mut o);
-        ops.push_back(o);
     }
 
     /// The most recent proxy sub-operations, oldest first.

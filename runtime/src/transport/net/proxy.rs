@@ -9,7 +9,11 @@
 //!   publishes the step (`tail`).
 //!
 //! Each step's states are counted per sub-operation (`posted`, `transmitted`, `done`) in `model::ProxyOp`, with
-//! the time spent waiting in each state. A failed connection aborts the communicator naming the peer rank.
+//! the time spent waiting in each state. A step belongs to one call from its first state to its last: the
+//! sender's proxy takes the call running when it picks the step up and the header carries it to the receiver,
+//! so both ends count a step under the same call however far the ranks have moved on, and NCCL's order
+//! (done <= transmitted <= posted <= steps, `src/proxy.cc`) holds for every sub-operation. A failed connection
+//! aborts the communicator naming the peer rank.
 
 use super::api::{Comm, NetError};
 use crate::observe::records::Records;
@@ -29,11 +33,17 @@ const HEADER_BYTES: usize = 16;
 const HEADER_TAG: u32 = 0;
 const BODY_TAG: u32 = 1;
 
-fn header(proto: Protocol, bytes: usize) -> [u8; HEADER_BYTES] {
+/// A step's header: the protocol id (byte 0), the call the step belongs to (bytes 1..8) and its length (8..16).
+fn header(proto: Protocol, seq: u64, bytes: usize) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
-    h[0] = proto.id() as u8;
+    h[..8].copy_from_slice(&((seq << 8) | proto.id() as u64).to_le_bytes());
     h[8..].copy_from_slice(&(bytes as u64).to_le_bytes());
     h
+}
+
+/// The call a received header names.
+fn header_seq(h: &[u8; HEADER_BYTES]) -> u64 {
+    u64::from_le_bytes(h[..8].try_into().unwrap_or_default()) >> 8
 }
 
 /// What stops a connection: the network, or a step that does not fit.
@@ -69,11 +79,17 @@ struct Stats {
 }
 
 impl Stats {
-    fn record(&self, f: impl FnOnce(&mut ProxyOp)) {
+    /// The call the rank is running: the one a step the proxy picks up now belongs to.
+    fn current_seq(&self) -> u64 {
+        self.records.get().map_or(0, |r| r.current_seq())
+    }
+
+    /// Updates the sub-operation of call `seq` on this connection.
+    fn record(&self, seq: u64, f: impl FnOnce(&mut ProxyOp)) {
         let Some(records) = self.records.get() else { return };
         let key = ProxyOp {
             rank: self.rank,
-            seq: records.current_seq(),
+            seq,
             channel: self.id.channel,
             peer: self.id.peer,
             send: self.id.send,
@@ -82,13 +98,15 @@ impl Stats {
             transmitted: 0,
             done: 0,
             waits: Vec::new(),
+            started_us: None,
+            updated_us: None,
         };
         records.update_proxy(&key, f);
     }
 
-    fn wait(&self, state: ProxyWait, since: Instant) {
+    fn wait(&self, seq: u64, state: ProxyWait, since: Instant) {
         let secs = since.elapsed().as_secs_f64();
-        self.record(|o| match o.waits.iter_mut().find(|(w, _)| *w == state) {
+        self.record(seq, |o| match o.waits.iter_mut().find(|(w, _)| *w == state) {
             Some((_, t)) => *t += secs,
             None => o.waits.push((state, secs)),
         });
@@ -106,6 +124,8 @@ struct InFlight<C: Comm> {
     /// The body's send, `None` until the network took it.
     body: Option<C::Request>,
     since: Instant,
+    /// The call the step belongs to.
+    seq: u64,
 }
 
 struct SendConn<C: Comm> {
@@ -143,6 +163,8 @@ struct RecvConn<C: Comm> {
     since: Instant,
     /// Steps the rank has consumed, as last seen.
     consumed: u64,
+    /// The call of each step in flight, by slot (from its header).
+    seqs: [u64; NCCL_STEPS as usize],
     stats: Stats,
 }
 
@@ -181,16 +203,17 @@ impl<C: Comm> SendConn<C> {
                 break;
             }
             let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
+            let seq = self.stats.current_seq();
             let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
-            *h = header(proto, bytes.len());
+            *h = header(proto, seq, bytes.len());
             let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADERS])? else {
                 break;
             };
-            self.stats.wait(ProxyWait::WaitingForData, self.idle_since);
-            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now() });
+            self.stats.wait(seq, ProxyWait::WaitingForData, self.idle_since);
+            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now(), seq });
             self.next += 1;
             self.idle_since = Instant::now();
-            self.stats.record(|o| {
+            self.stats.record(seq, |o| {
                 o.n_steps += 1;
                 o.posted += 1;
                 o.transmitted += 1;
@@ -209,12 +232,12 @@ impl<C: Comm> SendConn<C> {
             if self.net.test(body)?.is_none() {
                 break;
             }
-            let since = f.since;
+            let (since, seq) = (f.since, f.seq);
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
             self.mem.publish_head(done);
-            self.stats.wait(ProxyWait::WaitingForSendCompletion, since);
-            self.stats.record(|o| o.done += 1);
+            self.stats.wait(seq, ProxyWait::WaitingForSendCompletion, since);
+            self.stats.record(seq, |o| o.done += 1);
             moved = true;
         }
         Ok(moved)
@@ -243,17 +266,23 @@ impl<C: Comm> RecvConn<C> {
             state: RecvState::Credit,
             since: Instant::now(),
             consumed: 0,
+            seqs: [0; NCCL_STEPS as usize],
             stats,
         })
     }
 
     fn progress(&mut self) -> Result<bool, ProxyError> {
         let mut moved = false;
+        // done: steps the rank released, each under its own call (runs of one call in one update).
         let consumed = self.mem.head().load(Ordering::Acquire);
-        if consumed > self.consumed {
-            let n = consumed - self.consumed;
-            self.consumed = consumed;
-            self.stats.record(|o| o.done += n);
+        while self.consumed < consumed {
+            let seq = self.seqs[(self.consumed % NCCL_STEPS) as usize];
+            let mut n = 0;
+            while self.consumed < consumed && self.seqs[(self.consumed % NCCL_STEPS) as usize] == seq {
+                self.consumed += 1;
+                n += 1;
+            }
+            self.stats.record(seq, |o| o.done += n);
             moved = true;
         }
         loop {
@@ -268,10 +297,6 @@ impl<C: Comm> RecvConn<C> {
                     };
                     self.state = RecvState::Header(req);
                     self.since = Instant::now();
-                    self.stats.record(|o| {
-                        o.n_steps += 1;
-                        o.posted += 1;
-                    });
                 }
                 RecvState::Header(req) => {
                     if self.net.test(req)?.is_none() {
@@ -290,6 +315,13 @@ impl<C: Comm> RecvConn<C> {
                     if len > cap {
                         return Err(ProxyError::Truncated { net, peer: self.net.peer(), got: len, cap });
                     }
+                    // posted: the header names the step's call; its body's receive is posted next.
+                    let seq = header_seq(h);
+                    self.seqs[(self.step % NCCL_STEPS) as usize] = seq;
+                    self.stats.record(seq, |o| {
+                        o.n_steps += 1;
+                        o.posted += 1;
+                    });
                     self.state = RecvState::Body(None, proto, len);
                 }
                 RecvState::Body(req @ None, proto, len) => {
@@ -310,10 +342,11 @@ impl<C: Comm> RecvConn<C> {
                     } else {
                         self.mem.deposit(self.step, proto, &self.staging[..n]);
                     }
+                    let seq = self.seqs[(self.step % NCCL_STEPS) as usize];
                     self.step += 1;
                     self.state = RecvState::Credit;
-                    self.stats.wait(ProxyWait::WaitingForRecv, self.since);
-                    self.stats.record(|o| o.transmitted += 1);
+                    self.stats.wait(seq, ProxyWait::WaitingForRecv, self.since);
+                    self.stats.record(seq, |o| o.transmitted += 1);
                     moved = true;
                 }
             }
