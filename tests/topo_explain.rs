@@ -167,3 +167,60 @@ fn bad_input_is_a_clear_error() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("no algorithm/protocol available for function AllReduce"), "{text}");
 }
+
+/// The rings and trees part of the text report: from its "Rings" heading to the tuning table.
+fn rings_and_trees(text: &str) -> Vec<&str> {
+    text.lines().skip_while(|l| !l.starts_with("Rings")).take_while(|l| !l.starts_with("Tuning table")).collect()
+}
+
+#[test]
+fn big_jobs_get_rings_and_trees_per_node_and_every_rank_with_full() {
+    let args = ["--preset", "dgx-h100", "--nodes", "32", "--sizes", "1M"];
+    let v = json(&args, &[]);
+    let out = explain(&args, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let part = rings_and_trees(&text);
+    // 16 channels of 256 ranks: 31 lines of at most 110 characters (the full rings were 920 characters wide).
+    assert!(part.len() < 60 && part.iter().all(|l| l.len() <= 110), "{}", part.join("\n"));
+    // Tree channels 0-7 share one tree between nodes: each node's parent node, as the JSON's trees have it.
+    let trees = v["trees"].as_array().unwrap();
+    let parents: Vec<String> = (0..32u64)
+        .map(|n| {
+            let up = trees
+                .iter()
+                .filter(|t| t["channel"] == 0 && t["rank"].as_u64().unwrap() / 8 == n)
+                .map(|t| t["up"].as_i64().unwrap())
+                .find(|&up| up < 0 || up as u64 / 8 != n)
+                .unwrap();
+            if up < 0 {
+                "-".to_string()
+            } else {
+                (up / 8).to_string()
+            }
+        })
+        .collect();
+    let line = format!("    channels 0-7 : {}", parents.join(" "));
+    assert!(part.contains(&line.as_str()), "want {line:?} in\n{}", part.join("\n"));
+    // Ring 0 passes nodes 0 to 31 in order; each node's ranks are listed as local ranks.
+    assert!(part.iter().any(|l| l.starts_with("  channels 0 8 : nodes 0-31 (in ring order)")), "{}", part.join("\n"));
+
+    let mut full_args = args.to_vec();
+    full_args.push("--full");
+    let out = explain(&full_args, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let part = rings_and_trees(&text);
+    // Every rank of every ring, nodes separated by `|`; every rank's place in every tree, under its node.
+    for r in v["rings"].as_array().unwrap() {
+        let order: Vec<String> = r["order"].as_array().unwrap().iter().map(|k| k.to_string()).collect();
+        let ch = r["channel"].as_u64().unwrap();
+        let line = part.iter().find(|l| l.starts_with(&format!("  {ch:02} : "))).unwrap();
+        let ranks: Vec<&str> = line.split(" : ").nth(1).unwrap().split(' ').filter(|w| *w != "|").collect();
+        assert_eq!(ranks, order, "ring {ch}");
+        let ranks: Vec<u64> = r["order"].as_array().unwrap().iter().map(|k| k.as_u64().unwrap()).collect();
+        let changes = ranks.windows(2).filter(|w| w[0] / 8 != w[1] / 8).count();
+        assert_eq!(line.matches('|').count(), changes, "{line}");
+    }
+    assert_eq!(part.iter().filter(|l| l.starts_with("  Tree ")).count(), trees.len());
+    assert!(part.contains(&"  -- node 31 (ranks 248-255)"));
+}

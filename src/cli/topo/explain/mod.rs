@@ -37,6 +37,9 @@ pub struct ExplainArgs {
     /// Print NCCL INFO lines, as an NCCL_DEBUG=INFO log of this communicator would show them.
     #[arg(long)]
     pub log: bool,
+    /// Print every rank of every ring and tree (by default, across nodes, each ring and tree per node).
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Installs the process logger before anything logs: with `--log`, INFO on stdout (every subsystem unless
@@ -96,7 +99,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ex)?);
     } else if !args.log {
-        print!("{}", text::render(&ex));
+        print!("{}", text::render(&ex, args.full));
     }
     Ok(())
 }
