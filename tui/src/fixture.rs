@@ -181,8 +181,8 @@ pub fn snapshot() -> Snapshot {
             transmitted: 40,
             done: 32,
             waits: vec![(ProxyWait::WaitingForPeer, 0.30), (ProxyWait::WaitingForSendCompletion, 0.10)],
-            started_us: None,
-            updated_us: None,
+            started_us: Some(3_000_000),
+            updated_us: Some(3_400_000),
         },
         ProxyOp {
             rank: 4,
@@ -195,8 +195,8 @@ pub fn snapshot() -> Snapshot {
             transmitted: 36,
             done: 30,
             waits: vec![(ProxyWait::WaitingForRecv, 0.35), (ProxyWait::WaitingForFlush, 0.05)],
-            started_us: None,
-            updated_us: None,
+            started_us: Some(3_010_000),
+            updated_us: Some(3_450_000),
         },
     ];
     let evidence = |line: u64, text: &str| LineRef { file: "job.log".into(), line, text: text.into() };

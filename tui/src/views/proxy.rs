@@ -1,34 +1,112 @@
-//! Proxy: per channel and peer, how many steps were posted, transmitted and done, and where the steps waited.
+//! Proxy: the NET sub-operations (one per channel, peer and direction: its latest call), in flight first with
+//! their call and age, the oldest one that stopped moving flagged, finished ones for `FINISHED_KEEP_S` after
+//! their last step; then where their steps waited, over the time window those sub-operations span.
 
-use super::style::{bar, bold, selected};
+use super::style::{bar, bold, dim, selected};
 use crate::app::App;
-use crate::live::Live;
+use crate::live::{LinkState, Live};
 use collscope_model::{ProxyOp, ProxyWait, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
-fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+/// How long a finished sub-operation stays listed after its last step (seconds).
+const FINISHED_KEEP_S: f64 = 10.0;
+/// An unfinished sub-operation with no step for this long is stuck (seconds).
+const STUCK_AFTER_S: f64 = 2.0;
+
+/// What the Proxy view lists, in order: in-flight sub-operations oldest first, then finished ones newest first.
+struct Listing<'a> {
+    rows: Vec<&'a ProxyOp>,
+    /// Index in `rows` of the oldest stuck sub-operation.
+    stuck: Option<usize>,
+    /// Finished sub-operations no longer listed.
+    aged_out: usize,
+}
+
+fn secs_between(from_us: u64, to_us: u64) -> f64 {
+    to_us.saturating_sub(from_us) as f64 / 1e6
+}
+
+fn listing(s: &Snapshot, now_us: u64) -> Listing<'_> {
+    let in_flight = |p: &ProxyOp| p.done < p.n_steps;
+    let mut running: Vec<&ProxyOp> = s.proxy.iter().filter(|p| in_flight(p)).collect();
+    running.sort_by_key(|p| (p.started_us.unwrap_or(0), p.seq));
+    // Sources without times (NCCL's profiler) keep every finished sub-operation.
+    let recent = |p: &&ProxyOp| p.updated_us.is_none_or(|t| secs_between(t, now_us) <= FINISHED_KEEP_S);
+    let finished: Vec<&ProxyOp> = s.proxy.iter().filter(|p| !in_flight(p)).collect();
+    let mut kept: Vec<&ProxyOp> = finished.iter().copied().filter(recent).collect();
+    kept.sort_by_key(|p| std::cmp::Reverse((p.updated_us.unwrap_or(0), p.seq)));
+    let stuck = running.iter().position(|p| p.updated_us.is_some_and(|t| secs_between(t, now_us) >= STUCK_AFTER_S));
+    let aged_out = finished.len() - kept.len();
+    running.extend(kept);
+    Listing { rows: running, stuck, aged_out }
+}
+
+/// `850 ms`, `12.3 s`, `4 min`, `3 h`.
+fn age(secs: f64) -> String {
+    if secs < 1.0 {
+        format!("{:.0} ms", secs * 1e3)
+    } else if secs < 60.0 {
+        format!("{secs:.1} s")
+    } else if secs < 3600.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.0} h", secs / 3600.0)
+    }
+}
+
+/// The time the view measures ages against: the wall clock while a live source follows the job, else the
+/// latest moment the source recorded (a log or replay read to its end).
+fn now_us(live: &Live) -> u64 {
+    match live.link {
+        LinkState::Live { following: true } | LinkState::Disconnected { .. } => {
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+        }
+        _ => live.snapshot.proxy.iter().filter_map(|p| p.updated_us).max().unwrap_or(0),
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot, now_us: u64) {
     if s.proxy.is_empty() {
         frame.render_widget(Paragraph::new("No proxy progress in this source (logs do not carry it)."), area);
         return;
     }
+    let list = listing(s, now_us);
     let waits_height = WAITS.len() as u16 + 2;
     let [table, waits] = Layout::vertical([Constraint::Min(3), Constraint::Length(waits_height)]).areas(area);
-    let mut lines = vec![Line::styled(
-        format!(
-            "{:<3} {:<8} {:<4} {:<14} {:<14} {:<14} {:>5}",
-            "ch", "link", "dir", "posted", "transmitted", "done", "steps"
+    let running = list.rows.iter().filter(|p| p.done < p.n_steps).count();
+    let mut lines = vec![
+        Line::styled(
+            format!(
+                "{running} in flight, {} finished (listed for {FINISHED_KEEP_S:.0} s after their last step; {} older \
+                 hidden)",
+                list.rows.len() - running,
+                list.aged_out
+            ),
+            dim(),
         ),
-        bold(),
-    )];
-    let room = (table.height as usize).saturating_sub(1).max(1);
+        Line::styled(
+            format!(
+                "{:>6} {:>7} {:<2} {:<8} {:<4} {:<10} {:<10} {:<10} {:>5}",
+                "seq", "age", "ch", "link", "dir", "posted", "transmit", "done", "steps"
+            ),
+            bold(),
+        ),
+    ];
+    let room = (table.height as usize).saturating_sub(2).max(1);
     let first = app.row.saturating_sub(room - 1);
-    for (i, p) in s.proxy.iter().enumerate().skip(first).take(room) {
-        let line = Line::raw(format!(
-            "{:02}  {:<8} {:<4} {} {} {} {:>5}",
+    for (i, p) in list.rows.iter().enumerate().skip(first).take(room) {
+        let finished = p.done >= p.n_steps;
+        let when = if finished { p.updated_us } else { p.started_us };
+        let mut text = format!(
+            "{:>6} {:>7} {:02} {:<8} {:<4} {} {} {} {:>5}",
+            p.seq,
+            when.map_or("-".into(), |t| age(secs_between(t, now_us))),
             p.channel,
             format!("{} {} {}", p.rank, if p.send { "->" } else { "<-" }, p.peer),
             if p.send { "send" } else { "recv" },
@@ -36,17 +114,36 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
             progress(p.transmitted, p.n_steps),
             progress(p.done, p.n_steps),
             p.n_steps
-        ));
+        );
+        let style = if list.stuck == Some(i) {
+            let idle = p.updated_us.map_or(0.0, |t| secs_between(t, now_us));
+            text.push_str(&format!(" STUCK {}", age(idle)));
+            Style::default().fg(Color::Red)
+        } else if finished {
+            dim()
+        } else {
+            Style::default()
+        };
+        let line = Line::styled(text, style);
         lines.push(if i == app.row { line.style(selected()) } else { line });
     }
     frame.render_widget(Paragraph::new(lines), table);
 
+    // The breakdown covers what is listed; its window runs from the first step of the oldest to the last step.
+    let counted: Vec<&ProxyOp> = if list.rows.is_empty() { s.proxy.iter().collect() } else { list.rows.clone() };
     let mut totals: BTreeMap<ProxyWait, f64> = BTreeMap::new();
-    for (w, secs) in s.proxy.iter().flat_map(|p: &ProxyOp| &p.waits) {
+    for (w, secs) in counted.iter().flat_map(|p| &p.waits) {
         *totals.entry(*w).or_default() += secs;
     }
     let sum: f64 = totals.values().sum();
-    let mut lines = vec![Line::styled(format!("Where steps waited ({sum:.2} s over all sub-operations)"), bold())];
+    let from = counted.iter().filter_map(|p| p.started_us).min();
+    let to = counted.iter().filter_map(|p| p.updated_us).max();
+    let window = match (from, to) {
+        (Some(f), Some(t)) => format!("over the last {}", age(secs_between(f, now_us.max(t)))),
+        _ => "since their start (this source has no times)".into(),
+    };
+    let title = format!("Where steps waited: {sum:.2} s in {} sub-operations, {window}", counted.len());
+    let mut lines = vec![Line::styled(title, bold())];
     for w in WAITS {
         let secs = totals.get(&w).copied().unwrap_or(0.0);
         let frac = if sum > 0.0 { secs / sum } else { 0.0 };
@@ -55,10 +152,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     frame.render_widget(Paragraph::new(lines), waits);
 }
 
-/// `█████····· 48`: a 10-cell bar and the count.
+/// `███··· 48`: a 6-cell bar and the count.
 fn progress(steps: u64, of: u64) -> String {
     let frac = if of == 0 { 0.0 } else { steps as f64 / of as f64 };
-    format!("{} {steps:>3}", bar(frac, 10))
+    format!("{} {steps:>3}", bar(frac, 6))
 }
 
 fn wait_name(w: ProxyWait) -> &'static str {
@@ -92,7 +189,7 @@ impl super::View for Proxy {
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
-        draw(frame, area, app, &live.snapshot)
+        draw(frame, area, app, &live.snapshot, now_us(live))
     }
 
     fn rows(&self, _app: &App, s: &Snapshot) -> usize {
@@ -102,18 +199,67 @@ impl super::View for Proxy {
 
 #[cfg(test)]
 mod tests {
+    use super::{listing, FINISHED_KEEP_S};
     use crate::app::{App, Tab};
     use crate::fixture;
+    use crate::live::LinkState;
     use crate::views::testing::*;
+    use collscope_model::{ProxyOp, Snapshot, Source};
+
+    fn sub(seq: u64, channel: u32, done: u64, started_s: f64, updated_s: f64) -> ProxyOp {
+        let us = |s: f64| Some((s * 1e6) as u64);
+        ProxyOp {
+            rank: 0,
+            seq,
+            channel,
+            peer: 1,
+            send: true,
+            n_steps: 8,
+            posted: 8,
+            transmitted: 8,
+            done,
+            waits: vec![],
+            started_us: us(started_s),
+            updated_us: us(updated_s),
+        }
+    }
 
     #[test]
-    fn progress_bars_and_wait_breakdown() {
+    fn in_flight_first_oldest_stuck_flagged_finished_aged_out() {
+        let mut s = Snapshot::new(Source::Runtime);
+        s.proxy = vec![
+            sub(1, 0, 8, 0.1, 0.5),   // finished 19.5 s ago: past FINISHED_KEEP_S
+            sub(6, 1, 8, 18.0, 19.0), // finished 1 s ago
+            sub(6, 2, 3, 2.0, 19.5),  // in flight, moved 0.5 s ago
+            sub(5, 3, 2, 1.0, 1.1),   // in flight, no step for 18.9 s: stuck
+        ];
+        assert!(19.5 > FINISHED_KEEP_S);
+        let list = listing(&s, 20_000_000);
+        let order: Vec<(u64, u32)> = list.rows.iter().map(|p| (p.seq, p.channel)).collect();
+        assert_eq!(order, [(5, 3), (6, 2), (6, 1)]);
+        assert_eq!((list.stuck, list.aged_out), (Some(0), 1));
+    }
+
+    #[test]
+    fn progress_bars_ages_and_the_wait_window() {
         let app = App { tab: Tab::Proxy, ..App::default() };
-        let text = screen(&render(&app, &fixture::live(), 80, 24));
-        assert!(text.contains("00  3 -> 4   send ████████··  48 ██████····  40 █████·····  32    64"), "{text}");
-        assert!(text.contains("00  4 <- 3   recv ██████████  64 ██████····  36 █████·····  30    64"), "{text}");
-        assert!(text.contains("Where steps waited (0.80 s over all sub-operations)"), "{text}");
+        // Read to its end: ages count to the source's last recorded step.
+        let mut live = fixture::live();
+        live.link = LinkState::Ended;
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(
+            text.contains("2 in flight, 0 finished (listed for 10 s after their last step; 0 older hidden)"),
+            "{text}"
+        );
+        assert!(text.contains("     3  450 ms 00 3 -> 4   send █████·  48 ████··  40 ███···  32    64"), "{text}");
+        assert!(text.contains("     3  440 ms 00 4 <- 3   recv ██████  64 ███···  36 ███···  30    64"), "{text}");
+        assert!(text.contains("Where steps waited: 0.80 s in 2 sub-operations, over the last 450 ms"), "{text}");
         assert!(text.contains("waiting for peer (credit)  ███████████···················  37.5%   0.300 s"), "{text}");
-        assert!(text.contains("waiting for data (GPU)     ······························   0.0%   0.000 s"), "{text}");
+        assert!(!text.contains("STUCK"), "{text}");
+        // Followed live, long after the fixture's steps: the oldest in-flight one is flagged.
+        let text = screen(&render(&app, &fixture::live(), 80, 24));
+        let stuck: Vec<&str> = text.lines().filter(|l| l.contains("STUCK")).collect();
+        assert!(stuck.len() == 1 && stuck[0].contains("3 -> 4"), "{text}");
+        assert_fits(&render(&app, &fixture::live(), 80, 24));
     }
 }
