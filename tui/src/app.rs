@@ -46,6 +46,12 @@ pub struct App {
     /// Ops: keep the newest operation in view.
     pub follow_ops: bool,
     pub quit: bool,
+    /// Findings: how many lines the open detail is scrolled.
+    pub scroll: u16,
+    /// Ops: paused (space) at the call with this sequence number; later calls wait until it resumes.
+    pub ops_paused: Option<u64>,
+    /// Ops: sorted by duration, slowest first (`s`), instead of by call.
+    pub ops_by_time: bool,
 }
 
 impl Default for App {
@@ -62,6 +68,9 @@ impl Default for App {
             detail: false,
             follow_ops: true,
             quit: false,
+            scroll: 0,
+            ops_paused: None,
+            ops_by_time: false,
         }
     }
 }
@@ -73,6 +82,7 @@ impl App {
             self.tab = tab;
             self.row = 0;
             self.detail = false;
+            self.scroll = 0;
         }
     }
 }

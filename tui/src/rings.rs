@@ -22,7 +22,12 @@ pub fn ring_paths(s: &Snapshot) -> Vec<RingPath> {
             .iter()
             .map(|r| {
                 let order = ring_order(r);
-                RingPath { channel: r.channel, closed: !r.truncated && order.len() > 1, order, from_connections: false }
+                // A ring rebuilt from neighbour lines is closed only by a line that leads back to its start: a
+                // log cut short leaves a partial ring, drawn open rather than closed with an edge nobody printed.
+                let back =
+                    r.order.is_empty() && !r.neighbours.iter().any(|n| Some(&n.1) == order.last() && n.2 == order[0]);
+                let closed = !r.truncated && !back && order.len() > 1;
+                RingPath { channel: r.channel, closed, order, from_connections: false }
             })
             .collect();
     }
@@ -100,6 +105,14 @@ mod tests {
         let paths = ring_paths(&fixture::snapshot());
         assert_eq!(paths.len(), 2);
         assert!(paths.iter().all(|p| p.closed && !p.from_connections));
+        // A log cut before rank 2's line: 0 -> 1 -> 2 is all that is known, and nothing closes it.
+        let r = Ring { channel: 0, order: vec![], truncated: false, neighbours: vec![(2, 0, 1), (0, 1, 2)] };
+        let mut s = fixture::snapshot();
+        s.rings = vec![r];
+        assert_eq!(
+            ring_paths(&s)[0],
+            RingPath { channel: 0, order: vec![0, 1, 2], closed: false, from_connections: false }
+        );
     }
 
     #[test]

@@ -46,8 +46,15 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         }
         lines.push(Line::raw(""));
         lines.push(Line::from(vec![Span::styled("Fix: ", bold()), Span::raw(f.fix.clone())]));
-        let block = Block::new().borders(Borders::TOP).title(format!(" {} ", f.title));
-        frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+        // Scrolled by j/k while open, never past its last line (as wrapped to the area's width).
+        let width = area.width.max(1) as usize;
+        let rows: usize = lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum();
+        let inner = area.height.saturating_sub(1) as usize;
+        let scroll = (app.scroll as usize).min(rows.saturating_sub(inner)) as u16;
+        let more = if rows > inner { "  (j/k scroll)" } else { "" };
+        let block = Block::new().borders(Borders::TOP).title(format!(" {}{more} ", f.title));
+        let para = Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((scroll, 0));
+        frame.render_widget(para, area);
     }
 }
 
@@ -59,7 +66,7 @@ impl super::View for Findings {
     }
 
     fn hint(&self) -> &'static str {
-        "j/k row  Enter evidence  "
+        "j/k row (scroll when open)  Enter evidence  "
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
@@ -71,15 +78,25 @@ impl super::View for Findings {
     }
 
     fn key(&self, app: &mut App, key: Key, _s: &Snapshot) -> bool {
-        let enter = key == Key::Enter;
-        app.detail ^= enter;
-        enter
+        match key {
+            Key::Enter => {
+                app.detail ^= true;
+                app.scroll = 0;
+            }
+            // With the detail open, the keys that move the selection scroll the detail.
+            Key::Down | Key::Char('j') if app.detail => app.scroll = app.scroll.saturating_add(1),
+            Key::Up | Key::Char('k') if app.detail => app.scroll = app.scroll.saturating_sub(1),
+            Key::PageDown if app.detail => app.scroll = app.scroll.saturating_add(10),
+            Key::PageUp if app.detail => app.scroll = app.scroll.saturating_sub(10),
+            _ => return false,
+        }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::app::{App, Tab};
+    use crate::app::{App, Key, Tab};
     use crate::fixture;
     use crate::views::testing::*;
 
@@ -95,5 +112,26 @@ mod tests {
         assert!(text.contains("Evidence"), "{text}");
         assert!(text.contains("job.log:40 Channel 00/0 : 2[2] -> 3[3] via SHM/direct/direct"), "{text}");
         assert!(text.contains("Fix: Check ACS and IOMMU settings."), "{text}");
+    }
+
+    #[test]
+    fn an_open_detail_scrolls_to_its_fix() {
+        let mut live = fixture::live();
+        let f = &mut live.snapshot.findings[0];
+        f.detail = (1..=100).map(|i| format!("Detail sentence {i}.")).collect::<Vec<_>>().join(" ");
+        f.fix = "the fix at the end".into();
+        let mut app = App { tab: Tab::Findings, ..App::default() };
+        let s = live.snapshot.clone();
+        app.key(Key::Enter, &s);
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(text.contains("(j/k scroll)") && !text.contains("the fix at the end"), "{text}");
+        for _ in 0..40 {
+            app.key(Key::Char('j'), &s);
+        }
+        assert_eq!(app.row, 0, "j scrolls the open detail, not the list");
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(text.contains("Fix: the fix at the end"), "{text}");
+        app.key(Key::Enter, &s);
+        assert!(!app.detail && app.scroll == 0);
     }
 }

@@ -87,7 +87,12 @@ impl App {
         let before = self.clone();
         if self.editing_filter {
             match key {
-                Key::Enter | Key::Esc => self.editing_filter = false,
+                Key::Enter => self.editing_filter = false,
+                // As the help says: Esc clears the filter, also while it is typed.
+                Key::Esc => {
+                    self.editing_filter = false;
+                    self.filter.clear();
+                }
                 Key::Backspace => {
                     self.filter.pop();
                 }
@@ -129,6 +134,7 @@ impl App {
             }
             Key::Esc => {
                 self.detail = false;
+                self.scroll = 0;
                 self.filter.clear();
             }
             _ => {}
@@ -295,6 +301,10 @@ mod tests {
         let lines = render(&App { show_help: true, ..App::default() }, &live, 80, 24);
         let text = screen(&lines);
         assert!(text.contains("Keys") && text.contains("filter operations") && text.contains("evidence"), "{text}");
+        // At 80x24 every line fits inside the frame, the last one included.
+        assert!(text.contains("Any key closes this help."), "{text}");
+        assert!(lines.iter().all(|l| !l.contains('│') || l.trim_end().ends_with('│')), "{text}");
+        assert_fits(&lines);
     }
 }
 
@@ -350,6 +360,11 @@ mod keys {
         assert!(!app.editing_filter);
         app.key(Key::Esc, &s);
         assert_eq!(app.filter, "");
+        // Esc while typing clears what was typed.
+        app.key(Key::Char('/'), &s);
+        app.key(Key::Char('x'), &s);
+        app.key(Key::Esc, &s);
+        assert!(app.filter.is_empty() && !app.editing_filter);
     }
 
     #[test]

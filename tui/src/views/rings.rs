@@ -34,7 +34,11 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     }
     for p in &paths {
         if !p.from_connections {
-            let what = if p.closed { "data flows left to right and wraps" } else { "cut short in the log" };
+            let what = if p.closed {
+                "data flows left to right and wraps"
+            } else {
+                "partial: the rest was not in the source, so the ring is not closed"
+            };
             lines.push(Line::styled(format!("Channel {channel:02}: {} ranks, {what}", p.order.len()), bold()));
         }
         lines.extend(cycle_lines(s, channel, &p.order, p.closed, main.width as usize));

@@ -160,6 +160,25 @@ pub fn sparkline(values: &VecDeque<f64>, width: usize) -> String {
         .collect()
 }
 
+/// `text` broken at spaces into lines of at most `width` characters, the lines after the first indented by
+/// `indent` spaces (a word longer than a line is cut).
+pub fn wrap_indent(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let room = if lines.len() == 1 { width } else { width.saturating_sub(indent) };
+        let used = lines.last().map_or(0, |l| l.chars().count());
+        if used > 0 && used + 1 + word.chars().count() > room {
+            lines.push(String::new());
+        } else if used > 0 {
+            lines.last_mut().expect("one line").push(' ');
+        }
+        let room = if lines.len() == 1 { width } else { width.saturating_sub(indent) }.max(1);
+        lines.last_mut().expect("one line").extend(word.chars().take(room));
+    }
+    let pad = " ".repeat(indent);
+    lines.iter().enumerate().map(|(i, l)| if i == 0 { l.clone() } else { format!("{pad}{l}") }).collect()
+}
+
 /// A text progress bar `[####....]` of `width` cells.
 pub fn bar(fraction: f64, width: usize) -> String {
     let filled = ((fraction.clamp(0.0, 1.0)) * width as f64).round() as usize;
@@ -179,6 +198,8 @@ mod tests {
         assert_eq!(fmt_us(1.25e6), "1.25 s");
         assert_eq!(sparkline(&VecDeque::from(vec![0.0, 1.0, 2.0]), 2), "▅█");
         assert_eq!(bar(0.5, 4), "██··");
+        assert_eq!(wrap_indent("aa bb cc dd", 6, 2), ["aa bb", "  cc", "  dd"]);
+        assert_eq!(wrap_indent("abcdefgh", 4, 0), ["abcd"]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let empty = BTreeMap::new();
     let table = s.tuning.get(&coll).unwrap_or(&empty);
     let mut lines =
-        vec![Line::styled(format!("{coll}: bandwidth GB/s / latency us per cell, * = chosen recently"), bold())];
+        vec![Line::styled(format!("{coll}: latency us/bandwidth GB/s per cell, * = chosen recently"), bold())];
     if table.is_empty() {
         lines.push(Line::raw(format!("No tuning table for {coll} in this source.")));
     } else {
@@ -42,7 +42,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
                         if mark == "*" {
                             style = style.add_modifier(Modifier::BOLD);
                         }
-                        Span::styled(format!("{mark}{:>7.1}/{:<7.1} ", c.bw_gbps, c.lat_us), style)
+                        // NCCL 2.28.9 `src/graph/tuning.cc` prints each cell as latency/bandwidth.
+                        Span::styled(format!("{mark}{:>7.1}/{:<7.1} ", c.lat_us, c.bw_gbps), style)
                     }
                     None => Span::styled(format!("{:^17}", "-"), dim()),
                 });
@@ -168,9 +169,9 @@ mod tests {
     fn heatmap_marks_chosen_cells_and_lists_recent_calls() {
         let app = App { tab: Tab::Tuning, ..App::default() };
         let text = screen(&render(&app, &fixture::live(), 80, 24));
-        assert!(text.contains("AllReduce: bandwidth GB/s"), "{text}");
-        assert!(text.contains("Tree          *    4.0/12.0        30.0/20.0        60.0/50.0"), "{text}");
-        assert!(text.contains("Ring               9.0/16.0        36.0/26.0    *   80.0/56.0"), "{text}");
+        assert!(text.contains("AllReduce: latency us/bandwidth GB/s"), "{text}");
+        assert!(text.contains("Tree          *   12.0/4.0         20.0/30.0        50.0/60.0"), "{text}");
+        assert!(text.contains("Ring              16.0/9.0         26.0/36.0    *   56.0/80.0"), "{text}");
         assert!(text.contains("64.0 MiB -> Ring/Simple on 2 channels predicted 900 us"), "{text}");
         assert!(text.contains("Tree/LL"), "{text}");
     }
