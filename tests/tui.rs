@@ -471,3 +471,77 @@ fn demo_opens_the_tui_and_its_counters_move() {
     t.keys(&["q"]);
     t.wait_for(&["EXIT=0"]);
 }
+
+/// At 80x24 on collscope's own log: the help fits inside its frame, wrapped; an open finding scrolls down to
+/// the end of its fix, which the view cannot show at once.
+#[test]
+fn help_fits_and_an_open_finding_scrolls_at_80x24() {
+    let dir = temp_dir("fit");
+    let log = dir.join("job.log");
+    std::fs::write(&log, own_log()).unwrap();
+    let t = Tmux::start("fit", &["tui", "--log", log.to_str().unwrap()]);
+    t.wait_for(&["1Overview"]);
+    t.keys(&["?"]);
+    let screen = t.wait_for(&["Any key closes this help.", "(Ops)"]);
+    let framed: Vec<&str> = screen.lines().filter(|l| l.starts_with('│')).collect();
+    assert!(framed.len() > 10 && framed.iter().all(|l| l.trim_end().ends_with('│')), "{screen}");
+    assert!(screen.lines().any(|l| l.starts_with('└')), "the frame closes on screen:\n{screen}");
+    t.keys(&["Escape"]);
+    let screen = open_finding(&t, "p2p_refused_shm");
+    assert!(screen.contains("(j/k scroll)") && !screen.contains("(--ipc=host)."), "{screen}");
+    t.keys(&vec!["j"; 30]);
+    t.wait_for(&["(--ipc=host)."]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Ops on a replay: space pauses at the newest call (the next snapshot's calls wait, counted), space resumes,
+/// `s` sorts slowest first, and Esc clears a filter being typed.
+#[test]
+fn ops_pause_sort_and_esc_clear_the_filter() {
+    let dir = temp_dir("ops");
+    let rec = dir.join("rec.jsonl");
+    let mut s = Snapshot::new(Source::Runtime);
+    s.ops = (1..=3).map(op).collect();
+    let first = serde_json::json!({"t": 0.0, "event": "fetched_snapshot", "data": s});
+    s.ops = (1..=7).map(op).collect();
+    s.ops[4].duration_us = Some(900.0);
+    let second = serde_json::json!({"t": 4.0, "event": "fetched_snapshot", "data": s});
+    std::fs::write(&rec, format!("{first}\n{second}\n")).unwrap();
+    let t = Tmux::start("ops", &["tui", "--replay", rec.to_str().unwrap()]);
+    t.wait_for(&["1Overview"]);
+    t.keys(&["7"]);
+    t.wait_for(&["3 operations", "rank    seq collective"]);
+    t.keys(&["Space"]);
+    t.wait_for(&["3 operations, PAUSED at #3: 4 newer not shown"]);
+    t.keys(&["Space"]);
+    t.wait_for(&["7 operations"]);
+    t.keys(&["s"]);
+    let screen = t.wait_for(&["7 operations, slowest first"]);
+    let first_row = screen.lines().skip_while(|l| !l.starts_with("rank")).nth(1).unwrap_or("");
+    assert!(first_row.starts_with("   0      5 AllReduce"), "{screen}");
+    t.keys(&["/", "x", "y", "z"]);
+    t.wait_for(&["0 of 7 operations match 'xyz'"]);
+    t.keys(&["Escape"]);
+    let screen = t.wait_for(&["7 operations, slowest first"]);
+    assert!(!screen.contains("match"), "{screen}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A log cut short after two ranks printed their ring neighbours: the Rings view draws what was seen, open,
+/// and never closes the ring with an edge no line printed.
+#[test]
+fn a_ring_seen_in_part_is_drawn_partial() {
+    let dir = temp_dir("partial");
+    let log = dir.join("cut.log");
+    let text: String = [(0, 3, 1), (1, 0, 2)]
+        .iter()
+        .map(|&(r, prev, next)| format!("host:1:1 [{r}] NCCL INFO {}\n", lines::ring_line(0, prev, r, next)))
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    let t = Tmux::start("partial", &["tui", "--log", log.to_str().unwrap()]);
+    t.wait_for(&["1Overview"]);
+    t.keys(&["2"]);
+    let screen = t.wait_for(&["Channel 00: 3 ranks, partial", "0 ─?▶ 1 ─?▶ 2"]);
+    assert!(!screen.contains("↺"), "{screen}");
+    std::fs::remove_dir_all(&dir).ok();
+}

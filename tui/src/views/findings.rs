@@ -1,6 +1,6 @@
 //! Findings: the diagnosis list; Enter shows the selected finding's detail, evidence lines and fix.
 
-use super::style::{bold, dim, selected, severity_style};
+use super::style::{bold, dim, selected, severity_style, wrap_indent};
 use crate::app::{App, Key};
 use crate::live::Live;
 use collscope_model::Snapshot;
@@ -48,7 +48,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         lines.push(Line::from(vec![Span::styled("Fix: ", bold()), Span::raw(f.fix.clone())]));
         // Scrolled by j/k while open, never past its last line (as wrapped to the area's width).
         let width = area.width.max(1) as usize;
-        let rows: usize = lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum();
+        let rows: usize = lines.iter().map(|l| wrap_indent(&l.to_string(), width, 0).len()).sum();
         let inner = area.height.saturating_sub(1) as usize;
         let scroll = (app.scroll as usize).min(rows.saturating_sub(inner)) as u16;
         let more = if rows > inner { "  (j/k scroll)" } else { "" };
