@@ -34,7 +34,10 @@ pub enum Update {
 #[derive(Debug, Clone)]
 pub struct Live {
     pub snapshot: Snapshot,
+    /// Bytes per edge as its sender reported them, with rates.
     pub traffic: Traffic,
+    /// Bytes per edge as its receiver reported them.
+    pub received: Traffic,
     pub link: LinkState,
     /// What the source is, for the title bar ("log x.log", "http://...").
     pub source_label: String,
@@ -47,6 +50,7 @@ impl Live {
         Live {
             snapshot: Snapshot::new(Source::Runtime),
             traffic: Traffic::default(),
+            received: Traffic::default(),
             link: LinkState::Connecting,
             source_label: source_label.into(),
             generation: 0,
@@ -75,6 +79,8 @@ impl Live {
         if let Event::Traffic(t) = &event {
             if t.direction != Direction::Recv {
                 self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes);
+            } else {
+                self.received.add(EdgeKey { channel: t.channel, src: t.peer, dst: t.rank }, t.bytes);
             }
         }
         // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.
@@ -142,6 +148,8 @@ mod tests {
         live.apply(t(Direction::Send, 500));
         live.apply(t(Direction::Recv, 7777));
         assert_eq!(live.traffic.get(EdgeKey { channel: 0, src: 3, dst: 4 }).unwrap().bytes, 1500);
+        // The receiver's report counts apart, on the same edge (from the sender 4 to the receiver 3).
+        assert_eq!(live.received.get(EdgeKey { channel: 0, src: 4, dst: 3 }).unwrap().bytes, 7777);
         let c = crate::fixture::snapshot().connections[0].clone();
         live.apply(Update::Event(Box::new(Event::Connection(c.clone()))));
         live.apply(Update::Event(Box::new(Event::Connection(c))));

@@ -1,10 +1,11 @@
-//! Channels: every connection as channel x peer x direction with bytes, rate, a rate sparkline, transport and GDR;
+//! Channels: every connection as channel x peer x direction with bytes sent (the sender's count) and received
+//! (the receiver's), rate, a rate sparkline, transport and GDR, wider columns on wider terminals;
 //! for a modelled machine, which has no connections, the channel counts and each graph's channels.
 
 use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_label, EdgeKind};
 use crate::app::App;
 use crate::live::Live;
-use crate::traffic::EdgeKey;
+use crate::traffic::{EdgeKey, HISTORY};
 use collscope_model::{Direction, Snapshot};
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -21,12 +22,25 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         }
         return;
     }
-    // The transport column takes what the terminal has beyond 80 columns.
-    let tw = (area.width as usize).saturating_sub(60).clamp(20, 40);
+    // Columns besides transport and history; the transport column and then the history take what the
+    // terminal has beyond them (the history only where it has at least 8 columns).
+    const FIXED: usize = 57;
+    let spare = (area.width as usize).saturating_sub(FIXED);
+    let tw = (spare / 2).clamp(20, 48);
+    let hw = spare.saturating_sub(tw).min(HISTORY);
+    let hw = if hw < 8 { 0 } else { hw };
     let mut lines = vec![Line::styled(
         format!(
-            "{:<3} {:<9} {:<4} {:<tw$} {:<4} {:>9} {:>10} {}",
-            "ch", "peer", "dir", "transport", "GDR", "bytes", "rate", "rate history"
+            "{:<3} {:<9} {:<4} {:<tw$} {:<4} {:>9} {:>9} {:>10} {}",
+            "ch",
+            "peer",
+            "dir",
+            "transport",
+            "GDR",
+            "sent",
+            "received",
+            "rate",
+            if hw > 0 { "rate history" } else { "" }
         ),
         bold(),
     )];
@@ -48,9 +62,11 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         };
         let traffic = live.traffic.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let (bytes, rate, hist) = match traffic {
-            Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, 16)),
+            Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, hw)),
             None => ("-".into(), "-".into(), String::new()),
         };
+        let received = live.received.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
+        let received = received.map_or("-".into(), |t| fmt_bytes(t.bytes));
         let mut label = transport_label(c);
         if label.chars().count() > tw {
             label = label.chars().take(tw - 1).chain(['…']).collect();
@@ -63,7 +79,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
                 dir
             )),
             Span::styled(format!("{label:<tw$} "), kind.style()),
-            Span::raw(format!("{gdr:<4} {bytes:>9} {rate:>10} ")),
+            Span::raw(format!("{gdr:<4} {bytes:>9} {received:>9} {rate:>10} ")),
             Span::styled(hist, kind.style()),
         ]);
         lines.push(if i == app.row { line.style(selected()) } else { line });
@@ -146,10 +162,25 @@ mod tests {
         let lines = render(&app, &fixture::live(), 80, 24);
         let text = screen(&lines);
         assert!(lines[1].starts_with("ch  peer      dir  transport"), "{text}");
-        assert!(text.contains("00  0 -> 1         P2P/IPC/read         -      9.3 GiB  10.0 GB/s █"), "{text}");
-        assert!(text.contains("00  3 -> 4    send NET/IB/0/GDRDMA      yes  953.7 MiB   1.0 GB/s █"), "{text}");
+        assert!(text.contains("00  0 -> 1         P2P/IPC/read         -      9.3 GiB         -  10.0 GB/s"), "{text}");
+        assert!(text.contains("00  3 -> 4    send NET/IB/0/GDRDMA      yes  953.7 MiB         -   1.0 GB/s"), "{text}");
         assert!(text.contains("00  7 -> 0    send NET/IB/1             no"), "{text}");
-        assert!(text.contains("01  0 -> 7    send NET/IB/0/GDRDMA      yes          -          -"), "{text}");
+        assert!(text.contains("01  0 -> 7    send NET/IB/0/GDRDMA      yes          -         -          -"), "{text}");
+        assert_fits(&lines);
+    }
+
+    #[test]
+    fn wide_terminals_widen_the_table_and_received_bytes_count() {
+        let app = App { tab: Tab::Channels, ..App::default() };
+        let mut live = fixture::live();
+        live.received.add(crate::traffic::EdgeKey { channel: 0, src: 3, dst: 4 }, 3 << 20);
+        let lines = render(&app, &live, 200, 60);
+        let text = screen(&lines);
+        assert!(lines[1].contains("received") && lines[1].ends_with("rate history"), "{text}");
+        let row = lines.iter().find(|l| l.starts_with("00  3 -> 4    send")).unwrap();
+        assert!(row.contains("953.7 MiB   3.0 MiB   1.0 GB/s █"), "{text}");
+        // The transport column grew past its 80-column width of 20.
+        assert!(row.contains(&format!("NET/IB/0/GDRDMA{}yes", " ".repeat(48 - 15 + 1))), "{row}");
     }
 
     #[test]
