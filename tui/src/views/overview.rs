@@ -1,20 +1,34 @@
 //! Overview: the job, its network and transports, GPUDirect RDMA, init timings and the top findings.
 
-use super::style::{bold, fmt_rate, severity_style, EdgeKind};
+use super::style::{bold, fmt_rate, severity_style, wrap_line, EdgeKind};
 use crate::live::Live;
 use collscope_model::{Severity, Snapshot, Source, Transport};
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use std::collections::BTreeMap;
 
+/// Width of the field names: a long value wraps under its own start, not at column 0.
+const NAME: usize = 12;
+
 fn draw(frame: &mut Frame, area: Rect, live: &Live) {
-    frame.render_widget(Paragraph::new(lines(live)).wrap(Wrap { trim: false }), area);
+    let width = area.width.max(1) as usize;
+    let wrapped: Vec<Line> = lines(live).iter().flat_map(|l| wrap_line(l, width, NAME)).collect();
+    frame.render_widget(Paragraph::new(wrapped), area);
 }
 
 fn field<'a>(name: &'a str, value: String) -> Line<'a> {
-    Line::from(vec![Span::styled(format!("{name:<12}"), bold()), Span::raw(value)])
+    Line::from(vec![Span::styled(format!("{name:<NAME$}"), bold()), Span::raw(value)])
+}
+
+/// The files of a log source, compact however many were given: `log a.log, b.log` or `log 16 files: a.log ..
+/// p.log`.
+fn log_files(files: &[String]) -> String {
+    match files {
+        [first, .., last] if files.len() > 2 => format!("log {} files: {first} .. {last}", files.len()),
+        _ => format!("log {}", files.join(", ")),
+    }
 }
 
 fn or_dash<T: ToString>(v: Option<T>) -> String {
@@ -25,7 +39,7 @@ fn lines(live: &Live) -> Vec<Line<'_>> {
     let s = &live.snapshot;
     let source = match &s.source {
         Source::Runtime => format!("collscope runtime ({})", live.source_label),
-        Source::Log { files } => format!("log {}", files.join(", ")),
+        Source::Log { files } => log_files(files),
         Source::Model { topology } => format!("model {topology}"),
     };
     let mut out = vec![
@@ -187,5 +201,19 @@ mod tests {
         }
         assert_eq!(text.matches("NET without GPUDirect RDMA").count(), 1, "{text}");
         assert!(text.find("warning NET").unwrap() < text.find("info    SHM").unwrap(), "{text}");
+    }
+
+    #[test]
+    fn many_files_stay_on_one_line_and_long_values_wrap_under_themselves() {
+        let mut live = fixture::live();
+        let files: Vec<String> = (0..64).map(|i| format!("logs/rank{i:02}.log")).collect();
+        live.snapshot.source = collscope_model::Source::Log { files };
+        live.snapshot.hosts = (0..40).map(|i| format!("node-{i:02}")).collect();
+        let lines = render(&App::default(), &live, 80, 24);
+        let text = screen(&lines);
+        assert!(text.contains("Job         log 64 files: logs/rank00.log .. logs/rank63.log"), "{text}");
+        let hosts = lines.iter().position(|l| l.starts_with("Hosts")).unwrap();
+        assert!(lines[hosts + 1].starts_with("            node-"), "{text}");
+        assert_fits(&lines);
     }
 }

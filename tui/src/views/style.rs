@@ -2,6 +2,7 @@
 
 use collscope_model::{Connection, Severity, Snapshot, Transport};
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
 use std::collections::VecDeque;
 
 /// What an edge is, for its colour.
@@ -179,6 +180,30 @@ pub fn wrap_indent(text: &str, width: usize, indent: usize) -> Vec<String> {
     lines.iter().enumerate().map(|(i, l)| if i == 0 { l.clone() } else { format!("{pad}{l}") }).collect()
 }
 
+/// A styled line broken at spaces into lines of at most `width` characters, the lines after the first indented
+/// by `indent` spaces, each character keeping its style.
+pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'static>> {
+    let chars: Vec<(char, Style)> =
+        line.spans.iter().flat_map(|s| s.content.chars().map(move |c| (c, line.style.patch(s.style)))).collect();
+    let text: String = chars.iter().map(|(c, _)| c).collect();
+    let mut at = 0;
+    let mut out = Vec::new();
+    for (i, piece) in wrap_indent(&text, width, indent).into_iter().enumerate() {
+        let body = if i == 0 { piece.as_str() } else { &piece[indent.min(piece.len())..] };
+        // Find the piece in the original text (wrapping drops the spaces it broke at).
+        while chars.get(at).is_some_and(|(c, _)| *c == ' ') && !body.starts_with(' ') {
+            at += 1;
+        }
+        let n = body.chars().count();
+        let mut spans = if i == 0 { vec![] } else { vec![Span::raw(" ".repeat(indent))] };
+        let (from, to) = (at.min(chars.len()), (at + n).min(chars.len()));
+        spans.extend(chars[from..to].iter().map(|(c, st)| Span::styled(c.to_string(), *st)));
+        at += n;
+        out.push(Line::from(spans));
+    }
+    out
+}
+
 /// A text progress bar `[####....]` of `width` cells.
 pub fn bar(fraction: f64, width: usize) -> String {
     let filled = ((fraction.clamp(0.0, 1.0)) * width as f64).round() as usize;
@@ -200,6 +225,10 @@ mod tests {
         assert_eq!(bar(0.5, 4), "██··");
         assert_eq!(wrap_indent("aa bb cc dd", 6, 2), ["aa bb", "  cc", "  dd"]);
         assert_eq!(wrap_indent("abcdefgh", 4, 0), ["abcd"]);
+        let line = Line::from(vec![Span::styled("Init  ", bold()), Span::raw("one two three")]);
+        let wrapped: Vec<String> = wrap_line(&line, 12, 6).iter().map(|l| l.to_string()).collect();
+        assert_eq!(wrapped, ["Init  one", "      two", "      three"]);
+        assert_eq!(wrap_line(&line, 12, 6)[0].spans[0].style, bold());
     }
 
     #[test]
