@@ -187,7 +187,7 @@ impl MetricSink for PromMetrics {
         }
     }
 
-    fn proxy(&mut self, p: &ProxyOp) {
+    fn proxy(&mut self, p: &ProxyOp, finished: bool) {
         let rank = p.rank.to_string();
         let dir = labels::send_or_recv(p.send);
         for (state, secs) in &p.waits {
@@ -198,7 +198,9 @@ impl MetricSink for PromMetrics {
         for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
             self.proxy_steps.with_label_values(&[rank.as_str(), dir, stage]).inc_by(n);
         }
-        self.proxy_ops.with_label_values(&[rank, p.channel.to_string(), p.peer.to_string(), dir.into()]).inc();
+        if finished {
+            self.proxy_ops.with_label_values(&[rank, p.channel.to_string(), p.peer.to_string(), dir.into()]).inc();
+        }
     }
 
     fn error(&mut self, w: &Warning) {

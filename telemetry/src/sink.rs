@@ -87,7 +87,8 @@ pub trait MetricSink {
         self.decided(d.coll, d.algo, d.proto, d.rank, 1);
     }
     fn traffic(&mut self, t: &ChannelTraffic);
-    fn proxy(&mut self, p: &ProxyOp);
+    /// `p` carries the steps and waits since the sub-operation's last report; `finished`: it ended now.
+    fn proxy(&mut self, p: &ProxyOp, finished: bool);
     fn error(&mut self, w: &Warning);
     /// `n` more records were dropped at `stage` ("queue": the runtime's queue was full; "history": the oldest
     /// kept record went to make room).

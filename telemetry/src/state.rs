@@ -8,8 +8,8 @@ use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
-    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, OpRecord, Protocol, Snapshot,
-    Source, Transport,
+    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, OpRecord, Protocol, ProxyOp,
+    Snapshot, Source, Transport,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,6 +58,25 @@ pub struct State {
     ingested: Ingested,
     /// Read positions in each communicator's records, by records id.
     cursors: HashMap<u64, Cursor>,
+    /// Each recent proxy sub-operation as last reported, by (rank, seq, channel, peer, send): the runtime
+    /// reports one while it runs and when it ends, and the counters take only what changed.
+    proxy_seen: HashMap<(u32, u64, u32, u32, bool), ProxyOp>,
+}
+
+/// Sub-operations remembered for their next report; past it, those of calls 64 or more before the newest go.
+const PROXY_SEEN: usize = 4096;
+
+/// What `now` adds to `before` (the same sub-operation's last report, if any): steps and wait seconds.
+fn proxy_delta(now: &ProxyOp, before: Option<&ProxyOp>) -> ProxyOp {
+    let Some(b) = before else { return now.clone() };
+    let waited = |w| b.waits.iter().find(|(s, _)| *s == w).map_or(0.0, |(_, t)| *t);
+    ProxyOp {
+        posted: now.posted.saturating_sub(b.posted),
+        transmitted: now.transmitted.saturating_sub(b.transmitted),
+        done: now.done.saturating_sub(b.done),
+        waits: now.waits.iter().map(|(w, t)| (*w, (t - waited(*w)).max(0.0))).collect(),
+        ..now.clone()
+    }
 }
 
 /// How far telemetry has read one communicator's records: the last operation taken and the totals as last
@@ -83,6 +102,7 @@ impl State {
             queue_drops_seen: 0,
             ingested: Ingested::default(),
             cursors: HashMap::new(),
+            proxy_seen: HashMap::new(),
         })
     }
 
@@ -140,8 +160,16 @@ impl State {
                 self.span(op);
             }
             Event::Proxy(p) => {
-                self.sinks(|s| s.proxy(p));
-                if let Some(o) = self.otel.as_mut() {
+                let key = (p.rank, p.seq, p.channel, p.peer, p.send);
+                if self.proxy_seen.len() >= PROXY_SEEN {
+                    self.proxy_seen.retain(|k, _| k.1 + 64 >= p.seq);
+                }
+                let before = self.proxy_seen.insert(key, p.clone());
+                let delta = proxy_delta(p, before.as_ref());
+                // It counts as an operation, and becomes a span event, once: when it is first seen finished.
+                let finished = p.done >= p.n_steps && before.is_none_or(|b| b.done < b.n_steps);
+                self.sinks(|s| s.proxy(&delta, finished));
+                if let (true, Some(o)) = (finished, self.otel.as_mut()) {
                     o.proxy_event(p);
                 }
             }
@@ -421,6 +449,40 @@ mod tests {
         let text = st.metrics_text().unwrap();
         assert_eq!(value(&text, "collscope_dropped_records_total{stage=\"history\"}"), Some(2.0));
         assert_eq!(value(&text, "collscope_dropped_records_total{stage=\"queue\"}"), Some(7.0));
+    }
+
+    #[test]
+    fn a_sub_operation_reported_while_it_runs_counts_its_steps_once() {
+        let mut st = state(Bounds::default());
+        let report = |done, peer_wait| {
+            Event::Proxy(ProxyOp {
+                rank: 0,
+                seq: 3,
+                channel: 0,
+                peer: 1,
+                send: false,
+                n_steps: 8,
+                posted: 8,
+                transmitted: 8,
+                done,
+                waits: vec![(ProxyWait::WaitingForRecv, peer_wait)],
+                started_us: Some(1),
+                updated_us: Some(2),
+            })
+        };
+        st.apply(report(5, 0.5));
+        st.apply(report(8, 0.75));
+        st.apply(report(8, 0.75));
+        let text = st.metrics_text().unwrap();
+        let steps = |stage: &str| {
+            value(&text, &format!("collscope_proxy_steps_total{{direction=\"recv\",rank=\"0\",stage=\"{stage}\"}}"))
+        };
+        assert_eq!((steps("posted"), steps("done")), (Some(8.0), Some(8.0)));
+        let wait = "collscope_proxy_wait_seconds_total{direction=\"recv\",rank=\"0\",state=\"waiting_for_recv\"}";
+        assert_eq!(value(&text, wait), Some(0.75));
+        let ops = "collscope_proxy_operations_total{channel=\"0\",direction=\"recv\",peer=\"1\",rank=\"0\"}";
+        assert_eq!(value(&text, ops), Some(1.0), "{text}");
+        assert_eq!(st.snapshot().proxy.len(), 1);
     }
 
     #[test]
