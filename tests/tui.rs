@@ -159,7 +159,7 @@ fn a_modelled_machine_shows_its_rings_trees_channels_and_tuning() {
         "Ring           00  0 7 6 5 4 3 2 1",
     ]);
     t.keys(&["6"]);
-    t.wait_for(&["AllReduce: bandwidth GB/s / latency us per cell", "NVLSTree", "Best cell by size"]);
+    t.wait_for(&["AllReduce: latency us/bandwidth GB/s per cell", "NVLSTree", "Best cell by size"]);
     t.keys(&["q"]);
     t.wait_for(&["EXIT=0"]);
     // A bad machine is an error before the screen opens.
