@@ -24,7 +24,7 @@ pub mod tuning;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
-pub use events::{ChannelTraffic, Event};
+pub use events::{ChannelTraffic, Event, InitFacts};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
@@ -48,6 +48,17 @@ pub enum Source {
     Log { files: Vec<String> },
     /// A model of a machine (`topo show`/`topo explain`).
     Model { topology: String },
+}
+
+impl Source {
+    /// The source in words, for a reader told what it does not carry: "the live job", "the log", "the model".
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Source::Runtime => "the live job",
+            Source::Log { .. } => "the log",
+            Source::Model { .. } => "the model",
+        }
+    }
 }
 
 /// A network device NCCL (or collscope) chose: `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE`.
