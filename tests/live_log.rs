@@ -42,12 +42,13 @@ fn facts(v: &Value, decisions_of_rank0: bool) -> Vec<(&'static str, String)> {
         serde_json::json!([c["channel"], c["src"], c["dst"], c["direction"], c["transport"], c["mode"]])
     });
     // NCCL prints each call's choice on rank 0 only (src/enqueue.cc); the live model has every rank's.
-    let decisions = set(v, "decisions", |d| {
-        let keep = !decisions_of_rank0 || d["rank"] == 0;
-        keep.then(|| serde_json::json!([d["coll"], d["bytes"], d["algo"], d["proto"], d["n_channels"]]))
-            .unwrap_or(Value::Null)
-    });
-    let decisions: BTreeSet<String> = decisions.into_iter().filter(|d| d != "null").collect();
+    let decisions: BTreeSet<String> = v["decisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| !decisions_of_rank0 || d["rank"] == 0)
+        .map(|d| serde_json::json!([d["coll"], d["bytes"], d["algo"], d["proto"], d["n_channels"]]).to_string())
+        .collect();
     vec![
         ("nccl_version", v["nccl_version"].to_string()),
         ("nranks", v["nranks"].to_string()),
