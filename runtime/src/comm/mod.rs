@@ -616,8 +616,12 @@ impl Comm {
         rec.proto = Some(choice.proto);
         // NCCL 2.28.9 `src/enqueue.cc` prints each call's choice on rank 0 (INFO, TUNING).
         if self.rank == 0 {
-            let line = lines::decision_line(coll, rec.bytes, algo, choice.proto, (0, nch as u32 - 1));
-            nccl_info!(Subsys::TUNING, "{line}");
+            // Inside the macro: formatted only when the line is logged.
+            nccl_info!(
+                Subsys::TUNING,
+                "{}",
+                lines::decision_line(coll, rec.bytes, algo, choice.proto, (0, nch as u32 - 1))
+            );
         }
         self.ensure_connected(algo)?;
         // Set once the channels are sure to run: it also tells the caller their traffic is this call's.
