@@ -4,7 +4,7 @@
 
 use crate::tuning::CallInfo;
 use crate::Explained;
-use collscope_model::{Graph, Pattern, Snapshot};
+use collscope_model::{DataType, Graph, Pattern, Snapshot, Source};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -40,6 +40,8 @@ pub struct Context {
     pub assumed_sm: Option<u32>,
     /// The host whose graphs are compared (the one whose machine was rebuilt).
     pub host: Option<String>,
+    /// Why there is no model to compare with (no topology in the log and none given).
+    pub unmodelled: Option<String>,
 }
 
 /// Cells and figures NCCL prints with 1 to 6 decimals: equal to the printed precision.
@@ -54,12 +56,21 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn push(&mut self, kind: Kind, field: String, log: String, model: String, matched: bool) {
+        let matched = matched && self.ctx.unmodelled.is_none();
         let cause = (!matched).then(|| cause(self.ctx, kind, &field)).flatten();
         self.v.push(Comparison { kind, field, log, model, matched, cause });
+    }
+
+    /// A difference whose cause the field itself shows.
+    fn differs(&mut self, kind: Kind, field: String, log: String, model: String, cause: &str) {
+        self.v.push(Comparison { kind, field, log, model, matched: false, cause: Some(cause.into()) });
     }
 }
 
 fn cause(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
+    if ctx.unmodelled.is_some() {
+        return ctx.unmodelled.clone();
+    }
     if let Some(v) = &ctx.other_version {
         let what = match kind {
             Kind::Graph | Kind::Channels => "the search and connect rules",
@@ -90,11 +101,17 @@ fn pattern_name(p: Pattern) -> &'static str {
     }
 }
 
+const COLLNET: &str = "missing fact: NCCL searched a CollNet graph, so its network supports CollNet (a SHARP \
+                       plugin) with NCCL_COLLNET_ENABLE=1; the model's NICs do not say so";
+
+const UNKNOWN_RANKS: &str = "missing fact: the log names the channels' GPUs by PCI id without their ranks \
+                             (NCCL 2.28 prints ranks in the `=== System` tree only)";
+
 fn orders(g: &Graph) -> String {
     let mut s = String::new();
     for (i, c) in g.channels.iter().enumerate() {
         if i > 0 {
-            s.push_str(" | ");
+            s.push_str("; ");
         }
         let gpus: Vec<String> = c.intra.iter().map(i32::to_string).collect();
         let _ = write!(s, "{}", gpus.join(" "));
@@ -117,7 +134,17 @@ fn graphs(o: &mut Out, log: &Snapshot, model: &Snapshot) {
         seen.push(g.pattern);
         let name = pattern_name(g.pattern);
         let Some(m) = model.graphs.iter().find(|m| m.pattern == g.pattern) else {
-            o.push(Kind::Graph, format!("{name} graph"), "searched".into(), "not searched".into(), false);
+            let field = format!("{name} graph");
+            let (log, model) = ("searched".to_string(), "not searched".to_string());
+            match g.pattern {
+                // init.cc (2.28.9) searches these only with CollNet on a network that supports it.
+                Pattern::Tree | Pattern::CollnetDirect
+                    if o.ctx.other_version.is_none() && o.ctx.unmodelled.is_none() =>
+                {
+                    o.differs(Kind::Graph, field, log, model, COLLNET)
+                }
+                _ => o.push(Kind::Graph, field, log, model, false),
+            }
             continue;
         };
         let f = |field: &str| format!("{name} {field}");
@@ -151,7 +178,11 @@ fn graphs(o: &mut Out, log: &Snapshot, model: &Snapshot) {
         // NVLS prints the first GPU of each channel only; a log excerpt may hold part of the channels.
         if g.pattern != Pattern::Nvls && !g.channels.is_empty() {
             let (a, b) = (orders(g), orders(m));
-            o.push(Kind::Graph, f("channels"), a.clone(), b.clone(), a == b);
+            if a != b && g.channels.iter().any(|c| c.intra.contains(&-1)) {
+                o.differs(Kind::Graph, f("channels"), a, b, UNKNOWN_RANKS);
+            } else {
+                o.push(Kind::Graph, f("channels"), a.clone(), b.clone(), a == b);
+            }
         }
     }
 }
@@ -177,13 +208,18 @@ fn tuning(o: &mut Out, log: &Snapshot, model: &Snapshot) {
         for (algo, protos) in algos {
             for (proto, cell) in protos {
                 let m = model.tuning.get(coll).and_then(|a| a.get(algo)).and_then(|p| p.get(proto));
+                let m = m.filter(|m| m.bw_gbps > 0.0);
+                // NCCL prints a latency in cells it turned off (bandwidth 0); the model keeps enabled cells.
+                let show = |lat: f64, bw: f64| if bw > 0.0 { format!("{lat:.1}/{bw:.2}") } else { "off".into() };
                 let (lat, bw) = m.map_or((0.0, 0.0), |m| (m.lat_us, m.bw_gbps));
+                let same =
+                    if cell.bw_gbps > 0.0 { close(cell.lat_us, lat) && close(cell.bw_gbps, bw) } else { bw == 0.0 };
                 o.push(
                     Kind::Tuning,
                     format!("{coll} {algo}/{proto}"),
-                    format!("{:.1}/{:.2}", cell.lat_us, cell.bw_gbps),
-                    format!("{lat:.1}/{bw:.2}"),
-                    close(cell.lat_us, lat) && close(cell.bw_gbps, bw),
+                    show(cell.lat_us, cell.bw_gbps),
+                    show(lat, bw),
+                    same,
                 );
             }
         }
@@ -193,20 +229,29 @@ fn tuning(o: &mut Out, log: &Snapshot, model: &Snapshot) {
 /// Per-call decisions compared, at most: a log of a long run repeats the same few calls.
 const MAX_DECISIONS: usize = 64;
 
-fn decisions(o: &mut Out, log: &Snapshot, ex: &Explained) {
+fn decisions(o: &mut Out, log: &Snapshot, ex: Option<&Explained>) {
     let mut seen = Vec::new();
     for d in &log.decisions {
         if seen.contains(&(d.coll, d.bytes)) || seen.len() >= MAX_DECISIONS {
             continue;
         }
         seen.push((d.coll, d.bytes));
-        let mut call = CallInfo::new(d.coll, d.bytes);
-        if let Some(t) = d.datatype {
-            call.datatype = t;
-        }
+        // NCCL prints count x type size per rank (`enqueue.cc`); the tuner's nBytes gathers AllGather and
+        // ReduceScatter over the ranks.
+        let datatype = d.datatype.unwrap_or(DataType::F32);
+        let n_ranks = ex.map_or(1, |ex| ex.model.input.n_ranks);
+        let nbytes = CallInfo::bytes_for(d.coll, d.bytes / datatype.size() as u64, datatype, n_ranks);
+        let call = CallInfo { datatype, ..CallInfo::new(d.coll, nbytes) };
         let field = format!("{} {} B", d.coll, d.bytes);
-        match ex.model.choose(&call) {
-            Ok(c) => {
+        match ex.map(|ex| ex.model.choose(&call)) {
+            None => o.push(
+                Kind::Decision,
+                format!("{field} algorithm"),
+                format!("{}/{}", d.algo, d.proto),
+                "-".into(),
+                false,
+            ),
+            Some(Ok(c)) => {
                 let (a, b) = (format!("{}/{}", d.algo, d.proto), format!("{}/{}", c.algo, c.proto));
                 o.push(Kind::Decision, format!("{field} algorithm"), a.clone(), b.clone(), a == b);
                 o.push(
@@ -217,7 +262,7 @@ fn decisions(o: &mut Out, log: &Snapshot, ex: &Explained) {
                     d.n_channels == c.n_channels,
                 );
             }
-            Err(e) => o.push(
+            Some(Err(e)) => o.push(
                 Kind::Decision,
                 format!("{field} algorithm"),
                 format!("{}/{}", d.algo, d.proto),
@@ -228,12 +273,15 @@ fn decisions(o: &mut Out, log: &Snapshot, ex: &Explained) {
     }
 }
 
-/// Every field the log printed that the model predicts, in the log's order of kinds.
-pub fn compare(log: &Snapshot, ex: &Explained, ctx: &Context) -> Vec<Comparison> {
+/// Every field the log printed that the model predicts, in the log's order of kinds; without a model
+/// (`ex` None) every field is listed as a difference whose cause is `ctx.unmodelled`.
+pub fn compare(log: &Snapshot, ex: Option<&Explained>, ctx: &Context) -> Vec<Comparison> {
     let mut o = Out { ctx, v: Vec::new() };
-    graphs(&mut o, log, &ex.snapshot);
-    channels(&mut o, log, &ex.snapshot);
-    tuning(&mut o, log, &ex.snapshot);
+    let none = Snapshot::new(Source::Model { topology: String::new() });
+    let model = ex.map_or(&none, |ex| &ex.snapshot);
+    graphs(&mut o, log, model);
+    channels(&mut o, log, model);
+    tuning(&mut o, log, model);
     decisions(&mut o, log, ex);
     o.v
 }
@@ -243,35 +291,51 @@ mod tests {
     use super::*;
     use crate::graph::testing::preset;
     use collscope_debug::env::Env;
+    use collscope_model::Collective;
+
+    /// The model's snapshot as a log shows it: decisions print the bytes per rank.
+    fn as_logged(ex: &Explained) -> Snapshot {
+        let mut s = ex.snapshot.clone();
+        for d in &mut s.decisions {
+            if matches!(d.coll, Collective::AllGather | Collective::ReduceScatter) {
+                d.bytes /= u64::from(ex.model.input.n_ranks);
+            }
+        }
+        s
+    }
 
     #[test]
     fn the_model_against_itself_matches_and_a_change_is_found_with_its_cause() {
         let ex = crate::explain(&preset("dgx-a100"), 2, &[1 << 10, 1 << 26], &Env::default(), false).unwrap();
-        let v = compare(&ex.snapshot, &ex, &Context::default());
+        let v = compare(&as_logged(&ex), Some(&ex), &Context::default());
         assert!(v.iter().any(|c| c.kind == Kind::Graph && c.field == "Ring channels"));
         assert!(v.iter().any(|c| c.kind == Kind::Tuning) && v.iter().any(|c| c.kind == Kind::Decision));
         assert!(v.iter().all(|c| c.matched), "{:?}", v.iter().find(|c| !c.matched));
 
-        let mut log = ex.snapshot.clone();
+        let mut log = as_logged(&ex);
         log.graphs[0].n_channels += 1;
         log.channels.coll = Some(7);
         let ctx = Context { other_version: Some("2.18.3".into()), ..Context::default() };
-        let v = compare(&log, &ex, &ctx);
+        let v = compare(&log, Some(&ex), &ctx);
         let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert_eq!((bad[0].field.as_str(), bad[0].log.as_str()), ("Ring nChannels", "9"));
         assert!(bad.iter().all(|c| c.cause.as_deref().is_some_and(|c| c.contains("2.18.3"))), "{bad:?}");
         let json = serde_json::to_value(bad[0]).unwrap();
+        // Without a model every printed field is a difference with the reason.
+        let ctx = Context { unmodelled: Some("no topology".into()), ..Context::default() };
+        let v = compare(&log, None, &ctx);
+        assert!(!v.is_empty() && v.iter().all(|c| !c.matched && c.cause.as_deref() == Some("no topology")));
         assert_eq!((json["kind"].as_str(), json["match"].as_bool()), (Some("graph"), Some(false)));
     }
 
     #[test]
     fn an_assumed_compute_capability_explains_tuning_differences_only() {
         let ex = crate::explain(&preset("hgx-pcie"), 1, &[1 << 20], &Env::default(), false).unwrap();
-        let mut log = ex.snapshot.clone();
+        let mut log = as_logged(&ex);
         log.decisions[0].n_channels += 1;
         log.graphs[0].bw_intra += 3.0;
-        let v = compare(&log, &ex, &Context { assumed_sm: Some(80), ..Context::default() });
+        let v = compare(&log, Some(&ex), &Context { assumed_sm: Some(80), ..Context::default() });
         let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
         assert_eq!(bad.len(), 2, "{bad:?}");
         let graph = bad.iter().find(|c| c.kind == Kind::Graph).unwrap();

@@ -9,7 +9,7 @@
 
 pub mod compare;
 
-pub use compare::{compare, Comparison, Kind};
+pub use compare::{compare, Comparison, Context, Kind};
 
 use crate::topo::{bandwidth, paths, TopoEnv, TopoError};
 use collscope_model::topology::GpuAttrs;
@@ -73,8 +73,9 @@ const DEFAULT_SM: u32 = 80;
 /// The compute capability a GPU's NVLink bandwidth names, if any.
 fn sm_of_nvlink(bw: f64) -> Option<u32> {
     NVLINK_GENERATIONS.iter().find_map(|&(sm, per_link, max)| {
-        let links = bw / per_link;
-        (links.round() >= 1.0 && links.round() <= max as f64 && (links - links.round()).abs() < 0.01).then_some(sm)
+        let links = (bw / per_link).round();
+        // Printed with one decimal: a whole number of links to within that.
+        (links >= 1.0 && links <= max as f64 && (links * per_link - bw).abs() < 0.05).then_some(sm)
     })
 }
 
@@ -280,6 +281,7 @@ mod tests {
         assert_eq!(sm_of_nvlink(721.8), Some(100));
         assert_eq!(sm_of_nvlink(132.0), Some(70), "six Volta links before NCCL 2.18");
         assert_eq!(sm_of_nvlink(25.0), None);
+        assert_eq!(sm_of_nvlink(40.0), Some(80), "two Ampere links, not one Blackwell link (40.1)");
         let r = rebuild(&as_printed(&preset("hgx-pcie")), Facts::default(), &TopoEnv::default()).unwrap();
         assert!(r.sm_inferred && r.notes.iter().any(|n| n.contains("assumed SM80")), "{:?}", r.notes);
         let r =
