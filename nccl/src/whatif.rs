@@ -31,7 +31,8 @@ pub enum Edit {
     Nics(u32),
     /// `--gdr on|off`: whether GPUs and NICs support GPUDirect RDMA.
     Gdr(bool),
-    /// `--p2p on|off`: P2P between every pair of GPUs (`NCCL_P2P_LEVEL=SYS`), or none (`NCCL_P2P_DISABLE=1`).
+    /// `--p2p on|off`: P2P between every pair of GPUs (`NCCL_P2P_LEVEL=SYS`, and NVML assumed to allow it:
+    /// `COLLSCOPE_ASSUME_P2P=1`), or none (`NCCL_P2P_DISABLE=1`).
     P2p(bool),
 }
 
@@ -71,7 +72,7 @@ pub fn apply(topology: &Topology, env: &Env, edits: &[Edit]) -> Result<(Topology
     for e in edits {
         match e {
             Edit::Set { name, value } => env = env.with(name, value),
-            Edit::P2p(true) => env = env.with("NCCL_P2P_LEVEL", "SYS"),
+            Edit::P2p(true) => env = env.with("NCCL_P2P_LEVEL", "SYS").with("COLLSCOPE_ASSUME_P2P", "1"),
             Edit::P2p(false) => env = env.with("NCCL_P2P_DISABLE", "1"),
             Edit::Gdr(on) => {
                 for n in t.nodes.iter_mut() {

@@ -100,7 +100,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let edits = args.what_if.edits()?;
     let log = collscope_logreader::read_paths(&args.paths, Options { strict: false }).context("reading the logs")?;
     collscope_logreader::expect_nccl_lines(&log, &args.paths)?;
-    let env = Env::from_pairs(log.env.iter().map(|e| (e.name.clone(), e.value.clone())));
+    let mut env = Env::from_pairs(log.env.iter().map(|e| (e.name.clone(), e.value.clone())));
     let topo_env = TopoEnv::from_env(&env)?;
     let log_version = version_of(&log);
     let mut notes = Vec::new();
@@ -147,6 +147,9 @@ pub fn run(args: ExplainArgs) -> Result<()> {
                 ));
             }
             paths = Some(r.paths.clone());
+            if r.p2p_refused {
+                env = env.with("NCCL_P2P_LEVEL", "NVB");
+            }
             Some((r.topology, Some((r.sm, r.gdr))))
         }
         (None, None) => {

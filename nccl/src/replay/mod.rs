@@ -13,7 +13,7 @@ pub use compare::{compare, Comparison, Context, Kind};
 
 use crate::topo::{bandwidth, paths, TopoEnv, TopoError};
 use collscope_model::topology::GpuAttrs;
-use collscope_model::{Link, Node, NodeType, Path, Topology};
+use collscope_model::{Link, Node, NodeType, Path, PathType, Topology};
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -51,6 +51,8 @@ pub struct Rebuilt {
     /// Whether the compute capability was inferred rather than given.
     pub sm_inferred: bool,
     pub gdr: bool,
+    /// P2P over PCIe refused (inferred from the paths): the model needs `NCCL_P2P_LEVEL=NVB` to keep it.
+    pub p2p_refused: bool,
     pub paths: PathCheck,
     pub notes: Vec<String>,
 }
@@ -168,7 +170,7 @@ pub fn rebuild(printed: &Topology, facts: Facts, env: &TopoEnv) -> Result<Rebuil
         net.guid.get_or_insert_with(|| format!("{:x}", n.id.local));
     }
 
-    let build = |gdr: bool| -> Result<(Topology, PathCheck), TopoError> {
+    let build = |gdr: bool, env: &TopoEnv| -> Result<(Topology, PathCheck), TopoError> {
         let mut t = base.clone();
         for n in t.nodes.iter_mut() {
             if let Some(g) = n.gpu.as_mut() {
@@ -182,10 +184,30 @@ pub fn rebuild(printed: &Topology, facts: Facts, env: &TopoEnv) -> Result<Rebuil
         let check = check_paths(printed, &new_of, &t);
         Ok((t, check))
     };
+    // NVML's P2P refusal (consumer GPUs, VMs without peer access) shows as GPU-GPU paths through the CPU
+    // where the PCIe tree allows P2P; NCCL_P2P_LEVEL=NVB refuses the same paths.
+    let refused = TopoEnv { p2p_level: Some(PathType::NVB), ..env.clone() };
+    let mut p2p_refused = false;
+    let env = if env.p2p_level.is_none() && !env.assume_p2p {
+        let matched = |e: &TopoEnv| build(facts.gdr.unwrap_or(true), e).map(|(_, c)| c.matched);
+        if matched(&refused)? > matched(env)? {
+            p2p_refused = true;
+            notes.push(
+                "P2P: refused over PCIe, from the printed GPU-GPU paths (through the CPU): NVML refuses it on \
+                 consumer GPUs and in VMs without peer access (--p2p on asks what if it worked)"
+                    .into(),
+            );
+            &refused
+        } else {
+            env
+        }
+    } else {
+        env
+    };
     let (gdr, (topology, check)) = match facts.gdr {
-        Some(g) => (g, build(g)?),
+        Some(g) => (g, build(g, env)?),
         None => {
-            let (on, off) = (build(true)?, build(false)?);
+            let (on, off) = (build(true, env)?, build(false, env)?);
             if off.1.matched > on.1.matched {
                 notes.push("GPUDirect RDMA: off, from the printed GPU-NIC paths (routed through the CPU)".into());
                 (false, off)
@@ -200,7 +222,7 @@ pub fn rebuild(printed: &Topology, facts: Facts, env: &TopoEnv) -> Result<Rebuil
     if check.compared == 0 {
         notes.push("the log prints no paths: the model's paths are computed from the printed links only".into());
     }
-    Ok(Rebuilt { topology, sm, sm_inferred, gdr, paths: check, notes })
+    Ok(Rebuilt { topology, sm, sm_inferred, gdr, p2p_refused, paths: check, notes })
 }
 
 fn check_paths(printed: &Topology, new_of: &[usize], model: &Topology) -> PathCheck {
@@ -252,6 +274,8 @@ mod tests {
         for node in &mut p.nodes {
             if let Some(g) = node.gpu.as_mut() {
                 g.sm = 0;
+                // The tree prints a GPU's rank, not its PCI ids.
+                node.pci = None;
             }
         }
         p
@@ -303,6 +327,23 @@ mod tests {
         assert!(!r.gdr && r.paths.matched == r.paths.compared, "{:?} {:?}", r.notes, r.paths.differences);
         let r = rebuild(&as_printed(&t), Facts::default(), &TopoEnv::default()).unwrap();
         assert!(r.gdr && r.paths.matched == r.paths.compared, "{:?}", r.paths.differences);
+    }
+
+    #[test]
+    fn p2p_refused_by_nvml_is_read_from_the_printed_paths() {
+        let env = TopoEnv::default();
+        let t = preset("hgx-pcie");
+        let r = rebuild(&as_printed(&t), Facts::default(), &env).unwrap();
+        assert!(!r.p2p_refused, "{:?}", r.notes);
+        // The same machine with GeForce GPUs, as NCCL computes it.
+        let mut consumer = t.clone();
+        for n in consumer.nodes.iter_mut().filter(|n| n.kind == NodeType::GPU) {
+            n.pci.as_mut().unwrap().device = Some("0x2204".into());
+        }
+        paths::compute(&mut consumer, &env).unwrap();
+        let r = rebuild(&as_printed(&consumer), Facts::default(), &env).unwrap();
+        assert!(r.p2p_refused && r.notes.iter().any(|n| n.contains("NVML")), "{:?}", r.notes);
+        assert_eq!(r.paths.matched, r.paths.compared, "{:?}", r.paths.differences);
     }
 
     #[test]
