@@ -123,7 +123,8 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let mut paths = None;
     let topology = match (&args.topo_file, printed(&log)) {
         (Some(f), _) => {
-            let xml = topo::load(&TopoSource::File(f.clone()))?;
+            let (xml, overlay) = topo::load_noting(&TopoSource::File(f.clone()))?;
+            notes.extend(overlay);
             let mut t = topo::build(&xml, &topo_env)?;
             if let Some(sm) = args.sm {
                 for g in t.nodes.iter_mut().filter_map(|n| n.gpu.as_mut()) {

@@ -578,3 +578,15 @@ fn geforce_gpus_get_no_p2p_as_nvml_refuses_it() {
     let t = from_xml(&geforce_box().replace("0x2684", "0x20b5"), &TopoEnv::default());
     assert!(check_p2p(&t, &TopoEnv::default(), g0, g1).p2p);
 }
+
+#[test]
+fn rccl_files_are_named() {
+    let v2 = r#"<system version="2"><cpu numaid="0" arch="x86_64" vendor="AuthenticAMD"/></system>"#;
+    let e = xml::parse(v2, "mi300.xml").unwrap_err().to_string();
+    assert!(e.contains("RCCL") && e.contains("version=\"2\"") && e.contains("mi300.xml:1"), "{e}");
+    let xgmi = r#"<system version="1">
+<cpu numaid="0" arch="x86_64" vendor="AuthenticAMD"><pci busid="0000:0c:00.0" class="0x038000" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="94" rank="0" gdr="1">
+<xgmi target="0000:22:00.0" count="1" tclass="0x038000"/></gpu></pci></cpu></system>"#;
+    let e = xml::parse(xgmi, "mi250.xml").unwrap_err().to_string();
+    assert!(e.contains("RCCL") && e.contains("<xgmi>") && e.contains("mi250.xml:3"), "{e}");
+}

@@ -73,7 +73,11 @@ fn install_logger(log: bool) -> Result<()> {
 
 fn load_topology(source: &SourceArgs, nranks_per_node: Option<u32>, env: &Env) -> Result<Topology> {
     let source = source.source(env);
-    let mut xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    let (mut xml, notes) =
+        topo::load_noting(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    for n in notes {
+        eprintln!("collscope: note: {n}");
+    }
     if let Some(k) = nranks_per_node {
         crate::cli::trim::keep_gpus(&mut xml, k)?;
     }
