@@ -346,8 +346,8 @@ fn malformed_input_is_reported_with_file_line_and_expectation() {
         "<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><pci busid=\"47\" class=\"0x0302\"/></cpu></system>",
     );
     assert!(e.contains("<pci busid=\"47\"> is not valid: expected a PCI bus id"), "{e}");
-    let e = parse_err("<system version=\"2\"/>");
-    assert!(e.contains("<system version=\"2\"> is not valid: expected 1"), "{e}");
+    let e = parse_err("<system version=\"3\"/>");
+    assert!(e.contains("<system version=\"3\"> is not valid: expected 1"), "{e}");
     let e = parse_err("<graphs/>");
     assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found <graphs>");
     let e = parse_err("<!-- nothing -->");
