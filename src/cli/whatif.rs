@@ -70,7 +70,7 @@ pub fn render(w: &WhatIf) -> String {
             a.proto
         );
     }
-    let _ = writeln!(out, "  {:<13} {:>9}  {:<24} {:<24} {:>8}", "collective", "size", "before", "after", "speedup");
+    let _ = writeln!(out, "  {:<13} {:>9}  {:<27} {:<27} {:>8}", "collective", "size", "before", "after", "speedup");
     let pick = |p: &Option<collscope_nccl::explain::Pick>| {
         p.as_ref()
             .map_or("refused".to_string(), |p| format!("{}/{} {}ch {:.1} us", p.algo, p.proto, p.n_channels, p.time_us))
@@ -78,7 +78,7 @@ pub fn render(w: &WhatIf) -> String {
     for r in &w.rows {
         let _ = writeln!(
             out,
-            "  {:<13} {:>9}  {:<24} {:<24} {:>8}",
+            "  {:<13} {:>9}  {:<27} {:<27} {:>8}",
             r.coll.as_str(),
             human(r.bytes),
             pick(&r.before),
