@@ -17,7 +17,7 @@ pub enum WhatIfError {
     Topo(#[from] TopoError),
     #[error(transparent)]
     Env(#[from] collscope_debug::env::EnvError),
-    #[error("--nics {0}: a node needs at least one NIC to be changed to, and the machine has no GPU to put it by")]
+    #[error("--nics {0}: the machine has no GPU on a PCIe switch to put a NIC beside")]
     Nics(u32),
 }
 
@@ -118,7 +118,6 @@ fn set_nics(t: &mut Topology, n: u32) -> Result<(), WhatIfError> {
     let parent_of = |t: &Topology, node: usize| {
         t.links.iter().find(|l| l.from == node && l.kind == LinkType::PCI).map(|l| (l.to, l.bw))
     };
-    let mut added = 0;
     let mut candidates = gpus.iter().filter_map(|&g| parent_of(t, g)).collect::<Vec<_>>();
     candidates.dedup_by_key(|(p, _)| *p);
     if candidates.is_empty() && n > nets.len() {
@@ -127,7 +126,7 @@ fn set_nics(t: &mut Topology, n: u32) -> Result<(), WhatIfError> {
     // Switches that already have a NIC come last.
     candidates.sort_by_key(|&(p, _)| t.links.iter().any(|l| l.from == p && t.nodes[l.to].kind == NodeType::NIC));
     let next_local = t.nodes.iter().map(|x| x.id.local).max().unwrap_or(0) + 0x1000;
-    for i in nets.len()..n {
+    for (added, i) in (0u64..).zip(nets.len()..n) {
         let (parent, pci_bw) = candidates[(i - nets.len()) % candidates.len()];
         let mut net = template.clone().unwrap_or(NetAttrs { bw: 25.0, ..NetAttrs::default() });
         net.dev = i as i32;
@@ -140,7 +139,6 @@ fn set_nics(t: &mut Topology, n: u32) -> Result<(), WhatIfError> {
             t.links.push(Link { from: a, to: b, kind, bw });
             t.links.push(Link { from: b, to: a, kind, bw });
         }
-        added += 1;
     }
     Ok(())
 }
@@ -235,7 +233,7 @@ mod tests {
         let t = preset("dgx-a100");
         let env = Env::default();
         let set = Edit::Set { name: "NCCL_ALGO".into(), value: "tree".into() };
-        let w = what_if(&t, 4, &[1 << 30], &env, &[set.clone()]).unwrap();
+        let w = what_if(&t, 4, &[1 << 30], &env, std::slice::from_ref(&set)).unwrap();
         let r = row(&w, Collective::AllReduce, 1 << 30);
         assert_eq!(r.after.as_ref().unwrap().algo, collscope_model::Algorithm::Tree);
         assert_eq!(set.to_string(), "NCCL_ALGO=tree");

@@ -87,7 +87,7 @@ fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> u32 {
     }
     let leaves = s.graphs.iter().any(|g| g.channels.iter().any(|c| !c.inter.is_empty()));
     let n = match s.nranks {
-        Some(r) if gpus > 0 && r as usize % gpus == 0 => r / gpus as u32,
+        Some(r) if gpus > 0 && (r as usize).is_multiple_of(gpus) => r / gpus as u32,
         _ if leaves => 2,
         _ => 1,
     };

@@ -159,11 +159,9 @@ pub fn rebuild(printed: &Topology, facts: Facts, env: &TopoEnv) -> Result<Rebuil
             (sm, true)
         }
     };
-    let mut dev = 0;
-    for n in base.nodes.iter_mut().filter(|n| n.kind == NodeType::GPU) {
+    for (dev, n) in (0..).zip(base.nodes.iter_mut().filter(|n| n.kind == NodeType::GPU)) {
         let rank = n.gpu.as_ref().and_then(|g| g.rank).unwrap_or(dev);
         n.gpu = Some(GpuAttrs { dev, rank: Some(rank), sm, gdr: true });
-        dev += 1;
     }
     for n in base.nodes.iter_mut().filter(|n| n.kind == NodeType::NET) {
         let net = n.net.get_or_insert_with(Default::default);
