@@ -154,3 +154,19 @@ fn real_logs_with_graphs() {
     }
     assert!(seen > 0, "no fixture prints a graph");
 }
+
+/// The log reader's 2x2 fixture prints GPU-NIC paths as PXB through one PCIe switch, where NCCL computes PIX
+/// from the links it prints: the graphs then differ, and say why.
+#[test]
+fn printed_paths_unlike_the_links_are_the_named_cause() {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("logreader/tests/data/init_2x2_2.28.log");
+    let v = json(&["log", "explain", log.to_str().unwrap(), "--json"]);
+    assert_eq!((v["machine"]["nodes"].as_u64(), v["machine"]["sm"].as_u64()), (Some(2), Some(80)));
+    assert!(v["paths"]["matched"].as_u64() < v["paths"]["compared"].as_u64(), "{}", v["paths"]);
+    let bad = mismatches(&v);
+    let ring = bad.iter().find(|c| c["field"] == "Ring type inter").expect("PXB against PIX");
+    assert!(ring["cause"].as_str().unwrap().contains("printed paths differ"), "{ring}");
+    let collnet = bad.iter().find(|c| c["field"] == "Tree graph").expect("the CollNet chain graph");
+    assert!(collnet["cause"].as_str().unwrap().contains("CollNet"), "{collnet}");
+    assert_eq!(v["explained_ratio"], 1.0);
+}

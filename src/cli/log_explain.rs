@@ -147,6 +147,14 @@ pub fn run(args: ExplainArgs) -> Result<()> {
                     r.paths.matched, r.paths.compared
                 ));
             }
+            if r.paths.matched < r.paths.compared {
+                let first = r.paths.differences.first().map_or(String::new(), |d| format!(" (first: {d})"));
+                ctx.path_differences = Some(format!(
+                    "{} of {} printed paths differ from those NCCL computes from the printed links{first}",
+                    r.paths.compared - r.paths.matched,
+                    r.paths.compared
+                ));
+            }
             paths = Some(r.paths.clone());
             if r.p2p_refused {
                 env = env.with("NCCL_P2P_LEVEL", "NVB");

@@ -42,6 +42,9 @@ pub struct Context {
     pub host: Option<String>,
     /// Why there is no model to compare with (no topology in the log and none given).
     pub unmodelled: Option<String>,
+    /// How the printed paths differ from those recomputed from the printed links, when they do: the print
+    /// lacks a fact NCCL's search had.
+    pub path_differences: Option<String>,
 }
 
 /// Cells and figures NCCL prints with 1 to 6 decimals: equal to the printed precision.
@@ -86,7 +89,9 @@ fn cause(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
         (Kind::Graph, Some(sm)) if field.starts_with("NVLS") => {
             Some(format!("missing fact: NVLS needs SM90 or newer; the model assumed SM{sm} (--sm sets it)"))
         }
-        _ => None,
+        _ => ctx.path_differences.as_ref().map(|p| {
+            format!("missing fact: {p}, so NCCL searched other paths than the model (--topo-file gives the machine)")
+        }),
     }
 }
 
@@ -327,6 +332,18 @@ mod tests {
         let v = compare(&log, None, &ctx);
         assert!(!v.is_empty() && v.iter().all(|c| !c.matched && c.cause.as_deref() == Some("no topology")));
         assert_eq!((json["kind"].as_str(), json["match"].as_bool()), (Some("graph"), Some(false)));
+    }
+
+    #[test]
+    fn paths_unlike_the_printed_ones_explain_what_the_search_found() {
+        let ex = crate::explain(&preset("hgx-pcie"), 2, &[1 << 20], &Env::default(), false).unwrap();
+        let mut log = as_logged(&ex);
+        log.graphs[0].n_channels += 1;
+        let ctx = Context { path_differences: Some("2 of 9 printed paths differ".into()), ..Context::default() };
+        let v = compare(&log, Some(&ex), &ctx);
+        let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].cause.as_deref().unwrap().contains("2 of 9 printed paths differ"), "{bad:?}");
     }
 
     #[test]
