@@ -16,7 +16,7 @@ pub struct Filled {
     pub links: usize,
     /// Bus ids of GPUs listed only as PCI leaves (a display or 3D class, no `<gpu>`).
     pub bare_gpus: Vec<String>,
-    /// Attributes taken from the detected host (by bus id).
+    /// Attributes and GPUs/NICs taken from the detected host (by bus id).
     pub from_host: usize,
     /// Whether the file lists any `<gpu>`.
     pub has_gpu: bool,
@@ -37,7 +37,7 @@ impl Filled {
              and CUDA/NVML (the GPUs)"
         )];
         if self.from_host > 0 {
-            v.push(format!("{} attributes taken from this host's devices with the same bus ids", self.from_host));
+            v.push(format!("{} attributes and devices taken from this host at the same bus ids", self.from_host));
         }
         if self.classes > 0 {
             v.push(format!(
@@ -88,6 +88,13 @@ fn fill(x: &mut XmlNode, host: &HashMap<String, &XmlNode>, f: &mut Filled) {
             for (k, v) in &h.attrs {
                 if x.attr(k).is_none() {
                     x.set(k, v.clone());
+                    f.from_host += 1;
+                }
+            }
+            // The GPU or NIC the host has at that bus id, as ncclTopoFillGpu / ncclTopoFillNet add it.
+            for sub in h.subs.iter().filter(|s| matches!(s.name.as_str(), "gpu" | "nic")) {
+                if x.sub(&sub.name).is_none() {
+                    x.subs.push(sub.clone());
                     f.from_host += 1;
                 }
             }
@@ -175,14 +182,20 @@ mod tests {
     fn an_overlay_takes_the_hosts_attributes_and_a_full_file_is_no_overlay() {
         let host = xml::parse(
             r#"<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
-            <pci busid="0000:10:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16"/></cpu></system>"#,
+            <pci busid="0000:10:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+            <pci busid="0000:12:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+            <gpu dev="0" sm="90" rank="0" gdr="1"/></pci></pci></cpu></system>"#,
             "detected",
         )
         .unwrap();
         let mut x = xml::parse(OVERLAY, "overlay.xml").unwrap();
         let f = complete(&mut x, Some(&host));
-        assert_eq!((f.from_host, f.classes, f.links), (3, 1, 1));
+        assert_eq!((f.from_host, f.classes, f.links), (4, 1, 1));
+        assert!(f.has_gpu && f.bare_gpus.is_empty(), "{f:?}");
         assert_eq!(x.system.subs[0].subs[0].attr("link_speed"), Some("32.0 GT/s PCIe"));
+        // Merged with the host, the overlay is a machine the search runs on.
+        let t = build(&x, &TopoEnv::default()).unwrap();
+        assert_eq!((t.nodes_of(NodeType::GPU).count(), t.nodes_of(NodeType::NET).count()), (1, 1));
 
         let mut full = crate::topo::presets::load("dgx-a100").unwrap();
         let f = complete(&mut full, None);
