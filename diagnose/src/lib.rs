@@ -156,7 +156,13 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         )
     };
     ev.extend(cited.cloned());
-    vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, fix)]
+    // What it costs, per call size: the what-if of `collscope log explain`.
+    let what_if = match code {
+        "no_gdrdma_distance" | "no_gdrdma_env" => "--set NCCL_NET_GDR_LEVEL=SYS",
+        _ => "--gdr on",
+    };
+    let fix = format!("{fix} What it costs: `collscope log explain LOG {what_if}` predicts each call with it.");
+    vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, &fix)]
 }
 
 fn socket_not_ib(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
