@@ -5,6 +5,7 @@
 use super::comm::Communicator;
 use super::connection::{Connection, Direction};
 use super::diag::{Finding, Warning};
+use super::job::RankEndpoint;
 use super::names::Transport;
 use super::ops::{OpRecord, ProxyOp};
 use super::tuning::Decision;
@@ -29,6 +30,8 @@ pub enum Event {
     Decision(Decision),
     Warning(Warning),
     Finding(Finding),
+    /// Where every rank of the job serves its telemetry, learned at bootstrap.
+    Endpoints(Vec<RankEndpoint>),
     /// The facts that are not events (topology, graphs, tuning table, versions) changed: re-read the snapshot.
     Snapshot,
 }
@@ -46,6 +49,7 @@ impl Event {
             Event::Decision(_) => "decision",
             Event::Warning(_) => "warning",
             Event::Finding(_) => "finding",
+            Event::Endpoints(_) => "endpoints",
             Event::Snapshot => "snapshot",
         }
     }

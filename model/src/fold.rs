@@ -136,6 +136,10 @@ impl Snapshot {
             }
             Event::Decision(d) => out.evicted += push_bounded(&mut self.decisions, d.clone(), bounds.decisions),
             Event::Warning(w) => out.evicted += push_bounded(&mut self.warnings, w.clone(), bounds.warnings),
+            Event::Endpoints(e) => {
+                self.endpoints = e.iter().take(super::job::MAX_JOB_RANKS).cloned().collect();
+                out.facts_changed = true;
+            }
             Event::Finding(f) => {
                 match self.findings.iter_mut().find(|o| o.same_as(f)) {
                     Some(existing) => existing.clone_from(f),
@@ -265,6 +269,7 @@ mod tests {
         Finding {
             code: code.into(),
             severity: Severity::Warning,
+            rank: None,
             title: "No GPUDirect RDMA".into(),
             detail: detail.into(),
             evidence: vec![],

@@ -149,7 +149,11 @@ impl State {
             Event::Connection(c) => self.learn_links(c),
             Event::Decision(d) => self.sinks(|s| s.decision(d)),
             Event::Warning(w) => self.sinks(|s| s.error(w)),
-            Event::OpEnqueued(_) | Event::Communicator(_) | Event::Finding(_) | Event::Snapshot => {}
+            Event::OpEnqueued(_)
+            | Event::Communicator(_)
+            | Event::Finding(_)
+            | Event::Endpoints(_)
+            | Event::Snapshot => {}
         }
         let out = self.fold(&ev);
         // The in-flight gauge follows the calls the model holds as enqueued.
