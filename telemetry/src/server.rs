@@ -1,6 +1,8 @@
 //! The HTTP endpoints, served by axum on a current-thread tokio runtime in the telemetry thread, never in the
 //! data path: `/metrics`, `/metrics/aggregate` (local rank 0, when aggregating), `/api/v1/snapshot`,
-//! `/api/v1/events` (server-sent events) and `/healthz`. The same thread drains the runtime's event queue.
+//! `/api/v1/summary` (this process's ranks, summarised), `/api/v1/job` (every rank's summary, fetched from the
+//! endpoints the ranks exchanged at bootstrap, and the job-level findings), `/api/v1/events` (server-sent
+//! events) and `/healthz`. The same thread drains the runtime's event queue.
 
 use crate::aggregate::merge_expositions;
 use crate::state::State;
@@ -11,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use collscope_model::observe::Feed;
-use collscope_model::Event;
+use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
+use collscope_model::{Event, JobView, RankSummary};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -25,7 +28,7 @@ use tokio::sync::{broadcast, watch, Semaphore};
 /// Prometheus text exposition format 0.0.4.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// How long `/metrics/aggregate` waits for each local rank.
+/// How long `/metrics/aggregate` and `/api/v1/job` wait for each other rank.
 const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) struct Shared {
@@ -72,12 +75,15 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/metrics", get(metrics))
         .route("/metrics/aggregate", get(aggregate))
         .route("/api/v1/snapshot", get(snapshot))
+        .route("/api/v1/summary", get(summary))
+        .route("/api/v1/job", get(job))
         .route("/api/v1/events", get(events))
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async {
             (
                 StatusCode::NOT_FOUND,
-                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/events, /healthz\n",
+                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/summary, /api/v1/job, \
+                 /api/v1/events, /healthz\n",
             )
         })
         .with_state(shared)
@@ -171,24 +177,30 @@ async fn metrics(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
 }
 
+/// Fetches `urls` from the other ranks at once, each within [`PEER_TIMEOUT`].
+async fn fetch_all(shared: &Shared, urls: Vec<String>) -> Vec<(String, Result<String, reqwest::Error>)> {
+    let fetches = urls.into_iter().map(|url| {
+        let req = shared.http.get(&url).timeout(PEER_TIMEOUT);
+        async move {
+            let text = async { req.send().await?.error_for_status()?.text().await }.await;
+            (url, text)
+        }
+    });
+    futures_util::future::join_all(fetches).await
+}
+
 async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     let own = match own_metrics(&shared) {
         Ok(t) => t,
         Err(e) => return metrics_failed(e),
     };
-    let fetches = shared.peers.iter().map(|peer| {
-        let req = shared.http.get(format!("http://{peer}/metrics")).timeout(PEER_TIMEOUT);
-        async move {
-            let text = async { req.send().await?.error_for_status()?.text().await }.await;
-            (*peer, text)
-        }
-    });
+    let urls = shared.peers.iter().map(|peer| format!("http://{peer}/metrics")).collect();
     let mut texts = vec![own];
     let mut up = String::from(
         "# HELP collscope_aggregate_peer_up Whether a local rank's /metrics answered this aggregation.\n\
          # TYPE collscope_aggregate_peer_up gauge\n",
     );
-    for (peer, text) in futures_util::future::join_all(fetches).await {
+    for (peer, (_, text)) in shared.peers.iter().zip(fetch_all(&shared, urls).await) {
         let ok = text.is_ok();
         if let Ok(t) = text {
             texts.push(t);
@@ -197,6 +209,45 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
     texts.push(up);
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// This process's ranks, summarised.
+async fn summary(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    shared.drain();
+    let snap = shared.lock().snapshot();
+    axum::Json(RankSummary::of(&snap, now_us())).into_response()
+}
+
+/// Every rank's summary: this process's own, the others' from their `/api/v1/summary` (a rank that does not
+/// answer is listed as unreachable), then the job-level rules over them. At most [`MAX_JOB_RANKS`] ranks and
+/// [`MAX_JOB_FINDINGS`] findings.
+async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    shared.drain();
+    let snap = shared.lock().snapshot();
+    let mut ranks = RankSummary::of(&snap, now_us());
+    let others: Vec<_> =
+        snap.endpoints.into_iter().filter(|e| !ranks.iter().any(|r| r.rank == e.rank)).take(MAX_JOB_RANKS).collect();
+    let urls = others.iter().map(|e| format!("{}/api/v1/summary", e.url)).collect();
+    for (endpoint, (_, answer)) in others.iter().zip(fetch_all(&shared, urls).await) {
+        let parsed = answer.map_err(|e| e.to_string()).and_then(|text| {
+            serde_json::from_str::<Vec<RankSummary>>(&text).map_err(|e| format!("not a summary: {e}"))
+        });
+        match parsed {
+            Ok(summaries) => ranks.extend(summaries.into_iter().filter(|s| s.rank == endpoint.rank)),
+            Err(e) => ranks.push(RankSummary::unreachable(endpoint, e)),
+        }
+    }
+    ranks.sort_by_key(|r| r.rank);
+    ranks.dedup_by_key(|r| r.rank);
+    ranks.truncate(MAX_JOB_RANKS);
+    let mut view = JobView { ranks, findings: Vec::new() };
+    view.findings = collscope_diagnose::diagnose_job(&view);
+    view.findings.truncate(MAX_JOB_FINDINGS);
+    axum::Json(view).into_response()
 }
 
 async fn snapshot(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
