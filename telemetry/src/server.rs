@@ -21,6 +21,7 @@ use hyper_util::service::TowerToHyperService;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch, Semaphore};
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub stop: watch::Receiver<bool>,
     /// An empty queue with capacity, traded for the runtime's full one at each drain.
     pub spare: Mutex<VecDeque<Event>>,
+    /// Set by a clean shutdown, so the event stream's last event says so.
+    pub clean_end: AtomicBool,
 }
 
 impl Shared {
@@ -211,6 +214,17 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
 }
 
+/// A failed fetch with its causes ("connection refused", "operation timed out"), not only reqwest's summary.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
 fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
@@ -233,7 +247,7 @@ async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
         snap.endpoints.into_iter().filter(|e| !ranks.iter().any(|r| r.rank == e.rank)).take(MAX_JOB_RANKS).collect();
     let urls = others.iter().map(|e| format!("{}/api/v1/summary", e.url)).collect();
     for (endpoint, (_, answer)) in others.iter().zip(fetch_all(&shared, urls).await) {
-        let parsed = answer.map_err(|e| e.to_string()).and_then(|text| {
+        let parsed = answer.map_err(|e| describe(&e)).and_then(|text| {
             serde_json::from_str::<Vec<RankSummary>>(&text).map_err(|e| format!("not a summary: {e}"))
         });
         match parsed {
@@ -263,10 +277,18 @@ fn sse_event(ev: &Event) -> SseEvent {
     }
 }
 
+/// The stream's last event when the server stops: `{"clean": true}` after a clean shutdown (the job finished),
+/// `false` when the process is going down otherwise (a failed rank).
+const END_EVENT: &str = "end";
+
 async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
     let rx = shared.lock().subscribe();
-    let stop = shared.stop.clone();
-    let stream = futures_util::stream::unfold((rx, stop), |(mut rx, mut stop)| async move {
+    let state = (rx, shared, false);
+    let stream = futures_util::stream::unfold(state, |(mut rx, shared, ended)| async move {
+        if ended {
+            return None;
+        }
+        let mut stop = shared.stop.clone();
         let item = tokio::select! {
             r = rx.recv() => match r {
                 Ok(ev) => sse_event(&ev),
@@ -274,9 +296,13 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
                 Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
                 Err(broadcast::error::RecvError::Closed) => return None,
             },
-            _ = stop.wait_for(|s| *s) => return None,
+            _ = stop.wait_for(|s| *s) => {
+                let clean = shared.clean_end.load(Ordering::Acquire);
+                let end = SseEvent::default().event(END_EVENT).data(format!("{{\"clean\":{clean}}}"));
+                return Some((Ok::<_, Infallible>(end), (rx, shared, true)));
+            }
         };
-        Some((Ok::<_, Infallible>(item), (rx, stop)))
+        Some((Ok::<_, Infallible>(item), (rx, shared, false)))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
