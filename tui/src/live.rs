@@ -110,12 +110,14 @@ impl Live {
         }
         self.generation += 1;
         self.remove_job_findings();
-        match (rank, self.home.take()) {
-            (None, Some(home)) => self.snapshot = home,
-            (Some(_), None) => self.home = Some(std::mem::replace(&mut self.snapshot, Snapshot::new(Source::Runtime))),
-            (_, home) => {
-                self.home = home;
-                self.snapshot = Snapshot::new(Source::Runtime);
+        let home =
+            self.home.take().unwrap_or_else(|| std::mem::replace(&mut self.snapshot, Snapshot::new(Source::Runtime)));
+        match rank {
+            None => self.snapshot = home,
+            Some(_) => {
+                // Until the rank's own arrives: empty but for the job's ranks, so the switcher still steps.
+                self.snapshot = Snapshot { endpoints: home.endpoints.clone(), ..Snapshot::new(Source::Runtime) };
+                self.home = Some(home);
             }
         }
         self.shown_rank = rank;

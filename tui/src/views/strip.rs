@@ -45,31 +45,30 @@ fn line(r: &RankSummary, shown: bool) -> String {
     let comm = r.comms.iter().filter(|c| c.in_flight.is_some()).max_by(|a, b| age(a).total_cmp(&age(b)));
     let comm = comm.or(r.comms.first());
     let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
-    let running = comm.and_then(|c| c.in_flight.as_ref()).map_or("-".into(), |f| {
-        format!("{} #{} {} {:.1}s", f.coll, f.seq, style::fmt_bytes(f.bytes), f.age_s)
-    });
-    let us = |v: Option<f64>| v.map_or("-".into(), style::fmt_us);
+    let running = comm
+        .and_then(|c| c.in_flight.as_ref())
+        .map_or("-".into(), |f| format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s));
+    let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
+    // 80 columns: the units are in the title line.
     format!(
-        "{}r{:<3} {:<8.8} {:<9} done {:<7} in {:<28.28} {:>7} p50 {:>8} p99 {:>8}",
+        "{}r{:<4}{:<8.8}{:<10}{:<8}{:<27.27}{:>6} {:>6}/{}",
         if shown { '>' } else { ' ' },
         r.rank,
         r.host.as_deref().unwrap_or("?"),
         state(r),
         done,
         running,
-        r.busbw_gbps.map_or("-".into(), |g| format!("{g:.2}GB/s")),
-        us(r.p50_us),
-        us(r.p99_us),
+        r.busbw_gbps.map_or("-".into(), |g| format!("{g:.2}")),
+        ms(r.p50_us),
+        ms(r.p99_us),
     )
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
-    let mut lines = vec![Line::styled(
-        format!("Job: {} ranks, showing {shown} (< > switch)", job.ranks.len()),
-        style::bold(),
-    )];
+    let title = format!("Job: {} ranks, showing {shown} (< > switch)", job.ranks.len());
+    let mut lines = vec![Line::styled(format!("{title:<64}GB/s p50/p99 ms"), style::bold())];
     // Stuck and slow ranks first, so a big job's strip shows them.
     let mut ranks: Vec<&RankSummary> = job.ranks.iter().collect();
     ranks.sort_by_key(|r| (!stuck(job, r), !slow(job, r), r.rank));
@@ -97,8 +96,8 @@ mod tests {
     use crate::fixture;
     use crate::live::Update;
     use crate::views::testing::render;
-    use collscope_model::{CommProgress, Finding, InFlight, JobView, RankState, RankSummary, Severity};
     use collscope_model::{Collective, RankEndpoint};
+    use collscope_model::{CommProgress, Finding, InFlight, JobView, RankState, RankSummary, Severity};
 
     fn rank(rank: u32, in_flight: Option<(u64, f64)>) -> RankSummary {
         RankSummary {
@@ -144,11 +143,12 @@ mod tests {
             RankSummary::unreachable(&gone, "timed out".into()),
         ];
         live.apply(Update::Job(Box::new(JobView { ranks, findings: vec![stuck.clone()] })));
-        let lines = render(&App::default(), &live, 120, 40);
+        let lines = render(&App::default(), &live, 80, 24);
+        crate::views::testing::assert_fits(&lines);
         let strip = &lines[1..6];
         assert!(strip[0].starts_with("Job: 4 ranks"), "{strip:?}");
-        assert!(strip[1].starts_with(" r3   node2    no answer"), "{strip:?}");
-        assert!(strip[2].contains("r0") && strip[2].contains("AllReduce #42 1.0 MiB 5.0s"), "{strip:?}");
+        assert!(strip[1].starts_with(" r3   node2   no answer"), "{strip:?}");
+        assert_eq!(strip[2], " r0   node1   running   #41     AllReduce #42 5.0s           1.50    0.9/4.0");
         assert!(live.snapshot.findings.contains(&stuck), "the job's findings are in the Findings view");
         // A new job view replaces the old one's findings.
         live.apply(Update::Job(Box::default()));
