@@ -14,7 +14,7 @@ pub const STRAGGLER_SHARE: f64 = 0.75;
 /// How far behind the next latest rank a straggler starts, on average, in microseconds (less is noise).
 pub const STRAGGLER_MIN_LAG_US: f64 = 1000.0;
 
-fn comms<'a>(job: &'a JobView) -> BTreeSet<Option<&'a str>> {
+fn comms(job: &JobView) -> BTreeSet<Option<&str>> {
     job.ranks.iter().flat_map(|r| r.comms.iter().map(|c| c.comm.as_deref())).collect()
 }
 
