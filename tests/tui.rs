@@ -612,8 +612,7 @@ fn a_stopped_rank_is_named_as_not_arrived_at_the_call_the_others_wait_in() {
     let (finding, waiting) = demo.poll("rank 0's job view to name rank 2", |d| {
         let job = d.job()?;
         let f = job.findings.into_iter().find(|f| f.code == "rank_not_arrived" && f.rank == Some(2))?;
-        let calls: Vec<InFlight> =
-            job.ranks.iter().filter_map(|r| r.comms.first()?.in_flight.clone()).collect();
+        let calls: Vec<InFlight> = job.ranks.iter().filter_map(|r| r.comms.first()?.in_flight.clone()).collect();
         Some((f, calls))
     });
     let took = stopped.elapsed();
