@@ -6,6 +6,7 @@ use super::comm::Communicator;
 use super::connection::{Connection, Direction};
 use super::diag::{Finding, Warning};
 use super::graph::{ChannelCounts, Graph, Ring, Tree};
+use super::job::RankEndpoint;
 use super::names::Transport;
 use super::ops::{OpRecord, ProxyOp};
 use super::topology::Topology;
@@ -33,6 +34,8 @@ pub enum Event {
     InitFacts(Box<InitFacts>),
     Warning(Warning),
     Finding(Finding),
+    /// Where every rank of the job serves its telemetry, learned at bootstrap.
+    Endpoints(Vec<RankEndpoint>),
     /// The facts that are not events (topology, graphs, tuning table, versions) changed: re-read the snapshot.
     Snapshot,
 }
@@ -51,6 +54,7 @@ impl Event {
             Event::InitFacts(_) => "init_facts",
             Event::Warning(_) => "warning",
             Event::Finding(_) => "finding",
+            Event::Endpoints(_) => "endpoints",
             Event::Snapshot => "snapshot",
         }
     }

@@ -149,6 +149,10 @@ impl Snapshot {
                 out.facts_changed = true;
             }
             Event::Warning(w) => out.evicted += push_bounded(&mut self.warnings, w.clone(), bounds.warnings),
+            Event::Endpoints(e) => {
+                self.endpoints = e.iter().take(super::job::MAX_JOB_RANKS).cloned().collect();
+                out.facts_changed = true;
+            }
             Event::Finding(f) => {
                 match self.findings.iter_mut().find(|o| o.same_as(f)) {
                     Some(existing) => existing.clone_from(f),
@@ -336,6 +340,7 @@ mod tests {
         Finding {
             code: code.into(),
             severity: Severity::Warning,
+            rank: None,
             title: "No GPUDirect RDMA".into(),
             detail: detail.into(),
             evidence: vec![],

@@ -12,6 +12,7 @@ pub mod events;
 pub mod evidence;
 pub mod fold;
 pub mod graph;
+pub mod job;
 pub mod lines;
 pub mod logfacts;
 pub mod names;
@@ -28,6 +29,7 @@ pub use events::{ChannelTraffic, Event, InitFacts};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
+pub use job::{CommProgress, InFlight, JobView, RankEndpoint, RankState, RankSummary};
 pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote, UnnamedDecision};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait};
@@ -96,6 +98,9 @@ pub struct Snapshot {
     pub net_devices: Vec<NetDevice>,
     pub bootstrap: Vec<BootstrapInterface>,
     pub hosts: Vec<String>,
+    /// Where every rank of the job serves its telemetry (a live job's ranks exchange them at bootstrap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<RankEndpoint>,
     pub communicators: Vec<Communicator>,
     pub topology: Vec<Topology>,
     pub graphs: Vec<Graph>,
@@ -130,6 +135,7 @@ impl Snapshot {
             net_devices: Vec::new(),
             bootstrap: Vec::new(),
             hosts: Vec::new(),
+            endpoints: Vec::new(),
             communicators: Vec::new(),
             topology: Vec::new(),
             graphs: Vec::new(),

@@ -155,6 +155,7 @@ impl State {
             | Event::Decision(_)
             | Event::InitFacts(_)
             | Event::Finding(_)
+            | Event::Endpoints(_)
             | Event::Snapshot => {}
         }
         let out = self.fold(&ev);

@@ -546,6 +546,9 @@ impl Comm {
         }
         if crate::observe::recorder::enabled() {
             self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
+            if let Some(f) = res.as_ref().err().and_then(|e| e.finding(&rec)) {
+                crate::observe::recorder::record(|| model::Event::Finding(f));
+            }
         }
         let (coll, seq) = (rec.coll, rec.seq);
         self.records.push_op(rec);

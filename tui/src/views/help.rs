@@ -19,6 +19,7 @@ const HELP: &[(&str, &str)] = &[
     ("/", "filter operations (Ops): collective, algorithm, protocol"),
     ("Esc", "clear the filter, close evidence"),
     ("Enter", "show the evidence and the fix of a finding"),
+    ("< >", "previous / next rank of a live job (the rank strip)"),
     ("?", "this help"),
     ("q", "quit"),
 ];
