@@ -5,7 +5,7 @@ Dependencies point one way, from the binary down to the contract (ARCHITECTURE.m
 
     collscope (binary) -> tui -> logreader -> debug -> model
                                          -> diagnose ---^
-                       -> telemetry ------------^
+                       -> telemetry -> diagnose
                        -> runtime -> nccl -> debug
                                   -> kernels
 
@@ -28,7 +28,8 @@ ALLOWED = {
     # The diagnosis rules read the model and its evidence only: the same rules for a log, a live job, a model.
     "collscope-diagnose": {"collscope-model"},
     "collscope-logreader": {"collscope-model", "collscope-debug", "collscope-diagnose"},
-    "collscope-telemetry": {"collscope-model", "collscope-debug"},
+    # The job-level rules run where `/api/v1/job` merges the ranks.
+    "collscope-telemetry": {"collscope-model", "collscope-debug", "collscope-diagnose"},
     "collscope-tui": {"collscope-model", "collscope-debug", "collscope-logreader"},
     # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime.
     "collscope-profiler": {"collscope-model", "collscope-debug", "collscope-telemetry"},

@@ -3,9 +3,12 @@
 //! an abort. Every process runs under a deadline (`collscope_testkit::Proc`); each test checks the exit status,
 //! the error, the time taken, that no process of the job is left and that none left anything in /dev/shm.
 
+mod procs;
+
 use collscope_testkit::Proc;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use procs::{children_of, processes, rank_process};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
@@ -68,26 +71,8 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// (pid, parent pid, process group) of every live (not zombie) process.
-fn processes() -> Vec<(u32, u32, u32)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            // After the command name in parentheses: state, ppid, pgrp.
-            let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            (f.first() != Some(&"Z")).then_some((pid, f.get(1)?.parse().ok()?, f.get(2)?.parse().ok()?))
-        })
-        .collect()
-}
-
 fn group_members(pgid: u32) -> Vec<u32> {
     processes().into_iter().filter(|p| p.2 == pgid).map(|p| p.0).collect()
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    processes().into_iter().filter(|p| p.1 == pid).map(|p| p.0).collect()
 }
 
 /// Segments in /dev/shm created by any of `pids`.
@@ -288,15 +273,6 @@ fn killing_the_launcher_ends_its_ranks_whatever_the_signal() {
         assert!(alive.is_empty(), "{sig}: ranks {alive:?} still run");
         assert!(sent.elapsed() < LINGER, "{sig}: the ranks took {:?} to go", sent.elapsed());
     }
-}
-
-/// The process the launcher `launcher` started as rank `rank`, once it runs collscope (after exec).
-fn rank_process(launcher: u32, rank: u32) -> Option<u32> {
-    let mark = format!("COLLSCOPE_RANK={rank}");
-    children_of(launcher).into_iter().find(|pid| {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mark.as_bytes()))
-    })
 }
 
 #[test]

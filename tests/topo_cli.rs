@@ -124,3 +124,26 @@ fn bad_input_is_reported() {
     let e = fails(&["topo", "show", "--preset", "hgx-pcie", "--topo-file", "x.xml"], &[]);
     assert!(e.contains("cannot be used with"), "{e}");
 }
+
+#[test]
+fn overlay_files_load_with_a_note_and_rccl_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let overlay = dir.path().join("overlay.xml");
+    std::fs::write(
+        &overlay,
+        r#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+<pci busid="0000:10:00.0"><pci busid="0000:11:00.0"><nic><net name="efa0" dev="0" speed="100000" port="1" gdr="1"/></nic></pci></pci>
+</cpu></system>"#,
+    )
+    .unwrap();
+    let out = collscope(&["topo", "show", "--topo-file", overlay.to_str().unwrap()], &[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("NET/0-0"), "{stdout}");
+    assert!(stderr.contains("is an overlay") && stderr.contains("without class"), "{stderr}");
+    let rccl = dir.path().join("rccl.xml");
+    std::fs::write(&rccl, r#"<system version="2"><cpu numaid="0" arch="x86_64" vendor="AuthenticAMD"/></system>"#)
+        .unwrap();
+    let err = fails(&["topo", "show", "--topo-file", rccl.to_str().unwrap()], &[]);
+    assert!(err.contains("RCCL") && err.contains("rccl.xml"), "{err}");
+}

@@ -4,6 +4,7 @@
 //! are drawn from collscope's own NCCL logs, and also from a real NCCL log where `../shared` has them.
 
 mod live;
+mod procs;
 
 use collscope_model::*;
 use collscope_testkit::{output, Proc};
@@ -447,12 +448,13 @@ fn seq_rows(screen: &str) -> Vec<u64> {
 }
 
 /// `collscope demo` on a terminal opens the TUI on rank 0's live telemetry: operations arrive and their count
-/// moves while the ranks train; after `q` the launcher waits for its ranks and exits cleanly.
+/// moves while the ranks train; `q` ends the ranks and the launcher exits cleanly.
 #[test]
 fn demo_opens_the_tui_and_its_counters_move() {
     let base = free_ports(4);
     let addr = format!("127.0.0.1:{base}");
-    let t = Tmux::start("demo", &["demo", "--nranks", "2", "--duration", "6", "--metrics-addr", &addr]);
+    // Longer than the test: `q` must end the ranks, not wait for them.
+    let t = Tmux::start("demo", &["demo", "--nranks", "2", "--duration", "200", "--metrics-addr", &addr]);
     t.wait_for(&["live", "SHM"]);
     t.keys(&["7"]);
     let screen = t.wait_for(&[" operations"]);
@@ -544,4 +546,155 @@ fn a_ring_seen_in_part_is_drawn_partial() {
     let screen = t.wait_for(&["Channel 00: 3 ranks, partial", "0 ─?▶ 1 ─?▶ 2"]);
     assert!(!screen.contains("↺"), "{screen}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `collscope demo --no-tui` of four rank processes serving telemetry from a free base port. Dropping it resumes
+/// any rank it stopped, then its `Proc` kills the whole job.
+struct Demo {
+    proc: Proc,
+    base: u16,
+    stopped: Vec<u32>,
+}
+
+/// How long a demo of a live-job test may run.
+const DEMO_LIFE: Duration = Duration::from_secs(300);
+/// How long a wait on a demo may take: four ranks start slowly on a loaded machine.
+const DEMO_WAIT: Duration = Duration::from_secs(90);
+
+impl Demo {
+    fn start(env: &[(&str, &str)]) -> Demo {
+        let base = free_ports(4);
+        let addr = format!("127.0.0.1:{base}");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+        cmd.args([
+            "demo",
+            "--no-tui",
+            "--nranks",
+            "4",
+            "--duration",
+            "240",
+            "--grad-mib",
+            "1",
+            "--metrics-addr",
+            &addr,
+        ])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        let demo = Demo { proc: Proc::spawn(&mut cmd, DEMO_LIFE), base, stopped: Vec::new() };
+        demo.poll("rank 0's job view of 4 ranks", |d| {
+            let job = d.job()?;
+            (job.ranks.len() == 4 && job.ranks.iter().all(|r| r.state != RankState::Unreachable)).then_some(())
+        });
+        demo
+    }
+
+    fn url(&self, rank: u16) -> String {
+        format!("http://127.0.0.1:{}", self.base + rank)
+    }
+
+    fn get(&self, path: &str) -> Option<String> {
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().ok()?;
+        client.get(format!("{}{path}", self.url(0))).send().ok()?.text().ok()
+    }
+
+    fn job(&self) -> Option<JobView> {
+        serde_json::from_str(&self.get("/api/v1/job")?).ok()
+    }
+
+    /// Polls `f` every 100 ms until it gives something (within [`DEMO_WAIT`]).
+    fn poll<T>(&self, what: &str, mut f: impl FnMut(&Demo) -> Option<T>) -> T {
+        let until = Instant::now() + DEMO_WAIT;
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(Instant::now() < until, "waited {DEMO_WAIT:?} for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends `signal` to rank `rank`'s process.
+    fn signal(&mut self, rank: u32, signal: nix::sys::signal::Signal) {
+        let pid = self.poll("the rank's process", |d| procs::rank_process(d.proc.id(), rank));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal the rank");
+        if signal == nix::sys::signal::Signal::SIGSTOP {
+            self.stopped.push(pid);
+        }
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        for pid in &self.stopped {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+}
+
+/// `tui --connect` to one rank shows every rank of the job in the strip, and `>` shows the next rank's own
+/// snapshot.
+#[test]
+fn connect_shows_every_rank_in_the_strip_and_switches_rank() {
+    let demo = Demo::start(&[]);
+    let t = Tmux::start("strip", &["tui", "--connect", &demo.url(1)]);
+    // The strip (the job view) and the connected rank's snapshot (it lists the ranks' endpoints) are both in.
+    t.wait_for(&["Job: 4 ranks, showing the connected rank", " r0 ", " r1 ", " r2 ", " r3 ", "ranks 4"]);
+    t.keys(&[">", ">", ">", "7"]);
+    let screen = t.wait_for(&["showing rank 2", ">r2 ", " operations"]);
+    assert!(screen.contains("AllReduce"), "rank 2's calls are shown:\n{screen}");
+    t.keys(&[">", ">"]);
+    t.wait_for(&["showing the connected rank"]);
+}
+
+/// kill -9 of one rank: within 10 s a surviving rank's snapshot, its `/metrics` and the TUI's Findings view
+/// name the dead rank.
+#[test]
+fn a_killed_rank_is_a_finding_in_a_survivors_snapshot_metrics_and_tui_within_10_s() {
+    let mut demo = Demo::start(&[]);
+    let t = Tmux::start("killed", &["tui", "--connect", &demo.url(0)]);
+    t.wait_for(&["Job: 4 ranks"]);
+    t.keys(&["8"]);
+    demo.signal(2, nix::sys::signal::Signal::SIGKILL);
+    let killed = Instant::now();
+    let finding = demo.poll("a finding about rank 2 in rank 0's snapshot", |d| {
+        let snap: Snapshot = serde_json::from_str(&d.get("/api/v1/snapshot")?).ok()?;
+        snap.findings.into_iter().find(|f| f.rank == Some(2) && f.severity == Severity::Error)
+    });
+    let in_snapshot = killed.elapsed();
+    assert_eq!(finding.code, "peer_exited");
+    assert!(finding.title.contains("rank 2 closed its connection"), "{finding:?}");
+    let metrics = demo.get("/metrics").expect("rank 0's metrics");
+    assert!(metrics.contains("collscope_findings{code=\"peer_exited\",severity=\"error\"} 1"), "{metrics}");
+    assert!(metrics.contains("collscope_errors_total{class=\"peer\",rank=\"2\"} 1"), "{metrics}");
+    t.wait_for(&["rank 2 closed its connection"]);
+    let on_screen = killed.elapsed();
+    eprintln!("kill -9 of rank 2: finding in rank 0's snapshot after {in_snapshot:?}, on the TUI after {on_screen:?}");
+    assert!(on_screen < Duration::from_secs(10), "{on_screen:?}");
+}
+
+/// A SIGSTOPped rank: rank 0's job view names it as not arrived at the call the others wait in (collective
+/// and seq), well within the runtime's timeout.
+#[test]
+fn a_stopped_rank_is_named_as_not_arrived_at_the_call_the_others_wait_in() {
+    const TIMEOUT_S: u64 = 60;
+    let timeout = TIMEOUT_S.to_string();
+    let mut demo = Demo::start(&[("COLLSCOPE_TIMEOUT_S", &timeout), ("COLLSCOPE_PEER_TIMEOUT", &timeout)]);
+    demo.signal(2, nix::sys::signal::Signal::SIGSTOP);
+    let stopped = Instant::now();
+    let (finding, waiting) = demo.poll("rank 0's job view to name rank 2", |d| {
+        let job = d.job()?;
+        let f = job.findings.into_iter().find(|f| f.code == "rank_not_arrived" && f.rank == Some(2))?;
+        let calls: Vec<InFlight> = job.ranks.iter().filter_map(|r| r.comms.first()?.in_flight.clone()).collect();
+        Some((f, calls))
+    });
+    let took = stopped.elapsed();
+    eprintln!("SIGSTOP of rank 2: named after {took:?}: {} | {}", finding.title, finding.detail);
+    // The call named is the one the others wait in (ranks may be in different calls: one still finishing the
+    // call before).
+    let named = |c: &InFlight| finding.title == format!("rank 2 has not arrived at {} #{}", c.coll, c.seq);
+    assert!(waiting.iter().any(named), "{} is not a call the others wait in: {waiting:?}", finding.title);
+    assert!(finding.detail.contains("rank 2 does not answer"), "{}", finding.detail);
+    assert!(took < Duration::from_secs(TIMEOUT_S), "{took:?}");
 }

@@ -292,7 +292,12 @@ macro_rules! nccl_trace {
 /// The version line: `NCCL version 2.28.9+collscope0.1.0` in NCCL's place, so log tools find the modelled
 /// version, and collscope's own version after the `+` where NCCL prints its CUDA version.
 pub fn version_string() -> String {
-    format!("NCCL version {NCCL_MODEL_VERSION}+collscope{}", env!("CARGO_PKG_VERSION"))
+    format!("NCCL version {}", version())
+}
+
+/// The version as the version line prints it (`2.28.9+collscope0.1.0`), as a log reader reads it back.
+pub fn version() -> String {
+    format!("{NCCL_MODEL_VERSION}+collscope{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// Prints the version line the way NCCL's `showVersion` does: as a VERSION line at VERSION/WARN, else INFO.

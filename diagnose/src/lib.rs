@@ -1,9 +1,12 @@
 //! Diagnosis: one table of named rules, each a function from the model of a job (a [`Snapshot`]) and the
 //! [`Evidence`] behind it to findings, so that the same rules run on a log, a live job or a modelled machine.
-//! To add a rule, write its function and add a row to [`RULES`] (and a test).
+//! To add a rule, write its function and add a row to [`RULES`] (and a test). Rules over the whole job (every
+//! rank's summary, [`JobView`]) are the rows of [`JOB_RULES`], written in [`job`].
+
+pub mod job;
 
 use collscope_model::{
-    Cite, Collective, Evidence, Finding, GdrCheck, LineRef, LogFacts, Severity, Snapshot, Transport, Warning,
+    Cite, Collective, Evidence, Finding, GdrCheck, JobView, LineRef, LogFacts, Severity, Snapshot, Transport, Warning,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +35,24 @@ pub const RULES: &[Rule] = &[
     Rule { code: "nccl_error", check: nccl_errors },
 ];
 
+pub struct JobRule {
+    pub code: &'static str,
+    pub check: fn(&JobView) -> Vec<Finding>,
+}
+
+pub const JOB_RULES: &[JobRule] = &[
+    JobRule { code: "rank_not_arrived", check: job::not_arrived },
+    JobRule { code: "straggler", check: job::straggler },
+    JobRule { code: "rank_unreachable", check: job::unreachable },
+];
+
+/// Runs every job-level rule; findings come out most severe first.
+pub fn diagnose_job(view: &JobView) -> Vec<Finding> {
+    let mut out: Vec<Finding> = JOB_RULES.iter().flat_map(|r| (r.check)(view)).collect();
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    out
+}
+
 /// Runs every rule; findings come out most severe first.
 pub fn diagnose(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     let mut out: Vec<Finding> = RULES.iter().flat_map(|r| (r.check)(snap, evidence)).collect();
@@ -55,7 +76,7 @@ fn ranks_missing(n: u32, known: &BTreeSet<u32>) -> Vec<String> {
 }
 
 fn finding(code: &str, severity: Severity, title: &str, detail: String, evidence: Vec<LineRef>, fix: &str) -> Finding {
-    Finding { code: code.into(), severity, title: title.into(), detail, evidence, fix: fix.into() }
+    Finding { code: code.into(), severity, rank: None, title: title.into(), detail, evidence, fix: fix.into() }
 }
 
 fn cite(evidence: &Evidence, cites: &[Cite]) -> Vec<LineRef> {
@@ -156,7 +177,13 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         )
     };
     ev.extend(cited.cloned());
-    vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, fix)]
+    // What it costs, per call size: the what-if of `collscope log explain`.
+    let what_if = match code {
+        "no_gdrdma_distance" | "no_gdrdma_env" => "--set NCCL_NET_GDR_LEVEL=SYS",
+        _ => "--gdr on",
+    };
+    let fix = format!("{fix} What it costs: `collscope log explain LOG {what_if}` predicts each call with it.");
+    vec![finding(code, Severity::Warning, "No GPUDirect RDMA on NET connections", format!("{share}: {why}."), ev, &fix)]
 }
 
 fn socket_not_ib(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {

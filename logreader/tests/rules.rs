@@ -34,6 +34,9 @@ fn no_gdrdma_by_distance_module_and_unknown() {
     assert!(has(&s, "no_gdrdma_distance"), "{:?}", codes(&s));
     let s = read(&["a:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)", net]);
     assert!(has(&s, "no_gdrdma_no_module"), "{:?}", codes(&s));
+    // The fix links to the what-if that prices the missing GPUDirect RDMA.
+    let fix = &s.findings.iter().find(|f| f.code == "no_gdrdma_no_module").unwrap().fix;
+    assert!(fix.contains("collscope log explain LOG --gdr on"), "{fix}");
     assert!(has(&read(&[net]), "no_gdrdma"));
     let gdr = "a:1:1 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/IB/0/GDRDMA";
     assert!(!codes(&read(&[gdr])).iter().any(|c| c.starts_with("no_gdrdma")));

@@ -39,6 +39,9 @@ pub struct Finding {
     /// Stable identifier, e.g. "no_gdrdma_distance".
     pub code: String,
     pub severity: Severity,
+    /// The rank the finding is about, when it is about one (a dead, stopped or slow rank).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     pub title: String,
     pub detail: String,
     pub evidence: Vec<LineRef>,

@@ -5,9 +5,12 @@
 use super::comm::Communicator;
 use super::connection::{Connection, Direction};
 use super::diag::{Finding, Warning};
+use super::graph::{ChannelCounts, Graph, Ring, Tree};
+use super::job::RankEndpoint;
 use super::names::Transport;
 use super::ops::{OpRecord, ProxyOp};
-use super::tuning::Decision;
+use super::topology::Topology;
+use super::tuning::{Decision, TuningTable};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,8 +30,12 @@ pub enum Event {
     Communicator(Communicator),
     /// The tuner chose an algorithm and protocol for a call.
     Decision(Decision),
+    /// What a rank decided at a communicator's init (topology, graphs, channels, rings, trees, tuning table).
+    InitFacts(Box<InitFacts>),
     Warning(Warning),
     Finding(Finding),
+    /// Where every rank of the job serves its telemetry, learned at bootstrap.
+    Endpoints(Vec<RankEndpoint>),
     /// The facts that are not events (topology, graphs, tuning table, versions) changed: re-read the snapshot.
     Snapshot,
 }
@@ -44,11 +51,35 @@ impl Event {
             Event::Connection(_) => "connection",
             Event::Communicator(_) => "communicator",
             Event::Decision(_) => "decision",
+            Event::InitFacts(_) => "init_facts",
             Event::Warning(_) => "warning",
             Event::Finding(_) => "finding",
+            Event::Endpoints(_) => "endpoints",
             Event::Snapshot => "snapshot",
         }
     }
+}
+
+/// What one rank decided when it initialised one communicator: the facts an NCCL log prints at init (INIT and
+/// GRAPH lines), so a live job, a log and a profiler plugin fill the same parts of the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InitFacts {
+    pub comm: Option<String>,
+    pub rank: u32,
+    /// The version of the program that decided (collscope's own, for the runtime).
+    pub collscope_version: Option<String>,
+    /// The network its NET transport would use (`Socket`, `IB`), if any.
+    pub network: Option<String>,
+    /// The rank's host as the topology search saw it.
+    pub topology: Option<Topology>,
+    pub graphs: Vec<Graph>,
+    pub channels: ChannelCounts,
+    /// Every channel's ring: the order and this rank's neighbours.
+    pub rings: Vec<Ring>,
+    /// This rank's place in each channel's tree.
+    pub trees: Vec<Tree>,
+    /// Latency and bandwidth per collective, algorithm and protocol, as this rank's tuning model prices them.
+    pub tuning: TuningTable,
 }
 
 /// One rank's traffic with one peer on one channel, summed over a call's steps.

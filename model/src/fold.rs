@@ -6,13 +6,17 @@
 //!   (nranks and nnodes the largest reported, the NCCL version the first reported, hosts in order seen);
 //! - findings are keyed by what identifies them: the code plus the subject their title and detail name, so
 //!   two ranks' findings of one code both show and a repeated one replaces its earlier report;
+//! - a rank's init facts fill the job's facts: rings merge by channel (the longest order, each rank's
+//!   neighbours once), trees are upserted by (channel, rank), topologies by host, graphs are kept once each,
+//!   channel counts take the largest reported, tuning cells are set, the versions and network the first reported;
 //! - decisions and warnings are appended;
 //! - traffic changes no snapshot list (rates are the reader's: the TUI's edges, telemetry's counters);
 //! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
 
 use super::comm::Communicator;
 use super::diag::Finding;
-use super::events::Event;
+use super::events::{Event, InitFacts};
+use super::graph::ChannelCounts;
 use super::ops::{OpRecord, OpState, ProxyOp};
 use super::Snapshot;
 
@@ -32,6 +36,11 @@ pub const MAX_COMMUNICATORS: usize = 4096;
 pub const MAX_FINDINGS: usize = 1024;
 /// Host names kept.
 pub const MAX_HOSTS: usize = 4096;
+/// Init facts: rings (one per channel), tree places (channel, rank), graphs and host topologies kept.
+pub const MAX_RINGS: usize = 1024;
+pub const MAX_TREES: usize = 65536;
+pub const MAX_GRAPHS: usize = 1024;
+pub const MAX_TOPOLOGIES: usize = 1024;
 
 /// A list past its bound is cut to `bound - bound / SLACK`, so a list at its bound is not shifted on every
 /// event (a cut costs the length of the list; this spreads it over `bound / SLACK` events).
@@ -138,7 +147,15 @@ impl Snapshot {
                 out.facts_changed = true;
             }
             Event::Decision(d) => out.evicted += push_bounded(&mut self.decisions, d.clone(), bounds.decisions),
+            Event::InitFacts(f) => {
+                self.apply_init_facts(f);
+                out.facts_changed = true;
+            }
             Event::Warning(w) => out.evicted += push_bounded(&mut self.warnings, w.clone(), bounds.warnings),
+            Event::Endpoints(e) => {
+                self.endpoints = e.iter().take(super::job::MAX_JOB_RANKS).cloned().collect();
+                out.facts_changed = true;
+            }
             Event::Finding(f) => {
                 match self.findings.iter_mut().find(|o| o.same_as(f)) {
                     Some(existing) => existing.clone_from(f),
@@ -182,6 +199,64 @@ impl Snapshot {
         }
         if let Some(h) = c.host.as_ref().filter(|h| !self.hosts.contains(h)) {
             push_bounded(&mut self.hosts, h.clone(), bounds.hosts);
+        }
+    }
+}
+
+impl Snapshot {
+    fn apply_init_facts(&mut self, f: &InitFacts) {
+        if self.collscope_version.is_none() {
+            self.collscope_version.clone_from(&f.collscope_version);
+        }
+        if self.network.is_none() {
+            self.network.clone_from(&f.network);
+        }
+        if let Some(t) = &f.topology {
+            match self.topology.iter_mut().find(|o| o.host == t.host) {
+                Some(existing) => existing.clone_from(t),
+                None => _ = push_bounded(&mut self.topology, t.clone(), MAX_TOPOLOGIES),
+            }
+        }
+        for g in &f.graphs {
+            if !self.graphs.contains(g) {
+                push_bounded(&mut self.graphs, g.clone(), MAX_GRAPHS);
+            }
+        }
+        let max = |a: Option<u32>, b: Option<u32>| a.max(b);
+        let (c, n) = (&self.channels, &f.channels);
+        self.channels = ChannelCounts {
+            coll: max(c.coll, n.coll),
+            collnet: max(c.collnet, n.collnet),
+            nvls: max(c.nvls, n.nvls),
+            p2p: max(c.p2p, n.p2p),
+            p2p_per_peer: max(c.p2p_per_peer, n.p2p_per_peer),
+        };
+        for r in &f.rings {
+            let Some(ring) = self.rings.iter_mut().find(|o| o.channel == r.channel) else {
+                push_bounded(&mut self.rings, r.clone(), MAX_RINGS);
+                continue;
+            };
+            if r.order.len() > ring.order.len() {
+                ring.order.clone_from(&r.order);
+                ring.truncated = r.truncated;
+            }
+            for n in &r.neighbours {
+                if !ring.neighbours.contains(n) {
+                    ring.neighbours.push(*n);
+                }
+            }
+        }
+        for t in &f.trees {
+            match self.trees.iter_mut().find(|o| o.channel == t.channel && o.rank == t.rank) {
+                Some(existing) => existing.clone_from(t),
+                None => _ = push_bounded(&mut self.trees, t.clone(), MAX_TREES),
+            }
+        }
+        for (coll, algos) in &f.tuning {
+            let row = self.tuning.entry(*coll).or_default();
+            for (algo, protos) in algos {
+                row.entry(*algo).or_default().extend(protos);
+            }
         }
     }
 }
@@ -281,6 +356,7 @@ mod tests {
         Finding {
             code: code.into(),
             severity: Severity::Warning,
+            rank: None,
             title: "No GPUDirect RDMA".into(),
             detail: detail.into(),
             evidence: vec![],
@@ -421,6 +497,47 @@ mod tests {
         let bounds = Bounds { findings: 2, ..Bounds::DEFAULT };
         s.apply_within(&Event::Finding(finding("other", "")), &bounds);
         assert_eq!(s.findings.iter().map(|f| f.code.as_str()).collect::<Vec<_>>(), ["no_gdrdma", "other"]);
+    }
+
+    fn facts(rank: u32, next: u32) -> InitFacts {
+        let mut tuning = crate::TuningTable::new();
+        let cell = crate::TuningCell { lat_us: 5.0 + rank as f64, bw_gbps: 2.0 };
+        tuning.entry(Collective::AllReduce).or_default().entry(Algorithm::Ring).or_default().insert(Protocol::Ll, cell);
+        InitFacts {
+            comm: Some("0x1".into()),
+            rank,
+            collscope_version: Some(format!("0.{rank}")),
+            network: Some("Socket".into()),
+            topology: None,
+            graphs: vec![],
+            channels: ChannelCounts { coll: Some(2 + rank), p2p: Some(2), ..Default::default() },
+            rings: vec![crate::Ring {
+                channel: 0,
+                order: (0..=rank).collect(),
+                truncated: false,
+                neighbours: vec![(next, rank, next)],
+            }],
+            trees: vec![crate::Tree { channel: 0, rank, up: -1, down: vec![next as i32, -1, -1] }],
+            tuning,
+        }
+    }
+
+    #[test]
+    fn init_facts_merge_rings_by_channel_upsert_trees_and_fill_the_tables() {
+        let mut s = snap();
+        assert!(s.apply(&Event::InitFacts(Box::new(facts(0, 1)))).facts_changed);
+        s.apply(&Event::InitFacts(Box::new(facts(1, 0))));
+        s.apply(&Event::InitFacts(Box::new(facts(1, 0))));
+        assert_eq!(s.rings.len(), 1);
+        assert_eq!(s.rings[0].order, [0, 1], "the longest order");
+        assert_eq!(s.rings[0].neighbours, [(1, 0, 1), (0, 1, 0)], "each rank's neighbours once");
+        let trees: Vec<_> = s.trees.iter().map(|t| (t.channel, t.rank)).collect();
+        assert_eq!(trees, [(0, 0), (0, 1)]);
+        assert_eq!((s.channels.coll, s.channels.p2p, s.channels.nvls), (Some(3), Some(2), None));
+        let cell = s.tuning[&Collective::AllReduce][&Algorithm::Ring][&Protocol::Ll];
+        assert_eq!(cell.lat_us, 6.0, "the latest cell");
+        assert_eq!(s.collscope_version.as_deref(), Some("0.0"), "the first version reported stays");
+        assert_eq!(s.network.as_deref(), Some("Socket"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod events;
 pub mod evidence;
 pub mod fold;
 pub mod graph;
+pub mod job;
 pub mod lines;
 pub mod logfacts;
 pub mod names;
@@ -24,10 +25,11 @@ pub mod tuning;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
-pub use events::{ChannelTraffic, Event};
+pub use events::{ChannelTraffic, Event, InitFacts};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
+pub use job::{CommProgress, InFlight, JobView, RankEndpoint, RankState, RankSummary};
 pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote, UnnamedDecision};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait};
@@ -48,6 +50,17 @@ pub enum Source {
     Log { files: Vec<String> },
     /// A model of a machine (`topo show`/`topo explain`).
     Model { topology: String },
+}
+
+impl Source {
+    /// The source in words, for a reader told what it does not carry: "the live job", "the log", "the model".
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Source::Runtime => "the live job",
+            Source::Log { .. } => "the log",
+            Source::Model { .. } => "the model",
+        }
+    }
 }
 
 /// A network device NCCL (or collscope) chose: `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE`.
@@ -85,6 +98,9 @@ pub struct Snapshot {
     pub net_devices: Vec<NetDevice>,
     pub bootstrap: Vec<BootstrapInterface>,
     pub hosts: Vec<String>,
+    /// Where every rank of the job serves its telemetry (a live job's ranks exchange them at bootstrap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<RankEndpoint>,
     pub communicators: Vec<Communicator>,
     pub topology: Vec<Topology>,
     pub graphs: Vec<Graph>,
@@ -119,6 +135,7 @@ impl Snapshot {
             net_devices: Vec::new(),
             bootstrap: Vec::new(),
             hosts: Vec::new(),
+            endpoints: Vec::new(),
             communicators: Vec::new(),
             topology: Vec::new(),
             graphs: Vec::new(),

@@ -147,6 +147,8 @@ pub fn explain(
     let default_model =
         if params.forced() { Some(TuningModel::new(input, params.unforced(), &NCCL_2_28_9)?) } else { None };
     if log {
+        // NCCL prints the system and its paths (`ncclTopoPrint`) before the search.
+        crate::topo::print::log_system(topology);
         plan.emit();
         model.log();
     }

@@ -12,7 +12,9 @@
 
 pub mod explain;
 pub mod graph;
+pub mod replay;
 pub mod topo;
 pub mod tuning;
+pub mod whatif;
 
 pub use explain::{explain, ExplainError, Explained, Extras};

@@ -33,3 +33,49 @@ pub enum RuntimeError {
 }
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+impl RuntimeError {
+    /// A call that timed out or lost its transport, as a finding of the rank it failed on (a call aborted for
+    /// a dead peer is the peer's finding, made by the liveness watch).
+    pub fn finding(&self, op: &collscope_model::OpRecord) -> Option<collscope_model::Finding> {
+        let (code, fix) = match self {
+            RuntimeError::Timeout { .. } => (
+                "call_timeout",
+                "The rank it waited for is stopped, hung or much slower: look at its state (the job view's \
+                 rank_not_arrived), or raise COLLSCOPE_TIMEOUT_S",
+            ),
+            RuntimeError::Transport { .. } => (
+                "transport_error",
+                "Check the link between the ranks (interfaces, firewall, NCCL_SOCKET_IFNAME) and the peer's own output",
+            ),
+            _ => return None,
+        };
+        Some(collscope_model::Finding {
+            code: code.into(),
+            severity: collscope_model::Severity::Error,
+            rank: Some(op.rank),
+            title: format!("{} #{} failed on rank {}", op.coll, op.seq, op.rank),
+            detail: format!("{} #{} ({} bytes): {self}", op.coll, op.seq, op.bytes),
+            evidence: Vec::new(),
+            fix: fix.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collscope_model::{Collective, DataType, OpRecord};
+
+    #[test]
+    fn a_timeout_is_a_finding_of_its_call_and_an_abort_is_not() {
+        let op = OpRecord::started(1, 7, Collective::AllReduce, DataType::F32, 256, 0);
+        let e = RuntimeError::Timeout { rank: 1, secs: 5, what: "credit from rank 2".into() };
+        let f = e.finding(&op).expect("a finding");
+        assert_eq!((f.code.as_str(), f.rank), ("call_timeout", Some(1)));
+        assert_eq!(f.title, "AllReduce #7 failed on rank 1");
+        assert!(f.detail.contains("1024 bytes") && f.detail.contains("credit from rank 2"), "{}", f.detail);
+        let abort = RuntimeError::Aborted { rank: 1, what: "x".into(), reason: "rank 2 closed".into() };
+        assert!(abort.finding(&op).is_none());
+    }
+}

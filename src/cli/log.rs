@@ -27,10 +27,14 @@ pub enum LogCommand {
         #[arg(long)]
         no_fail: bool,
     },
+    /// Rebuild the machine from a log, run NCCL's model on it and compare what NCCL printed (graphs, channels,
+    /// tuning, decisions) with what the model predicts; --set/--nics/--gdr/--p2p: what would change.
+    Explain(crate::cli::log_explain::ExplainArgs),
 }
 
 pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
     match cmd {
+        LogCommand::Explain(args) => crate::cli::log_explain::run(args),
         LogCommand::Analyze { paths, json, strict, no_fail } => {
             let snap = collscope_logreader::read_paths(&paths, Options { strict }).context("reading the logs")?;
             for w in snap.warnings.iter().filter(|w| w.class == classify::INPUT) {

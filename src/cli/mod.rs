@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod log;
+pub mod log_explain;
 pub mod perf;
 pub mod ranks;
 pub mod serve;
@@ -11,3 +12,4 @@ pub mod topo;
 mod trim;
 pub mod tui;
 pub mod tune;
+pub mod whatif;

@@ -24,8 +24,10 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,8 +66,16 @@ pub struct Job {
     pub nranks: u32,
     pub launch: LaunchMode,
     pub transport: TransportChoice,
-    /// Where rank processes started here write their output instead of this terminal (while a TUI owns it).
-    pub rank_output: Option<PathBuf>,
+    /// Set while a TUI owns this terminal and the ranks run behind it.
+    pub background: Option<Background>,
+}
+
+/// Rank processes started here while a TUI owns the terminal.
+pub struct Background {
+    /// Where they write their output instead of the terminal.
+    pub output: PathBuf,
+    /// Set (by the TUI's `q`) to end them.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// The environment with `transport` applied (`NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`).
@@ -98,7 +108,7 @@ pub fn run(job: &Job, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
             if job.transport == TransportChoice::P2p {
                 bail!("--transport p2p connects ranks of one process: use it with --launch threads");
             }
-            spawn_processes(job.nranks, &env, job.rank_output.as_deref())
+            spawn_processes(job.nranks, &env, job.background.as_ref())
         }
     }
 }
@@ -182,10 +192,10 @@ fn die_with(launcher: Pid) -> std::io::Result<()> {
 }
 
 /// The local launcher: this program again, once per rank, meeting at a root this process hosts.
-fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
+fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result<()> {
     let (id, root) = UniqueId::host(env)?;
     let out = |r: u32| -> Result<(Stdio, Stdio)> {
-        let Some(path) = output else { return Ok((Stdio::inherit(), Stdio::inherit())) };
+        let Some(path) = background.map(|b| &b.output) else { return Ok((Stdio::inherit(), Stdio::inherit())) };
         let f = OpenOptions::new()
             .create(true)
             .append(true)
@@ -225,13 +235,19 @@ fn spawn_processes(n: u32, env: &Env, output: Option<&Path>) -> Result<()> {
             .with_context(|| format!("cannot start rank {r}"))?;
         children.push((r, child));
     }
-    wait_all(children, &root, &mut signals)
+    wait_all(children, &root, &mut signals, background.map(|b| &*b.stop))
 }
 
 /// Waits for every rank, telling the root about each that failed (so ranks still joining learn at once that
 /// it is gone; one that succeeded had joined); once one fails the others get `GRACE` to end before they are killed. A SIGTERM, SIGINT or
-/// SIGHUP to the launcher ends the ranks, then the launcher by that signal.
-fn wait_all(mut children: Vec<(u32, Child)>, root: &RootHandle, signals: &mut Signals) -> Result<()> {
+/// SIGHUP to the launcher ends the ranks, then the launcher by that signal; `stop` set ends the ranks, and
+/// the job counts as done.
+fn wait_all(
+    mut children: Vec<(u32, Child)>,
+    root: &RootHandle,
+    signals: &mut Signals,
+    stop: Option<&AtomicBool>,
+) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
     let mut first_failure: Option<Instant> = None;
     while !children.is_empty() {
@@ -239,6 +255,10 @@ fn wait_all(mut children: Vec<(u32, Child)>, root: &RootHandle, signals: &mut Si
             end_ranks(&mut children);
             signal_hook::low_level::emulate_default_handler(sig)?;
             bail!("stopped by signal {sig}");
+        }
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            end_ranks(&mut children);
+            return Ok(());
         }
         let mut still = Vec::new();
         for (r, mut c) in children {

@@ -291,7 +291,7 @@ fn print_profile(p: &HostProfile, nranks: u32) -> Result<()> {
 
 fn measure(a: &MeasureArgs) -> Result<()> {
     let sizes = sizes(a.max_bytes)?;
-    let job = Job { nranks: a.nranks, launch: a.launch, transport: a.transport, rank_output: None };
+    let job = Job { nranks: a.nranks, launch: a.launch, transport: a.transport, background: None };
     ranks::run(&job, |rank| measure_rank(a, &sizes, rank))
 }
 

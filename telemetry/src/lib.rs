@@ -84,6 +84,7 @@ impl Telemetry {
             http,
             stop: stop_rx,
             spare: Mutex::default(),
+            clean_end: Default::default(),
         });
         if let Some(r) = recorder {
             r.enable(cfg.queue_capacity);
@@ -121,8 +122,11 @@ impl Telemetry {
         f(&mut self.shared.lock())
     }
 
-    /// Stops the server, takes the last queued events, and pushes the last OTLP data.
+    /// Stops the server, takes the last queued events, and pushes the last OTLP data. The event stream ends
+    /// with `end` `{"clean": true}` (dropping the server instead ends it with `false`).
     pub fn shutdown(mut self) -> Result<(), TelemetryError> {
+        // The event stream's last event tells readers the process ended on purpose.
+        self.shared.clean_end.store(true, std::sync::atomic::Ordering::Release);
         self.stop_server();
         let otel = self.shared.lock().take_otel();
         match otel {

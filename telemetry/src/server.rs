@@ -1,6 +1,8 @@
 //! The HTTP endpoints, served by axum on a current-thread tokio runtime in the telemetry thread, never in the
 //! data path: `/metrics`, `/metrics/aggregate` (local rank 0, when aggregating), `/api/v1/snapshot`,
-//! `/api/v1/events` (server-sent events) and `/healthz`. The same thread drains the runtime's event queue.
+//! `/api/v1/summary` (this process's ranks, summarised), `/api/v1/job` (every rank's summary, fetched from the
+//! endpoints the ranks exchanged at bootstrap, and the job-level findings), `/api/v1/events` (server-sent
+//! events) and `/healthz`. The same thread drains the runtime's event queue.
 
 use crate::aggregate::merge_expositions;
 use crate::state::State;
@@ -10,14 +12,16 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
 use collscope_model::observe::Feed;
-use collscope_model::Event;
+use collscope_model::{Event, JobView, RankSummary};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch, Semaphore};
@@ -25,7 +29,7 @@ use tokio::sync::{broadcast, watch, Semaphore};
 /// Prometheus text exposition format 0.0.4.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// How long `/metrics/aggregate` waits for each local rank.
+/// How long `/metrics/aggregate` and `/api/v1/job` wait for each other rank.
 const PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) struct Shared {
@@ -36,6 +40,8 @@ pub(crate) struct Shared {
     pub stop: watch::Receiver<bool>,
     /// An empty queue with capacity, traded for the runtime's full one at each drain.
     pub spare: Mutex<VecDeque<Event>>,
+    /// Set by a clean shutdown, so the event stream's last event says so.
+    pub clean_end: AtomicBool,
 }
 
 impl Shared {
@@ -72,12 +78,15 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/metrics", get(metrics))
         .route("/metrics/aggregate", get(aggregate))
         .route("/api/v1/snapshot", get(snapshot))
+        .route("/api/v1/summary", get(summary))
+        .route("/api/v1/job", get(job))
         .route("/api/v1/events", get(events))
         .route("/healthz", get(|| async { "ok\n" }))
         .fallback(|| async {
             (
                 StatusCode::NOT_FOUND,
-                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/events, /healthz\n",
+                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/summary, /api/v1/job, \
+                 /api/v1/events, /healthz\n",
             )
         })
         .with_state(shared)
@@ -171,24 +180,30 @@ async fn metrics(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
 }
 
+/// Fetches `urls` from the other ranks at once, each within [`PEER_TIMEOUT`].
+async fn fetch_all(shared: &Shared, urls: Vec<String>) -> Vec<(String, Result<String, reqwest::Error>)> {
+    let fetches = urls.into_iter().map(|url| {
+        let req = shared.http.get(&url).timeout(PEER_TIMEOUT);
+        async move {
+            let text = async { req.send().await?.error_for_status()?.text().await }.await;
+            (url, text)
+        }
+    });
+    futures_util::future::join_all(fetches).await
+}
+
 async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     let own = match own_metrics(&shared) {
         Ok(t) => t,
         Err(e) => return metrics_failed(e),
     };
-    let fetches = shared.peers.iter().map(|peer| {
-        let req = shared.http.get(format!("http://{peer}/metrics")).timeout(PEER_TIMEOUT);
-        async move {
-            let text = async { req.send().await?.error_for_status()?.text().await }.await;
-            (*peer, text)
-        }
-    });
+    let urls = shared.peers.iter().map(|peer| format!("http://{peer}/metrics")).collect();
     let mut texts = vec![own];
     let mut up = String::from(
         "# HELP collscope_aggregate_peer_up Whether a local rank's /metrics answered this aggregation.\n\
          # TYPE collscope_aggregate_peer_up gauge\n",
     );
-    for (peer, text) in futures_util::future::join_all(fetches).await {
+    for (peer, (_, text)) in shared.peers.iter().zip(fetch_all(&shared, urls).await) {
         let ok = text.is_ok();
         if let Ok(t) = text {
             texts.push(t);
@@ -197,6 +212,56 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
     texts.push(up);
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
+}
+
+/// A failed fetch with its causes ("connection refused", "operation timed out"), not only reqwest's summary.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// This process's ranks, summarised.
+async fn summary(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    shared.drain();
+    let snap = shared.lock().snapshot();
+    axum::Json(RankSummary::of(&snap, now_us())).into_response()
+}
+
+/// Every rank's summary: this process's own, the others' from their `/api/v1/summary` (a rank that does not
+/// answer is listed as unreachable), then the job-level rules over them. At most [`MAX_JOB_RANKS`] ranks and
+/// [`MAX_JOB_FINDINGS`] findings.
+async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    shared.drain();
+    let snap = shared.lock().snapshot();
+    let mut ranks = RankSummary::of(&snap, now_us());
+    let others: Vec<_> =
+        snap.endpoints.into_iter().filter(|e| !ranks.iter().any(|r| r.rank == e.rank)).take(MAX_JOB_RANKS).collect();
+    let urls = others.iter().map(|e| format!("{}/api/v1/summary", e.url)).collect();
+    for (endpoint, (_, answer)) in others.iter().zip(fetch_all(&shared, urls).await) {
+        let parsed = answer.map_err(|e| describe(&e)).and_then(|text| {
+            serde_json::from_str::<Vec<RankSummary>>(&text).map_err(|e| format!("not a summary: {e}"))
+        });
+        match parsed {
+            Ok(summaries) => ranks.extend(summaries.into_iter().filter(|s| s.rank == endpoint.rank)),
+            Err(e) => ranks.push(RankSummary::unreachable(endpoint, e)),
+        }
+    }
+    ranks.sort_by_key(|r| r.rank);
+    ranks.dedup_by_key(|r| r.rank);
+    ranks.truncate(MAX_JOB_RANKS);
+    let mut view = JobView { ranks, findings: Vec::new() };
+    view.findings = collscope_diagnose::diagnose_job(&view);
+    view.findings.truncate(MAX_JOB_FINDINGS);
+    axum::Json(view).into_response()
 }
 
 async fn snapshot(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
@@ -212,10 +277,18 @@ fn sse_event(ev: &Event) -> SseEvent {
     }
 }
 
+/// The stream's last event when the server stops: `{"clean": true}` after a clean shutdown (the job finished),
+/// `false` when the process is going down otherwise (a failed rank).
+const END_EVENT: &str = "end";
+
 async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
     let rx = shared.lock().subscribe();
-    let stop = shared.stop.clone();
-    let stream = futures_util::stream::unfold((rx, stop), |(mut rx, mut stop)| async move {
+    let state = (rx, shared, false);
+    let stream = futures_util::stream::unfold(state, |(mut rx, shared, ended)| async move {
+        if ended {
+            return None;
+        }
+        let mut stop = shared.stop.clone();
         let item = tokio::select! {
             r = rx.recv() => match r {
                 Ok(ev) => sse_event(&ev),
@@ -223,9 +296,13 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
                 Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
                 Err(broadcast::error::RecvError::Closed) => return None,
             },
-            _ = stop.wait_for(|s| *s) => return None,
+            _ = stop.wait_for(|s| *s) => {
+                let clean = shared.clean_end.load(Ordering::Acquire);
+                let end = SseEvent::default().event(END_EVENT).data(format!("{{\"clean\":{clean}}}"));
+                return Some((Ok::<_, Infallible>(end), (rx, shared, true)));
+            }
         };
-        Some((Ok::<_, Infallible>(item), (rx, stop)))
+        Some((Ok::<_, Infallible>(item), (rx, shared, false)))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }

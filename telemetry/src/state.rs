@@ -175,9 +175,16 @@ impl State {
             }
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
             Event::Connection(c) => self.learn_links(c),
-            Event::Decision(d) => self.sinks(|s| s.decision(d)),
+            // The runtime's calls count its choices (above); its decisions (one per size) only fill the model.
+            Event::Decision(d) if self.snap.source != Source::Runtime => self.sinks(|s| s.decision(d)),
             Event::Warning(w) => self.sinks(|s| s.error(w)),
-            Event::OpEnqueued(_) | Event::Communicator(_) | Event::Finding(_) | Event::Snapshot => {}
+            Event::OpEnqueued(_)
+            | Event::Communicator(_)
+            | Event::Decision(_)
+            | Event::InitFacts(_)
+            | Event::Finding(_)
+            | Event::Endpoints(_)
+            | Event::Snapshot => {}
         }
         let out = self.fold(&ev);
         // The in-flight gauge follows the calls the model holds as enqueued.

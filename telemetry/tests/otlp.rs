@@ -275,6 +275,7 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
     rec.push(Event::Finding(Finding {
         code: "no_gdrdma_distance".into(),
         severity: Severity::Warning,
+        rank: None,
         title: "No GPUDirect RDMA on NET connections".into(),
         detail: "rank 0".into(),
         evidence: vec![],

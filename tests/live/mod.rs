@@ -32,8 +32,13 @@ pub fn own_log(ranks: &[&str]) -> String {
 
 /// Starts `collscope ARGS` and returns it with the base URL it printed first (`http://127.0.0.1:PORT`).
 pub fn start(args: &[&str]) -> (Proc, String) {
+    start_with(args, &[])
+}
+
+/// [`start`] with `env` added to the environment.
+pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> (Proc, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    cmd.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = Proc::spawn(&mut cmd, LIFE);
     let stdout = child.take_stdout();
     let (tx, rx) = mpsc::channel();

@@ -2,7 +2,7 @@
 //! without a terminal.
 
 use crate::rings::ring_paths;
-use collscope_model::{Collective, Snapshot};
+use collscope_model::{Collective, RankEndpoint, Snapshot};
 
 /// A view's place in the tab bar. The views and their names (`Tab::Rings`, `Tab::ALL`) are listed once, in
 /// `views/mod.rs`.
@@ -45,6 +45,8 @@ pub struct App {
     pub detail: bool,
     /// Ops: keep the newest operation in view.
     pub follow_ops: bool,
+    /// The rank of the job whose snapshot the views show (`<`/`>`); `None`: the connected process's.
+    pub rank: Option<u32>,
     pub quit: bool,
     /// Findings: how many lines the open detail is scrolled.
     pub scroll: u16,
@@ -67,6 +69,7 @@ impl Default for App {
             editing_filter: false,
             detail: false,
             follow_ops: true,
+            rank: None,
             quit: false,
             scroll: 0,
             ops_paused: None,
@@ -84,6 +87,23 @@ impl App {
             self.detail = false;
             self.scroll = 0;
         }
+    }
+}
+
+impl App {
+    /// `<`/`>`: the previous or next rank of the job's `endpoints`, the connected process's between the last
+    /// and the first.
+    pub(crate) fn step_rank(&mut self, step: i64, endpoints: &[RankEndpoint]) {
+        let ranks: Vec<u32> = endpoints.iter().map(|e| e.rank).collect();
+        if ranks.is_empty() {
+            return;
+        }
+        // Place 0 is the connected process, 1.. the ranks in order.
+        let places = ranks.len() as i64 + 1;
+        let now = self.rank.and_then(|r| ranks.iter().position(|&q| q == r)).map_or(0, |i| i as i64 + 1);
+        let next = (now + step).rem_euclid(places);
+        self.rank = (next > 0).then(|| ranks[next as usize - 1]);
+        self.row = 0;
     }
 }
 

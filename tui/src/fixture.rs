@@ -204,6 +204,7 @@ pub fn snapshot() -> Snapshot {
         Finding {
             code: "no_gdrdma".into(),
             severity: Severity::Warning,
+            rank: None,
             title: "NET without GPUDirect RDMA on ring channel 0".into(),
             detail: "The NIC stages through host memory.".into(),
             evidence: vec![evidence(42, "Channel 00/0 : 7[3] -> 0[0] [send] via NET/IB/1")],
@@ -212,6 +213,7 @@ pub fn snapshot() -> Snapshot {
         Finding {
             code: "shm_intra".into(),
             severity: Severity::Info,
+            rank: None,
             title: "SHM used between GPUs 2 and 3".into(),
             detail: "P2P is not possible between these GPUs.".into(),
             evidence: vec![evidence(40, "Channel 00/0 : 2[2] -> 3[3] via SHM/direct/direct")],

@@ -2,7 +2,7 @@
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
 use crate::traffic::{EdgeKey, Traffic};
-use collscope_model::{Direction, Event, Snapshot, Source};
+use collscope_model::{Direction, Event, JobView, Snapshot, Source};
 
 /// The link to the source.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +19,10 @@ pub enum LinkState {
     },
     /// A finite source (log without `--follow`, replay) was read to its end.
     Ended,
+    /// The live process said it was ending: `clean` when the job finished, not when a rank failed.
+    Finished {
+        clean: bool,
+    },
 }
 
 /// One thing a source reports.
@@ -29,6 +33,13 @@ pub enum Update {
     /// One live event from the events stream.
     Event(Box<Event>),
     Link(LinkState),
+    /// The whole job (`/api/v1/job` of a live process): every rank's summary and the job-level findings.
+    Job(Box<JobView>),
+    /// Another rank's snapshot, fetched because it is the one shown.
+    RankSnapshot {
+        rank: u32,
+        snapshot: Box<Snapshot>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -43,6 +54,12 @@ pub struct Live {
     pub source_label: String,
     /// Bumped on every change, so the UI redraws only when something changed.
     pub generation: u64,
+    /// The whole job, when the source serves it.
+    pub job: Option<JobView>,
+    /// The rank whose snapshot the views show when it is not the connected one's.
+    pub shown_rank: Option<u32>,
+    /// The connected process's snapshot, kept up to date while another rank's is shown.
+    home: Option<Snapshot>,
 }
 
 impl Live {
@@ -54,6 +71,9 @@ impl Live {
             link: LinkState::Connecting,
             source_label: source_label.into(),
             generation: 0,
+            job: None,
+            shown_rank: None,
+            home: None,
         }
     }
 
@@ -67,9 +87,66 @@ impl Live {
     pub fn apply(&mut self, update: Update) {
         self.generation += 1;
         match update {
-            Update::Snapshot(s) => self.snapshot = *s,
+            Update::Snapshot(s) => {
+                *self.home_mut() = *s;
+                self.add_job_findings();
+            }
             Update::Event(e) => self.apply_event(*e),
             Update::Link(link) => self.link = link,
+            Update::Job(job) => {
+                self.remove_job_findings();
+                self.job = Some(*job);
+                self.add_job_findings();
+            }
+            Update::RankSnapshot { rank, snapshot } => {
+                if self.shown_rank == Some(rank) {
+                    self.snapshot = *snapshot;
+                    self.add_job_findings();
+                }
+            }
+        }
+    }
+
+    /// Shows `rank`'s snapshot (its source fetches it), or the connected process's again with `None`.
+    pub fn show_rank(&mut self, rank: Option<u32>) {
+        if rank == self.shown_rank {
+            return;
+        }
+        self.generation += 1;
+        self.remove_job_findings();
+        let home =
+            self.home.take().unwrap_or_else(|| std::mem::replace(&mut self.snapshot, Snapshot::new(Source::Runtime)));
+        match rank {
+            None => self.snapshot = home,
+            Some(_) => {
+                // Until the rank's own arrives: empty but for the job's ranks, so the switcher still steps.
+                self.snapshot = Snapshot { endpoints: home.endpoints.clone(), ..Snapshot::new(Source::Runtime) };
+                self.home = Some(home);
+            }
+        }
+        self.shown_rank = rank;
+        self.add_job_findings();
+    }
+
+    /// The connected process's snapshot, wherever it is kept now.
+    fn home_mut(&mut self) -> &mut Snapshot {
+        self.home.as_mut().unwrap_or(&mut self.snapshot)
+    }
+
+    /// The job-level findings are shown with the rank's own (the Findings view reads the snapshot).
+    fn add_job_findings(&mut self) {
+        if let Some(job) = &self.job {
+            for f in &job.findings {
+                if !self.snapshot.findings.contains(f) {
+                    self.snapshot.findings.push(f.clone());
+                }
+            }
+        }
+    }
+
+    fn remove_job_findings(&mut self) {
+        if let Some(job) = &self.job {
+            self.snapshot.findings.retain(|f| !job.findings.contains(f));
         }
     }
 
@@ -84,7 +161,7 @@ impl Live {
             }
         }
         // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.
-        self.snapshot.apply(&event);
+        self.home_mut().apply(&event);
     }
 
     /// Takes a traffic rate sample (the UI calls it once a second).

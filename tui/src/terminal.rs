@@ -44,6 +44,8 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     let label = spec.label();
     let (tx, rx) = mpsc::channel::<Update>();
     let stop = Arc::new(AtomicBool::new(false));
+    let shown = source::Shown::default();
+    let job = source::spawn_job(&spec, tx.clone(), stop.clone(), shown.clone());
     let worker = source::spawn(spec, tx, stop.clone())?;
 
     enable_raw_mode()?;
@@ -57,9 +59,10 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     }));
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
-    let result = event_loop(&mut terminal, Live::new(label), rx);
+    let result = event_loop(&mut terminal, Live::new(label), rx, &shown);
     stop.store(true, Ordering::Relaxed);
-    drop(worker); // the source thread notices `stop` or the closed channel and ends on its own
+    // The source threads notice `stop` or the closed channel and end on their own.
+    drop((worker, job));
     result
 }
 
@@ -67,6 +70,7 @@ fn event_loop(
     terminal: &mut Terminal<CrosstermBackend<Stdout>>,
     mut live: Live,
     rx: mpsc::Receiver<Update>,
+    shown: &source::Shown,
 ) -> Result<(), RunError> {
     let mut app = App::default();
     let start = Instant::now();
@@ -94,6 +98,13 @@ fn event_loop(
                     }
                     if let Some(key) = map_key(k.code) {
                         dirty |= app.key(key, &live.snapshot);
+                    }
+                    if app.rank != live.shown_rank {
+                        let endpoint = app.rank.and_then(|r| live.snapshot.endpoints.iter().find(|e| e.rank == r));
+                        if let Ok(mut s) = shown.lock() {
+                            *s = endpoint.cloned();
+                        }
+                        live.show_rank(app.rank);
                     }
                     if app.quit {
                         return Ok(());

@@ -28,8 +28,19 @@ impl GraphBuild {
     }
 }
 
-/// NCCL's CPU numbering (`NCCL_TOPO_CPU_ARCH_*`, `NCCL_TOPO_CPU_VENDOR_*` in `src/graph/topo.h`).
+/// NCCL's CPU numbering (`NCCL_TOPO_CPU_ARCH_*`, `NCCL_TOPO_CPU_VENDOR_*`, `NCCL_TOPO_CPU_MODEL_*` in
+/// `src/graph/topo.h`). The model is NCCL's kind; it becomes the family and model `ncclTopoAddCpu` reads as
+/// that kind (a number above NCCL's kinds, as older hand-made prints have, is taken as the model itself).
 fn cpu_attrs(arch: i32, vendor: i32, model: i32) -> CpuAttrs {
+    let (family_id, model_id) = match (vendor, model) {
+        (1, 1) => (Some(6), Some(0x4f)),
+        (1, 2) => (Some(6), Some(0x55)),
+        (1, 3) => (Some(6), Some(0x8f)),
+        (1, 4) => (Some(6), Some(0xcf)),
+        (1, 5..) => (Some(6), u32::try_from(model).ok()),
+        (3 | 4, 1) => (Some(7), Some(0x5b)),
+        _ => (None, None),
+    };
     let arch = match arch {
         1 => "x86_64",
         2 => "ppc64",
@@ -44,7 +55,7 @@ fn cpu_attrs(arch: i32, vendor: i32, model: i32) -> CpuAttrs {
         5 => "HygonGenuine",
         _ => "",
     };
-    CpuAttrs { arch: arch.into(), vendor: vendor.into(), model_id: u32::try_from(model).ok(), ..CpuAttrs::default() }
+    CpuAttrs { arch: arch.into(), vendor: vendor.into(), family_id, model_id, ..CpuAttrs::default() }
 }
 
 /// NCCL's numeric PCI id back as a bus id: `1b000` is `0000:1b:00.0`.
@@ -105,7 +116,7 @@ impl Job {
                 let busid = busid(line.node.id.local);
                 node.pci = Some(PciAttrs { busid, device: Some(format!("{device:x}")), ..PciAttrs::default() });
             }
-            NodeAttrs::Net { coll, port, bw } => {
+            NodeAttrs::Net { coll, asic, port, bw } => {
                 let dev = i32::try_from(line.node.id.local).unwrap_or(-1);
                 let name = self
                     .snap
@@ -113,8 +124,15 @@ impl Job {
                     .iter()
                     .find(|d| d.host.as_deref() == key.host && i64::from(d.index) == i64::from(dev))
                     .map_or(String::new(), |d| d.name.clone());
-                self.snap.topology[t].nodes[n].net =
-                    Some(NetAttrs { dev, name, bw, port, coll, ..NetAttrs::default() });
+                self.snap.topology[t].nodes[n].net = Some(NetAttrs {
+                    dev,
+                    name,
+                    bw,
+                    port,
+                    coll,
+                    guid: Some(format!("{asic:x}")),
+                    ..NetAttrs::default()
+                });
             }
         }
         let tree = &mut self.streams.entry(stream).or_default().tree;

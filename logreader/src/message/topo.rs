@@ -34,6 +34,8 @@ pub enum NodeAttrs {
     /// `NET/0-0 (0/0/1/25.000000)`: CollNet support (2.23+), ASIC, port, bandwidth in GB/s.
     Net {
         coll: bool,
+        /// The NIC's GUID: ports with the same ASIC and port share bandwidth.
+        asic: u64,
         port: u32,
         bw: f64,
     },
@@ -99,12 +101,13 @@ fn attrs(kind: NodeType, s: &mut Scan) -> Option<NodeAttrs> {
         NodeType::PCI => NodeAttrs::Pci { device: p.hex()? },
         NodeType::NET => {
             let fields: Vec<&str> = inner.split('/').collect();
-            let (coll, port, bw) = match fields.as_slice() {
-                [coll, _asic, port, bw] => (*coll != "0", port, bw),
-                [_asic, port, bw] => (false, port, bw),
+            let (coll, asic, port, bw) = match fields.as_slice() {
+                [coll, asic, port, bw] => (*coll != "0", asic, port, bw),
+                [asic, port, bw] => (false, asic, port, bw),
                 _ => return None,
             };
-            NodeAttrs::Net { coll, port: port.parse().ok()?, bw: bw.parse().ok()? }
+            let asic = u64::from_str_radix(asic, 16).ok()?;
+            NodeAttrs::Net { coll, asic, port: port.parse().ok()?, bw: bw.parse().ok()? }
         }
         _ => return None,
     };
@@ -250,9 +253,9 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(t.attrs, NodeAttrs::Net { coll: false, port: 1, bw: 25.0 });
+        assert_eq!(t.attrs, NodeAttrs::Net { coll: false, asic: 0, port: 1, bw: 25.0 });
         let Some(Event::TopoLine(t)) = parse("  + NET[12.5] - NET/0 (4a5b/1/12.500000)") else { panic!() };
-        assert_eq!((t.node.id, t.attrs), (id(0, 0), NodeAttrs::Net { coll: false, port: 1, bw: 12.5 }));
+        assert_eq!((t.node.id, t.attrs), (id(0, 0), NodeAttrs::Net { coll: false, asic: 0x4a5b, port: 1, bw: 12.5 }));
         let Some(Event::TopoLine(t)) = parse("+ PCI[24.0] - GPU/1B000 (0)") else { panic!() };
         assert_eq!(t.node.id, id(0, 0x1b000));
         let Some(Event::TopoLine(t)) = parse("  + NVL[40.0] - NVS/0") else { panic!() };

@@ -420,20 +420,8 @@ fn finish(sys: &System, g: SearchGraph, mut lines: Vec<InfoLine>) -> Found {
     Found { id: g.id, graph, latency_inter: g.latency_inter, lines }
 }
 
-/// The first line `ncclTopoPrintGraph` prints for a graph.
-pub fn pattern_line(g: &Graph) -> String {
-    format!(
-        "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
-        g.pattern.id(),
-        g.cross_nic,
-        g.n_channels,
-        g.bw_intra,
-        g.bw_inter,
-        g.type_intra,
-        g.type_inter,
-        u8::from(g.same_channels)
-    )
-}
+/// The first line `ncclTopoPrintGraph` prints for a graph (the contract's formatter).
+pub use collscope_model::lines::graph_line as pattern_line;
 
 /// `ncclTopoPrintGraph`.
 fn print_lines(sys: &System, id: u32, g: &Graph) -> Vec<String> {

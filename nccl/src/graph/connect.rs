@@ -385,9 +385,6 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     }
 
     let (p2p, per_peer) = p2p_channels(coll, nranks, nnodes, shape, env)?;
-    lines.push(InfoLine::init(format!(
-        "{coll} coll channels, {coll} collnet channels, {nvls} nvls channels, {p2p} p2p channels, {per_peer} p2p channels per peer"
-    )));
     let counts = ChannelCounts {
         coll: Some(coll),
         collnet: Some(coll),
@@ -395,6 +392,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
         p2p: Some(p2p),
         p2p_per_peer: Some(per_peer),
     };
+    lines.push(InfoLine::init(collscope_model::lines::channel_counts_line(&counts)));
     Ok(Connected { counts, rings, trees: out_trees, tree_depth: depth, lines })
 }
 

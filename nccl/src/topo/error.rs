@@ -17,6 +17,12 @@ pub enum TopoError {
     #[error("{origin}: expected a <system version=\"1\"> element at the top, found {found}")]
     NoSystem { origin: String, found: String },
 
+    #[error(
+        "{origin}:{line}: an RCCL (AMD ROCm) topology file ({why}); collscope models NVIDIA NCCL 2.28.9, which \
+         reads <system version=\"1\"> with <nvlink> links between NVIDIA GPUs"
+    )]
+    Rccl { origin: String, line: usize, why: String },
+
     #[error("{origin}:{line}: <{element}> is missing the attribute '{attr}'")]
     MissingAttr { origin: String, line: usize, element: String, attr: &'static str },
 

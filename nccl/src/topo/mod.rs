@@ -24,6 +24,7 @@ pub mod build;
 pub mod detect;
 pub mod error;
 pub mod gdr;
+pub mod overlay;
 pub mod paths;
 pub mod presets;
 pub mod print;
@@ -60,12 +61,26 @@ impl TopoSource {
     }
 }
 
-/// Reads the topology XML from its source; detection reads `NCCL_SOCKET_IFNAME` from the process.
+/// Reads the topology XML from its source; detection reads `NCCL_SOCKET_IFNAME` from the process. A file
+/// that is an overlay is completed as NCCL completes it ([`load_noting`] also says how).
 pub fn load(source: &TopoSource) -> Result<TopoXml, TopoError> {
+    Ok(load_noting(source)?.0)
+}
+
+/// [`load`], with notes on what an overlay file lacked and how it was filled: from this host's devices when
+/// it has GPUs (the file is then read on the machine it describes), else with NCCL's defaults.
+pub fn load_noting(source: &TopoSource) -> Result<(TopoXml, Vec<String>), TopoError> {
     match source {
-        TopoSource::Preset(name) => presets::load(name),
-        TopoSource::File(path) => xml::read_file(path),
-        TopoSource::Detect { root } => detect::detect(root, &Env::from_process()),
+        TopoSource::Preset(name) => Ok((presets::load(name)?, Vec::new())),
+        TopoSource::File(path) => {
+            let mut xml = xml::read_file(path)?;
+            let host = detect::detect(std::path::Path::new("/"), &Env::from_process())
+                .ok()
+                .filter(|h| xml::to_string(h).contains("<gpu "));
+            let filled = overlay::complete(&mut xml, host.as_ref());
+            Ok((xml, filled.notes(&path.display().to_string())))
+        }
+        TopoSource::Detect { root } => Ok((detect::detect(root, &Env::from_process())?, Vec::new())),
     }
 }
 

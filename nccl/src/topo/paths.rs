@@ -8,7 +8,7 @@ use super::error::TopoError;
 use super::settings::{NetDevsPolicy, TopoEnv};
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
-use collscope_model::{LinkType, NodeType, Path, PathType, Topology};
+use collscope_model::{LinkType, Node, NodeType, Path, PathType, Topology};
 
 /// Node types that paths lead to (NCCL keeps paths to these four).
 const TARGET_TYPES: [NodeType; 4] = [NodeType::CPU, NodeType::GPU, NodeType::NET, NodeType::NVS];
@@ -240,10 +240,13 @@ pub fn pxn_proxy(topo: &Topology, gpu: usize, net: usize) -> Result<usize, TopoE
         })
 }
 
-/// What `ncclTopoCheckP2p` decides for two GPUs (without NVML, which collscope has no access to).
+/// What `ncclTopoCheckP2p` decides for two GPUs. NVML's answer (`nvmlDeviceGetP2PStatus`) is inferred
+/// from the GPUs' PCI device ids ([`nvml_refuses_p2p`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct P2pDecision {
     pub p2p: bool,
+    /// NVML (as inferred) refuses P2P between them over PCIe, whatever the level: host memory it is.
+    pub nvml_refused: bool,
     /// P2P read (NVLink between two sm_80 GPUs).
     pub read: bool,
     /// The GPU (node index) an NVB path goes through.
@@ -263,6 +266,22 @@ pub fn p2p_level(topo: &Topology, env: &TopoEnv) -> PathType {
     env.p2p_level.unwrap_or(default)
 }
 
+/// PCI device ids of GeForce GPUs (Ampere RTX 30, Ada RTX 40, Blackwell RTX 50), for which NVML answers
+/// `NVML_P2P_STATUS_NOT_SUPPORTED` over PCIe: the driver offers peer access to data-center and workstation
+/// GPUs only (an NVLink bridge still gives P2P over NVLink).
+const GEFORCE_DEVICE_IDS: &[u16] = &[
+    0x2203, 0x2204, 0x2206, 0x2208, 0x220a, 0x2216, 0x2482, 0x2484, 0x2486, 0x2487, 0x2489, 0x2503, 0x2504, 0x2684,
+    0x2685, 0x2702, 0x2704, 0x2705, 0x2782, 0x2783, 0x2786, 0x2803, 0x2805, 0x2882, 0x2b85, 0x2b87, 0x2c02, 0x2c05,
+    0x2f04,
+];
+
+/// Whether NVML would refuse P2P over PCIe for this GPU: an NVIDIA GeForce by its PCI device id.
+pub fn nvml_refuses_p2p(gpu: &Node) -> bool {
+    let Some(pci) = gpu.pci.as_ref() else { return false };
+    let hex = |s: &Option<String>| s.as_deref().and_then(|v| u16::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+    hex(&pci.vendor) == Some(0x10de) && hex(&pci.device).is_some_and(|d| GEFORCE_DEVICE_IDS.contains(&d))
+}
+
 pub fn check_p2p(topo: &Topology, env: &TopoEnv, gpu1: usize, gpu2: usize) -> P2pDecision {
     let p = path(topo, gpu1, gpu2);
     let kind = p.map_or(PathType::DIS, |p| p.kind);
@@ -272,8 +291,15 @@ pub fn check_p2p(topo: &Topology, env: &TopoEnv, gpu1: usize, gpu2: usize) -> P2
         .filter(|&n| topo.nodes[n].kind == NodeType::GPU);
     let level = p2p_level(topo, env);
     let sm = |g: usize| topo.nodes[g].gpu.as_ref().map_or(0, |x| x.sm);
+    let allowed = kind <= level;
+    // NCCL 2.28.9 `ncclTopoCheckP2p` asks NVML for each hop of the path once the level allows P2P; a refusal
+    // over PCIe turns P2P off ("P2P is disabled between connected GPUs"), over NVLink it is an error.
+    let nvml_refused = !env.assume_p2p
+        && kind > PathType::NVB
+        && [Some(gpu1), intermediate, Some(gpu2)].into_iter().flatten().any(|g| nvml_refuses_p2p(&topo.nodes[g]));
     P2pDecision {
-        p2p: kind <= level,
+        p2p: allowed && !nvml_refused,
+        nvml_refused,
         read: kind == PathType::NVL && sm(gpu1) == sm(gpu2) && sm(gpu1) == 80,
         intermediate,
         path: kind,

@@ -227,6 +227,12 @@ pub fn p2p_lines(topo: &Topology, env: &TopoEnv) -> Vec<String> {
             let (na, nb) = (short_name(&topo.nodes[a]), short_name(&topo.nodes[b]));
             let mut line = if d.p2p {
                 format!("{na} -> {nb}: P2P enabled (path {} <= {})", d.path, d.level)
+            } else if d.nvml_refused {
+                format!(
+                    "{na} -> {nb}: P2P refused by NVML as inferred for consumer (GeForce) GPUs over PCIe (path {}), \
+                     traffic goes through host memory (--p2p on assumes it works)",
+                    d.path
+                )
             } else {
                 format!("{na} -> {nb}: P2P refused (path {} > {}), traffic goes through host memory", d.path, d.level)
             };

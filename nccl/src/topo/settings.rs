@@ -34,6 +34,9 @@ pub struct TopoEnv {
     pub net_disable_intra: bool,
     /// `NCCL_NET_FORCE_FLUSH`: flush GDR receives even on Hopper and later.
     pub net_force_flush: bool,
+    /// `COLLSCOPE_ASSUME_P2P=1`: P2P wherever the path allows it, instead of the NVML refusal inferred for
+    /// consumer GPUs (`paths::nvml_refuses_p2p`); what `--p2p on` asks.
+    pub assume_p2p: bool,
 }
 
 impl Default for TopoEnv {
@@ -49,6 +52,7 @@ impl Default for TopoEnv {
             netdevs: NetDevsPolicy::Auto,
             net_disable_intra: false,
             net_force_flush: false,
+            assume_p2p: false,
         }
     }
 }
@@ -116,6 +120,7 @@ impl TopoEnv {
         t.pxn_c2c = env.int("NCCL_PXN_C2C", 1)? != 0;
         t.net_disable_intra = env.int("NCCL_NET_DISABLE_INTRA", 0)? == 1;
         t.net_force_flush = env.int("NCCL_NET_FORCE_FLUSH", 0)? != 0;
+        t.assume_p2p = env.int("COLLSCOPE_ASSUME_P2P", 0)? != 0;
         if let Some(v) = env.str("NCCL_NETDEVS_POLICY") {
             t.netdevs = parse_netdevs(v)?;
         }

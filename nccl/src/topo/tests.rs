@@ -346,8 +346,8 @@ fn malformed_input_is_reported_with_file_line_and_expectation() {
         "<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><pci busid=\"47\" class=\"0x0302\"/></cpu></system>",
     );
     assert!(e.contains("<pci busid=\"47\"> is not valid: expected a PCI bus id"), "{e}");
-    let e = parse_err("<system version=\"2\"/>");
-    assert!(e.contains("<system version=\"2\"> is not valid: expected 1"), "{e}");
+    let e = parse_err("<system version=\"3\"/>");
+    assert!(e.contains("<system version=\"3\"> is not valid: expected 1"), "{e}");
     let e = parse_err("<graphs/>");
     assert_eq!(e, "bad.xml: expected a <system version=\"1\"> element at the top, found <graphs>");
     let e = parse_err("<!-- nothing -->");
@@ -534,4 +534,59 @@ fn net_wins_when_faster_than_p2p() {
     assert!(paths::check_net(&t, &env, g0, g1));
     let off = TopoEnv { net_disable_intra: true, ..TopoEnv::default() };
     assert!(!paths::check_net(&t, &off, g0, g1));
+}
+
+/// 8 GeForce RTX 4090 (`device="0x2684"`) behind two PCIe switches on one CPU, as a consumer workstation.
+fn geforce_box() -> String {
+    let gpu = |bus: u32, dev: u32| {
+        format!(
+            r#"<pci busid="0000:{bus:02x}:00.0" class="0x030000" vendor="0x10de" device="0x2684" subsystem_vendor="0x10de" subsystem_device="0x167c" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="89" rank="{dev}" gdr="0"/></pci>"#
+        )
+    };
+    let switch = |bus: u32, first: u32| {
+        let gpus: String = (0..4).map(|i| gpu(bus + 1 + i, first + i)).collect();
+        format!(
+            r#"<pci busid="0000:{bus:02x}:00.0" class="0x060400" vendor="0x1000" device="0xc010" link_speed="16.0 GT/s PCIe" link_width="16">{gpus}</pci>"#
+        )
+    };
+    format!(
+        r#"<system version="1"><cpu numaid="0" affinity="ffffffff" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1">{}{}</cpu></system>"#,
+        switch(0x10, 0),
+        switch(0x40, 4)
+    )
+}
+
+#[test]
+fn geforce_gpus_get_no_p2p_as_nvml_refuses_it() {
+    let t = from_xml(&geforce_box(), &TopoEnv::default());
+    let (g0, g1) = (nth(&t, NodeType::GPU, 0), nth(&t, NodeType::GPU, 1));
+    assert!(paths::nvml_refuses_p2p(&t.nodes[g0]));
+    let d = check_p2p(&t, &TopoEnv::default(), g0, g1);
+    assert!(!d.p2p && d.nvml_refused && d.path == PathType::PHB, "{d:?}");
+    let line = print::p2p_lines(&t, &TopoEnv::default()).into_iter().find(|l| l.starts_with("GPU0 -> GPU1")).unwrap();
+    assert!(line.contains("NVML"), "{line}");
+    // NCCL's graph goes through the CPU.
+    let plan = crate::graph::plan(&t, 1, &collscope_debug::env::Env::default()).unwrap();
+    assert_eq!(plan.ring.graph.type_intra, PathType::PHB, "{:?}", plan.ring.graph);
+
+    // --p2p on: the same machine as if NVML allowed it.
+    let on = TopoEnv { assume_p2p: true, ..TopoEnv::default() };
+    let t = from_xml(&geforce_box(), &on);
+    assert!(check_p2p(&t, &on, g0, g1).p2p);
+    assert_eq!(kind(&t, g0, g1), PathType::PIX);
+    // Data-center GPUs on the same tree keep P2P.
+    let t = from_xml(&geforce_box().replace("0x2684", "0x20b5"), &TopoEnv::default());
+    assert!(check_p2p(&t, &TopoEnv::default(), g0, g1).p2p);
+}
+
+#[test]
+fn rccl_files_are_named() {
+    let v2 = r#"<system version="2"><cpu numaid="0" arch="x86_64" vendor="AuthenticAMD"/></system>"#;
+    let e = xml::parse(v2, "mi300.xml").unwrap_err().to_string();
+    assert!(e.contains("RCCL") && e.contains("version=\"2\"") && e.contains("mi300.xml:1"), "{e}");
+    let xgmi = r#"<system version="1">
+<cpu numaid="0" arch="x86_64" vendor="AuthenticAMD"><pci busid="0000:0c:00.0" class="0x038000" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="94" rank="0" gdr="1">
+<xgmi target="0000:22:00.0" count="1" tclass="0x038000"/></gpu></pci></cpu></system>"#;
+    let e = xml::parse(xgmi, "mi250.xml").unwrap_err().to_string();
+    assert!(e.contains("RCCL") && e.contains("<xgmi>") && e.contains("mi250.xml:3"), "{e}");
 }

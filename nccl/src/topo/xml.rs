@@ -122,6 +122,8 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
     // The first top-level element, for the error when it is not <system>.
     let mut first_top: Option<String> = None;
     let mut elements = 0usize;
+    // RCCL's links between AMD GPUs; NCCL drops the element, RCCL's format is named in the error below.
+    let mut xgmi: Option<usize> = None;
     let limit = |line: usize, detail: String| TopoError::Syntax { origin: origin.to_string(), line, detail };
     loop {
         let before = reader.buffer_position() as usize;
@@ -153,6 +155,9 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
                     elements += 1;
                     stack.push(node);
                 } else {
+                    if node.name == "xgmi" {
+                        xgmi.get_or_insert(line);
+                    }
                     nccl_info!(Subsys::GRAPH, "Ignoring element {}", node.name);
                     skipping = 1;
                 }
@@ -166,6 +171,9 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
                     elements += 1;
                     attach(&mut stack, node);
                 } else {
+                    if node.name == "xgmi" {
+                        xgmi.get_or_insert(line);
+                    }
                     nccl_info!(Subsys::GRAPH, "Ignoring element {}", node.name);
                 }
             }
@@ -192,6 +200,14 @@ pub fn parse(text: &str, origin: &str) -> Result<TopoXml, TopoError> {
         element: "system".into(),
         attr: "version",
     })?;
+    // RCCL writes version 2 and links AMD GPUs with <xgmi> (ROCm/rccl `src/graph/xml.h`).
+    let rccl = |line, why: String| TopoError::Rccl { origin: origin.to_string(), line, why };
+    if collscope_debug::env::parse_c_int(version) == Some(2) {
+        return Err(rccl(system.line, "<system version=\"2\">".into()));
+    }
+    if let Some(line) = xgmi {
+        return Err(rccl(line, "<xgmi> links between AMD GPUs".into()));
+    }
     if collscope_debug::env::parse_c_int(version) != Some(TOPO_XML_VERSION) {
         return Err(TopoError::BadAttr {
             origin: origin.to_string(),

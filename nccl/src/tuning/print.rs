@@ -111,37 +111,10 @@ impl TuningModel {
     }
 }
 
-/// NCCL's `ncclAlgoToString` / `ncclProtoToString` spellings (upper case), used by the per-call line.
-pub fn algo_upper(a: Algorithm) -> &'static str {
-    match a {
-        Algorithm::Tree => "TREE",
-        Algorithm::Ring => "RING",
-        Algorithm::CollNetDirect => "COLLNET_DIRECT",
-        Algorithm::CollNetChain => "COLLNET_CHAIN",
-        Algorithm::Nvls => "NVLS",
-        Algorithm::NvlsTree => "NVLS_TREE",
-        Algorithm::Pat => "PAT",
-    }
-}
-
-pub fn proto_upper(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Ll => "LL",
-        Protocol::Ll128 => "LL128",
-        Protocol::Simple => "SIMPLE",
-    }
-}
-
 impl Choice {
     /// `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}` for a call of `call_bytes` (count x type
     /// size, as NCCL prints it) on channels `lo..=hi` (see `plan::channel_range`).
-    pub fn tuning_line(&self, call_bytes: u64, (lo, hi): (u32, u32)) -> String {
-        format!(
-            "{}: {} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{{lo}..{hi}}}",
-            self.coll.as_str(),
-            call_bytes,
-            algo_upper(self.algo),
-            proto_upper(self.proto),
-        )
+    pub fn tuning_line(&self, call_bytes: u64, channels: (u32, u32)) -> String {
+        collscope_model::lines::decision_line(self.coll, call_bytes, self.algo, self.proto, channels)
     }
 }

@@ -7,8 +7,10 @@ use crate::bootstrap::tcp::{BootstrapError, TcpBootstrap, UniqueId};
 use crate::bootstrap::{Bootstrap, ThreadBootstrap};
 use crate::comm::{Comm, CommOptions};
 use crate::error::{Result, RuntimeError};
+use crate::observe::recorder;
 use crate::sync::wait::timeout_from_env;
 use crate::transport::net::net_transport;
+use collscope_model::{Event, RankEndpoint};
 use std::sync::Arc;
 
 /// Builds one rank's communicator over `boot` with its own NET transport (tried after P2P and SHM).
@@ -48,6 +50,28 @@ fn boot_err(e: BootstrapError) -> RuntimeError {
     }
 }
 
+/// Tells every rank where each serves its telemetry (an AllGather of `HOST URL` over the bootstrap ring,
+/// empty for a rank without telemetry) and reports the list, so any rank's snapshot reaches the whole job.
+fn share_endpoints(boot: &TcpBootstrap) -> std::result::Result<(), BootstrapError> {
+    let mine = recorder::global()
+        .endpoint()
+        .map(|url| format!("{} {url}", collscope_debug::sys::hostname()))
+        .unwrap_or_default();
+    let all = boot.all_gather(mine.as_bytes())?;
+    let endpoints: Vec<RankEndpoint> = all
+        .iter()
+        .zip(0u32..)
+        .filter_map(|(bytes, rank)| {
+            let (host, url) = std::str::from_utf8(bytes).ok()?.split_once(' ')?;
+            Some(RankEndpoint { rank, host: host.to_string(), url: url.to_string() })
+        })
+        .collect();
+    if !endpoints.is_empty() {
+        recorder::record(|| Event::Endpoints(endpoints));
+    }
+    Ok(())
+}
+
 /// A rank of a communicator joined over TCP. Derefs to its [`Comm`].
 pub struct JobComm {
     comm: Comm,
@@ -69,6 +93,8 @@ impl JobComm {
             None => e,
         })?;
         liveness.attach(comm.abort_handle());
+        liveness.watch_calls(comm.records());
+        share_endpoints(&boot).map_err(boot_err)?;
         Ok(JobComm { comm, liveness: Some(liveness), boot })
     }
 

@@ -7,11 +7,15 @@
 //! says goodbye first.
 
 use crate::bootstrap::tcp::{BootstrapError, TcpBootstrap};
+use crate::observe::recorder;
+use crate::observe::records::Records;
 use crate::socket::Socket;
 use crate::sync::wait::AbortHandle;
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::Subsys;
 use collscope_debug::{nccl_info, nccl_warn};
+use collscope_model::observe::CommRecords;
+use collscope_model::{Event, Finding, Severity, Warning};
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,28 +37,74 @@ pub struct PeerFailure {
 }
 
 struct Shared {
+    /// This rank.
+    rank: u32,
     failure: Mutex<Option<PeerFailure>>,
     /// The bootstrap's flag, so its waits end too.
     abort: Arc<AtomicBool>,
     /// The communicator's, once it exists.
     comm: OnceLock<AbortHandle>,
+    /// The communicator's calls, to say which one the failure interrupted.
+    calls: OnceLock<Arc<Records>>,
     stop: AtomicBool,
     /// Whether stopping says goodbye (a clean leave) or just closes (a failed rank: peers must notice).
     goodbye: AtomicBool,
 }
 
+/// Finding codes: a peer whose connection closed (its process ended), and one that went silent (stopped,
+/// hung or cut off).
+const EXITED: &str = "peer_exited";
+const SILENT: &str = "peer_unresponsive";
+
 impl Shared {
-    fn fail(&self, rank: u32, cause: String) {
+    fn fail(&self, rank: u32, code: &str, cause: String) {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
             nccl_warn!("Peer rank {rank} {cause}; aborting the communicator");
             let failure = PeerFailure { rank, cause };
+            recorder::record(|| Event::Warning(self.warning(&failure)));
+            recorder::record(|| Event::Finding(self.finding(&failure, code)));
             if let Some(comm) = self.comm.get() {
                 comm.abort(failure.to_string());
             }
             *f = Some(failure);
         }
         self.abort.store(true, Ordering::Release);
+    }
+
+    fn warning(&self, failure: &PeerFailure) -> Warning {
+        Warning {
+            rank: Some(failure.rank),
+            host: None,
+            line: None,
+            text: format!("rank {} lost {failure}", self.rank),
+            class: "peer".into(),
+            source: None,
+        }
+    }
+
+    /// The failure as a finding about the peer, with the call this rank was in.
+    fn finding(&self, failure: &PeerFailure, code: &str) -> Finding {
+        let call = match self.calls.get().and_then(|c| c.in_progress()) {
+            Some(op) => format!(" while in {} #{} ({} bytes)", op.coll, op.seq, op.bytes),
+            None => String::new(),
+        };
+        Finding {
+            code: code.into(),
+            severity: Severity::Error,
+            rank: Some(failure.rank),
+            title: failure.to_string(),
+            detail: format!(
+                "rank {} lost rank {}{call}: {}; its communicator was aborted, so every call in flight fails",
+                self.rank, failure.rank, failure.cause
+            ),
+            evidence: Vec::new(),
+            fix: format!(
+                "Read rank {}'s own output and exit status (killed by a signal, out of memory, a crash); a rank \
+                 that is only slow or paused: raise COLLSCOPE_PEER_TIMEOUT",
+                failure.rank
+            ),
+        }
     }
 }
 
@@ -84,9 +134,11 @@ impl Liveness {
             s.stream().set_nonblocking(true).map_err(|e| BootstrapError::Protocol(format!("rank {p}: {e}")))?;
         }
         let shared = Arc::new(Shared {
+            rank: boot.rank(),
             failure: Mutex::new(None),
             abort: boot.abort_flag(),
             comm: OnceLock::new(),
+            calls: OnceLock::new(),
             stop: AtomicBool::new(false),
             goodbye: AtomicBool::new(false),
         });
@@ -104,6 +156,11 @@ impl Liveness {
         if let Some(f) = self.failure() {
             comm.abort(f.to_string());
         }
+    }
+
+    /// From now on a failure names the call of `calls` it interrupted.
+    pub fn watch_calls(&self, calls: Arc<Records>) {
+        let _ = self.shared.calls.set(calls);
     }
 
     /// The first peer found dead, if any.
@@ -175,12 +232,12 @@ fn watch(peers: Vec<(u32, Socket)>, shared: &Shared, timeout: Duration) {
                 }
                 Err(cause) => {
                     p.gone = true;
-                    shared.fail(p.rank, cause);
+                    shared.fail(p.rank, EXITED, cause);
                 }
             }
             if !p.gone && p.last_heard.elapsed() > timeout {
                 p.gone = true;
-                shared.fail(p.rank, format!("sent no keep-alive for {:.1} s", timeout.as_secs_f64()));
+                shared.fail(p.rank, SILENT, format!("sent no keep-alive for {:.1} s", timeout.as_secs_f64()));
             }
         }
     }

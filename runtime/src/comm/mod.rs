@@ -7,6 +7,7 @@
 //! [`mod@select`] (the per-call algorithm, protocol and channels) and [`affinity`] (pinning ranks to cores).
 
 pub mod affinity;
+mod facts;
 pub mod group;
 pub mod job;
 pub mod launch;
@@ -61,19 +62,6 @@ impl Default for CommOptions {
     fn default() -> Self {
         CommOptions { env: Env::from_process(), net: None, name: None }
     }
-}
-
-/// Reads and builds `NCCL_TOPO_FILE` when it is set, as NCCL's init does (`ncclTopoGetSystem`, NCCL 2.28.9
-/// `src/graph/topo.cc`), so a file that does not parse stops init with an error naming it, as in `topo show`.
-/// The host runtime takes no decision from it. NCCL only logs a file it cannot open; that is an error here too.
-fn check_topo_file(env: &Env) -> Result<()> {
-    if let Some(file) = env.str("NCCL_TOPO_FILE") {
-        let xml = collscope_nccl::topo::load(&collscope_nccl::topo::TopoSource::File(file.into()))
-            .map_err(RuntimeError::Topo)?;
-        collscope_nccl::topo::build(&xml, &collscope_nccl::topo::TopoEnv::from_env(env)?)
-            .map_err(RuntimeError::Topo)?;
-    }
-    Ok(())
 }
 
 /// FNV-1a, stable across processes and hosts (std's hashers are not guaranteed to be).
@@ -154,24 +142,6 @@ impl WallClock {
     }
 }
 
-/// The init lines NCCL 2.28.9 prints for rings and trees: rank 0's `Channel 00/02 : 0 1 2 3` per ring
-/// (`src/graph/rings.cc`), each rank's `Ring 00 : 3 -> 0 -> 1` and `Trees [0] 1/-1/-1->0->-1 ...`
-/// (`src/init.cc`).
-fn log_rings_and_trees(rank: u32, nranks: u32, channels: &[Channel]) {
-    let order: Vec<u32> = (0..nranks).collect();
-    let mut trees = Vec::with_capacity(channels.len());
-    for ch in channels {
-        if rank == 0 {
-            nccl_info!(Subsys::INIT, "{}", lines::ring_order_line(ch.id, channels.len() as u32, &order));
-        }
-        // A binary tree: NCCL's third child is always -1 here.
-        let t = ch.tree;
-        trees.push(lines::TreeEntry { channel: ch.id, rank, up: t.up, down: [t.down[0], t.down[1], -1] });
-        nccl_info!(Subsys::GRAPH, "{}", lines::ring_line(ch.id, ch.ring_prev, rank, ch.ring_next));
-    }
-    nccl_info!(Subsys::INIT, "{}", lines::trees_line(&trees));
-}
-
 /// One connection a rank wants: `send` to or receive from `peer` on `channel` (`conn_index` 1 = p2p).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Want {
@@ -239,8 +209,9 @@ impl Comm {
         let nch = DEFAULT_CHANNELS.clamp(min_ch.min(max_ch), max_ch);
         let select = SelectConfig::from_env(env, nch)?;
         let chain = transport::default_chain(env, opts.net.clone())?;
-        check_topo_file(env)?;
-
+        if rank == 0 {
+            show_version_once();
+        }
         let t_env = started.elapsed();
         let me = local_peer_info(rank);
         let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
@@ -254,6 +225,8 @@ impl Comm {
             })
             .collect::<Result<Vec<_>>>()?;
         let t_allgather = started.elapsed();
+        let topology = facts::host_topology(env)?;
+        let t_topo = started.elapsed();
         let select = select.on_link(ring_link(&chain, &peers));
 
         let n = nranks as i32;
@@ -270,7 +243,20 @@ impl Comm {
                 scratch: Default::default(),
             })
             .collect();
-        log_rings_and_trees(rank, nranks, &channels);
+        let init = facts::init_facts(facts::InitInput {
+            rank,
+            peers: &peers,
+            channels: &channels,
+            select: &select,
+            chain: &chain,
+            topology,
+            name: opts.name.clone(),
+        });
+        let mut record = communicator(&opts.name, &peers, rank);
+        let comm_id = comm_id(&peers);
+        let handle = facts::comm_handle(&opts.name, &me);
+        facts::log_facts(&init, &record, &handle);
+        let t_graphs = started.elapsed();
         let p2p = Channel {
             id: 0,
             ring_prev: 0,
@@ -280,7 +266,6 @@ impl Comm {
             recv: Default::default(),
             scratch: Default::default(),
         };
-        report_init(&opts.name, &peers, rank, [t_env, t_allgather, started.elapsed()]);
         let spins = wait::spins_for(
             &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
         );
@@ -311,6 +296,21 @@ impl Comm {
             comm.ensure_connected(Algorithm::Ring)?;
             comm.ensure_connected(Algorithm::Tree)?;
         }
+        let secs = |d: Duration| d.as_secs_f64();
+        let total = started.elapsed();
+        // NCCL's phase names (`Init timings`); parameters, buffers and channels fall in its `rest`.
+        record.init = model::InitTimings {
+            total: Some(secs(total)),
+            phases: vec![
+                ("allgathers".into(), secs(t_allgather - t_env)),
+                ("topo".into(), secs(t_topo - t_allgather)),
+                ("graphs".into(), secs(t_graphs - t_topo)),
+                ("connections".into(), secs(total - t_graphs)),
+            ],
+        };
+        facts::log_complete(&record, &handle, comm_id);
+        crate::observe::recorder::record(|| model::Event::InitFacts(Box::new(init)));
+        crate::observe::recorder::record(|| model::Event::Communicator(record));
         Ok(comm)
     }
 
@@ -375,6 +375,21 @@ impl Comm {
         }
         let c = self.plan(coll, bytes);
         self.plans.insert((coll, bytes), c);
+        // Each size's choice once (per plan memory), for the model's decisions.
+        crate::observe::recorder::record(|| {
+            model::Event::Decision(model::Decision {
+                coll,
+                bytes,
+                algo: c.algo,
+                proto: c.proto,
+                n_channels: c.nchannels.min(self.channels.len() as u32).max(1),
+                time_us: self.select.predict(coll, bytes, self.nranks, c),
+                runner_up: None,
+                reason: None,
+                datatype: None,
+                rank: Some(self.rank),
+            })
+        });
         c
     }
 
@@ -531,6 +546,9 @@ impl Comm {
         }
         if crate::observe::recorder::enabled() {
             self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
+            if let Some(f) = res.as_ref().err().and_then(|e| e.finding(&rec)) {
+                crate::observe::recorder::record(|| model::Event::Finding(f));
+            }
         }
         let (coll, seq) = (rec.coll, rec.seq);
         self.records.push_op(rec);
@@ -599,6 +617,15 @@ impl Comm {
         let nch = (choice.nchannels as usize).min(self.channels.len()).max(1);
         rec.algo = Some(algo);
         rec.proto = Some(choice.proto);
+        // NCCL 2.28.9 `src/enqueue.cc` prints each call's choice on rank 0 (INFO, TUNING).
+        if self.rank == 0 {
+            // Inside the macro: formatted only when the line is logged.
+            nccl_info!(
+                Subsys::TUNING,
+                "{}",
+                lines::decision_line(coll, rec.bytes, algo, choice.proto, (0, nch as u32 - 1))
+            );
+        }
         self.ensure_connected(algo)?;
         // Set once the channels are sure to run: it also tells the caller their traffic is this call's.
         rec.n_channels = Some(nch as u32);
@@ -783,34 +810,41 @@ fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], b
     }
 }
 
-/// Reports a ready communicator with its init phases (ends of: parameters, peer-info allgather, channels) to
-/// telemetry.
-fn report_init(name: &Option<String>, peers: &[PeerInfo], rank: u32, ends: [Duration; 3]) {
-    crate::observe::recorder::record(|| {
-        let me = peers.get(rank as usize);
-        let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
-        let [env, allgather, total] = ends.map(|d| d.as_secs_f64());
-        model::Event::Communicator(model::Communicator {
-            comm: name.clone(),
-            rank: Some(rank),
-            nranks: Some(peers.len() as u32),
-            nnodes: Some(hosts.len() as u32),
-            host: me.map(|p| p.host.clone()),
-            pid: me.map(|p| p.pid),
-            cuda_dev: me.map(|p| p.dev),
-            version: Some(collscope_debug::NCCL_MODEL_VERSION.to_string()),
-            init: model::InitTimings {
-                total: Some(total),
-                phases: vec![
-                    ("parameters".into(), env),
-                    ("allgathers".into(), allgather - env),
-                    ("channels".into(), total - allgather),
-                ],
-            },
-            state: model::CommState::Ready,
-            ..Default::default()
-        })
-    });
+/// Prints NCCL's version line once per process, as rank 0's init does (NCCL 2.28.9 `src/init.cc`,
+/// `showVersion`).
+fn show_version_once() {
+    static SHOWN: std::sync::Once = std::sync::Once::new();
+    SHOWN.call_once(collscope_debug::show_version);
+}
+
+/// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity).
+fn comm_id(peers: &[PeerInfo]) -> u64 {
+    fnv(&[&peers.first().map_or(0, |p| p.pid_hash).to_le_bytes()])
+}
+
+/// This rank's communicator as telemetry reports it: ready, with its place in the job (init timings are added
+/// when init ends).
+fn communicator(name: &Option<String>, peers: &[PeerInfo], rank: u32) -> model::Communicator {
+    let me = peers.get(rank as usize);
+    let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
+    let local: Vec<u32> =
+        peers.iter().filter(|p| Some(p.host_hash) == me.map(|m| m.host_hash)).map(|p| p.rank).collect();
+    model::Communicator {
+        comm: name.clone(),
+        comm_id: Some(format!("{:#x}", comm_id(peers))),
+        rank: Some(rank),
+        nranks: Some(peers.len() as u32),
+        nnodes: Some(hosts.len() as u32),
+        local_ranks: Some(local.len() as u32),
+        local_rank: local.iter().position(|r| *r == rank).map(|i| i as u32),
+        host: me.map(|p| p.host.clone()),
+        pid: me.map(|p| p.pid),
+        cuda_dev: me.map(|p| p.dev),
+        // What its version line says, so the live model and its log read back agree.
+        version: Some(collscope_debug::version()),
+        state: model::CommState::Ready,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::tuning::{self, HostProfile, TUNING_FILE_VAR};
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
-use collscope_model::{self as model, Algorithm, Collective, Protocol};
+use collscope_model::{self as model, Algorithm, Collective, Protocol, TuningCell};
 use collscope_nccl::tuning::grammar::{parse_algo, parse_proto, EnableMatrix, GrammarError};
 use std::sync::Arc;
 
@@ -108,13 +108,48 @@ impl SelectConfig {
         Self::row(coll).is_some_and(|r| self.protos[r][p.id()] != 0)
     }
 
+    /// The tuning table this configuration prices calls with, in NCCL's layout (`TuningTable`): for each
+    /// collective, algorithm the runtime implements for it and protocol, the latency of a call with
+    /// `max_channels` channels over `nranks` ranks and its algorithm bandwidth (bus bandwidth over the bus
+    /// factor, as NCCL 2.28.9 `src/graph/tuning.cc` stores it), so `TuningCell::time_us` gives the time
+    /// [`select`] predicts. A cell `NCCL_ALGO`/`NCCL_PROTO` turn off keeps its latency with bandwidth 0, as in
+    /// NCCL's table.
+    pub fn table(&self, nranks: u32) -> model::TuningTable {
+        let mut table = model::TuningTable::new();
+        let Some(link) = self.profile.link(self.link) else { return table };
+        let nch = self.max_channels;
+        for coll in Collective::TUNED {
+            for algo in implemented(coll) {
+                for &proto in Protocol::ALL {
+                    let Some(cell) = link.cell(*algo, proto) else { continue };
+                    let lat_us = cell.time_us(coll, 0, nranks, nch);
+                    let on = self.algo_allowed(coll, *algo) && self.proto_allowed(coll, proto);
+                    let bw = cell.bandwidth(nch) / tuning::predict::bus_factor(coll, *algo, nranks);
+                    let bw_gbps = if on { bw } else { 0.0 };
+                    table
+                        .entry(coll)
+                        .or_default()
+                        .entry(*algo)
+                        .or_default()
+                        .insert(proto, TuningCell { lat_us, bw_gbps });
+                }
+            }
+        }
+        table
+    }
+
+    /// The time in us the host profile predicts for `choice` on `bytes` over `nranks` ranks.
+    pub fn predict(&self, coll: Collective, bytes: u64, nranks: u32, choice: Choice) -> Option<f64> {
+        let cell = self.profile.link(self.link)?.cell(choice.algo, choice.proto)?;
+        Some(cell.time_us(coll, bytes, nranks, choice.nchannels))
+    }
+
     /// What may run `coll`: the allowed algorithms the runtime implements for it (Tree only for AllReduce;
     /// Ring when nothing allowed is implemented), the allowed protocols (Simple when none), each with the
     /// fewest and the most channels.
     fn candidates(&self, coll: Collective) -> Vec<tuning::Candidate> {
-        let implemented: &[Algorithm] =
-            if coll == Collective::AllReduce { &[Algorithm::Tree, Algorithm::Ring] } else { &[Algorithm::Ring] };
-        let mut algos: Vec<Algorithm> = implemented.iter().copied().filter(|a| self.algo_allowed(coll, *a)).collect();
+        let mut algos: Vec<Algorithm> =
+            implemented(coll).iter().copied().filter(|a| self.algo_allowed(coll, *a)).collect();
         if algos.is_empty() {
             algos.push(Algorithm::Ring);
         }
@@ -134,6 +169,15 @@ impl SelectConfig {
             }
         }
         v
+    }
+}
+
+/// The algorithms the runtime implements for `coll`: Tree only for AllReduce.
+fn implemented(coll: Collective) -> &'static [Algorithm] {
+    if coll == Collective::AllReduce {
+        &[Algorithm::Tree, Algorithm::Ring]
+    } else {
+        &[Algorithm::Ring]
     }
 }
 
@@ -259,6 +303,23 @@ mod tests {
             Choice { algo: Algorithm::Tree, proto: Protocol::Ll128, nchannels: 2 }
         );
         assert_eq!(select(&forced, Collective::AllGather, 8, 4).algo, Algorithm::Ring);
+    }
+
+    #[test]
+    fn the_table_prices_every_cell_as_select_does() {
+        let c = cfg(&[("NCCL_PROTO", "^LL128")]).on_link(model::Transport::Shm);
+        let table = c.table(4);
+        assert_eq!(table.len(), Collective::TUNED.len());
+        assert_eq!(table[&Collective::AllReduce].len(), 2, "Tree and Ring");
+        assert_eq!(table[&Collective::AllGather].len(), 1, "Ring only");
+        let off = table[&Collective::AllReduce][&Algorithm::Ring][&Protocol::Ll128];
+        assert!(off.lat_us > 0.0 && off.bw_gbps == 0.0, "a cell turned off keeps its latency: {off:?}");
+        for bytes in [8u64, 1 << 20, 64 << 20] {
+            let pick = Choice { nchannels: c.max_channels, ..select(&c, Collective::AllReduce, bytes, 4) };
+            let from_table = table[&Collective::AllReduce][&pick.algo][&pick.proto].time_us(bytes).unwrap();
+            let predicted = c.predict(Collective::AllReduce, bytes, 4, pick).unwrap();
+            assert!((from_table - predicted).abs() < 1e-6 * predicted, "{bytes} B: {from_table} vs {predicted}");
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct Recorder {
     queue: Mutex<VecDeque<Event>>,
     dropped: AtomicU64,
     sources: Mutex<Vec<Arc<dyn CommRecords>>>,
+    /// Where this process serves its telemetry, shared with the other ranks at bootstrap.
+    endpoint: Mutex<Option<String>>,
 }
 
 static GLOBAL: Recorder = Recorder::new();
@@ -48,7 +50,18 @@ impl Recorder {
             queue: Mutex::new(VecDeque::new()),
             dropped: AtomicU64::new(0),
             sources: Mutex::new(Vec::new()),
+            endpoint: Mutex::new(None),
         }
+    }
+
+    /// Sets where this process serves its telemetry (`http://HOST:PORT`); ranks that join a communicator
+    /// afterwards tell the other ranks.
+    pub fn set_endpoint(&self, url: String) {
+        *self.endpoint.lock().unwrap_or_else(|p| p.into_inner()) = Some(url);
+    }
+
+    pub fn endpoint(&self) -> Option<String> {
+        self.endpoint.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     #[inline]

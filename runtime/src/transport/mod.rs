@@ -66,6 +66,10 @@ pub struct Established {
 
 pub trait Transport: Send + Sync {
     fn kind(&self) -> model::Transport;
+    /// The network a NET transport runs over, as `Using network <name>` names it; `None` for the others.
+    fn network(&self) -> Option<&'static str> {
+        None
+    }
     fn can_connect(&self, me: &PeerInfo, peer: &PeerInfo) -> bool;
     /// The sending side's setup; returns its pending state and the handle for the receiver.
     fn send_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)>;

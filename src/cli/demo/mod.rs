@@ -5,13 +5,15 @@
 
 mod training;
 
-use super::ranks::{self, Job, LaunchMode, TransportChoice};
+use super::ranks::{self, Background, Job, LaunchMode, TransportChoice};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use collscope_debug::env::Env;
 use collscope_telemetry::{LocalRank, TelemetryConfig};
 use collscope_tui::SourceSpec;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use training::{run_training, TrainingConfig};
 
@@ -41,6 +43,9 @@ pub struct DemoArgs {
     #[arg(long)]
     pub no_tui: bool,
 }
+
+/// How long a rank whose training failed keeps serving its telemetry before it ends.
+const LINGER: Duration = Duration::from_secs(10);
 
 /// Rank 0's telemetry URL when this process is the launcher of a demo that the TUI should watch: stdout is a
 /// terminal, ranks run as processes started here, telemetry is on and its port is known in advance.
@@ -81,21 +86,25 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         max_duration,
     };
     let tui = tui_url(args)?;
-    let rank_output =
-        tui.as_ref().map(|_| std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())));
-    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output };
-    if let (Some(url), Some(log)) = (tui, &job.rank_output) {
-        // The ranks run in the background, their output kept in a file, while the TUI owns the terminal.
+    let background = tui.as_ref().map(|_| Background {
+        output: std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())),
+        stop: Arc::new(AtomicBool::new(false)),
+    });
+    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background };
+    if let (Some(url), Some(bg)) = (tui, &job.background) {
+        // The ranks run in the background, their output kept in a file, while the TUI owns the terminal; `q`
+        // there ends them.
         let result = std::thread::scope(|s| {
             let ranks = s.spawn(|| ranks::run(&job, |_| Ok(())));
             let shown = collscope_tui::run(SourceSpec::Connect { url, record: None });
             if !ranks.is_finished() {
-                println!("collscope demo: waiting for the ranks to finish");
+                println!("collscope demo: stopping the ranks");
+                bg.stop.store(true, Ordering::Relaxed);
             }
             let ran = ranks.join().unwrap_or_else(|_| Err(anyhow!("the rank launcher panicked")));
             shown.map_err(anyhow::Error::from).and(ran)
         });
-        println!("collscope demo: the ranks' output is in {}", log.display());
+        println!("collscope demo: the ranks' output is in {}", bg.output.display());
         return result;
     }
     let telemetry = super::telemetry::start(args.launch, args.metrics_addr.as_deref())?;
@@ -128,7 +137,17 @@ pub fn run(args: &DemoArgs) -> Result<()> {
                     r.bytes as f64 / 1e9 / r.secs.max(1e-9)
                 );
             }
-        })?;
+        });
+        let reports = match reports {
+            Err(e) if telemetry.is_some() => {
+                // What went wrong is in this rank's telemetry (the failure as a finding): keep serving it a
+                // while so the TUI and a scraper can read it before the process ends.
+                eprintln!("collscope demo: rank {}: {e:#}; telemetry stays up {} s", comm.rank(), LINGER.as_secs());
+                std::thread::sleep(LINGER);
+                return Err(e.into());
+            }
+            other => other?,
+        };
         if main {
             let total: f64 = reports.iter().map(|r| r.secs).sum();
             let bytes: u64 = reports.iter().map(|r| r.bytes).sum();

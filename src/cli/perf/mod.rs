@@ -132,7 +132,7 @@ pub fn run(args: &PerfArgs) -> Result<()> {
         }
         return gpu::perf(args, &sizes);
     }
-    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, rank_output: None };
+    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background: None };
     ranks::run(&job, |rank| bench_rank(args, &sizes, rank))
 }
 

@@ -89,7 +89,10 @@ pub fn run(args: TopoArgs) -> Result<()> {
         TopoCommand::Explain(_) => unreachable!("handled above"),
         TopoCommand::Show { source, json } => {
             let topo_env = TopoEnv::from_env(&env)?;
-            let xml = topo::load(&source.source(&env))?;
+            let (xml, notes) = topo::load_noting(&source.source(&env))?;
+            for n in notes {
+                eprintln!("collscope: note: {n}");
+            }
             topo::dump_if_requested(&xml, &env)?;
             let topology = topo::build(&xml, &topo_env)?;
             // With NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH, the same lines NCCL logs at init.

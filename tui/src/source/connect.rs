@@ -35,7 +35,12 @@ pub fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop
     let mut retry_s = 1;
     while !stop.load(Ordering::Relaxed) {
         let reason = match session(&agent, base, &mut recorder, tx, stop, &mut retry_s) {
-            Ok(()) => "the event stream ended".to_string(),
+            Ok(Some(clean)) => {
+                // The process said it was ending: nothing to reconnect to.
+                let _ = tx.send(Update::Link(LinkState::Finished { clean }));
+                return;
+            }
+            Ok(None) => "the event stream ended".to_string(),
             Err(e) => e,
         };
         if stop.load(Ordering::Relaxed) {
@@ -54,7 +59,16 @@ pub fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop
     }
 }
 
-/// One connection: the snapshot, then events until the stream ends. Errors are reasons for the status bar.
+/// The server's last event before it stops (collscope-telemetry's `END_EVENT`): `{"clean": bool}`.
+const END_EVENT: &str = "end";
+
+#[derive(serde::Deserialize)]
+struct End {
+    clean: bool,
+}
+
+/// One connection: the snapshot, then events until the stream ends; `Some(clean)` when the server said it
+/// was stopping. Errors are reasons for the status bar.
 fn session(
     agent: &ureq::Agent,
     base: &str,
@@ -62,13 +76,18 @@ fn session(
     tx: &Sender<Update>,
     stop: &AtomicBool,
     retry_s: &mut u64,
-) -> Result<(), String> {
+) -> Result<Option<bool>, String> {
     fetch_snapshot(agent, base, recorder, tx)?;
     *retry_s = 1;
     tx.send(Update::Link(LinkState::Live { following: true })).map_err(|e| e.to_string())?;
     let events = agent.get(format!("{base}/api/v1/events")).call().map_err(|e| e.to_string())?;
     let mut failure = None;
+    let mut ended = None;
     read_events(BufReader::new(events.into_body().into_reader()), |e| {
+        if e.event == END_EVENT {
+            ended = Some(serde_json::from_str::<End>(&e.data).is_ok_and(|end| end.clean));
+            return false;
+        }
         let step = serde_json::from_str(&e.data)
             .map_err(|err| format!("event '{}' is not JSON: {err}", e.event))
             .and_then(|data| deliver(&e.event, data, recorder, tx))
@@ -80,7 +99,7 @@ fn session(
         !stop.load(Ordering::Relaxed)
     })
     .map_err(|e| e.to_string())?;
-    failure.map_or(Ok(()), Err)
+    failure.map_or(Ok(ended), Err)
 }
 
 fn fetch_snapshot(

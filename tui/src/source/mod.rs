@@ -1,16 +1,19 @@
 //! Where the TUI's facts come from. Each source runs on its own thread and sends [`Update`]s; none blocks the UI.
 //! - `--log`: real NCCL logs through the log reader, re-read as lines arrive with `--follow`;
-//! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded;
+//! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded,
+//!   and beside it the whole job (`/api/v1/job`, [`spawn_job`]);
 //! - `--replay`: a recording of that stream, played back at its own pace;
 //! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed.
 
 mod connect;
+mod job;
 mod log;
 mod recording;
 mod replay;
 mod sse;
 mod stream;
 
+pub use job::Shown;
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
@@ -78,6 +81,13 @@ pub enum SourceError {
 
 fn read_logs(paths: &[PathBuf]) -> Result<Snapshot, collscope_logreader::ReadError> {
     collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
+}
+
+/// For a `--connect` source, starts the thread that follows the whole job and the rank `shown`.
+pub fn spawn_job(spec: &SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>, shown: Shown) -> Option<JoinHandle<()>> {
+    let SourceSpec::Connect { url, .. } = spec else { return None };
+    let base = connect::base_url(url).ok()?;
+    Some(std::thread::spawn(move || job::run(&base, &shown, &tx, &stop)))
 }
 
 /// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when

@@ -35,7 +35,7 @@ pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceEr
 }
 
 /// The kinds of `collscope_model::Event`.
-const KNOWN: [&str; 10] = [
+const KNOWN: [&str; 11] = [
     "op_enqueued",
     "op_completed",
     "proxy",
@@ -45,6 +45,7 @@ const KNOWN: [&str; 10] = [
     "decision",
     "warning",
     "finding",
+    "endpoints",
     "snapshot",
 ];
 

@@ -16,7 +16,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     if s.connections.is_empty() {
         if s.graphs.is_empty() {
-            frame.render_widget(Paragraph::new("No connections in this source yet."), area);
+            frame.render_widget(Paragraph::new(format!("No connections in {}.", s.source.describe())), area);
         } else {
             draw_graph_channels(frame, area, app, s);
         }
@@ -217,6 +217,6 @@ mod tests {
         assert_fits(&lines);
         // Without graphs either, nothing to show.
         live.snapshot.graphs.clear();
-        assert!(screen(&render(&app, &live, 80, 24)).contains("No connections in this source yet."));
+        assert!(screen(&render(&app, &live, 80, 24)).contains("No connections in the model."));
     }
 }

@@ -22,6 +22,7 @@ const HELP: &[(&str, &str)] = &[
     ("s", "sort operations by time, slowest first, or by call (Ops)"),
     ("Esc", "clear the filter, close evidence"),
     ("Enter", "show the evidence and the fix of a finding; j/k then scroll it"),
+    ("< >", "previous / next rank of a live job (the rank strip)"),
     ("?", "this help"),
     ("q", "quit"),
 ];

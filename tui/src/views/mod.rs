@@ -9,6 +9,7 @@ mod proxy;
 #[cfg(test)]
 mod real_logs;
 mod rings;
+mod strip;
 pub mod style;
 mod trees;
 mod tuning;
@@ -121,6 +122,8 @@ impl App {
             Key::Char(c) if c.to_digit(10).is_some_and(|d| (1..=n as u32).contains(&d)) => {
                 self.switch(Tab::ALL[c as usize - '1' as usize])
             }
+            Key::Char('>') => self.step_rank(1, &snapshot.endpoints),
+            Key::Char('<') => self.step_rank(-1, &snapshot.endpoints),
             Key::Char(']') | Key::Char('n') => self.move_row(1, snapshot),
             Key::Char('[') | Key::Char('p') => self.move_row(-1, snapshot),
             Key::Down | Key::Char('j') => self.move_row(1, snapshot),
@@ -170,9 +173,16 @@ fn step_channel(app: &mut App, key: Key, n: usize) -> bool {
 }
 
 pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
-    let [top, body, bottom] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)]).areas(frame.area());
+    let strip_height = strip::height(live, frame.area());
+    let [top, ranks, body, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(strip_height),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
     draw_top(frame, top, app, live);
+    strip::draw(frame, ranks, live);
     app.tab.view().draw(frame, body, app, live);
     frame.render_widget(Paragraph::new(help::bar(app)).style(style::dim()), bottom);
     if app.show_help {
@@ -225,6 +235,8 @@ fn link_span(link: &LinkState) -> Span<'static> {
             Span::styled(format!("disconnected, retry {retry_in_s}s"), Style::default().fg(Color::Red))
         }
         LinkState::Ended => Span::styled("ended", style::dim()),
+        LinkState::Finished { clean: true } => Span::styled("job finished", Style::default().fg(Color::Green)),
+        LinkState::Finished { clean: false } => Span::styled("rank failed, ended", Style::default().fg(Color::Red)),
     }
 }
 

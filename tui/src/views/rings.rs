@@ -16,7 +16,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let s = &live.snapshot;
     let channels = ring_channels(s);
     if channels.is_empty() {
-        frame.render_widget(Paragraph::new("No rings in this source yet."), area);
+        frame.render_widget(Paragraph::new(format!("No rings in {} yet.", s.source.describe())), area);
         return;
     }
     let [list, main] = Layout::horizontal([Constraint::Length(9), Constraint::Min(20)]).areas(area);
@@ -29,7 +29,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let mut edges: Vec<(u32, u32)> = Vec::new();
     if paths.iter().any(|p| p.from_connections) {
         let parts = paths.len();
-        let title = format!("Channel {channel:02}: no ring order in the log; {parts} part(s) from connection lines");
+        let src = s.source.describe();
+        let title = format!("Channel {channel:02}: no ring order in {src}; {parts} part(s) from connection lines");
         lines.push(Line::styled(title, bold()));
     }
     for p in &paths {

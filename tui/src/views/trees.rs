@@ -13,7 +13,7 @@ use ratatui::Frame;
 fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let channels = tree_channels(s);
     if channels.is_empty() {
-        frame.render_widget(Paragraph::new("No trees in this source yet."), area);
+        frame.render_widget(Paragraph::new(format!("No trees in {} yet.", s.source.describe())), area);
         return;
     }
     let [list, main] = Layout::horizontal([Constraint::Length(9), Constraint::Min(20)]).areas(area);
@@ -27,7 +27,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let known = |r: i32| nodes.iter().any(|t| t.rank as i32 == r);
     for root in nodes.iter().filter(|t| t.up < 0 || !known(t.up)) {
         if root.up >= 0 {
-            lines.push(Line::styled(format!("(parent {} not in the log)", root.up), dim()));
+            lines.push(Line::styled(format!("(parent {} not in {})", root.up, s.source.describe()), dim()));
         }
         subtree(s, &nodes, root, "", true, true, &mut lines);
     }

@@ -19,7 +19,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let mut lines =
         vec![Line::styled(format!("{coll}: latency us/bandwidth GB/s per cell, * = chosen recently"), bold())];
     if table.is_empty() {
-        lines.push(Line::raw(format!("No tuning table for {coll} in this source.")));
+        lines.push(Line::raw(format!("No tuning table for {coll} in {}.", s.source.describe())));
     } else {
         let max_bw = table.values().flat_map(|p| p.values()).map(|c| c.bw_gbps).fold(0.0, f64::max);
         let chosen: Vec<(Algorithm, Protocol)> = s
@@ -74,7 +74,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         })
         .collect();
     if recent.is_empty() {
-        lines.push(Line::styled("  none", dim()));
+        lines.push(Line::styled(format!("  none in {}", s.source.describe()), dim()));
     }
     lines.extend(recent.into_iter().map(Line::raw));
     frame.render_widget(Paragraph::new(lines), area);

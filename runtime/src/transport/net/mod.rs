@@ -170,6 +170,10 @@ impl<N: Net> Transport for NetTransport<N> {
         model::Transport::Net
     }
 
+    fn network(&self) -> Option<&'static str> {
+        Some(self.net.name())
+    }
+
     /// NET reaches any rank; it comes last in the chain.
     fn can_connect(&self, _me: &PeerInfo, _peer: &PeerInfo) -> bool {
         true

@@ -6,6 +6,7 @@ mod text;
 
 use super::SourceArgs;
 use crate::cli::sizes;
+use crate::cli::whatif::{self, WhatIfArgs};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -13,6 +14,7 @@ use collscope_debug::env::Env;
 use collscope_debug::{self as debug, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_model::Topology;
 use collscope_nccl::topo::{self, TopoEnv};
+use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::Explained;
 
 #[derive(Args)]
@@ -40,6 +42,16 @@ pub struct ExplainArgs {
     /// Print every rank of every ring and tree (by default, across nodes, each ring and tree per node).
     #[arg(long)]
     pub full: bool,
+    #[command(flatten)]
+    pub what_if: WhatIfArgs,
+}
+
+/// `--json` with a what-if: the model's keys and `what_if`.
+#[derive(serde::Serialize)]
+struct WithWhatIf<'a> {
+    #[serde(flatten)]
+    model: &'a Explained,
+    what_if: &'a WhatIf,
 }
 
 /// Installs the process logger before anything logs: with `--log`, INFO on stdout (every subsystem unless
@@ -64,7 +76,11 @@ fn install_logger(log: bool) -> Result<()> {
 
 fn load_topology(source: &SourceArgs, nranks_per_node: Option<u32>, env: &Env) -> Result<Topology> {
     let source = source.source(env);
-    let mut xml = topo::load(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    let (mut xml, notes) =
+        topo::load_noting(&source).with_context(|| format!("cannot load the topology ({source:?})"))?;
+    for n in notes {
+        eprintln!("collscope: note: {n}");
+    }
     if let Some(k) = nranks_per_node {
         crate::cli::trim::keep_gpus(&mut xml, k)?;
     }
@@ -95,11 +111,25 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     if args.log {
         debug::show_version();
     }
-    let ex = model(&args.source, args.nodes, args.nranks_per_node, &sizes, args.log)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&ex)?);
-    } else if !args.log {
-        print!("{}", text::render(&ex, args.full));
+    let edits = args.what_if.edits()?;
+    let env = Env::from_process();
+    let topology = load_topology(&args.source, args.nranks_per_node, &env)?;
+    let ex = collscope_nccl::explain(&topology, args.nodes, &sizes, &env, args.log)?;
+    let what_if = if edits.is_empty() {
+        None
+    } else {
+        Some(collscope_nccl::whatif::what_if(&topology, args.nodes, &sizes, &env, &edits)?)
+    };
+    match (&what_if, args.json) {
+        (Some(w), true) => println!("{}", serde_json::to_string_pretty(&WithWhatIf { model: &ex, what_if: w })?),
+        (None, true) => println!("{}", serde_json::to_string_pretty(&ex)?),
+        _ if args.log => {}
+        _ => {
+            print!("{}", text::render(&ex, args.full));
+            if let Some(w) = &what_if {
+                print!("{}", whatif::render(w));
+            }
+        }
     }
     Ok(())
 }

@@ -1,0 +1,98 @@
+//! The init and call lines `collscope_model::lines` writes (for the runtime and the NCCL model) read back by
+//! the log reader's parsers into the values they were written from.
+
+use collscope_logreader::message::{parse, CommInfo, CommInit, DecisionLine, Event};
+use collscope_model::lines::{
+    channel_counts_line, comm_info_line, decision_line, graph_line, init_complete_line, init_timings_line, INIT_PHASES,
+};
+use collscope_model::{Algorithm, ChannelCounts, Collective, Graph, InitTimings, PathType, Pattern, Protocol};
+
+#[test]
+fn comm_info_reads_back() {
+    let line = comm_info_line("0x7f3a", 3, 8, 2, 4, 1);
+    assert_eq!(line, "comm 0x7f3a rank 3 nRanks 8 nNodes 2 localRanks 4 localRank 1 MNNVL 0");
+    let Some(Event::CommInfo(c)) = parse(&line) else { panic!("{line}") };
+    let want = CommInfo { comm: "0x7f3a".into(), rank: 3, nranks: 8, nnodes: 2, local_ranks: 4, local_rank: 1 };
+    assert_eq!(c, want);
+}
+
+#[test]
+fn graph_and_channel_counts_read_back() {
+    let g = Graph {
+        pattern: Pattern::BalancedTree,
+        n_channels: 2,
+        bw_intra: 6.5,
+        bw_inter: 1.25,
+        type_intra: PathType::LOC,
+        type_inter: PathType::NET,
+        same_channels: true,
+        cross_nic: 0,
+        channels: vec![],
+        host: None,
+    };
+    let line = graph_line(&g);
+    assert_eq!(line, "Pattern 1, crossNic 0, nChannels 2, bw 6.500000/1.250000, type LOC/NET, sameChannels 1");
+    assert!(matches!(parse(&line), Some(Event::Graph(back)) if back == g), "{line}");
+
+    let counts = ChannelCounts { coll: Some(2), collnet: Some(0), nvls: Some(0), p2p: Some(1), p2p_per_peer: Some(1) };
+    let line = channel_counts_line(&counts);
+    assert_eq!(line, "2 coll channels, 0 collnet channels, 0 nvls channels, 1 p2p channels, 1 p2p channels per peer");
+    assert!(matches!(parse(&line), Some(Event::ChannelCounts(back)) if back == counts), "{line}");
+}
+
+#[test]
+fn init_complete_and_timings_read_back() {
+    let line = init_complete_line("0x7f3a", 1, 2, 0, 0x1b000, 0xabc);
+    assert_eq!(
+        line,
+        "ncclCommInitRank comm 0x7f3a rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xabc - Init COMPLETE"
+    );
+    let Some(Event::CommInit(c)) = parse(&line) else { panic!("{line}") };
+    let want = CommInit {
+        comm: "0x7f3a".into(),
+        rank: 1,
+        nranks: 2,
+        cuda_dev: 0,
+        bus_id: Some("1b000".into()),
+        comm_id: Some("0xabc".into()),
+        parent: None,
+        complete: true,
+    };
+    assert_eq!(c, want);
+
+    let t = InitTimings { total: Some(0.5), phases: vec![("topo".into(), 0.25), ("allgathers".into(), 0.125)] };
+    let line = init_timings_line(1, 2, &t);
+    assert_eq!(
+        line,
+        "Init timings - ncclCommInitRank: rank 1 nranks 2 total 0.50 (kernels 0.00, alloc 0.00, bootstrap 0.00, \
+         allgathers 0.12, topo 0.25, graphs 0.00, connections 0.00, rest 0.12)"
+    );
+    let Some(Event::InitTimings { rank, nranks, total, phases }) = parse(&line) else { panic!("{line}") };
+    assert_eq!((rank, nranks, total), (1, 2, 0.5));
+    let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [&INIT_PHASES[..], &["rest"]].concat());
+    assert_eq!(phases[4], ("topo".to_string(), 0.25));
+}
+
+#[test]
+fn decisions_read_back_for_every_algorithm_and_protocol() {
+    for algo in Algorithm::ALL {
+        for proto in Protocol::ALL {
+            let line = decision_line(Collective::AllGather, 65536, *algo, *proto, (2, 5));
+            let Some(Event::Decision(d)) = parse(&line) else { panic!("{line}") };
+            let want = DecisionLine {
+                coll: Some(Collective::AllGather),
+                bytes: 65536,
+                algo: *algo,
+                proto: *proto,
+                n_channels: Some(4),
+                time_us: None,
+            };
+            assert_eq!(d, want, "{line}");
+        }
+    }
+    assert_eq!(
+        decision_line(Collective::AllReduce, 1048576, Algorithm::Ring, Protocol::Simple, (0, 1)),
+        "AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}"
+    );
+}

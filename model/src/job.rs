@@ -1,0 +1,210 @@
+//! The job as a whole, not one rank: where each rank serves its telemetry (learned at bootstrap, so any rank
+//! can reach the others), and a bounded summary of one rank's progress ([`RankSummary`]) that `/api/v1/job`
+//! merges from every rank into a [`JobView`] with the job-level findings.
+
+use super::diag::Finding;
+use super::names::Collective;
+use super::ops::OpState;
+use super::Snapshot;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Ranks a job view holds (a bigger job is cut to its first ranks, so the answer stays bounded).
+pub const MAX_JOB_RANKS: usize = 1024;
+/// Communicators summarised per rank.
+pub const MAX_COMMS: usize = 16;
+/// Recent call starts kept per communicator, to tell which rank arrives last.
+pub const MAX_RECENT: usize = 32;
+/// Job-level findings kept.
+pub const MAX_JOB_FINDINGS: usize = 64;
+
+/// Where one rank serves its telemetry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankEndpoint {
+    pub rank: u32,
+    pub host: String,
+    /// `http://HOST:PORT`, the base of its endpoints.
+    pub url: String,
+}
+
+/// What a rank is doing, as the job view sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankState {
+    /// In a call.
+    Running,
+    /// Between calls (or not started one yet).
+    Idle,
+    /// Its last call failed.
+    Failed,
+    /// Its telemetry did not answer (the process is gone, stopped or unreachable).
+    Unreachable,
+}
+
+/// The call a rank has begun and not finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InFlight {
+    pub seq: u64,
+    pub coll: Collective,
+    pub bytes: u64,
+    /// Seconds since the rank began it.
+    pub age_s: f64,
+}
+
+/// One rank's progress in one communicator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommProgress {
+    pub comm: Option<String>,
+    pub last_completed: Option<u64>,
+    pub in_flight: Option<InFlight>,
+    /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
+    pub recent_starts: Vec<(u64, u64)>,
+}
+
+/// One rank's summary: what `/api/v1/summary` serves and `/api/v1/job` merges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    pub rank: u32,
+    pub host: Option<String>,
+    pub url: Option<String>,
+    pub state: RankState,
+    pub comms: Vec<CommProgress>,
+    /// Median bus bandwidth of the calls kept.
+    pub busbw_gbps: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Why the rank could not be summarised (unreachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The whole job at one moment: every rank's summary and what the job-level rules conclude.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub ranks: Vec<RankSummary>,
+    pub findings: Vec<Finding>,
+}
+
+impl RankSummary {
+    /// A rank known only by its endpoint, whose telemetry did not answer.
+    pub fn unreachable(endpoint: &RankEndpoint, error: String) -> Self {
+        RankSummary {
+            rank: endpoint.rank,
+            host: Some(endpoint.host.clone()),
+            url: Some(endpoint.url.clone()),
+            state: RankState::Unreachable,
+            comms: Vec::new(),
+            busbw_gbps: None,
+            p50_us: None,
+            p99_us: None,
+            error: Some(error),
+        }
+    }
+
+    /// The summary of every rank whose calls `snap` holds (one for a rank process, several for ranks as
+    /// threads), at `now_us` (microseconds since the UNIX epoch).
+    pub fn of(snap: &Snapshot, now_us: u64) -> Vec<RankSummary> {
+        let mut ranks: Vec<u32> = snap.ops.iter().map(|o| o.rank).collect();
+        ranks.extend(snap.communicators.iter().filter_map(|c| c.rank));
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks.truncate(MAX_JOB_RANKS);
+        ranks.into_iter().map(|r| Self::of_rank(snap, r, now_us)).collect()
+    }
+
+    fn of_rank(snap: &Snapshot, rank: u32, now_us: u64) -> RankSummary {
+        let ops: Vec<_> = snap.ops.iter().filter(|o| o.rank == rank).collect();
+        let mut by_comm: BTreeMap<Option<&str>, CommProgress> = BTreeMap::new();
+        for o in &ops {
+            let p = by_comm.entry(o.comm.as_deref()).or_insert_with(|| CommProgress {
+                comm: o.comm.clone(),
+                last_completed: None,
+                in_flight: None,
+                recent_starts: Vec::new(),
+            });
+            if o.state == OpState::Completed {
+                p.last_completed = p.last_completed.max(Some(o.seq));
+            }
+            let began = o.started_us.or(o.enqueued_us);
+            if o.state.in_flight() && p.in_flight.as_ref().is_none_or(|f| o.seq < f.seq) {
+                let age_s = began.map_or(0.0, |t| now_us.saturating_sub(t) as f64 / 1e6);
+                p.in_flight = Some(InFlight { seq: o.seq, coll: o.coll, bytes: o.bytes, age_s });
+            }
+            if let Some(t) = began {
+                p.recent_starts.push((o.seq, t));
+            }
+        }
+        let mut comms: Vec<CommProgress> = by_comm.into_values().take(MAX_COMMS).collect();
+        for c in &mut comms {
+            c.recent_starts.sort_unstable();
+            let cut = c.recent_starts.len().saturating_sub(MAX_RECENT);
+            c.recent_starts.drain(..cut);
+        }
+        let mut durations: Vec<f64> = ops.iter().filter_map(|o| o.duration_us).collect();
+        durations.sort_by(f64::total_cmp);
+        let mut busbw: Vec<f64> = ops.iter().filter_map(|o| o.busbw_gbps).collect();
+        busbw.sort_by(f64::total_cmp);
+        let state = match ops.last().map(|o| o.state) {
+            _ if comms.iter().any(|c| c.in_flight.is_some()) => RankState::Running,
+            Some(OpState::Failed) => RankState::Failed,
+            _ => RankState::Idle,
+        };
+        let endpoint = snap.endpoints.iter().find(|e| e.rank == rank);
+        RankSummary {
+            rank,
+            host: endpoint
+                .map(|e| e.host.clone())
+                .or_else(|| snap.communicators.iter().find(|c| c.rank == Some(rank)).and_then(|c| c.host.clone())),
+            url: endpoint.map(|e| e.url.clone()),
+            state,
+            comms,
+            busbw_gbps: quantile(&busbw, 0.5),
+            p50_us: quantile(&durations, 0.5),
+            p99_us: quantile(&durations, 0.99),
+            error: None,
+        }
+    }
+}
+
+/// The `q` quantile of sorted values (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get(((last as f64) * q).round() as usize).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::DataType;
+    use crate::ops::OpRecord;
+    use crate::Source;
+
+    #[test]
+    fn a_rank_is_summarised_by_communicator_with_its_oldest_call_in_flight() {
+        let mut s = Snapshot::new(Source::Runtime);
+        s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into() });
+        for seq in 1..=40u64 {
+            let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
+            if seq < 39 {
+                o.state = OpState::Completed;
+                o.duration_us = Some(seq as f64);
+                o.busbw_gbps = Some(2.0);
+            }
+            s.ops.push(o);
+        }
+        let sums = RankSummary::of(&s, 41_000);
+        assert_eq!(sums.len(), 1);
+        let r = &sums[0];
+        assert_eq!((r.rank, r.state, r.host.as_deref()), (1, RankState::Running, Some("h1")));
+        let c = &r.comms[0];
+        assert_eq!(c.last_completed, Some(38));
+        let f = c.in_flight.as_ref().unwrap();
+        assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
+        assert_eq!(c.recent_starts.len(), MAX_RECENT);
+        assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
+        assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
+        let json = serde_json::to_value(&sums[0]).unwrap();
+        assert_eq!(json["state"], "running");
+        assert_eq!(serde_json::from_value::<RankSummary>(json).unwrap(), sums[0]);
+    }
+}

@@ -1,0 +1,48 @@
+//! The whole job beside a `--connect` source: every second `/api/v1/job` of the connected process (every
+//! rank's summary and the job-level findings), and the snapshot of the rank shown when it is another one
+//! (from the endpoint the ranks exchanged at bootstrap). A server without `/api/v1/job` (a followed log)
+//! sends nothing.
+
+use crate::live::Update;
+use collscope_model::{JobView, RankEndpoint, Snapshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the job view is fetched.
+const EVERY: Duration = Duration::from_secs(1);
+/// How long one fetch may take (`/api/v1/job` waits up to 2 s for a rank that does not answer).
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The rank the views show, when it is not the connected one: the terminal sets it, the poller reads it.
+pub type Shown = Arc<Mutex<Option<RankEndpoint>>>;
+
+fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option<T> {
+    let body = agent.get(url).call().ok()?.into_body().into_reader();
+    serde_json::from_reader(body).ok()
+}
+
+pub fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicBool) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        if let Some(job) = get::<JobView>(&agent, &format!("{base}/api/v1/job")) {
+            if tx.send(Update::Job(Box::new(job))).is_err() {
+                return;
+            }
+        }
+        let other = shown.lock().map(|s| s.clone()).unwrap_or_default();
+        if let Some(rank) = other {
+            if let Some(snapshot) = get::<Snapshot>(&agent, &format!("{}/api/v1/snapshot", rank.url)) {
+                let update = Update::RankSnapshot { rank: rank.rank, snapshot: Box::new(snapshot) };
+                if tx.send(update).is_err() {
+                    return;
+                }
+            }
+        }
+        while started.elapsed() < EVERY && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The rank strip of a live job, above every view: one line per rank (host, state, last completed call, the
+//! call in flight and its age, bus bandwidth, p50/p99 duration), the stuck ranks (named by an error finding,
+//! failed or not answering) in red, the slow one (the straggler) in yellow, the one shown marked `>`.
+
+use super::style;
+use crate::live::Live;
+use collscope_model::{CommProgress, JobView, RankState, RankSummary, Severity};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+/// Rank lines shown at most; past them a last line counts the rest.
+const MAX_LINES: usize = 8;
+
+/// The strip's height: nothing without a job view, else a title and a line per rank (bounded).
+pub fn height(live: &Live, area: Rect) -> u16 {
+    let Some(job) = live.job.as_ref().filter(|j| !j.ranks.is_empty()) else { return 0 };
+    let lines = job.ranks.len().min(MAX_LINES) + 1 + usize::from(job.ranks.len() > MAX_LINES);
+    (lines as u16).min(area.height / 3)
+}
+
+fn stuck(job: &JobView, r: &RankSummary) -> bool {
+    matches!(r.state, RankState::Failed | RankState::Unreachable)
+        || job.findings.iter().any(|f| f.rank == Some(r.rank) && f.severity == Severity::Error)
+}
+
+fn slow(job: &JobView, r: &RankSummary) -> bool {
+    job.findings.iter().any(|f| f.rank == Some(r.rank) && f.code == "straggler")
+}
+
+fn state(r: &RankSummary) -> &'static str {
+    match r.state {
+        RankState::Running => "running",
+        RankState::Idle => "idle",
+        RankState::Failed => "failed",
+        RankState::Unreachable => "no answer",
+    }
+}
+
+fn line(r: &RankSummary, shown: bool) -> String {
+    // The communicator with the oldest call in flight says most; else the first.
+    let age = |c: &&CommProgress| c.in_flight.as_ref().map_or(-1.0, |f| f.age_s);
+    let comm = r.comms.iter().filter(|c| c.in_flight.is_some()).max_by(|a, b| age(a).total_cmp(&age(b)));
+    let comm = comm.or(r.comms.first());
+    let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
+    let running = comm
+        .and_then(|c| c.in_flight.as_ref())
+        .map_or("-".into(), |f| format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s));
+    let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
+    // 80 columns: the units are in the title line.
+    format!(
+        "{}r{:<4}{:<8.8}{:<10}{:<8}{:<27.27}{:>6} {:>6}/{}",
+        if shown { '>' } else { ' ' },
+        r.rank,
+        r.host.as_deref().unwrap_or("?"),
+        state(r),
+        done,
+        running,
+        r.busbw_gbps.map_or("-".into(), |g| format!("{g:.2}")),
+        ms(r.p50_us),
+        ms(r.p99_us),
+    )
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, live: &Live) {
+    let Some(job) = &live.job else { return };
+    let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
+    let title = format!("Job: {} ranks, showing {shown} (< > switch)", job.ranks.len());
+    let mut lines = vec![Line::styled(format!("{title:<64}GB/s p50/p99 ms"), style::bold())];
+    // Stuck and slow ranks first, so a big job's strip shows them.
+    let mut ranks: Vec<&RankSummary> = job.ranks.iter().collect();
+    ranks.sort_by_key(|r| (!stuck(job, r), !slow(job, r), r.rank));
+    let room = (area.height as usize).saturating_sub(1);
+    let fit = if ranks.len() > room { room.saturating_sub(1) } else { ranks.len() };
+    for r in &ranks[..fit] {
+        let colour = if stuck(job, r) {
+            Style::default().fg(Color::Red)
+        } else if slow(job, r) {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        };
+        lines.push(Line::styled(line(r, live.shown_rank == Some(r.rank)), colour));
+    }
+    if fit < ranks.len() {
+        lines.push(Line::styled(format!(" ... {} more ranks", ranks.len() - fit), style::dim()));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::app::App;
+    use crate::fixture;
+    use crate::live::Update;
+    use crate::views::testing::render;
+    use collscope_model::{Collective, RankEndpoint};
+    use collscope_model::{CommProgress, Finding, InFlight, JobView, RankState, RankSummary, Severity};
+
+    fn rank(rank: u32, in_flight: Option<(u64, f64)>) -> RankSummary {
+        RankSummary {
+            rank,
+            host: Some("node1".into()),
+            url: None,
+            state: if in_flight.is_some() { RankState::Running } else { RankState::Idle },
+            comms: vec![CommProgress {
+                comm: None,
+                last_completed: Some(41),
+                in_flight: in_flight.map(|(seq, age_s)| InFlight {
+                    seq,
+                    coll: Collective::AllReduce,
+                    bytes: 1 << 20,
+                    age_s,
+                }),
+                recent_starts: vec![],
+            }],
+            busbw_gbps: Some(1.5),
+            p50_us: Some(900.0),
+            p99_us: Some(4000.0),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn every_rank_has_a_line_and_the_stuck_one_comes_first_with_its_finding_shown() {
+        let mut live = fixture::live();
+        let gone = RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into() };
+        let stuck = Finding {
+            code: "rank_not_arrived".into(),
+            severity: Severity::Error,
+            rank: Some(3),
+            title: "rank 3 has not arrived at AllReduce #42".into(),
+            detail: String::new(),
+            evidence: vec![],
+            fix: String::new(),
+        };
+        let ranks = vec![
+            rank(0, Some((42, 5.0))),
+            rank(1, Some((42, 5.0))),
+            rank(2, Some((42, 4.0))),
+            RankSummary::unreachable(&gone, "timed out".into()),
+        ];
+        live.apply(Update::Job(Box::new(JobView { ranks, findings: vec![stuck.clone()] })));
+        let lines = render(&App::default(), &live, 80, 24);
+        crate::views::testing::assert_fits(&lines);
+        let strip = &lines[1..6];
+        assert!(strip[0].starts_with("Job: 4 ranks"), "{strip:?}");
+        assert!(strip[1].starts_with(" r3   node2   no answer"), "{strip:?}");
+        assert_eq!(strip[2], " r0   node1   running   #41     AllReduce #42 5.0s           1.50    0.9/4.0");
+        assert!(live.snapshot.findings.contains(&stuck), "the job's findings are in the Findings view");
+        // A new job view replaces the old one's findings.
+        live.apply(Update::Job(Box::default()));
+        assert!(!live.snapshot.findings.contains(&stuck));
+    }
+}
