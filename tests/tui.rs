@@ -110,16 +110,40 @@ fn op(seq: u64) -> OpRecord {
     }
 }
 
-/// A recording of two snapshots 1.5 s apart: the second has more operations.
-fn write_recording(path: &Path) {
+/// A recording of two snapshots `apart` seconds apart: the second has more operations.
+fn write_recording_apart(path: &Path, apart: f64) {
     let mut s = Snapshot::new(Source::Runtime);
     s.nranks = Some(4);
     s.rings.push(Ring { channel: 0, order: vec![0, 1, 2, 3], truncated: false, neighbours: vec![] });
     s.ops = (1..=3).map(op).collect();
     let first = serde_json::json!({"t": 0.0, "event": "fetched_snapshot", "data": s});
     s.ops = (1..=7).map(op).collect();
-    let second = serde_json::json!({"t": 1.5, "event": "fetched_snapshot", "data": s});
+    let second = serde_json::json!({"t": apart, "event": "fetched_snapshot", "data": s});
     std::fs::write(path, format!("{first}\n{second}\n")).expect("write recording");
+}
+
+fn write_recording(path: &Path) {
+    write_recording_apart(path, 1.5);
+}
+
+/// A replay says it is one, and P pauses it, `.` seeks forward (the later picture at once) and `,` back (the
+/// picture starts over).
+#[test]
+fn a_replay_is_labelled_and_pauses_and_seeks() {
+    let dir = temp_dir("seek");
+    let rec = dir.join("rec.jsonl");
+    write_recording_apart(&rec, 30.0);
+    let t = Tmux::start("seek", &["tui", "--replay", rec.to_str().unwrap()]);
+    t.wait_for(&["replay playing", "/30.0 s"]);
+    t.keys(&["7", "P"]);
+    t.wait_for(&["3 operations", "replay paused"]);
+    t.keys(&[".", ".", "."]);
+    t.wait_for(&["7 operations", "replay paused 30.0/30.0 s"]);
+    t.keys(&[",", ",", ","]);
+    t.wait_for(&["3 operations", "replay paused 0.0/30.0 s"]);
+    t.keys(&["P"]);
+    t.wait_for(&["replay playing"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -28,6 +28,17 @@ pub enum Key {
     End,
 }
 
+/// What a key asks of a replay (`--replay`); the terminal loop hands it to the replay's thread.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayCmd {
+    TogglePause,
+    /// Moves by this many seconds of the recording (back when negative).
+    Seek(f64),
+}
+
+/// How far `,` and `.` move a replay.
+pub const SEEK_STEP_S: f64 = 10.0;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct App {
     pub tab: Tab,
@@ -54,6 +65,8 @@ pub struct App {
     pub ops_paused: Option<u64>,
     /// Ops: sorted by duration, slowest first (`s`), instead of by call.
     pub ops_by_time: bool,
+    /// A key asked the replay to pause, resume or seek; taken by the terminal loop.
+    pub replay_cmd: Option<ReplayCmd>,
 }
 
 impl Default for App {
@@ -74,6 +87,7 @@ impl Default for App {
             scroll: 0,
             ops_paused: None,
             ops_by_time: false,
+            replay_cmd: None,
         }
     }
 }

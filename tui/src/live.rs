@@ -17,8 +17,14 @@ pub enum LinkState {
         reason: String,
         retry_in_s: u64,
     },
-    /// A finite source (log without `--follow`, replay) was read to its end.
+    /// A finite source (log without `--follow`) was read to its end.
     Ended,
+    /// A recording played back: the moment shown (whole tenths of a second) of its `length_s`.
+    Replay {
+        at_s: f64,
+        length_s: f64,
+        paused: bool,
+    },
     /// The live process said it was ending: `clean` when the job finished, not when a rank failed.
     Finished {
         clean: bool,
@@ -33,6 +39,8 @@ pub enum Update {
     /// One live event from the events stream.
     Event(Box<Event>),
     Link(LinkState),
+    /// The source starts its picture over (a replay sought back): what was shown so far is dropped.
+    Restart,
     /// The whole job (`/api/v1/job` of a live process): every rank's summary and the job-level findings.
     Job(Box<JobView>),
     /// Another rank's snapshot, fetched because it is the one shown.
@@ -93,6 +101,10 @@ impl Live {
             }
             Update::Event(e) => self.apply_event(*e),
             Update::Link(link) => self.link = link,
+            Update::Restart => {
+                let label = std::mem::take(&mut self.source_label);
+                *self = Live { link: self.link.clone(), generation: self.generation, ..Live::new(label) };
+            }
             Update::Job(job) => {
                 self.remove_job_findings();
                 self.job = Some(*job);

@@ -1,7 +1,7 @@
 //! The terminal loop: raw mode and the alternate screen (restored on exit, error or panic), keys, resizes,
 //! updates from the source thread, and redraws only when something changed.
 
-use crate::app::{App, Key};
+use crate::app::{App, Key, ReplayCmd};
 use crate::live::{Live, Update};
 use crate::source::{self, SourceError, SourceSpec};
 use crate::views;
@@ -46,7 +46,8 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     let shown = source::Shown::default();
     let job = source::spawn_job(&spec, tx.clone(), stop.clone(), shown.clone());
-    let worker = source::spawn(spec, tx, stop.clone())?;
+    let (control, controlled) = mpsc::channel();
+    let worker = source::spawn(spec, tx, controlled, stop.clone())?;
 
     enable_raw_mode()?;
     let _restore = Restore;
@@ -59,7 +60,7 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     }));
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
-    let result = event_loop(&mut terminal, Live::new(label), rx, &shown);
+    let result = event_loop(&mut terminal, Live::new(label), rx, &shown, &control);
     stop.store(true, Ordering::Relaxed);
     // The source threads notice `stop` or the closed channel and end on their own.
     drop((worker, job));
@@ -71,6 +72,7 @@ fn event_loop(
     mut live: Live,
     rx: mpsc::Receiver<Update>,
     shown: &source::Shown,
+    replay: &mpsc::Sender<ReplayCmd>,
 ) -> Result<(), RunError> {
     let mut app = App::default();
     let start = Instant::now();
@@ -98,6 +100,10 @@ fn event_loop(
                     }
                     if let Some(key) = map_key(k.code) {
                         dirty |= app.key(key, &live.snapshot);
+                    }
+                    if let Some(cmd) = app.replay_cmd.take() {
+                        // Only a replay listens; for another source the command goes nowhere.
+                        let _ = replay.send(cmd);
                     }
                     if app.rank != live.shown_rank {
                         let endpoint = app.rank.and_then(|r| live.snapshot.endpoints.iter().find(|e| e.rank == r));

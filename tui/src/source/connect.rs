@@ -188,7 +188,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let spec = super::super::SourceSpec::Connect { url: format!("http://{addr}"), record: Some(rec.clone()) };
-        let _worker = super::super::spawn(spec, tx, stop.clone()).unwrap();
+        let _worker = super::super::spawn(spec, tx, mpsc::channel().1, stop.clone()).unwrap();
         let mut got = Vec::new();
         while !matches!(got.last(), Some(Update::Link(LinkState::Disconnected { .. }))) {
             got.push(rx.recv_timeout(Duration::from_secs(10)).expect("an update within 10 s"));

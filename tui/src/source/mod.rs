@@ -17,11 +17,12 @@ pub use job::Shown;
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
+use crate::app::ReplayCmd;
 use crate::live::{LinkState, Update};
 use collscope_model::{Snapshot, Source};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -92,7 +93,13 @@ pub fn spawn_job(spec: &SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>, s
 
 /// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when
 /// `stop` is set or the receiving side hangs up.
-pub fn spawn(spec: SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>, SourceError> {
+/// `control` steers a replay (pause, seek); other sources ignore it.
+pub fn spawn(
+    spec: SourceSpec,
+    tx: Sender<Update>,
+    control: Receiver<ReplayCmd>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, SourceError> {
     match spec {
         SourceSpec::Log { paths, follow } => {
             // Read once here so a missing or unreadable log is reported before the screen opens.
@@ -112,7 +119,7 @@ pub fn spawn(spec: SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>) -> Res
         }
         SourceSpec::Replay { file } => {
             let timeline = replay::Timeline::decode(recording::read(&file)?)?;
-            Ok(std::thread::spawn(move || replay::run(timeline, &tx, &stop)))
+            Ok(std::thread::spawn(move || replay::run(timeline, &tx, &control, &stop)))
         }
         SourceSpec::Model { snapshot } => Ok(std::thread::spawn(move || {
             if tx.send(Update::Snapshot(snapshot)).is_ok() {

@@ -1,11 +1,17 @@
-//! Plays a recording back at the pace it was recorded.
+//! Plays a recording back at the pace it was recorded. The user pauses it and seeks in it ([`ReplayCmd`]): a
+//! seek forward plays what lies between at once; a seek back starts the picture over ([`Update::Restart`]) and
+//! plays the recording up to the new moment at once.
 
 use super::recording::RecordedEvent;
 use super::stream::Decoded;
+use crate::app::ReplayCmd;
 use crate::live::{LinkState, Update};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
+
+/// How often the position shown is brought up to date while nothing else happens.
+const TICK: Duration = Duration::from_millis(100);
 
 /// Events decoded up front, so a bad recording is reported before the screen opens.
 pub struct Timeline(Vec<(f64, Update)>);
@@ -16,29 +22,149 @@ impl Timeline {
         for e in events {
             // A recording holds the snapshots that were fetched, so "fetch again" needs nothing here.
             if let Decoded::Update(u) = super::decode(&e.event, &e.data)? {
-                timeline.push((e.t, u));
+                timeline.push((e.t.max(0.0), u));
             }
         }
         Ok(Timeline(timeline))
     }
+
+    /// The recording's length: the time of its last event.
+    fn length(&self) -> f64 {
+        self.0.iter().map(|(t, _)| *t).fold(0.0, f64::max)
+    }
 }
 
-pub fn run(timeline: Timeline, tx: &Sender<Update>, stop: &AtomicBool) {
-    let start = Instant::now();
-    if tx.send(Update::Link(LinkState::Live { following: true })).is_err() {
-        return;
+/// The replay's position in the recording: where it was when last paused, resumed or moved, and since when it
+/// plays (`None` while paused).
+struct Clock {
+    at: f64,
+    playing_since: Option<Instant>,
+}
+
+impl Clock {
+    fn now(&self) -> f64 {
+        self.at + self.playing_since.map_or(0.0, |t| t.elapsed().as_secs_f64())
     }
-    for (t, update) in timeline.0 {
-        let due = start + Duration::from_secs_f64(t.max(0.0));
-        while Instant::now() < due {
-            if stop.load(Ordering::Relaxed) {
+
+    fn set(&mut self, at: f64) {
+        self.at = at;
+        self.playing_since = self.playing_since.map(|_| Instant::now());
+    }
+
+    fn toggle(&mut self) {
+        self.at = self.now();
+        self.playing_since = match self.playing_since {
+            Some(_) => None,
+            None => Some(Instant::now()),
+        };
+    }
+}
+
+/// Plays `timeline` into `tx` until `stop` or the UI hangs up, obeying `control`. At its end the replay stays,
+/// so the user can still seek back.
+pub fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<ReplayCmd>, stop: &AtomicBool) {
+    let length = timeline.length();
+    let mut clock = Clock { at: 0.0, playing_since: Some(Instant::now()) };
+    let mut next = 0;
+    let mut shown = None;
+    while !stop.load(Ordering::Relaxed) {
+        let at = clock.now().min(length);
+        for (_, update) in timeline.0[next..].iter().take_while(|(t, _)| *t <= at) {
+            if tx.send(update.clone()).is_err() {
                 return;
             }
-            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(100)));
+            next += 1;
         }
-        if tx.send(update).is_err() {
-            return;
+        let state = LinkState::Replay {
+            at_s: (at * 10.0).floor() / 10.0,
+            length_s: length,
+            paused: clock.playing_since.is_none(),
+        };
+        if shown.as_ref() != Some(&state) {
+            if tx.send(Update::Link(state.clone())).is_err() {
+                return;
+            }
+            shown = Some(state);
+        }
+        let due = match (&clock.playing_since, timeline.0.get(next)) {
+            (Some(_), Some((t, _))) => Duration::from_secs_f64((t - at).max(0.0)).min(TICK),
+            _ => TICK,
+        };
+        match control.recv_timeout(due) {
+            Ok(ReplayCmd::TogglePause) => clock.toggle(),
+            Ok(ReplayCmd::Seek(by)) => {
+                let to = (at + by).clamp(0.0, length);
+                if to < at {
+                    if tx.send(Update::Restart).is_err() {
+                        return;
+                    }
+                    next = 0;
+                }
+                clock.set(to);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            // Nobody steers this replay: it plays on.
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(due),
         }
     }
-    let _ = tx.send(Update::Link(LinkState::Ended));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collscope_model::{Snapshot, Source};
+    use std::sync::mpsc;
+
+    fn snapshot(nranks: u32) -> Update {
+        Update::Snapshot(Box::new(Snapshot { nranks: Some(nranks), ..Snapshot::new(Source::Runtime) }))
+    }
+
+    /// Receives until `want` arrives (within 5 s), returning what came before it.
+    fn until(rx: &Receiver<Update>, want: impl Fn(&Update) -> bool) -> Vec<Update> {
+        let mut seen = Vec::new();
+        loop {
+            let u = rx.recv_timeout(Duration::from_secs(5)).expect("the replay keeps sending");
+            if want(&u) {
+                return seen;
+            }
+            seen.push(u);
+        }
+    }
+
+    fn at(u: &Update) -> Option<(f64, bool)> {
+        match u {
+            Update::Link(LinkState::Replay { at_s, paused, .. }) => Some((*at_s, *paused)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn pauses_seeks_forward_at_once_and_back_by_starting_over() {
+        // Three pictures 0, 60 and 120 s apart: only seeking reaches the later ones within the test.
+        let timeline = Timeline(vec![(0.0, snapshot(1)), (60.0, snapshot(2)), (120.0, snapshot(3))]);
+        let (tx, rx) = mpsc::channel();
+        let (ctl, control) = mpsc::channel();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let replay = {
+            let stop = stop.clone();
+            std::thread::spawn(move || run(timeline, &tx, &control, &stop))
+        };
+        assert_eq!(until(&rx, |u| at(u).is_some()), [snapshot(1)]);
+        ctl.send(ReplayCmd::TogglePause).unwrap();
+        until(&rx, |u| at(u).is_some_and(|(_, paused)| paused));
+        // Forward 90 s while paused: the picture of 60 s arrives at once, the position says 90 s, paused.
+        ctl.send(ReplayCmd::Seek(90.0)).unwrap();
+        let before = until(&rx, |u| at(u).is_some_and(|(t, paused)| (90.0..90.2).contains(&t) && paused));
+        assert!(before.contains(&snapshot(2)) && !before.contains(&snapshot(3)), "{before:?}");
+        // Back 80 s: the picture starts over and plays to 10 s (only the first one).
+        ctl.send(ReplayCmd::Seek(-80.0)).unwrap();
+        let before = until(&rx, |u| at(u).is_some_and(|(t, _)| t < 11.0));
+        assert_eq!(before, [Update::Restart, snapshot(1)]);
+        // Past the end: the position stops at the recording's length.
+        ctl.send(ReplayCmd::Seek(500.0)).unwrap();
+        let before = until(&rx, |u| at(u).is_some_and(|(t, _)| t == 120.0));
+        assert_eq!(before, [snapshot(2), snapshot(3)]);
+        stop.store(true, Ordering::Relaxed);
+        replay.join().unwrap();
+    }
 }

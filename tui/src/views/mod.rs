@@ -14,7 +14,7 @@ pub mod style;
 mod trees;
 mod tuning;
 
-use crate::app::{App, Key, Tab};
+use crate::app::{App, Key, ReplayCmd, Tab, SEEK_STEP_S};
 use crate::live::{LinkState, Live};
 use collscope_model::{Snapshot, Source};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -124,6 +124,9 @@ impl App {
             }
             Key::Char('>') => self.step_rank(1, &snapshot.endpoints),
             Key::Char('<') => self.step_rank(-1, &snapshot.endpoints),
+            Key::Char('P') => self.replay_cmd = Some(ReplayCmd::TogglePause),
+            Key::Char(',') => self.replay_cmd = Some(ReplayCmd::Seek(-SEEK_STEP_S)),
+            Key::Char('.') => self.replay_cmd = Some(ReplayCmd::Seek(SEEK_STEP_S)),
             Key::Char(']') | Key::Char('n') => self.move_row(1, snapshot),
             Key::Char('[') | Key::Char('p') => self.move_row(-1, snapshot),
             Key::Down | Key::Char('j') => self.move_row(1, snapshot),
@@ -235,6 +238,16 @@ fn link_span(link: &LinkState) -> Span<'static> {
             Span::styled(format!("disconnected, retry {retry_in_s}s"), Style::default().fg(Color::Red))
         }
         LinkState::Ended => Span::styled("ended", style::dim()),
+        LinkState::Replay { at_s, length_s, paused } => {
+            let state = if *paused {
+                "paused"
+            } else if at_s >= length_s {
+                "ended"
+            } else {
+                "playing"
+            };
+            Span::styled(format!("replay {state} {at_s:.1}/{length_s:.1} s"), Style::default().fg(Color::Cyan))
+        }
         LinkState::Finished { clean: true } => Span::styled("job finished", Style::default().fg(Color::Green)),
         LinkState::Finished { clean: false } => Span::styled("rank failed, ended", Style::default().fg(Color::Red)),
     }
@@ -300,6 +313,20 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_says_where_it_is_and_whether_it_plays() {
+        let mut live = fixture::live();
+        for (at_s, paused, says) in [
+            (1.5, false, "replay playing 1.5/60.0 s"),
+            (1.5, true, "replay paused 1.5/60.0 s"),
+            (60.0, false, "replay ended 60.0/60.0 s"),
+        ] {
+            live.link = LinkState::Replay { at_s, length_s: 60.0, paused };
+            let lines = render(&App::default(), &live, 100, 24);
+            assert!(lines[0].ends_with(says), "{}", lines[0]);
+        }
+    }
+
+    #[test]
     fn a_lost_source_says_disconnected() {
         let mut live = fixture::live();
         live.link = LinkState::Disconnected { reason: "connection refused".into(), retry_in_s: 2 };
@@ -322,7 +349,7 @@ mod tests {
 
 #[cfg(test)]
 mod keys {
-    use crate::app::{App, Key, Tab};
+    use crate::app::{App, Key, ReplayCmd, Tab, SEEK_STEP_S};
     use crate::fixture;
     use collscope_model::Collective;
 
@@ -354,6 +381,22 @@ mod keys {
         assert_eq!(app.collective, Collective::AllReduce);
         app.key(Key::Char('['), &s);
         assert_eq!(app.collective, Collective::AllGather);
+    }
+
+    #[test]
+    fn capital_p_comma_and_dot_steer_a_replay_from_any_view() {
+        let s = fixture::snapshot();
+        let mut app = App::default();
+        for (key, cmd) in
+            [('P', ReplayCmd::TogglePause), (',', ReplayCmd::Seek(-SEEK_STEP_S)), ('.', ReplayCmd::Seek(SEEK_STEP_S))]
+        {
+            for &tab in Tab::ALL {
+                app.switch(tab);
+                app.replay_cmd = None;
+                app.key(Key::Char(key), &s);
+                assert_eq!(app.replay_cmd, Some(cmd), "{key} on {tab:?}");
+            }
+        }
     }
 
     #[test]
