@@ -665,6 +665,16 @@ fn connect_shows_every_rank_in_the_strip_and_switches_rank() {
     let t = Tmux::start("strip", &["tui", "--connect", &demo.url(1)]);
     // The strip (the job view) and the connected rank's snapshot (it lists the ranks' endpoints) are both in.
     t.wait_for(&["Job: 4 ranks, showing the connected rank", " r0 ", " r1 ", " r2 ", " r3 ", "ranks 4"]);
+    // The live job's rings, every channel of them, closed over the 4 ranks, and its tuning table and choices.
+    let snap: Snapshot = serde_json::from_str(&demo.get("/api/v1/snapshot").expect("rank 0's snapshot")).unwrap();
+    assert!(!snap.rings.is_empty() && !snap.trees.is_empty() && !snap.tuning.is_empty(), "{snap:?}");
+    t.keys(&["2"]);
+    for ring in &snap.rings {
+        t.wait_for(&[format!("Channel {:02}: 4 ranks, data flows left to right and wraps", ring.channel)]);
+        t.keys(&["]"]);
+    }
+    t.keys(&["6"]);
+    t.wait_for(&["AllReduce: latency us/bandwidth GB/s per cell", "Ring ", "Tree ", "Recent calls", "predicted"]);
     t.keys(&[">", ">", ">", "7"]);
     let screen = t.wait_for(&["showing rank 2", ">r2 ", " operations"]);
     assert!(screen.contains("AllReduce"), "rank 2's calls are shown:\n{screen}");
