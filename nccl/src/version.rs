@@ -60,8 +60,9 @@ impl FromStr for NcclVersion {
     }
 }
 
-/// The oldest and newest releases the profiles cover (tags v2.12.7-1 and v2.29.7-1).
-pub const OLDEST: NcclVersion = NcclVersion::new(2, 12, 7);
+/// The oldest and newest releases the profiles cover: 2.12 and 2.29 (read from tags v2.12.7-1 to v2.29.7-1;
+/// a later 2.29 patch is taken as 2.29.7).
+pub const OLDEST: NcclVersion = NcclVersion::new(2, 12, 0);
 pub const NEWEST: NcclVersion = NcclVersion::new(2, 29, 7);
 /// The release the search and tuning follow.
 pub const DEFAULT: NcclVersion = NcclVersion::new(2, 28, 9);
@@ -111,9 +112,17 @@ impl FromStr for VersionProfile {
 impl VersionProfile {
     /// The constants of release `asked`, clamped to the releases covered.
     pub fn of(asked: NcclVersion) -> Self {
-        let v = asked.clamp(OLDEST, NEWEST);
+        let v = if (asked.major, asked.minor) == (NEWEST.major, NEWEST.minor) {
+            asked
+        } else {
+            asked.clamp(OLDEST, NEWEST)
+        };
         let note = (v != asked).then(|| {
-            format!("NCCL {asked} is outside the releases modelled ({OLDEST} to {NEWEST}); using NCCL {v}'s constants")
+            let (o, n) = (OLDEST, NEWEST);
+            format!(
+                "NCCL {asked} is outside the releases modelled ({}.{} to {}.{}); using NCCL {v}'s constants",
+                o.major, o.minor, n.major, n.minor
+            )
         });
         let from = |major, minor, patch| v >= NcclVersion::new(major, minor, patch);
         let nvlink = if from(2, 18, 1) { 20.0 } else { 22.0 };
@@ -171,6 +180,13 @@ impl VersionProfile {
             (CPU_ARCH_X86, CPU_VENDOR_ZHAOXIN) => ZPI_BW,
             _ => LOC_BW,
         }
+    }
+
+    /// One line for reports: the release's constants and what differs from 2.28.9.
+    pub fn describe(&self) -> String {
+        let differences = self.differences();
+        let what = if differences.is_empty() { "as 2.28.9's".to_string() } else { differences.join(", ") };
+        format!("NCCL {}'s constants ({what}); search rules and tuning tables are NCCL {DEFAULT}'s", self.version)
     }
 
     /// What differs from the default release, one short line each (empty for 2.28.x and 2.29).
@@ -280,7 +296,10 @@ mod tests {
         assert!(old.note.as_deref().unwrap().contains("NCCL 2.8.4 is outside"), "{:?}", old.note);
         let new = at("2.30.3");
         assert_eq!((new.version, new.max_channels), (NEWEST, 64));
-        assert!(at("2.29.2").note.is_none());
+        assert!(at("2.29.2").note.is_none() && at("2.29.9").note.is_none() && at("2.12").note.is_none());
+        assert_eq!(at("2.29.9").version.to_string(), "2.29.9");
         assert_eq!(at("2.17.1").differences().len(), 6, "{:?}", at("2.17.1").differences());
+        assert!(at("2.29.2").describe().starts_with("NCCL 2.29.2's constants (as 2.28.9's)"));
+        assert!(at("2.24.3").describe().contains("MAXCHANNELS 32"), "{}", at("2.24.3").describe());
     }
 }
