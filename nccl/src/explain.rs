@@ -141,6 +141,7 @@ pub fn explain(
     env: &Env,
     log: bool,
 ) -> Result<Explained, ExplainError> {
+    let profile = TopoEnv::from_env(env).map_err(GraphError::from)?.profile;
     let plan = graph::plan(topology, nnodes, env)?;
     let input = input_from_plan(&plan, topology, nnodes);
     let params = TuningParams::from_env(env)?;
@@ -172,7 +173,8 @@ pub fn explain(
                 Ok(c) => {
                     choices.push(c.clone());
                     if log {
-                        let range = channel_range(c, count, ELEM, n_ranks, kind_channels(&model, c));
+                        let kind = kind_channels(&model, c);
+                        let range = channel_range(c, count, ELEM, n_ranks, kind, profile.min_traffic_per_channel);
                         nccl_info!(Subsys::TUNING, "{}", c.tuning_line(count * ELEM, range));
                     }
                 }
@@ -194,7 +196,7 @@ pub fn explain(
 
     let mut snapshot = Snapshot::new(Source::Model { topology: topology.source.clone() });
     // The topology and search constants are the release's; the tuning tables are 2.28.9's for every release.
-    snapshot.nccl_version = Some(TopoEnv::from_env(env).map_err(GraphError::from)?.profile.version.to_string());
+    snapshot.nccl_version = Some(profile.version.to_string());
     snapshot.collscope_version = Some(env!("CARGO_PKG_VERSION").to_string());
     snapshot.nranks = Some(n_ranks);
     snapshot.nnodes = Some(nnodes);

@@ -93,6 +93,9 @@ pub struct VersionProfile {
     pub amd_bw: Option<f64>,
     /// `MAXCHANNELS`: 32 up to 2.24, 64 from 2.25.1 (`src/include/device.h`, `devcomm.h` before 2.19).
     pub max_channels: u32,
+    /// `MinTrafficPerChannel` (`src/enqueue.cc`), bytes: 16K from 2.23 (where the scheduling the model follows
+    /// appeared; 2.22's 512 went with other code, not modelled), 32K from 2.29.2.
+    pub min_traffic_per_channel: u64,
 }
 
 impl Default for VersionProfile {
@@ -146,6 +149,7 @@ impl VersionProfile {
             // v2.16.2-1 has AMD_BW; v2.16.5-1 to v2.18.6-1 do not; v2.19.1-1 brought it back.
             amd_bw: (from(2, 19, 1) || (from(2, 16, 2) && !from(2, 16, 5))).then_some(16.0),
             max_channels: if from(2, 25, 1) { 64 } else { 32 },
+            min_traffic_per_channel: if from(2, 29, 0) { 32 << 10 } else { 16 << 10 },
         }
     }
 
@@ -213,6 +217,9 @@ impl VersionProfile {
         }
         if self.max_channels != d.max_channels {
             out.push(format!("MAXCHANNELS {} (64 from 2.25.1)", self.max_channels));
+        }
+        if self.min_traffic_per_channel != d.min_traffic_per_channel {
+            out.push(format!("MinTrafficPerChannel {}K (32K from 2.29)", self.min_traffic_per_channel >> 10));
         }
         out
     }
@@ -299,7 +306,8 @@ mod tests {
         assert!(at("2.29.2").note.is_none() && at("2.29.9").note.is_none() && at("2.12").note.is_none());
         assert_eq!(at("2.29.9").version.to_string(), "2.29.9");
         assert_eq!(at("2.17.1").differences().len(), 6, "{:?}", at("2.17.1").differences());
-        assert!(at("2.29.2").describe().starts_with("NCCL 2.29.2's constants (as 2.28.9's)"));
+        assert!(at("2.28.3").describe().starts_with("NCCL 2.28.3's constants (as 2.28.9's)"));
+        assert!(at("2.29.2").describe().starts_with("NCCL 2.29.2's constants (MinTrafficPerChannel 32K"));
         assert!(at("2.24.3").describe().contains("MAXCHANNELS 32"), "{}", at("2.24.3").describe());
     }
 }
