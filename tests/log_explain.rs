@@ -74,6 +74,15 @@ fn differences_carry_their_cause() {
     assert!(ring["cause"].as_str().unwrap().contains("NCCL 2.18.3"), "{ring}");
     assert!(v["match_ratio"].as_f64().unwrap() < 1.0);
     assert_eq!(v["explained_ratio"], 1.0);
+    // The model ran the log's release: 2.18.3's constants, said in the notes.
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("the model ran NCCL 2.18.3's constants (SM90 NVLink 20 GB/s"), "{notes}");
+    assert!(notes.contains("MAXCHANNELS 32"), "{notes}");
+    let v = json(&["log", "explain", path.to_str().unwrap(), "--nccl-version", "2.28.9", "--json"]);
+    assert!(!v["notes"].to_string().contains("the model ran"), "{}", v["notes"]);
+    let out = collscope(&["log", "explain", path.to_str().unwrap(), "--nccl-version", "2.18.x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected a version like 2.18.3"));
 
     // The same version with a channel count the model does not predict: a difference without a cause.
     let same = log.replace("Pattern 4, crossNic 0, nChannels 8,", "Pattern 4, crossNic 0, nChannels 6,");

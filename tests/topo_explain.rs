@@ -224,3 +224,38 @@ fn big_jobs_get_rings_and_trees_per_node_and_every_rank_with_full() {
     assert_eq!(part.iter().filter(|l| l.starts_with("  Tree ")).count(), trees.len());
     assert!(part.contains(&"  -- node 31 (ranks 248-255)"));
 }
+
+#[test]
+fn nccl_version_selects_the_release_constants() {
+    // A100: 12 NVLinks at 22 GB/s each before NCCL 2.18.1, 20 from it; MAXCHANNELS 32 before 2.25.1.
+    let old = json(&["--preset", "dgx-a100", "--sizes", "1M", "--nccl-version", "2.17.1"], &[]);
+    let new = json(&["--preset", "dgx-a100", "--sizes", "1M", "--nccl-version", "2.18.1"], &[]);
+    let default = json(&["--preset", "dgx-a100", "--sizes", "1M"], &[]);
+    let nvl = |v: &Value| {
+        let links = v["topology"][0]["links"].as_array().unwrap();
+        links.iter().find(|l| l["kind"] == "NVL").unwrap()["bw"].as_f64().unwrap()
+    };
+    assert_eq!((nvl(&old), nvl(&new), nvl(&default)), (264.0, 240.0, 240.0));
+    let ring = |v: &Value| v["graphs"][0]["n_channels"].as_u64().unwrap();
+    assert_eq!((ring(&old), ring(&new)), (13, 12));
+    assert_eq!(cell(&old, "Broadcast", "Ring", "Simple").1, "260.0", "13 channels x 20 GB/s");
+    assert_eq!(cell(&new, "Broadcast", "Ring", "Simple").1, "240.0");
+    assert_eq!((old["nccl_version"].as_str(), default["nccl_version"].as_str()), (Some("2.17.1"), Some("2.28.9")));
+
+    let out = explain(&["--preset", "dgx-a100", "--sizes", "1M", "--nccl-version", "2.17.1"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NCCL 2.17.1's constants (NVLink 22 GB/s per link for SM70/SM80"), "{text}");
+    let text = String::from_utf8_lossy(&explain(&["--preset", "dgx-a100", "--sizes", "1M"], &[]).stdout).to_string();
+    assert!(!text.contains("'s constants ("), "the default prints no version line: {text}");
+
+    let out = explain(&["--preset", "dgx-a100", "--nccl-version", "2.8.4"], &[]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NCCL 2.8.4 is outside the releases modelled (2.12 to 2.29)"), "{err}");
+    for bad in ["2.x", "latest", "2"] {
+        let out = explain(&["--preset", "dgx-a100", "--nccl-version", bad], &[]);
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("'{bad}' is not an NCCL version: expected a version like 2.18.3")), "{err}");
+    }
+}

@@ -5,6 +5,7 @@
 //! forcing costs against the default. `topo explain` prints it; the TUI and any other consumer can show it.
 
 use crate::graph::{self, GraphError};
+use crate::topo::TopoEnv;
 use crate::tuning::constants::NCCL_2_28_9;
 use crate::tuning::from_plan::input_from_plan;
 use crate::tuning::plan::channel_range;
@@ -140,6 +141,7 @@ pub fn explain(
     env: &Env,
     log: bool,
 ) -> Result<Explained, ExplainError> {
+    let profile = TopoEnv::from_env(env).map_err(GraphError::from)?.profile;
     let plan = graph::plan(topology, nnodes, env)?;
     let input = input_from_plan(&plan, topology, nnodes);
     let params = TuningParams::from_env(env)?;
@@ -171,7 +173,8 @@ pub fn explain(
                 Ok(c) => {
                     choices.push(c.clone());
                     if log {
-                        let range = channel_range(c, count, ELEM, n_ranks, kind_channels(&model, c));
+                        let kind = kind_channels(&model, c);
+                        let range = channel_range(c, count, ELEM, n_ranks, kind, profile.min_traffic_per_channel);
                         nccl_info!(Subsys::TUNING, "{}", c.tuning_line(count * ELEM, range));
                     }
                 }
@@ -192,7 +195,8 @@ pub fn explain(
     }
 
     let mut snapshot = Snapshot::new(Source::Model { topology: topology.source.clone() });
-    snapshot.nccl_version = Some(NCCL_2_28_9.version.to_string());
+    // The topology and search constants are the release's; the tuning tables are 2.28.9's for every release.
+    snapshot.nccl_version = Some(profile.version.to_string());
     snapshot.collscope_version = Some(env!("CARGO_PKG_VERSION").to_string());
     snapshot.nranks = Some(n_ranks);
     snapshot.nnodes = Some(nnodes);
@@ -277,6 +281,39 @@ mod tests {
         assert_eq!((back.source, back.rings), (ex.snapshot.source.clone(), ex.snapshot.rings.clone()));
     }
 
+    /// dgx-a100 built and explained with the constants of NCCL `version`.
+    fn a100_at(version: &str) -> Explained {
+        let env = Env::from_pairs([(crate::topo::settings::VERSION_VAR, version)]);
+        let xml = crate::topo::load(&crate::topo::TopoSource::Preset("dgx-a100".into())).unwrap();
+        let t = crate::topo::build(&xml, &TopoEnv::from_env(&env).unwrap()).unwrap();
+        explain(&t, 1, &[1 << 20], &env, false).unwrap()
+    }
+
+    #[test]
+    fn the_release_sets_link_bandwidths_and_channels() {
+        let (old, new) = (a100_at("2.17.1"), a100_at("2.18.1"));
+        assert_eq!(old.snapshot.nccl_version.as_deref(), Some("2.17.1"));
+        let nvl = |e: &Explained| {
+            let t = &e.snapshot.topology[0];
+            t.links.iter().find(|l| l.kind == collscope_model::LinkType::NVL).unwrap().bw
+        };
+        // 12 NVLinks per A100: 22 GB/s each before 2.18.1, 20 from it.
+        assert_eq!((nvl(&old), nvl(&new)), (264.0, 240.0));
+        let ring = |e: &Explained| e.snapshot.graphs[0].clone();
+        let (r_old, r_new) = (ring(&old), ring(&new));
+        // 264 GB/s per GPU fits 13 rings at 20 GB/s, 240 GB/s 12.
+        assert_eq!((r_old.n_channels, r_new.n_channels), (13, 12));
+        assert_ne!(old.snapshot.tuning, new.snapshot.tuning);
+        // The default is 2.28.9 and the same as asking for it (but for the variable that asks).
+        let json = |e: &Explained| {
+            let mut v = serde_json::to_value(e).unwrap();
+            v["env"] = serde_json::Value::Null;
+            v
+        };
+        let d = explain(&preset("dgx-a100"), 1, &[1 << 20], &Env::default(), false).unwrap();
+        assert_eq!(json(&d), json(&a100_at("2.28.9")));
+    }
+
     #[test]
     fn bad_input_is_an_error() {
         assert!(explain(&preset("dgx-a100"), 0, &[8], &Env::default(), false).is_err());
@@ -286,5 +323,8 @@ mod tests {
         assert!(e.contains("LL129"), "{e}");
         let e = explain(&preset("cpu-host"), 1, &[8], &Env::default(), false).unwrap_err().to_string();
         assert!(e.contains("no GPU"), "{e}");
+        let env = Env::from_pairs([(crate::topo::settings::VERSION_VAR, "2.x")]);
+        let e = explain(&preset("dgx-a100"), 1, &[8], &env, false).unwrap_err().to_string();
+        assert!(e.contains("2.x") && e.contains("expected a version like 2.18.3"), "{e}");
     }
 }

@@ -15,6 +15,8 @@ pub mod graph;
 pub mod replay;
 pub mod topo;
 pub mod tuning;
+pub mod version;
 pub mod whatif;
 
 pub use explain::{explain, ExplainError, Explained, Extras};
+pub use version::{NcclVersion, VersionError, VersionProfile};

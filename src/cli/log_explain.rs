@@ -10,9 +10,10 @@ use collscope_debug::env::Env;
 use collscope_logreader::Options;
 use collscope_model::{NodeType, Snapshot, Topology};
 use collscope_nccl::replay::{self, Comparison, Context, Facts, PathCheck};
+use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
 use collscope_nccl::whatif::WhatIf;
-use collscope_nccl::Explained;
+use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -34,6 +35,10 @@ pub struct ExplainArgs {
     /// Sizes for the model's decisions and the what-if (NCCL's nBytes, float32), as `topo explain --sizes`.
     #[arg(long, value_name = "LIST", default_value = "64K,1M,16M,64M,1G")]
     pub sizes: String,
+    /// The NCCL release whose constants (link bandwidths, MAXCHANNELS) the model uses, 2.12 to 2.29
+    /// (default: the version the log prints, else 2.28.9).
+    #[arg(long, value_name = "X.Y[.Z]")]
+    pub nccl_version: Option<NcclVersion>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
     /// Print JSON: comparisons, match_ratio, notes, the machine, what_if and the model.
@@ -101,18 +106,30 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let log = collscope_logreader::read_paths(&args.paths, Options { strict: false }).context("reading the logs")?;
     collscope_logreader::expect_nccl_lines(&log, &args.paths)?;
     let mut env = Env::from_pairs(log.env.iter().map(|e| (e.name.clone(), e.value.clone())));
-    let topo_env = TopoEnv::from_env(&env)?;
     let log_version = version_of(&log);
     let mut notes = Vec::new();
     let mut ctx = Context::default();
+    // The release whose constants the model runs: --nccl-version, else the log's own.
+    let release = args.nccl_version.or_else(|| log_version.and_then(|v| v.parse().ok()));
+    let profile = release.map(VersionProfile::of).filter(|p| p.version != collscope_nccl::version::DEFAULT);
+    let model_is = match &profile {
+        Some(p) => {
+            notes.extend(p.note.clone());
+            env = env.with(VERSION_VAR, &p.version.to_string());
+            format!("the model ran {}", p.describe())
+        }
+        None => format!("the model is NCCL {MODEL_VERSION}"),
+    };
     match log_version {
         Some(v) if v != MODEL_VERSION => {
             ctx.other_version = Some(v.to_string());
-            notes.push(format!("version: the log is NCCL {v}; the model is NCCL {MODEL_VERSION}"));
+            notes.push(format!("version: the log is NCCL {v}; {model_is}"));
         }
+        Some(_) if profile.is_some() => notes.push(format!("version: {model_is}")),
         Some(_) => {}
-        None => notes.push(format!("version: not printed; the model is NCCL {MODEL_VERSION}")),
+        None => notes.push(format!("version: not printed; {model_is}")),
     }
+    let topo_env = TopoEnv::from_env(&env)?;
     if !log.env.is_empty() {
         let set: Vec<String> = log.env.iter().map(|e| format!("{}={}", e.name, e.value)).collect();
         notes.push(format!("environment from the log, applied to the model: {}", set.join(" ")));

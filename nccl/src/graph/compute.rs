@@ -158,7 +158,10 @@ pub(crate) fn compute_on(mut sys: System, req: &Request, env: &Env) -> Result<Fo
     let mut lines = Vec::new();
     let mut graph = SearchGraph::new(req.id, req.pattern, ngpus);
     graph.min_channels = req.min_channels;
-    graph.max_channels = req.max_channels;
+    // The ring searches up to MAXCHANNELS/2 (init.cc), and MAXCHANNELS is per release (32 before 2.25.1).
+    let release_max = sys.profile.max_channels as usize;
+    let release_max = if req.pattern == Pattern::Ring { release_max / 2 } else { release_max };
+    graph.max_channels = req.max_channels.min(release_max);
     graph.coll_net = req.coll_net;
     let cross_nic_param = env.int("NCCL_CROSS_NIC", 2)?;
     let cross_nic =

@@ -10,8 +10,10 @@ use collscope_debug::env::Env;
 use collscope_model::lines::{ring_line, ring_order_line, trees_line, TreeEntry};
 use collscope_model::{ChannelCounts, Graph, Pattern, Ring, Tree};
 
-/// NCCL's `MAXCHANNELS`.
-pub const MAXCHANNELS: u32 = 64;
+/// NCCL's `MAXCHANNELS` in the release modelled (64 from 2.25.1, 32 before).
+fn max_channels(env: &Env) -> Result<u32, GraphError> {
+    Ok(crate::topo::TopoEnv::from_env(env)?.profile.max_channels)
+}
 /// `NCCL_MAX_TREE_ARITY`.
 const MAX_TREE_ARITY: usize = 3;
 /// `NVLS_NCHANNELS_SM90`, `NVLS_NCHANNELS_SM100`, `NVLS_NCHANNELS_SM100_NVL` (`transport/nvls.cc`).
@@ -97,8 +99,9 @@ pub fn align(per_rank: &[Graph]) -> Option<Graph> {
 }
 
 /// `ncclMinNchannels`/`ncclMaxNchannels`: `NCCL_MIN_NCHANNELS`/`NCCL_MAX_NCHANNELS` (and the legacy
-/// `NCCL_MIN_NRINGS`/`NCCL_MAX_NRINGS`, overridden by the new names), clamped to 0..=64 and 1..=64.
+/// `NCCL_MIN_NRINGS`/`NCCL_MAX_NRINGS`, overridden by the new names), clamped to 0..=MAXCHANNELS and 1..=MAXCHANNELS.
 pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), GraphError> {
+    let maxch = max_channels(env)?;
     let mut min = 0;
     let legacy_min = env.int("NCCL_MIN_NRINGS", -2)?;
     if legacy_min != -2 {
@@ -108,14 +111,12 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32)
     if new_min != -2 {
         min = new_min;
     }
-    if min > MAXCHANNELS as i64 {
-        lines.push(InfoLine::graph_env(format!(
-            "User asked for a minimum of {min} channels, limiting to {MAXCHANNELS}"
-        )));
-        min = MAXCHANNELS as i64;
+    if min > maxch as i64 {
+        lines.push(InfoLine::graph_env(format!("User asked for a minimum of {min} channels, limiting to {maxch}")));
+        min = maxch as i64;
     }
     let min = min.max(0) as u32;
-    let mut max = MAXCHANNELS as i64;
+    let mut max = maxch as i64;
     let legacy_max = env.int("NCCL_MAX_NRINGS", -2)?;
     if legacy_max != -2 {
         max = legacy_max;
@@ -124,7 +125,7 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32)
     if new_max != -2 {
         max = new_max;
     }
-    max = max.min(MAXCHANNELS as i64);
+    max = max.min(maxch as i64);
     if max < 1 {
         lines.push(InfoLine::graph_env(format!("User asked for a maximum of {max} channels, setting it to 1")));
         max = 1;
@@ -135,7 +136,8 @@ pub fn channel_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32)
 /// The communicator's CTA bounds (`config.minCTAs`/`maxCTAs`, default 1 and 64) as `NCCL_MIN_CTAS` and
 /// `NCCL_MAX_CTAS` override them, capped as `envConfigOverride` (init.cc) does.
 pub fn cta_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), GraphError> {
-    let (mut min, mut max) = (1i64, MAXCHANNELS as i64);
+    let maxch = max_channels(env)?;
+    let (mut min, mut max) = (1i64, maxch as i64);
     for (name, value) in [("NCCL_MIN_CTAS", &mut min), ("NCCL_MAX_CTAS", &mut max)] {
         let v = env.int(name, i64::MIN)?;
         if v == i64::MIN {
@@ -147,17 +149,17 @@ pub fn cta_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), Gr
             *value = v;
         }
     }
-    if min > MAXCHANNELS as i64 {
+    if min > maxch as i64 {
         lines.push(InfoLine::env(format!(
-            "minCTAs {min} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+            "minCTAs {min} is larger than #channels upper limit {maxch}, cap it to {maxch}"
         )));
-        min = MAXCHANNELS as i64;
+        min = maxch as i64;
     }
-    if max > MAXCHANNELS as i64 {
+    if max > maxch as i64 {
         lines.push(InfoLine::env(format!(
-            "maxCTAs {max} is larger than #channels upper limit {MAXCHANNELS}, cap it to {MAXCHANNELS}"
+            "maxCTAs {max} is larger than #channels upper limit {maxch}, cap it to {maxch}"
         )));
-        max = MAXCHANNELS as i64;
+        max = maxch as i64;
     }
     if min > max {
         lines.push(InfoLine::env(format!("minCTAs {min} is larger than maxCTAs {max}, set both to {max}")));
@@ -169,6 +171,7 @@ pub fn cta_limits(env: &Env, lines: &mut Vec<InfoLine>) -> Result<(u32, u32), Gr
 /// `ncclNvlsInit`'s channel count (`NVLS_NCHANNELS_*`, or `NCCL_NVLS_NCHANNELS` when positive), kept within
 /// the CTA bounds.
 pub fn nvls_channels(comp_cap: u32, multi_node: bool, ctas: (u32, u32), env: &Env) -> Result<u32, GraphError> {
+    let maxch = max_channels(env)?;
     let default = if comp_cap >= 100 {
         if multi_node {
             NVLS_NCHANNELS_SM100
@@ -179,7 +182,7 @@ pub fn nvls_channels(comp_cap: u32, multi_node: bool, ctas: (u32, u32), env: &En
         NVLS_NCHANNELS_SM90
     };
     let n = env.int("NCCL_NVLS_NCHANNELS", default as i64)?;
-    let n = if n > 0 { n.min(MAXCHANNELS as i64) as u32 } else { default };
+    let n = if n > 0 { n.min(maxch as i64) as u32 } else { default };
     Ok(n.min(ctas.1).max(ctas.0))
 }
 
@@ -189,6 +192,7 @@ fn pow2_up(x: u32) -> u32 {
 
 /// Runs preset and postset for `shape.nnodes` identical nodes and returns rings, trees and channel counts.
 pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connected, GraphError> {
+    let maxch = max_channels(env)?;
     let k = shape.ranks_per_node as usize;
     let nnodes = shape.nnodes as usize;
     let nranks = k * nnodes;
@@ -300,7 +304,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     // Duplicate rings (trees were duplicated above), then the optional extra copies and the user limits.
     let mut prev: Vec<Vec<i32>> = ring_prev.iter().chain(ring_prev.iter()).cloned().collect();
     let mut next: Vec<Vec<i32>> = ring_next.iter().chain(ring_next.iter()).cloned().collect();
-    let mut n = (2 * n_channels).min(MAXCHANNELS as usize);
+    let mut n = (2 * n_channels).min(maxch as usize);
     // copyChannels: channels start..end repeat channels 0.. in order.
     let copy = |prev: &mut Vec<Vec<i32>>,
                 next: &mut Vec<Vec<i32>>,
@@ -320,7 +324,7 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
     // CollNet: half as many channels again to saturate the node, except with one rank per node.
     if let Some(chain) = graphs.collnet_chain.as_ref().filter(|g| g.n_channels > 0) {
         if chain.bw_intra > chain.bw_inter && nranks > nnodes {
-            n = copy(&mut prev, &mut next, &mut trees, n, (n + n / 2).min(MAXCHANNELS as usize));
+            n = copy(&mut prev, &mut next, &mut trees, n, (n + n / 2).min(maxch as usize));
         }
     }
     // Hopper and newer across nodes: 4 compute channels per search channel below 16.
@@ -451,9 +455,10 @@ fn p2p_channels(
     shape: &CommShape,
     env: &Env,
 ) -> Result<(u32, u32), GraphError> {
-    let max = env.int("NCCL_MAX_P2P_NCHANNELS", MAXCHANNELS as i64)?;
+    let maxch = max_channels(env)?;
+    let max = env.int("NCCL_MAX_P2P_NCHANNELS", maxch as i64)?;
     let min = env.int("NCCL_MIN_P2P_NCHANNELS", 1)?;
-    let p2p = (coll as i64).min(max).max(min).clamp(1, MAXCHANNELS as i64) as u32;
+    let p2p = (coll as i64).min(max).max(min).clamp(1, maxch as i64) as u32;
     let mut min_channels = p2p;
     if shape.ranks_per_node > 1 {
         min_channels = min_channels.min(shape.p2p_local_peer_channels);
@@ -465,7 +470,7 @@ fn p2p_channels(
         }
         min_channels = min_channels.min(shape.net_count_by_bw.max(per_net_max));
     }
-    let p2p = pow2_up(p2p).min(MAXCHANNELS);
+    let p2p = pow2_up(p2p).min(maxch);
     Ok((p2p, pow2_up(min_channels).min(p2p)))
 }
 

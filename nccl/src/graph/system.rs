@@ -6,6 +6,7 @@ use super::{GraphError, MAX_CHANNELS};
 use crate::topo::paths as topo_paths;
 use crate::topo::settings::NetDevsPolicy;
 use crate::topo::TopoEnv;
+use crate::version::VersionProfile;
 use collscope_model::{LinkType, NodeType, PathType, Topology};
 use std::rc::Rc;
 
@@ -94,6 +95,8 @@ pub struct System {
     pub preferred_nets: Vec<Vec<usize>>,
     /// Per GPU, the NETs (indices) with the best path from it (`ncclTopoGetLocal(GPU -> NET)`).
     pub local_nets: Vec<Vec<usize>>,
+    /// The NCCL release whose constants apply.
+    pub profile: VersionProfile,
     /// `ncclTopoSelectNets` for every inter-node path type limit (by id) and GPU (index, or ngpus for all).
     select_nets: Vec<Vec<Vec<usize>>>,
 }
@@ -228,6 +231,7 @@ impl System {
             total_bw,
             preferred_nets,
             local_nets,
+            profile: topo_env.profile.clone(),
             select_nets: Vec::new(),
         };
         sys.select_nets = PathType::ALL
@@ -298,7 +302,7 @@ impl System {
             for p in (0..self.ngpus()).filter(|&p| p != g) {
                 let n = match self.paths.get(&(self.gpus[p], self.gpus[g])) {
                     Some(path) if path.kind == PathType::NVL => {
-                        2 * ((path.bw / crate::topo::bandwidth::nvlink_bw(self.comp_caps[g])) as u32).max(1)
+                        2 * ((path.bw / self.profile.nvlink_bw(self.comp_caps[g])) as u32).max(1)
                     }
                     _ => 2,
                 };

@@ -79,7 +79,7 @@ fn cause(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
             Kind::Graph | Kind::Channels => "the search and connect rules",
             Kind::Tuning | Kind::Decision => "the tuning constants and formulas",
         };
-        return Some(format!("version: the log is NCCL {v}, the model NCCL 2.28.9; {what} differ"));
+        return Some(format!("version: the log is NCCL {v}, the model's {what} are NCCL 2.28.9's"));
     }
     match (kind, ctx.assumed_sm) {
         (Kind::Tuning | Kind::Decision, Some(sm)) => Some(format!(

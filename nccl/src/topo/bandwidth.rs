@@ -33,19 +33,6 @@ pub fn intel_p2p_overhead(bw: f64) -> f64 {
     bw * 6.0 / 5.0
 }
 
-/// Bandwidth of one NVLink for a GPU of compute capability `sm` (`ncclTopoNVLinkBw`).
-pub fn nvlink_bw(sm: u32) -> f64 {
-    match sm {
-        100.. => SM100_NVLINK_BW,
-        90.. => SM90_NVLINK_BW,
-        86 => SM86_NVLINK_BW,
-        80.. => SM80_NVLINK_BW,
-        70.. => SM70_NVLINK_BW,
-        60.. => SM60_NVLINK_BW,
-        _ => SM80_NVLINK_BW,
-    }
-}
-
 /// NCCL's `kvDict` lookup: the first key that is a prefix of `s`, else the fallback, logged as NCCL does.
 fn kv_lookup(s: &str, dict: &[(&str, i32)], fallback: i32) -> i32 {
     match dict.iter().find(|(k, _)| s.starts_with(k)) {
@@ -158,24 +145,6 @@ impl CpuKind {
     pub fn is_x86_amd(self) -> bool {
         self.arch == CPU_ARCH_X86 && self.vendor == CPU_VENDOR_AMD
     }
-
-    /// Bandwidth between two CPU sockets of this kind (`ncclTopoGetInterCpuBw`).
-    pub fn inter_cpu_bw(self) -> f64 {
-        match (self.arch, self.vendor) {
-            (CPU_ARCH_POWER, _) => P9_BW,
-            (CPU_ARCH_ARM, _) => ARM_BW,
-            (CPU_ARCH_X86, CPU_VENDOR_INTEL) => match self.model {
-                CPU_MODEL_INTEL_ERP => ERP_QPI_BW,
-                CPU_MODEL_INTEL_SRP => SRP_QPI_BW,
-                CPU_MODEL_INTEL_SKL => SKL_QPI_BW,
-                _ => BDW_QPI_BW,
-            },
-            (CPU_ARCH_X86, CPU_VENDOR_AMD) => AMD_BW,
-            (CPU_ARCH_X86, CPU_VENDOR_ZHAOXIN) if self.model == CPU_MODEL_YONGFENG => YONGFENG_ZPI_BW,
-            (CPU_ARCH_X86, CPU_VENDOR_ZHAOXIN) => ZPI_BW,
-            _ => LOC_BW,
-        }
-    }
 }
 
 /// A NIC port's bandwidth from its speed in Mbps (`ncclTopoAddNet`): speed / 8000, and 10 Gbps when the NIC
@@ -200,16 +169,21 @@ mod tests {
     }
 
     #[test]
-    fn nvlink_bandwidth_by_sm_generation() {
-        assert_eq!(nvlink_bw(60), 18.0);
-        assert_eq!(nvlink_bw(70), 20.0);
-        assert_eq!(nvlink_bw(80), 20.0);
-        assert_eq!(nvlink_bw(86), 12.0);
-        assert_eq!(nvlink_bw(89), 20.0);
-        assert_eq!(nvlink_bw(90), 20.6);
-        assert_eq!(nvlink_bw(100), 40.1);
-        assert_eq!(nvlink_bw(50), 20.0, "unknown generations use the SM80 figure");
-        assert_eq!(12.0 * nvlink_bw(80), 240.0, "A100: 12 links");
+    fn cpu_kinds_by_arch_vendor_and_model() {
+        let kind = |c: CpuAttrs| {
+            let k = CpuKind::of(&c);
+            (k.arch, k.vendor, k.model)
+        };
+        assert_eq!(kind(cpu("x86_64", "AuthenticAMD", 23, 49)), (1, 2, -1));
+        assert_eq!(kind(cpu("x86_64", "GenuineIntel", 6, 0x4F)), (1, 1, CPU_MODEL_INTEL_BDW));
+        assert_eq!(kind(cpu("x86_64", "GenuineIntel", 6, 0x55)), (1, 1, CPU_MODEL_INTEL_SKL));
+        assert_eq!(kind(cpu("x86_64", "GenuineIntel", 6, 0x8F)), (1, 1, CPU_MODEL_INTEL_SRP));
+        assert_eq!(kind(cpu("x86_64", "GenuineIntel", 6, 0xCF)), (1, 1, CPU_MODEL_INTEL_ERP));
+        assert_eq!(kind(cpu("x86_64", "CentaurHauls", 7, 0x5B)), (1, 3, CPU_MODEL_YONGFENG));
+        assert_eq!(kind(cpu("arm64", "", 0, 0)), (CPU_ARCH_ARM, -1, -1));
+        assert_eq!(kind(cpu("ppc64", "", 0, 0)), (CPU_ARCH_POWER, -1, -1));
+        let k = CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0x8F));
+        assert!(k.is_x86_intel() && !k.is_x86_amd());
     }
 
     #[test]
@@ -223,23 +197,6 @@ mod tests {
         assert_eq!(pci_bw("16.0 GT/s PCIe", 0), 24.0, "width 0 counts as x16");
         assert_eq!(pci_bw("Unknown", 16), 12.0, "unknown speed falls back to Gen3");
         assert_eq!(pci_bw("", 16), PCI_BW);
-    }
-
-    #[test]
-    fn inter_cpu_bandwidth_by_arch_vendor_and_model() {
-        assert_eq!(CpuKind::of(&cpu("x86_64", "AuthenticAMD", 23, 49)).inter_cpu_bw(), AMD_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0x4F)).inter_cpu_bw(), BDW_QPI_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0x55)).inter_cpu_bw(), SKL_QPI_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0x8F)).inter_cpu_bw(), SRP_QPI_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0xCF)).inter_cpu_bw(), ERP_QPI_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "CentaurHauls", 7, 0x5B)).inter_cpu_bw(), YONGFENG_ZPI_BW);
-        assert_eq!(CpuKind::of(&cpu("x86_64", "  Shanghai  ", 7, 0x3B)).inter_cpu_bw(), ZPI_BW);
-        assert_eq!(CpuKind::of(&cpu("arm64", "", 0, 0)).inter_cpu_bw(), ARM_BW);
-        assert_eq!(CpuKind::of(&cpu("ppc64", "", 0, 0)).inter_cpu_bw(), P9_BW);
-        assert_eq!(CpuKind::of(&cpu("riscv", "", 0, 0)).inter_cpu_bw(), LOC_BW);
-        let k = CpuKind::of(&cpu("x86_64", "GenuineIntel", 6, 0x8F));
-        assert_eq!((k.arch, k.vendor, k.model), (1, 1, 3));
-        assert!(k.is_x86_intel() && !k.is_x86_amd());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::bandwidth::{self, CpuKind, LOC_BW};
 use super::error::TopoError;
 use super::xml::{TopoXml, XmlNode};
+use crate::version::VersionProfile;
 use collscope_debug::env::parse_c_int;
 use collscope_model::topology::{CpuAttrs, GpuAttrs, NetAttrs, PciAttrs};
 use collscope_model::{Link, LinkType, Node, NodeId, NodeType, Topology};
@@ -39,6 +40,7 @@ enum LinkPass {
 
 struct Builder<'a> {
     origin: &'a str,
+    profile: &'a VersionProfile,
     nodes: [Vec<Node>; 6],
     links: [Vec<Vec<BLink>>; 6],
     host_hashes: Vec<u64>,
@@ -385,7 +387,7 @@ impl<'a> Builder<'a> {
         };
         if let Some(remote) = remote {
             let sm = self.node(gpu).gpu.as_ref().map_or(0, |g| g.sm);
-            let bw = f64::from(count) * bandwidth::nvlink_bw(sm);
+            let bw = f64::from(count) * self.profile.nvlink_bw(sm);
             self.connect(gpu, remote, LinkType::NVL, bw);
             if remote.kind != NodeType::GPU {
                 self.connect(remote, gpu, LinkType::NVL, bw);
@@ -489,7 +491,7 @@ impl<'a> Builder<'a> {
     fn connect_cpus(&mut self) {
         let cpus = self.nodes[NodeType::CPU as usize].clone();
         for (n, c1) in cpus.iter().enumerate() {
-            let bw = c1.cpu.as_ref().map_or(LOC_BW, |c| CpuKind::of(c).inter_cpu_bw());
+            let bw = c1.cpu.as_ref().map_or(LOC_BW, |c| self.profile.inter_cpu_bw(CpuKind::of(c)));
             for (p, c2) in cpus.iter().enumerate() {
                 if n != p && c1.id.system == c2.id.system {
                     let (a, b) = (NRef { kind: NodeType::CPU, index: n }, NRef { kind: NodeType::CPU, index: p });
@@ -541,10 +543,15 @@ impl<'a> Builder<'a> {
 }
 
 /// Builds the node/link graph of a topology XML. Paths and `max_bw`/`total_bw` are left for
-/// [`super::paths::compute`].
-pub fn topology_from_xml(xml: &TopoXml, host: Option<String>) -> Result<Topology, TopoError> {
-    let mut b =
-        Builder { origin: &xml.origin, nodes: Default::default(), links: Default::default(), host_hashes: Vec::new() };
+/// [`super::paths::compute`]. Link bandwidths are those of NCCL release `profile`.
+pub fn topology_from_xml(xml: &TopoXml, host: Option<String>, profile: &VersionProfile) -> Result<Topology, TopoError> {
+    let mut b = Builder {
+        origin: &xml.origin,
+        profile,
+        nodes: Default::default(),
+        links: Default::default(),
+        host_hashes: Vec::new(),
+    };
     for cpu in xml.system.subs_named("cpu") {
         b.add_cpu(cpu)?;
     }

@@ -84,10 +84,12 @@ pub fn load_noting(source: &TopoSource) -> Result<(TopoXml, Vec<String>), TopoEr
     }
 }
 
-/// Builds the model topology from XML and computes its paths, P2P/PXN/GDR rewrites and bandwidths.
+/// Builds the model topology from XML and computes its paths, P2P/PXN/GDR rewrites and bandwidths, with the
+/// link bandwidths of `env`'s NCCL release.
 pub fn build(xml: &TopoXml, env: &TopoEnv) -> Result<Topology, TopoError> {
     let detected = xml.origin == "detected";
-    let mut topology = build::topology_from_xml(xml, detected.then(collscope_debug::sys::hostname))?;
+    let host = detected.then(collscope_debug::sys::hostname);
+    let mut topology = build::topology_from_xml(xml, host, &env.profile)?;
     if !detected && !xml.origin.starts_with("preset:") {
         topology.source = format!("file:{}", xml.origin);
     }

@@ -1,8 +1,12 @@
 //! The environment parameters that steer path computation, P2P and GPUDirect RDMA decisions, read once
 //! through [`Env`] (NCCL 2.28.9 `paths.cc`, `topo.cc`). NCCL ignores a malformed level; collscope reports it.
 
+use crate::version::{self, VersionError, VersionProfile};
 use collscope_debug::env::{Env, EnvError};
 use collscope_model::PathType;
+
+/// The variable `--nccl-version` sets: the NCCL release whose constants the model uses.
+pub const VERSION_VAR: &str = "COLLSCOPE_NCCL_VERSION";
 
 /// How many NICs a GPU spreads its channels over (`NCCL_NETDEVS_POLICY`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,6 +41,9 @@ pub struct TopoEnv {
     /// `COLLSCOPE_ASSUME_P2P=1`: P2P wherever the path allows it, instead of the NVML refusal inferred for
     /// consumer GPUs (`paths::nvml_refuses_p2p`); what `--p2p on` asks.
     pub assume_p2p: bool,
+    /// [`VERSION_VAR`] (default 2.28.9): the NCCL release whose constants the model uses; what
+    /// `--nccl-version` sets.
+    pub profile: VersionProfile,
 }
 
 impl Default for TopoEnv {
@@ -53,6 +60,7 @@ impl Default for TopoEnv {
             net_disable_intra: false,
             net_force_flush: false,
             assume_p2p: false,
+            profile: VersionProfile::default(),
         }
     }
 }
@@ -123,6 +131,13 @@ impl TopoEnv {
         t.assume_p2p = env.int("COLLSCOPE_ASSUME_P2P", 0)? != 0;
         if let Some(v) = env.str("NCCL_NETDEVS_POLICY") {
             t.netdevs = parse_netdevs(v)?;
+        }
+        if let Some(v) = env.str(VERSION_VAR) {
+            t.profile = v.parse().map_err(|_: VersionError| EnvError {
+                name: VERSION_VAR.into(),
+                value: v.to_string(),
+                expected: version::EXPECTED.into(),
+            })?;
         }
         Ok(t)
     }

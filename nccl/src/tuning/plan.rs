@@ -6,9 +6,6 @@
 use super::choose::Choice;
 use collscope_model::{Algorithm, Collective, Protocol};
 
-/// `MinTrafficPerChannel`.
-const MIN_TRAFFIC_PER_CHANNEL: u64 = 16 << 10;
-
 /// `ncclFuncTrafficPerByte`.
 fn traffic_per_byte(coll: Collective, n_ranks: u32) -> u64 {
     match coll {
@@ -19,8 +16,16 @@ fn traffic_per_byte(coll: Collective, n_ranks: u32) -> u64 {
 }
 
 /// The channels a lone call of `count` elements of `elem_size` bytes runs on, `(lo, hi)` inclusive.
-/// `kind_max_channels` is the communicator's limit for the call's kind (`nChannels`, or the NVLS channels).
-pub fn channel_range(choice: &Choice, count: u64, elem_size: u64, n_ranks: u32, kind_max_channels: u32) -> (u32, u32) {
+/// `kind_max_channels` is the communicator's limit for the call's kind (`nChannels`, or the NVLS channels);
+/// `min_traffic` NCCL's `MinTrafficPerChannel` (per release, [`crate::VersionProfile`]).
+pub fn channel_range(
+    choice: &Choice,
+    count: u64,
+    elem_size: u64,
+    n_ranks: u32,
+    kind_max_channels: u32,
+    min_traffic: u64,
+) -> (u32, u32) {
     let max_kind = kind_max_channels.max(1) as u64;
     let is_collnet = matches!(choice.algo, Algorithm::CollNetDirect | Algorithm::CollNetChain);
     if is_collnet {
@@ -29,13 +34,13 @@ pub fn channel_range(choice: &Choice, count: u64, elem_size: u64, n_ranks: u32, 
     let mut tpb = traffic_per_byte(choice.coll, n_ranks);
     let ll = choice.proto == Protocol::Ll;
     let task_traffic = count * elem_size * tpb * if ll { 4 } else { 1 };
-    let kind_traffic = MIN_TRAFFIC_PER_CHANNEL.max(task_traffic);
+    let kind_traffic = min_traffic.max(task_traffic);
     let kind_channels = (choice.n_channels as u64).min(max_kind).max(1);
-    let traffic_per_channel = MIN_TRAFFIC_PER_CHANNEL.max(kind_traffic / kind_channels);
+    let traffic_per_channel = min_traffic.max(kind_traffic / kind_channels);
     if ll {
         tpb *= 4;
     }
-    let cell_size = MIN_TRAFFIC_PER_CHANNEL.div_ceil(tpb).div_ceil(16) * 16;
+    let cell_size = min_traffic.div_ceil(tpb).div_ceil(16) * 16;
     let elems_per_cell = (cell_size / elem_size).max(1);
     let cells = (count * elem_size).div_ceil(cell_size);
     let traffic_per_cell = cell_size * tpb;
@@ -80,21 +85,35 @@ mod tests {
         Choice { coll, bytes: 0, algo: Algorithm::Ring, proto, n_channels, n_threads: 512, time, costs: vec![] }
     }
 
+    /// `MinTrafficPerChannel` from 2.23 to 2.28; 2.29 doubled it.
+    const K16: u64 = 16 << 10;
+
+    #[test]
+    fn min_traffic_per_channel_is_per_release() {
+        let c = choice(Collective::AllReduce, Protocol::Simple, 24);
+        let at = |v: &str| v.parse::<crate::VersionProfile>().unwrap().min_traffic_per_channel;
+        assert_eq!((at("2.28.9"), at("2.29.2")), (K16, 32 << 10));
+        // 128 KB AllReduce: 256 KB of traffic in 8 KB cells (16 KB of traffic each) is 16 channels; in 16 KB
+        // cells (32 KB each) 8.
+        assert_eq!(channel_range(&c, 1 << 15, 4, 8, 24, at("2.28.9")), (0, 15));
+        assert_eq!(channel_range(&c, 1 << 15, 4, 8, 24, at("2.29.2")), (0, 7));
+    }
+
     #[test]
     fn small_calls_stay_on_one_channel_large_ones_spread() {
         let c = choice(Collective::AllReduce, Protocol::Simple, 24);
         // 8 KB x 2 traffic per byte = 16 KB: one cell, one channel.
-        assert_eq!(channel_range(&c, 2048, 4, 8, 24), (0, 0));
+        assert_eq!(channel_range(&c, 2048, 4, 8, 24, K16), (0, 0));
         // 1 MB AllReduce: 128 cells of 8 KB (16 KB traffic); 2 MB / 24 = 87381 B per channel = 6 cells;
         // 6 on the first, 20 x 6 in the middle, 2 on the last: 22 channels.
-        assert_eq!(channel_range(&c, 1 << 18, 4, 8, 24), (0, 21));
+        assert_eq!(channel_range(&c, 1 << 18, 4, 8, 24, K16), (0, 21));
         // Only as many channels as the tuner allowed.
         let c = choice(Collective::AllReduce, Protocol::Simple, 4);
-        assert_eq!(channel_range(&c, 1 << 18, 4, 8, 24), (0, 3));
+        assert_eq!(channel_range(&c, 1 << 18, 4, 8, 24, K16), (0, 3));
         // 64 KB AllReduce of LL: 512 KB of traffic, 32 cells of 2 KB, 2 cells per channel: 16 channels.
         let c = choice(Collective::AllReduce, Protocol::Ll, 24);
-        assert_eq!(channel_range(&c, 1 << 14, 4, 8, 24), (0, 15));
+        assert_eq!(channel_range(&c, 1 << 14, 4, 8, 24, K16), (0, 15));
         let c = choice(Collective::AllReduce, Protocol::Ll, 2);
-        assert_eq!(channel_range(&c, 1 << 12, 4, 8, 24), (0, 1));
+        assert_eq!(channel_range(&c, 1 << 12, 4, 8, 24, K16), (0, 1));
     }
 }

@@ -13,9 +13,10 @@ use clap::Args;
 use collscope_debug::env::Env;
 use collscope_debug::{self as debug, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_model::Topology;
+use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv};
 use collscope_nccl::whatif::WhatIf;
-use collscope_nccl::Explained;
+use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 
 #[derive(Args)]
 pub struct ExplainArgs {
@@ -42,6 +43,10 @@ pub struct ExplainArgs {
     /// Print every rank of every ring and tree (by default, across nodes, each ring and tree per node).
     #[arg(long)]
     pub full: bool,
+    /// The NCCL release whose constants (link bandwidths, MAXCHANNELS) the model uses, 2.12 to 2.29
+    /// (default 2.28.9).
+    #[arg(long, value_name = "X.Y[.Z]")]
+    pub nccl_version: Option<NcclVersion>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
 }
@@ -72,6 +77,15 @@ fn install_logger(log: bool) -> Result<()> {
     };
     debug::install(Logger::new(cfg, origin, sink));
     Ok(())
+}
+
+/// `env` asking for NCCL release `version`'s constants, with a note when it is outside those modelled.
+pub(crate) fn with_version(env: Env, version: Option<NcclVersion>) -> Env {
+    let Some(version) = version else { return env };
+    if let Some(note) = VersionProfile::of(version).note {
+        eprintln!("collscope: note: {note}");
+    }
+    env.with(VERSION_VAR, &version.to_string())
 }
 
 fn load_topology(source: &SourceArgs, nranks_per_node: Option<u32>, env: &Env) -> Result<Topology> {
@@ -112,7 +126,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         debug::show_version();
     }
     let edits = args.what_if.edits()?;
-    let env = Env::from_process();
+    let env = with_version(Env::from_process(), args.nccl_version);
     let topology = load_topology(&args.source, args.nranks_per_node, &env)?;
     let ex = collscope_nccl::explain(&topology, args.nodes, &sizes, &env, args.log)?;
     let what_if = if edits.is_empty() {

@@ -3,7 +3,7 @@
 use crate::cli::sizes::human;
 use collscope_model::{Algorithm, Collective, Protocol, Snapshot, Tree};
 use collscope_nccl::tuning::Choice;
-use collscope_nccl::{Explained, Extras};
+use collscope_nccl::{Explained, Extras, VersionProfile};
 use std::fmt::Write;
 
 fn graphs(out: &mut String, ex: &Snapshot) {
@@ -279,6 +279,10 @@ pub fn render(ex: &Explained, full: bool) -> String {
         model.constants.version,
         model.constants.source
     );
+    if let Some(p) = snap.nccl_version.as_deref().filter(|v| *v != model.constants.version) {
+        let p: VersionProfile = p.parse().unwrap_or_default();
+        let _ = writeln!(out, "{}\n", p.describe());
+    }
     graphs(&mut out, snap);
     rings_and_trees(&mut out, snap, rpn, model.input.n_nodes, full);
     let _ = writeln!(out, "\nTuning table (latency us / algorithm bandwidth GB/s)");
