@@ -19,7 +19,8 @@ pub enum LinkState {
     },
     /// A finite source (log without `--follow`) was read to its end.
     Ended,
-    /// A recording played back: the moment shown (whole tenths of a second) of its `length_s`.
+    /// A recording played back: the moment shown of its `length_s`, both in whole tenths of a second (at its
+    /// end they are equal).
     Replay {
         at_s: f64,
         length_s: f64,

@@ -75,11 +75,10 @@ pub fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<ReplayCmd
             }
             next += 1;
         }
-        let state = LinkState::Replay {
-            at_s: (at * 10.0).floor() / 10.0,
-            length_s: length,
-            paused: clock.playing_since.is_none(),
-        };
+        // Both in whole tenths, so the end shows as at == length.
+        let tenths = |s: f64| (s * 10.0).floor() / 10.0;
+        let state =
+            LinkState::Replay { at_s: tenths(at), length_s: tenths(length), paused: clock.playing_since.is_none() };
         if shown.as_ref() != Some(&state) {
             if tx.send(Update::Link(state.clone())).is_err() {
                 return;
@@ -141,7 +140,7 @@ mod tests {
     #[test]
     fn pauses_seeks_forward_at_once_and_back_by_starting_over() {
         // Three pictures 0, 60 and 120 s apart: only seeking reaches the later ones within the test.
-        let timeline = Timeline(vec![(0.0, snapshot(1)), (60.0, snapshot(2)), (120.0, snapshot(3))]);
+        let timeline = Timeline(vec![(0.0, snapshot(1)), (60.0, snapshot(2)), (120.04, snapshot(3))]);
         let (tx, rx) = mpsc::channel();
         let (ctl, control) = mpsc::channel();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -160,9 +159,12 @@ mod tests {
         ctl.send(ReplayCmd::Seek(-80.0)).unwrap();
         let before = until(&rx, |u| at(u).is_some_and(|(t, _)| t < 11.0));
         assert_eq!(before, [Update::Restart, snapshot(1)]);
-        // Past the end: the position stops at the recording's length.
+        // Past the end: the position stops at the recording's length (in tenths, as shown).
         ctl.send(ReplayCmd::Seek(500.0)).unwrap();
-        let before = until(&rx, |u| at(u).is_some_and(|(t, _)| t == 120.0));
+        let before = until(
+            &rx,
+            |u| matches!(u, Update::Link(LinkState::Replay { at_s, length_s, .. }) if at_s == length_s && *at_s == 120.0),
+        );
         assert_eq!(before, [snapshot(2), snapshot(3)]);
         stop.store(true, Ordering::Relaxed);
         replay.join().unwrap();
