@@ -155,7 +155,8 @@ impl VersionProfile {
     }
 
     /// The tuning model's constants and latency rules of this release (`src/graph/tuning.cc`): Tree/Ring
-    /// `baseLat`/`hwLat` and the rules changed in 2.14.3, 2.18.1 and 2.23.4; 2.23 to 2.29 are 2.28.9's.
+    /// `baseLat`/`hwLat` and the latency/bandwidth rules changed in 2.14.3, 2.18.1 and 2.23.4; 2.23 to 2.29 are
+    /// 2.28.9's.
     pub fn tuner_constants(&self) -> &'static TunerConstants {
         let from = |minor| self.version >= NcclVersion::new(2, minor, 0);
         match () {
@@ -237,7 +238,10 @@ impl VersionProfile {
         }
         let tuning = self.tuner_constants();
         if tuning.version != d.tuner_constants().version {
-            out.push(format!("Tree/Ring latency tables and rules of NCCL {} (2.28.9's from 2.23.4)", tuning.version));
+            out.push(format!(
+                "Tree/Ring latency tables and tuning rules of NCCL {} (2.28.9's from 2.23.4)",
+                tuning.version
+            ));
         }
         if self.min_traffic_per_channel != d.min_traffic_per_channel {
             out.push(format!("MinTrafficPerChannel {}K (32K from 2.29)", self.min_traffic_per_channel >> 10));

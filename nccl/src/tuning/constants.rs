@@ -100,13 +100,16 @@ pub struct TunerConstants {
     pub pat_rank_latency: f64,
     pub ll128_mixed_comp_cap: Ll128MixedCompCap,
     pub threads: ThreadConstants,
-    /// The latency rules of `ncclTopoTuneModel` that changed between releases.
-    pub latency_rules: LatencyRules,
+    /// The latency and bandwidth rules of `ncclTopoTuneModel` that changed between releases.
+    pub rules: TuneRules,
 }
 
-/// The rules of the latency formula that changed between NCCL 2.12 and 2.23 (`src/graph/tuning.cc`).
+/// The rules of the latency and bandwidth formulas that changed between NCCL 2.12 and 2.23
+/// (`src/graph/tuning.cc`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LatencyRules {
+pub struct TuneRules {
+    /// Ring/LL128 efficiency below two ranks per node (`ppn < 2 ? 0.7 : 0.92`): up to 2.22, gone in 2.23.4.
+    pub ring_ll128_low_ppn_efficiency: Option<f64>,
     /// `if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8`: up to 2.17, gone in 2.18.1.
     pub ll_multi_node_intra_factor: Option<f64>,
     /// How the network device's `latencyInter` enters `interLat`.
@@ -128,7 +131,8 @@ pub enum InterLatency {
     AddedWithFlush,
 }
 
-const RULES_2_23: LatencyRules = LatencyRules {
+const RULES_2_23: TuneRules = TuneRules {
+    ring_ll128_low_ppn_efficiency: None,
     ll_multi_node_intra_factor: None,
     inter_latency: InterLatency::AddedWithFlush,
     ring_net_overhead: true,
@@ -267,18 +271,18 @@ pub const NCCL_2_28_9: TunerConstants = TunerConstants {
     pat_rank_latency: 2.8,
     ll128_mixed_comp_cap: Ll128MixedCompCap::Never,
     threads: THREADS_2_28,
-    latency_rules: RULES_2_23,
+    rules: RULES_2_23,
 };
 
 /// 2.28.9's constants with the Tree and Ring rows of `baseLat` and `hwLat` (`[NVLINK, PCI, NET][Tree, Ring]`)
-/// and the latency rules of an older release. The CollNet, NVLS and PAT rows, the bandwidth tables and the
-/// thread counts stay 2.28.9's.
+/// and the latency and bandwidth rules of an older release. The CollNet, NVLS and PAT rows, the bandwidth
+/// tables and the thread counts stay 2.28.9's.
 const fn older(
     version: &'static str,
     source: &'static str,
     base: [[f64; 3]; 2],
     hw: [[[f64; 3]; 2]; 3],
-    latency_rules: LatencyRules,
+    rules: TuneRules,
 ) -> TunerConstants {
     let mut c = NCCL_2_28_9;
     c.version = version;
@@ -291,11 +295,12 @@ const fn older(
         c.hw_latencies[h][Algorithm::Ring as usize] = hw[h][1];
         h += 1;
     }
-    c.latency_rules = latency_rules;
+    c.rules = rules;
     c
 }
 
-const RULES_2_17: LatencyRules = LatencyRules {
+const RULES_2_17: TuneRules = TuneRules {
+    ring_ll128_low_ppn_efficiency: Some(0.7),
     ll_multi_node_intra_factor: Some(1.8),
     inter_latency: InterLatency::Replaces,
     ring_net_overhead: false,
@@ -328,7 +333,8 @@ pub const NCCL_2_18: TunerConstants = older(
     "NVIDIA/nccl v2.22.3-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
     [[6.8, 14.0, 0.0], [6.6, 14.0, 8.4]],
     [[[0.6, 1.25, 28.0], [0.6, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 14.0]]],
-    LatencyRules {
+    TuneRules {
+        ring_ll128_low_ppn_efficiency: Some(0.7),
         ll_multi_node_intra_factor: None,
         inter_latency: InterLatency::AddedWithFlush,
         ring_net_overhead: true,

@@ -1,7 +1,7 @@
 //! The latency and bandwidth formulas of NCCL 2.28.9 `ncclTopoTuneModel` (`src/graph/tuning.cc`): which cells
 //! exist for which collective, bus bandwidth per algorithm and protocol with its caps and efficiencies, the
-//! conversion to algorithm bandwidth, and the base + per-hop latencies. The latency rules that changed since
-//! 2.12 are read from the constants' `latency_rules`, not copied per release.
+//! conversion to algorithm bandwidth, and the base + per-hop latencies. The latency and bandwidth rules that
+//! changed since 2.12 are read from the constants' `rules`, not copied per release.
 
 use super::constants::{log2i, Hw, InterLatency};
 use super::input::{CpuArch, CpuVendor};
@@ -153,7 +153,11 @@ impl TuningModel {
                             bus_bw = ll_max_bw.min(bus_bw as f64 * c.ring_ll_efficiency) as f32;
                         }
                         (Algorithm::Ring, Protocol::Ll128) => {
-                            bus_bw = (bus_bw as f64 * c.ring_ll128_efficiency).min(nchf * per_ch_ring_ll128) as f32;
+                            let eff = match c.rules.ring_ll128_low_ppn_efficiency {
+                                Some(low) if ppn < 2.0 => low,
+                                _ => c.ring_ll128_efficiency,
+                            };
+                            bus_bw = (bus_bw as f64 * eff).min(nchf * per_ch_ring_ll128) as f32;
                         }
                         _ => {}
                     }
@@ -237,7 +241,7 @@ impl TuningModel {
                     self.bandwidths[ci][a.id()][p.id()] = bus_bw;
 
                     let mut lat: f32 = c.base_latency(a, p) as f32;
-                    let rules = c.latency_rules;
+                    let rules = c.rules;
                     let mut intra_lat = self.hw_lat(intra_hw, a, p);
                     if let Some(factor) = rules.ll_multi_node_intra_factor {
                         if n_nodes > 1 && p == Protocol::Ll {

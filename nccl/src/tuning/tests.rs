@@ -154,6 +154,15 @@ fn latency_tables_and_rules_by_release() {
         lat(&at(v, TuningInput::new(TuningGraphs::ring_tree(ring, tree), 2, 1, 80)), A::Ring, P::Ll)
     };
     assert_eq!(["2.22.3", "2.23.4"].map(ppn1), ["15.4", "16.6"]);
+    // Ring/LL128 below two ranks per node: 2 channels x 20 GB/s x 0.7 = 28.0 up to 2.22, x 0.92 = 36.8 from
+    // 2.23.4 (nRanks/nsteps = 1).
+    let ll128 = |v| {
+        let ring = graph(Pattern::Ring, 2, 20.0, PathType::NVL, PathType::PXB);
+        let tree = graph(Pattern::BalancedTree, 2, 20.0, PathType::NVL, PathType::PXB);
+        let m = at(v, TuningInput::new(TuningGraphs::ring_tree(ring, tree), 2, 1, 80));
+        cell(&m, C::AllReduce, A::Ring, P::Ll128).1
+    };
+    assert_eq!(["2.12.12", "2.22.3", "2.23.4"].map(ll128), ["28.0", "28.0", "36.8"]);
 }
 
 #[test]
