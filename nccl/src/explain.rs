@@ -6,7 +6,6 @@
 
 use crate::graph::{self, GraphError};
 use crate::topo::TopoEnv;
-use crate::tuning::constants::NCCL_2_28_9;
 use crate::tuning::from_plan::input_from_plan;
 use crate::tuning::plan::channel_range;
 use crate::tuning::{CallInfo, Choice, TuningError, TuningModel, TuningParams};
@@ -145,9 +144,12 @@ pub fn explain(
     let plan = graph::plan(topology, nnodes, env)?;
     let input = input_from_plan(&plan, topology, nnodes);
     let params = TuningParams::from_env(env)?;
-    let model = TuningModel::new(input.clone(), params.clone(), &NCCL_2_28_9)?;
-    let default_model =
-        if params.forced() { Some(TuningModel::new(input, params.unforced(), &NCCL_2_28_9)?) } else { None };
+    let model = TuningModel::new(input.clone(), params.clone(), profile.tuner_constants())?;
+    let default_model = if params.forced() {
+        Some(TuningModel::new(input, params.unforced(), profile.tuner_constants())?)
+    } else {
+        None
+    };
     if log {
         // NCCL prints the system and its paths (`ncclTopoPrint`) before the search.
         crate::topo::print::log_system(topology);

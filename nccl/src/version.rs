@@ -7,6 +7,7 @@ use crate::topo::bandwidth::{
     CPU_MODEL_INTEL_SRP, CPU_MODEL_YONGFENG, CPU_VENDOR_AMD, CPU_VENDOR_INTEL, CPU_VENDOR_ZHAOXIN, ERP_QPI_BW, LOC_BW,
     P9_BW, SM60_NVLINK_BW, SM86_NVLINK_BW, SRP_QPI_BW, YONGFENG_ZPI_BW, ZPI_BW,
 };
+use crate::tuning::constants::{TunerConstants, NCCL_2_12, NCCL_2_14, NCCL_2_18, NCCL_2_28_9};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -153,6 +154,19 @@ impl VersionProfile {
         }
     }
 
+    /// The tuning model's constants and latency rules of this release (`src/graph/tuning.cc`): Tree/Ring
+    /// `baseLat`/`hwLat` and the latency/bandwidth rules changed in 2.14.3, 2.18.1 and 2.23.4; 2.23 to 2.29 are
+    /// 2.28.9's.
+    pub fn tuner_constants(&self) -> &'static TunerConstants {
+        let from = |minor| self.version >= NcclVersion::new(2, minor, 0);
+        match () {
+            _ if from(23) => &NCCL_2_28_9,
+            _ if from(18) => &NCCL_2_18,
+            _ if from(14) => &NCCL_2_14,
+            _ => &NCCL_2_12,
+        }
+    }
+
     /// Bandwidth of one NVLink for a GPU of compute capability `sm` (`ncclTopoNVLinkBw`): a generation the
     /// release does not know takes the figure of the newest one it does.
     pub fn nvlink_bw(&self, sm: u32) -> f64 {
@@ -190,7 +204,11 @@ impl VersionProfile {
     pub fn describe(&self) -> String {
         let differences = self.differences();
         let what = if differences.is_empty() { "as 2.28.9's".to_string() } else { differences.join(", ") };
-        format!("NCCL {}'s constants ({what}); search rules and tuning tables are NCCL {DEFAULT}'s", self.version)
+        format!(
+            "NCCL {}'s constants ({what}); search rules, bandwidth tables and CollNet/NVLS/PAT latencies are NCCL \
+             {DEFAULT}'s",
+            self.version
+        )
     }
 
     /// What differs from the default release, one short line each (empty for 2.28.x and 2.29).
@@ -217,6 +235,13 @@ impl VersionProfile {
         }
         if self.max_channels != d.max_channels {
             out.push(format!("MAXCHANNELS {} (64 from 2.25.1)", self.max_channels));
+        }
+        let tuning = self.tuner_constants();
+        if tuning.version != d.tuner_constants().version {
+            out.push(format!(
+                "Tree/Ring latency tables and tuning rules of NCCL {} (2.28.9's from 2.23.4)",
+                tuning.version
+            ));
         }
         if self.min_traffic_per_channel != d.min_traffic_per_channel {
             out.push(format!("MinTrafficPerChannel {}K (32K from 2.29)", self.min_traffic_per_channel >> 10));
@@ -305,7 +330,7 @@ mod tests {
         assert_eq!((new.version, new.max_channels), (NEWEST, 64));
         assert!(at("2.29.2").note.is_none() && at("2.29.9").note.is_none() && at("2.12").note.is_none());
         assert_eq!(at("2.29.9").version.to_string(), "2.29.9");
-        assert_eq!(at("2.17.1").differences().len(), 6, "{:?}", at("2.17.1").differences());
+        assert_eq!(at("2.17.1").differences().len(), 7, "{:?}", at("2.17.1").differences());
         assert!(at("2.28.3").describe().starts_with("NCCL 2.28.3's constants (as 2.28.9's)"));
         assert!(at("2.29.2").describe().starts_with("NCCL 2.29.2's constants (MinTrafficPerChannel 32K"));
         assert!(at("2.24.3").describe().contains("MAXCHANNELS 32"), "{}", at("2.24.3").describe());

@@ -100,7 +100,45 @@ pub struct TunerConstants {
     pub pat_rank_latency: f64,
     pub ll128_mixed_comp_cap: Ll128MixedCompCap,
     pub threads: ThreadConstants,
+    /// The latency and bandwidth rules of `ncclTopoTuneModel` that changed between releases.
+    pub rules: TuneRules,
 }
+
+/// The rules of the latency and bandwidth formulas that changed between NCCL 2.12 and 2.23
+/// (`src/graph/tuning.cc`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TuneRules {
+    /// Ring/LL128 efficiency below two ranks per node (`ppn < 2 ? 0.7 : 0.92`): up to 2.22, gone in 2.23.4.
+    pub ring_ll128_low_ppn_efficiency: Option<f64>,
+    /// `if (nNodes > 1 && p == NCCL_PROTO_LL) intraLat *= 1.8`: up to 2.17, gone in 2.18.1.
+    pub ll_multi_node_intra_factor: Option<f64>,
+    /// How the network device's `latencyInter` enters `interLat`.
+    pub inter_latency: InterLatency,
+    /// Rings across nodes pay at least the CPU's net overhead per step (`getNetOverhead`): from 2.18.1.
+    pub ring_net_overhead: bool,
+    /// Ring AllReduce's inter-node steps: `2*nNodes` up to 2.22, `2*(nNodes-1)` from 2.23.4.
+    pub ring_allreduce_inter_steps_2n: bool,
+    /// With one rank per node the NET latency is Tree's ("latencies are fully exposed"): from 2.23.4.
+    pub ppn1_tree_net_latency: bool,
+}
+
+/// `interLat` from the NET latency and the graph's `latencyInter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterLatency {
+    /// Up to 2.17: `latencyInter ? latencyInter : hwLat[NET]`.
+    Replaces,
+    /// From 2.18.1: `hwLat[NET] + latencyInter`, plus `latencyInter` again for Simple (the flush).
+    AddedWithFlush,
+}
+
+const RULES_2_23: TuneRules = TuneRules {
+    ring_ll128_low_ppn_efficiency: None,
+    ll_multi_node_intra_factor: None,
+    inter_latency: InterLatency::AddedWithFlush,
+    ring_net_overhead: true,
+    ring_allreduce_inter_steps_2n: false,
+    ppn1_tree_net_latency: true,
+};
 
 /// Thread counts and per-thread work thresholds (`src/include/device.h`, `comm.h`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -233,7 +271,77 @@ pub const NCCL_2_28_9: TunerConstants = TunerConstants {
     pat_rank_latency: 2.8,
     ll128_mixed_comp_cap: Ll128MixedCompCap::Never,
     threads: THREADS_2_28,
+    rules: RULES_2_23,
 };
+
+/// 2.28.9's constants with the Tree and Ring rows of `baseLat` and `hwLat` (`[NVLINK, PCI, NET][Tree, Ring]`)
+/// and the latency and bandwidth rules of an older release. The CollNet, NVLS and PAT rows, the bandwidth
+/// tables and the thread counts stay 2.28.9's.
+const fn older(
+    version: &'static str,
+    source: &'static str,
+    base: [[f64; 3]; 2],
+    hw: [[[f64; 3]; 2]; 3],
+    rules: TuneRules,
+) -> TunerConstants {
+    let mut c = NCCL_2_28_9;
+    c.version = version;
+    c.source = source;
+    c.base_latencies[Algorithm::Tree as usize] = base[0];
+    c.base_latencies[Algorithm::Ring as usize] = base[1];
+    let mut h = 0;
+    while h < 3 {
+        c.hw_latencies[h][Algorithm::Tree as usize] = hw[h][0];
+        c.hw_latencies[h][Algorithm::Ring as usize] = hw[h][1];
+        h += 1;
+    }
+    c.rules = rules;
+    c
+}
+
+const RULES_2_17: TuneRules = TuneRules {
+    ring_ll128_low_ppn_efficiency: Some(0.7),
+    ll_multi_node_intra_factor: Some(1.8),
+    inter_latency: InterLatency::Replaces,
+    ring_net_overhead: false,
+    ring_allreduce_inter_steps_2n: true,
+    ppn1_tree_net_latency: false,
+};
+
+/// NCCL 2.12 and 2.13 (v2.12.7-1 to v2.13.4-1): Ring over NET Simple 28 us.
+pub const NCCL_2_12: TunerConstants = older(
+    "2.12-2.13",
+    "NVIDIA/nccl v2.12.12-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+    [[4.4, 4.4, 0.0], [3.6, 10.0, 8.4]],
+    [[[0.52, 1.25, 28.0], [0.47, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 28.0]]],
+    RULES_2_17,
+);
+
+/// NCCL 2.14 to 2.17 (v2.14.3-1 to v2.17.1-1): Ring over NET Simple 9.6 us.
+pub const NCCL_2_14: TunerConstants = older(
+    "2.14-2.17",
+    "NVIDIA/nccl v2.17.1-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+    [[4.4, 4.4, 0.0], [3.6, 10.0, 8.4]],
+    [[[0.52, 1.25, 28.0], [0.47, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 9.6]]],
+    RULES_2_17,
+);
+
+/// NCCL 2.18 to 2.22 (v2.18.1-1 to v2.22.3-1): new base latencies, NVLink LL 0.6, Ring over NET Simple 14 us,
+/// `latencyInter` added (twice for Simple), the net overhead floor on rings; Tree Simple still 28 us.
+pub const NCCL_2_18: TunerConstants = older(
+    "2.18-2.22",
+    "NVIDIA/nccl v2.22.3-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+    [[6.8, 14.0, 0.0], [6.6, 14.0, 8.4]],
+    [[[0.6, 1.25, 28.0], [0.6, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 14.0]]],
+    TuneRules {
+        ring_ll128_low_ppn_efficiency: Some(0.7),
+        ll_multi_node_intra_factor: None,
+        inter_latency: InterLatency::AddedWithFlush,
+        ring_net_overhead: true,
+        ring_allreduce_inter_steps_2n: true,
+        ppn1_tree_net_latency: false,
+    },
+);
 
 /// The later release reference text 001 (ch. 21) quotes from `src/tuning/cost_model.cc` (2.30 series): the
 /// Blackwell single-node LL bandwidth reads `2 * 141.2`, and LL128 is allowed across mixed generations when
@@ -247,7 +355,7 @@ pub const NCCL_2_30_TEXT001: TunerConstants = TunerConstants {
 };
 
 /// Every table collscope knows, newest last.
-pub const KNOWN: [&TunerConstants; 2] = [&NCCL_2_28_9, &NCCL_2_30_TEXT001];
+pub const KNOWN: [&TunerConstants; 5] = [&NCCL_2_12, &NCCL_2_14, &NCCL_2_18, &NCCL_2_28_9, &NCCL_2_30_TEXT001];
 
 /// The table for a release name ("2.28.9", "2.30").
 pub fn for_version(version: &str) -> Option<&'static TunerConstants> {

@@ -1,8 +1,9 @@
 //! The latency and bandwidth formulas of NCCL 2.28.9 `ncclTopoTuneModel` (`src/graph/tuning.cc`): which cells
 //! exist for which collective, bus bandwidth per algorithm and protocol with its caps and efficiencies, the
-//! conversion to algorithm bandwidth, and the base + per-hop latencies.
+//! conversion to algorithm bandwidth, and the base + per-hop latencies. The latency and bandwidth rules that
+//! changed since 2.12 are read from the constants' `rules`, not copied per release.
 
-use super::constants::{log2i, Hw};
+use super::constants::{log2i, Hw, InterLatency};
 use super::input::{CpuArch, CpuVendor};
 use super::model::{Off, TuningModel};
 use collscope_model::{Algorithm, Collective, PathType, Pattern, Protocol};
@@ -152,7 +153,11 @@ impl TuningModel {
                             bus_bw = ll_max_bw.min(bus_bw as f64 * c.ring_ll_efficiency) as f32;
                         }
                         (Algorithm::Ring, Protocol::Ll128) => {
-                            bus_bw = (bus_bw as f64 * c.ring_ll128_efficiency).min(nchf * per_ch_ring_ll128) as f32;
+                            let eff = match c.rules.ring_ll128_low_ppn_efficiency {
+                                Some(low) if ppn < 2.0 => low,
+                                _ => c.ring_ll128_efficiency,
+                            };
+                            bus_bw = (bus_bw as f64 * eff).min(nchf * per_ch_ring_ll128) as f32;
                         }
                         _ => {}
                     }
@@ -236,12 +241,25 @@ impl TuningModel {
                     self.bandwidths[ci][a.id()][p.id()] = bus_bw;
 
                     let mut lat: f32 = c.base_latency(a, p) as f32;
+                    let rules = c.rules;
                     let mut intra_lat = self.hw_lat(intra_hw, a, p);
-                    let mut inter_lat =
-                        if ppn == 1.0 { self.hw_lat(Hw::Net, Algorithm::Tree, p) } else { self.hw_lat(Hw::Net, a, p) };
-                    inter_lat += g.latency_inter as f32;
-                    if p == Protocol::Simple {
-                        inter_lat += g.latency_inter as f32;
+                    if let Some(factor) = rules.ll_multi_node_intra_factor {
+                        if n_nodes > 1 && p == Protocol::Ll {
+                            intra_lat *= factor as f32;
+                        }
+                    }
+                    let net_algo = if rules.ppn1_tree_net_latency && ppn == 1.0 { Algorithm::Tree } else { a };
+                    let mut inter_lat = self.hw_lat(Hw::Net, net_algo, p);
+                    let device_lat = g.latency_inter as f32;
+                    match rules.inter_latency {
+                        InterLatency::Replaces if device_lat != 0.0 => inter_lat = device_lat,
+                        InterLatency::Replaces => {}
+                        InterLatency::AddedWithFlush => {
+                            inter_lat += device_lat;
+                            if p == Protocol::Simple {
+                                inter_lat += device_lat;
+                            }
+                        }
                     }
                     let local = (n_ranks / n_nodes) as f32 - 1.0;
                     let log_nodes = log2i(n_nodes as u64) as f32;
@@ -259,7 +277,7 @@ impl TuningModel {
                                 }
                             } else {
                                 let mut overhead = 0.0f32;
-                                if n_nodes > 1 {
+                                if n_nodes > 1 && rules.ring_net_overhead {
                                     overhead = net_overhead as f32;
                                     if p == Protocol::Simple {
                                         overhead *= c.net_overhead_simple_factor as f32;
@@ -268,10 +286,12 @@ impl TuningModel {
                                 intra_lat = intra_lat.max(overhead);
                                 let inter_steps = match (n_nodes, coll) {
                                     (1, _) => 0,
+                                    (_, Collective::AllReduce) if rules.ring_allreduce_inter_steps_2n => 2 * n_nodes,
                                     (_, Collective::AllReduce) => 2 * (n_nodes - 1),
                                     _ => n_nodes - 1,
                                 };
-                                lat += (nsteps - inter_steps) as f32 * intra_lat + inter_steps as f32 * inter_lat;
+                                lat += (nsteps as i64 - inter_steps as i64) as f32 * intra_lat
+                                    + inter_steps as f32 * inter_lat;
                             }
                         }
                         Algorithm::Tree => {

@@ -116,6 +116,55 @@ fn dgx_a100_two_nodes_amd_latencies() {
     assert_eq!(cell(&intel, C::AllReduce, A::Ring, P::Simple).0, "131.6");
 }
 
+/// The Tree/Ring latency tables and rules of an older release (`src/graph/tuning.cc` at the tags named).
+#[test]
+fn latency_tables_and_rules_by_release() {
+    let at = |v: &str, input: TuningInput| {
+        let profile: crate::VersionProfile = v.parse().unwrap();
+        TuningModel::new(input, TuningParams::default(), profile.tuner_constants()).unwrap()
+    };
+    let lat = |m: &TuningModel, a, p| cell(m, C::AllReduce, a, p).0;
+    // One node, Ring/LL: 2.17.1 baseLat 3.6 + 14 x NVLink .47 = 10.2; 2.18.1 6.6 + 14 x .6 = 15.0.
+    let one = |v| at(v, dgx_a100(1, CpuVendor::Intel));
+    assert_eq!(
+        [one("2.17.1"), one("2.18.1"), one("2.28.9")].map(|m| lat(&m, A::Ring, P::Ll)),
+        ["10.2", "15.0", "15.0"]
+    );
+    // Tree/Simple: baseLat 0 and 28 us per NVLink hop up to 2.22 (2 x 7 x 28 = 392), 8.4 + 2 x 7 x 4 from 2.23.4.
+    let tree = [one("2.16.5"), one("2.22.3"), one("2.23.4")].map(|m| lat(&m, A::Tree, P::Simple));
+    assert_eq!(tree, ["392.0", "392.0", "64.4"]);
+    // Two AMD nodes, Ring/LL: up to 2.17 intra x 1.8, no net overhead floor, 2 x nNodes inter steps:
+    // 3.6 + 26 x (.47 x 1.8) + 4 x 2.7 = 36.4; 2.18.1: 6.6 + 26 x max(.6, 2.0) + 4 x 2.7 = 69.4;
+    // 2.23.4 on: 2 x (nNodes - 1) inter steps, 6.6 + 28 x 2.0 + 2 x 2.7 = 68.0.
+    let two = |v| lat(&at(v, dgx_a100(2, CpuVendor::Amd)), A::Ring, P::Ll);
+    assert_eq!(["2.16.5", "2.18.1", "2.23.4"].map(two), ["36.4", "69.4", "68.0"]);
+    // latencyInter 5 us, Ring/Simple on two Intel nodes: up to 2.17 it replaces the NET latency,
+    // 8.4 + 26 x 3.4 + 4 x 5 = 116.8; from 2.18.1 it adds to it twice (the flush), 8.4 + 28 x 3.4 + 2 x (14 + 10).
+    let with_device = |v| {
+        let mut i = dgx_a100(2, CpuVendor::Intel);
+        i.graphs.ring.latency_inter = 5.0;
+        lat(&at(v, i), A::Ring, P::Simple)
+    };
+    assert_eq!(["2.17.1", "2.28.9"].map(with_device), ["116.8", "151.6"]);
+    // One rank per node, Ring/LL over two nodes: Tree's NET latency from 2.23.4, 6.6 + 2 x 5.0 = 16.6; before,
+    // Ring's 2.7 over 2 x nNodes = 4 inter steps of nsteps 2: 6.6 + (2 - 4) x max(.6, 1.0) + 4 x 2.7 = 15.4.
+    let ppn1 = |v| {
+        let ring = graph(Pattern::Ring, 2, 20.0, PathType::NVL, PathType::PXB);
+        let tree = graph(Pattern::BalancedTree, 2, 20.0, PathType::NVL, PathType::PXB);
+        lat(&at(v, TuningInput::new(TuningGraphs::ring_tree(ring, tree), 2, 1, 80)), A::Ring, P::Ll)
+    };
+    assert_eq!(["2.22.3", "2.23.4"].map(ppn1), ["15.4", "16.6"]);
+    // Ring/LL128 below two ranks per node: 2 channels x 20 GB/s x 0.7 = 28.0 up to 2.22, x 0.92 = 36.8 from
+    // 2.23.4 (nRanks/nsteps = 1).
+    let ll128 = |v| {
+        let ring = graph(Pattern::Ring, 2, 20.0, PathType::NVL, PathType::PXB);
+        let tree = graph(Pattern::BalancedTree, 2, 20.0, PathType::NVL, PathType::PXB);
+        let m = at(v, TuningInput::new(TuningGraphs::ring_tree(ring, tree), 2, 1, 80));
+        cell(&m, C::AllReduce, A::Ring, P::Ll128).1
+    };
+    assert_eq!(["2.12.12", "2.22.3", "2.23.4"].map(ll128), ["28.0", "28.0", "36.8"]);
+}
+
 #[test]
 fn ring_plateau_and_tree_correction_apply_per_call() {
     let m = model(dgx_a100(2, CpuVendor::Amd));
