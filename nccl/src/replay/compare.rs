@@ -64,6 +64,12 @@ impl Out<'_> {
         self.v.push(Comparison { kind, field, log, model, matched, cause });
     }
 
+    /// A field compared as printed: equal values match.
+    fn same<T: std::fmt::Display + PartialEq>(&mut self, kind: Kind, field: String, log: T, model: T) {
+        let matched = log == model;
+        self.push(kind, field, log.to_string(), model.to_string(), matched);
+    }
+
     /// A difference whose cause the field itself shows.
     fn differs(&mut self, kind: Kind, field: String, log: String, model: String, cause: &str) {
         self.v.push(Comparison { kind, field, log, model, matched: false, cause: Some(cause.into()) });
@@ -153,33 +159,15 @@ fn graphs(o: &mut Out, log: &Snapshot, model: &Snapshot) {
             continue;
         };
         let f = |field: &str| format!("{name} {field}");
-        o.push(
-            Kind::Graph,
-            f("nChannels"),
-            g.n_channels.to_string(),
-            m.n_channels.to_string(),
-            g.n_channels == m.n_channels,
-        );
+        o.same(Kind::Graph, f("nChannels"), g.n_channels, m.n_channels);
         for (field, a, b) in [("bw intra", g.bw_intra, m.bw_intra), ("bw inter", g.bw_inter, m.bw_inter)] {
             o.push(Kind::Graph, f(field), format!("{a:.2}"), format!("{b:.2}"), close(a, b));
         }
         for (field, a, b) in [("type intra", g.type_intra, m.type_intra), ("type inter", g.type_inter, m.type_inter)] {
-            o.push(Kind::Graph, f(field), a.to_string(), b.to_string(), a == b);
+            o.same(Kind::Graph, f(field), a, b);
         }
-        o.push(
-            Kind::Graph,
-            f("sameChannels"),
-            g.same_channels.to_string(),
-            m.same_channels.to_string(),
-            g.same_channels == m.same_channels,
-        );
-        o.push(
-            Kind::Graph,
-            f("crossNic"),
-            g.cross_nic.to_string(),
-            m.cross_nic.to_string(),
-            g.cross_nic == m.cross_nic,
-        );
+        o.same(Kind::Graph, f("sameChannels"), g.same_channels, m.same_channels);
+        o.same(Kind::Graph, f("crossNic"), g.cross_nic, m.cross_nic);
         // NVLS prints the first GPU of each channel only; a log excerpt may hold part of the channels.
         if g.pattern != Pattern::Nvls && !g.channels.is_empty() {
             let (a, b) = (orders(g), orders(m));
@@ -202,8 +190,7 @@ fn channels(o: &mut Out, log: &Snapshot, model: &Snapshot) {
         ("p2p channels per peer", l.p2p_per_peer, m.p2p_per_peer),
     ] {
         if let Some(a) = a {
-            let b = b.unwrap_or(0);
-            o.push(Kind::Channels, field.into(), a.to_string(), b.to_string(), a == b);
+            o.same(Kind::Channels, field.into(), a, b.unwrap_or(0));
         }
     }
 }
