@@ -252,8 +252,8 @@ impl Comm {
             topology,
             name: opts.name.clone(),
         });
-        let mut record = communicator(&opts.name, &peers, rank);
         let comm_id = comm_id(&peers);
+        let mut record = communicator(&opts.name, &peers, rank, comm_id);
         let handle = facts::comm_handle(&opts.name, &me);
         facts::log_facts(&init, &record, &handle);
         let t_graphs = started.elapsed();
@@ -824,14 +824,14 @@ fn comm_id(peers: &[PeerInfo]) -> u64 {
 
 /// This rank's communicator as telemetry reports it: ready, with its place in the job (init timings are added
 /// when init ends).
-fn communicator(name: &Option<String>, peers: &[PeerInfo], rank: u32) -> model::Communicator {
+fn communicator(name: &Option<String>, peers: &[PeerInfo], rank: u32, comm_id: u64) -> model::Communicator {
     let me = peers.get(rank as usize);
     let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
     let local: Vec<u32> =
         peers.iter().filter(|p| Some(p.host_hash) == me.map(|m| m.host_hash)).map(|p| p.rank).collect();
     model::Communicator {
         comm: name.clone(),
-        comm_id: Some(format!("{:#x}", comm_id(peers))),
+        comm_id: Some(format!("{comm_id:#x}")),
         rank: Some(rank),
         nranks: Some(peers.len() as u32),
         nnodes: Some(hosts.len() as u32),
