@@ -659,11 +659,9 @@ impl Comm {
                 (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
                 _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
             };
+            let r = p.finish(r);
             if let Some(t0) = t0 {
                 record_traffic(stats, channel, p.moved(), t0.elapsed());
-            }
-            if let Err(e) = &r {
-                waiter.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
             r
         };

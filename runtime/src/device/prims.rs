@@ -7,7 +7,7 @@ use super::proto::{read_step, wait_credit, write_step};
 use super::tree::TreeNode;
 use crate::error::Result;
 use crate::sync::wait::Waiter;
-use crate::transport::conn::{RecvEnd, SendEnd};
+use crate::transport::conn::{RecvEnd, SendEnd, NCCL_STEPS};
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use collscope_model::Protocol;
 use rustc_hash::FxHashMap;
@@ -127,9 +127,26 @@ impl<'a> Prims<'a> {
         if self.ch.scratch.unpacked.len() < from.len() {
             self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
         }
+        let simple = self.proto == Protocol::Simple;
+        // A plain receive into `dst` over a network that takes any memory lands there (no copy after). The
+        // pieces are asked for up to NCCL_STEPS ahead, so the proxy finds them when their headers arrive.
+        let direct_recv = match (simple, from, src, dst) {
+            (true, &[p], None, Some(d)) if !post && self.ch.recv[&p].mem.direct() => Some((p, d)),
+            _ => None,
+        };
+        let mut wanted = 0;
         let mut off = 0;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
+            let want = direct_recv.map(|(p, d)| {
+                let end = &self.ch.recv[&p];
+                while wanted < nbytes && wanted < off + NCCL_STEPS as usize * self.piece {
+                    let ahead = ((wanted - off) / self.piece) as u64;
+                    end.want(ahead, d.add(wanted), self.piece.min(nbytes - wanted));
+                    wanted += self.piece;
+                }
+                d.add(off)
+            });
             for p in to {
                 wait_credit(self.send_end(*p), self.w, channel)?;
             }
@@ -144,30 +161,47 @@ impl<'a> Prims<'a> {
                 inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
                 k += 1;
             }
+            let landed = want.filter(|&d| from.first().is_some_and(|p| self.ch.recv[p].landed_at(d)));
+            if let Some(d) = landed {
+                inputs[0] = d;
+            }
             let inputs = &inputs[..ninputs];
-            if self.proto == Protocol::Simple {
-                // Outputs are the destination and each peer's slot, written straight from the inputs.
+            if simple {
+                // What peers on a network that takes any memory send from: the step's bytes where they already
+                // lie in the user's buffers (the destination, or the source sent unchanged), so no slot copy.
+                let user = match dst {
+                    Some(d) => Some(d.add(off)),
+                    None if from.is_empty() && !post => src.map(|s| s.add(off).cast_mut()),
+                    None => None,
+                };
+                let direct = |e: &SendEnd| user.is_some() && e.mem.direct();
+                // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
-                if let Some(d) = dst {
+                if let (Some(d), None) = (dst, landed) {
                     outs[0] = d.add(off);
                     n = 1;
                 }
                 for p in to {
-                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
                     let e = self.send_end(*p);
-                    outs[n] = e.mem.slot(Protocol::Simple, e.step);
-                    n += 1;
+                    if !direct(e) {
+                        assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                        outs[n] = e.mem.slot(Protocol::Simple, e.step);
+                        n += 1;
+                    }
                 }
-                self.combine(inputs, &outs[..n], len, post);
-                for (i, p) in to.iter().enumerate() {
-                    let slot = outs[i + dst.is_some() as usize];
-                    write_step(
-                        self.ch.send.get_mut(p).expect("primitive on an unconnected peer"),
-                        self.proto,
-                        slot,
-                        len,
-                    );
+                if !(dst.is_none() && n == 0 && inputs.len() == 1) {
+                    self.combine(inputs, &outs[..n], len, post);
+                }
+                for p in to {
+                    let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
+                    match user.filter(|_| direct(e)) {
+                        Some(u) => e.post_at(u, len),
+                        None => {
+                            let slot = e.mem.slot(Protocol::Simple, e.step);
+                            write_step(e, self.proto, slot, len)
+                        }
+                    }
                 }
             } else {
                 // LL/LL128 lines are formatted from one contiguous result.
@@ -232,6 +266,26 @@ impl<'a> Prims<'a> {
             }
             b += n;
         }
+    }
+
+    /// Ends the channel's share of a call, `r` its outcome: returns once the network is done with the user's
+    /// buffers (sends from them completed, receives into them arrived), so the caller may reuse them. After a
+    /// failure the communicator is aborted and its proxy closes the connections still moving them; that is
+    /// waited for too, within the timeout.
+    pub fn finish(&mut self, r: Result<()>) -> Result<()> {
+        let ch = &*self.ch;
+        let idle = || ch.send.values().all(SendEnd::sent) && ch.recv.values().all(RecvEnd::unwant);
+        let what = || format!("the network to finish with the user's buffers on channel {}", ch.id);
+        let r = r.and_then(|()| self.w.wait(idle, what));
+        if let Err(e) = &r {
+            self.w.abort.abort(format!("channel {} failed: {e}", ch.id));
+            let start = std::time::Instant::now();
+            while !idle() && start.elapsed() < self.w.timeout {
+                ch.send.values().map(|e| &e.mem).chain(ch.recv.values().map(|e| &e.mem)).for_each(|m| m.wake_proxy());
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        r
     }
 
     fn send_end(&self, peer: u32) -> &SendEnd {

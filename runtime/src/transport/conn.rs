@@ -13,7 +13,7 @@ use crate::sync::wait::Bell;
 use collscope_debug::env::{Env, EnvError};
 use collscope_model::Protocol;
 use memmap2::MmapMut;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Slots per connection (NCCL 2.28.9 `NCCL_STEPS`).
@@ -116,7 +116,40 @@ pub struct ConnMem {
     _owner: Option<Box<dyn Send + Sync>>,
     /// NET: the proxy that bridges this region, rung whenever a counter moves.
     proxy_bell: OnceLock<Arc<Doorbell>>,
+    /// NET without registration (NET/Socket): steps travel straight between the user's buffers and the network.
+    direct: Direct,
 }
+
+/// A NET region's direct steps (NCCL 2.28.9's registered-buffer path, `src/transport/net.cc` `regSendProxy`/
+/// `regRecvProxy`: the proxy sends from and receives into the user's buffer instead of the connection's). The
+/// region is process-local (the proxy is a thread of the rank), so addresses of the rank's buffers mean the same
+/// to both. Only a network that takes any memory of the process without registration enables it.
+#[derive(Default)]
+struct Direct {
+    enabled: AtomicBool,
+    /// Send side: where each slot's step lies when the rank posted it from its own buffer (0: in the slot).
+    /// Receive side: where the proxy landed each slot's step (0: in the slot).
+    addrs: [AtomicU64; NCCL_STEPS as usize],
+    /// Send side: steps up to here were posted from the user's buffer; the call returns once `head` reaches it.
+    until: AtomicU64,
+    /// Receive side, by slot: the steps the rank wants landed in its buffer, posted ahead so the proxy finds
+    /// them when the step's header arrives.
+    wants: [Want; NCCL_STEPS as usize],
+    /// The proxy let go of the region (its connection closed or failed): no transfer touches user memory any more.
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Want {
+    /// `step + 1` of the wanted step; [`TAKEN`] is set once the proxy receives it at `addr`.
+    step: AtomicU64,
+    addr: AtomicU64,
+    /// Room at `addr`: a longer step (ranks that disagree on sizes) goes to the slot, where it is refused.
+    len: AtomicU64,
+}
+
+/// Marks a wanted step the proxy took (its body is being received into the user's buffer).
+const TAKEN: u64 = 1 << 63;
 
 // SAFETY: the region is only accessed through atomics (counters, LL/LL128 flags) or through slots whose
 // ownership the head/tail protocol hands from one side to the other.
@@ -134,7 +167,14 @@ impl ConnMem {
     /// A region over an existing mapping of at least `sizes.region_bytes()` zeroed bytes.
     pub fn from_map(mut map: MmapMut, sizes: BufSizes, owner: Option<Box<dyn Send + Sync>>) -> Self {
         assert!(map.len() >= sizes.region_bytes(), "connection mapping smaller than its layout");
-        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner, proxy_bell: OnceLock::new() }
+        ConnMem {
+            base: map.as_mut_ptr(),
+            sizes,
+            _map: map,
+            _owner: owner,
+            proxy_bell: OnceLock::new(),
+            direct: Direct::default(),
+        }
     }
 
     pub fn sizes(&self) -> BufSizes {
@@ -219,16 +259,74 @@ impl ConnMem {
         (Protocol::from_id((info >> 56) as usize), (info & ((1 << 56) - 1)) as usize)
     }
 
-    /// For a NET sender's proxy: the protocol and raw slot bytes (lines included for LL/LL128) of `step` once
-    /// the sender posted it (`tail > step`), `None` before.
+    /// Lets steps travel between the user's buffers and the network (a NET proxy whose network takes any
+    /// memory of the process).
+    pub fn enable_direct(&self) {
+        self.direct.enabled.store(true, Ordering::Release);
+    }
+
+    /// Whether steps may travel from or into the user's buffers.
+    pub fn direct(&self) -> bool {
+        self.direct.enabled.load(Ordering::Acquire)
+    }
+
+    fn addr(&self, step: u64) -> &AtomicU64 {
+        &self.direct.addrs[(step % NCCL_STEPS) as usize]
+    }
+
+    /// The proxy let go of the region: it will not read or write the user's buffers any more.
+    pub fn close_direct(&self) {
+        self.direct.closed.store(true, Ordering::Release);
+        self.ring_proxy();
+        self.head_bell().ring();
+        self.tail_bell().ring();
+    }
+
+    /// Rings the proxy that bridges the region (a rank waiting for it to let go of the user's buffers).
+    pub fn wake_proxy(&self) {
+        self.ring_proxy();
+    }
+
+    fn closed(&self) -> bool {
+        self.direct.closed.load(Ordering::Acquire)
+    }
+
+    /// For a NET sender's proxy: the protocol and raw bytes (lines included for LL/LL128) of `step` once the
+    /// sender posted it (`tail > step`), `None` before: in the slot, or in the user's buffer for a direct step.
     pub fn posted(&self, step: u64) -> Option<(Protocol, &[u8])> {
         if self.tail().load(Ordering::Acquire) <= step {
             return None;
         }
         let (proto, len) = self.step_info(step);
         let proto = proto?;
-        // SAFETY: the sender will not touch the slot until `head` passes `step`.
-        Some((proto, unsafe { std::slice::from_raw_parts(self.slot(proto, step), len) }))
+        let at = match self.addr(step).load(Ordering::Relaxed) {
+            0 => self.slot(proto, step),
+            a => a as *mut u8,
+        };
+        // SAFETY: the sender will not touch the slot (or its buffer) until `head` passes `step`.
+        Some((proto, unsafe { std::slice::from_raw_parts(at, len) }))
+    }
+
+    /// For a NET receiver's proxy: where the rank wants `step` (Simple, `bytes` long) landed, claimed for the
+    /// proxy, or `None` (into the slot). The rank waits for the step before it touches that memory.
+    pub fn take_want(&self, step: u64, bytes: usize) -> Option<*mut u8> {
+        let w = &self.direct.wants[(step % NCCL_STEPS) as usize];
+        if !self.direct() || w.step.load(Ordering::Acquire) != step + 1 {
+            return None;
+        }
+        let at = w.addr.load(Ordering::Relaxed) as *mut u8;
+        if bytes as u64 > w.len.load(Ordering::Relaxed) {
+            return None;
+        }
+        w.step.compare_exchange(step + 1, TAKEN | (step + 1), Ordering::AcqRel, Ordering::Relaxed).ok()?;
+        Some(at)
+    }
+
+    /// For a NET receiver's proxy: publishes a Simple step of `bytes` received at `at` (`None`: in the slot).
+    pub fn landed(&self, step: u64, bytes: usize, at: Option<*mut u8>) {
+        self.addr(step).store(at.map_or(0, |a| a as u64), Ordering::Relaxed);
+        self.set_info(step, Protocol::Simple, bytes);
+        self.publish_tail(step + 1);
     }
 
     /// For a NET receiver's proxy: writes slot bytes received from the network into `step` and publishes it.
@@ -285,9 +383,25 @@ impl SendEnd {
 
     /// Publishes the current step and moves to the next.
     pub fn post(&mut self, proto: Protocol, slot_bytes: usize) {
+        self.mem.addr(self.step).store(0, Ordering::Relaxed);
         self.mem.set_info(self.step, proto, slot_bytes);
         self.mem.publish_tail(self.step + 1);
         self.step += 1;
+    }
+
+    /// Posts the current step (Simple) as the `len` bytes at `src`, which the proxy sends from there (the
+    /// connection must be [`ConnMem::direct`]). The caller keeps them unchanged until [`SendEnd::sent`].
+    pub fn post_at(&mut self, src: *const u8, len: usize) {
+        self.mem.addr(self.step).store(src as u64, Ordering::Relaxed);
+        self.mem.direct.until.store(self.step + 1, Ordering::Relaxed);
+        self.mem.set_info(self.step, Protocol::Simple, len);
+        self.mem.publish_tail(self.step + 1);
+        self.step += 1;
+    }
+
+    /// Whether the network is done with every step posted from the user's buffer (or let go of them).
+    pub fn sent(&self) -> bool {
+        self.mem.head().load(Ordering::Acquire) >= self.mem.direct.until.load(Ordering::Relaxed) || self.mem.closed()
     }
 }
 
@@ -295,6 +409,38 @@ impl RecvEnd {
     /// Whether the sender posted the current step (Simple; LL/LL128 readers look at the flags instead).
     pub fn has_data(&self) -> bool {
         self.mem.tail().load(Ordering::Acquire) > self.step
+    }
+
+    /// Asks the proxy to land the step `ahead` steps after the current one (Simple, at most `len` bytes) at
+    /// `dst` instead of the slot (the connection must be [`ConnMem::direct`], `ahead < NCCL_STEPS`);
+    /// [`RecvEnd::landed_at`] tells whether it did.
+    pub fn want(&self, ahead: u64, dst: *mut u8, len: usize) {
+        let step = self.step + ahead;
+        let w = &self.mem.direct.wants[(step % NCCL_STEPS) as usize];
+        w.addr.store(dst as u64, Ordering::Relaxed);
+        w.len.store(len as u64, Ordering::Relaxed);
+        w.step.store(step + 1, Ordering::Release);
+    }
+
+    /// Once the current step arrived: whether the proxy received it at `dst`.
+    pub fn landed_at(&self, dst: *const u8) -> bool {
+        self.mem.addr(self.step).load(Ordering::Relaxed) == dst as u64
+    }
+
+    /// Withdraws every [`RecvEnd::want`]: true once the proxy is sure not to write the user's buffers any more
+    /// (it never took a want, the steps it took arrived, or the proxy let go of the connection).
+    pub fn unwant(&self) -> bool {
+        self.mem.direct.wants.iter().all(|want| {
+            let mut w = want.step.load(Ordering::Acquire);
+            while w & TAKEN == 0 {
+                match want.step.compare_exchange(w, 0, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return true,
+                    Err(now) => w = now,
+                }
+            }
+            // Taken: the body of step `(w & !TAKEN) - 1` lands in the buffer; done once that step arrived.
+            self.mem.tail().load(Ordering::Acquire) >= w & !TAKEN || self.mem.closed()
+        })
     }
 
     /// Hands the current slot back to the sender and moves to the next step.

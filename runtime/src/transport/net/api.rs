@@ -82,6 +82,13 @@ pub trait Comm: Send + 'static {
     /// to [`Comm::set_bell`], or nothing: the proxy then looks again soon instead of sleeping).
     fn wake(&self, req: &Self::Request) -> Wake;
 
+    /// Whether `isend`/`irecv` take any memory of this process, registered or not (NET/Socket: sockets read
+    /// and write plain memory). The proxy then moves Simple steps straight from and into the user's buffers,
+    /// passing the connection buffer's registration, which such a network ignores.
+    fn any_memory(&self) -> bool {
+        false
+    }
+
     /// The proxy's bell, for a network whose own threads move bytes (NET/Socket helpers) to ring when they
     /// finish. Networks without such threads ignore it.
     fn set_bell(&mut self, _bell: std::sync::Arc<Doorbell>) {}

@@ -126,10 +126,23 @@ struct InFlight<C: Comm> {
     since: Instant,
     /// The call the step belongs to.
     seq: u64,
+    /// Sent from the user's buffer rather than the slot.
+    direct: bool,
+}
+
+/// Tells the rank, once the connection's network is gone, that no transfer touches its buffers any more.
+/// Declared after the network in a connection, so it drops after it (helper threads joined).
+struct LetGo(Arc<ConnMem>);
+
+impl Drop for LetGo {
+    fn drop(&mut self) {
+        self.0.close_direct();
+    }
 }
 
 struct SendConn<C: Comm> {
     net: C,
+    _let_go: LetGo,
     mem: Arc<ConnMem>,
     headers: Headers,
     /// Registrations: each protocol's buffer by protocol id, then the headers (`MR_HEADERS`).
@@ -146,12 +159,20 @@ enum RecvState<C: Comm> {
     /// Waiting for the rank to free the next slot.
     Credit,
     Header(C::Request),
-    /// The step's body: its receive (`None` until the network took it), protocol and length.
-    Body(Option<C::Request>, Protocol, usize),
+    /// The step's body: its receive (`None` until the network took it), protocol, length, and the user's
+    /// buffer it lands in when the rank asked for it there (Simple).
+    Body(Option<C::Request>, Protocol, usize, Option<UserPtr>),
 }
+
+/// An address in the rank's buffer, which the rank keeps alive until the step arrived or the connection let go.
+#[derive(Clone, Copy)]
+struct UserPtr(*mut u8);
+// SAFETY: only the proxy writes through it, while the rank waits for the step (see `ConnMem::take_want`).
+unsafe impl Send for UserPtr {}
 
 struct RecvConn<C: Comm> {
     net: C,
+    _let_go: LetGo,
     mem: Arc<ConnMem>,
     header: Box<[u8; HEADER_BYTES]>,
     /// Landing area for LL/LL128 steps, whose flags must be stored after their data; sized for the largest.
@@ -182,7 +203,20 @@ impl<C: Comm> SendConn<C> {
         let mut mrs =
             Protocol::ALL.iter().map(|&p| net.reg_mr(mem.slot(p, 0), sizes.of(p))).collect::<Result<Vec<_>, _>>()?;
         mrs.push(net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?);
-        Ok(SendConn { net, mem, headers, mrs, next: 0, inflight: VecDeque::new(), idle_since: Instant::now(), stats })
+        if net.any_memory() {
+            mem.enable_direct();
+        }
+        Ok(SendConn {
+            net,
+            _let_go: LetGo(mem.clone()),
+            mem,
+            headers,
+            mrs,
+            next: 0,
+            inflight: VecDeque::new(),
+            idle_since: Instant::now(),
+            stats,
+        })
     }
 
     fn progress(&mut self) -> Result<bool, ProxyError> {
@@ -203,6 +237,7 @@ impl<C: Comm> SendConn<C> {
                 break;
             }
             let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
+            let direct = proto == Protocol::Simple && bytes.as_ptr() != self.mem.slot(proto, self.next).cast_const();
             let seq = self.stats.current_seq();
             let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
             *h = header(proto, seq, bytes.len());
@@ -210,7 +245,7 @@ impl<C: Comm> SendConn<C> {
                 break;
             };
             self.stats.wait(seq, ProxyWait::WaitingForData, self.idle_since);
-            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now(), seq });
+            self.inflight.push_back(InFlight { head: Some(head), body: None, since: Instant::now(), seq, direct });
             self.next += 1;
             self.idle_since = Instant::now();
             self.stats.record(seq, |o| {
@@ -256,8 +291,12 @@ impl<C: Comm> RecvConn<C> {
             net.reg_mr(staging.as_mut_ptr(), staging.len())?,
             net.reg_mr(mem.slot(Protocol::Simple, 0), sizes.of(Protocol::Simple))?,
         ];
+        if net.any_memory() {
+            mem.enable_direct();
+        }
         Ok(RecvConn {
             net,
+            _let_go: LetGo(mem.clone()),
             mem,
             header,
             staging,
@@ -322,23 +361,24 @@ impl<C: Comm> RecvConn<C> {
                         o.n_steps += 1;
                         o.posted += 1;
                     });
-                    self.state = RecvState::Body(None, proto, len);
+                    // A Simple step the rank already waits for lands straight in its buffer.
+                    let at = (proto == Protocol::Simple).then(|| self.mem.take_want(self.step, len)).flatten();
+                    self.state = RecvState::Body(None, proto, len, at.map(UserPtr));
                 }
-                RecvState::Body(req @ None, proto, len) => {
-                    let (dst, mr) = if *proto == Protocol::Simple {
-                        (self.mem.slot(*proto, self.step), &self.mrs[MR_SIMPLE])
-                    } else {
-                        (self.staging.as_mut_ptr(), &self.mrs[MR_STAGING])
+                RecvState::Body(req @ None, proto, len, at) => {
+                    let (dst, mr) = match (*proto, *at) {
+                        (Protocol::Simple, Some(UserPtr(p))) => (p, &self.mrs[MR_SIMPLE]),
+                        (Protocol::Simple, None) => (self.mem.slot(*proto, self.step), &self.mrs[MR_SIMPLE]),
+                        _ => (self.staging.as_mut_ptr(), &self.mrs[MR_STAGING]),
                     };
                     let Some(r) = self.net.irecv(dst, *len, BODY_TAG, mr)? else { return Ok(moved) };
                     *req = Some(r);
                 }
-                RecvState::Body(Some(req), proto, _) => {
+                RecvState::Body(Some(req), proto, _, at) => {
                     let Some(n) = self.net.test(req)? else { return Ok(moved) };
                     let proto = *proto;
                     if proto == Protocol::Simple {
-                        self.mem.set_info(self.step, proto, n);
-                        self.mem.publish_tail(self.step + 1);
+                        self.mem.landed(self.step, n, at.map(|p| p.0));
                     } else {
                         self.mem.deposit(self.step, proto, &self.staging[..n]);
                     }
@@ -385,6 +425,8 @@ trait Conn: Send {
     fn busy(&self) -> bool;
     /// Whether nothing the rank posted is still waiting for the network.
     fn drained(&self) -> bool;
+    /// Whether a transfer in flight reads or writes the user's buffer (the rank waits for it to end).
+    fn on_user_memory(&self) -> bool;
     /// Adds the descriptors the connection waits on to `out`; false when it waits on something that offers
     /// none (the proxy must look again soon). Waiting for the rank needs none: the rank rings the doorbell.
     fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool;
@@ -402,6 +444,9 @@ impl<C: Comm> Conn for SendConn<C> {
     }
     fn drained(&self) -> bool {
         self.inflight.is_empty() && self.mem.posted(self.next).is_none()
+    }
+    fn on_user_memory(&self) -> bool {
+        self.inflight.iter().any(|f| f.direct)
     }
     fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
         if self.inflight.back().is_some_and(|f| f.body.is_none()) {
@@ -431,6 +476,9 @@ impl<C: Comm> Conn for RecvConn<C> {
     }
     fn drained(&self) -> bool {
         true
+    }
+    fn on_user_memory(&self) -> bool {
+        matches!(self.state, RecvState::Body(_, _, _, Some(_)))
     }
     fn wait_fds(&self, out: &mut Vec<FdWait>) -> bool {
         let req = match &self.state {
@@ -634,6 +682,11 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
             }
         }
         conns.retain(|e| e.leaving.is_none_or(|t| !e.conn.drained() && t.elapsed() < DRAIN_LIMIT));
+        // An aborted communicator's rank returns: connections still moving its buffers close first, so nothing
+        // touches them afterwards (the rank waits for that, see `Prims::finish`).
+        if abort.get().is_some_and(AbortHandle::is_aborted) {
+            conns.retain(|e| !e.conn.on_user_memory());
+        }
         if stop.load(Ordering::Acquire) && conns.is_empty() {
             return;
         }
@@ -750,16 +803,17 @@ mod tests {
         fn set_bell(&mut self, bell: Arc<Doorbell>) {
             self.inner.set_bell(bell);
         }
+        fn any_memory(&self) -> bool {
+            self.inner.any_memory()
+        }
     }
 
     fn fill(step: u64) -> Vec<u8> {
         (0..100 + 37 * step as usize).map(|i| (i as u64 * 7 + step) as u8).collect()
     }
 
-    /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
-    /// every byte. `refuse`: the network turns down every other transfer. `gap`: the sender idles that long
-    /// before each step, so the proxy has gone to sleep and must be woken. `env` sets up NET/Socket.
-    fn carry(env: &Env, steps: u64, refuse: bool, gap: Duration) {
+    /// A connection over real sockets driven by one proxy: its two ends, and the guards that keep it.
+    fn connected(env: &Env, refuse: bool) -> (SendEnd, RecvEnd, [ProxyGuard; 2]) {
         let net = NetSocket::discover(env).unwrap();
         let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
         let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
@@ -768,9 +822,16 @@ mod tests {
         let sizes = BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 };
         let (smem, rmem) = (Arc::new(ConnMem::anonymous(sizes).unwrap()), Arc::new(ConnMem::anonymous(sizes).unwrap()));
         let proxy = Proxy::new(0).unwrap();
-        let _s = proxy.add_send("Socket", Refusing { inner: send, refuse, turns: refuse }, smem.clone(), 0, 1).unwrap();
-        let _r = proxy.add_recv("Socket", Refusing { inner: recv, refuse, turns: refuse }, rmem.clone(), 0, 0).unwrap();
-        let (mut tx, mut rx) = (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 });
+        let s = proxy.add_send("Socket", Refusing { inner: send, refuse, turns: refuse }, smem.clone(), 0, 1).unwrap();
+        let r = proxy.add_recv("Socket", Refusing { inner: recv, refuse, turns: refuse }, rmem.clone(), 0, 0).unwrap();
+        (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 }, [s, r])
+    }
+
+    /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
+    /// every byte. `refuse`: the network turns down every other transfer. `gap`: the sender idles that long
+    /// before each step, so the proxy has gone to sleep and must be woken. `env` sets up NET/Socket.
+    fn carry(env: &Env, steps: u64, refuse: bool, gap: Duration) {
+        let (mut tx, mut rx, _guards) = connected(env, refuse);
         let start = Instant::now();
         while rx.step < steps {
             assert!(
@@ -812,5 +873,46 @@ mod tests {
         carry(&Env::default(), NCCL_STEPS + 2, false, Duration::from_millis(20));
         let helpers = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "2"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
         carry(&helpers, NCCL_STEPS + 2, false, Duration::from_millis(20));
+    }
+
+    /// Waits (bounded) until `ready`.
+    fn until(what: &str, mut ready: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !ready() {
+            assert!(start.elapsed() < Duration::from_secs(30), "{what} never happened");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn direct_steps_go_from_and_into_the_users_buffers() {
+        // With and without helper threads, and with a network that defers transfers.
+        let helpers = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "2"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
+        for (env, refuse) in [(Env::default(), false), (helpers, false), (Env::default(), true)] {
+            let (mut tx, mut rx, _guards) = connected(&env, refuse);
+            assert!(tx.mem.direct() && rx.mem.direct(), "NET/Socket takes any memory");
+            let steps = 2 * NCCL_STEPS + 1;
+            let src: Vec<Vec<u8>> = (0..steps).map(fill).collect();
+            let mut dst: Vec<Vec<u8>> = src.iter().map(|b| vec![0u8; b.len()]).collect();
+            for s in 0..steps as usize {
+                // Asked for before it was sent: the proxy finds the want when the header arrives.
+                rx.want(0, dst[s].as_mut_ptr(), dst[s].len());
+                until("credit", || tx.has_credit());
+                tx.post_at(src[s].as_ptr(), src[s].len());
+                until("the step", || rx.has_data());
+                assert!(rx.landed_at(dst[s].as_ptr()), "step {s} went through the slot");
+                assert_eq!(dst[s], src[s], "step {s}");
+                rx.release();
+                until("the send's completion", || tx.sent());
+            }
+            // A step longer than the room asked for lands in the slot, where the rank refuses it by its size.
+            let mut small = [0u8; 10];
+            rx.want(0, small.as_mut_ptr(), small.len());
+            tx.post_at(src[0].as_ptr(), src[0].len());
+            until("the long step", || rx.has_data());
+            assert!(!rx.landed_at(small.as_ptr()) && small == [0; 10]);
+            assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), src[0].len()));
+            assert!(rx.unwant(), "every want is settled");
+        }
     }
 }

@@ -665,6 +665,10 @@ impl api::Comm for NetComm {
     fn set_bell(&mut self, bell: Arc<api::Doorbell>) {
         let _ = self.bell.set(bell);
     }
+
+    fn any_memory(&self) -> bool {
+        true
+    }
 }
 
 /// NET/Socket's row in [`super::NETWORKS`]: always built, and it finds a device on any host with an interface.
