@@ -401,7 +401,9 @@ impl SendEnd {
 
     /// Whether the network is done with every step posted from the user's buffer (or let go of them).
     pub fn sent(&self) -> bool {
-        self.mem.head().load(Ordering::Acquire) >= self.mem.direct.until.load(Ordering::Relaxed) || self.mem.closed()
+        !self.mem.direct()
+            || self.mem.head().load(Ordering::Acquire) >= self.mem.direct.until.load(Ordering::Relaxed)
+            || self.mem.closed()
     }
 }
 
@@ -430,17 +432,18 @@ impl RecvEnd {
     /// Withdraws every [`RecvEnd::want`]: true once the proxy is sure not to write the user's buffers any more
     /// (it never took a want, the steps it took arrived, or the proxy let go of the connection).
     pub fn unwant(&self) -> bool {
-        self.mem.direct.wants.iter().all(|want| {
-            let mut w = want.step.load(Ordering::Acquire);
-            while w & TAKEN == 0 {
-                match want.step.compare_exchange(w, 0, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return true,
-                    Err(now) => w = now,
+        !self.mem.direct()
+            || self.mem.direct.wants.iter().all(|want| {
+                let mut w = want.step.load(Ordering::Acquire);
+                while w & TAKEN == 0 {
+                    match want.step.compare_exchange(w, 0, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => return true,
+                        Err(now) => w = now,
+                    }
                 }
-            }
-            // Taken: the body of step `(w & !TAKEN) - 1` lands in the buffer; done once that step arrived.
-            self.mem.tail().load(Ordering::Acquire) >= w & !TAKEN || self.mem.closed()
-        })
+                // Taken: the body of step `(w & !TAKEN) - 1` lands in the buffer; done once that step arrived.
+                self.mem.tail().load(Ordering::Acquire) >= w & !TAKEN || self.mem.closed()
+            })
     }
 
     /// Hands the current slot back to the sender and moves to the next step.
