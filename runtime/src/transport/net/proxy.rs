@@ -915,4 +915,31 @@ mod tests {
             assert!(rx.unwant(), "every want is settled");
         }
     }
+
+    #[test]
+    fn an_aborted_communicators_proxy_lets_go_of_a_buffer_it_receives_into() {
+        let net = NetSocket::discover(&Env::default()).unwrap();
+        let ctl = SetupCtl { timeout: Duration::from_secs(10), abort: Arc::new(AtomicBool::new(false)) };
+        let (listener, handle) = Net::listen(&net, 0, &ctl).unwrap();
+        let mut send = Net::connect(&net, 0, &handle, &ctl).unwrap();
+        let recv = Listen::accept(listener).unwrap();
+        let mem = Arc::new(ConnMem::anonymous(BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 }).unwrap());
+        let proxy = Proxy::new(0).unwrap();
+        let (records, abort) = (Arc::new(Records::new(0, 1, None)), AbortHandle::default());
+        proxy.attach(records.clone(), abort.clone());
+        let _guard = proxy.add_recv("Socket", recv, mem.clone(), 0, 1).unwrap();
+        let rx = RecvEnd { mem, peer: 1, step: 0 };
+        let mut buf = vec![0u8; 100];
+        rx.want(0, buf.as_mut_ptr(), buf.len());
+        // A peer that sends a step's header and never its body: the proxy waits to receive it into `buf`.
+        let h = header(Protocol::Simple, 0, buf.len());
+        let mut req = send.isend(h.as_ptr(), h.len());
+        until("the header's send", || send.test(&mut req).unwrap().is_some());
+        until("the header's arrival", || records.proxy_ops().iter().any(|o| o.posted == 1));
+        assert!(!rx.unwant(), "the proxy took the want: the buffer is still its");
+        abort.abort("a peer failed");
+        rx.mem.wake_proxy();
+        until("the proxy letting go", || rx.unwant());
+        assert!(!rx.has_data() && buf.iter().all(|&b| b == 0));
+    }
 }
