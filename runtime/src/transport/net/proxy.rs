@@ -134,6 +134,16 @@ struct InFlight<C: Comm> {
 /// Declared after the network in a connection, so it drops after it (helper threads joined).
 struct LetGo(Arc<ConnMem>);
 
+impl LetGo {
+    /// Lets steps of `mem` travel between the user's buffers and `net` when it takes any memory.
+    fn new<C: Comm>(net: &C, mem: &Arc<ConnMem>) -> LetGo {
+        if net.any_memory() {
+            mem.enable_direct();
+        }
+        LetGo(mem.clone())
+    }
+}
+
 impl Drop for LetGo {
     fn drop(&mut self) {
         self.0.close_direct();
@@ -203,12 +213,9 @@ impl<C: Comm> SendConn<C> {
         let mut mrs =
             Protocol::ALL.iter().map(|&p| net.reg_mr(mem.slot(p, 0), sizes.of(p))).collect::<Result<Vec<_>, _>>()?;
         mrs.push(net.reg_mr(headers.as_mut_ptr().cast(), std::mem::size_of_val(&*headers))?);
-        if net.any_memory() {
-            mem.enable_direct();
-        }
         Ok(SendConn {
+            _let_go: LetGo::new(&net, &mem),
             net,
-            _let_go: LetGo(mem.clone()),
             mem,
             headers,
             mrs,
@@ -291,12 +298,9 @@ impl<C: Comm> RecvConn<C> {
             net.reg_mr(staging.as_mut_ptr(), staging.len())?,
             net.reg_mr(mem.slot(Protocol::Simple, 0), sizes.of(Protocol::Simple))?,
         ];
-        if net.any_memory() {
-            mem.enable_direct();
-        }
         Ok(RecvConn {
+            _let_go: LetGo::new(&net, &mem),
             net,
-            _let_go: LetGo(mem.clone()),
             mem,
             header,
             staging,
