@@ -8,8 +8,8 @@ use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
-    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, OpRecord, Protocol, ProxyOp,
-    Snapshot, Source, Transport,
+    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
+    ProfilerCounters, Protocol, ProxyOp, Snapshot, Source, Transport,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +76,35 @@ fn proxy_delta(now: &ProxyOp, before: Option<&ProxyOp>) -> ProxyOp {
         done: now.done.saturating_sub(b.done),
         waits: now.waits.iter().map(|(w, t)| (*w, (t - waited(*w)).max(0.0))).collect(),
         ..now.clone()
+    }
+}
+
+/// What `now` (a channel's totals) adds to `before` (its totals as kept).
+fn kernel_growth(now: &KernelChannel, before: Option<&KernelChannel>) -> KernelChannel {
+    let b = before.filter(|b| b.calls <= now.calls);
+    KernelChannel {
+        calls: now.calls - b.map_or(0, |b| b.calls),
+        gpu_seconds: (now.gpu_seconds - b.map_or(0.0, |b| b.gpu_seconds)).max(0.0),
+        ..now.clone()
+    }
+}
+
+/// What `now` (the profiler plugin's totals) adds to `before`; `disabled` as it is now.
+fn profiler_growth(now: &ProfilerCounters, before: Option<&ProfilerCounters>) -> ProfilerCounters {
+    let b = before.cloned().unwrap_or_default();
+    let secs = |n: f64, b: f64| (n - b).max(0.0);
+    ProfilerCounters {
+        dropped_events: now.dropped_events.saturating_sub(b.dropped_events),
+        dropped_records: now.dropped_records.saturating_sub(b.dropped_records),
+        orphan_events: now.orphan_events.saturating_sub(b.orphan_events),
+        unsupported_calls: now.unsupported_calls.saturating_sub(b.unsupported_calls),
+        misused_handles: now.misused_handles.saturating_sub(b.misused_handles),
+        disabled: now.disabled,
+        proxy_sleep_seconds: secs(now.proxy_sleep_seconds, b.proxy_sleep_seconds),
+        proxy_idle_seconds: secs(now.proxy_idle_seconds, b.proxy_idle_seconds),
+        proxy_active_seconds: secs(now.proxy_active_seconds, b.proxy_active_seconds),
+        proxy_append_seconds: secs(now.proxy_append_seconds, b.proxy_append_seconds),
+        proxy_appended_ops: now.proxy_appended_ops.saturating_sub(b.proxy_appended_ops),
     }
 }
 
@@ -153,8 +182,8 @@ impl State {
             Event::OpCompleted(op) => {
                 let calls = Calls::of(op);
                 self.sinks(|s| s.calls(&calls));
-                // The runtime's calls carry the tuner's choice.
-                if let (Source::Runtime, Some(algo), Some(proto)) = (&self.snap.source, op.algo, op.proto) {
+                // The runtime's (and NCCL's, through the profiler plugin) calls carry the tuner's choice.
+                if let (true, Some(algo), Some(proto)) = (self.calls_carry_choice(), op.algo, op.proto) {
                     self.sinks(|s| s.decided(op.coll, algo, proto, Some(op.rank), 1));
                 }
                 self.span(op);
@@ -176,7 +205,15 @@ impl State {
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
             Event::Connection(c) => self.learn_links(c),
             // The runtime's calls count its choices (above); its decisions (one per size) only fill the model.
-            Event::Decision(d) if self.snap.source != Source::Runtime => self.sinks(|s| s.decision(d)),
+            Event::Decision(d) if !self.calls_carry_choice() => self.sinks(|s| s.decision(d)),
+            Event::KernelChannel(k) => {
+                let grown = kernel_growth(k, self.snap.kernel_channel(k));
+                self.sinks(|s| s.kernel_channel(&grown));
+            }
+            Event::Profiler(c) => {
+                let grown = profiler_growth(c, self.snap.profiler.as_ref());
+                self.sinks(|s| s.profiler(&grown));
+            }
             Event::Warning(w) => self.sinks(|s| s.error(w)),
             Event::OpEnqueued(_)
             | Event::Communicator(_)
@@ -198,6 +235,11 @@ impl State {
             self.sinks(|s| s.in_flight(rank, -1));
         }
         self.publish(ev);
+    }
+
+    /// Whether completed calls carry the tuner's choice (live sources do; a log's decisions are its own lines).
+    fn calls_carry_choice(&self) -> bool {
+        matches!(self.snap.source, Source::Runtime | Source::Profiler)
     }
 
     /// A finished call's span.
