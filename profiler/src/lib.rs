@@ -15,16 +15,18 @@
 pub mod abi;
 mod clock;
 mod event;
+mod feed;
 mod machine;
 mod names;
 mod output;
 mod plugin;
 mod pool;
 mod record;
+mod rendezvous;
 mod settings;
 mod sink;
 
-pub use output::{Output, Sink};
+pub use output::Sink;
 pub use plugin::{counters, Counters};
 pub use settings::DEFAULT_MASK;
 pub use sink::{DumpError, JsonlSink};

@@ -38,12 +38,7 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
     let whose = info.map_or_else(|| "ranks of this process".to_string(), |i| format!("rank {}", i.rank));
     let url = t.url();
     // The other ranks reach this one at the address it serves on; a wildcard one by this host's name.
-    let reachable = if t.addr().ip().is_unspecified() {
-        format!("http://{}:{}", collscope_debug::sys::hostname(), t.addr().port())
-    } else {
-        url.clone()
-    };
-    recorder::global().set_endpoint(reachable);
+    recorder::global().set_endpoint(t.reachable_url());
     let aggregate = if cfg.aggregate_peers.is_empty() { String::new() } else { format!(", {url}/metrics/aggregate") };
     println!(
         "collscope: telemetry for {whose} at {url}/metrics{aggregate}, {url}/api/v1/snapshot, {url}/api/v1/events"
