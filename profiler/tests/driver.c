@@ -260,6 +260,29 @@ static void* proxyThread(void* arg) {
   return NULL;
 }
 
+/* AllReduce, 1 MiB of float, on 2 channels over the network: the proxy thread's share runs beside the launch. */
+static void networkAllReduce(struct ops* o, void* ctx, const char* algo, const char* proto) {
+  void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, algo, proto);
+  CHECK(coll != NULL, "coll handle");
+  struct proxyWork w = {o, ctx, coll};
+  pthread_t proxy;
+  pthread_create(&proxy, NULL, proxyThread, &w);
+  CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
+  pthread_join(proxy, NULL);
+}
+
+/* The proxy thread sleeps 2 ms, as its ProxyCtrl events report it. */
+static void proxySleep(struct ops* o, void* ctx) {
+  ncclProfilerEventStateArgs_v4_t a;
+  memset(&a, 0, sizeof(a));
+  void* c = o->simple(ctx, ncclProfileProxyCtrl);
+  CHECK(c != NULL, "proxy ctrl handle");
+  o->record(c, ncclProfilerProxyCtrlSleep, &a);
+  pause_us(2000);
+  o->record(c, ncclProfilerProxyCtrlWakeup, &a);
+  o->stop(c);
+}
+
 static void scenario(struct ops* o) {
   char name[32];
   snprintf(name, sizeof(name), "driver-v%d", o->version);
@@ -278,14 +301,7 @@ static void scenario(struct ops* o) {
     CHECK(o->simple(ctx, ncclProfileCollApi) == NULL, "coll API handle");
   }
 
-  /* AllReduce, 1 MiB of float, Ring/Simple on 2 channels, over the network. */
-  void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, "RING", "SIMPLE");
-  CHECK(coll != NULL, "coll handle");
-  struct proxyWork w = {o, ctx, coll};
-  pthread_t proxy;
-  pthread_create(&proxy, NULL, proxyThread, &w);
-  CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
-  pthread_join(proxy, NULL);
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
 
   /* Send to rank 2 and receive from rank 0: one channel each, a kernel channel each. */
   void* snd = o->p2p(ctx, "Send", 1000, "ncclBfloat16", 2, 1);
@@ -316,13 +332,8 @@ static void scenario(struct ops* o) {
   if (eActivationMask & ncclProfileProxyCtrl) {
     ncclProfilerEventStateArgs_v4_t a;
     memset(&a, 0, sizeof(a));
+    proxySleep(o, ctx);
     void* c = o->simple(ctx, ncclProfileProxyCtrl);
-    CHECK(c != NULL, "proxy ctrl handle");
-    o->record(c, ncclProfilerProxyCtrlSleep, &a);
-    pause_us(2000);
-    o->record(c, ncclProfilerProxyCtrlWakeup, &a);
-    o->stop(c);
-    c = o->simple(ctx, ncclProfileProxyCtrl);
     o->record(c, ncclProfilerProxyCtrlAppend, &a);
     a.proxyCtrl.appendedProxyOps = 3;
     o->record(c, ncclProfilerProxyCtrlAppendEnd, &a);
@@ -338,25 +349,10 @@ static void scenario(struct ops* o) {
 static void hold(struct ops* o, const char* release) {
   void* ctx = NULL;
   CHECK(o->init(&ctx, "held", 0x4e1d) == ncclSuccess && ctx != NULL, "init");
-  const char* algos[3][2] = {{"RING", "SIMPLE"}, {"RING", "SIMPLE"}, {"TREE", "LL"}};
-  for (int i = 0; i < 3; i++) {
-    void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, algos[i][0], algos[i][1]);
-    CHECK(coll != NULL, "coll handle");
-    struct proxyWork w = {o, ctx, coll};
-    pthread_t proxy;
-    pthread_create(&proxy, NULL, proxyThread, &w);
-    CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
-    pthread_join(proxy, NULL);
-  }
-  if (eActivationMask & ncclProfileProxyCtrl) {
-    ncclProfilerEventStateArgs_v4_t a;
-    memset(&a, 0, sizeof(a));
-    void* c = o->simple(ctx, ncclProfileProxyCtrl);
-    o->record(c, ncclProfilerProxyCtrlSleep, &a);
-    pause_us(2000);
-    o->record(c, ncclProfilerProxyCtrlWakeup, &a);
-    o->stop(c);
-  }
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
+  networkAllReduce(o, ctx, "TREE", "LL");
+  if (eActivationMask & ncclProfileProxyCtrl) proxySleep(o, ctx);
   printf("held\n");
   fflush(stdout);
   for (int i = 0; i < 600 && access(release, F_OK) != 0; i++) pause_us(100000);
