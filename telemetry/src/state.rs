@@ -79,14 +79,13 @@ fn proxy_delta(now: &ProxyOp, before: Option<&ProxyOp>) -> ProxyOp {
     }
 }
 
-/// What `now` (a channel's totals) adds to `before` (its totals as kept).
+/// What `now` (a channel's totals) adds to `before` (its totals as kept); a late report, behind them, adds nothing.
 fn kernel_growth(now: &KernelChannel, before: Option<&KernelChannel>) -> KernelChannel {
-    let b = before.filter(|b| b.calls <= now.calls);
-    KernelChannel {
-        calls: now.calls - b.map_or(0, |b| b.calls),
-        gpu_seconds: (now.gpu_seconds - b.map_or(0.0, |b| b.gpu_seconds)).max(0.0),
-        ..now.clone()
+    let (calls, secs) = before.map_or((0, 0.0), |b| (b.calls, b.gpu_seconds));
+    if calls > now.calls {
+        return KernelChannel { calls: 0, gpu_seconds: 0.0, ..now.clone() };
     }
+    KernelChannel { calls: now.calls - calls, gpu_seconds: (now.gpu_seconds - secs).max(0.0), ..now.clone() }
 }
 
 /// What `now` (the profiler plugin's totals) adds to `before`; `disabled` as it is now.
@@ -462,6 +461,40 @@ mod tests {
 
     fn state(limits: Bounds) -> State {
         State::new(Source::Runtime, limits, None).unwrap()
+    }
+
+    #[test]
+    fn totals_from_the_profiler_plugin_count_what_they_grew_by() {
+        let mut st = State::new(Source::Profiler, Bounds::default(), None).unwrap();
+        let k = |calls, gpu_seconds| {
+            Event::KernelChannel(collscope_model::KernelChannel {
+                comm: Some("c".into()),
+                rank: 1,
+                channel: 2,
+                calls,
+                gpu_seconds,
+            })
+        };
+        st.apply(k(1, 0.25));
+        st.apply(k(3, 0.75));
+        st.apply(k(2, 0.5)); // late: less than already counted
+        let p = |sleep, dropped| {
+            Event::Profiler(ProfilerCounters {
+                proxy_sleep_seconds: sleep,
+                dropped_records: dropped,
+                ..Default::default()
+            })
+        };
+        st.apply(p(0.5, 1));
+        st.apply(p(1.5, 4));
+        st.apply(Event::OpCompleted(op(1, 1, 1 << 20, OpState::Completed)));
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_kernel_channel_seconds_total{channel=\"2\",rank=\"1\"}"), Some(0.75));
+        assert_eq!(value(&text, "collscope_proxy_thread_seconds_total{state=\"sleep\"}"), Some(1.5));
+        assert_eq!(value(&text, "collscope_profiler_events_lost_total{reason=\"ring_full\"}"), Some(4.0));
+        assert_eq!(value(&text, "collscope_profiler_disabled"), Some(0.0));
+        let d = "{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"1\"}";
+        assert_eq!(value(&text, &format!("collscope_tuning_decisions_total{d}")), Some(1.0), "NCCL's choice, per call");
     }
 
     #[test]
