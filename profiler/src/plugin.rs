@@ -382,9 +382,11 @@ impl Plugin {
                 }
                 st.past = Counters { calls_in_flight: 0, ..past };
             }
-            // NCCL may unload the library now: the server's thread ends first, with the last events taken.
+            // NCCL may unload the library now: the server's thread ends first, with the last events taken. A
+            // later server (a new communicator) starts from the counters as they are then.
             let server = st.server.take();
             drop(st);
+            *lock(&self.reported) = Reported::default();
             if let Some(Err(e)) = server.map(|s| s.telemetry.shutdown()) {
                 self.log(NCCL_LOG_WARN, &format!("collscope profiler: telemetry's last export: {e}"));
             }
