@@ -377,13 +377,14 @@ fn watch(
     (rx, h)
 }
 
-fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32) -> Held {
+fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32, extra: &[(&str, &Path)]) -> Held {
     let (rank, nranks) = (rank.to_string(), nranks.to_string());
-    let env = [
+    let mut env = vec![
         ("DRIVER_RANK", Path::new(&rank)),
         ("DRIVER_NRANKS", Path::new(&nranks)),
         ("NCCL_PROFILE_EVENT_MASK", Path::new("127")),
     ];
+    env.extend_from_slice(extra);
     let mut cmd = driver_cmd(&["hold".as_ref(), release.as_os_str()], rendezvous, &env);
     let mut proc = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), LIMIT);
     let (url, stderr) =
@@ -426,7 +427,7 @@ fn poll(url: &str, ready: impl Fn(&str) -> bool) -> String {
 fn the_plugin_serves_collscopes_telemetry_while_nccl_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
-    let mut held = hold(&release, &rendezvous, 1, 1);
+    let mut held = hold(&release, &rendezvous, 1, 1, &[]);
     let metrics = format!("{}/metrics", held.url);
     let text = poll(&metrics, |t| series(t, "collscope_proxy_thread_seconds_total", &[r#"state="sleep""#]).is_some());
     let ops = |algo: &str, proto: &str| {
@@ -476,7 +477,7 @@ fn the_plugin_serves_collscopes_telemetry_while_nccl_runs() {
 fn two_ranks_find_each_other_through_the_rendezvous_folder_and_the_job_view_shows_both() {
     let dir = tempfile::tempdir().unwrap();
     let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
-    let ranks: Vec<Held> = (0..2).map(|r| hold(&release, &rendezvous, r, 2)).collect();
+    let ranks: Vec<Held> = (0..2).map(|r| hold(&release, &rendezvous, r, 2, &[])).collect();
     let job_url = format!("{}/api/v1/job", ranks[0].url);
     let body = poll(&job_url, |t| serde_json::from_str::<JobView>(t).is_ok_and(|j| j.ranks.len() == 2));
     let job: JobView = serde_json::from_str(&body).unwrap();
@@ -513,4 +514,61 @@ fn a_taken_port_is_one_warning_and_nccl_carries_on_with_the_dump() {
     let out = run(&["scenario"], &[("COLLSCOPE_PROFILER_METRICS", Path::new("0"))]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("telemetry"), "switched off: no server, no line");
+}
+
+/// An OTLP/HTTP receiver: each request's path and body, answered 200.
+fn otlp_receiver() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut r = BufReader::new(conn);
+            let mut head = Vec::new();
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                head.push(std::mem::take(&mut line));
+            }
+            let path = head.first().and_then(|l| l.split(' ').nth(1)).unwrap_or("").to_string();
+            let len = head
+                .iter()
+                .find_map(|h| h.to_ascii_lowercase().strip_prefix("content-length:")?.trim().parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; len];
+            if r.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = std::io::Write::write_all(
+                r.get_mut(),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            if tx.send((path, body)).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn with_an_otlp_endpoint_the_plugin_pushes_its_metrics_there_by_the_last_finalize() {
+    let (endpoint, received) = otlp_receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+    let otel = [("OTEL_EXPORTER_OTLP_ENDPOINT", Path::new(&endpoint)), ("OTEL_SERVICE_NAME", Path::new("trainer"))];
+    let mut held = hold(&release, &rendezvous, 0, 1, &otel);
+    std::fs::write(&release, "").unwrap();
+    let status = held.proc.wait();
+    let log = held.stderr.join().unwrap();
+    assert!(status.success(), "{log}");
+    let metrics: Vec<Vec<u8>> = received.try_iter().filter(|(p, _)| p == "/v1/metrics").map(|(_, b)| b).collect();
+    let has = |b: &[u8], s: &str| b.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(
+        metrics.iter().any(|b| has(b, "collscope.collective.operations") && has(b, "trainer")),
+        "the last export carries the calls, as service 'trainer' ({} metric exports):\n{log}",
+        metrics.len()
+    );
+    assert!(metrics.iter().any(|b| has(b, "collscope.kernel.channel.time")), "{log}");
 }
