@@ -149,9 +149,13 @@ impl<'a> Prims<'a> {
             }
             let inputs = &inputs[..ninputs];
             if self.proto == Protocol::Simple {
-                // A step that is the local source as it is goes to a peer in this address space as its address:
-                // the peer reads it there, one copy instead of two (NCCL 2.28.9 P2P read).
-                let direct = src.filter(|_| from.is_empty() && !post).map(|s| s.add(off));
+                // A peer in this address space reads the step where this rank has it anyway, instead of in a
+                // copy in its slot (NCCL 2.28.9 P2P read): in the destination once written (a result is final
+                // there for the rest of the call), else in the local source when the step is that as it is.
+                let direct = match dst {
+                    Some(d) => Some(d.add(off) as *const u8),
+                    None => src.filter(|_| from.is_empty() && !post).map(|s| s.add(off)),
+                };
                 // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
