@@ -160,7 +160,7 @@ def main(directory):
         cs, _ = load(directory, f"cs-shm-{n}-large")
         mpi, _ = load(directory, f"mpi-{n}-large")
         for s in sizes(64 * KB, 64 * MB, cs, mpi):
-            need = 1.5 if s >= 16 * MB else 1.0
+            need = 1.5 if s >= 16 * MB else 1.2
             rep.row(f"SHM {n} ranks busbw vs Open MPI", s, median_of(cs, s, "ip_busbw"),
                     median_of(mpi, s, "ip_busbw"), "GB/s", need)
         mem_shares(f"SHM {n} ranks AllReduce", cs, membw, cores, "all_reduce", n, 64 * KB, 64 * MB)
