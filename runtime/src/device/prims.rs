@@ -43,6 +43,8 @@ pub struct Scratch {
     out: Vec<u64>,
     /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
     moved: Vec<(u32, bool, u64)>,
+    /// Peers that read a step of the current call in this rank's buffer: the call ends only once they did.
+    direct: Vec<u32>,
 }
 
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
@@ -92,6 +94,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
+        ch.scratch.direct.clear();
         Prims { ch, proto, dt, op, nranks, w, piece }
     }
 
@@ -146,7 +149,14 @@ impl<'a> Prims<'a> {
             }
             let inputs = &inputs[..ninputs];
             if self.proto == Protocol::Simple {
-                // Outputs are the destination and each peer's slot, written straight from the inputs.
+                // A peer in this address space reads the step where this rank has it anyway, instead of in a
+                // copy in its slot (NCCL 2.28.9 P2P read): in the destination once written (a result is final
+                // there for the rest of the call), else in the local source when the step is that as it is.
+                let direct = match dst {
+                    Some(d) => Some(d.add(off) as *const u8),
+                    None => src.filter(|_| from.is_empty() && !post).map(|s| s.add(off)),
+                };
+                // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
                 if let Some(d) = dst {
@@ -154,20 +164,27 @@ impl<'a> Prims<'a> {
                     n = 1;
                 }
                 for p in to {
-                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
                     let e = self.send_end(*p);
+                    if direct.is_some() && e.mem.direct() {
+                        continue;
+                    }
+                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
                     outs[n] = e.mem.slot(Protocol::Simple, e.step);
                     n += 1;
                 }
                 self.combine(inputs, &outs[..n], len, post);
-                for (i, p) in to.iter().enumerate() {
-                    let slot = outs[i + dst.is_some() as usize];
-                    write_step(
-                        self.ch.send.get_mut(p).expect("primitive on an unconnected peer"),
-                        self.proto,
-                        slot,
-                        len,
-                    );
+                let mut slots = outs[dst.is_some() as usize..n].iter();
+                for p in to {
+                    let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
+                    match direct {
+                        Some(s) if e.mem.direct() => {
+                            e.post_direct(s, len);
+                            if !self.ch.scratch.direct.contains(p) {
+                                self.ch.scratch.direct.push(*p);
+                            }
+                        }
+                        _ => write_step(e, self.proto, *slots.next().expect("a slot per peer"), len),
+                    }
                 }
             } else {
                 // LL/LL128 lines are formatted from one contiguous result.
@@ -232,6 +249,20 @@ impl<'a> Prims<'a> {
             }
             b += n;
         }
+    }
+
+    /// Waits until every peer that reads steps of this call in this rank's buffers has read them, so the
+    /// caller may change the buffers once the call returns.
+    pub fn finish(&self) -> Result<()> {
+        for p in &self.ch.scratch.direct {
+            let e = self.send_end(*p);
+            self.w.wait_on(
+                e.mem.head_bell(),
+                || e.consumed(),
+                || format!("rank {} to read this rank's buffer on channel {} (step {})", e.peer, self.ch.id, e.step),
+            )?;
+        }
+        Ok(())
     }
 
     fn send_end(&self, peer: u32) -> &SendEnd {

@@ -34,6 +34,8 @@ const CACHE_LINE: usize = 128;
 const OFF_TAIL: usize = 0;
 const OFF_HEAD: usize = CACHE_LINE;
 const OFF_INFO: usize = 2 * CACHE_LINE;
+/// Per-slot address of a step the receiver reads in the sender's own buffer (0: the step is in the slot).
+const OFF_DIRECT: usize = 3 * CACHE_LINE;
 /// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
 const SLEEPERS: usize = 8;
 /// Bytes before the first buffer: the counters, the per-slot info fifo, padding to a page.
@@ -116,6 +118,9 @@ pub struct ConnMem {
     _owner: Option<Box<dyn Send + Sync>>,
     /// NET: the proxy that bridges this region, rung whenever a counter moves.
     proxy_bell: OnceLock<Arc<Doorbell>>,
+    /// Both sides share one address space (P2P between threads): a Simple step may be posted as the address
+    /// of the sender's buffer instead of a copy in the slot (NCCL 2.28.9 `src/transport/p2p.cc`, P2P read).
+    direct: bool,
 }
 
 // SAFETY: the region is only accessed through atomics (counters, LL/LL128 flags) or through slots whose
@@ -134,7 +139,18 @@ impl ConnMem {
     /// A region over an existing mapping of at least `sizes.region_bytes()` zeroed bytes.
     pub fn from_map(mut map: MmapMut, sizes: BufSizes, owner: Option<Box<dyn Send + Sync>>) -> Self {
         assert!(map.len() >= sizes.region_bytes(), "connection mapping smaller than its layout");
-        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner, proxy_bell: OnceLock::new() }
+        ConnMem { base: map.as_mut_ptr(), sizes, _map: map, _owner: owner, proxy_bell: OnceLock::new(), direct: false }
+    }
+
+    /// The same region, its receiver allowed to read a step in the sender's buffer: only for ranks that share
+    /// an address space.
+    pub fn with_direct_reads(self) -> Self {
+        ConnMem { direct: true, ..self }
+    }
+
+    /// Whether a step may be posted as the address of the sender's buffer.
+    pub fn direct(&self) -> bool {
+        self.direct
     }
 
     pub fn sizes(&self) -> BufSizes {
@@ -206,6 +222,10 @@ impl ConnMem {
         let slot_bytes = self.sizes.of(proto) / NCCL_STEPS as usize;
         // SAFETY: in bounds by construction of the layout.
         unsafe { self.base.add(self.sizes.offset(proto) + slot_bytes * (step % NCCL_STEPS) as usize) }
+    }
+
+    fn direct_word(&self, step: u64) -> &AtomicU64 {
+        self.counter(OFF_DIRECT + 8 * (step % NCCL_STEPS) as usize)
     }
 
     /// Records what slot `step` holds; the sender calls this before publishing `tail = step + 1`.
@@ -283,9 +303,28 @@ impl SendEnd {
         self.mem.head().load(Ordering::Acquire) + NCCL_STEPS > self.step
     }
 
+    /// Whether the receiver released every step posted so far.
+    pub fn consumed(&self) -> bool {
+        self.mem.head().load(Ordering::Acquire) >= self.step
+    }
+
     /// Publishes the current step and moves to the next.
     pub fn post(&mut self, proto: Protocol, slot_bytes: usize) {
+        if self.mem.direct {
+            self.mem.direct_word(self.step).store(0, Ordering::Relaxed);
+        }
         self.mem.set_info(self.step, proto, slot_bytes);
+        self.mem.publish_tail(self.step + 1);
+        self.step += 1;
+    }
+
+    /// Publishes the current step as `len` bytes (Simple) the receiver reads at `src`, in the sender's own
+    /// buffer, and moves to the next. Credit must be held, and `src` must stay unchanged until the receiver
+    /// released the step (`head` passed it, see [`SendEnd::consumed`]).
+    pub fn post_direct(&mut self, src: *const u8, len: usize) {
+        debug_assert!(self.mem.direct, "a direct step on a connection across address spaces");
+        self.mem.direct_word(self.step).store(src as u64, Ordering::Relaxed);
+        self.mem.set_info(self.step, Protocol::Simple, len);
         self.mem.publish_tail(self.step + 1);
         self.step += 1;
     }
@@ -295,6 +334,17 @@ impl RecvEnd {
     /// Whether the sender posted the current step (Simple; LL/LL128 readers look at the flags instead).
     pub fn has_data(&self) -> bool {
         self.mem.tail().load(Ordering::Acquire) > self.step
+    }
+
+    /// Where the current step's payload is: the sender's buffer for a direct step, else its slot. Meaningful
+    /// once the step is posted.
+    pub fn payload(&self, proto: Protocol) -> *const u8 {
+        let direct = if self.mem.direct { self.mem.direct_word(self.step).load(Ordering::Relaxed) } else { 0 };
+        if direct != 0 {
+            direct as *const u8
+        } else {
+            self.mem.slot(proto, self.step)
+        }
     }
 
     /// Hands the current slot back to the sender and moves to the next step.

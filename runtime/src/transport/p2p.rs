@@ -1,5 +1,7 @@
 //! P2P between ranks that are threads of one process: the sender writes straight into the receiver's
-//! buffer (NCCL 2.28.9 `src/transport/p2p.cc`, the `P2P/direct pointer` case of same-process peers).
+//! buffer (NCCL 2.28.9 `src/transport/p2p.cc`, the `P2P/direct pointer` case of same-process peers), and a
+//! step that is a plain copy of the sender's buffer is not copied at all: the receiver reads it there
+//! (`ConnMem::with_direct_reads`).
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
@@ -47,7 +49,7 @@ impl Transport for P2pTransport {
 
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        let mem = Arc::new(ConnMem::anonymous(spec.sizes)?);
+        let mem = Arc::new(ConnMem::anonymous(spec.sizes)?.with_direct_reads());
         let key = NEXT.fetch_add(1, Ordering::Relaxed);
         registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, mem.clone());
         let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::P2p, "direct pointer");
