@@ -144,6 +144,8 @@ struct Reported {
 struct Server {
     telemetry: Telemetry,
     endpoint: String,
+    /// How long the last `finalize` keeps serving (`COLLSCOPE_PROFILER_LINGER_S`).
+    linger: Duration,
 }
 
 #[derive(Default)]
@@ -313,7 +315,7 @@ impl Plugin {
         let ctx = Context::new(comm, settings.mask, &SIZES);
         let mut st = lock(&self.state);
         if settings.metrics && st.server.is_none() && !st.serve_failed {
-            match self.serve() {
+            match self.serve(settings.linger) {
                 Ok(server) => {
                     st.serve_failed = server.is_none();
                     st.server = server;
@@ -387,6 +389,11 @@ impl Plugin {
             let server = st.server.take();
             drop(st);
             *lock(&self.reported) = Reported::default();
+            if let Some(s) = server.as_ref().filter(|s| !s.linger.is_zero()) {
+                let secs = s.linger.as_secs();
+                self.log(NCCL_LOG_INFO, &format!("collscope profiler: serving the final figures for {secs} s"));
+                std::thread::sleep(s.linger);
+            }
             if let Some(Err(e)) = server.map(|s| s.telemetry.shutdown()) {
                 self.log(NCCL_LOG_WARN, &format!("collscope profiler: telemetry's last export: {e}"));
             }
@@ -396,7 +403,7 @@ impl Plugin {
     /// Starts collscope's telemetry on its own thread, fed by the plugin (`COLLSCOPE_METRICS_ADDR` plus the local
     /// rank, loopback by default). A bad setting fails `init`; a server that cannot start is a warning and NCCL
     /// carries on.
-    fn serve(&self) -> Result<Option<Server>, ConfigError> {
+    fn serve(&self, linger: Duration) -> Result<Option<Server>, ConfigError> {
         let get = |k: &str| std::env::var(k).ok();
         let cfg = TelemetryConfig::from_env(&Env::from_process(), LocalRank::from_env(get)?, get)?;
         match Telemetry::start(&cfg, Source::Profiler, Some(&FEED)) {
@@ -409,7 +416,7 @@ impl Plugin {
                          {url}/api/v1/job"
                     ),
                 );
-                Ok(Some(Server { endpoint: telemetry.reachable_url(), telemetry }))
+                Ok(Some(Server { endpoint: telemetry.reachable_url(), telemetry, linger }))
             }
             Err(e) => {
                 self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without its telemetry"));
