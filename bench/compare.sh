@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
-# itself can carry), then bench/compare.py prints each target's medians, ratio and PASS/MISS.
+# itself can carry, and the anchors' membw), then bench/compare.py prints each target's medians, ratio and
+# PASS/MISS, and each SHM figure as a share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
@@ -14,7 +15,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; reps=1;;
     --reps) reps=$2; shift;;
     --out) out=$2; shift;;
-    *) sed -n '2,7p' "$0"; exit 2;;
+    *) sed -n '2,8p' "$0"; exit 2;;
   esac
   shift
 done
@@ -41,6 +42,9 @@ anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" \
     || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
 }
+# The machine's own limit, for compare.py's share of the memory bound: copy and add-reduce rates, and the cores.
+bash "$anchors" membw > "$out/membw.txt" 2> "$out/membw.err" || echo "membw anchor failed, see $out/membw.err" >&2
+getconf _NPROCESSORS_ONLN > "$out/cores.txt"
 started=$SECONDS
 for ((r = 1; r <= reps; r++)); do
   echo "# repetition $r/$reps ($((SECONDS - started)) s)" >&2

@@ -1,5 +1,8 @@
 """compare.py's parsers against tables captured from real runs (bench/testdata): python3 -m unittest discover bench"""
+import contextlib
+import io
 import os
+import tempfile
 import unittest
 
 import compare
@@ -38,6 +41,44 @@ class Parsers(unittest.TestCase):
         # The other tool's table is not mistaken for one's own.
         self.assertEqual(compare.parse_anchor(read("collscope-perf.txt")), {})
         self.assertEqual(compare.parse_collscope(read("mpi.txt"))[0], {})
+
+
+class MemoryBound(unittest.TestCase):
+    def test_membw_rates(self):
+        membw = compare.parse_membw(read("membw.txt"))
+        self.assertEqual(sorted(membw), [1 << 20, 8 << 20, 64 << 20, 256 << 20])
+        copy, red = membw[8 << 20]
+        self.assertGreater(copy, 0.0)
+        self.assertGreater(red, 0.0)
+        self.assertEqual(compare.parse_membw(read("mpi.txt")), {})
+
+    def test_bound_per_algorithm_and_core_share(self):
+        membw = {1 << 20: (30.0, 60.0), 64 << 20: (10.0, 15.0)}
+        # 2 ranks of 256 KB fit the 1 MB rates; one copy pass and one reduce pass per moved byte: 2/(1/60+1/30).
+        self.assertAlmostEqual(compare.mem_bound(membw, 2, "all_reduce", 2, 256 << 10), 40.0)
+        # 4 ranks of 1 MB need the 64 MB rates, and share 2 cores: half of 2/(1/15+1/10) = 12.
+        self.assertAlmostEqual(compare.mem_bound(membw, 2, "all_reduce", 4, 1 << 20), 6.0)
+        self.assertAlmostEqual(compare.mem_bound(membw, 2, "all_gather", 4, 1 << 20), 5.0)
+        self.assertAlmostEqual(compare.mem_bound(membw, 2, "reduce_scatter", 8, 1 << 20), 3.75)
+        # Beyond the largest size measured, the largest size's rates.
+        self.assertAlmostEqual(compare.mem_bound(membw, 4, "all_gather", 2, 1 << 30), 10.0)
+        self.assertIsNone(compare.mem_bound({}, 2, "all_reduce", 2, 1 << 20))
+
+    def test_report_prints_shares_from_a_run_directory(self):
+        with tempfile.TemporaryDirectory() as d:
+            for name, src in (("cs-shm-2-large.1.txt", "collscope-perf.txt"), ("membw.txt", "membw.txt")):
+                with open(os.path.join(d, name), "w") as fh:
+                    fh.write(read(src))
+            with open(os.path.join(d, "cores.txt"), "w") as fh:
+                fh.write("2\n")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                compare.main(d)
+        line = next(l for l in out.getvalue().splitlines() if l.startswith("# SHM 2 ranks AllReduce as a share"))
+        rows, _ = compare.parse_collscope(read("collscope-perf.txt"))
+        bound = compare.mem_bound(compare.parse_membw(read("membw.txt")), 2, "all_reduce", 2, 524288)
+        self.assertIn(f"512K {rows[524288]['ip_busbw'] / bound:.0%}", line)
+        self.assertIn("(2 cores, membw)", line)
 
 
 if __name__ == "__main__":

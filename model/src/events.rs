@@ -8,7 +8,7 @@ use super::diag::{Finding, Warning};
 use super::graph::{ChannelCounts, Graph, Ring, Tree};
 use super::job::RankEndpoint;
 use super::names::Transport;
-use super::ops::{OpRecord, ProxyOp};
+use super::ops::{KernelChannel, OpRecord, ProxyOp};
 use super::topology::Topology;
 use super::tuning::{Decision, TuningTable};
 use serde::{Deserialize, Serialize};
@@ -34,8 +34,13 @@ pub enum Event {
     InitFacts(Box<InitFacts>),
     Warning(Warning),
     Finding(Finding),
-    /// Where every rank of the job serves its telemetry, learned at bootstrap.
+    /// Where every rank of the job serves its telemetry, learned at bootstrap (the runtime) or through a
+    /// rendezvous folder (the profiler plugin).
     Endpoints(Vec<RankEndpoint>),
+    /// One channel's GPU time so far (totals since its communicator began).
+    KernelChannel(KernelChannel),
+    /// The NCCL profiler plugin's own counters so far.
+    Profiler(ProfilerCounters),
     /// The facts that are not events (topology, graphs, tuning table, versions) changed: re-read the snapshot.
     Snapshot,
 }
@@ -55,6 +60,8 @@ impl Event {
             Event::Warning(_) => "warning",
             Event::Finding(_) => "finding",
             Event::Endpoints(_) => "endpoints",
+            Event::KernelChannel(_) => "kernel_channel",
+            Event::Profiler(_) => "profiler",
             Event::Snapshot => "snapshot",
         }
     }
@@ -82,7 +89,31 @@ pub struct InitFacts {
     pub tuning: TuningTable,
 }
 
-/// One rank's traffic with one peer on one channel, summed over a call's steps.
+/// What the NCCL profiler plugin counts of itself and of the proxy thread's control events, totals since the
+/// process loaded it (the plugin's `collscope_profiler_counters`, as model data).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfilerCounters {
+    /// Events NCCL got no handle for: no free event object.
+    pub dropped_events: u64,
+    /// Records lost because a communicator's ring was full.
+    pub dropped_records: u64,
+    /// Child events whose call had no handle or had already completed.
+    pub orphan_events: u64,
+    /// Calls the model cannot name (Gather, Scatter, PutSignal, ...).
+    pub unsupported_calls: u64,
+    /// Handles stopped twice or used after their event ended.
+    pub misused_handles: u64,
+    /// A panic disabled the plugin: NCCL carries on without it.
+    pub disabled: bool,
+    /// Seconds NCCL's proxy thread slept, polled idle, progressed operations and appended new ones (ProxyCtrl).
+    pub proxy_sleep_seconds: f64,
+    pub proxy_idle_seconds: f64,
+    pub proxy_active_seconds: f64,
+    pub proxy_append_seconds: f64,
+    pub proxy_appended_ops: u64,
+}
+
+/// One rank's traffic on one channel, summed over a call's steps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChannelTraffic {
     pub rank: u32,

@@ -10,6 +10,8 @@
 //!   neighbours once), trees are upserted by (channel, rank), topologies by host, graphs are kept once each,
 //!   channel counts take the largest reported, tuning cells are set, the versions and network the first reported;
 //! - decisions and warnings are appended;
+//! - kernel channels are upserted by (comm, rank, channel): totals, so a report with fewer calls than the kept
+//!   one is late and changes nothing; the profiler plugin's counters replace the last ones;
 //! - traffic changes no snapshot list (rates are the reader's: the TUI's edges, telemetry's counters);
 //! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
 
@@ -17,7 +19,7 @@ use super::comm::Communicator;
 use super::diag::Finding;
 use super::events::{Event, InitFacts};
 use super::graph::ChannelCounts;
-use super::ops::{OpRecord, OpState, ProxyOp};
+use super::ops::{KernelChannel, OpRecord, OpState, ProxyOp};
 use super::Snapshot;
 
 /// Calls kept (finished and in flight).
@@ -41,6 +43,8 @@ pub const MAX_RINGS: usize = 1024;
 pub const MAX_TREES: usize = 65536;
 pub const MAX_GRAPHS: usize = 1024;
 pub const MAX_TOPOLOGIES: usize = 1024;
+/// Kernel channels (comm, rank, channel) kept: 64 channels of 128 local ranks.
+pub const MAX_KERNEL_CHANNELS: usize = 8192;
 
 /// A list past its bound is cut to `bound - bound / SLACK`, so a list at its bound is not shifted on every
 /// event (a cut costs the length of the list; this spreads it over `bound / SLACK` events).
@@ -96,6 +100,13 @@ pub struct Applied {
     pub replaced: Option<OpState>,
     /// Whether the facts changed (connections, communicators, findings, nranks, nnodes, hosts, version).
     pub facts_changed: bool,
+}
+
+impl KernelChannel {
+    /// The same channel of the same rank and communicator.
+    pub fn same_channel(&self, other: &KernelChannel) -> bool {
+        self.channel == other.channel && self.rank == other.rank && self.comm == other.comm
+    }
 }
 
 impl OpState {
@@ -156,6 +167,12 @@ impl Snapshot {
                 self.endpoints = e.iter().take(super::job::MAX_JOB_RANKS).cloned().collect();
                 out.facts_changed = true;
             }
+            Event::KernelChannel(k) => match self.kernel_channels.iter_mut().find(|o| o.same_channel(k)) {
+                Some(existing) if existing.calls <= k.calls => existing.clone_from(k),
+                Some(_) => {}
+                None => _ = push_bounded(&mut self.kernel_channels, k.clone(), MAX_KERNEL_CHANNELS),
+            },
+            Event::Profiler(c) => self.profiler = Some(c.clone()),
             Event::Finding(f) => {
                 match self.findings.iter_mut().find(|o| o.same_as(f)) {
                     Some(existing) => existing.clone_from(f),
@@ -165,6 +182,11 @@ impl Snapshot {
             }
         }
         out
+    }
+
+    /// The kept totals of `k`'s channel (same comm, rank and channel), if any.
+    pub fn kernel_channel(&self, k: &KernelChannel) -> Option<&KernelChannel> {
+        self.kernel_channels.iter().find(|o| o.same_channel(k))
     }
 
     /// The call `seq` of `rank` in communicator `comm`, newest first.
@@ -538,6 +560,45 @@ mod tests {
         assert_eq!(cell.lat_us, 6.0, "the latest cell");
         assert_eq!(s.collscope_version.as_deref(), Some("0.0"), "the first version reported stays");
         assert_eq!(s.network.as_deref(), Some("Socket"));
+    }
+
+    fn kernel(rank: u32, channel: u32, calls: u64) -> KernelChannel {
+        KernelChannel { comm: Some("0x1".into()), rank, channel, calls, gpu_seconds: calls as f64 * 1e-3 }
+    }
+
+    #[test]
+    fn kernel_channels_keep_each_channels_latest_totals_within_their_bound() {
+        let mut s = snap();
+        s.apply(&Event::KernelChannel(kernel(0, 0, 2)));
+        s.apply(&Event::KernelChannel(kernel(0, 1, 1)));
+        s.apply(&Event::KernelChannel(kernel(1, 0, 1)));
+        let out = s.apply(&Event::KernelChannel(kernel(0, 0, 5)));
+        assert_eq!(out, Applied::default(), "totals are not facts and evict nothing");
+        s.apply(&Event::KernelChannel(kernel(0, 0, 3)));
+        let seen: Vec<_> = s.kernel_channels.iter().map(|k| (k.rank, k.channel, k.calls)).collect();
+        assert_eq!(seen, [(0, 0, 5), (0, 1, 1), (1, 0, 1)], "upserted; a late, smaller total changes nothing");
+        assert_eq!(s.kernel_channel(&kernel(0, 0, 0)).map(|k| k.gpu_seconds), Some(5e-3));
+        let other = KernelChannel { comm: Some("0x2".into()), ..kernel(0, 0, 1) };
+        assert!(s.kernel_channel(&other).is_none(), "another communicator's channel 0");
+        for ch in 0..MAX_KERNEL_CHANNELS as u32 + 10 {
+            s.apply(&Event::KernelChannel(kernel(9, ch, 1)));
+        }
+        assert!(s.kernel_channels.len() <= MAX_KERNEL_CHANNELS);
+        assert_eq!(s.kernel_channels.last().map(|k| k.channel), Some(MAX_KERNEL_CHANNELS as u32 + 9));
+    }
+
+    #[test]
+    fn the_profilers_counters_replace_the_last_ones() {
+        let mut s = snap();
+        assert!(s.profiler.is_none());
+        let c = crate::ProfilerCounters { dropped_records: 3, proxy_sleep_seconds: 0.5, ..Default::default() };
+        assert_eq!(s.apply(&Event::Profiler(c.clone())), Applied::default());
+        let later = crate::ProfilerCounters { dropped_records: 4, disabled: true, ..c };
+        s.apply(&Event::Profiler(later.clone()));
+        assert_eq!(s.profiler, Some(later));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["profiler"]["dropped_records"], 4);
+        assert_eq!(serde_json::from_value::<Snapshot>(json).unwrap(), s);
     }
 
     #[test]

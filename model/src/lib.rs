@@ -25,7 +25,7 @@ pub mod tuning;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
-pub use events::{ChannelTraffic, Event, InitFacts};
+pub use events::{ChannelTraffic, Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
@@ -50,6 +50,8 @@ pub enum Source {
     Log { files: Vec<String> },
     /// A model of a machine (`topo show`/`topo explain`).
     Model { topology: String },
+    /// A real NCCL job, live, seen through collscope's NCCL profiler plugin.
+    Profiler,
 }
 
 impl Source {
@@ -59,6 +61,7 @@ impl Source {
             Source::Runtime => "the live job",
             Source::Log { .. } => "the log",
             Source::Model { .. } => "the model",
+            Source::Profiler => "the NCCL job",
         }
     }
 }
@@ -115,6 +118,12 @@ pub struct Snapshot {
     pub findings: Vec<Finding>,
     pub ops: Vec<OpRecord>,
     pub proxy: Vec<ProxyOp>,
+    /// Each channel's GPU time so far, by (comm, rank, channel) (NCCL's profiler KernelCh events).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_channels: Vec<KernelChannel>,
+    /// The NCCL profiler plugin's own counters, when the snapshot comes from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiler: Option<ProfilerCounters>,
     /// NCCL lines the reader recognised as NCCL's but could not interpret.
     pub unparsed_nccl_lines: Vec<LineRef>,
     /// What only a log carries (the log reader fills it).
@@ -150,6 +159,8 @@ impl Snapshot {
             findings: Vec::new(),
             ops: Vec::new(),
             proxy: Vec::new(),
+            kernel_channels: Vec::new(),
+            profiler: None,
             unparsed_nccl_lines: Vec::new(),
             log: None,
         }

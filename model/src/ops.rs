@@ -93,6 +93,9 @@ pub enum ProxyWait {
     WaitingForRecv,
     /// Data arrived, waiting for the flush to make it visible.
     WaitingForFlush,
+    /// Receiver waits for the GPU to consume a step before its buffer is reused (NCCL 2.28.9's profiler state
+    /// `ncclProfilerProxyStepRecvGPUWait`, `src/include/plugin/profiler/profiler_v4.h`).
+    RecvGpuWait,
 }
 
 /// One proxy sub-operation on one channel and peer: steps `posted`, `transmitted`, `done` out of `n_steps`.

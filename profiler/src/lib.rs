@@ -1,30 +1,37 @@
 //! `libcollscope_profiler.so`: an NCCL profiler plugin (`NCCL_PROFILER_PLUGIN=.../libcollscope_profiler.so`) that
 //! turns NCCL's profiler events into collscope's model: calls (`OpRecord`, with algorithm, protocol, channels,
-//! bytes and durations), proxy operations (`ProxyOp`, step counts and wait states, with their `ChannelTraffic`) and
-//! per-channel GPU time (`KernelChannel`).
+//! bytes and durations), proxy operations (`ProxyOp`, step counts and wait states, with their `ChannelTraffic`),
+//! per-channel GPU time (`KernelChannel`), and its own counters (`Profiler`).
 //!
 //! It exports `ncclProfiler_v6`, `_v5` and `_v4` ([`abi`]); NCCL takes the newest it knows. Events become pooled
 //! objects and fixed-size records in per-communicator rings ([`machine`](crate) keeps the state machine), with no
 //! allocation and no lock on NCCL's threads; a drain thread turns the records into model events for a [`Sink`].
 //! A panic never reaches NCCL: the plugin disables itself and NCCL carries on.
 //!
+//! At the first `init` it starts collscope's telemetry (`collscope_telemetry::Telemetry`, its own thread) fed by
+//! the plugin's [`feed`](crate) (calls as completed-call events, counted once), and leaves this rank's URL in a
+//! rendezvous folder so `/api/v1/job` reaches the other ranks; the server stops at the last `finalize`.
+//!
 //! Environment: `NCCL_PROFILE_EVENT_MASK` (NCCL's variable; default [`DEFAULT_MASK`]), `COLLSCOPE_PROFILER_DUMP`
-//! (append the output to this file, one JSON object a line). `collscope_profiler_counters` is collscope's own C
+//! (append the output to this file, one JSON object a line), `COLLSCOPE_PROFILER_METRICS` (`0`: no server),
+//! `COLLSCOPE_METRICS_ADDR` (+ local rank) and the rest of telemetry's settings, `COLLSCOPE_RENDEZVOUS_DIR`. `collscope_profiler_counters` is collscope's own C
 //! symbol (see `include/collscope_profiler.h`), not part of NCCL's API.
 
 pub mod abi;
 mod clock;
 mod event;
+mod feed;
 mod machine;
 mod names;
 mod output;
 mod plugin;
 mod pool;
 mod record;
+mod rendezvous;
 mod settings;
 mod sink;
 
-pub use output::{Output, Sink};
+pub use output::Sink;
 pub use plugin::{counters, Counters};
 pub use settings::DEFAULT_MASK;
 pub use sink::{DumpError, JsonlSink};

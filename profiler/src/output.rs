@@ -3,52 +3,50 @@
 
 use crate::clock;
 use crate::machine::{CommInfo, Context, MAX_CHANNELS};
-use crate::record::{Outbox, ProxyRec, Raw, TaskRec, RECV_GPU_WAIT};
+use crate::record::{Outbox, ProxyRec, Raw, TaskRec, WAITS};
 use collscope_model::Collective;
 use collscope_model::{
     ChannelTraffic, CommState, Communicator, Direction, Event, KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait,
 };
 
-/// What the plugin hands on: the contract events collscope's runtime reports (telemetry applies them as they
-/// are), and per-channel GPU time, which no contract event carries yet.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Output {
-    Event(Event),
-    KernelChannel(KernelChannel),
-}
-
-impl Output {
-    /// One JSON object, `{"kind": ..., "data": ...}` like the events of `/api/v1/events`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Output::Event(e) => serde_json::to_value(e),
-            Output::KernelChannel(k) => {
-                serde_json::to_value(k).map(|data| serde_json::json!({"kind": "kernel_channel", "data": data}))
-            }
-        }
-        .unwrap_or(serde_json::Value::Null)
-    }
-}
-
-/// Takes the plugin's output, on the thread that drains (never on NCCL's threads).
+/// Takes the plugin's output, the contract events collscope's runtime reports too (telemetry applies them as they
+/// are), on the thread that drains (never on NCCL's threads).
 pub trait Sink: Send {
-    fn deliver(&mut self, out: Output);
+    fn deliver(&mut self, ev: Event);
     /// Called after each drain and at the end.
     fn flush(&mut self) {}
 }
 
-impl<F: FnMut(Output) + Send> Sink for F {
-    fn deliver(&mut self, out: Output) {
-        self(out)
+impl<F: FnMut(Event) + Send> Sink for F {
+    fn deliver(&mut self, ev: Event) {
+        self(ev)
     }
 }
 
-const WAIT_NAMES: [ProxyWait; RECV_GPU_WAIT] = [
+/// Every sink gets every event.
+impl Sink for Vec<Box<dyn Sink>> {
+    fn deliver(&mut self, ev: Event) {
+        if let Some((last, rest)) = self.split_last_mut() {
+            for s in rest {
+                s.deliver(ev.clone());
+            }
+            last.deliver(ev);
+        }
+    }
+
+    fn flush(&mut self) {
+        self.iter_mut().for_each(|s| s.flush());
+    }
+}
+
+/// The model's name of each wait of a [`ProxyRec`], in its order.
+const WAIT_NAMES: [ProxyWait; WAITS] = [
     ProxyWait::WaitingForData,
     ProxyWait::WaitingForPeer,
     ProxyWait::WaitingForSendCompletion,
     ProxyWait::WaitingForRecv,
     ProxyWait::WaitingForFlush,
+    ProxyWait::RecvGpuWait,
 ];
 
 impl TaskRec {
@@ -127,15 +125,15 @@ impl Raw {
     /// The contract events of one record (`comm` is None for PXN operations of other processes).
     fn deliver(self, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> usize {
         match self {
-            Raw::Enqueued(t) => sink.deliver(Output::Event(Event::OpEnqueued(t.op(comm, OpState::Enqueued)))),
-            Raw::Completed(t) => sink.deliver(Output::Event(Event::OpCompleted(t.op(comm, OpState::Completed)))),
+            Raw::Enqueued(t) => sink.deliver(Event::OpEnqueued(t.op(comm, OpState::Enqueued))),
+            Raw::Completed(t) => sink.deliver(Event::OpCompleted(t.op(comm, OpState::Completed))),
             Raw::Proxy(p) => {
                 let [proxy, traffic] = p.events();
-                sink.deliver(Output::Event(proxy));
+                sink.deliver(proxy);
                 if p.bytes == 0 {
                     return 1;
                 }
-                sink.deliver(Output::Event(traffic));
+                sink.deliver(traffic);
                 return 2;
             }
         }
@@ -162,7 +160,7 @@ fn communicator(c: &CommInfo, state: CommState) -> Communicator {
 pub(crate) fn drain_context(ctx: &Context, sink: &mut dyn Sink) -> usize {
     let mut n = 0;
     if ctx.take_arrival() {
-        sink.deliver(Output::Event(Event::Communicator(communicator(&ctx.comm, CommState::Ready))));
+        sink.deliver(Event::Communicator(communicator(&ctx.comm, CommState::Ready)));
         n += 1;
     }
     while let Some(r) = ctx.out.pop() {
@@ -177,12 +175,12 @@ pub(crate) fn drain_context(ctx: &Context, sink: &mut dyn Sink) -> usize {
                 calls,
                 gpu_seconds: gpu_ns as f64 / 1e9,
             };
-            sink.deliver(Output::KernelChannel(k));
+            sink.deliver(Event::KernelChannel(k));
             n += 1;
         }
     }
     if ctx.take_departure() {
-        sink.deliver(Output::Event(Event::Communicator(communicator(&ctx.comm, CommState::Destroyed))));
+        sink.deliver(Event::Communicator(communicator(&ctx.comm, CommState::Destroyed)));
         n += 1;
     }
     n

@@ -1,27 +1,35 @@
-//! The process-wide side: the communicators NCCL initialised, the thread that drains them into the sink, the
-//! guard that keeps a panic from reaching NCCL, and the counters collscope's query symbol reports.
+//! The process-wide side: the communicators NCCL initialised, the thread that drains them into the sinks (the
+//! dump file, collscope's telemetry server), the rendezvous that lets a rank's server find the others, the guard
+//! that keeps a panic from reaching NCCL, and the counters collscope's query symbol reports.
 
 use crate::abi::{
     DebugLogger, NcclResult, NCCL_INIT, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_LOG_INFO, NCCL_LOG_WARN,
     NCCL_PROFILE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
 };
 use crate::event::{Start, Update};
+use crate::feed::FEED;
 use crate::machine::{self, CommInfo, Context, Shared, DETACHED, SIZES};
 use crate::output::{drain_context, drain_detached, Sink};
 use crate::record::Outbox;
+use crate::rendezvous::Rendezvous;
 use crate::settings::Settings;
 use crate::sink::JsonlSink;
+use collscope_debug::env::Env;
+use collscope_model::{Event, ProfilerCounters, RankEndpoint, Source};
+use collscope_telemetry::{ConfigError, LocalRank, Telemetry, TelemetryConfig};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering::*};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the drain thread empties the rings: 8192 records a communicator every 10 ms is far above what
 /// NCCL can issue (a few records per call, calls of 10 us and more).
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
+/// How often the plugin's counters are handed on (when they changed): they are totals, read for rates.
+const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 
 /// What `init` is told about a communicator, from any ABI version.
 pub(crate) struct CommInit {
@@ -57,7 +65,7 @@ pub struct Counters {
     pub unsupported_calls: u64,
     /// Handles stopped twice or used after their event ended.
     pub misused_handles: u64,
-    /// Time receive steps waited for the GPU to consume their data (no model wait state yet).
+    /// Time receive steps waited for the GPU to consume their data (also each proxy operation's RecvGpuWait).
     pub recv_gpu_wait_ns: u64,
     pub proxy_sleep_ns: u64,
     pub proxy_idle_ns: u64,
@@ -95,6 +103,25 @@ impl Counters {
     }
 }
 
+impl From<&Counters> for ProfilerCounters {
+    fn from(c: &Counters) -> Self {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        ProfilerCounters {
+            dropped_events: c.dropped_events,
+            dropped_records: c.dropped_records,
+            orphan_events: c.orphan_events,
+            unsupported_calls: c.unsupported_calls,
+            misused_handles: c.misused_handles,
+            disabled: c.disabled != 0,
+            proxy_sleep_seconds: secs(c.proxy_sleep_ns),
+            proxy_idle_seconds: secs(c.proxy_idle_ns),
+            proxy_active_seconds: secs(c.proxy_active_ns),
+            proxy_append_seconds: secs(c.proxy_append_ns),
+            proxy_appended_ops: c.proxy_appended_ops,
+        }
+    }
+}
+
 struct Plugin {
     shared: Arc<Shared>,
     disabled: AtomicBool,
@@ -102,8 +129,23 @@ struct Plugin {
     mask: AtomicPtr<c_int>,
     logger: Mutex<DebugLogger>,
     state: Mutex<State>,
-    /// Locked by whoever drains, after `state`.
-    sink: Mutex<Option<Box<dyn Sink>>>,
+    /// Locked by whoever drains, after `state` and `reported`: the dump file (once opened) and the telemetry feed.
+    sinks: Mutex<Vec<Box<dyn Sink>>>,
+    /// What the drain thread last handed on besides the rings (locked after `state`).
+    reported: Mutex<Reported>,
+}
+
+#[derive(Default)]
+struct Reported {
+    counters: Option<(Instant, Counters)>,
+}
+
+/// collscope's telemetry served from this process, and the URL the other ranks reach it at.
+struct Server {
+    telemetry: Telemetry,
+    endpoint: String,
+    /// How long the last `finalize` keeps serving (`COLLSCOPE_PROFILER_LINGER_S`).
+    linger: Duration,
 }
 
 #[derive(Default)]
@@ -115,6 +157,12 @@ struct State {
     /// Counters of released contexts.
     past: Counters,
     drainer: Option<Drainer>,
+    server: Option<Server>,
+    /// A server failed to start: it is not tried again, so the warning comes once.
+    serve_failed: bool,
+    /// Each context's place in the rendezvous folder, by context address.
+    rendezvous: Vec<(usize, Rendezvous)>,
+    dump_open: bool,
 }
 
 struct Drainer {
@@ -211,7 +259,8 @@ impl Plugin {
             mask: AtomicPtr::new(null_mut()),
             logger: Mutex::new(None),
             state: Mutex::new(State::default()),
-            sink: Mutex::new(None),
+            sinks: Mutex::new(vec![Box::new(&FEED)]),
+            reported: Mutex::default(),
         }
     }
 
@@ -234,15 +283,16 @@ impl Plugin {
             }
         };
         if let Some(path) = &settings.dump {
-            let mut sink = lock(&self.sink);
-            if sink.is_none() {
+            let mut st = lock(&self.state);
+            if !st.dump_open {
                 match JsonlSink::open(path) {
-                    Ok(s) => *sink = Some(Box::new(s)),
+                    Ok(s) => lock(&self.sinks).push(Box::new(s)),
                     Err(e) => {
                         self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
                         return NCCL_SYSTEM_ERROR;
                     }
                 }
+                st.dump_open = true;
             }
         }
         let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
@@ -261,9 +311,31 @@ impl Plugin {
             "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
             comm.name, comm.rank, comm.nranks, settings.mask
         );
+        let (rank, nranks, host) = (comm.rank, comm.nranks, comm.host.clone());
         let ctx = Context::new(comm, settings.mask, &SIZES);
         let mut st = lock(&self.state);
-        if st.drainer.is_none() && lock(&self.sink).is_some() {
+        if settings.metrics && st.server.is_none() && !st.serve_failed {
+            match self.serve(settings.linger) {
+                Ok(server) => {
+                    st.serve_failed = server.is_none();
+                    st.server = server;
+                }
+                Err(e) => {
+                    self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
+                    return NCCL_INVALID_USAGE;
+                }
+            }
+        }
+        if let Some(server) = &st.server {
+            let me = RankEndpoint { rank, host: host.unwrap_or_default(), url: server.endpoint.clone() };
+            match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
+                Ok(r) => st.rendezvous.push((Arc::as_ptr(&ctx) as usize, r)),
+                Err(e) => {
+                    self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; the job view shows this rank only"))
+                }
+            }
+        }
+        if st.drainer.is_none() && (st.dump_open || st.server.is_some()) {
             match Drainer::start() {
                 Ok(d) => st.drainer = Some(d),
                 Err(e) => {
@@ -292,13 +364,16 @@ impl Plugin {
             }
             c.finalize();
             st.live -= 1;
+            if let Some(i) = st.rendezvous.iter().position(|(at, _)| *at == ctx as usize) {
+                st.rendezvous.swap_remove(i).1.leave();
+            }
             let last = st.live == 0;
             (last, if last { st.drainer.take() } else { None })
         };
         if let Some(d) = drainer {
             d.stop();
         }
-        self.drain();
+        self.drain(last);
         if last {
             // Every communicator is finalised: NCCL has stopped its proxy threads, no handle is used again.
             let mut st = lock(&self.state);
@@ -309,19 +384,81 @@ impl Plugin {
                 }
                 st.past = Counters { calls_in_flight: 0, ..past };
             }
+            // NCCL may unload the library now: the server's thread ends first, with the last events taken. A
+            // later server (a new communicator) starts from the counters as they are then.
+            let server = st.server.take();
+            drop(st);
+            *lock(&self.reported) = Reported::default();
+            if let Some(s) = server.as_ref().filter(|s| !s.linger.is_zero()) {
+                let secs = s.linger.as_secs();
+                self.log(NCCL_LOG_INFO, &format!("collscope profiler: serving the final figures for {secs} s"));
+                std::thread::sleep(s.linger);
+            }
+            if let Some(Err(e)) = server.map(|s| s.telemetry.shutdown()) {
+                self.log(NCCL_LOG_WARN, &format!("collscope profiler: telemetry's last export: {e}"));
+            }
         }
     }
 
-    /// Hands every ring's records to the sink; departed contexts are kept until all are finalised.
-    fn drain(&self) {
-        let contexts = lock(&self.state).contexts.clone();
-        let mut sink = lock(&self.sink);
-        let Some(sink) = sink.as_mut() else { return };
-        drain_detached(&self.shared.out, sink.as_mut());
-        for c in contexts.iter().filter(|c| !c.departed()) {
-            drain_context(c, sink.as_mut());
+    /// Starts collscope's telemetry on its own thread, fed by the plugin (`COLLSCOPE_METRICS_ADDR` plus the local
+    /// rank, loopback by default). A bad setting fails `init`; a server that cannot start is a warning and NCCL
+    /// carries on.
+    fn serve(&self, linger: Duration) -> Result<Option<Server>, ConfigError> {
+        let get = |k: &str| std::env::var(k).ok();
+        let cfg = TelemetryConfig::from_env(&Env::from_process(), LocalRank::from_env(get)?, get)?;
+        match Telemetry::start(&cfg, Source::Profiler, Some(&FEED)) {
+            Ok(telemetry) => {
+                let url = telemetry.url();
+                self.log(
+                    NCCL_LOG_INFO,
+                    &format!(
+                        "collscope profiler: telemetry at {url}/metrics, {url}/api/v1/snapshot, {url}/api/v1/events, \
+                         {url}/api/v1/job"
+                    ),
+                );
+                Ok(Some(Server { endpoint: telemetry.reachable_url(), telemetry, linger }))
+            }
+            Err(e) => {
+                self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without its telemetry"));
+                Ok(None)
+            }
         }
-        sink.flush();
+    }
+
+    /// Hands every ring's records to the sinks (departed contexts are kept until all are finalised), then the
+    /// counters when due (`last`: now) and the job's endpoints when they changed.
+    fn drain(&self, last: bool) {
+        let now = Instant::now();
+        let (contexts, endpoints) = {
+            let mut st = lock(&self.state);
+            // The job view reaches the ranks of the largest communicator (the world, in a training job).
+            let largest = st.rendezvous.iter_mut().max_by_key(|(_, r)| r.nranks());
+            let endpoints = largest.and_then(|(_, r)| r.poll(now)).map(<[RankEndpoint]>::to_vec);
+            (st.contexts.clone(), endpoints)
+        };
+        let mut reported = lock(&self.reported);
+        let mut changed = None;
+        if last || reported.counters.is_none_or(|(at, _)| now >= at + COUNTERS_EVERY) {
+            let c = counters();
+            if reported.counters.is_none_or(|(_, before)| before != c) {
+                changed = Some(ProfilerCounters::from(&c));
+            }
+            reported.counters = Some((now, c));
+        }
+        drop(reported);
+        let mut sinks = lock(&self.sinks);
+        let sinks: &mut Vec<Box<dyn Sink>> = &mut sinks;
+        drain_detached(&self.shared.out, sinks);
+        for c in contexts.iter().filter(|c| !c.departed()) {
+            drain_context(c, sinks);
+        }
+        if let Some(c) = changed {
+            sinks.deliver(Event::Profiler(c));
+        }
+        if let Some(all) = endpoints {
+            sinks.deliver(Event::Endpoints(all));
+        }
+        sinks.flush();
     }
 
     fn disable(&self) {
@@ -349,7 +486,7 @@ impl Drainer {
         let thread = std::thread::Builder::new().name("collscope-prof".into()).spawn(move || {
             while !flag.load(Acquire) {
                 std::thread::park_timeout(DRAIN_EVERY);
-                if catch_unwind(AssertUnwindSafe(|| PLUGIN.drain())).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| PLUGIN.drain(false))).is_err() {
                     PLUGIN.disable();
                     return;
                 }

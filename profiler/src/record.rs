@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Proxy wait states in the order of a [`ProxyRec`]'s `waits`: NCCL's ProxyStep states SendGPUWait,
 /// SendPeerWait_v4, SendWait, RecvWait, RecvFlushWait, RecvGPUWait.
 pub(crate) const WAITS: usize = 6;
-/// RecvGPUWait (the receiver waits for the GPU to consume a step) has no [`ProxyWait`] yet; it is counted apart.
+/// RecvGPUWait's place (the receiver waits for the GPU to consume a step): a wait like the others in the model,
+/// and also summed for `collscope_profiler_counters`, whose C struct keeps its field.
 pub(crate) const RECV_GPU_WAIT: usize = 5;
 
 /// A ring record: fixed size, no heap, copied out of the event objects.

@@ -1,7 +1,9 @@
 //! What the plugin reads from the environment at `init`.
 
 use crate::abi::kind;
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Group, Coll, P2p, ProxyOp, ProxyStep, KernelCh: the calls, their proxy work and wait states, and their GPU time.
 /// (NCCL starts Group events whenever a call event is on, so the bit costs nothing.)
@@ -13,7 +15,18 @@ pub(crate) struct Settings {
     pub mask: u64,
     /// `COLLSCOPE_PROFILER_DUMP`: a file the plugin appends its output to, one JSON object a line.
     pub dump: Option<PathBuf>,
+    /// `COLLSCOPE_PROFILER_METRICS` (default 1): serve collscope's telemetry from this process. The runtime's
+    /// own switch, `COLLSCOPE_TELEMETRY`, is not read: the plugin serves for NCCL, whichever runtime runs it.
+    pub metrics: bool,
+    /// `COLLSCOPE_RENDEZVOUS_DIR`: where the ranks of a communicator leave their endpoints for each other.
+    pub rendezvous: PathBuf,
+    /// `COLLSCOPE_PROFILER_LINGER_S` (default 0): after the last communicator is finalised, keep serving this long
+    /// so a scrape still sees the final figures of a job shorter than the scrape interval (NCCL's finalize waits).
+    pub linger: Duration,
 }
+
+/// The longest linger accepted: a job's end is held at most this long.
+const MAX_LINGER_S: u64 = 3600;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub(crate) enum SettingsError {
@@ -24,14 +37,30 @@ pub(crate) enum SettingsError {
     Mask(String),
     #[error("COLLSCOPE_PROFILER_DUMP is empty: expected the path of a file to append the plugin's events to")]
     EmptyDump,
+    #[error("COLLSCOPE_PROFILER_METRICS='{0}' is not valid: expected 0 (no telemetry server) or 1 (serve it)")]
+    Metrics(String),
+    #[error("COLLSCOPE_PROFILER_LINGER_S='{0}' is not valid: expected whole seconds from 0 to 3600 to keep serving after the job")]
+    Linger(String),
 }
 
 impl Settings {
     pub(crate) fn from_env() -> Result<Self, SettingsError> {
-        Self::from(std::env::var("NCCL_PROFILE_EVENT_MASK").ok(), std::env::var_os("COLLSCOPE_PROFILER_DUMP"))
+        Self::from(
+            std::env::var("NCCL_PROFILE_EVENT_MASK").ok(),
+            std::env::var_os("COLLSCOPE_PROFILER_DUMP"),
+            std::env::var("COLLSCOPE_PROFILER_METRICS").ok(),
+            std::env::var_os("COLLSCOPE_RENDEZVOUS_DIR"),
+            std::env::var("COLLSCOPE_PROFILER_LINGER_S").ok(),
+        )
     }
 
-    fn from(mask: Option<String>, dump: Option<std::ffi::OsString>) -> Result<Self, SettingsError> {
+    fn from(
+        mask: Option<String>,
+        dump: Option<OsString>,
+        metrics: Option<String>,
+        rendezvous: Option<OsString>,
+        linger: Option<String>,
+    ) -> Result<Self, SettingsError> {
         let mask = match mask {
             None => DEFAULT_MASK,
             Some(m) => parse_mask(&m).ok_or(SettingsError::Mask(m))?,
@@ -40,7 +69,21 @@ impl Settings {
             Some(d) if d.is_empty() => return Err(SettingsError::EmptyDump),
             d => d.map(PathBuf::from),
         };
-        Ok(Settings { mask, dump })
+        let metrics = match metrics.as_deref().map(str::trim) {
+            None | Some("" | "1") => true,
+            Some("0") => false,
+            Some(_) => return Err(SettingsError::Metrics(metrics.unwrap_or_default())),
+        };
+        let rendezvous =
+            rendezvous.filter(|d| !d.is_empty()).map_or_else(crate::rendezvous::default_dir, PathBuf::from);
+        let linger = match linger {
+            None => Duration::ZERO,
+            Some(l) => match l.trim().parse::<u64>() {
+                Ok(s) if s <= MAX_LINGER_S => Duration::from_secs(s),
+                _ => return Err(SettingsError::Linger(l)),
+            },
+        };
+        Ok(Settings { mask, dump, metrics, rendezvous, linger })
     }
 }
 
@@ -60,14 +103,39 @@ mod tests {
 
     #[test]
     fn mask_defaults_parses_and_names_bad_input() {
-        assert_eq!(Settings::from(None, None).unwrap().mask, 95);
-        assert_eq!(Settings::from(Some("4095".into()), None).unwrap().mask, 4095);
-        assert_eq!(Settings::from(Some(" 0x7f ".into()), None).unwrap().mask, 127);
+        let mask = |m: &str| Settings::from(Some(m.into()), None, None, None, None);
+        assert_eq!(Settings::from(None, None, None, None, None).unwrap().mask, 95);
+        assert_eq!(mask("4095").unwrap().mask, 4095);
+        assert_eq!(mask(" 0x7f ").unwrap().mask, 127);
         for bad in ["abc", "-1", "4294967296", ""] {
-            let e = Settings::from(Some(bad.into()), None).unwrap_err();
+            let e = mask(bad).unwrap_err();
             assert!(e.to_string().contains(&format!("'{bad}'")) && e.to_string().contains("95"), "{e}");
         }
-        assert_eq!(Settings::from(None, Some("".into())).unwrap_err(), SettingsError::EmptyDump);
-        assert_eq!(Settings::from(None, Some("x.jsonl".into())).unwrap().dump, Some(PathBuf::from("x.jsonl")));
+        let dump = |d: &str| Settings::from(None, Some(d.into()), None, None, None);
+        assert_eq!(dump("").unwrap_err(), SettingsError::EmptyDump);
+        assert_eq!(dump("x.jsonl").unwrap().dump, Some(PathBuf::from("x.jsonl")));
+    }
+
+    #[test]
+    fn the_telemetry_switch_and_the_rendezvous_folder() {
+        let s = Settings::from(None, None, None, None, None).unwrap();
+        assert!(s.metrics, "served by default");
+        assert_eq!(s.rendezvous, std::env::temp_dir().join("collscope-rendezvous"));
+        let s = Settings::from(None, None, Some("0".into()), Some("/shared/rv".into()), None).unwrap();
+        assert!(!s.metrics);
+        assert_eq!(s.rendezvous, PathBuf::from("/shared/rv"));
+        let e = Settings::from(None, None, Some("off".into()), None, None).unwrap_err().to_string();
+        assert!(e.contains("COLLSCOPE_PROFILER_METRICS='off'") && e.contains("expected 0"), "{e}");
+    }
+
+    #[test]
+    fn linger_is_whole_seconds_up_to_an_hour() {
+        let linger = |l: &str| Settings::from(None, None, None, None, Some(l.into()));
+        assert_eq!(Settings::from(None, None, None, None, None).unwrap().linger, Duration::ZERO);
+        assert_eq!(linger(" 20 ").unwrap().linger, Duration::from_secs(20));
+        for bad in ["-1", "1.5", "3601", "soon"] {
+            let e = linger(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("COLLSCOPE_PROFILER_LINGER_S='{bad}'")) && e.contains("0 to 3600"), "{e}");
+        }
     }
 }

@@ -1,6 +1,8 @@
-//! The sinks the plugin can hand its output to. This phase: a JSON-lines file (`COLLSCOPE_PROFILER_DUMP`).
+//! The sinks the plugin can hand its output to: a JSON-lines file (`COLLSCOPE_PROFILER_DUMP`) here, and
+//! collscope's telemetry (`feed`).
 
-use crate::output::{Output, Sink};
+use crate::output::Sink;
+use collscope_model::Event;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -42,12 +44,12 @@ impl JsonlSink {
 }
 
 impl Sink for JsonlSink {
-    fn deliver(&mut self, out: Output) {
+    fn deliver(&mut self, ev: Event) {
         if self.failed {
             return;
         }
         // A whole line at a time, so the buffer only ever holds (and writes) whole lines.
-        let r = serde_json::to_vec(&out.to_json()).map_err(std::io::Error::from).and_then(|mut line| {
+        let r = serde_json::to_vec(&ev).map_err(std::io::Error::from).and_then(|mut line| {
             line.push(b'\n');
             self.file.write_all(&line)
         });

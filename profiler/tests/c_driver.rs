@@ -2,15 +2,18 @@
 //! (`tests/driver.c`, compiled here with `cc`) that dlopens it and calls it the way NCCL does, through NCCL's
 //! own struct layouts (`tests/nccl_profiler.h`).
 
-use collscope_model::{CommState, Event, KernelChannel, ProxyWait};
+use collscope_model::{CommState, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot};
 use collscope_profiler::abi::{v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
-use collscope_testkit::output;
+use collscope_testkit::{output, Proc};
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -41,13 +44,36 @@ fn driver() -> &'static Path {
     })
 }
 
-fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
+/// The driver with the plugin's settings cleared: its telemetry on a free loopback port, its rendezvous folder
+/// in `rendezvous`, no OTLP.
+fn driver_cmd(args: &[&std::ffi::OsStr], rendezvous: &Path, env: &[(&str, &Path)]) -> Command {
     let mut cmd = Command::new(driver());
-    cmd.arg(plugin()).args(args).env_remove("NCCL_PROFILE_EVENT_MASK").env_remove("COLLSCOPE_PROFILER_DUMP");
+    cmd.arg(plugin()).args(args);
+    for k in [
+        "NCCL_PROFILE_EVENT_MASK",
+        "COLLSCOPE_PROFILER_DUMP",
+        "COLLSCOPE_PROFILER_METRICS",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ] {
+        cmd.env_remove(k);
+    }
+    for k in ["COLLSCOPE_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "LOCAL_RANK", "SLURM_LOCALID"] {
+        cmd.env_remove(k);
+    }
+    cmd.env("COLLSCOPE_METRICS_ADDR", "127.0.0.1:0").env("COLLSCOPE_RENDEZVOUS_DIR", rendezvous);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    output(&mut cmd, LIMIT)
+    cmd
+}
+
+fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let rendezvous = tempfile::tempdir().unwrap();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let out = output(&mut driver_cmd(&args, rendezvous.path(), env), LIMIT);
+    let left: Vec<_> = std::fs::read_dir(rendezvous.path()).unwrap().collect();
+    assert!(left.is_empty(), "every finalize removed its rendezvous file: {left:?}");
+    out
 }
 
 fn text(out: &Output) -> String {
@@ -204,17 +230,20 @@ fn the_rust_structs_lay_out_as_nccls_c_headers() {
     }
 }
 
-/// The dump: contract events, and the kernel channels.
+/// The dump: contract events, and the kernel channels among them.
 fn read_dump(path: &Path) -> (Vec<Event>, Vec<KernelChannel>) {
-    let (mut events, mut kernels) = (Vec::new(), Vec::new());
-    for line in std::fs::read_to_string(path).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        if v["kind"] == "kernel_channel" {
-            kernels.push(serde_json::from_value(v["data"].clone()).unwrap());
-        } else {
-            events.push(serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}: {line}")));
-        }
-    }
+    let events: Vec<Event> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let kernels = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::KernelChannel(k) => Some(k.clone()),
+            _ => None,
+        })
+        .collect();
     (events, kernels)
 }
 
@@ -318,4 +347,228 @@ fn the_hot_path_bench_runs_and_reports_ns_per_event() {
         assert!(v > 0.0, "{key}{v}");
     }
     assert!(s.contains("counter calls_completed=40000"), "{s}");
+}
+
+/// A driver in hold mode: it ran its calls and waits for `release` before it finalizes.
+struct Held {
+    proc: Proc,
+    /// The base URL of the plugin's telemetry, as it logged it through NCCL's logger.
+    url: String,
+    stderr: JoinHandle<String>,
+}
+
+/// Reads `pipe` to its end on a thread; the first line `find` answers is sent at once.
+fn watch(
+    pipe: impl Read + Send + 'static,
+    find: fn(&str) -> Option<String>,
+) -> (mpsc::Receiver<String>, JoinHandle<String>) {
+    let (tx, rx) = mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if let Some(found) = find(&line) {
+                let _ = tx.send(found);
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    (rx, h)
+}
+
+fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32, extra: &[(&str, &Path)]) -> Held {
+    let (rank, nranks) = (rank.to_string(), nranks.to_string());
+    let mut env = vec![
+        ("DRIVER_RANK", Path::new(&rank)),
+        ("DRIVER_NRANKS", Path::new(&nranks)),
+        ("NCCL_PROFILE_EVENT_MASK", Path::new("127")),
+    ];
+    env.extend_from_slice(extra);
+    let mut cmd = driver_cmd(&["hold".as_ref(), release.as_os_str()], rendezvous, &env);
+    let mut proc = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), LIMIT);
+    let (url, stderr) =
+        watch(proc.take_stderr(), |l| l.split("telemetry at ").nth(1)?.split("/metrics").next().map(str::to_string));
+    let (held, _stdout) = watch(proc.take_stdout(), |l| (l == "held").then(String::new));
+    let url = url.recv_timeout(LIMIT).expect("the plugin logs where it serves");
+    held.recv_timeout(LIMIT).expect("the driver ran its calls");
+    Held { proc, url, stderr }
+}
+
+fn get(url: &str) -> String {
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let r = client.get(url).send().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    assert!(r.status().is_success(), "GET {url}: {}", r.status());
+    r.text().unwrap()
+}
+
+/// The value of the series of `family` whose labels include every one of `labels`, if exposed.
+fn series(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) || l.starts_with(&format!("{family} ")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Polls `url` until `ready` accepts its body (the drain thread hands events on every 10 ms, counters every
+/// second), within a generous bound.
+fn poll(url: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = get(url);
+        if ready(&text) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_plugin_serves_collscopes_telemetry_while_nccl_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+    let mut held = hold(&release, &rendezvous, 1, 1, &[]);
+    let metrics = format!("{}/metrics", held.url);
+    let text = poll(&metrics, |t| series(t, "collscope_proxy_thread_seconds_total", &[r#"state="sleep""#]).is_some());
+    let ops = |algo: &str, proto: &str| {
+        let labels =
+            [r#"collective="AllReduce""#, &format!(r#"algorithm="{algo}""#), &format!(r#"protocol="{proto}""#)];
+        series(&text, "collscope_collective_operations_total", &labels)
+    };
+    assert_eq!(ops("Ring", "Simple"), Some(2.0), "each call once, with NCCL's algorithm and protocol:\n{text}");
+    assert_eq!(ops("Tree", "LL"), Some(1.0), "{text}");
+    let bytes = series(&text, "collscope_collective_bytes_total", &[r#"algorithm="Ring""#]);
+    assert_eq!(bytes, Some(2.0 * 1048576.0), "{text}");
+    let wait = |dir: &str, state: &str| {
+        let labels = [r#"rank="1""#, &format!(r#"direction="{dir}""#), &format!(r#"state="{state}""#)];
+        series(&text, "collscope_proxy_wait_seconds_total", &labels).unwrap_or(0.0)
+    };
+    // 3 calls x 2 channels x 4 steps, each 300 us waiting for the peer (sends) and 200 us for data (receives).
+    assert!(wait("send", "waiting_for_peer") >= 24.0 * 300e-6, "{text}");
+    assert!(wait("recv", "waiting_for_recv") >= 24.0 * 200e-6, "{text}");
+    assert!(wait("recv", "recv_gpu_wait") > 0.0, "NCCL's RecvGPUWait is a wait state of its own:\n{text}");
+    for ch in ["0", "1"] {
+        let labels = [r#"rank="1""#, &format!(r#"channel="{ch}""#)];
+        let secs = series(&text, "collscope_kernel_channel_seconds_total", &labels);
+        // Each call's channel ran 0.9 ms on the GPU's clock (the driver's globaltimer stamps).
+        assert!(secs.is_some_and(|s| (s - 3.0 * 0.9e-3).abs() < 1e-9), "channel {ch}: {secs:?}\n{text}");
+    }
+    assert!(series(&text, "collscope_proxy_thread_seconds_total", &[r#"state="sleep""#]).unwrap() >= 0.002);
+    assert_eq!(series(&text, "collscope_profiler_events_lost_total", &[r#"reason="ring_full""#]), Some(0.0));
+    assert_eq!(series(&text, "collscope_profiler_disabled", &[]), Some(0.0));
+    assert!(text.contains(r#"collscope_job_info{"#) && text.contains(r#"source="profiler""#), "{text}");
+
+    let snap: Snapshot = serde_json::from_str(&get(&format!("{}/api/v1/snapshot", held.url))).unwrap();
+    let done: Vec<_> = snap.ops.iter().map(|o| (o.comm.as_deref(), o.seq, o.state)).collect();
+    let completed = collscope_model::OpState::Completed;
+    assert_eq!(done, [(Some("held"), 1, completed), (Some("held"), 2, completed), (Some("held"), 3, completed)]);
+    assert_eq!(snap.source.describe(), "the NCCL job");
+    assert_eq!(snap.kernel_channels.len(), 2, "{:?}", snap.kernel_channels);
+    assert!(snap.profiler.as_ref().is_some_and(|p| p.proxy_sleep_seconds >= 0.002), "{:?}", snap.profiler);
+
+    std::fs::write(&release, "").unwrap();
+    let status = held.proc.wait();
+    let log = held.stderr.join().unwrap();
+    assert!(status.success(), "{log}");
+    assert!(!rendezvous.join(format!("{:016x}", 0x4e1d)).exists(), "finalize removed its rendezvous file:\n{log}");
+}
+
+#[test]
+fn two_ranks_find_each_other_through_the_rendezvous_folder_and_the_job_view_shows_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+    let ranks: Vec<Held> = (0..2).map(|r| hold(&release, &rendezvous, r, 2, &[])).collect();
+    let job_url = format!("{}/api/v1/job", ranks[0].url);
+    let body = poll(&job_url, |t| serde_json::from_str::<JobView>(t).is_ok_and(|j| j.ranks.len() == 2));
+    let job: JobView = serde_json::from_str(&body).unwrap();
+    let seen: Vec<_> =
+        job.ranks.iter().map(|r| (r.rank, r.state, r.comms.first().and_then(|c| c.last_completed))).collect();
+    assert_eq!(seen, [(0, RankState::Idle, Some(3)), (1, RankState::Idle, Some(3))], "{body}");
+    let snap: Snapshot = serde_json::from_str(&get(&format!("{}/api/v1/snapshot", ranks[1].url))).unwrap();
+    let urls: Vec<_> = snap.endpoints.iter().map(|e| (e.rank, e.url.clone())).collect();
+    assert_eq!(urls, [(0, ranks[0].url.clone()), (1, ranks[1].url.clone())]);
+
+    std::fs::write(&release, "").unwrap();
+    for mut held in ranks {
+        let status = held.proc.wait();
+        let log = held.stderr.join().unwrap();
+        assert!(status.success(), "{log}");
+    }
+    assert_eq!(std::fs::read_dir(&rendezvous).unwrap().count(), 0, "both ranks left the folder");
+}
+
+#[test]
+fn a_taken_port_is_one_warning_and_nccl_carries_on_with_the_dump() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("events.jsonl");
+    let out = run(&["scenario"], &[("COLLSCOPE_METRICS_ADDR", Path::new(&port)), ("COLLSCOPE_PROFILER_DUMP", &dump)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warned = err.lines().filter(|l| l.contains("cannot serve telemetry on") && l.contains(&port)).count();
+    assert_eq!(warned, 1, "one warning, then NCCL's later communicators do not try again:\n{err}");
+    let (events, _) = read_dump(&dump);
+    assert_eq!(events.iter().filter(|e| matches!(e, Event::OpCompleted(_))).count(), 9, "the dump still works");
+
+    let out = run(&["scenario"], &[("COLLSCOPE_PROFILER_METRICS", Path::new("0"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("telemetry"), "switched off: no server, no line");
+}
+
+/// An OTLP/HTTP receiver: each request's path and body, answered 200.
+fn otlp_receiver() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut r = BufReader::new(conn);
+            let mut head = Vec::new();
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                head.push(std::mem::take(&mut line));
+            }
+            let path = head.first().and_then(|l| l.split(' ').nth(1)).unwrap_or("").to_string();
+            let len = head
+                .iter()
+                .find_map(|h| h.to_ascii_lowercase().strip_prefix("content-length:")?.trim().parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; len];
+            if r.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = std::io::Write::write_all(
+                r.get_mut(),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            if tx.send((path, body)).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn with_an_otlp_endpoint_the_plugin_pushes_its_metrics_there_by_the_last_finalize() {
+    let (endpoint, received) = otlp_receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+    let otel = [("OTEL_EXPORTER_OTLP_ENDPOINT", Path::new(&endpoint)), ("OTEL_SERVICE_NAME", Path::new("trainer"))];
+    let mut held = hold(&release, &rendezvous, 0, 1, &otel);
+    std::fs::write(&release, "").unwrap();
+    let status = held.proc.wait();
+    let log = held.stderr.join().unwrap();
+    assert!(status.success(), "{log}");
+    let metrics: Vec<Vec<u8>> = received.try_iter().filter(|(p, _)| p == "/v1/metrics").map(|(_, b)| b).collect();
+    let has = |b: &[u8], s: &str| b.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(
+        metrics.iter().any(|b| has(b, "collscope.collective.operations") && has(b, "trainer")),
+        "the last export carries the calls, as service 'trainer' ({} metric exports):\n{log}",
+        metrics.len()
+    );
+    assert!(metrics.iter().any(|b| has(b, "collscope.kernel.channel.time")), "{log}");
 }

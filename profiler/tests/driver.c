@@ -6,6 +6,7 @@
  *   driver SO layout         print the offset and size of every ABI field, as this compiler lays them out
  *   driver SO scenario       run the scenario through v6, v5 and v4; check collscope's counters; exit 0 if right
  *   driver SO bench N        time N iterations of the hot path through v5; print ns per event call
+ *   driver SO hold FILE      run calls through v6 as rank DRIVER_RANK of DRIVER_NRANKS, print "held", wait for FILE
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -38,6 +39,9 @@ static int failures;
 /* NCCL's mask: one int for every communicator. */
 static int eActivationMask;
 static int infoLines;
+/* This process's rank and the communicator's size (the hold mode takes them from DRIVER_RANK, DRIVER_NRANKS). */
+static int gRank = 1;
+static int gNranks = 4;
 
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   (void)flags;
@@ -47,7 +51,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char* fil
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  if (level == NCCL_LOG_INFO && strstr(buf, "collscope")) infoLines++;
+  if (level == NCCL_LOG_INFO && strstr(buf, "PROFILER/Plugin: collscope")) infoLines++;
   fprintf(stderr, "[nccl log %d %s] %s\n", (int)level, file, buf);
 }
 
@@ -79,7 +83,7 @@ struct ops {
     D d;                                                                                                           \
     memset(&d, 0, sizeof(d));                                                                                      \
     d.type = ncclProfileColl;                                                                                      \
-    d.rank = 1;                                                                                                    \
+    d.rank = gRank;                                                                                                \
     d.coll.func = func;                                                                                            \
     d.coll.count = count;                                                                                          \
     d.coll.datatype = dt;                                                                                          \
@@ -96,7 +100,7 @@ struct ops {
     D d;                                                                                                           \
     memset(&d, 0, sizeof(d));                                                                                      \
     d.type = ncclProfileP2p;                                                                                       \
-    d.rank = 1;                                                                                                    \
+    d.rank = gRank;                                                                                                \
     d.p2p.func = func;                                                                                             \
     d.p2p.count = count;                                                                                           \
     d.p2p.datatype = dt;                                                                                           \
@@ -111,7 +115,7 @@ struct ops {
     memset(&d, 0, sizeof(d));                                                                                      \
     d.type = ncclProfileProxyOp;                                                                                   \
     d.parentObj = parent;                                                                                          \
-    d.rank = 1;                                                                                                    \
+    d.rank = gRank;                                                                                                \
     d.proxyOp.pid = pid;                                                                                           \
     d.proxyOp.channelId = ch;                                                                                      \
     d.proxyOp.peer = peer;                                                                                         \
@@ -127,7 +131,7 @@ struct ops {
     memset(&d, 0, sizeof(d));                                                                                      \
     d.type = ncclProfileProxyStep;                                                                                 \
     d.parentObj = parent;                                                                                          \
-    d.rank = 1;                                                                                                    \
+    d.rank = gRank;                                                                                                \
     d.proxyStep.step = step;                                                                                       \
     void* h = (void*)0x1;                                                                                          \
     CHECK(P->startEvent(ctx, &h, &d) == ncclSuccess, "step start");                                                \
@@ -164,13 +168,13 @@ STARTERS(v5, p5, ncclProfilerEventDescr_v5_t)
 STARTERS(v6, p6, ncclProfilerEventDescr_v6_t)
 
 static ncclResult_t v4_init(void** ctx, const char* name, uint64_t id) {
-  return p4->init(ctx, &eActivationMask, name, id, 2, 4, 1, logger);
+  return p4->init(ctx, &eActivationMask, name, id, 2, gNranks, gRank, logger);
 }
 static ncclResult_t v5_init(void** ctx, const char* name, uint64_t id) {
-  return p5->init(ctx, id, &eActivationMask, name, 2, 4, 1, logger);
+  return p5->init(ctx, id, &eActivationMask, name, 2, gNranks, gRank, logger);
 }
 static ncclResult_t v6_init(void** ctx, const char* name, uint64_t id) {
-  return p6->init(ctx, id, &eActivationMask, name, 2, 4, 1, logger);
+  return p6->init(ctx, id, &eActivationMask, name, 2, gNranks, gRank, logger);
 }
 
 static ncclResult_t v4_stop(void* h) { return p4->stopEvent(h); }
@@ -256,6 +260,29 @@ static void* proxyThread(void* arg) {
   return NULL;
 }
 
+/* AllReduce, 1 MiB of float, on 2 channels over the network: the proxy thread's share runs beside the launch. */
+static void networkAllReduce(struct ops* o, void* ctx, const char* algo, const char* proto) {
+  void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, algo, proto);
+  CHECK(coll != NULL, "coll handle");
+  struct proxyWork w = {o, ctx, coll};
+  pthread_t proxy;
+  pthread_create(&proxy, NULL, proxyThread, &w);
+  CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
+  pthread_join(proxy, NULL);
+}
+
+/* The proxy thread sleeps 2 ms, as its ProxyCtrl events report it. */
+static void proxySleep(struct ops* o, void* ctx) {
+  ncclProfilerEventStateArgs_v4_t a;
+  memset(&a, 0, sizeof(a));
+  void* c = o->simple(ctx, ncclProfileProxyCtrl);
+  CHECK(c != NULL, "proxy ctrl handle");
+  o->record(c, ncclProfilerProxyCtrlSleep, &a);
+  pause_us(2000);
+  o->record(c, ncclProfilerProxyCtrlWakeup, &a);
+  o->stop(c);
+}
+
 static void scenario(struct ops* o) {
   char name[32];
   snprintf(name, sizeof(name), "driver-v%d", o->version);
@@ -274,14 +301,7 @@ static void scenario(struct ops* o) {
     CHECK(o->simple(ctx, ncclProfileCollApi) == NULL, "coll API handle");
   }
 
-  /* AllReduce, 1 MiB of float, Ring/Simple on 2 channels, over the network. */
-  void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, "RING", "SIMPLE");
-  CHECK(coll != NULL, "coll handle");
-  struct proxyWork w = {o, ctx, coll};
-  pthread_t proxy;
-  pthread_create(&proxy, NULL, proxyThread, &w);
-  CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
-  pthread_join(proxy, NULL);
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
 
   /* Send to rank 2 and receive from rank 0: one channel each, a kernel channel each. */
   void* snd = o->p2p(ctx, "Send", 1000, "ncclBfloat16", 2, 1);
@@ -312,19 +332,30 @@ static void scenario(struct ops* o) {
   if (eActivationMask & ncclProfileProxyCtrl) {
     ncclProfilerEventStateArgs_v4_t a;
     memset(&a, 0, sizeof(a));
+    proxySleep(o, ctx);
     void* c = o->simple(ctx, ncclProfileProxyCtrl);
-    CHECK(c != NULL, "proxy ctrl handle");
-    o->record(c, ncclProfilerProxyCtrlSleep, &a);
-    pause_us(2000);
-    o->record(c, ncclProfilerProxyCtrlWakeup, &a);
-    o->stop(c);
-    c = o->simple(ctx, ncclProfileProxyCtrl);
     o->record(c, ncclProfilerProxyCtrlAppend, &a);
     a.proxyCtrl.appendedProxyOps = 3;
     o->record(c, ncclProfilerProxyCtrlAppendEnd, &a);
     o->stop(c);
   }
   CHECK(o->stop(NULL) == ncclSuccess, "stop of a NULL handle");
+  CHECK(o->finalize(ctx) == ncclSuccess, "finalize");
+}
+
+/* A rank of one communicator ("held", one id for every process) that runs two Ring/Simple AllReduces and one
+ * Tree/LL AllReduce over the network and a proxy thread's sleep, prints "held", and finalizes only once the file
+ * `release` exists (at most 60 s later): meanwhile the test reads the plugin's telemetry. */
+static void hold(struct ops* o, const char* release) {
+  void* ctx = NULL;
+  CHECK(o->init(&ctx, "held", 0x4e1d) == ncclSuccess && ctx != NULL, "init");
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
+  networkAllReduce(o, ctx, "RING", "SIMPLE");
+  networkAllReduce(o, ctx, "TREE", "LL");
+  if (eActivationMask & ncclProfileProxyCtrl) proxySleep(o, ctx);
+  printf("held\n");
+  fflush(stdout);
+  for (int i = 0; i < 600 && access(release, F_OK) != 0; i++) pause_us(100000);
   CHECK(o->finalize(ctx) == ncclSuccess, "finalize");
 }
 
@@ -480,7 +511,7 @@ static void printCounters(const struct collscope_profiler_counters* c) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s PLUGIN.so layout|scenario|bench N\n", argv[0]);
+    fprintf(stderr, "usage: %s PLUGIN.so layout|scenario|bench N|hold RELEASE_FILE\n", argv[0]);
     return 2;
   }
   if (strcmp(argv[2], "layout") == 0) {
@@ -508,6 +539,10 @@ int main(int argc, char** argv) {
 
   if (strcmp(argv[2], "bench") == 0) {
     bench(&v5, argc > 3 ? atol(argv[3]) : 1000000);
+  } else if (strcmp(argv[2], "hold") == 0 && argc > 3) {
+    if (getenv("DRIVER_RANK")) gRank = atoi(getenv("DRIVER_RANK"));
+    if (getenv("DRIVER_NRANKS")) gNranks = atoi(getenv("DRIVER_NRANKS"));
+    hold(&v6, argv[3]);
   } else {
     scenario(&v6);
     scenario(&v5);

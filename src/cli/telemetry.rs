@@ -6,21 +6,9 @@ use anyhow::Result;
 use collscope_debug::env::Env;
 use collscope_model::Source;
 use collscope_runtime::observe::recorder;
+use collscope_telemetry::config::local_ranks;
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
 use std::io::Write;
-
-/// Ranks on this node as the launcher says (torchrun, Open MPI, Slurm), else all of them (collscope's own
-/// launcher starts every rank here).
-fn local_ranks(nranks: u32) -> u32 {
-    ["LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"]
-        .iter()
-        .find_map(|k| {
-            let v = std::env::var(k).ok()?;
-            // Slurm writes `4(x2)` for 4 tasks on each of 2 nodes.
-            v.split('(').next()?.trim().parse().ok()
-        })
-        .unwrap_or(nranks)
-}
 
 /// Starts telemetry in a process that runs ranks (not in a launcher that only starts them), unless
 /// `COLLSCOPE_TELEMETRY=0`, and prints where it serves.
@@ -34,7 +22,12 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
         env = env.with("COLLSCOPE_METRICS_ADDR", addr);
     }
     let who = match &info {
-        Some(i) => LocalRank { rank: Some(i.rank), local_rank: i.local_rank, local_ranks: local_ranks(i.nranks) },
+        // Without the launcher's count, all of them: collscope's own launcher starts every rank here.
+        Some(i) => LocalRank {
+            rank: Some(i.rank),
+            local_rank: i.local_rank,
+            local_ranks: local_ranks(|k| std::env::var(k).ok(), i.nranks),
+        },
         None => LocalRank { rank: None, local_rank: 0, local_ranks: 1 },
     };
     let cfg = TelemetryConfig::from_env(&env, who, |k| std::env::var(k).ok())?;
@@ -45,12 +38,7 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
     let whose = info.map_or_else(|| "ranks of this process".to_string(), |i| format!("rank {}", i.rank));
     let url = t.url();
     // The other ranks reach this one at the address it serves on; a wildcard one by this host's name.
-    let reachable = if t.addr().ip().is_unspecified() {
-        format!("http://{}:{}", collscope_debug::sys::hostname(), t.addr().port())
-    } else {
-        url.clone()
-    };
-    recorder::global().set_endpoint(reachable);
+    recorder::global().set_endpoint(t.reachable_url());
     let aggregate = if cfg.aggregate_peers.is_empty() { String::new() } else { format!(", {url}/metrics/aggregate") };
     println!(
         "collscope: telemetry for {whose} at {url}/metrics{aggregate}, {url}/api/v1/snapshot, {url}/api/v1/events"

@@ -266,6 +266,50 @@ pub const DROPPED: Metric = Metric {
     labels: &[label!("stage", "telemetry.stage")],
 };
 
+pub const KERNEL_CHANNEL_SECONDS: Metric = Metric {
+    prom: Some("collscope_kernel_channel_seconds_total"),
+    otel: Some("collscope.kernel.channel.time"),
+    help: "GPU time of each channel's share of the calls (NCCL's profiler KernelCh events, on the GPU's clock).",
+    unit: "s",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("channel")],
+};
+pub const PROFILER_LOST: Metric = Metric {
+    prom: Some("collscope_profiler_events_lost_total"),
+    otel: Some("collscope.profiler.events.lost"),
+    help: "NCCL profiler events the plugin could not keep or place: no free event object (no_free_event), a \
+           full ring (ring_full), a child of an unknown or finished call (orphan), a call the model cannot name \
+           (unsupported), a handle used after its end (misused).",
+    unit: "{event}",
+    kind: Kind::Counter,
+    labels: &[label!("reason", "profiler.reason")],
+};
+pub const PROFILER_DISABLED: Metric = Metric {
+    prom: Some("collscope_profiler_disabled"),
+    otel: Some("collscope.profiler.disabled"),
+    help: "1 once an internal error disabled the NCCL profiler plugin (NCCL carries on without it).",
+    unit: "1",
+    kind: Kind::Gauge,
+    labels: &[],
+};
+pub const PROXY_THREAD_SECONDS: Metric = Metric {
+    prom: Some("collscope_proxy_thread_seconds_total"),
+    otel: Some("collscope.proxy.thread.time"),
+    help: "Time NCCL's proxy thread spent asleep, polling idle, progressing operations and appending new ones \
+           (NCCL's profiler ProxyCtrl events).",
+    unit: "s",
+    kind: Kind::Counter,
+    labels: &[label!("state", "proxy.thread_state")],
+};
+pub const PROXY_APPENDED: Metric = Metric {
+    prom: Some("collscope_proxy_appended_operations_total"),
+    otel: Some("collscope.proxy.appended"),
+    help: "Proxy operations NCCL's proxy thread took from its queue (NCCL's profiler ProxyCtrl events).",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: &[],
+};
+
 /// Every metric, in the order the backends define them.
 pub const ALL: &[Metric] = &[
     COLL_DURATION,
@@ -291,6 +335,11 @@ pub const ALL: &[Metric] = &[
     ERRORS,
     FINDINGS,
     DROPPED,
+    KERNEL_CHANNEL_SECONDS,
+    PROFILER_LOST,
+    PROFILER_DISABLED,
+    PROXY_THREAD_SECONDS,
+    PROXY_APPENDED,
 ];
 
 #[cfg(test)]

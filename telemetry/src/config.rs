@@ -59,6 +59,49 @@ pub struct LocalRank {
     pub local_ranks: u32,
 }
 
+/// Each launcher's (rank, local rank) variables, in the order collscope's runtime reads them
+/// (`runtime/src/comm/launch.rs`): collscope's launcher, Open MPI, Slurm, torchrun.
+const LAUNCHERS: [(&str, &str); 4] = [
+    ("COLLSCOPE_RANK", "COLLSCOPE_LOCAL_RANK"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("SLURM_PROCID", "SLURM_LOCALID"),
+    ("RANK", "LOCAL_RANK"),
+];
+
+impl LocalRank {
+    /// This process among its node's ranks, from the first launcher whose local rank variable is set (read
+    /// through `get`); without one, the only rank of its node.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<LocalRank, ConfigError> {
+        let num = |name: &'static str| -> Result<Option<u32>, ConfigError> {
+            let Some(v) = get(name).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
+            v.trim().parse().map(Some).map_err(|_| ConfigError::Invalid {
+                name,
+                value: v,
+                expected: "a non-negative integer".into(),
+            })
+        };
+        for (rank_var, local_var) in LAUNCHERS {
+            if let Some(local_rank) = num(local_var)? {
+                let local_ranks = local_ranks(&get, local_rank + 1).max(local_rank + 1);
+                return Ok(LocalRank { rank: num(rank_var)?, local_rank, local_ranks });
+            }
+        }
+        Ok(LocalRank { rank: None, local_rank: 0, local_ranks: 1 })
+    }
+}
+
+/// Ranks on this node as the launcher says (torchrun, Open MPI, Slurm), else `default`.
+pub fn local_ranks(get: impl Fn(&str) -> Option<String>, default: u32) -> u32 {
+    ["LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"]
+        .iter()
+        .find_map(|k| {
+            let v = get(k)?;
+            // Slurm writes `4(x2)` for 4 tasks on each of 2 nodes.
+            v.split('(').next()?.trim().parse().ok()
+        })
+        .unwrap_or(default)
+}
+
 impl TelemetryConfig {
     /// Settings on loopback at the default port, without OTLP.
     pub fn new(addr: SocketAddr) -> Self {
@@ -185,6 +228,24 @@ mod tests {
         let env = Env::from_pairs([("COLLSCOPE_METRICS_ADDR", "nowhere:x")]);
         let e = TelemetryConfig::from_env(&env, LocalRank::default(), lookup(&[])).unwrap_err().to_string();
         assert!(e.contains("COLLSCOPE_METRICS_ADDR='nowhere:x'") && e.contains("HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn the_local_rank_comes_from_the_first_launcher_that_sets_one() {
+        let who = |pairs| LocalRank::from_env(lookup(pairs)).unwrap();
+        assert_eq!(who(&[]), LocalRank { rank: None, local_rank: 0, local_ranks: 1 });
+        const TORCHRUN: &[(&str, &str)] = &[("RANK", "5"), ("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "4")];
+        assert_eq!(who(TORCHRUN), LocalRank { rank: Some(5), local_rank: 1, local_ranks: 4 });
+        const SLURM: &[(&str, &str)] =
+            &[("SLURM_PROCID", "9"), ("SLURM_LOCALID", "3"), ("SLURM_NTASKS_PER_NODE", "4(x2)"), ("LOCAL_RANK", "0")];
+        assert_eq!(who(SLURM), LocalRank { rank: Some(9), local_rank: 3, local_ranks: 4 });
+        assert_eq!(
+            who(&[("OMPI_COMM_WORLD_LOCAL_RANK", "2")]),
+            LocalRank { rank: None, local_rank: 2, local_ranks: 3 }
+        );
+        let e = LocalRank::from_env(lookup(&[("SLURM_LOCALID", "x")])).unwrap_err().to_string();
+        assert!(e.contains("SLURM_LOCALID='x'") && e.contains("non-negative integer"), "{e}");
+        assert_eq!(local_ranks(lookup(&[]), 7), 7);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub fn source(s: &Source) -> &'static str {
         Source::Runtime => "runtime",
         Source::Log { .. } => "log",
         Source::Model { .. } => "model",
+        Source::Profiler => "profiler",
     }
 }
 
@@ -102,6 +103,7 @@ pub fn wait_state(w: ProxyWait) -> &'static str {
         ProxyWait::WaitingForSendCompletion => "waiting_for_send_completion",
         ProxyWait::WaitingForRecv => "waiting_for_recv",
         ProxyWait::WaitingForFlush => "waiting_for_flush",
+        ProxyWait::RecvGpuWait => "recv_gpu_wait",
     }
 }
 

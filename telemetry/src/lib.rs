@@ -116,6 +116,15 @@ impl Telemetry {
         format!("http://{}", self.addr)
     }
 
+    /// The URL other hosts reach this server at: [`Telemetry::url`], with this host's name for a wildcard address.
+    pub fn reachable_url(&self) -> String {
+        if self.addr.ip().is_unspecified() {
+            format!("http://{}:{}", collscope_debug::sys::hostname(), self.addr.port())
+        } else {
+            self.url()
+        }
+    }
+
     /// Runs `f` on the state (to add facts, ingest a snapshot, or read it).
     pub fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         self.shared.drain();

@@ -9,7 +9,8 @@ use crate::catalogue::{self as cat, Metric};
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
-    self as model, Algorithm, ChannelTraffic, Collective, OpRecord, OpState, ProxyOp, Snapshot, Warning,
+    self as model, Algorithm, ChannelTraffic, Collective, KernelChannel, OpRecord, OpState, ProfilerCounters, ProxyOp,
+    Snapshot, Warning,
 };
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};
@@ -81,6 +82,11 @@ struct Instruments {
     errors: Counter<u64>,
     findings: Gauge<i64>,
     dropped: Counter<u64>,
+    kernel_channel: Counter<f64>,
+    profiler_lost: Counter<u64>,
+    profiler_disabled: Gauge<i64>,
+    proxy_thread: Counter<f64>,
+    proxy_appended: Counter<u64>,
 }
 
 /// The catalogue's name of a metric OpenTelemetry exports.
@@ -128,6 +134,11 @@ impl Instruments {
             errors: u64_counter(&cat::ERRORS),
             findings: i64_gauge(&cat::FINDINGS),
             dropped: u64_counter(&cat::DROPPED),
+            kernel_channel: f64_counter(&cat::KERNEL_CHANNEL_SECONDS),
+            profiler_lost: u64_counter(&cat::PROFILER_LOST),
+            profiler_disabled: i64_gauge(&cat::PROFILER_DISABLED),
+            proxy_thread: f64_counter(&cat::PROXY_THREAD_SECONDS),
+            proxy_appended: u64_counter(&cat::PROXY_APPENDED),
         }
     }
 }
@@ -361,6 +372,26 @@ impl MetricSink for Otel {
 
     fn dropped(&mut self, stage: &'static str, n: u64) {
         self.m.dropped.add(n, &cat::DROPPED.attrs([stage.into()]));
+    }
+
+    fn kernel_channel(&mut self, k: &KernelChannel) {
+        if k.gpu_seconds > 0.0 {
+            let attrs = cat::KERNEL_CHANNEL_SECONDS.attrs([k.rank.to_string().into(), k.channel.to_string().into()]);
+            self.m.kernel_channel.add(k.gpu_seconds, &attrs);
+        }
+    }
+
+    fn profiler(&mut self, c: &ProfilerCounters) {
+        for (reason, n) in sink::lost_events(c) {
+            self.m.profiler_lost.add(n, &cat::PROFILER_LOST.attrs([reason.into()]));
+        }
+        self.m.profiler_disabled.record(i64::from(c.disabled), &cat::PROFILER_DISABLED.attrs([]));
+        for (state, secs) in sink::proxy_thread(c) {
+            if secs > 0.0 {
+                self.m.proxy_thread.add(secs, &cat::PROXY_THREAD_SECONDS.attrs([state.into()]));
+            }
+        }
+        self.m.proxy_appended.add(c.proxy_appended_ops, &cat::PROXY_APPENDED.attrs([]));
     }
 
     fn facts(&mut self, snap: &Snapshot) {

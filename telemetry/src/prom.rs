@@ -5,7 +5,8 @@ use crate::catalogue::{self as cat, Metric};
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
-    Algorithm, ChannelTraffic, Collective, Direction, Protocol, ProxyOp, Snapshot, Transport, Warning,
+    Algorithm, ChannelTraffic, Collective, Direction, KernelChannel, ProfilerCounters, Protocol, ProxyOp, Snapshot,
+    Transport, Warning,
 };
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
@@ -55,6 +56,11 @@ pub struct PromMetrics {
     errors: IntCounterVec,
     findings: IntGaugeVec,
     dropped: IntCounterVec,
+    kernel_channel: CounterVec,
+    profiler_lost: IntCounterVec,
+    profiler_disabled: IntGauge,
+    proxy_thread: CounterVec,
+    proxy_appended: IntCounter,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> Result<T, prometheus::Error> {
@@ -108,6 +114,11 @@ impl PromMetrics {
             errors: int_counter(&cat::ERRORS)?,
             findings: int_gauge(&cat::FINDINGS)?,
             dropped: int_counter(&cat::DROPPED)?,
+            kernel_channel: counter(&cat::KERNEL_CHANNEL_SECONDS)?,
+            profiler_lost: int_counter(&cat::PROFILER_LOST)?,
+            profiler_disabled: reg(&r, IntGauge::with_opts(opts(&cat::PROFILER_DISABLED))?)?,
+            proxy_thread: counter(&cat::PROXY_THREAD_SECONDS)?,
+            proxy_appended: reg(&r, IntCounter::with_opts(opts(&cat::PROXY_APPENDED))?)?,
             registry: r,
         };
         // Both stages exist from the start, so a rate of drops reads 0 rather than nothing.
@@ -209,6 +220,25 @@ impl MetricSink for PromMetrics {
 
     fn dropped(&mut self, stage: &'static str, n: u64) {
         self.dropped.with_label_values(&[stage]).inc_by(n);
+    }
+
+    fn kernel_channel(&mut self, k: &KernelChannel) {
+        if k.gpu_seconds > 0.0 {
+            self.kernel_channel.with_label_values(&[k.rank.to_string(), k.channel.to_string()]).inc_by(k.gpu_seconds);
+        }
+    }
+
+    fn profiler(&mut self, c: &ProfilerCounters) {
+        for (reason, n) in sink::lost_events(c) {
+            self.profiler_lost.with_label_values(&[reason]).inc_by(n);
+        }
+        self.profiler_disabled.set(i64::from(c.disabled));
+        for (state, secs) in sink::proxy_thread(c) {
+            if secs > 0.0 {
+                self.proxy_thread.with_label_values(&[state]).inc_by(secs);
+            }
+        }
+        self.proxy_appended.inc_by(c.proxy_appended_ops);
     }
 
     fn facts(&mut self, snap: &Snapshot) {

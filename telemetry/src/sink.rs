@@ -4,7 +4,8 @@
 use crate::labels;
 use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
-    Algorithm, ChannelTraffic, Collective, Decision, OpRecord, OpState, Protocol, ProxyOp, Snapshot, Warning,
+    Algorithm, ChannelTraffic, Collective, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters, Protocol,
+    ProxyOp, Snapshot, Warning,
 };
 use std::collections::BTreeMap;
 
@@ -93,9 +94,34 @@ pub trait MetricSink {
     /// `n` more records were dropped at `stage` ("queue": the runtime's queue was full; "history": the oldest
     /// kept record went to make room).
     fn dropped(&mut self, stage: &'static str, n: u64);
+    /// `k` carries what one channel's GPU time and calls grew by since its last report.
+    fn kernel_channel(&mut self, k: &KernelChannel);
+    /// `c` carries what the profiler plugin's counters grew by since their last report; `disabled` is its state.
+    fn profiler(&mut self, c: &ProfilerCounters);
     /// The facts that are states, not counts (connections, communicators, init timings, findings): replaced
     /// as a whole from the snapshot.
     fn facts(&mut self, snap: &Snapshot);
+}
+
+/// The profiler plugin's counters as (reason, count) of [`crate::catalogue::PROFILER_LOST`].
+pub fn lost_events(c: &ProfilerCounters) -> [(&'static str, u64); 5] {
+    [
+        ("no_free_event", c.dropped_events),
+        ("ring_full", c.dropped_records),
+        ("orphan", c.orphan_events),
+        ("unsupported", c.unsupported_calls),
+        ("misused", c.misused_handles),
+    ]
+}
+
+/// The proxy thread's time as (state, seconds) of [`crate::catalogue::PROXY_THREAD_SECONDS`].
+pub fn proxy_thread(c: &ProfilerCounters) -> [(&'static str, f64); 4] {
+    [
+        ("sleep", c.proxy_sleep_seconds),
+        ("idle", c.proxy_idle_seconds),
+        ("active", c.proxy_active_seconds),
+        ("append", c.proxy_append_seconds),
+    ]
 }
 
 /// One row of the connection facts: how many channels connect `rank` to `peer` this way.

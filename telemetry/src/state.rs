@@ -8,8 +8,8 @@ use crate::prom::PromMetrics;
 use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
-    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, OpRecord, Protocol, ProxyOp,
-    Snapshot, Source, Transport,
+    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
+    ProfilerCounters, Protocol, ProxyOp, Snapshot, Source, Transport,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +76,34 @@ fn proxy_delta(now: &ProxyOp, before: Option<&ProxyOp>) -> ProxyOp {
         done: now.done.saturating_sub(b.done),
         waits: now.waits.iter().map(|(w, t)| (*w, (t - waited(*w)).max(0.0))).collect(),
         ..now.clone()
+    }
+}
+
+/// What `now` (a channel's totals) adds to `before` (its totals as kept); a late report, behind them, adds nothing.
+fn kernel_growth(now: &KernelChannel, before: Option<&KernelChannel>) -> KernelChannel {
+    let (calls, secs) = before.map_or((0, 0.0), |b| (b.calls, b.gpu_seconds));
+    if calls > now.calls {
+        return KernelChannel { calls: 0, gpu_seconds: 0.0, ..now.clone() };
+    }
+    KernelChannel { calls: now.calls - calls, gpu_seconds: (now.gpu_seconds - secs).max(0.0), ..now.clone() }
+}
+
+/// What `now` (the profiler plugin's totals) adds to `before`; `disabled` as it is now.
+fn profiler_growth(now: &ProfilerCounters, before: Option<&ProfilerCounters>) -> ProfilerCounters {
+    let b = before.cloned().unwrap_or_default();
+    let secs = |n: f64, b: f64| (n - b).max(0.0);
+    ProfilerCounters {
+        dropped_events: now.dropped_events.saturating_sub(b.dropped_events),
+        dropped_records: now.dropped_records.saturating_sub(b.dropped_records),
+        orphan_events: now.orphan_events.saturating_sub(b.orphan_events),
+        unsupported_calls: now.unsupported_calls.saturating_sub(b.unsupported_calls),
+        misused_handles: now.misused_handles.saturating_sub(b.misused_handles),
+        disabled: now.disabled,
+        proxy_sleep_seconds: secs(now.proxy_sleep_seconds, b.proxy_sleep_seconds),
+        proxy_idle_seconds: secs(now.proxy_idle_seconds, b.proxy_idle_seconds),
+        proxy_active_seconds: secs(now.proxy_active_seconds, b.proxy_active_seconds),
+        proxy_append_seconds: secs(now.proxy_append_seconds, b.proxy_append_seconds),
+        proxy_appended_ops: now.proxy_appended_ops.saturating_sub(b.proxy_appended_ops),
     }
 }
 
@@ -153,8 +181,8 @@ impl State {
             Event::OpCompleted(op) => {
                 let calls = Calls::of(op);
                 self.sinks(|s| s.calls(&calls));
-                // The runtime's calls carry the tuner's choice.
-                if let (Source::Runtime, Some(algo), Some(proto)) = (&self.snap.source, op.algo, op.proto) {
+                // The runtime's (and NCCL's, through the profiler plugin) calls carry the tuner's choice.
+                if let (true, Some(algo), Some(proto)) = (self.calls_carry_choice(), op.algo, op.proto) {
                     self.sinks(|s| s.decided(op.coll, algo, proto, Some(op.rank), 1));
                 }
                 self.span(op);
@@ -176,7 +204,15 @@ impl State {
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
             Event::Connection(c) => self.learn_links(c),
             // The runtime's calls count its choices (above); its decisions (one per size) only fill the model.
-            Event::Decision(d) if self.snap.source != Source::Runtime => self.sinks(|s| s.decision(d)),
+            Event::Decision(d) if !self.calls_carry_choice() => self.sinks(|s| s.decision(d)),
+            Event::KernelChannel(k) => {
+                let grown = kernel_growth(k, self.snap.kernel_channel(k));
+                self.sinks(|s| s.kernel_channel(&grown));
+            }
+            Event::Profiler(c) => {
+                let grown = profiler_growth(c, self.snap.profiler.as_ref());
+                self.sinks(|s| s.profiler(&grown));
+            }
             Event::Warning(w) => self.sinks(|s| s.error(w)),
             Event::OpEnqueued(_)
             | Event::Communicator(_)
@@ -198,6 +234,11 @@ impl State {
             self.sinks(|s| s.in_flight(rank, -1));
         }
         self.publish(ev);
+    }
+
+    /// Whether completed calls carry the tuner's choice (live sources do; a log's decisions are its own lines).
+    fn calls_carry_choice(&self) -> bool {
+        matches!(self.snap.source, Source::Runtime | Source::Profiler)
     }
 
     /// A finished call's span.
@@ -420,6 +461,40 @@ mod tests {
 
     fn state(limits: Bounds) -> State {
         State::new(Source::Runtime, limits, None).unwrap()
+    }
+
+    #[test]
+    fn totals_from_the_profiler_plugin_count_what_they_grew_by() {
+        let mut st = State::new(Source::Profiler, Bounds::default(), None).unwrap();
+        let k = |calls, gpu_seconds| {
+            Event::KernelChannel(collscope_model::KernelChannel {
+                comm: Some("c".into()),
+                rank: 1,
+                channel: 2,
+                calls,
+                gpu_seconds,
+            })
+        };
+        st.apply(k(1, 0.25));
+        st.apply(k(3, 0.75));
+        st.apply(k(2, 0.5)); // late: less than already counted
+        let p = |sleep, dropped| {
+            Event::Profiler(ProfilerCounters {
+                proxy_sleep_seconds: sleep,
+                dropped_records: dropped,
+                ..Default::default()
+            })
+        };
+        st.apply(p(0.5, 1));
+        st.apply(p(1.5, 4));
+        st.apply(Event::OpCompleted(op(1, 1, 1 << 20, OpState::Completed)));
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_kernel_channel_seconds_total{channel=\"2\",rank=\"1\"}"), Some(0.75));
+        assert_eq!(value(&text, "collscope_proxy_thread_seconds_total{state=\"sleep\"}"), Some(1.5));
+        assert_eq!(value(&text, "collscope_profiler_events_lost_total{reason=\"ring_full\"}"), Some(4.0));
+        assert_eq!(value(&text, "collscope_profiler_disabled"), Some(0.0));
+        let d = "{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"1\"}";
+        assert_eq!(value(&text, &format!("collscope_tuning_decisions_total{d}")), Some(1.0), "NCCL's choice, per call");
     }
 
     #[test]

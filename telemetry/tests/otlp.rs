@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::routing::post;
 use collscope_model::{
     Algorithm, Bounds, ChannelTraffic, Collective, Communicator, Connection, DataType, Decision, Direction, Event,
-    Finding, InitTimings, OpRecord, OpState, Protocol, ProxyOp, ProxyWait, Severity, Source, Transport, Warning,
+    Finding, InitTimings, KernelChannel, OpRecord, OpState, ProfilerCounters, Protocol, ProxyOp, ProxyWait, Severity,
+    Source, Transport, Warning,
 };
 use collscope_runtime::observe::recorder::Recorder;
 use collscope_telemetry::catalogue::{self, Kind};
@@ -280,6 +281,19 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         detail: "rank 0".into(),
         evidence: vec![],
         fix: "move the NIC".into(),
+    }));
+    rec.push(Event::KernelChannel(KernelChannel {
+        comm: Some("0xc0".into()),
+        rank: 0,
+        channel: 1,
+        calls: 2,
+        gpu_seconds: 0.002,
+    }));
+    rec.push(Event::Profiler(ProfilerCounters {
+        dropped_records: 1,
+        proxy_sleep_seconds: 0.5,
+        proxy_appended_ops: 3,
+        ..Default::default()
     }));
     t.with_state(|s| s.update_facts(|f| f.channels.coll = Some(2)));
     let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();

@@ -2,7 +2,7 @@
 //! steps and kernel channels started and ended on another (or the same), in NCCL's orders.
 
 use super::*;
-use crate::output::{drain_context, drain_detached, Output};
+use crate::output::{drain_context, drain_detached};
 use collscope_model::{CommState, Direction, Event, OpRecord, OpState, ProxyWait};
 use std::thread::sleep;
 use std::time::Duration;
@@ -102,26 +102,26 @@ fn kernel(shared: &Shared, parent: *mut c_void, channel: u8, p_start: u64, p_sto
     end(k);
 }
 
-fn drain(c: &Context) -> Vec<Output> {
+fn drain(c: &Context) -> Vec<Event> {
     let mut got = Vec::new();
     drain_context(c, &mut |o| got.push(o));
     got
 }
 
-fn ops(out: &[Output], completed: bool) -> Vec<OpRecord> {
+fn ops(out: &[Event], completed: bool) -> Vec<OpRecord> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Event(Event::OpCompleted(r)) if completed => Some(r.clone()),
-            Output::Event(Event::OpEnqueued(r)) if !completed => Some(r.clone()),
+            Event::OpCompleted(r) if completed => Some(r.clone()),
+            Event::OpEnqueued(r) if !completed => Some(r.clone()),
             _ => None,
         })
         .collect()
 }
 
-fn proxies(out: &[Output]) -> Vec<collscope_model::ProxyOp> {
+fn proxies(out: &[Event]) -> Vec<collscope_model::ProxyOp> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Event(Event::Proxy(p)) => Some(p.clone()),
+            Event::Proxy(p) => Some(p.clone()),
             _ => None,
         })
         .collect()
@@ -141,7 +141,7 @@ fn a_collective_completes_when_its_channels_and_proxy_operations_end() {
     end(call);
     let out = drain(&c);
     assert!(
-        matches!(&out[0], Output::Event(Event::Communicator(k)) if k.state == CommState::Ready && k.comm.as_deref() == Some("dp0"))
+        matches!(&out[0], Event::Communicator(k) if k.state == CommState::Ready && k.comm.as_deref() == Some("dp0"))
     );
     let enq = ops(&out, false);
     assert_eq!(enq.len(), 1);
@@ -179,7 +179,7 @@ fn a_collective_completes_when_its_channels_and_proxy_operations_end() {
     let kernels: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::KernelChannel(k) => Some((k.channel, k.calls, k.gpu_seconds)),
+            Event::KernelChannel(k) => Some((k.channel, k.calls, k.gpu_seconds)),
             _ => None,
         })
         .collect();
@@ -216,16 +216,20 @@ fn proxy_operations_report_steps_bytes_and_wait_states() {
         ProxyWait::WaitingForData | ProxyWait::WaitingForPeer | ProxyWait::WaitingForSendCompletion
     )));
     assert!(wait(r, ProxyWait::WaitingForRecv) >= 0.006, "{r:?}");
-    assert!(r.waits.iter().all(|(w, _)| matches!(w, ProxyWait::WaitingForRecv | ProxyWait::WaitingForFlush)));
+    assert!(r
+        .waits
+        .iter()
+        .all(|(w, _)| matches!(w, ProxyWait::WaitingForRecv | ProxyWait::WaitingForFlush | ProxyWait::RecvGpuWait)));
     let traffic: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::Event(Event::Traffic(t)) => Some((t.direction, t.channel, t.peer, t.bytes, t.seconds > 0.0)),
+            Event::Traffic(t) => Some((t.direction, t.channel, t.peer, t.bytes, t.seconds > 0.0)),
             _ => None,
         })
         .collect();
     assert_eq!(traffic, [(Direction::Send, 3, 2, 2001, true), (Direction::Recv, 3, 2, 4000, true)]);
-    assert!(c.out.stats.recv_gpu_wait_ns.load(Relaxed) > 0, "RecvGPUWait is counted apart");
+    assert!(wait(r, ProxyWait::RecvGpuWait) > 0.0, "{r:?}");
+    assert!(c.out.stats.recv_gpu_wait_ns.load(Relaxed) > 0, "and in the process's total");
 }
 
 #[test]
@@ -402,7 +406,7 @@ fn a_finalized_communicator_takes_no_new_calls_and_says_goodbye_once_drained() {
     kernel(&shared, call, 0, 1, 2);
     let out = drain(&c);
     assert_eq!(ops(&out, true).len(), 1, "events in flight still end");
-    assert!(matches!(out.last(), Some(Output::Event(Event::Communicator(k))) if k.state == CommState::Destroyed));
+    assert!(matches!(out.last(), Some(Event::Communicator(k)) if k.state == CommState::Destroyed));
     assert!(c.departed());
     assert!(drain(&c).is_empty());
 }
@@ -425,8 +429,8 @@ fn calls_launched_on_one_thread_complete_exactly_once_with_children_on_another()
         })
     };
     let mut done = 0;
-    let mut sink = |o: Output| {
-        if let Output::Event(Event::OpCompleted(_)) = o {
+    let mut sink = |o: Event| {
+        if let Event::OpCompleted(_) = o {
             done += 1;
         }
     };

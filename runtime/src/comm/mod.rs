@@ -912,6 +912,33 @@ mod tests {
     }
 
     #[test]
+    fn threads_read_a_peers_buffer_in_place_and_a_call_ends_only_once_it_was_read() {
+        // Simple steps of 4 KiB: each rank's 64 KiB block is 16 steps the peer reads in the sender's buffer.
+        let env = [("NCCL_PROTO", "Simple"), ("NCCL_BUFFSIZE", "32768"), ("NCCL_MAX_NCHANNELS", "1")];
+        std::thread::scope(|s| {
+            for mut c in threads(2, &env) {
+                s.spawn(move || {
+                    let (r, n) = (c.rank, 16384);
+                    let (mut send, mut recv) = (vec![0u32; n], vec![0u32; 2 * n]);
+                    for it in 0..200u32 {
+                        send.fill(2 * it + r);
+                        c.all_gather(&send, &mut recv).unwrap();
+                        // The buffer changes as soon as the call returns: the peer must have read it by then.
+                        send.fill(u32::MAX);
+                        for (peer, block) in recv.chunks(n).enumerate() {
+                            assert!(block.iter().all(|v| *v == 2 * it + peer as u32), "call {it}, block {peer}");
+                        }
+                    }
+                    assert!(
+                        c.channels[0].send.values().all(|e| e.mem.direct() == crate::transport::conn::Direct::P2pRead),
+                        "P2P steps are read in place"
+                    );
+                });
+            }
+        });
+    }
+
+    #[test]
     fn an_abort_ends_a_stuck_collective_naming_op_seq_and_reason() {
         let mut comms = threads(2, &[]);
         let _idle = comms.pop().unwrap();

@@ -7,7 +7,7 @@ use super::proto::{read_step, wait_credit, write_step};
 use super::tree::TreeNode;
 use crate::error::Result;
 use crate::sync::wait::Waiter;
-use crate::transport::conn::{RecvEnd, SendEnd, NCCL_STEPS};
+use crate::transport::conn::{Direct, RecvEnd, SendEnd, NCCL_STEPS};
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use collscope_model::Protocol;
 use rustc_hash::FxHashMap;
@@ -131,7 +131,9 @@ impl<'a> Prims<'a> {
         // A plain receive into `dst` over a network that takes any memory lands there (no copy after). The
         // pieces are asked for up to NCCL_STEPS ahead, so the proxy finds them when their headers arrive.
         let direct_recv = match (simple, from, src, dst) {
-            (true, &[p], None, Some(d)) if !post && self.ch.recv[&p].mem.direct() => Some((p, d)),
+            (true, &[p], None, Some(d)) if !post && self.ch.recv[&p].mem.direct() == Direct::NetAnyMemory => {
+                Some((p, d))
+            }
             _ => None,
         };
         let mut wanted = 0;
@@ -161,20 +163,19 @@ impl<'a> Prims<'a> {
                 inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
                 k += 1;
             }
-            let landed = want.filter(|&d| from.first().is_some_and(|p| self.ch.recv[p].landed_at(d)));
-            if let Some(d) = landed {
-                inputs[0] = d;
-            }
+            // The proxy received the step where it belongs: nothing to copy into the destination.
+            let landed = want.filter(|&d| inputs[0] == d.cast_const());
             let inputs = &inputs[..ninputs];
             if simple {
-                // What peers on a network that takes any memory send from: the step's bytes where they already
-                // lie in the user's buffers (the destination, or the source sent unchanged), so no slot copy.
+                // The step's bytes where they already lie in the user's buffers: in the destination once written
+                // (a result is final there for the rest of the call), else in the source sent unchanged. A peer
+                // thread (P2P read) or the proxy (NET) takes them there instead of in a copy in its slot.
                 let user = match dst {
-                    Some(d) => Some(d.add(off)),
-                    None if from.is_empty() && !post => src.map(|s| s.add(off).cast_mut()),
+                    Some(d) => Some(d.add(off).cast_const()),
+                    None if from.is_empty() && !post => src.map(|s| s.add(off)),
                     None => None,
                 };
-                let direct = |e: &SendEnd| user.is_some() && e.mem.direct();
+                let direct = |e: &SendEnd| user.is_some() && e.mem.direct() != Direct::Off;
                 // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
@@ -190,9 +191,7 @@ impl<'a> Prims<'a> {
                         n += 1;
                     }
                 }
-                if !(dst.is_none() && n == 0 && inputs.len() == 1) {
-                    self.combine(inputs, &outs[..n], len, post);
-                }
+                self.combine(inputs, &outs[..n], len, post);
                 for p in to {
                     let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
                     match user.filter(|_| direct(e)) {
@@ -268,19 +267,30 @@ impl<'a> Prims<'a> {
         }
     }
 
-    /// Ends the channel's share of a call, `r` its outcome: returns once the network is done with the user's
-    /// buffers (sends from them completed, receives into them arrived), so the caller may reuse them. After a
-    /// failure the communicator is aborted and its proxy closes the connections still moving them; that is
-    /// waited for too, within the timeout.
+    /// Ends the channel's share of a call, `r` its outcome: returns once nothing reads or writes the user's
+    /// buffers any more (peer threads released the steps they read there, the network's sends from them
+    /// completed, its receives into them arrived), so the caller may reuse them. After a failure the
+    /// communicator is aborted and its proxy closes the connections still moving them; that is waited for too,
+    /// within the timeout. A peer thread has no proxy to let go: its reads end with its own call.
     pub fn finish(&mut self, r: Result<()>) -> Result<()> {
-        let ch = &*self.ch;
-        let idle = || ch.send.values().all(SendEnd::sent) && ch.recv.values().all(RecvEnd::unwant);
-        let what = || format!("the network to finish with the user's buffers on channel {}", ch.id);
-        let r = r.and_then(|()| self.w.wait(idle, what));
+        let (ch, w) = (&*self.ch, self.w);
+        let r = r.and_then(|()| {
+            for e in ch.send.values() {
+                let what = || format!("steps to rank {} to be read in this rank's buffer on channel {}", e.peer, ch.id);
+                w.wait_on(e.mem.head_bell(), || e.sent(), what)?;
+            }
+            for e in ch.recv.values() {
+                let what = || format!("the network to finish receiving from rank {} on channel {}", e.peer, ch.id);
+                w.wait_on(e.mem.tail_bell(), || e.unwant(), what)?;
+            }
+            Ok(())
+        });
         if let Err(e) = &r {
-            self.w.abort.abort(format!("channel {} failed: {e}", ch.id));
+            w.abort.abort(format!("channel {} failed: {e}", ch.id));
+            let p2p = |e: &SendEnd| e.mem.direct() == Direct::P2pRead;
+            let idle = || ch.send.values().all(|e| p2p(e) || e.sent()) && ch.recv.values().all(RecvEnd::unwant);
             let start = std::time::Instant::now();
-            while !idle() && start.elapsed() < self.w.timeout {
+            while !idle() && start.elapsed() < w.timeout {
                 ch.send.values().map(|e| &e.mem).chain(ch.recv.values().map(|e| &e.mem)).for_each(|m| m.wake_proxy());
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }

@@ -78,8 +78,8 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
     end.post(proto, slot_bytes);
 }
 
-/// Waits for the receiver's current step and returns its `len` payload bytes: in place for Simple, unpacked
-/// into `scratch` for LL/LL128. The caller reads them, then calls `end.release()`.
+/// Waits for the receiver's current step and returns its `len` payload bytes: in place for Simple (in the slot,
+/// or in the sender's buffer for a direct step), unpacked into `scratch` for LL/LL128. The caller reads them, then calls `end.release()`.
 pub fn read_step(
     end: &RecvEnd,
     proto: Protocol,
@@ -108,7 +108,7 @@ pub fn read_step(
                     ),
                 });
             }
-            Ok(slot)
+            Ok(end.payload(Protocol::Simple))
         }
         Protocol::Ll => {
             scratch.resize(len.div_ceil(8), 0);

@@ -13,7 +13,7 @@ use crate::sync::wait::Bell;
 use collscope_debug::env::{Env, EnvError};
 use collscope_model::Protocol;
 use memmap2::MmapMut;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Slots per connection (NCCL 2.28.9 `NCCL_STEPS`).
@@ -34,6 +34,9 @@ const CACHE_LINE: usize = 128;
 const OFF_TAIL: usize = 0;
 const OFF_HEAD: usize = CACHE_LINE;
 const OFF_INFO: usize = 2 * CACHE_LINE;
+/// Per-slot address of a step that is not in its slot (0: it is): on the send side the sender's own buffer the
+/// reader takes it from, on a NET receive side the user's buffer the proxy received it into.
+const OFF_DIRECT: usize = 3 * CACHE_LINE;
 /// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
 const SLEEPERS: usize = 8;
 /// Bytes before the first buffer: the counters, the per-slot info fifo, padding to a page.
@@ -116,26 +119,37 @@ pub struct ConnMem {
     _owner: Option<Box<dyn Send + Sync>>,
     /// NET: the proxy that bridges this region, rung whenever a counter moves.
     proxy_bell: OnceLock<Arc<Doorbell>>,
-    /// NET without registration (NET/Socket): steps travel straight between the user's buffers and the network.
-    direct: Direct,
+    /// Which steps may bypass the slots, and the state of those that do.
+    direct: DirectSteps,
 }
 
-/// A NET region's direct steps (NCCL 2.28.9's registered-buffer path, `src/transport/net.cc` `regSendProxy`/
-/// `regRecvProxy`: the proxy sends from and receives into the user's buffer instead of the connection's). The
-/// region is process-local (the proxy is a thread of the rank), so addresses of the rank's buffers mean the same
-/// to both. Only a network that takes any memory of the process without registration enables it.
+/// Which Simple steps of a connection may bypass its slots, their bytes read or written where the user's buffers
+/// hold them. Either way a step posted from the sender's buffer is one address word ([`SendEnd::post_at`]); who
+/// reads it there differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direct {
+    /// Every step goes through a slot (SHM across processes, a network that needs registered memory).
+    Off,
+    /// Both sides are threads of one process: the receiving thread reads a step in the sender's buffer (NCCL
+    /// 2.28.9 `src/transport/p2p.cc`, P2P read).
+    P2pRead,
+    /// NET whose network takes any memory of the process (NET/Socket): the proxy sends from and receives into the
+    /// user's buffers (NCCL 2.28.9's registered-buffer path, `src/transport/net.cc` `regSendProxy`/
+    /// `regRecvProxy`). The proxy is a thread of the rank, so the rank's addresses mean the same to both.
+    NetAnyMemory,
+}
+
 #[derive(Default)]
-struct Direct {
-    enabled: AtomicBool,
-    /// Send side: where each slot's step lies when the rank posted it from its own buffer (0: in the slot).
-    /// Receive side: where the proxy landed each slot's step (0: in the slot).
-    addrs: [AtomicU64; NCCL_STEPS as usize],
+struct DirectSteps {
+    /// The [`Direct`] allowed, as its index; set before the first step (NET: when its proxy takes the region).
+    kind: AtomicU8,
     /// Send side: steps up to here were posted from the user's buffer; the call returns once `head` reaches it.
     until: AtomicU64,
     /// Receive side, by slot: the steps the rank wants landed in its buffer, posted ahead so the proxy finds
     /// them when the step's header arrives.
     wants: [Want; NCCL_STEPS as usize],
-    /// The proxy let go of the region (its connection closed or failed): no transfer touches user memory any more.
+    /// NET: the proxy let go of the region (its connection closed or failed): no transfer touches user memory
+    /// any more.
     closed: AtomicBool,
 }
 
@@ -173,7 +187,7 @@ impl ConnMem {
             _map: map,
             _owner: owner,
             proxy_bell: OnceLock::new(),
-            direct: Direct::default(),
+            direct: DirectSteps::default(),
         }
     }
 
@@ -248,6 +262,10 @@ impl ConnMem {
         unsafe { self.base.add(self.sizes.offset(proto) + slot_bytes * (step % NCCL_STEPS) as usize) }
     }
 
+    fn direct_word(&self, step: u64) -> &AtomicU64 {
+        self.counter(OFF_DIRECT + 8 * (step % NCCL_STEPS) as usize)
+    }
+
     /// Records what slot `step` holds; the sender calls this before publishing `tail = step + 1`.
     pub fn set_info(&self, step: u64, proto: Protocol, bytes: usize) {
         self.info(step).store(((proto.id() as u64) << 56) | bytes as u64, Ordering::Relaxed);
@@ -259,19 +277,18 @@ impl ConnMem {
         (Protocol::from_id((info >> 56) as usize), (info & ((1 << 56) - 1)) as usize)
     }
 
-    /// Lets steps travel between the user's buffers and the network (a NET proxy whose network takes any
-    /// memory of the process).
-    pub fn enable_direct(&self) {
-        self.direct.enabled.store(true, Ordering::Release);
+    /// Lets Simple steps bypass the slots as `kind` says; before the first step.
+    pub fn allow_direct(&self, kind: Direct) {
+        self.direct.kind.store(kind as u8, Ordering::Release);
     }
 
-    /// Whether steps may travel from or into the user's buffers.
-    pub fn direct(&self) -> bool {
-        self.direct.enabled.load(Ordering::Acquire)
-    }
-
-    fn addr(&self, step: u64) -> &AtomicU64 {
-        &self.direct.addrs[(step % NCCL_STEPS) as usize]
+    /// Which steps may bypass the slots.
+    pub fn direct(&self) -> Direct {
+        match self.direct.kind.load(Ordering::Acquire) {
+            k if k == Direct::P2pRead as u8 => Direct::P2pRead,
+            k if k == Direct::NetAnyMemory as u8 => Direct::NetAnyMemory,
+            _ => Direct::Off,
+        }
     }
 
     /// The proxy let go of the region: it will not read or write the user's buffers any more.
@@ -299,7 +316,7 @@ impl ConnMem {
         }
         let (proto, len) = self.step_info(step);
         let proto = proto?;
-        let at = match self.addr(step).load(Ordering::Relaxed) {
+        let at = match self.direct_word(step).load(Ordering::Relaxed) {
             0 => self.slot(proto, step),
             a => a as *mut u8,
         };
@@ -311,7 +328,7 @@ impl ConnMem {
     /// proxy, or `None` (into the slot). The rank waits for the step before it touches that memory.
     pub fn take_want(&self, step: u64, bytes: usize) -> Option<*mut u8> {
         let w = &self.direct.wants[(step % NCCL_STEPS) as usize];
-        if !self.direct() || w.step.load(Ordering::Acquire) != step + 1 {
+        if self.direct() != Direct::NetAnyMemory || w.step.load(Ordering::Acquire) != step + 1 {
             return None;
         }
         let at = w.addr.load(Ordering::Relaxed) as *mut u8;
@@ -324,7 +341,7 @@ impl ConnMem {
 
     /// For a NET receiver's proxy: publishes a Simple step of `bytes` received at `at` (`None`: in the slot).
     pub fn landed(&self, step: u64, bytes: usize, at: Option<*mut u8>) {
-        self.addr(step).store(at.map_or(0, |a| a as u64), Ordering::Relaxed);
+        self.direct_word(step).store(at.map_or(0, |a| a as u64), Ordering::Relaxed);
         self.set_info(step, Protocol::Simple, bytes);
         self.publish_tail(step + 1);
     }
@@ -383,25 +400,30 @@ impl SendEnd {
 
     /// Publishes the current step and moves to the next.
     pub fn post(&mut self, proto: Protocol, slot_bytes: usize) {
-        self.mem.addr(self.step).store(0, Ordering::Relaxed);
+        if self.mem.direct() != Direct::Off {
+            self.mem.direct_word(self.step).store(0, Ordering::Relaxed);
+        }
         self.mem.set_info(self.step, proto, slot_bytes);
         self.mem.publish_tail(self.step + 1);
         self.step += 1;
     }
 
-    /// Posts the current step (Simple) as the `len` bytes at `src`, which the proxy sends from there (the
-    /// connection must be [`ConnMem::direct`]). The caller keeps them unchanged until [`SendEnd::sent`].
+    /// Posts the current step (Simple) as the `len` bytes at `src`, in the sender's own buffer, and moves to the
+    /// next: the reader takes them there (the peer thread for [`Direct::P2pRead`], the proxy for
+    /// [`Direct::NetAnyMemory`]). Credit must be held; the caller keeps them unchanged until [`SendEnd::sent`].
     pub fn post_at(&mut self, src: *const u8, len: usize) {
-        self.mem.addr(self.step).store(src as u64, Ordering::Relaxed);
+        debug_assert!(self.mem.direct() != Direct::Off, "a step from the user's buffer on a connection without");
+        self.mem.direct_word(self.step).store(src as u64, Ordering::Relaxed);
         self.mem.direct.until.store(self.step + 1, Ordering::Relaxed);
         self.mem.set_info(self.step, Protocol::Simple, len);
         self.mem.publish_tail(self.step + 1);
         self.step += 1;
     }
 
-    /// Whether the network is done with every step posted from the user's buffer (or let go of them).
+    /// Whether every step posted from the user's buffer was read there (the receiver released it, `head`
+    /// passed it), or the proxy let go of them.
     pub fn sent(&self) -> bool {
-        !self.mem.direct()
+        self.mem.direct() == Direct::Off
             || self.mem.head().load(Ordering::Acquire) >= self.mem.direct.until.load(Ordering::Relaxed)
             || self.mem.closed()
     }
@@ -413,9 +435,23 @@ impl RecvEnd {
         self.mem.tail().load(Ordering::Acquire) > self.step
     }
 
+    /// Where the current step's payload is: the sender's buffer for a P2P read, the user's buffer a NET proxy
+    /// received it into, else its slot. Meaningful once the step is posted.
+    pub fn payload(&self, proto: Protocol) -> *const u8 {
+        let direct = match self.mem.direct() {
+            Direct::Off => 0,
+            _ => self.mem.direct_word(self.step).load(Ordering::Relaxed),
+        };
+        if direct != 0 {
+            direct as *const u8
+        } else {
+            self.mem.slot(proto, self.step)
+        }
+    }
+
     /// Asks the proxy to land the step `ahead` steps after the current one (Simple, at most `len` bytes) at
-    /// `dst` instead of the slot (the connection must be [`ConnMem::direct`], `ahead < NCCL_STEPS`);
-    /// [`RecvEnd::landed_at`] tells whether it did.
+    /// `dst` instead of the slot (the connection must allow [`Direct::NetAnyMemory`], `ahead < NCCL_STEPS`);
+    /// [`RecvEnd::payload`] tells whether it did.
     pub fn want(&self, ahead: u64, dst: *mut u8, len: usize) {
         let step = self.step + ahead;
         let w = &self.mem.direct.wants[(step % NCCL_STEPS) as usize];
@@ -424,15 +460,10 @@ impl RecvEnd {
         w.step.store(step + 1, Ordering::Release);
     }
 
-    /// Once the current step arrived: whether the proxy received it at `dst`.
-    pub fn landed_at(&self, dst: *const u8) -> bool {
-        self.mem.addr(self.step).load(Ordering::Relaxed) == dst as u64
-    }
-
     /// Withdraws every [`RecvEnd::want`]: true once the proxy is sure not to write the user's buffers any more
     /// (it never took a want, the steps it took arrived, or the proxy let go of the connection).
     pub fn unwant(&self) -> bool {
-        !self.mem.direct()
+        self.mem.direct() != Direct::NetAnyMemory
             || self.mem.direct.wants.iter().all(|want| {
                 let mut w = want.step.load(Ordering::Acquire);
                 while w & TAKEN == 0 {

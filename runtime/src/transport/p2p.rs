@@ -1,9 +1,11 @@
 //! P2P between ranks that are threads of one process: the sender writes straight into the receiver's
-//! buffer (NCCL 2.28.9 `src/transport/p2p.cc`, the `P2P/direct pointer` case of same-process peers).
+//! buffer (NCCL 2.28.9 `src/transport/p2p.cc`, the `P2P/direct pointer` case of same-process peers), and a
+//! step that is a plain copy of the sender's buffer is not copied at all: the receiver reads it there
+//! (`Direct::P2pRead`).
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
-use crate::transport::conn::ConnMem;
+use crate::transport::conn::{ConnMem, Direct};
 use collscope_model as model;
 use collscope_model::lines::ConnLine;
 use std::collections::HashMap;
@@ -48,6 +50,7 @@ impl Transport for P2pTransport {
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mem = Arc::new(ConnMem::anonymous(spec.sizes)?);
+        mem.allow_direct(Direct::P2pRead);
         let key = NEXT.fetch_add(1, Ordering::Relaxed);
         registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, mem.clone());
         let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::P2p, "direct pointer");

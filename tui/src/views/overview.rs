@@ -41,6 +41,7 @@ fn lines(live: &Live) -> Vec<Line<'_>> {
         Source::Runtime => format!("collscope runtime ({})", live.source_label),
         Source::Log { files } => log_files(files),
         Source::Model { topology } => format!("model {topology}"),
+        Source::Profiler => format!("NCCL job, collscope profiler plugin ({})", live.source_label),
     };
     let mut out = vec![
         field("Job", source),

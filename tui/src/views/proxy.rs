@@ -165,16 +165,18 @@ fn wait_name(w: ProxyWait) -> &'static str {
         ProxyWait::WaitingForSendCompletion => "waiting for send to finish",
         ProxyWait::WaitingForRecv => "waiting for receive",
         ProxyWait::WaitingForFlush => "waiting for flush",
+        ProxyWait::RecvGpuWait => "waiting for GPU to consume",
     }
 }
 
 /// Every wait state, in the order a step passes through them.
-const WAITS: [ProxyWait; 5] = [
+const WAITS: [ProxyWait; 6] = [
     ProxyWait::WaitingForData,
     ProxyWait::WaitingForPeer,
     ProxyWait::WaitingForSendCompletion,
     ProxyWait::WaitingForRecv,
     ProxyWait::WaitingForFlush,
+    ProxyWait::RecvGpuWait,
 ];
 
 pub struct Proxy;

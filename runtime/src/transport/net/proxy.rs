@@ -19,7 +19,7 @@ use super::api::{Comm, NetError};
 use crate::observe::records::Records;
 use crate::sync::doorbell::{Doorbell, FdWait, Wake};
 use crate::sync::wait::AbortHandle;
-use crate::transport::conn::{ConnMem, NCCL_STEPS};
+use crate::transport::conn::{ConnMem, Direct, NCCL_STEPS};
 use collscope_debug::Subsys;
 use collscope_debug::{nccl_info, nccl_warn};
 use collscope_model::{Protocol, ProxyOp, ProxyWait};
@@ -138,7 +138,7 @@ impl LetGo {
     /// Lets steps of `mem` travel between the user's buffers and `net` when it takes any memory.
     fn new<C: Comm>(net: &C, mem: &Arc<ConnMem>) -> LetGo {
         if net.any_memory() {
-            mem.enable_direct();
+            mem.allow_direct(Direct::NetAnyMemory);
         }
         LetGo(mem.clone())
     }
@@ -894,7 +894,10 @@ mod tests {
         let helpers = Env::from_pairs([("NCCL_SOCKET_NTHREADS", "2"), ("NCCL_NSOCKS_PERTHREAD", "1")]);
         for (env, refuse) in [(Env::default(), false), (helpers, false), (Env::default(), true)] {
             let (mut tx, mut rx, _guards) = connected(&env, refuse);
-            assert!(tx.mem.direct() && rx.mem.direct(), "NET/Socket takes any memory");
+            assert!(
+                [&tx.mem, &rx.mem].iter().all(|m| m.direct() == Direct::NetAnyMemory),
+                "NET/Socket takes any memory"
+            );
             let steps = 2 * NCCL_STEPS + 1;
             let src: Vec<Vec<u8>> = (0..steps).map(fill).collect();
             let mut dst: Vec<Vec<u8>> = src.iter().map(|b| vec![0u8; b.len()]).collect();
@@ -904,7 +907,7 @@ mod tests {
                 until("credit", || tx.has_credit());
                 tx.post_at(src[s].as_ptr(), src[s].len());
                 until("the step", || rx.has_data());
-                assert!(rx.landed_at(dst[s].as_ptr()), "step {s} went through the slot");
+                assert_eq!(rx.payload(Protocol::Simple), dst[s].as_ptr(), "step {s} went through the slot");
                 assert_eq!(dst[s], src[s], "step {s}");
                 rx.release();
                 until("the send's completion", || tx.sent());
@@ -914,7 +917,7 @@ mod tests {
             rx.want(0, small.as_mut_ptr(), small.len());
             tx.post_at(src[0].as_ptr(), src[0].len());
             until("the long step", || rx.has_data());
-            assert!(!rx.landed_at(small.as_ptr()) && small == [0; 10]);
+            assert!(rx.payload(Protocol::Simple) != small.as_ptr() && small == [0; 10]);
             assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), src[0].len()));
             assert!(rx.unwant(), "every want is settled");
         }
