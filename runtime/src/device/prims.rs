@@ -77,6 +77,9 @@ pub struct Prims<'a> {
     pub w: &'a Waiter,
     /// Largest piece (bytes, whole elements) one step carries.
     pub piece: usize,
+    /// Count the steps each peer would see (in `moved`) instead of moving data: the profiler's proxy
+    /// operations are posted with their step counts before the channel runs.
+    pub count_only: bool,
 }
 
 impl<'a> Prims<'a> {
@@ -92,7 +95,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
-        Prims { ch, proto, dt, op, nranks, w, piece }
+        Prims { ch, proto, dt, op, nranks, w, piece, count_only: false }
     }
 
     /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
@@ -121,6 +124,12 @@ impl<'a> Prims<'a> {
         nbytes: usize,
         post: bool,
     ) -> Result<()> {
+        if self.count_only {
+            let steps = nbytes.div_ceil(self.piece);
+            from.iter().for_each(|p| self.count_moved(*p, false, steps));
+            to.iter().for_each(|p| self.count_moved(*p, true, steps));
+            return Ok(());
+        }
         let channel = self.ch.id;
         let ninputs = from.len() + src.is_some() as usize;
         assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
