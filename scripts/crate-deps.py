@@ -58,6 +58,8 @@ ALLOWED = {
 # Tests and benches may also use these: the shared test helpers, and telemetry's runtime tests and benchmark.
 DEV_ALLOWED = {name: {"collscope-testkit"} for name in ALLOWED}
 DEV_ALLOWED["collscope-telemetry"] |= {"collscope-runtime"}
+# The end-to-end tests load the profiler plugin's cdylib into `collscope perf`.
+DEV_ALLOWED["collscope"] |= {"collscope-profiler"}
 
 # Never, not even through another crate (normal dependencies).
 NEVER = {

@@ -295,7 +295,8 @@ impl Comm {
             profiler: None,
         };
         crate::observe::recorder::global().register(comm.records.clone());
-        comm.profiler = CommProfiler::init(env, comm_id, comm.name.as_deref(), record.nnodes.unwrap_or(1), nranks, rank);
+        comm.profiler =
+            CommProfiler::init(env, comm_id, comm.name.as_deref(), record.nnodes.unwrap_or(1), nranks, rank);
         if let Some(p) = &comm.profiler {
             let _ = comm.records.profiler.set(Arc::downgrade(p));
         }

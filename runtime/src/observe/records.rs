@@ -4,11 +4,11 @@
 
 use super::recorder;
 use super::stats::CallStats;
+use crate::profiler::CommProfiler;
 use collscope_model::observe::{CallTotals, CommRecords, NewOps, TrafficTotals};
 use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use crate::profiler::CommProfiler;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::SystemTime;
 

@@ -8,7 +8,7 @@
 
 use super::{CommProfiler, Ev, Handle};
 use crate::transport::conn::{ConnMem, NCCL_STEPS};
-use collscope_profiler_abi::{state, StateArgs, StateProxyStep};
+use collscope_profiler_abi::{kind, state, StateArgs, StateProxyStep};
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::ptr::null_mut;
@@ -58,6 +58,11 @@ impl Wait {
     }
 }
 
+/// The most states a step goes through (a receive: Recv, RecvFlush, RecvGpu).
+const EARLY: usize = 3;
+/// A step's states (with their bytes) before its operation was known.
+type Early = [Option<(Wait, usize)>; EARLY];
+
 /// An operation the proxy took: its handle, its first step on the connection, its steps, those done.
 struct Op {
     h: Handle,
@@ -81,6 +86,8 @@ struct Conn {
     /// Where the next operation taken from `posted` starts.
     next_first: u64,
     live: [Option<Live>; NCCL_STEPS as usize],
+    /// The states, with their bytes, of steps whose operation was not posted yet.
+    early: [Option<(u64, Early)>; NCCL_STEPS as usize],
 }
 
 /// One NET connection's profiler state, owned by the proxy thread; `None` without a plugin or proxy events.
@@ -91,7 +98,7 @@ impl NetSteps {
     /// Registers the connection whose memory is `mem` with its communicator's plugin context, if any.
     pub(crate) fn new(prof: Option<Arc<CommProfiler>>, mem: &Arc<ConnMem>) -> NetSteps {
         let Some(prof) = prof else { return NetSteps(None) };
-        if !prof.on(collscope_profiler_abi::kind::PROXY_OP | collscope_profiler_abi::kind::PROXY_STEP) {
+        if !prof.on(kind::PROXY_OP | kind::PROXY_STEP) {
             return NetSteps(None);
         }
         let posted = Arc::new(Posted::default());
@@ -102,6 +109,7 @@ impl NetSteps {
             ops: VecDeque::new(),
             next_first: 0,
             live: [None; NCCL_STEPS as usize],
+            early: [None; NCCL_STEPS as usize],
         })))
     }
 
@@ -136,34 +144,54 @@ impl Conn {
         }
     }
 
+    /// Step `k`'s event, started now if its operation is known; the states it went through before that are
+    /// recorded first, in order (a receive can arrive before this rank's call posted its operation).
+    fn live(&mut self, k: u64) -> Option<Live> {
+        let slot = (k % NCCL_STEPS) as usize;
+        if let Some(l) = self.live[slot].filter(|l| l.k == k) {
+            return Some(l);
+        }
+        let i = self.op(k)?;
+        let op = &self.ops[i];
+        let h = if self.prof.on(kind::PROXY_STEP) {
+            self.prof.start(&Ev::ProxyStep((k - op.first) as c_int), op.h)
+        } else {
+            Handle(null_mut())
+        };
+        let mut l = Live { k, h, state: None };
+        if let Some((_, early)) = self.early[slot].take().filter(|e| e.0 == k) {
+            for (st, bytes) in early.into_iter().flatten() {
+                self.prof.record(h, st.state(), StateArgs { proxy_step: StateProxyStep { trans_size: bytes } });
+                l.state = Some(st);
+            }
+        }
+        self.live[slot] = Some(l);
+        Some(l)
+    }
+
     fn state(&mut self, k: u64, st: Wait, bytes: usize) {
         let slot = (k % NCCL_STEPS) as usize;
-        let live = match self.live[slot] {
-            Some(l) if l.k == k => l,
-            _ => {
-                let Some(i) = self.op(k) else { return };
-                let op = &self.ops[i];
-                let h = if self.prof.on(collscope_profiler_abi::kind::PROXY_STEP) {
-                    self.prof.start(&Ev::ProxyStep((k - op.first) as c_int), op.h)
-                } else {
-                    Handle(null_mut())
-                };
-                Live { k, h, state: None }
+        let Some(l) = self.live(k) else {
+            let e = &mut self.early[slot];
+            if e.is_none_or(|e| e.0 != k) {
+                *e = Some((k, [None; EARLY]));
             }
+            let Some((_, early)) = e else { return };
+            if let Some(free) = early.iter_mut().find(|e| e.is_none_or(|e| e.0 == st)) {
+                *free = Some((st, bytes));
+            }
+            return;
         };
-        if live.state != Some(st) {
-            let args = StateArgs { proxy_step: StateProxyStep { trans_size: bytes } };
-            self.prof.record(live.h, st.state(), args);
+        if l.state != Some(st) {
+            self.prof.record(l.h, st.state(), StateArgs { proxy_step: StateProxyStep { trans_size: bytes } });
+            self.live[slot] = Some(Live { state: Some(st), ..l });
         }
-        self.live[slot] = Some(Live { state: Some(st), ..live });
     }
 
     fn done(&mut self, k: u64) {
-        let slot = (k % NCCL_STEPS) as usize;
-        if let Some(l) = self.live[slot].filter(|l| l.k == k) {
-            self.prof.stop(l.h);
-            self.live[slot] = None;
-        }
+        let Some(l) = self.live(k) else { return };
+        self.prof.stop(l.h);
+        self.live[(k % NCCL_STEPS) as usize] = None;
         let Some(i) = self.op(k) else { return };
         let op = &mut self.ops[i];
         op.done += 1;
