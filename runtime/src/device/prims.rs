@@ -11,6 +11,7 @@ use crate::transport::conn::{RecvEnd, SendEnd};
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use collscope_model::Protocol;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would
 /// cost more than a small step.
@@ -31,6 +32,12 @@ impl Channel {
     /// Bytes moved per (peer, sent) in the channel's latest call.
     pub fn moved(&self) -> &[(u32, bool, u64)] {
         &self.scratch.moved
+    }
+
+    /// The address of the memory of the connection to (`send`) or from `peer`: what names it to the proxy.
+    pub fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
+        let mem = if send { self.send.get(&peer).map(|e| &e.mem) } else { self.recv.get(&peer).map(|e| &e.mem) };
+        mem.map(|m| Arc::as_ptr(m) as usize)
     }
 }
 

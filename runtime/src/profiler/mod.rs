@@ -9,7 +9,6 @@
 
 pub(crate) mod net;
 
-use crate::device::prims::Channel;
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
 use collscope_model::{Algorithm, Collective, DataType, Protocol};
@@ -465,17 +464,19 @@ fn strerror(e: std::io::Error) -> String {
 
 impl Call {
     /// A channel worker begins: its proxy operations are posted, one per NET connection with steps in this
-    /// call (`ch.moved()`: steps per (peer, sent), counted before the channel runs; `chunk`: bytes per step),
-    /// and its KernelCh event starts.
-    pub(crate) fn channel_start(&self, ch: &Channel, chunk: usize) -> KernelCh {
-        let (p, channel) = (&self.prof, ch.id);
-        let mem_of = |peer: u32, send: bool| {
-            let mem = if send { ch.send.get(&peer).map(|e| &e.mem) } else { ch.recv.get(&peer).map(|e| &e.mem) };
-            mem.map(|m| Arc::as_ptr(m) as usize)
-        };
+    /// call (`steps`: steps per (peer, sent), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
+    /// the address of a connection's memory, which the proxy registered), and its KernelCh event starts.
+    pub(crate) fn channel_start(
+        &self,
+        channel: u32,
+        steps: &[(u32, bool, u64)],
+        chunk: usize,
+        mem_of: impl Fn(u32, bool) -> Option<usize>,
+    ) -> KernelCh {
+        let p = &self.prof;
         if p.on(kind::PROXY_OP | kind::PROXY_STEP) {
             let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
-            for &(peer, send, n) in ch.moved().iter().filter(|s| s.2 > 0) {
+            for &(peer, send, n) in steps.iter().filter(|s| s.2 > 0) {
                 let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
                 let op = abi::ProxyOp {
                     pid: p.pid,
@@ -485,8 +486,8 @@ impl Call {
                     chunk_size: chunk as c_int,
                     is_send: send as c_int,
                 };
-                let h = if p.on(kind::PROXY_OP) { p.start(&Ev::ProxyOp(op), self.coll) } else { Handle(null_mut()) };
-                posted.post(h, n);
+                // NCCL starts the ProxyOp when either bit is on (`ncclProfilerStartProxyOpEvent`).
+                posted.post(p.start(&Ev::ProxyOp(op), self.coll), n);
             }
         }
         let h = if p.on(kind::KERNEL_CH) {

@@ -7,24 +7,33 @@
 //! proxy), and calls post their operations in order, so step `k` belongs to the operation whose range holds it.
 
 use super::{CommProfiler, Ev, Handle};
-use crate::transport::conn::{ConnMem, NCCL_STEPS};
 use collscope_profiler_abi::{kind, state, StateArgs, StateProxyStep};
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Operations calls posted on one connection that its proxy has not taken yet: (handle, steps).
+/// Operations calls posted on one connection that its proxy has not taken yet: (handle, steps), and how many
+/// were ever posted, so the proxy, which looks for one at every round while it waits, locks only when one came.
 #[derive(Default)]
-pub(crate) struct Posted(Mutex<VecDeque<(Handle, u64)>>);
+pub(crate) struct Posted {
+    ops: Mutex<VecDeque<(Handle, u64)>>,
+    count: AtomicU64,
+}
 
 impl Posted {
     pub(super) fn post(&self, h: Handle, steps: u64) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push_back((h, steps));
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).push_back((h, steps));
+        self.count.fetch_add(1, Ordering::Release);
     }
 
-    fn take(&self) -> Option<(Handle, u64)> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+    /// The next operation, if more than `taken` were posted.
+    fn take(&self, taken: u64) -> Option<(Handle, u64)> {
+        if self.count.load(Ordering::Acquire) <= taken {
+            return None;
+        }
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
     }
 }
 
@@ -58,6 +67,9 @@ impl Wait {
     }
 }
 
+/// NCCL's `NCCL_STEPS` (2.28.9 `src/include/device.h`): a connection has at most this many steps in flight.
+const NCCL_STEPS: u64 = 8;
+
 /// The most states a step goes through (a receive: Recv, RecvFlush, RecvGpu).
 const EARLY: usize = 3;
 /// A step's states (with their bytes) before its operation was known.
@@ -85,6 +97,8 @@ struct Conn {
     ops: VecDeque<Op>,
     /// Where the next operation taken from `posted` starts.
     next_first: u64,
+    /// Operations taken from `posted`.
+    taken: u64,
     live: [Option<Live>; NCCL_STEPS as usize],
     /// The states, with their bytes, of steps whose operation was not posted yet.
     early: [Option<(u64, Early)>; NCCL_STEPS as usize],
@@ -95,19 +109,20 @@ struct Conn {
 pub(crate) struct NetSteps(Option<Box<Conn>>);
 
 impl NetSteps {
-    /// Registers the connection whose memory is `mem` with its communicator's plugin context, if any.
-    pub(crate) fn new(prof: Option<Arc<CommProfiler>>, mem: &Arc<ConnMem>) -> NetSteps {
+    /// Registers the connection whose memory is at address `mem` with its communicator's plugin context, if any.
+    pub(crate) fn new(prof: Option<Arc<CommProfiler>>, mem: usize) -> NetSteps {
         let Some(prof) = prof else { return NetSteps(None) };
         if !prof.on(kind::PROXY_OP | kind::PROXY_STEP) {
             return NetSteps(None);
         }
         let posted = Arc::new(Posted::default());
-        prof.register_net(Arc::as_ptr(mem) as usize, posted.clone());
+        prof.register_net(mem, posted.clone());
         NetSteps(Some(Box::new(Conn {
             prof,
             posted,
             ops: VecDeque::new(),
             next_first: 0,
+            taken: 0,
             live: [None; NCCL_STEPS as usize],
             early: [None; NCCL_STEPS as usize],
         })))
@@ -138,7 +153,8 @@ impl Conn {
             if k < self.next_first {
                 return None;
             }
-            let (h, steps) = self.posted.take()?;
+            let (h, steps) = self.posted.take(self.taken)?;
+            self.taken += 1;
             self.ops.push_back(Op { h, first: self.next_first, steps, done: 0 });
             self.next_first += steps;
         }
@@ -210,7 +226,8 @@ impl Drop for Conn {
         for l in self.live.iter().flatten() {
             self.prof.stop(l.h);
         }
-        while let Some((h, _)) = self.posted.take() {
+        while let Some((h, _)) = self.posted.take(self.taken) {
+            self.taken += 1;
             self.ops.push_back(Op { h, first: 0, steps: 0, done: 0 });
         }
         for op in &self.ops {

@@ -542,7 +542,7 @@ impl Proxy {
     }
 
     fn stats(&self, net: &'static str, mem: &Arc<ConnMem>, channel: u32, peer: u32, send: bool) -> Stats {
-        let prof = NetSteps::new(self.records.get().and_then(|r| r.profiler()), mem);
+        let prof = NetSteps::new(self.records.get().and_then(|r| r.profiler()), Arc::as_ptr(mem) as usize);
         Stats { rank: self.rank, id: ConnId { channel, peer, send, net }, records: self.records.clone(), prof }
     }
 
