@@ -101,6 +101,7 @@ struct Recorded {
 
 const GROUP: u64 = 1;
 const COLL: u64 = 2;
+const P2P: u64 = 4;
 const PROXY_OP: u64 = 8;
 const PROXY_STEP: u64 = 16;
 const KERNEL_CH: u64 = 64;
@@ -156,8 +157,9 @@ fn step_rank(send: bool, st: i32) -> Option<u8> {
     }
 }
 
-/// Everything the recorder saw of a 4-rank job against NCCL's rules and collscope's own log.
-fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
+/// A 4-rank job's contexts, each initialised and finalized once, and every event started, stopped once, with its
+/// states in between.
+fn check_lifecycle(r: &Recorded) {
     assert_eq!(r.inits.len(), 4, "one init per communicator");
     assert!(r.inits.iter().all(|i| i["nranks"] == "4" && i["nnodes"] == "1"), "{:?}", r.inits);
     let mut fin = r.finalized.clone();
@@ -174,7 +176,16 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
             assert!(s.line < *line && *line < stop, "{id}: states between start and stop");
         }
     }
-    let of = |id: &str| r.starts.get(id).unwrap_or_else(|| panic!("parent {id} was never started"));
+}
+
+fn parent<'r>(r: &'r Recorded, id: &str) -> &'r Start {
+    r.starts.get(id).unwrap_or_else(|| panic!("parent {id} was never started"))
+}
+
+/// Everything the recorder saw of a 4-rank AllReduce job against NCCL's rules and collscope's own log.
+fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
+    check_lifecycle(r);
+    let of = |id: &str| parent(r, id);
 
     // Colls: one per call per rank, NCCL's seqNumber from 0, under a Group, with rank 0's choice.
     let mut colls: BTreeMap<i32, Vec<&Start>> = BTreeMap::new();
@@ -197,7 +208,14 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
         }
     }
 
-    // Proxy operations under a call of their rank, each with as many steps as it announced, in legal states.
+    check_proxy(r, COLL);
+    check_kernels(r, COLL, |s| s.f["nch"].parse().unwrap());
+}
+
+/// Proxy operations under a call (of kind `task`) of their rank, each with as many steps as it announced, in
+/// NCCL's order of states.
+fn check_proxy(r: &Recorded, task: u64) {
+    let of = |id: &str| parent(r, id);
     let ops: Vec<(&String, &Start)> = r.starts.iter().filter(|(_, s)| s.kind == PROXY_OP).collect();
     assert!(!ops.is_empty(), "NET/Socket connections have proxy operations");
     let mut steps_of: HashMap<&str, Vec<&String>> = HashMap::new();
@@ -206,7 +224,7 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
     }
     for (id, op) in &ops {
         let parent = of(&op.parent);
-        assert_eq!((parent.kind, parent.rank, &parent.ctx), (COLL, op.rank, &op.ctx), "{op:?}");
+        assert_eq!((parent.kind, parent.rank, &parent.ctx), (task, op.rank, &op.ctx), "{op:?}");
         assert!(parent.line < op.line);
         let n: usize = op.f["nsteps"].parse().unwrap();
         let send = op.f["send"] == "1";
@@ -221,20 +239,23 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
         }
     }
     assert!(ops.iter().any(|(_, o)| o.f["send"] == "1") && ops.iter().any(|(_, o)| o.f["send"] == "0"));
+}
 
-    // KernelCh: one per channel of each call, under it, with a stop stamp after its start stamp.
+/// KernelCh: one per channel of each call (of kind `task`; `nch`: its channels), under it, with a stop stamp
+/// after its start stamp.
+fn check_kernels(r: &Recorded, task: u64, nch: impl Fn(&Start) -> usize) {
     let mut kernels: HashMap<&str, usize> = HashMap::new();
     for (id, k) in r.starts.iter().filter(|(_, s)| s.kind == KERNEL_CH) {
-        let parent = of(&k.parent);
-        assert_eq!(parent.kind, COLL, "{k:?}");
+        let parent = parent(r, &k.parent);
+        assert_eq!(parent.kind, task, "{k:?}");
         *kernels.entry(k.parent.as_str()).or_default() += 1;
         let start: u64 = k.f["ptimer"].parse().unwrap();
         let st = &r.states[id];
         assert_eq!(st.len(), 1, "{id}: KernelChStop");
         assert!(st[0].1 == 22 && st[0].2 >= start, "{id}: {st:?} after {start}");
     }
-    for (id, s) in r.starts.iter().filter(|(_, s)| s.kind == COLL) {
-        assert_eq!(kernels.get(id.as_str()).copied().unwrap_or(0), s.f["nch"].parse::<usize>().unwrap(), "{id}");
+    for (id, s) in r.starts.iter().filter(|(_, s)| s.kind == task) {
+        assert_eq!(kernels.get(id.as_str()).copied().unwrap_or(0), nch(s), "{id}");
     }
 }
 
@@ -258,6 +279,42 @@ fn a_c_plugin_sees_nccls_hierarchy_states_and_counts_on_processes() {
 #[test]
 fn a_c_plugin_sees_nccls_hierarchy_states_and_counts_on_threads() {
     recorder_run("threads");
+}
+
+#[test]
+fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", "sendrecv", "--nranks", "4", "--transport", "socket", "-b", "8", "-e", "1M", "-f", "131072"])
+        .args(["-n", "2", "-w", "1"])
+        .env_remove("NCCL_DEBUG")
+        .env_remove("NCCL_PROFILE_EVENT_MASK")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env("NCCL_PROFILER_PLUGIN", recorder())
+        .env("RECORDER_OUT", &rec);
+    let out = output(&mut cmd, LIMIT);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = read(&rec);
+    check_lifecycle(&r);
+    check_proxy(&r, P2P);
+    check_kernels(&r, P2P, |s| s.f["nch"].parse().unwrap());
+    let mut per_rank: BTreeMap<(i32, String, String), usize> = BTreeMap::new();
+    for s in r.starts.values().filter(|s| s.kind == P2P) {
+        let g = parent(&r, &s.f["group"]);
+        assert_eq!((g.kind, &g.ctx), (GROUP, &s.ctx), "{s:?}: its parentGroup is a Group of its communicator");
+        *per_rank.entry((s.rank, s.f["func"].clone(), s.f["peer"].clone())).or_default() += 1;
+    }
+    // Each rank sends to the next and receives from the previous: once per call (2 sizes x 4 calls x 2 places).
+    let want: BTreeMap<(i32, String, String), usize> = (0..4)
+        .flat_map(|r: i32| {
+            [
+                ((r, "Send".to_string(), ((r + 1) % 4).to_string()), 16),
+                ((r, "Recv".to_string(), ((r + 3) % 4).to_string()), 16),
+            ]
+        })
+        .collect();
+    assert_eq!(per_rank, want);
 }
 
 #[test]

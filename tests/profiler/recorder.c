@@ -59,6 +59,11 @@ static ncclResult_t start(void* context, void** handle, ncclProfilerEventDescr_v
                d->coll.count, d->coll.root, d->coll.datatype, d->coll.nChannels, d->coll.nWarps, d->coll.algo,
                d->coll.proto);
       break;
+    case ncclProfileP2p:
+      snprintf(line + n, sizeof line - n, " group=%d-%ld func=%s count=%zu datatype=%s peer=%d nch=%u\n",
+               (int)getpid(), id_of(d->p2p.parentGroup), d->p2p.func, d->p2p.count, d->p2p.datatype, d->p2p.peer,
+               d->p2p.nChannels);
+      break;
     case ncclProfileProxyOp:
       snprintf(line + n, sizeof line - n, " opid=%d channel=%u peer=%d nsteps=%d chunk=%d send=%d\n",
                (int)d->proxyOp.pid, d->proxyOp.channelId, d->proxyOp.peer, d->proxyOp.nSteps,

@@ -1,11 +1,11 @@
 //! NCCL's profiler plugin API spoken by collscope's runtime (NCCL 2.28.9 `src/plugin/profiler.cc`,
 //! `src/plugin/plugin_open.cc`): `NCCL_PROFILER_PLUGIN` names a plugin, loaded once per process; each
 //! communicator `init`s it and gets its activation mask, and `finalize`s it when it is destroyed. Events follow
-//! NCCL's hierarchy: Group -> Coll -> ProxyOp -> ProxyStep on the NET proxy ([`net`]), and KernelCh for each
+//! NCCL's hierarchy: Group -> Coll or P2p -> ProxyOp -> ProxyStep on the NET proxy ([`net`]), and KernelCh for each
 //! channel worker (CPU threads here: their `pTimer` stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
 //!
 //! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: the v5 API
-//! events (GroupApi, CollApi, P2pApi, KernelLaunch), P2p calls, ProxyCtrl and NetPlugin events.
+//! events (GroupApi, CollApi, P2pApi, KernelLaunch), ProxyCtrl and NetPlugin events.
 
 pub(crate) mod net;
 
@@ -176,6 +176,21 @@ pub(crate) struct Call {
     coll: Handle,
 }
 
+/// What NCCL's descriptors say about one send or receive of a group (`eDescr.p2p`).
+pub(crate) struct P2pStart {
+    pub send: bool,
+    pub peer: u32,
+    pub count: usize,
+    pub dt: DataType,
+}
+
+/// A group of point-to-point calls' events: the group, and per call its P2p event and KernelCh.
+pub(crate) struct P2pGroup {
+    prof: Arc<CommProfiler>,
+    group: Handle,
+    tasks: Vec<(Handle, Handle)>,
+}
+
 /// A channel worker's KernelCh event.
 pub(crate) struct KernelCh {
     prof: Arc<CommProfiler>,
@@ -238,6 +253,7 @@ fn proto_name(p: Protocol) -> &'static CStr {
 enum Ev {
     Group,
     Coll { group: Handle, seq: u64, c: CollFields },
+    P2p { group: Handle, func: &'static CStr, datatype: &'static CStr, count: usize, peer: c_int },
     ProxyOp(abi::ProxyOp),
     ProxyStep(c_int),
     KernelCh { channel: u8, p_timer: u64 },
@@ -255,12 +271,15 @@ struct CollFields {
 
 /// Warps per channel NCCL reports; a collscope channel is one CPU thread.
 const N_WARPS: u8 = 1;
+/// Channels of a point-to-point call: collscope's p2p connections are one channel's.
+const P2P_CHANNELS: u8 = 1;
 
 impl Ev {
     fn kind(&self) -> u64 {
         match self {
             Ev::Group => kind::GROUP,
             Ev::Coll { .. } => kind::COLL,
+            Ev::P2p { .. } => kind::P2P,
             Ev::ProxyOp(_) => kind::PROXY_OP,
             Ev::ProxyStep(_) => kind::PROXY_STEP,
             Ev::KernelCh { .. } => kind::KERNEL_CH,
@@ -286,6 +305,17 @@ impl Ev {
                     n_warps: N_WARPS,
                     algo: c.algo.as_ptr(),
                     proto: c.proto.as_ptr(),
+                    parent_group: group.0,
+                }
+            }
+            Ev::P2p { group, func, datatype, count, peer } => {
+                u.p2p = v5::P2p {
+                    func: func.as_ptr(),
+                    buff: null_mut(),
+                    datatype: datatype.as_ptr(),
+                    count: *count,
+                    peer: *peer,
+                    n_channels: P2P_CHANNELS,
                     parent_group: group.0,
                 }
             }
@@ -316,6 +346,16 @@ impl Ev {
                     n_warps: N_WARPS,
                     algo: c.algo.as_ptr(),
                     proto: c.proto.as_ptr(),
+                }
+            }
+            Ev::P2p { func, datatype, count, peer, .. } => {
+                u.p2p = v4::P2p {
+                    func: func.as_ptr(),
+                    buff: null_mut(),
+                    datatype: datatype.as_ptr(),
+                    count: *count,
+                    peer: *peer,
+                    n_channels: P2P_CHANNELS,
                 }
             }
             Ev::ProxyOp(o) => u.proxy_op = *o,
@@ -401,7 +441,7 @@ impl CommProfiler {
                 }
                 Api::V4(p) => {
                     let parent = match ev {
-                        Ev::Coll { group, .. } => group.0,
+                        Ev::Coll { group, .. } | Ev::P2p { group, .. } => group.0,
                         _ => parent.0,
                     };
                     let mut d = v4::Descr { type_: k as u8, parent_obj: parent, rank, u: ev.v4() };
@@ -448,6 +488,50 @@ impl CommProfiler {
             Handle(null_mut())
         };
         Call { prof: self.clone(), group, coll }
+    }
+
+    /// NCCL's group and task events for a group of sends and receives, with a proxy operation for each one over a
+    /// NET connection (`mem_of`: its memory's address; `piece`: bytes per step, one step for each) and a KernelCh
+    /// on the p2p channel.
+    pub(crate) fn p2p_start(
+        self: &Arc<Self>,
+        tasks: &[P2pStart],
+        piece: usize,
+        mem_of: impl Fn(u32, bool) -> Option<usize>,
+    ) -> P2pGroup {
+        let below = kind::GROUP | kind::P2P | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
+        let null = Handle(null_mut());
+        let group = if self.on(below) { self.start(&Ev::Group, null) } else { null };
+        let mut out = P2pGroup { prof: self.clone(), group, tasks: Vec::new() };
+        if !self.on(below & !kind::GROUP) {
+            return out;
+        }
+        let net = self.net.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tasks {
+            let func = if t.send { c"Send" } else { c"Recv" };
+            let ev = Ev::P2p { group, func, datatype: datatype_name(t.dt), count: t.count, peer: t.peer as c_int };
+            let h = self.start(&ev, null);
+            let steps = (t.count * t.dt.size()).div_ceil(piece) as u64;
+            let posted = mem_of(t.peer, t.send).and_then(|m| net.get(&m)).filter(|_| steps > 0);
+            if let Some(posted) = posted.filter(|_| self.on(kind::PROXY_OP | kind::PROXY_STEP)) {
+                let op = abi::ProxyOp {
+                    pid: self.pid,
+                    channel_id: 0,
+                    peer: t.peer as c_int,
+                    n_steps: steps as c_int,
+                    chunk_size: piece as c_int,
+                    is_send: t.send as c_int,
+                };
+                posted.post(self.start(&Ev::ProxyOp(op), h), steps);
+            }
+            let k = if self.on(kind::KERNEL_CH) {
+                self.start(&Ev::KernelCh { channel: 0, p_timer: now_ns() }, h)
+            } else {
+                null
+            };
+            out.tasks.push((h, k));
+        }
+        out
     }
 
     /// Registers a NET connection the proxy drives, by its memory (`ConnMem`'s address).
@@ -512,6 +596,19 @@ impl Drop for Call {
     /// completes it when its proxy operations and kernel channels have stopped.
     fn drop(&mut self) {
         self.prof.stop(self.coll);
+        self.prof.stop(self.group);
+    }
+}
+
+impl Drop for P2pGroup {
+    /// The group's channel work is done: each KernelCh stops, then the P2p tasks and the group.
+    fn drop(&mut self) {
+        let stamp = StateArgs { kernel_ch: StateKernelCh { p_timer: now_ns() } };
+        for &(task, kernel) in &self.tasks {
+            self.prof.record(kernel, state::KERNEL_CH_STOP, stamp);
+            self.prof.stop(kernel);
+            self.prof.stop(task);
+        }
         self.prof.stop(self.group);
     }
 }
