@@ -328,43 +328,12 @@ impl Ev {
         u
     }
 
+    /// The v4 union: each member written here is, in v4, a layout prefix of v5's (v5 appended `parentGroup` to
+    /// `coll` and `p2p`; the proxy and kernel members are the same types), so v4's bytes are v5's first ones.
     fn v4(&self) -> v4::Union {
-        // SAFETY: as in `v5`.
-        let mut u: v4::Union = unsafe { std::mem::zeroed() };
-        match self {
-            Ev::Group => {}
-            Ev::Coll { seq, c, .. } => {
-                u.coll = v4::Coll {
-                    seq_number: *seq,
-                    func: c.func.as_ptr(),
-                    send_buff: std::ptr::null(),
-                    recv_buff: null_mut(),
-                    count: c.count,
-                    root: c.root,
-                    datatype: c.datatype.as_ptr(),
-                    n_channels: c.n_channels,
-                    n_warps: N_WARPS,
-                    algo: c.algo.as_ptr(),
-                    proto: c.proto.as_ptr(),
-                }
-            }
-            Ev::P2p { func, datatype, count, peer, .. } => {
-                u.p2p = v4::P2p {
-                    func: func.as_ptr(),
-                    buff: null_mut(),
-                    datatype: datatype.as_ptr(),
-                    count: *count,
-                    peer: *peer,
-                    n_channels: P2P_CHANNELS,
-                }
-            }
-            Ev::ProxyOp(o) => u.proxy_op = *o,
-            Ev::ProxyStep(step) => u.proxy_step = abi::ProxyStep { step: *step },
-            Ev::KernelCh { channel, p_timer } => {
-                u.kernel_ch = abi::KernelCh { channel_id: *channel, p_timer: *p_timer }
-            }
-        }
-        u
+        const _: () = assert!(std::mem::size_of::<v4::Union>() <= std::mem::size_of::<v5::Union>());
+        // SAFETY: the size is checked above, and a union may hold any bytes (its members are read by their kind).
+        unsafe { std::mem::transmute_copy(&self.v5()) }
     }
 }
 
@@ -624,6 +593,39 @@ impl Drop for CommProfiler {
                 Api::V4(p) => p.finalize,
             };
             f(self.context.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v4_descriptor_carries_what_the_v5_one_does() {
+        let group = Handle(8 as *mut c_void);
+        let c = CollFields {
+            func: c"AllReduce",
+            count: 3,
+            root: 1,
+            datatype: c"ncclFloat32",
+            n_channels: 2,
+            algo: c"RING",
+            proto: c"LL",
+        };
+        // SAFETY: the members these events wrote.
+        unsafe {
+            let u = Ev::Coll { group, seq: 7, c }.v4();
+            let k = u.coll;
+            assert_eq!((k.seq_number, k.count, k.root, k.n_channels, k.n_warps), (7, 3, 1, 2, N_WARPS));
+            assert_eq!((CStr::from_ptr(k.func), CStr::from_ptr(k.proto)), (c"AllReduce", c"LL"));
+            let ev = Ev::P2p { group, func: c"Send", datatype: c"ncclInt8", count: 5, peer: 3 };
+            let p = ev.v4().p2p;
+            assert_eq!((p.count, p.peer, p.n_channels, CStr::from_ptr(p.datatype)), (5, 3, 1, c"ncclInt8"));
+            let o = abi::ProxyOp { pid: 1, channel_id: 4, peer: 2, n_steps: 6, chunk_size: 9, is_send: 1 };
+            let got = Ev::ProxyOp(o).v4().proxy_op;
+            assert_eq!((got.channel_id, got.n_steps, got.chunk_size, got.is_send), (4, 6, 9, 1));
+            assert_eq!(Ev::KernelCh { channel: 5, p_timer: 11 }.v4().kernel_ch.p_timer, 11);
         }
     }
 }
