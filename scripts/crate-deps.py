@@ -8,6 +8,7 @@ Dependencies point one way, from the binary down to the contract (ARCHITECTURE.m
                        -> telemetry -> diagnose
                        -> runtime -> nccl -> debug
                                   -> kernels
+                                  -> profiler-abi <- profiler
 
 Each crate may depend only on the crates ALLOWED lists for it (dev-dependencies also on DEV_ALLOWED), and
 some crates must not reach others even indirectly (NEVER). A crate not in ALLOWED is an error: a new crate
@@ -22,9 +23,17 @@ ALLOWED = {
     "collscope-model": set(),
     "collscope-kernels": set(),
     "collscope-testkit": set(),
+    # NCCL's profiler ABI: both sides of it (the plugin, the runtime that loads one) share these types.
+    "collscope-profiler-abi": set(),
     "collscope-debug": {"collscope-model"},
     "collscope-nccl": {"collscope-model", "collscope-debug"},
-    "collscope-runtime": {"collscope-model", "collscope-debug", "collscope-nccl", "collscope-kernels"},
+    "collscope-runtime": {
+        "collscope-model",
+        "collscope-debug",
+        "collscope-nccl",
+        "collscope-kernels",
+        "collscope-profiler-abi",
+    },
     # The diagnosis rules read the model and its evidence only: the same rules for a log, a live job, a model.
     "collscope-diagnose": {"collscope-model"},
     "collscope-logreader": {"collscope-model", "collscope-debug", "collscope-diagnose"},
@@ -32,7 +41,7 @@ ALLOWED = {
     "collscope-telemetry": {"collscope-model", "collscope-debug", "collscope-diagnose"},
     "collscope-tui": {"collscope-model", "collscope-debug", "collscope-logreader"},
     # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime.
-    "collscope-profiler": {"collscope-model", "collscope-debug", "collscope-telemetry"},
+    "collscope-profiler": {"collscope-model", "collscope-debug", "collscope-telemetry", "collscope-profiler-abi"},
     "collscope": {
         "collscope-model",
         "collscope-debug",
@@ -49,6 +58,8 @@ ALLOWED = {
 # Tests and benches may also use these: the shared test helpers, and telemetry's runtime tests and benchmark.
 DEV_ALLOWED = {name: {"collscope-testkit"} for name in ALLOWED}
 DEV_ALLOWED["collscope-telemetry"] |= {"collscope-runtime"}
+# The end-to-end tests load the profiler plugin's cdylib into `collscope perf`.
+DEV_ALLOWED["collscope"] |= {"collscope-profiler"}
 
 # Never, not even through another crate (normal dependencies).
 NEVER = {

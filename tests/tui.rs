@@ -676,8 +676,8 @@ fn connect_shows_every_rank_in_the_strip_and_switches_rank() {
     t.keys(&["6"]);
     t.wait_for(&["AllReduce: latency us/bandwidth GB/s per cell", "Ring ", "Tree ", "Recent calls", "predicted"]);
     t.keys(&[">", ">", ">", "7"]);
-    let screen = t.wait_for(&["showing rank 2", ">r2 ", " operations"]);
-    assert!(screen.contains("AllReduce"), "rank 2's calls are shown:\n{screen}");
+    // Rank 2's own calls, once its snapshot came in (the view says "0 operations" until then).
+    t.wait_for(&["showing rank 2", ">r2 ", " operations", "AllReduce"]);
     t.keys(&[">", ">"]);
     t.wait_for(&["showing the connected rank"]);
 }

@@ -11,10 +11,11 @@
 //! | [`socket`] | sockets and interfaces shared by bootstrap and NET/Socket | `misc/socket.cc` |
 //! | [`observe`] | what telemetry reads: the event queue, each communicator's records and running totals | `profiler` |
 //! | [`cuda`] | CUDA through cudarc, kernels, GPU AllReduce | `device/`, `misc/cudawrap.cc` |
+//! | [`profiler`] | an NCCL profiler plugin (`NCCL_PROFILER_PLUGIN`) loaded and called with NCCL's events | `plugin/profiler.cc`, `transport/net.cc` |
 //! | [`tuning`] | the host tuning model (measured constants for host-memory links) | `graph/tuning.cc` (its tables) |
 //!
 //! Depends on collscope-model (the records it fills), collscope-debug (logging, parameters), collscope-nccl (the
-//! topology, trees and `NCCL_ALGO`/`NCCL_PROTO` grammar it follows) and collscope-kernels; nothing depends on it
+//! topology, trees and `NCCL_ALGO`/`NCCL_PROTO` grammar it follows), collscope-kernels and collscope-profiler-abi; nothing depends on it
 //! but the `collscope` binary (and, for their tests and benches, telemetry).
 //!
 //! - [`Comm::init_rank`] takes any [`Bootstrap`] (ranks as threads: [`ThreadBootstrap`]; a TCP one plugs in
@@ -39,6 +40,7 @@ pub mod cuda;
 pub mod device;
 pub mod error;
 pub mod observe;
+pub mod profiler;
 pub mod socket;
 pub mod sync;
 pub mod transport;

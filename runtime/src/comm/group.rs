@@ -5,6 +5,7 @@
 use crate::comm::{model_dtype, Comm, Want};
 use crate::device::proto::{read_step, write_step};
 use crate::error::{Result, RuntimeError};
+use crate::profiler::P2pStart;
 use collscope_kernels::Element;
 use collscope_model::{Collective, DataType, Protocol};
 use std::marker::PhantomData;
@@ -116,6 +117,11 @@ impl<'b> Group<'_, 'b> {
     }
 }
 
+/// The group's sends and receives as the profiler's P2p tasks.
+fn p2p_tasks(ops: &[P2pOp]) -> Vec<P2pStart> {
+    ops.iter().map(|o| P2pStart { send: o.send, peer: o.peer, count: o.bytes / o.dt.size(), dt: o.dt }).collect()
+}
+
 fn run(comm: &mut Comm, ops: &mut [P2pOp]) -> Result<()> {
     let me = comm.rank;
     // Sends to self pair with receives from self, in order.
@@ -150,6 +156,7 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp]) -> Result<()> {
     comm.connect(&wants)?;
 
     let piece = comm.sizes.step_payload(Protocol::Simple);
+    let _events = comm.profiler.as_ref().map(|p| p.p2p_start(&p2p_tasks(ops), piece, |r, s| comm.p2p.conn_mem(r, s)));
     let mut scratch = Vec::new();
     let waiter = comm.waiter.clone();
     loop {

@@ -29,6 +29,7 @@ use crate::device::tree::dtree;
 use crate::error::{Result, RuntimeError};
 use crate::observe::records::Records;
 use crate::observe::stats::CallStats;
+use crate::profiler::{CollStart, CommProfiler};
 use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
 use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
 use crate::transport::{self, ConnSpec, PeerInfo, Transport};
@@ -182,6 +183,8 @@ pub struct Comm {
     workers: Workers,
     guards: Vec<Box<dyn Send + Sync>>,
     name: Option<String>,
+    /// The NCCL profiler plugin's context for this communicator, when one is loaded.
+    profiler: Option<Arc<CommProfiler>>,
 }
 
 impl Comm {
@@ -289,8 +292,14 @@ impl Comm {
             workers: Workers::default(),
             guards: Vec::new(),
             name: opts.name,
+            profiler: None,
         };
         crate::observe::recorder::global().register(comm.records.clone());
+        comm.profiler =
+            CommProfiler::init(env, comm_id, comm.name.as_deref(), record.nnodes.unwrap_or(1), nranks, rank);
+        if let Some(p) = &comm.profiler {
+            let _ = comm.records.profiler.set(Arc::downgrade(p));
+        }
         // NCCL_RUNTIME_CONNECT=0: connect every algorithm's peers now instead of at first use.
         if eager && nranks > 1 {
             comm.ensure_connected(Algorithm::Ring)?;
@@ -642,6 +651,17 @@ impl Comm {
         let (src, dst) = (Ptr(src as *mut u8), Ptr(dst));
         let waiter = &self.waiter;
         let stats = &self.records.stats;
+        let call = self.profiler.as_ref().map(|p| {
+            p.coll_start(&CollStart { coll, count, root, dt, n_channels: nch as u32, algo, proto: choice.proto })
+        });
+        let algo_run = |p: &mut Prims, part: Part| match (coll, algo) {
+            (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(p, src, dst, part),
+            (Collective::AllReduce, _) => algos::ring_all_reduce(p, rank, src, dst, part),
+            (Collective::Broadcast, _) => algos::ring_broadcast(p, rank, root, src, dst, part),
+            (Collective::Reduce, _) => algos::ring_reduce(p, rank, root, src, dst, part),
+            (Collective::AllGather, _) => algos::ring_all_gather(p, rank, src, dst, part),
+            _ => algos::ring_reduce_scatter(p, rank, src, dst, part),
+        };
         let run = |ch: &mut Channel| -> Result<()> {
             let off = ch.id as usize * per_ch;
             if off >= count {
@@ -649,23 +669,30 @@ impl Comm {
             }
             let part = Part { off, len: per_ch.min(count - off), chunk, esize: es, count };
             let channel = ch.id;
+            // The profiler's proxy operations carry their step counts: the channel counts them first.
+            let kernel = call.as_ref().map(|c| {
+                let mut dry = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
+                dry.count_only = true;
+                let _ = algo_run(&mut dry, part);
+                c.channel_start(channel, ch.moved(), payload, |peer, send| ch.conn_mem(peer, send))
+            });
             let t0 = (channel != 0 && crate::observe::recorder::enabled()).then(Instant::now);
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
-            let r = match (coll, algo) {
-                (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(&mut p, src, dst, part),
-                (Collective::AllReduce, _) => algos::ring_all_reduce(&mut p, rank, src, dst, part),
-                (Collective::Broadcast, _) => algos::ring_broadcast(&mut p, rank, root, src, dst, part),
-                (Collective::Reduce, _) => algos::ring_reduce(&mut p, rank, root, src, dst, part),
-                (Collective::AllGather, _) => algos::ring_all_gather(&mut p, rank, src, dst, part),
-                _ => algos::ring_reduce_scatter(&mut p, rank, src, dst, part),
-            };
+            let r = algo_run(&mut p, part);
             let r = p.finish(r);
             if let Some(t0) = t0 {
                 record_traffic(stats, channel, p.moved(), t0.elapsed());
             }
+            if let Some(k) = kernel {
+                k.stop();
+            }
             r
         };
-        self.workers.run(&mut self.channels[..nch], &run)
+        let res = self.workers.run(&mut self.channels[..nch], &run);
+        // The Coll and Group stop: NCCL stops them once the call is launched, the plugin completes the call
+        // when its proxy operations and kernel channels have stopped.
+        drop(call);
+        res
     }
 
     fn check_len(coll: Collective, buffer: &'static str, got: usize, expected: usize) -> Result<()> {

@@ -11,6 +11,7 @@ use crate::transport::conn::{Direct, RecvEnd, SendEnd, NCCL_STEPS};
 use collscope_kernels::{bytes as kern, Dtype, Op};
 use collscope_model::Protocol;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would
 /// cost more than a small step.
@@ -31,6 +32,12 @@ impl Channel {
     /// Bytes moved per (peer, sent) in the channel's latest call.
     pub fn moved(&self) -> &[(u32, bool, u64)] {
         &self.scratch.moved
+    }
+
+    /// The address of the memory of the connection to (`send`) or from `peer`: what names it to the proxy.
+    pub fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
+        let mem = if send { self.send.get(&peer).map(|e| &e.mem) } else { self.recv.get(&peer).map(|e| &e.mem) };
+        mem.map(|m| Arc::as_ptr(m) as usize)
     }
 }
 
@@ -77,6 +84,9 @@ pub struct Prims<'a> {
     pub w: &'a Waiter,
     /// Largest piece (bytes, whole elements) one step carries.
     pub piece: usize,
+    /// Count the steps each peer would see (in `moved`) instead of moving data: the profiler's proxy
+    /// operations are posted with their step counts before the channel runs.
+    pub count_only: bool,
 }
 
 impl<'a> Prims<'a> {
@@ -92,7 +102,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
-        Prims { ch, proto, dt, op, nranks, w, piece }
+        Prims { ch, proto, dt, op, nranks, w, piece, count_only: false }
     }
 
     /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
@@ -121,6 +131,12 @@ impl<'a> Prims<'a> {
         nbytes: usize,
         post: bool,
     ) -> Result<()> {
+        if self.count_only {
+            let steps = nbytes.div_ceil(self.piece);
+            from.iter().for_each(|p| self.count_moved(*p, false, steps));
+            to.iter().for_each(|p| self.count_moved(*p, true, steps));
+            return Ok(());
+        }
         let channel = self.ch.id;
         let ninputs = from.len() + src.is_some() as usize;
         assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");

@@ -4,11 +4,12 @@
 
 use super::recorder;
 use super::stats::CallStats;
+use crate::profiler::CommProfiler;
 use collscope_model::observe::{CallTotals, CommRecords, NewOps, TrafficTotals};
 use collscope_model::{Collective, Connection, DataType, Event, OpRecord, ProxyOp};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::SystemTime;
 
 /// Operations kept per communicator.
@@ -38,6 +39,8 @@ pub struct Records {
     proxy_reported_us: AtomicU64,
     /// The call the rank is running, for telemetry to show one that never ends.
     running: Running,
+    /// The communicator's profiler plugin context, for its proxy's connections (weak: the communicator owns it).
+    pub(crate) profiler: OnceLock<Weak<CommProfiler>>,
 }
 
 /// A seqlock over the running call's facts: the rank's thread is the only writer (`version` is odd while it
@@ -100,7 +103,13 @@ impl Records {
             current_seq: AtomicU64::new(0),
             proxy_reported_us: AtomicU64::new(0),
             running: Running::default(),
+            profiler: OnceLock::new(),
         }
+    }
+
+    /// The communicator's profiler plugin context, while the communicator lives.
+    pub(crate) fn profiler(&self) -> Option<Arc<CommProfiler>> {
+        self.profiler.get()?.upgrade()
     }
 
     pub fn push_op(&self, op: OpRecord) {

@@ -17,6 +17,7 @@
 
 use super::api::{Comm, NetError};
 use crate::observe::records::Records;
+use crate::profiler::net::{NetSteps, Wait};
 use crate::sync::doorbell::{Doorbell, FdWait, Wake};
 use crate::sync::wait::AbortHandle;
 use crate::transport::conn::{ConnMem, Direct, NCCL_STEPS};
@@ -76,6 +77,8 @@ struct Stats {
     rank: u32,
     id: ConnId,
     records: Arc<OnceLock<Arc<Records>>>,
+    /// The profiler plugin's view of the connection's steps.
+    prof: NetSteps,
 }
 
 impl Stats {
@@ -235,20 +238,26 @@ impl<C: Comm> SendConn<C> {
                 let step = self.next - 1;
                 let Some((proto, bytes)) = self.mem.posted(step) else { break };
                 let Some(req) = self.net.isend(bytes.as_ptr(), bytes.len(), BODY_TAG, &self.mrs[proto.id()])? else {
+                    self.stats.prof.state(step, Wait::SendPeer, 0);
                     break;
                 };
                 f.body = Some(req);
+                self.stats.prof.state(step, Wait::Send, bytes.len());
                 moved = true;
             }
             if self.inflight.len() as u64 >= NCCL_STEPS {
                 break;
             }
-            let Some((proto, bytes)) = self.mem.posted(self.next) else { break };
+            let Some((proto, bytes)) = self.mem.posted(self.next) else {
+                self.stats.prof.state(self.next, Wait::SendGpu, 0);
+                break;
+            };
             let direct = proto == Protocol::Simple && bytes.as_ptr() != self.mem.slot(proto, self.next).cast_const();
             let seq = self.stats.current_seq();
             let h = &mut self.headers[(self.next % NCCL_STEPS) as usize];
             *h = header(proto, seq, bytes.len());
             let Some(head) = self.net.isend(h.as_ptr(), HEADER_BYTES, HEADER_TAG, &self.mrs[MR_HEADERS])? else {
+                self.stats.prof.state(self.next, Wait::SendPeer, 0);
                 break;
             };
             self.stats.wait(seq, ProxyWait::WaitingForData, self.idle_since);
@@ -278,6 +287,7 @@ impl<C: Comm> SendConn<C> {
             self.inflight.pop_front();
             let done = self.next - self.inflight.len() as u64;
             self.mem.publish_head(done);
+            self.stats.prof.done(done - 1);
             self.stats.wait(seq, ProxyWait::WaitingForSendCompletion, since);
             self.stats.record(seq, |o| o.done += 1);
             moved = true;
@@ -322,6 +332,7 @@ impl<C: Comm> RecvConn<C> {
             let seq = self.seqs[(self.consumed % NCCL_STEPS) as usize];
             let mut n = 0;
             while self.consumed < consumed && self.seqs[(self.consumed % NCCL_STEPS) as usize] == seq {
+                self.stats.prof.done(self.consumed);
                 self.consumed += 1;
                 n += 1;
             }
@@ -340,6 +351,7 @@ impl<C: Comm> RecvConn<C> {
                     };
                     self.state = RecvState::Header(req);
                     self.since = Instant::now();
+                    self.stats.prof.state(self.step, Wait::Recv, 0);
                 }
                 RecvState::Header(req) => {
                     if self.net.test(req)?.is_none() {
@@ -380,12 +392,14 @@ impl<C: Comm> RecvConn<C> {
                 }
                 RecvState::Body(Some(req), proto, _, at) => {
                     let Some(n) = self.net.test(req)? else { return Ok(moved) };
+                    self.stats.prof.state(self.step, Wait::RecvFlush, n);
                     let proto = *proto;
                     if proto == Protocol::Simple {
                         self.mem.landed(self.step, n, at.map(|p| p.0));
                     } else {
                         self.mem.deposit(self.step, proto, &self.staging[..n]);
                     }
+                    self.stats.prof.state(self.step, Wait::RecvGpu, n);
                     let seq = self.seqs[(self.step % NCCL_STEPS) as usize];
                     self.step += 1;
                     self.state = RecvState::Credit;
@@ -579,8 +593,9 @@ impl Proxy {
         Ok(ProxyGuard { id, proxy: self.clone() })
     }
 
-    fn stats(&self, net: &'static str, channel: u32, peer: u32, send: bool) -> Stats {
-        Stats { rank: self.rank, id: ConnId { channel, peer, send, net }, records: self.records.clone() }
+    fn stats(&self, net: &'static str, mem: &Arc<ConnMem>, channel: u32, peer: u32, send: bool) -> Stats {
+        let prof = NetSteps::new(self.records.get().and_then(|r| r.profiler()), Arc::as_ptr(mem) as usize);
+        Stats { rank: self.rank, id: ConnId { channel, peer, send, net }, records: self.records.clone(), prof }
     }
 
     /// Drives the send side of a connection to `peer` over `net` (network `net_name`): `mem` is what the rank
@@ -595,7 +610,8 @@ impl Proxy {
     ) -> Result<ProxyGuard, AddError> {
         mem.ring_on_update(self.bell.clone());
         net.set_bell(self.bell.clone());
-        let conn = SendConn::new(net, mem, self.stats(net_name, channel, peer, true))?;
+        let stats = self.stats(net_name, &mem, channel, peer, true);
+        let conn = SendConn::new(net, mem, stats)?;
         Ok(self.add(Box::new(conn))?)
     }
 
@@ -610,7 +626,8 @@ impl Proxy {
     ) -> Result<ProxyGuard, AddError> {
         mem.ring_on_update(self.bell.clone());
         net.set_bell(self.bell.clone());
-        let conn = RecvConn::new(net, mem, self.stats(net_name, channel, peer, false))?;
+        let stats = self.stats(net_name, &mem, channel, peer, false);
+        let conn = RecvConn::new(net, mem, stats)?;
         Ok(self.add(Box::new(conn))?)
     }
 }

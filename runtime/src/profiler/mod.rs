@@ -1,0 +1,631 @@
+//! NCCL's profiler plugin API spoken by collscope's runtime (NCCL 2.28.9 `src/plugin/profiler.cc`,
+//! `src/plugin/plugin_open.cc`): `NCCL_PROFILER_PLUGIN` names a plugin, loaded once per process; each
+//! communicator `init`s it and gets its activation mask, and `finalize`s it when it is destroyed. Events follow
+//! NCCL's hierarchy: Group -> Coll or P2p -> ProxyOp -> ProxyStep on the NET proxy ([`net`]), and KernelCh for each
+//! channel worker (CPU threads here: their `pTimer` stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
+//!
+//! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: the v5 API
+//! events (GroupApi, CollApi, P2pApi, KernelLaunch), ProxyCtrl and NetPlugin events.
+
+pub(crate) mod net;
+
+use collscope_debug::env::Env;
+use collscope_debug::{nccl_info, Subsys};
+use collscope_model::{Algorithm, Collective, DataType, Protocol};
+use collscope_profiler_abi::{self as abi, kind, state, v4, v5, v6, StateArgs, StateKernelCh};
+use rustc_hash::FxHashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The NCCL plugin struct a library exports, newest version first.
+enum Api {
+    V6(&'static v5::Profiler<v6::Descr>),
+    V5(&'static v5::Profiler<v5::Descr>),
+    V4(&'static v4::Profiler),
+}
+
+/// A loaded plugin: kept for the life of the process (NCCL closes it with its last communicator and opens it
+/// again with the next; once is enough here, and no plugin's threads outlive its code).
+struct Plugin {
+    api: Api,
+    stop: unsafe extern "C" fn(*mut c_void) -> abi::NcclResult,
+    record: unsafe extern "C" fn(*mut c_void, c_int, *mut StateArgs) -> abi::NcclResult,
+    _lib: libloading::Library,
+}
+
+static PLUGIN: OnceLock<Option<Plugin>> = OnceLock::new();
+
+/// NCCL's `pluginPrefix` for profiler plugins (`plugin_open.cc`).
+const PREFIX: &str = "libnccl-profiler";
+
+/// `dlopen(name, RTLD_NOW | RTLD_LOCAL)`; Err(true) when the file does not exist (NCCL's ENOENT test: the
+/// message names the file and says "No such file or directory"), else Err(false) after logging dlerror.
+fn try_open(name: &str) -> Result<libloading::Library, bool> {
+    // SAFETY: loading a library runs its initialisers: the user named it as NCCL's profiler plugin.
+    let r = unsafe { libloading::os::unix::Library::open(Some(name), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    match r {
+        Ok(l) => Ok(l.into()),
+        Err(e) => {
+            let msg = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+            if msg.contains(name) && msg.contains("No such file or directory") {
+                Err(true)
+            } else {
+                nccl_info!(Subsys::INIT, "PROFILER/Plugin: {name}: {msg}");
+                Err(false)
+            }
+        }
+    }
+}
+
+/// NCCL's `openPluginLib`: the name as given (default `libnccl-profiler.so`), then, for a bare name that is
+/// neither a path nor `lib*.so`, `libnccl-profiler-NAME.so`; files that do not exist are listed once.
+fn open(name: Option<&str>) -> Option<(libloading::Library, String)> {
+    let mut missing = String::new();
+    let first = name.map_or_else(|| format!("{PREFIX}.so"), str::to_string);
+    match try_open(&first) {
+        Ok(l) => return Some((l, first)),
+        Err(true) => missing.push_str(&format!(" {first}")),
+        Err(false) => {}
+    }
+    if let Some(n) = name.filter(|n| !(n.contains('/') || n.starts_with("lib") && n.ends_with(".so"))) {
+        let second = format!("{PREFIX}-{n}.so");
+        match try_open(&second) {
+            Ok(l) => return Some((l, second)),
+            Err(true) => missing.push_str(&format!(" {second}")),
+            Err(false) => {}
+        }
+    }
+    if !missing.is_empty() {
+        nccl_info!(Subsys::INIT, "PROFILER/Plugin: Could not find:{missing}");
+    }
+    None
+}
+
+/// # Safety
+/// `sym` is the symbol of a `T` in `lib`, if it exists.
+unsafe fn symbol<T>(lib: &libloading::Library, sym: &str) -> Option<&'static T> {
+    let p = lib.get::<*const T>(sym.as_bytes()).ok()?;
+    // SAFETY: the library stays loaded for the life of the process ([`Plugin`]).
+    (*p).as_ref()
+}
+
+/// The plugin struct's name, as NCCL prints it.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn name_of(p: *const c_char) -> String {
+    if p.is_null() {
+        "(null)".into()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// NCCL's `ncclProfilerPluginLoad`, with the newest symbol first (v6 from NCCL 2.29.2's loader).
+fn load(env: &Env) -> Option<Plugin> {
+    let name = env.str("NCCL_PROFILER_PLUGIN");
+    if name.is_some_and(|n| n.eq_ignore_ascii_case("none")) {
+        return None;
+    }
+    let (lib, opened) = open(name)?;
+    // SAFETY: NCCL's symbols are the structs of their version (the plugin's side of the ABI).
+    let found = unsafe {
+        if let Some(p) = symbol::<v5::Profiler<v6::Descr>>(&lib, abi::SYMBOLS[0]) {
+            Some((Api::V6(p), p.name, 6, p.stop_event, p.record_event_state))
+        } else if let Some(p) = symbol::<v5::Profiler<v5::Descr>>(&lib, abi::SYMBOLS[1]) {
+            Some((Api::V5(p), p.name, 5, p.stop_event, p.record_event_state))
+        } else {
+            symbol::<v4::Profiler>(&lib, abi::SYMBOLS[2])
+                .map(|p| (Api::V4(p), p.name, 4, p.stop_event, p.record_event_state))
+        }
+    };
+    // NCCL names the library by the path the dynamic linker reports for it; dlopen keeps a name with a '/'.
+    let shown = name.map(|_| opened);
+    let Some((api, pname, v, stop, record)) = found else {
+        if let Some(n) = &shown {
+            nccl_info!(Subsys::INIT, "External profiler plugin {n} is unsupported");
+        }
+        return None;
+    };
+    // SAFETY: the struct's name is a C string (NCCL prints it with %s).
+    let pname = unsafe { name_of(pname) };
+    nccl_info!(Subsys::INIT, "PROFILER/Plugin: Loaded {pname} (v{v})");
+    if let Some(n) = &shown {
+        nccl_info!(Subsys::INIT, "Successfully loaded external profiler plugin {n}");
+    }
+    Some(Plugin { api, stop, record, _lib: lib })
+}
+
+/// An event handle the plugin returned (NULL when it keeps none), passed back as NCCL passes it.
+#[derive(Clone, Copy)]
+pub(crate) struct Handle(*mut c_void);
+// SAFETY: a handle is an opaque value the plugin hands out for use from any of NCCL's threads.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
+/// One communicator's plugin context (`init` .. `finalize`).
+pub(crate) struct CommProfiler {
+    plugin: &'static Plugin,
+    context: Handle,
+    mask: u64,
+    rank: c_int,
+    pid: libc::pid_t,
+    /// NCCL's `comm->seqNumber[func]`: a per-collective count of calls.
+    seq: [AtomicU64; Collective::ALL.len()],
+    /// The NET connections the proxy drives, by the address of their memory: where a call posts proxy ops.
+    net: Mutex<FxHashMap<usize, Arc<net::Posted>>>,
+}
+
+/// What NCCL's descriptors say about a collective (`eDescr.coll`).
+pub(crate) struct CollStart {
+    pub coll: Collective,
+    pub count: usize,
+    pub root: u32,
+    pub dt: DataType,
+    pub n_channels: u32,
+    pub algo: Algorithm,
+    pub proto: Protocol,
+}
+
+/// A collective's events: its group and itself.
+pub(crate) struct Call {
+    prof: Arc<CommProfiler>,
+    group: Handle,
+    coll: Handle,
+}
+
+/// What NCCL's descriptors say about one send or receive of a group (`eDescr.p2p`).
+pub(crate) struct P2pStart {
+    pub send: bool,
+    pub peer: u32,
+    pub count: usize,
+    pub dt: DataType,
+}
+
+/// A group of point-to-point calls' events: the group, and per call its P2p event and KernelCh.
+pub(crate) struct P2pGroup {
+    prof: Arc<CommProfiler>,
+    group: Handle,
+    tasks: Vec<(Handle, Handle)>,
+}
+
+/// A channel worker's KernelCh event.
+pub(crate) struct KernelCh {
+    prof: Arc<CommProfiler>,
+    h: Handle,
+}
+
+/// NCCL's strings for the descriptors (NCCL 2.28.9 `src/collectives.cc`: `ncclFuncToString`,
+/// `ncclDatatypeToString`, `ncclAlgoToString`, `ncclProtoToString`).
+fn func_name(c: Collective) -> &'static CStr {
+    match c {
+        Collective::Broadcast => c"Broadcast",
+        Collective::Reduce => c"Reduce",
+        Collective::AllGather => c"AllGather",
+        Collective::ReduceScatter => c"ReduceScatter",
+        Collective::AllReduce => c"AllReduce",
+        Collective::SendRecv => c"SendRecv",
+        Collective::Send => c"Send",
+        Collective::Recv => c"Recv",
+        Collective::AllToAll => c"AlltoAll",
+    }
+}
+
+fn datatype_name(d: DataType) -> &'static CStr {
+    match d {
+        DataType::I8 => c"ncclInt8",
+        DataType::I32 => c"ncclInt32",
+        DataType::U32 => c"ncclUint32",
+        DataType::I64 => c"ncclInt64",
+        DataType::U64 => c"ncclUint64",
+        DataType::F16 => c"ncclFloat16",
+        DataType::F32 => c"ncclFloat32",
+        DataType::F64 => c"ncclFloat64",
+        DataType::Bf16 => c"ncclBfloat16",
+        // NCCL's switch has no ncclUint8 case.
+        _ => c"Unknown",
+    }
+}
+
+fn algo_name(a: Algorithm) -> &'static CStr {
+    match a {
+        Algorithm::Tree => c"TREE",
+        Algorithm::Ring => c"RING",
+        Algorithm::CollNetDirect => c"COLLNET_DIRECT",
+        Algorithm::CollNetChain => c"COLLNET_CHAIN",
+        Algorithm::Nvls => c"NVLS",
+        Algorithm::NvlsTree => c"NVLS_TREE",
+        Algorithm::Pat => c"PAT",
+    }
+}
+
+fn proto_name(p: Protocol) -> &'static CStr {
+    match p {
+        Protocol::Ll => c"LL",
+        Protocol::Ll128 => c"LL128",
+        Protocol::Simple => c"SIMPLE",
+    }
+}
+
+/// A version-free event description, written into the loaded version's descriptor.
+enum Ev {
+    Group,
+    Coll { group: Handle, seq: u64, c: CollFields },
+    P2p { group: Handle, func: &'static CStr, datatype: &'static CStr, count: usize, peer: c_int },
+    ProxyOp(abi::ProxyOp),
+    ProxyStep(c_int),
+    KernelCh { channel: u8, p_timer: u64 },
+}
+
+struct CollFields {
+    func: &'static CStr,
+    count: usize,
+    root: c_int,
+    datatype: &'static CStr,
+    n_channels: u8,
+    algo: &'static CStr,
+    proto: &'static CStr,
+}
+
+/// Warps per channel NCCL reports; a collscope channel is one CPU thread.
+const N_WARPS: u8 = 1;
+/// Channels of a point-to-point call: collscope's p2p connections are one channel's.
+const P2P_CHANNELS: u8 = 1;
+
+impl Ev {
+    fn kind(&self) -> u64 {
+        match self {
+            Ev::Group => kind::GROUP,
+            Ev::Coll { .. } => kind::COLL,
+            Ev::P2p { .. } => kind::P2P,
+            Ev::ProxyOp(_) => kind::PROXY_OP,
+            Ev::ProxyStep(_) => kind::PROXY_STEP,
+            Ev::KernelCh { .. } => kind::KERNEL_CH,
+        }
+    }
+
+    /// The v5 union (v6 embeds it); fields NCCL leaves zero stay zero.
+    fn v5(&self) -> v5::Union {
+        // SAFETY: every member is plain data or a pointer, for which zero is valid (NCCL's `= { 0 }`).
+        let mut u: v5::Union = unsafe { std::mem::zeroed() };
+        match self {
+            Ev::Group => {}
+            Ev::Coll { group, seq, c } => {
+                u.coll = v5::Coll {
+                    seq_number: *seq,
+                    func: c.func.as_ptr(),
+                    send_buff: std::ptr::null(),
+                    recv_buff: null_mut(),
+                    count: c.count,
+                    root: c.root,
+                    datatype: c.datatype.as_ptr(),
+                    n_channels: c.n_channels,
+                    n_warps: N_WARPS,
+                    algo: c.algo.as_ptr(),
+                    proto: c.proto.as_ptr(),
+                    parent_group: group.0,
+                }
+            }
+            Ev::P2p { group, func, datatype, count, peer } => {
+                u.p2p = v5::P2p {
+                    func: func.as_ptr(),
+                    buff: null_mut(),
+                    datatype: datatype.as_ptr(),
+                    count: *count,
+                    peer: *peer,
+                    n_channels: P2P_CHANNELS,
+                    parent_group: group.0,
+                }
+            }
+            Ev::ProxyOp(o) => u.proxy_op = *o,
+            Ev::ProxyStep(step) => u.proxy_step = abi::ProxyStep { step: *step },
+            Ev::KernelCh { channel, p_timer } => {
+                u.kernel_ch = abi::KernelCh { channel_id: *channel, p_timer: *p_timer }
+            }
+        }
+        u
+    }
+
+    /// The v4 union: each member written here is, in v4, a layout prefix of v5's (v5 appended `parentGroup` to
+    /// `coll` and `p2p`; the proxy and kernel members are the same types), so v4's bytes are v5's first ones.
+    fn v4(&self) -> v4::Union {
+        const _: () = assert!(std::mem::size_of::<v4::Union>() <= std::mem::size_of::<v5::Union>());
+        // SAFETY: the size is checked above, and a union may hold any bytes (its members are read by their kind).
+        unsafe { std::mem::transmute_copy(&self.v5()) }
+    }
+}
+
+/// CLOCK_MONOTONIC in ns: the KernelCh `pTimer` stamps of CPU channel workers.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl CommProfiler {
+    /// NCCL's `ncclProfilerPluginInit`: loads the plugin at the first communicator and `init`s it for this one.
+    /// `None` without a plugin, or when `init` fails (NCCL carries on without it).
+    pub(crate) fn init(
+        env: &Env,
+        comm_id: u64,
+        name: Option<&str>,
+        nnodes: u32,
+        nranks: u32,
+        rank: u32,
+    ) -> Option<Arc<CommProfiler>> {
+        let plugin = PLUGIN.get_or_init(|| load(env)).as_ref()?;
+        let cname = name.and_then(|n| CString::new(n).ok());
+        let cname_ptr = cname.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        let (mut context, mut mask): (*mut c_void, c_int) = (null_mut(), 0);
+        let (nn, nr, r) = (nnodes as c_int, nranks as c_int, rank as c_int);
+        // No logger: NCCL's is a C variadic function, which stable Rust cannot define (the ABI allows NULL).
+        let log: abi::DebugLogger = None;
+        // SAFETY: the plugin's `init` with NCCL's arguments; the name outlives the call.
+        let err = unsafe {
+            match plugin.api {
+                Api::V6(p) => (p.init)(&mut context, comm_id, &mut mask, cname_ptr, nn, nr, r, log),
+                Api::V5(p) => (p.init)(&mut context, comm_id, &mut mask, cname_ptr, nn, nr, r, log),
+                Api::V4(p) => (p.init)(&mut context, &mut mask, cname_ptr, comm_id, nn, nr, r, log),
+            }
+        };
+        if err != abi::NCCL_SUCCESS {
+            let why = strerror(std::io::Error::last_os_error());
+            nccl_info!(Subsys::INIT, "Profiler init failed with error '{err}': {why}. Continue without profiler.");
+            return None;
+        }
+        Some(Arc::new(CommProfiler {
+            plugin,
+            context: Handle(context),
+            mask: mask as u32 as u64,
+            rank: r,
+            // SAFETY: getpid cannot fail.
+            pid: unsafe { libc::getpid() },
+            seq: std::array::from_fn(|_| AtomicU64::new(0)),
+            net: Mutex::default(),
+        }))
+    }
+
+    fn on(&self, bits: u64) -> bool {
+        self.mask & bits != 0
+    }
+
+    /// `startEvent` with the loaded version's descriptor; `parent` is `parentObj` (v4: a collective's is its
+    /// group).
+    fn start(&self, ev: &Ev, parent: Handle) -> Handle {
+        let mut h = null_mut();
+        let (ctx, rank, k) = (self.context.0, self.rank, ev.kind());
+        // SAFETY: descriptors as NCCL builds them, valid for the call; the plugin fills `h`.
+        unsafe {
+            match self.plugin.api {
+                Api::V6(p) => {
+                    let mut d = v6::Descr { type_: k, parent_obj: parent.0, rank, u: v6::Union { v5: ev.v5() } };
+                    (p.start_event)(ctx, &mut h, &mut d);
+                }
+                Api::V5(p) => {
+                    let mut d = v5::Descr { type_: k, parent_obj: parent.0, rank, u: ev.v5() };
+                    (p.start_event)(ctx, &mut h, &mut d);
+                }
+                Api::V4(p) => {
+                    let parent = match ev {
+                        Ev::Coll { group, .. } | Ev::P2p { group, .. } => group.0,
+                        _ => parent.0,
+                    };
+                    let mut d = v4::Descr { type_: k as u8, parent_obj: parent, rank, u: ev.v4() };
+                    (p.start_event)(ctx, &mut h, &mut d);
+                }
+            }
+        }
+        Handle(h)
+    }
+
+    fn stop(&self, h: Handle) {
+        if !h.0.is_null() {
+            // SAFETY: a handle this plugin returned, stopped once.
+            unsafe { (self.plugin.stop)(h.0) };
+        }
+    }
+
+    fn record(&self, h: Handle, st: c_int, mut args: StateArgs) {
+        if !h.0.is_null() {
+            // SAFETY: a live handle of this plugin; the arguments live through the call.
+            unsafe { (self.plugin.record)(h.0, st, &mut args) };
+        }
+    }
+
+    /// NCCL's `ncclProfilerStartGroupEvent` and `ncclProfilerStartTaskEvents` for one collective (NCCL starts the
+    /// group whenever any call or proxy event is on).
+    pub(crate) fn coll_start(self: &Arc<Self>, c: &CollStart) -> Call {
+        let below = kind::GROUP | kind::COLL | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
+        let group = if self.on(below) { self.start(&Ev::Group, Handle(null_mut())) } else { Handle(null_mut()) };
+        let seq = self.seq[c.coll.id()].fetch_add(1, Ordering::Relaxed);
+        let coll = if self.on(below & !kind::GROUP) {
+            let fields = CollFields {
+                func: func_name(c.coll),
+                count: c.count,
+                root: c.root as c_int,
+                datatype: datatype_name(c.dt),
+                n_channels: c.n_channels as u8,
+                algo: algo_name(c.algo),
+                proto: proto_name(c.proto),
+            };
+            // v5+: parentObj is the CollApi event, NULL while API events are not emitted.
+            self.start(&Ev::Coll { group, seq, c: fields }, Handle(null_mut()))
+        } else {
+            Handle(null_mut())
+        };
+        Call { prof: self.clone(), group, coll }
+    }
+
+    /// NCCL's group and task events for a group of sends and receives, with a proxy operation for each one over a
+    /// NET connection (`mem_of`: its memory's address; `piece`: bytes per step, one step for each) and a KernelCh
+    /// on the p2p channel.
+    pub(crate) fn p2p_start(
+        self: &Arc<Self>,
+        tasks: &[P2pStart],
+        piece: usize,
+        mem_of: impl Fn(u32, bool) -> Option<usize>,
+    ) -> P2pGroup {
+        let below = kind::GROUP | kind::P2P | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
+        let null = Handle(null_mut());
+        let group = if self.on(below) { self.start(&Ev::Group, null) } else { null };
+        let mut out = P2pGroup { prof: self.clone(), group, tasks: Vec::new() };
+        if !self.on(below & !kind::GROUP) {
+            return out;
+        }
+        let net = self.net.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tasks {
+            let func = if t.send { c"Send" } else { c"Recv" };
+            let ev = Ev::P2p { group, func, datatype: datatype_name(t.dt), count: t.count, peer: t.peer as c_int };
+            let h = self.start(&ev, null);
+            let steps = (t.count * t.dt.size()).div_ceil(piece) as u64;
+            let posted = mem_of(t.peer, t.send).and_then(|m| net.get(&m)).filter(|_| steps > 0);
+            if let Some(posted) = posted.filter(|_| self.on(kind::PROXY_OP | kind::PROXY_STEP)) {
+                let op = abi::ProxyOp {
+                    pid: self.pid,
+                    channel_id: 0,
+                    peer: t.peer as c_int,
+                    n_steps: steps as c_int,
+                    chunk_size: piece as c_int,
+                    is_send: t.send as c_int,
+                };
+                posted.post(self.start(&Ev::ProxyOp(op), h), steps);
+            }
+            let k = if self.on(kind::KERNEL_CH) {
+                self.start(&Ev::KernelCh { channel: 0, p_timer: now_ns() }, h)
+            } else {
+                null
+            };
+            out.tasks.push((h, k));
+        }
+        out
+    }
+
+    /// Registers a NET connection the proxy drives, by its memory (`ConnMem`'s address).
+    fn register_net(&self, mem: usize, posted: Arc<net::Posted>) {
+        self.net.lock().unwrap_or_else(|p| p.into_inner()).insert(mem, posted);
+    }
+}
+
+/// C's `strerror(errno)`: the OS error's message without Rust's " (os error N)".
+fn strerror(e: std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or_default().to_string()
+}
+
+impl Call {
+    /// A channel worker begins: its proxy operations are posted, one per NET connection with steps in this
+    /// call (`steps`: steps per (peer, sent), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
+    /// the address of a connection's memory, which the proxy registered), and its KernelCh event starts.
+    pub(crate) fn channel_start(
+        &self,
+        channel: u32,
+        steps: &[(u32, bool, u64)],
+        chunk: usize,
+        mem_of: impl Fn(u32, bool) -> Option<usize>,
+    ) -> KernelCh {
+        let p = &self.prof;
+        if p.on(kind::PROXY_OP | kind::PROXY_STEP) {
+            let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
+            for &(peer, send, n) in steps.iter().filter(|s| s.2 > 0) {
+                let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
+                let op = abi::ProxyOp {
+                    pid: p.pid,
+                    channel_id: channel as u8,
+                    peer: peer as c_int,
+                    n_steps: n as c_int,
+                    chunk_size: chunk as c_int,
+                    is_send: send as c_int,
+                };
+                // NCCL starts the ProxyOp when either bit is on (`ncclProfilerStartProxyOpEvent`).
+                posted.post(p.start(&Ev::ProxyOp(op), self.coll), n);
+            }
+        }
+        let h = if p.on(kind::KERNEL_CH) {
+            p.start(&Ev::KernelCh { channel: channel as u8, p_timer: now_ns() }, self.coll)
+        } else {
+            Handle(null_mut())
+        };
+        KernelCh { prof: p.clone(), h }
+    }
+}
+
+impl KernelCh {
+    /// NCCL's `ncclProfilerStopKernelChEvent`: the stop stamp, then the stop.
+    pub(crate) fn stop(self) {
+        self.prof.record(self.h, state::KERNEL_CH_STOP, StateArgs { kernel_ch: StateKernelCh { p_timer: now_ns() } });
+        self.prof.stop(self.h);
+    }
+}
+
+impl Drop for Call {
+    /// NCCL's `ncclProfilerStopTaskEvents` then `ncclProfilerStopGroupEvent`: the call is enqueued; the plugin
+    /// completes it when its proxy operations and kernel channels have stopped.
+    fn drop(&mut self) {
+        self.prof.stop(self.coll);
+        self.prof.stop(self.group);
+    }
+}
+
+impl Drop for P2pGroup {
+    /// The group's channel work is done: each KernelCh stops, then the P2p tasks and the group.
+    fn drop(&mut self) {
+        let stamp = StateArgs { kernel_ch: StateKernelCh { p_timer: now_ns() } };
+        for &(task, kernel) in &self.tasks {
+            self.prof.record(kernel, state::KERNEL_CH_STOP, stamp);
+            self.prof.stop(kernel);
+            self.prof.stop(task);
+        }
+        self.prof.stop(self.group);
+    }
+}
+
+impl Drop for CommProfiler {
+    /// `finalize` once nothing holds the context: the communicator and its proxy's connections are gone.
+    fn drop(&mut self) {
+        // SAFETY: the context `init` returned, finalized once.
+        unsafe {
+            let f = match self.plugin.api {
+                Api::V6(p) => p.finalize,
+                Api::V5(p) => p.finalize,
+                Api::V4(p) => p.finalize,
+            };
+            f(self.context.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v4_descriptor_carries_what_the_v5_one_does() {
+        let group = Handle(8 as *mut c_void);
+        let c = CollFields {
+            func: c"AllReduce",
+            count: 3,
+            root: 1,
+            datatype: c"ncclFloat32",
+            n_channels: 2,
+            algo: c"RING",
+            proto: c"LL",
+        };
+        // SAFETY: the members these events wrote.
+        unsafe {
+            let u = Ev::Coll { group, seq: 7, c }.v4();
+            let k = u.coll;
+            assert_eq!((k.seq_number, k.count, k.root, k.n_channels, k.n_warps), (7, 3, 1, 2, N_WARPS));
+            assert_eq!((CStr::from_ptr(k.func), CStr::from_ptr(k.proto)), (c"AllReduce", c"LL"));
+            let ev = Ev::P2p { group, func: c"Send", datatype: c"ncclInt8", count: 5, peer: 3 };
+            let p = ev.v4().p2p;
+            assert_eq!((p.count, p.peer, p.n_channels, CStr::from_ptr(p.datatype)), (5, 3, 1, c"ncclInt8"));
+            let o = abi::ProxyOp { pid: 1, channel_id: 4, peer: 2, n_steps: 6, chunk_size: 9, is_send: 1 };
+            let got = Ev::ProxyOp(o).v4().proxy_op;
+            assert_eq!((got.channel_id, got.n_steps, got.chunk_size, got.is_send), (4, 6, 9, 1));
+            assert_eq!(Ev::KernelCh { channel: 5, p_timer: 11 }.v4().kernel_ch.p_timer, 11);
+        }
+    }
+}

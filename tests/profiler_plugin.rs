@@ -1,0 +1,385 @@
+//! End-to-end: collscope's runtime loads NCCL profiler plugins (`NCCL_PROFILER_PLUGIN`) and calls them as NCCL
+//! does. A recorder plugin written in C (`tests/profiler/recorder.c`, compiled here with `cc`) writes down every
+//! call; collscope's own plugin (`libcollscope_profiler.so`, built as a dev-dependency) dumps what it made of them.
+//! Both run inside `collscope perf` over NET/Socket, as processes and as threads; bad plugins get NCCL's lines and
+//! the job runs without them.
+
+use collscope_testkit::output;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Compiles a C file of tests/profiler into a shared library, once per name.
+fn shared_lib(name: &str, src: &str) -> PathBuf {
+    let so = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lib{name}.so"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = output(
+        Command::new("cc")
+            .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I"])
+            .arg(root.join("profiler/tests"))
+            .arg("-o")
+            .arg(&so)
+            .arg(root.join("tests/profiler").join(src)),
+        LIMIT,
+    );
+    assert!(out.status.success(), "cc {src}: {}", String::from_utf8_lossy(&out.stderr));
+    so
+}
+
+fn recorder() -> &'static Path {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| shared_lib("recorder", "recorder.c"))
+}
+
+/// collscope's plugin: cargo builds the cdylib of a dev-dependency beside the test binaries.
+fn collscope_plugin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let so = exe.parent().unwrap().join("libcollscope_profiler.so");
+    assert!(so.is_file(), "{} was not built", so.display());
+    so
+}
+
+/// `collscope perf all_reduce` on 4 ranks over NET/Socket (8 B and 1 MiB, 2 iterations after a warm-up) with
+/// NCCL's INFO lines for INIT, ENV and TUNING: (success, stdout, stderr). NCCL logs to stdout, as NCCL does.
+fn perf(launch: &str, env: &[(&str, &Path)]) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", "all_reduce", "--nranks", "4", "--transport", "socket", "--launch", launch])
+        .args(["-b", "8", "-e", "1M", "-f", "131072", "-n", "2", "-w", "1"])
+        .env("NCCL_DEBUG", "INFO")
+        .env("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env_remove("NCCL_PROFILE_EVENT_MASK")
+        .env_remove("COLLSCOPE_PROFILER_DUMP");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = output(&mut cmd, LIMIT);
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    (out.status.success(), o, format!("{e}\n(collscope perf: {})", out.status))
+}
+
+/// What rank 0 logged for each call, in order (collscope's TUNING line, NCCL 2.28.9 `src/enqueue.cc`):
+/// ("RING"/"TREE", "LL"/"SIMPLE", channels).
+fn decisions(log: &str) -> Vec<(String, String, u32)> {
+    log.lines()
+        .filter(|l| l.contains(" [0] NCCL INFO AllReduce: "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let at = |k: &str| f[f.iter().position(|w| *w == k).unwrap() + 1].to_string();
+            let hi: u32 = l.rsplit("..").next().unwrap().trim_end_matches('}').parse().unwrap();
+            (at("Algo"), at("proto"), hi + 1)
+        })
+        .collect()
+}
+
+/// One recorded `startEvent`.
+#[derive(Debug)]
+struct Start {
+    line: usize,
+    ctx: String,
+    kind: u64,
+    parent: String,
+    rank: i32,
+    f: HashMap<String, String>,
+}
+
+/// The recorder's file, read back.
+#[derive(Default, Debug)]
+struct Recorded {
+    inits: Vec<HashMap<String, String>>,
+    finalized: Vec<String>,
+    starts: BTreeMap<String, Start>,
+    /// Lines of each event's stops.
+    stops: HashMap<String, Vec<usize>>,
+    /// Each event's states: (line, state, argument).
+    states: HashMap<String, Vec<(usize, i32, u64)>>,
+}
+
+const GROUP: u64 = 1;
+const COLL: u64 = 2;
+const P2P: u64 = 4;
+const PROXY_OP: u64 = 8;
+const PROXY_STEP: u64 = 16;
+const KERNEL_CH: u64 = 64;
+
+fn read(path: &Path) -> Recorded {
+    let mut r = Recorded::default();
+    for (n, l) in std::fs::read_to_string(path).unwrap().lines().enumerate() {
+        let mut words = l.split_whitespace();
+        let verb = words.next().unwrap();
+        let f: HashMap<String, String> = words
+            .map(|w| {
+                let (k, v) = w.split_once('=').unwrap_or_else(|| panic!("{l}"));
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        match verb {
+            "init" => r.inits.push(f),
+            "finalize" => r.finalized.push(f["ctx"].clone()),
+            "start" => {
+                let s = Start {
+                    line: n,
+                    ctx: f["ctx"].clone(),
+                    kind: f["type"].parse().unwrap(),
+                    parent: f["parent"].clone(),
+                    rank: f["rank"].parse().unwrap(),
+                    f: f.clone(),
+                };
+                r.starts.insert(f["id"].clone(), s);
+            }
+            "stop" => r.stops.entry(f["id"].clone()).or_default().push(n),
+            "state" => r.states.entry(f["id"].clone()).or_default().push((
+                n,
+                f["st"].parse().unwrap(),
+                f["arg"].parse().unwrap(),
+            )),
+            other => panic!("unknown line {other}: {l}"),
+        }
+    }
+    r
+}
+
+/// Where a ProxyStep state sits in NCCL's order of a send step (8 SendGPUWait, 20 SendPeerWait, 9 SendWait) or
+/// a receive step (10 RecvWait, 11 RecvFlushWait, 12 RecvGPUWait).
+fn step_rank(send: bool, st: i32) -> Option<u8> {
+    match (send, st) {
+        (true, 8) => Some(0),
+        (true, 20) => Some(1),
+        (true, 9) => Some(2),
+        (false, 10) => Some(0),
+        (false, 11) => Some(1),
+        (false, 12) => Some(2),
+        _ => None,
+    }
+}
+
+/// A 4-rank job's contexts, each initialised and finalized once, and every event started, stopped once, with its
+/// states in between.
+fn check_lifecycle(r: &Recorded) {
+    assert_eq!(r.inits.len(), 4, "one init per communicator");
+    assert!(r.inits.iter().all(|i| i["nranks"] == "4" && i["nnodes"] == "1"), "{:?}", r.inits);
+    let mut fin = r.finalized.clone();
+    fin.sort();
+    let mut want: Vec<String> = r.inits.iter().map(|i| i["ctx"].clone()).collect();
+    want.sort();
+    assert_eq!(fin, want, "every context finalized once");
+
+    for (id, s) in &r.starts {
+        assert_eq!(r.stops.get(id).map(Vec::len), Some(1), "{id} {s:?}: stopped exactly once");
+        let stop = r.stops[id][0];
+        assert!(stop > s.line, "{id}: stopped after it started");
+        for (line, _, _) in r.states.get(id).into_iter().flatten() {
+            assert!(s.line < *line && *line < stop, "{id}: states between start and stop");
+        }
+    }
+}
+
+fn parent<'r>(r: &'r Recorded, id: &str) -> &'r Start {
+    r.starts.get(id).unwrap_or_else(|| panic!("parent {id} was never started"))
+}
+
+/// Everything the recorder saw of a 4-rank AllReduce job against NCCL's rules and collscope's own log.
+fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
+    check_lifecycle(r);
+    let of = |id: &str| parent(r, id);
+
+    // Colls: one per call per rank, NCCL's seqNumber from 0, under a Group, with rank 0's choice.
+    let mut colls: BTreeMap<i32, Vec<&Start>> = BTreeMap::new();
+    for s in r.starts.values().filter(|s| s.kind == COLL) {
+        assert!(s.parent.ends_with("-0"), "v5: parentObj is the CollApi event, none here: {s:?}");
+        let g = of(&s.f["group"]);
+        assert_eq!((g.kind, &g.ctx), (GROUP, &s.ctx), "{s:?}: its parentGroup is a Group of its communicator");
+        assert!(g.line < s.line);
+        colls.entry(s.rank).or_default().push(s);
+    }
+    assert_eq!(colls.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    for (rank, list) in &mut colls {
+        list.sort_by_key(|s| s.f["seq"].parse::<u64>().unwrap());
+        let seqs: Vec<u64> = list.iter().map(|s| s.f["seq"].parse().unwrap()).collect();
+        assert_eq!(seqs, (0..calls.len() as u64).collect::<Vec<_>>(), "rank {rank}: one Coll per call");
+        for (s, (algo, proto, nch)) in list.iter().zip(calls) {
+            let got = (s.f["algo"].as_str(), s.f["proto"].as_str(), s.f["nch"].parse::<u32>().unwrap());
+            assert_eq!(got, (algo.as_str(), proto.as_str(), *nch), "rank {rank} seq {}", s.f["seq"]);
+            assert_eq!((s.f["func"].as_str(), s.f["datatype"].as_str()), ("AllReduce", "ncclFloat32"));
+        }
+    }
+
+    check_proxy(r, COLL);
+    check_kernels(r, COLL, |s| s.f["nch"].parse().unwrap());
+}
+
+/// Proxy operations under a call (of kind `task`) of their rank, each with as many steps as it announced, in
+/// NCCL's order of states.
+fn check_proxy(r: &Recorded, task: u64) {
+    let of = |id: &str| parent(r, id);
+    let ops: Vec<(&String, &Start)> = r.starts.iter().filter(|(_, s)| s.kind == PROXY_OP).collect();
+    assert!(!ops.is_empty(), "NET/Socket connections have proxy operations");
+    let mut steps_of: HashMap<&str, Vec<&String>> = HashMap::new();
+    for (id, s) in r.starts.iter().filter(|(_, s)| s.kind == PROXY_STEP) {
+        steps_of.entry(s.parent.as_str()).or_default().push(id);
+    }
+    for (id, op) in &ops {
+        let parent = of(&op.parent);
+        assert_eq!((parent.kind, parent.rank, &parent.ctx), (task, op.rank, &op.ctx), "{op:?}");
+        assert!(parent.line < op.line);
+        let n: usize = op.f["nsteps"].parse().unwrap();
+        let send = op.f["send"] == "1";
+        let steps = steps_of.get(id.as_str()).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(steps.len(), n, "{op:?}: every step of the operation");
+        for sid in steps {
+            let states: Vec<i32> = r.states.get(*sid).into_iter().flatten().map(|s| s.1).collect();
+            let ranks: Vec<u8> = states.iter().map(|st| step_rank(send, *st).unwrap_or(99)).collect();
+            assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{sid} (send {send}): states {states:?} in order");
+            assert_eq!(ranks.last(), Some(&2), "{sid}: ends handed to the network (send) or to the rank (recv)");
+            assert!(r.stops[*sid][0] < r.stops[*id][0], "{sid}: a step stops before its operation");
+        }
+    }
+    assert!(ops.iter().any(|(_, o)| o.f["send"] == "1") && ops.iter().any(|(_, o)| o.f["send"] == "0"));
+}
+
+/// KernelCh: one per channel of each call (of kind `task`; `nch`: its channels), under it, with a stop stamp
+/// after its start stamp.
+fn check_kernels(r: &Recorded, task: u64, nch: impl Fn(&Start) -> usize) {
+    let mut kernels: HashMap<&str, usize> = HashMap::new();
+    for (id, k) in r.starts.iter().filter(|(_, s)| s.kind == KERNEL_CH) {
+        let parent = parent(r, &k.parent);
+        assert_eq!(parent.kind, task, "{k:?}");
+        *kernels.entry(k.parent.as_str()).or_default() += 1;
+        let start: u64 = k.f["ptimer"].parse().unwrap();
+        let st = &r.states[id];
+        assert_eq!(st.len(), 1, "{id}: KernelChStop");
+        assert!(st[0].1 == 22 && st[0].2 >= start, "{id}: {st:?} after {start}");
+    }
+    for (id, s) in r.starts.iter().filter(|(_, s)| s.kind == task) {
+        assert_eq!(kernels.get(id.as_str()).copied().unwrap_or(0), nch(s), "{id}");
+    }
+}
+
+fn recorder_run(launch: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let (ok, out, err) = perf(launch, &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec)]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("NCCL INFO PROFILER/Plugin: Loaded recorder (v5)"), "{out}");
+    let calls = decisions(&out);
+    assert_eq!(calls.len(), 2 * 2 * 4, "2 sizes x (1 warm-up + 2 timed + 1 checked) x out-of/in place: {out}");
+    assert!(calls.iter().any(|c| c.1 == "LL") && calls.iter().any(|c| c.1 == "SIMPLE"), "{calls:?}");
+    check_recorded(&read(&rec), &calls);
+}
+
+#[test]
+fn a_c_plugin_sees_nccls_hierarchy_states_and_counts_on_processes() {
+    recorder_run("processes");
+}
+
+#[test]
+fn a_c_plugin_sees_nccls_hierarchy_states_and_counts_on_threads() {
+    recorder_run("threads");
+}
+
+#[test]
+fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", "sendrecv", "--nranks", "4", "--transport", "socket", "-b", "8", "-e", "1M", "-f", "131072"])
+        .args(["-n", "2", "-w", "1"])
+        .env_remove("NCCL_DEBUG")
+        .env_remove("NCCL_PROFILE_EVENT_MASK")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env("NCCL_PROFILER_PLUGIN", recorder())
+        .env("RECORDER_OUT", &rec);
+    let out = output(&mut cmd, LIMIT);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = read(&rec);
+    check_lifecycle(&r);
+    check_proxy(&r, P2P);
+    check_kernels(&r, P2P, |s| s.f["nch"].parse().unwrap());
+    let mut per_rank: BTreeMap<(i32, String, String), usize> = BTreeMap::new();
+    for s in r.starts.values().filter(|s| s.kind == P2P) {
+        let g = parent(&r, &s.f["group"]);
+        assert_eq!((g.kind, &g.ctx), (GROUP, &s.ctx), "{s:?}: its parentGroup is a Group of its communicator");
+        *per_rank.entry((s.rank, s.f["func"].clone(), s.f["peer"].clone())).or_default() += 1;
+    }
+    // Each rank sends to the next and receives from the previous: once per call (2 sizes x 4 calls x 2 places).
+    let want: BTreeMap<(i32, String, String), usize> = (0..4)
+        .flat_map(|r: i32| {
+            [
+                ((r, "Send".to_string(), ((r + 1) % 4).to_string()), 16),
+                ((r, "Recv".to_string(), ((r + 3) % 4).to_string()), 16),
+            ]
+        })
+        .collect();
+    assert_eq!(per_rank, want);
+}
+
+#[test]
+fn collscopes_own_plugin_counts_each_call_once_with_the_logged_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump.jsonl");
+    let plugin = collscope_plugin();
+    let (ok, out, err) = perf("processes", &[("NCCL_PROFILER_PLUGIN", &plugin), ("COLLSCOPE_PROFILER_DUMP", &dump)]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("NCCL INFO PROFILER/Plugin: Loaded collscope (v6)"), "{out}");
+    let calls = decisions(&out);
+    let mut done: BTreeMap<u64, Vec<(u64, String, String)>> = BTreeMap::new();
+    let mut proxies = Vec::new();
+    for l in std::fs::read_to_string(&dump).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let d = &v["data"];
+        match v["kind"].as_str().unwrap() {
+            "op_completed" => done.entry(d["rank"].as_u64().unwrap()).or_default().push((
+                d["seq"].as_u64().unwrap(),
+                d["algo"].as_str().unwrap().to_uppercase(),
+                d["proto"].as_str().unwrap().to_uppercase(),
+            )),
+            "proxy" => proxies.push(d.clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(done.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    for (rank, mut list) in done {
+        list.sort();
+        let want: Vec<(u64, String, String)> =
+            calls.iter().enumerate().map(|(i, (a, p, _))| (i as u64 + 1, a.clone(), p.clone())).collect();
+        assert_eq!(list, want, "rank {rank}: each call once, with the algorithm and protocol rank 0 logged");
+    }
+    assert!(!proxies.is_empty());
+    for p in &proxies {
+        let n = p["n_steps"].as_u64().unwrap();
+        assert!(n > 0 && p["done"] == n && p["posted"] == n && p["transmitted"] == n, "{p}");
+        assert!(!p["waits"].as_array().unwrap().is_empty(), "{p}: time in wait states");
+    }
+}
+
+#[test]
+fn bad_plugins_get_nccls_lines_and_the_job_runs_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("libnot-there.so");
+    let (ok, err, _) = perf("threads", &[("NCCL_PROFILER_PLUGIN", &missing)]);
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("NCCL INFO PROFILER/Plugin: Could not find: {}\n", missing.display())), "{err}");
+
+    // A bare name is also tried as libnccl-profiler-NAME.so.
+    let (ok, err, _) = perf("threads", &[("NCCL_PROFILER_PLUGIN", Path::new("nosuch"))]);
+    assert!(ok, "{err}");
+    assert!(err.contains("NCCL INFO PROFILER/Plugin: Could not find: nosuch libnccl-profiler-nosuch.so\n"), "{err}");
+
+    let empty = shared_lib("no-profiler", "no_symbol.c");
+    let (ok, err, _) = perf("threads", &[("NCCL_PROFILER_PLUGIN", &empty)]);
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("NCCL INFO External profiler plugin {} is unsupported\n", empty.display())), "{err}");
+
+    let rec = dir.path().join("recorded.txt");
+    let fail = Path::new("1");
+    let (ok, err, _) =
+        perf("threads", &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec), ("RECORDER_INIT_FAIL", fail)]);
+    assert!(ok, "{err}");
+    assert!(err.contains("NCCL INFO Profiler init failed with error '3': "), "{err}");
+    assert!(err.contains(". Continue without profiler.\n"), "{err}");
+    assert!(!rec.exists(), "no event reaches a plugin whose init failed");
+}
