@@ -4,12 +4,16 @@
 //! Both run inside `collscope perf` over NET/Socket, as processes and as threads; bad plugins get NCCL's lines and
 //! the job runs without them.
 
-use collscope_testkit::output;
+use collscope_testkit::{free_ports, output, Proc};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+mod tmux;
+
+use tmux::Tmux;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -44,20 +48,27 @@ fn collscope_plugin() -> PathBuf {
 }
 
 /// `collscope perf all_reduce` on 4 ranks over NET/Socket (8 B and 1 MiB, 2 iterations after a warm-up) with
-/// NCCL's INFO lines for INIT, ENV and TUNING: (success, stdout, stderr). NCCL logs to stdout, as NCCL does.
-fn perf(launch: &str, env: &[(&str, &Path)]) -> (bool, String, String) {
+/// NCCL's INFO lines for INIT, ENV and TUNING. NCCL logs to stdout, as NCCL does. The plugin's own telemetry
+/// server is off unless a test turns it on.
+fn perf_cmd(launch: &str, env: &[(&str, &Path)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
     cmd.args(["perf", "all_reduce", "--nranks", "4", "--transport", "socket", "--launch", launch])
         .args(["-b", "8", "-e", "1M", "-f", "131072", "-n", "2", "-w", "1"])
         .env("NCCL_DEBUG", "INFO")
         .env("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING")
         .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env("COLLSCOPE_PROFILER_METRICS", "0")
         .env_remove("NCCL_PROFILE_EVENT_MASK")
         .env_remove("COLLSCOPE_PROFILER_DUMP");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = output(&mut cmd, LIMIT);
+    cmd
+}
+
+/// [`perf_cmd`] run to its end: (success, stdout, stderr).
+fn perf(launch: &str, env: &[(&str, &Path)]) -> (bool, String, String) {
+    let out = output(&mut perf_cmd(launch, env), LIMIT);
     let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     (out.status.success(), o, format!("{e}\n(collscope perf: {})", out.status))
 }
@@ -382,4 +393,117 @@ fn bad_plugins_get_nccls_lines_and_the_job_runs_without_them() {
     assert!(err.contains("NCCL INFO Profiler init failed with error '3': "), "{err}");
     assert!(err.contains(". Continue without profiler.\n"), "{err}");
     assert!(!rec.exists(), "no event reaches a plugin whose init failed");
+}
+
+/// Polls `f` every 100 ms until it gives something, at most `limit`; the panic names `what` and the last value.
+fn poll<T, L: std::fmt::Debug>(what: &str, limit: Duration, mut f: impl FnMut() -> Result<T, L>) -> T {
+    let until = Instant::now() + limit;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(last) if Instant::now() >= until => panic!("waited {limit:?} for {what}; last: {last:?}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+fn get(url: &str) -> Option<String> {
+    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().ok()?;
+    client.get(url).send().ok()?.error_for_status().ok()?.text().ok()
+}
+
+/// The value of each sample of `metric` in a Prometheus exposition whose labels include `rank="R"`, by labels.
+fn samples(exposition: &str, metric: &str, rank: u16) -> Vec<(HashMap<String, String>, f64)> {
+    let rank = rank.to_string();
+    exposition
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once('{')?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let labels: HashMap<String, String> = labels
+                .split("\",")
+                .filter_map(|kv| kv.split_once("=\""))
+                .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
+                .collect();
+            (name == metric && labels.get("rank") == Some(&rank)).then(|| (labels, value.parse().unwrap_or(f64::NAN)))
+        })
+        .collect()
+}
+
+/// The issue's test: collscope's runtime with its own telemetry off (`COLLSCOPE_TELEMETRY=0`) and collscope's
+/// plugin loaded; the plugin's servers alone serve the job: each rank's `/metrics` counts every call once with the
+/// algorithm and protocol rank 0 logged, proxy wait seconds by state are there, `/api/v1/job` finds the four ranks
+/// through the rendezvous folder, and the TUI's Ops and Proxy views fill from rank 0's plugin.
+#[test]
+fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("perf.log");
+    let base = free_ports(4);
+    let mut cmd = perf_cmd("processes", &[("NCCL_PROFILER_PLUGIN", &collscope_plugin())]);
+    cmd.env("COLLSCOPE_TELEMETRY", "0")
+        .env("COLLSCOPE_PROFILER_METRICS", "1")
+        .env("COLLSCOPE_METRICS_ADDR", format!("127.0.0.1:{base}"))
+        .env("COLLSCOPE_RENDEZVOUS_DIR", dir.path().join("rendezvous"))
+        // Long enough for the checks below: the ranks end (and the servers with them) once it has passed.
+        .env("COLLSCOPE_PROFILER_LINGER_S", "120")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null());
+    let _perf = Proc::spawn(&mut cmd, LIMIT);
+    let out = poll("perf's results", Duration::from_secs(120), || {
+        let out = std::fs::read_to_string(&log).unwrap_or_default();
+        if out.contains("# Avg bus bandwidth") {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    });
+    assert!(out.contains("collscope profiler: telemetry at"), "{out}");
+    assert!(!out.contains("collscope: telemetry for"), "collscope's own telemetry is off:\n{out}");
+    let mut want: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (algo, proto, _) in decisions(&out) {
+        *want.entry((algo, proto)).or_default() += 1.0;
+    }
+    assert!(!want.is_empty(), "{out}");
+    for rank in 0..4u16 {
+        let url = format!("http://127.0.0.1:{}", base + rank);
+        let metrics = poll(&format!("rank {rank}'s calls at {url}/metrics"), Duration::from_secs(30), || {
+            let m = get(&format!("{url}/metrics")).unwrap_or_default();
+            let mut got: BTreeMap<(String, String), f64> = BTreeMap::new();
+            for (l, v) in samples(&m, "collscope_collective_operations_total", rank) {
+                *got.entry((l["algorithm"].to_uppercase(), l["protocol"].to_uppercase())).or_default() += v;
+            }
+            if got == want {
+                Ok(m)
+            } else {
+                Err((got, want.clone()))
+            }
+        });
+        let waits = samples(&metrics, "collscope_proxy_wait_seconds_total", rank);
+        let states: Vec<&str> = waits.iter().filter(|(_, v)| *v > 0.0).map(|(l, _)| l["state"].as_str()).collect();
+        assert!(states.contains(&"waiting_for_recv"), "rank {rank}: proxy wait seconds by state: {waits:?}");
+        let snapshot: serde_json::Value =
+            serde_json::from_str(&get(&format!("{url}/api/v1/snapshot")).unwrap()).unwrap();
+        assert_eq!(snapshot["source"]["kind"], "profiler", "{}", snapshot["source"]);
+    }
+    let job = poll("rank 0's job view of the four ranks", Duration::from_secs(30), || {
+        let job: serde_json::Value =
+            serde_json::from_str(&get(&format!("http://127.0.0.1:{base}/api/v1/job")).unwrap_or_default())
+                .unwrap_or_default();
+        let ranks: Vec<u64> =
+            job["ranks"].as_array().into_iter().flatten().filter_map(|r| r["rank"].as_u64()).collect();
+        if ranks == [0, 1, 2, 3] {
+            Ok(job)
+        } else {
+            Err(job)
+        }
+    });
+    assert!(job["findings"].as_array().is_none_or(Vec::is_empty), "{job}");
+
+    let calls = want.values().sum::<f64>() as u64;
+    let tui = Tmux::start("plugin", &["tui", "--connect", &format!("http://127.0.0.1:{base}")]);
+    tui.keys(&["7"]);
+    tui.wait_for(&[format!("{calls} operations"), "AllReduce".to_string()]);
+    tui.keys(&["5"]);
+    tui.wait_for(&["Where steps waited", "0 -> 1"]);
 }

@@ -5,79 +5,14 @@
 
 mod live;
 mod procs;
+mod tmux;
 
 use collscope_model::*;
-use collscope_testkit::{output, Proc};
+use collscope_testkit::{free_ports, output, Proc};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// How long one tmux command may take.
-const TMUX_DEADLINE: Duration = Duration::from_secs(30);
-/// How long a wait for the screen may take.
-const SCREEN_WAIT: Duration = Duration::from_secs(30);
-
-struct Tmux {
-    socket: String,
-    /// The server's socket file, removed at the end (tmux leaves it behind).
-    socket_path: PathBuf,
-}
-
-impl Tmux {
-    /// Starts `collscope <args>` in an 80x24 pane. The shell around it prints the exit status and lingers, so a
-    /// test can check that `q` left the normal screen behind. `timeout --foreground` keeps the terminal the
-    /// program's and bounds it: the pane, and with it the server, ends within 5 minutes whatever happens.
-    fn start(name: &str, args: &[&str]) -> Tmux {
-        let socket = format!("collscope-{name}-{}", std::process::id());
-        let bin = env!("CARGO_BIN_EXE_collscope");
-        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-        let cmd = format!("timeout --foreground -s KILL 240 '{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
-        let mut t = Tmux { socket, socket_path: PathBuf::new() };
-        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &cmd]);
-        t.socket_path = PathBuf::from(t.tmux(&["display-message", "-p", "#{socket_path}"]).trim());
-        t
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = output(Command::new("tmux").arg("-L").arg(&self.socket).args(args), TMUX_DEADLINE);
-        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.tmux(&["send-keys", "-t", "t", k]);
-        }
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "t"])
-    }
-
-    /// Waits (up to [`SCREEN_WAIT`]) until every needle is on screen; returns the screen.
-    fn wait_for<S: AsRef<str>>(&self, needles: &[S]) -> String {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let screen = self.screen();
-            if needles.iter().all(|n| screen.contains(n.as_ref())) {
-                return screen;
-            }
-            let needles: Vec<&str> = needles.iter().map(AsRef::as_ref).collect();
-            assert!(Instant::now() < deadline, "waited {SCREEN_WAIT:?} for {needles:?}; the screen is:\n{screen}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    /// Waits without asserting: a panic here, while a failed test unwinds, would abort the whole run.
-    fn drop(&mut self) {
-        let mut kill = Command::new("tmux");
-        kill.arg("-L").arg(&self.socket).arg("kill-server").stdout(Stdio::null()).stderr(Stdio::null());
-        Proc::spawn(&mut kill, TMUX_DEADLINE).wait();
-        let _ = std::fs::remove_file(&self.socket_path);
-    }
-}
+use tmux::{Tmux, TMUX_DEADLINE};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("collscope-tui-{name}-{}", std::process::id()));
@@ -440,21 +375,6 @@ fn connect_follows_a_live_server_survives_its_loss_and_records() {
         let replay = Tmux::start(&format!("replay-{}", job.name), &["tui", "--replay", rec.to_str().unwrap()]);
         replay.wait_for(&[&job.whole_overview[..], &strings(&["ended"])].concat());
         std::fs::remove_dir_all(&dir).ok();
-    }
-}
-
-/// A base port whose next `n` ports are free now (the demo's ranks serve on base + local rank).
-fn free_ports(n: u16) -> u16 {
-    loop {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let base = first.local_addr().unwrap().port();
-        let rest: Vec<_> = (1..n)
-            .map_while(|i| base.checked_add(i))
-            .filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
-            .collect();
-        if rest.len() == usize::from(n - 1) {
-            return base;
-        }
     }
 }
 

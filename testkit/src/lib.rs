@@ -178,6 +178,21 @@ pub fn fixtures(what: &str) -> Option<PathBuf> {
     shared("fixtures/nccl-logs", what)
 }
 
+/// A loopback base port whose next `n` ports are free now (ranks serve on base + local rank).
+pub fn free_ports(n: u16) -> u16 {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let base = first.local_addr().unwrap().port();
+        let rest: Vec<_> = (1..n)
+            .map_while(|i| base.checked_add(i))
+            .filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+            .collect();
+        if rest.len() == usize::from(n - 1) {
+            return base;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@
 //! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: the v5 API
 //! events (GroupApi, CollApi, P2pApi, KernelLaunch), ProxyCtrl and NetPlugin events.
 
+mod logger;
 pub(crate) mod net;
 
 use collscope_debug::env::Env;
@@ -361,8 +362,7 @@ impl CommProfiler {
         let cname_ptr = cname.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
         let (mut context, mut mask): (*mut c_void, c_int) = (null_mut(), 0);
         let (nn, nr, r) = (nnodes as c_int, nranks as c_int, rank as c_int);
-        // No logger: NCCL's is a C variadic function, which stable Rust cannot define (the ABI allows NULL).
-        let log: abi::DebugLogger = None;
+        let log = logger::for_plugins();
         // SAFETY: the plugin's `init` with NCCL's arguments; the name outlives the call.
         let err = unsafe {
             match plugin.api {
