@@ -115,6 +115,7 @@ const COLL: u64 = 2;
 const P2P: u64 = 4;
 const PROXY_OP: u64 = 8;
 const PROXY_STEP: u64 = 16;
+const PROXY_CTRL: u64 = 32;
 const KERNEL_CH: u64 = 64;
 
 fn read(path: &Path) -> Recorded {
@@ -276,10 +277,53 @@ fn recorder_run(launch: &str) {
     let (ok, out, err) = perf(launch, &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec)]);
     assert!(ok, "{out}\n{err}");
     assert!(out.contains("NCCL INFO PROFILER/Plugin: Loaded recorder (v5)"), "{out}");
+    for rank in 0..4 {
+        assert!(
+            out.contains(&format!("NCCL INFO recorder: rank {rank} of 4\n")),
+            "the plugin logs through NCCL's logger: {out}"
+        );
+    }
     let calls = decisions(&out);
     assert_eq!(calls.len(), 2 * 2 * 4, "2 sizes x (1 warm-up + 2 timed + 1 checked) x out-of/in place: {out}");
     assert!(calls.iter().any(|c| c.1 == "LL") && calls.iter().any(|c| c.1 == "SIMPLE"), "{calls:?}");
     check_recorded(&read(&rec), &calls);
+}
+
+/// With ProxyCtrl in the mask, each proxy thread reports itself as NCCL's does (2.28.9 `src/proxy.cc`): short
+/// events of one state (Idle, Active), Sleep then Wakeup, or Append then AppendEnd with how many operations it
+/// took, and over the run it appends exactly the proxy operations its calls posted.
+#[test]
+fn a_c_plugin_sees_the_proxy_threads_ctrl_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let mask = Path::new("0x7f");
+    let (ok, out, err) =
+        perf("processes", &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec), ("RECORDER_MASK", mask)]);
+    assert!(ok, "{out}\n{err}");
+    let r = read(&rec);
+    check_lifecycle(&r);
+    let mut appended: BTreeMap<String, u64> = BTreeMap::new();
+    let mut posted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
+    for (id, s) in &r.starts {
+        let pid = id.split('-').next().unwrap().to_string();
+        match s.kind {
+            PROXY_OP => *posted.entry(pid).or_default() += 1,
+            PROXY_CTRL => {
+                let states: Vec<(i32, u64)> =
+                    r.states.get(id).into_iter().flatten().map(|(_, st, a)| (*st, *a)).collect();
+                let shape: Vec<i32> = states.iter().map(|s| s.0).collect();
+                assert!(matches!(shape[..], [13] | [14] | [15, 16] | [17, 18]), "{id}: ProxyCtrl states {shape:?}");
+                if let [(17, _), (18, n)] = states[..] {
+                    *appended.entry(pid).or_default() += n;
+                }
+                *seen.entry(shape[0]).or_insert(0u32) += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(appended, posted, "every proxy operation a call posted was appended once, per process");
+    assert!(seen.contains_key(&13) && seen.contains_key(&14), "idle and active rounds: {seen:?}");
 }
 
 #[test]

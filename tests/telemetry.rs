@@ -241,6 +241,31 @@ fn demo() -> (Proc, String) {
     (child, url)
 }
 
+/// `collscope perf` (threads, NET/Socket) with collscope's telemetry off and collscope's NCCL profiler plugin
+/// serving in its place, every event kind on (ProxyCtrl too), kept up after the job: (the job, the plugin's URL).
+fn plugin_job() -> (Proc, String) {
+    let plugin = std::env::current_exe().unwrap().parent().unwrap().join("libcollscope_profiler.so");
+    assert!(plugin.is_file(), "{} was not built", plugin.display());
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", "all_reduce", "--nranks", "2", "--transport", "socket", "-b", "1M", "-e", "1M", "-n", "20"])
+        .env("NCCL_PROFILER_PLUGIN", &plugin)
+        .env("NCCL_PROFILE_EVENT_MASK", "127")
+        .env("COLLSCOPE_TELEMETRY", "0")
+        .env("COLLSCOPE_METRICS_ADDR", url.trim_start_matches("http://"))
+        .env("COLLSCOPE_PROFILER_LINGER_S", "120")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Proc::spawn(&mut cmd, Duration::from_secs(180));
+    wait_for("the plugin's proxy thread metrics", || {
+        let m = client().get(format!("{url}/metrics")).send().ok()?.text().ok()?;
+        m.contains("collscope_proxy_thread_seconds_total{").then_some(())
+    });
+    (job, url)
+}
+
 #[test]
 fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_exposition() {
     let (_demo, url) = demo();
@@ -361,13 +386,17 @@ fn every_metric_the_dashboards_use_is_in_a_live_exposition() {
         }
     }
     assert!(used.len() >= 15, "the dashboards use the metrics: {used:?}");
-    // The runtime (the demo) and a log with a WARN line and findings between them feed every panel.
+    // The runtime (the demo), a log with a WARN line and findings, and collscope's NCCL profiler plugin (in a
+    // collscope job with its own telemetry off) between them feed every panel.
     let (_demo, demo_url) = demo();
     let dir = temp_dir("dashboards");
     let log = dir.join("ib.log");
     std::fs::write(&log, IB_LOG).unwrap();
     let (_serve, log_url) = start(&["serve", "--log", log.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
-    let live = get(&format!("{demo_url}/metrics")) + &get(&format!("{log_url}/metrics"));
+    let (_job, plugin_url) = plugin_job();
+    let live = get(&format!("{demo_url}/metrics"))
+        + &get(&format!("{log_url}/metrics"))
+        + &get(&format!("{plugin_url}/metrics"));
     let served: BTreeSet<String> = live
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

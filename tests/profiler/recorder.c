@@ -1,7 +1,8 @@
 /* A minimal NCCL profiler plugin (ABI v5, as NCCL 2.28 loads it) for collscope's end-to-end tests: it records
  * every call NCCL's API makes into it, one line each, to the file RECORDER_OUT names (appended, one write a line,
  * so processes and threads may share it). Handles are numbered objects, so a line names its event's parent by
- * number. RECORDER_INIT_FAIL=1 makes init fail, as a plugin may. */
+ * number. RECORDER_INIT_FAIL=1 makes init fail, as a plugin may; RECORDER_MASK sets another activation mask. It
+ * logs one INFO line through the logger NCCL hands it. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,14 @@ static long id_of(void* h) { return h ? ((event_t*)h)->id : 0; }
 
 static ncclResult_t init(void** context, uint64_t commId, int* mask, const char* name, int nNodes, int nranks,
                          int rank, ncclDebugLogger_t logfn) {
-  (void)logfn;
   if (getenv("RECORDER_INIT_FAIL")) return ncclInternalError;
+  if (logfn) logfn(NCCL_LOG_INFO, 0x1 /* NCCL_INIT */, __FILE__, __LINE__, "recorder: rank %d of %d", rank, nranks);
   event_t* c = malloc(sizeof(event_t));
   c->id = atomic_fetch_add(&next_id, 1);
   *context = c;
   /* Group, Coll, P2p, ProxyOp, ProxyStep, KernelCh */
-  *mask = 0x5f;
+  const char* m = getenv("RECORDER_MASK");
+  *mask = m ? (int)strtol(m, NULL, 0) : 0x5f;
   char line[512];
   snprintf(line, sizeof line, "init ctx=%d-%ld pid=%d comm=%llx nnodes=%d nranks=%d rank=%d name=%s\n",
            (int)getpid(), c->id, (int)getpid(), (unsigned long long)commId, nNodes, nranks, rank,
@@ -94,6 +96,7 @@ static ncclResult_t record(void* handle, ncclProfilerEventState_t state, ncclPro
   char line[160];
   unsigned long long arg = 0;
   if (a && state == ncclProfilerKernelChStop) arg = a->kernelCh.pTimer;
+  else if (a && state == ncclProfilerProxyCtrlAppendEnd) arg = (unsigned long long)a->proxyCtrl.appendedProxyOps;
   else if (a) arg = a->proxyStep.transSize;
   snprintf(line, sizeof line, "state id=%d-%ld st=%d arg=%llu\n", (int)getpid(), id_of(handle), (int)state, arg);
   emit(line);

@@ -5,7 +5,8 @@
 //! channel worker (CPU threads here: their `pTimer` stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
 //!
 //! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: the v5 API
-//! events (GroupApi, CollApi, P2pApi, KernelLaunch), ProxyCtrl and NetPlugin events.
+//! events (GroupApi, CollApi, P2pApi, KernelLaunch) and NetPlugin events. The proxy thread reports itself with
+//! ProxyCtrl events ([`Ctrl`]).
 
 mod logger;
 pub(crate) mod net;
@@ -258,6 +259,7 @@ enum Ev {
     ProxyOp(abi::ProxyOp),
     ProxyStep(c_int),
     KernelCh { channel: u8, p_timer: u64 },
+    ProxyCtrl,
 }
 
 struct CollFields {
@@ -284,6 +286,7 @@ impl Ev {
             Ev::ProxyOp(_) => kind::PROXY_OP,
             Ev::ProxyStep(_) => kind::PROXY_STEP,
             Ev::KernelCh { .. } => kind::KERNEL_CH,
+            Ev::ProxyCtrl => kind::PROXY_CTRL,
         }
     }
 
@@ -292,7 +295,7 @@ impl Ev {
         // SAFETY: every member is plain data or a pointer, for which zero is valid (NCCL's `= { 0 }`).
         let mut u: v5::Union = unsafe { std::mem::zeroed() };
         match self {
-            Ev::Group => {}
+            Ev::Group | Ev::ProxyCtrl => {}
             Ev::Coll { group, seq, c } => {
                 u.coll = v5::Coll {
                     seq_number: *seq,
@@ -344,6 +347,56 @@ fn now_ns() -> u64 {
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What NCCL's proxy progress thread reports of itself (NCCL 2.28.9 `src/proxy.cc`, `progressService` and
+/// `ncclProxyGetPostedOps`): each report is a short ProxyCtrl event, started, given its states, stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ctrl {
+    /// A progress round found nothing to do after one that did.
+    Idle,
+    /// A progress round moved something after one that did not.
+    Active,
+    /// The thread goes to sleep until something is posted (its event stays open through the sleep).
+    Sleep,
+    Wakeup,
+    /// Taking posted operations (the event stays open until `AppendEnd` with how many were taken).
+    Append,
+    AppendEnd(u32),
+}
+
+impl Ctrl {
+    fn state(self) -> (c_int, StateArgs) {
+        let appended = |n: u32| StateArgs { proxy_ctrl: abi::StateProxyCtrl { appended_proxy_ops: n as c_int } };
+        match self {
+            Ctrl::Idle => (state::PROXY_CTRL_IDLE, appended(0)),
+            Ctrl::Active => (state::PROXY_CTRL_ACTIVE, appended(0)),
+            Ctrl::Sleep => (state::PROXY_CTRL_SLEEP, appended(0)),
+            Ctrl::Wakeup => (state::PROXY_CTRL_WAKEUP, appended(0)),
+            Ctrl::Append => (state::PROXY_CTRL_APPEND, appended(0)),
+            Ctrl::AppendEnd(n) => (state::PROXY_CTRL_APPEND_END, appended(n)),
+        }
+    }
+}
+
+/// An open ProxyCtrl event; stopped when dropped.
+pub(crate) struct CtrlEvent<'a> {
+    prof: &'a CommProfiler,
+    h: Handle,
+}
+
+impl CtrlEvent<'_> {
+    /// Records the event's next state.
+    pub(crate) fn then(&self, st: Ctrl) {
+        let (st, args) = st.state();
+        self.prof.record(self.h, st, args);
+    }
+}
+
+impl Drop for CtrlEvent<'_> {
+    fn drop(&mut self) {
+        self.prof.stop(self.h);
+    }
 }
 
 impl CommProfiler {
@@ -433,6 +486,17 @@ impl CommProfiler {
             // SAFETY: a live handle of this plugin; the arguments live through the call.
             unsafe { (self.plugin.record)(h.0, st, &mut args) };
         }
+    }
+
+    /// A ProxyCtrl event in state `st` (NCCL's `ncclProfilerStartProxyCtrlEvent` and its first state), when the
+    /// plugin asked for them.
+    pub(crate) fn ctrl(&self, st: Ctrl) -> Option<CtrlEvent<'_>> {
+        if !self.on(kind::PROXY_CTRL) {
+            return None;
+        }
+        let e = CtrlEvent { prof: self, h: self.start(&Ev::ProxyCtrl, Handle(null_mut())) };
+        e.then(st);
+        Some(e)
     }
 
     /// NCCL's `ncclProfilerStartGroupEvent` and `ncclProfilerStartTaskEvents` for one collective (NCCL starts the

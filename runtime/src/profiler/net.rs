@@ -6,7 +6,7 @@
 //! A connection's steps are numbered from its creation on both sides (the rank's `SendEnd`/`RecvEnd` and the
 //! proxy), and calls post their operations in order, so step `k` belongs to the operation whose range holds it.
 
-use super::{CommProfiler, Ev, Handle};
+use super::{CommProfiler, Ctrl, Ev, Handle};
 use collscope_profiler_abi::{kind, state, StateArgs, StateProxyStep};
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -28,9 +28,14 @@ impl Posted {
         self.count.fetch_add(1, Ordering::Release);
     }
 
+    /// Whether more than `taken` were posted.
+    fn pending(&self, taken: u64) -> bool {
+        self.count.load(Ordering::Acquire) > taken
+    }
+
     /// The next operation, if more than `taken` were posted.
     fn take(&self, taken: u64) -> Option<(Handle, u64)> {
-        if self.count.load(Ordering::Acquire) <= taken {
+        if !self.pending(taken) {
             return None;
         }
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
@@ -153,7 +158,16 @@ impl Conn {
             if k < self.next_first {
                 return None;
             }
-            let (h, steps) = self.posted.take(self.taken)?;
+            if !self.posted.pending(self.taken) {
+                return None;
+            }
+            // Taking a posted operation is NCCL's proxy append (2.28.9 `src/proxy.cc` `ncclProxyGetPostedOps`).
+            let append = self.prof.ctrl(Ctrl::Append);
+            let taken = self.posted.take(self.taken);
+            if let Some(e) = append {
+                e.then(Ctrl::AppendEnd(u32::from(taken.is_some())));
+            }
+            let (h, steps) = taken?;
             self.taken += 1;
             self.ops.push_back(Op { h, first: self.next_first, steps, done: 0 });
             self.next_first += steps;

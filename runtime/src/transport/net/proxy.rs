@@ -18,6 +18,7 @@
 use super::api::{Comm, NetError};
 use crate::observe::records::Records;
 use crate::profiler::net::{NetSteps, Wait};
+use crate::profiler::Ctrl;
 use crate::sync::doorbell::{Doorbell, FdWait, Wake};
 use crate::sync::wait::AbortHandle;
 use crate::transport::conn::{ConnMem, Direct, NCCL_STEPS};
@@ -572,9 +573,10 @@ impl Proxy {
     fn ensure_thread(&self) -> std::io::Result<()> {
         let Some(rx) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).take() else { return Ok(()) };
         let (st, ab, bell, rank) = (self.stop.clone(), self.abort.clone(), self.bell.clone(), self.rank);
+        let records = self.records.clone();
         let t = std::thread::Builder::new()
             .name(format!("collscope Proxy{rank}"))
-            .spawn(move || run(rank, &rx, &st, &ab, &bell))?;
+            .spawn(move || run(rank, &rx, &st, &ab, &bell, &records))?;
         *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
         Ok(())
     }
@@ -682,9 +684,19 @@ const IDLE_SLEEP: Duration = Duration::from_millis(50);
 /// Nap when a connection waits on something without a descriptor and nothing is in flight.
 const NAP: Duration = Duration::from_micros(20);
 
-fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<AbortHandle>, bell: &Doorbell) {
+fn run(
+    rank: u32,
+    rx: &mpsc::Receiver<Cmd>,
+    stop: &AtomicBool,
+    abort: &OnceLock<AbortHandle>,
+    bell: &Doorbell,
+    records: &OnceLock<Arc<Records>>,
+) {
+    let profiler = || records.get().and_then(|r| r.profiler());
     let mut conns: Vec<Entry> = Vec::new();
     let mut idle_rounds = 0u32;
+    // The profiler's ProxyCtrl Idle/Active: reported when a round's outcome differs from the last one's.
+    let mut last_idle = false;
     let mut fds = Vec::new();
     loop {
         // Past the spinning rounds, count as sleeping before this last look, so no ring is missed.
@@ -738,6 +750,12 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
             conns.remove(i);
             moved = true;
         }
+        if moved == last_idle {
+            last_idle = !moved;
+            if let Some(p) = profiler() {
+                drop(p.ctrl(if moved { Ctrl::Active } else { Ctrl::Idle }));
+            }
+        }
         if moved {
             bell.disarm();
             idle_rounds = 0;
@@ -752,7 +770,12 @@ fn run(rank: u32, rx: &mpsc::Receiver<Cmd>, stop: &AtomicBool, abort: &OnceLock<
         // waits on something that cannot wake the proxy (NET/IB completions): then look again soon.
         fds.clear();
         if conns.iter().all(|e| e.conn.wait_fds(&mut fds)) {
+            let prof = profiler();
+            let sleep = prof.as_ref().and_then(|p| p.ctrl(Ctrl::Sleep));
             bell.sleep(&fds, IDLE_SLEEP);
+            if let Some(e) = sleep {
+                e.then(Ctrl::Wakeup);
+            }
         } else {
             bell.disarm();
             if conns.iter().any(|e| e.conn.busy()) {
