@@ -688,11 +688,10 @@ impl Comm {
             }
             r
         };
-        let res = self.workers.run(&mut self.channels[..nch], &run);
-        // The Coll and Group stop: NCCL stops them once the call is launched, the plugin completes the call
-        // when its proxy operations and kernel channels have stopped.
-        drop(call);
-        res
+        if let Some(c) = &call {
+            c.launched();
+        }
+        self.workers.run(&mut self.channels[..nch], &run)
     }
 
     fn check_len(coll: Collective, buffer: &'static str, got: usize, expected: usize) -> Result<()> {

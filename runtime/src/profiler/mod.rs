@@ -186,11 +186,11 @@ pub(crate) struct P2pStart {
     pub dt: DataType,
 }
 
-/// A group of point-to-point calls' events: the group, and per call its P2p event and KernelCh.
+/// A group of point-to-point calls' KernelCh events, open while the group's channel work runs (the group and
+/// its P2p events stop at launch).
 pub(crate) struct P2pGroup {
     prof: Arc<CommProfiler>,
-    group: Handle,
-    tasks: Vec<(Handle, Handle)>,
+    kernels: Vec<Handle>,
 }
 
 /// A channel worker's KernelCh event.
@@ -535,8 +535,10 @@ impl CommProfiler {
         let below = kind::GROUP | kind::P2P | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
         let null = Handle(null_mut());
         let group = if self.on(below) { self.start(&Ev::Group, null) } else { null };
-        let mut out = P2pGroup { prof: self.clone(), group, tasks: Vec::new() };
+        let mut out = P2pGroup { prof: self.clone(), kernels: Vec::new() };
+        let mut launched = Vec::new();
         if !self.on(below & !kind::GROUP) {
+            self.stop(group);
             return out;
         }
         let net = self.net.lock().unwrap_or_else(|e| e.into_inner());
@@ -562,8 +564,15 @@ impl CommProfiler {
             } else {
                 null
             };
-            out.tasks.push((h, k));
+            launched.push(h);
+            out.kernels.push(k);
         }
+        drop(net);
+        // Launched: NCCL stops the task events and the group before the channels run (see `Call::launched`).
+        for task in launched {
+            self.stop(task);
+        }
+        self.stop(group);
         out
     }
 
@@ -624,25 +633,25 @@ impl KernelCh {
     }
 }
 
-impl Drop for Call {
-    /// NCCL's `ncclProfilerStopTaskEvents` then `ncclProfilerStopGroupEvent`: the call is enqueued; the plugin
-    /// completes it when its proxy operations and kernel channels have stopped.
-    fn drop(&mut self) {
+impl Call {
+    /// NCCL's `ncclProfilerStopTaskEvents` then `ncclProfilerStopGroupEvent`, as NCCL calls them once the call is
+    /// launched and before its channels run: the call is enqueued. The handles stay the parents of the channels'
+    /// events (NCCL's plugin API keeps a stopped event's object until its children stop), and the plugin completes
+    /// the call when its proxy operations and kernel channels have stopped.
+    pub(crate) fn launched(&self) {
         self.prof.stop(self.coll);
         self.prof.stop(self.group);
     }
 }
 
 impl Drop for P2pGroup {
-    /// The group's channel work is done: each KernelCh stops, then the P2p tasks and the group.
+    /// The group's channel work is done: each KernelCh stops (its task and the group stopped at launch).
     fn drop(&mut self) {
         let stamp = StateArgs { kernel_ch: StateKernelCh { p_timer: now_ns() } };
-        for &(task, kernel) in &self.tasks {
+        for &kernel in &self.kernels {
             self.prof.record(kernel, state::KERNEL_CH_STOP, stamp);
             self.prof.stop(kernel);
-            self.prof.stop(task);
         }
-        self.prof.stop(self.group);
     }
 }
 
