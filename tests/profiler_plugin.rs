@@ -4,12 +4,12 @@
 //! Both run inside `collscope perf` over NET/Socket, as processes and as threads; bad plugins get NCCL's lines and
 //! the job runs without them.
 
-use collscope_testkit::{free_ports, output, Proc};
+use collscope_testkit::{free_ports, output, poll, Proc};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod tmux;
 
@@ -437,18 +437,6 @@ fn bad_plugins_get_nccls_lines_and_the_job_runs_without_them() {
     assert!(err.contains("NCCL INFO Profiler init failed with error '3': "), "{err}");
     assert!(err.contains(". Continue without profiler.\n"), "{err}");
     assert!(!rec.exists(), "no event reaches a plugin whose init failed");
-}
-
-/// Polls `f` every 100 ms until it gives something, at most `limit`; the panic names `what` and the last value.
-fn poll<T, L: std::fmt::Debug>(what: &str, limit: Duration, mut f: impl FnMut() -> Result<T, L>) -> T {
-    let until = Instant::now() + limit;
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(last) if Instant::now() >= until => panic!("waited {limit:?} for {what}; last: {last:?}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
 }
 
 fn get(url: &str) -> Option<String> {

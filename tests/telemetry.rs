@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -87,16 +87,9 @@ fn get(url: &str) -> String {
     r.text().unwrap()
 }
 
-/// Polls `f` until it returns something, or fails naming `what`.
+/// Polls `f` until it returns something (within [`WAIT`]), or fails naming `what`.
 fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    collscope_testkit::poll(what, WAIT, || f().ok_or(()))
 }
 
 /// `(labels, value)` of every sample of `name` in an exposition.

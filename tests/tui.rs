@@ -549,14 +549,7 @@ impl Demo {
 
     /// Polls `f` every 100 ms until it gives something (within [`DEMO_WAIT`]).
     fn poll<T>(&self, what: &str, mut f: impl FnMut(&Demo) -> Option<T>) -> T {
-        let until = Instant::now() + DEMO_WAIT;
-        loop {
-            if let Some(v) = f(self) {
-                return v;
-            }
-            assert!(Instant::now() < until, "waited {DEMO_WAIT:?} for {what}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        collscope_testkit::poll(what, DEMO_WAIT, || f(self).ok_or(()))
     }
 
     /// Sends `signal` to rank `rank`'s process.

@@ -193,6 +193,18 @@ pub fn free_ports(n: u16) -> u16 {
     }
 }
 
+/// Polls `f` every 100 ms until it gives something, at most `limit`; the panic names `what` and `f`'s last answer.
+pub fn poll<T, L: std::fmt::Debug>(what: &str, limit: Duration, mut f: impl FnMut() -> Result<T, L>) -> T {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(last) if std::time::Instant::now() >= until => panic!("waited {limit:?} for {what}; last: {last:?}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
