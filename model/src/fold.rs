@@ -194,14 +194,26 @@ impl Snapshot {
         self.ops.iter().rev().find(|o| o.seq == seq && o.rank == rank && o.comm.as_deref() == comm)
     }
 
+    /// Each (comm, rank)'s calls are kept in `seq` order, so the scan from the newest stops at that pair's first
+    /// smaller `seq`: a new call costs a look at the calls since that pair's last, not at all 4096 kept (the
+    /// profiler plugin folds every call of a job). A call that arrives late goes before the pair's later ones.
     fn upsert_op(&mut self, op: &OpRecord, bound: usize, out: &mut Applied) {
-        let same = |o: &OpRecord| o.seq == op.seq && o.rank == op.rank && o.comm == op.comm;
-        if let Some(existing) = self.ops.iter_mut().rev().find(|o| same(o)) {
-            out.replaced = Some(existing.state);
-            existing.clone_from(op);
-            return;
+        let mut at = self.ops.len();
+        for (i, o) in self.ops.iter_mut().enumerate().rev() {
+            if o.rank != op.rank || o.comm != op.comm {
+                continue;
+            }
+            match o.seq.cmp(&op.seq) {
+                std::cmp::Ordering::Equal => {
+                    out.replaced = Some(o.state);
+                    o.clone_from(op);
+                    return;
+                }
+                std::cmp::Ordering::Less => break,
+                std::cmp::Ordering::Greater => at = i,
+            }
         }
-        self.ops.push(op.clone());
+        self.ops.insert(at, op.clone());
         let cut = excess(self.ops.len(), bound);
         out.evicted_in_flight = self.ops[..cut].iter().filter(|o| o.state.in_flight()).map(|o| o.rank).collect();
         self.ops.drain(..cut);
@@ -406,6 +418,27 @@ mod tests {
         assert_eq!(s.op(Some("0x2"), 0, 1).map(|o| o.state), Some(OpState::Enqueued));
         assert!(s.op(Some("0x2"), 0, 2).is_none());
         assert!(!done.facts_changed);
+    }
+
+    #[test]
+    fn a_call_that_arrives_late_is_found_again_and_kept_in_its_pairs_order() {
+        let mut s = snap();
+        for seq in [1, 2, 4] {
+            s.apply(&Event::OpEnqueued(op("0x1", 0, seq, OpState::Enqueued)));
+            s.apply(&Event::OpEnqueued(op("0x1", 1, seq, OpState::Enqueued)));
+        }
+        // Rank 0's call 3 arrives after its call 4: it goes before 4, and its completion finds it there.
+        assert_eq!(s.apply(&Event::OpEnqueued(op("0x1", 0, 3, OpState::Enqueued))).replaced, None);
+        let done = s.apply(&Event::OpCompleted(op("0x1", 0, 3, OpState::Completed)));
+        assert_eq!(done.replaced, Some(OpState::Enqueued));
+        // Call 1 is older than the point where a new call's scan stops, and is still found.
+        assert_eq!(s.apply(&Event::OpCompleted(op("0x1", 0, 1, OpState::Completed))).replaced, Some(OpState::Enqueued));
+        let rank0: Vec<_> = s.ops.iter().filter(|o| o.rank == 0).map(|o| (o.seq, o.state)).collect();
+        assert_eq!(
+            rank0,
+            [(1, OpState::Completed), (2, OpState::Enqueued), (3, OpState::Completed), (4, OpState::Enqueued)]
+        );
+        assert_eq!(s.ops.len(), 7, "no call is kept twice");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use collscope_model::Collective;
 use collscope_model::{
     ChannelTraffic, CommState, Communicator, Direction, Event, KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait,
 };
+use std::collections::HashSet;
 
 /// Takes the plugin's output, the contract events collscope's runtime reports too (telemetry applies them as they
 /// are), on the thread that drains (never on NCCL's threads).
@@ -85,7 +86,7 @@ impl TaskRec {
 }
 
 impl ProxyRec {
-    fn events(&self) -> [Event; 2] {
+    fn events(&self) -> (ProxyOp, ChannelTraffic) {
         let (rank, channel, peer) = (self.rank.max(0) as u32, u32::from(self.channel), self.peer.max(0) as u32);
         let waits = self
             .waits_ns
@@ -117,28 +118,41 @@ impl ProxyRec {
             bytes: self.bytes,
             seconds: self.last_step_ns.saturating_sub(self.first_step_ns) as f64 / 1e9,
         };
-        [Event::Proxy(proxy), Event::Traffic(traffic)]
+        (proxy, traffic)
     }
 }
 
-impl Raw {
-    /// The contract events of one record (`comm` is None for PXN operations of other processes).
-    fn deliver(self, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> usize {
-        match self {
-            Raw::Enqueued(t) => sink.deliver(Event::OpEnqueued(t.op(comm, OpState::Enqueued))),
-            Raw::Completed(t) => sink.deliver(Event::OpCompleted(t.op(comm, OpState::Completed))),
+/// Hands on the contract events of what `out` holds now (`comm` is None for PXN operations of other processes).
+/// Telemetry takes each event the plugin hands it, a dozen a call, so two kinds are condensed as collscope's
+/// runtime reports its own: a call whose completion is in the same drain goes only as completed (nothing could
+/// have seen it in flight), and each link's traffic goes as one sum a drain (its counters only add).
+fn deliver_ring(out: &Outbox, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> usize {
+    let batch: Vec<Raw> = std::iter::from_fn(|| out.pop()).collect();
+    let completed: HashSet<u64> =
+        batch.iter().filter_map(|r| if let Raw::Completed(t) = r { Some(t.seq) } else { None }).collect();
+    let mut traffic: Vec<ChannelTraffic> = Vec::new();
+    let mut n = 0;
+    for r in batch {
+        let ev = match r {
+            Raw::Enqueued(t) if completed.contains(&t.seq) => continue,
+            Raw::Enqueued(t) => Event::OpEnqueued(t.op(comm, OpState::Enqueued)),
+            Raw::Completed(t) => Event::OpCompleted(t.op(comm, OpState::Completed)),
             Raw::Proxy(p) => {
-                let [proxy, traffic] = p.events();
-                sink.deliver(proxy);
-                if p.bytes == 0 {
-                    return 1;
+                let (proxy, t) = p.events();
+                let link = |o: &ChannelTraffic| (o.rank, o.channel, o.peer, o.direction);
+                if t.bytes > 0 {
+                    match traffic.iter_mut().find(|o| link(o) == link(&t)) {
+                        Some(sum) => (sum.bytes, sum.seconds) = (sum.bytes + t.bytes, sum.seconds + t.seconds),
+                        None => traffic.push(t),
+                    }
                 }
-                sink.deliver(traffic);
-                return 2;
+                Event::Proxy(proxy)
             }
-        }
-        1
+        };
+        sink.deliver(ev);
+        n += 1;
     }
+    n + traffic.into_iter().map(|t| sink.deliver(Event::Traffic(t))).count()
 }
 
 fn communicator(c: &CommInfo, state: CommState) -> Communicator {
@@ -163,9 +177,7 @@ pub(crate) fn drain_context(ctx: &Context, sink: &mut dyn Sink) -> usize {
         sink.deliver(Event::Communicator(communicator(&ctx.comm, CommState::Ready)));
         n += 1;
     }
-    while let Some(r) = ctx.out.pop() {
-        n += r.deliver(Some(&ctx.comm), sink);
-    }
+    n += deliver_ring(&ctx.out, Some(&ctx.comm), sink);
     for ch in 0..MAX_CHANNELS {
         if let Some((calls, gpu_ns)) = ctx.channel_growth(ch) {
             let k = KernelChannel {
@@ -188,9 +200,5 @@ pub(crate) fn drain_context(ctx: &Context, sink: &mut dyn Sink) -> usize {
 
 /// Hands on the PXN operations this process's proxy ran for other processes.
 pub(crate) fn drain_detached(out: &Outbox, sink: &mut dyn Sink) -> usize {
-    let mut n = 0;
-    while let Some(r) = out.pop() {
-        n += r.deliver(None, sink);
-    }
-    n
+    deliver_ring(out, None, sink)
 }

@@ -5,14 +5,14 @@ use crate::catalogue::{self as cat, Metric};
 use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
-    Algorithm, ChannelTraffic, Collective, Direction, KernelChannel, ProfilerCounters, Protocol, ProxyOp, Snapshot,
-    Transport, Warning,
+    Algorithm, ChannelTraffic, Collective, Direction, KernelChannel, ProfilerCounters, Protocol, ProxyOp, ProxyWait,
+    Snapshot, Transport, Warning,
 };
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
     IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The series one kind of call updates, looked up once: label formatting and hashing label strings cost more
 /// than the update itself, and the telemetry thread shares the machine with the ranks.
@@ -27,13 +27,20 @@ struct CollSeries {
 type CollKey = (Collective, Option<Algorithm>, Option<Protocol>, &'static str, u32);
 type TrafficKey = (u32, u32, u32, Direction, Option<Transport>);
 type DecisionKey = (Collective, Algorithm, Protocol, Option<u32>);
+/// (rank, send) of a proxy's steps; with a wait state, of its wait seconds; with (channel, peer), of its
+/// finished operations.
+type ProxyKey = (u32, bool);
+type ProxyOpKey = (u32, u32, u32, bool);
 
 pub struct PromMetrics {
     registry: Registry,
-    coll_series: HashMap<CollKey, CollSeries>,
-    traffic_series: HashMap<TrafficKey, (IntCounter, Counter)>,
-    decision_series: HashMap<DecisionKey, IntCounter>,
-    in_flight_series: HashMap<u32, IntGauge>,
+    coll_series: FxHashMap<CollKey, CollSeries>,
+    traffic_series: FxHashMap<TrafficKey, (IntCounter, Counter)>,
+    decision_series: FxHashMap<DecisionKey, IntCounter>,
+    in_flight_series: FxHashMap<u32, IntGauge>,
+    proxy_wait_series: FxHashMap<(ProxyKey, ProxyWait), Counter>,
+    proxy_step_series: FxHashMap<ProxyKey, [IntCounter; 3]>,
+    proxy_op_series: FxHashMap<ProxyOpKey, IntCounter>,
     coll_duration: HistogramVec,
     coll_bytes: IntCounterVec,
     coll_ops: IntCounterVec,
@@ -82,10 +89,13 @@ impl PromMetrics {
         let int_gauge = |m: &Metric| reg(&r, IntGaugeVec::new(opts(m), &m.prom_labels())?);
         let duration = &cat::COLL_DURATION;
         let m = PromMetrics {
-            coll_series: HashMap::new(),
-            traffic_series: HashMap::new(),
-            decision_series: HashMap::new(),
-            in_flight_series: HashMap::new(),
+            coll_series: FxHashMap::default(),
+            traffic_series: FxHashMap::default(),
+            decision_series: FxHashMap::default(),
+            in_flight_series: FxHashMap::default(),
+            proxy_wait_series: FxHashMap::default(),
+            proxy_step_series: FxHashMap::default(),
+            proxy_op_series: FxHashMap::default(),
             coll_duration: reg(
                 &r,
                 HistogramVec::new(
@@ -198,19 +208,32 @@ impl MetricSink for PromMetrics {
         }
     }
 
+    /// Every proxy operation of a job passes here (a profiled NCCL job reports each), so its series are looked
+    /// up once, as the calls' are.
     fn proxy(&mut self, p: &ProxyOp, finished: bool) {
-        let rank = p.rank.to_string();
+        let key = (p.rank, p.send);
         let dir = labels::send_or_recv(p.send);
-        for (state, secs) in &p.waits {
-            if *secs > 0.0 {
-                self.proxy_wait.with_label_values(&[rank.as_str(), dir, labels::wait_state(*state)]).inc_by(*secs);
+        for &(state, secs) in &p.waits {
+            if secs > 0.0 {
+                let c = self.proxy_wait_series.entry((key, state)).or_insert_with(|| {
+                    self.proxy_wait.with_label_values(&[&p.rank.to_string(), dir, labels::wait_state(state)])
+                });
+                c.inc_by(secs);
             }
         }
-        for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
-            self.proxy_steps.with_label_values(&[rank.as_str(), dir, stage]).inc_by(n);
+        let steps = self.proxy_step_series.entry(key).or_insert_with(|| {
+            let rank = p.rank.to_string();
+            ["posted", "transmitted", "done"].map(|stage| self.proxy_steps.with_label_values(&[&rank, dir, stage]))
+        });
+        for (c, n) in steps.iter().zip([p.posted, p.transmitted, p.done]) {
+            c.inc_by(n);
         }
         if finished {
-            self.proxy_ops.with_label_values(&[rank, p.channel.to_string(), p.peer.to_string(), dir.into()]).inc();
+            let c = self.proxy_op_series.entry((p.rank, p.channel, p.peer, p.send)).or_insert_with(|| {
+                let (rank, channel, peer) = (p.rank.to_string(), p.channel.to_string(), p.peer.to_string());
+                self.proxy_ops.with_label_values(&[&rank, &channel, &peer, dir])
+            });
+            c.inc();
         }
     }
 

@@ -11,6 +11,8 @@ use collscope_model::{
     Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
     ProfilerCounters, Protocol, ProxyOp, Snapshot, Source, Transport,
 };
+use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -60,23 +62,23 @@ pub struct State {
     cursors: HashMap<u64, Cursor>,
     /// Each recent proxy sub-operation as last reported, by (rank, seq, channel, peer, send): the runtime
     /// reports one while it runs and when it ends, and the counters take only what changed.
-    proxy_seen: HashMap<(u32, u64, u32, u32, bool), ProxyOp>,
+    proxy_seen: FxHashMap<(u32, u64, u32, u32, bool), ProxyOp>,
 }
 
 /// Sub-operations remembered for their next report; past it, those of calls 64 or more before the newest go.
 const PROXY_SEEN: usize = 4096;
 
 /// What `now` adds to `before` (the same sub-operation's last report, if any): steps and wait seconds.
-fn proxy_delta(now: &ProxyOp, before: Option<&ProxyOp>) -> ProxyOp {
-    let Some(b) = before else { return now.clone() };
+fn proxy_delta<'a>(now: &'a ProxyOp, before: Option<&ProxyOp>) -> Cow<'a, ProxyOp> {
+    let Some(b) = before else { return Cow::Borrowed(now) };
     let waited = |w| b.waits.iter().find(|(s, _)| *s == w).map_or(0.0, |(_, t)| *t);
-    ProxyOp {
+    Cow::Owned(ProxyOp {
         posted: now.posted.saturating_sub(b.posted),
         transmitted: now.transmitted.saturating_sub(b.transmitted),
         done: now.done.saturating_sub(b.done),
         waits: now.waits.iter().map(|(w, t)| (*w, (t - waited(*w)).max(0.0))).collect(),
-        ..now.clone()
-    }
+        ..*now
+    })
 }
 
 /// What `now` (a channel's totals) adds to `before` (its totals as kept); a late report, behind them, adds nothing.
@@ -130,7 +132,7 @@ impl State {
             queue_drops_seen: 0,
             ingested: Ingested::default(),
             cursors: HashMap::new(),
-            proxy_seen: HashMap::new(),
+            proxy_seen: FxHashMap::default(),
         })
     }
 

@@ -233,6 +233,30 @@ fn proxy_operations_report_steps_bytes_and_wait_states() {
 }
 
 #[test]
+fn a_drain_sums_each_links_traffic_and_passes_every_proxy_operation() {
+    let (shared, c) = (Shared::new(&DETACHED), ctx(DEFAULT));
+    for _ in 0..3 {
+        let call = start_on(&shared, &c, allreduce(1024, 1));
+        let snd = start_on(&shared, &c, proxy_op(call, 0, true, 1));
+        end(call);
+        send_step(snd, 0, 1000, Duration::ZERO);
+        end(snd);
+        kernel(&shared, call, 0, 1, 2);
+    }
+    let out = drain(&c);
+    assert_eq!(proxies(&out).len(), 3, "each operation counts");
+    let traffic: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Event::Traffic(t) => Some((t.channel, t.direction, t.bytes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(traffic, [(0, Direction::Send, 3000)], "one sum for the link");
+    assert_eq!((ops(&out, false).len(), ops(&out, true).len()), (0, 3));
+}
+
+#[test]
 fn children_that_end_before_the_calls_stop_complete_it_at_the_stop() {
     let (shared, c) = (Shared::new(&DETACHED), ctx(DEFAULT));
     let call = start_on(&shared, &c, send(3, 100));
@@ -241,7 +265,7 @@ fn children_that_end_before_the_calls_stop_complete_it_at_the_stop() {
     end(call);
     let out = drain(&c);
     let (enq, done) = (ops(&out, false), ops(&out, true));
-    assert_eq!((enq.len(), done.len()), (1, 1), "enqueued, then completed");
+    assert_eq!((enq.len(), done.len()), (0, 1), "enqueued and completed in one drain: only the completion goes");
     assert_eq!((done[0].coll, done[0].peer, done[0].bytes), (Collective::Send, Some(3), 200));
     assert_eq!(done[0].busbw_gbps, done[0].algbw_gbps, "p2p factor 1");
 }
