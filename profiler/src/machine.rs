@@ -71,6 +71,8 @@ pub(crate) struct CommInfo {
     pub nranks: u32,
     pub nnodes: u32,
     pub host: Option<String>,
+    /// The NCCL release the process runs, when NCCL's library says (`ncclGetVersion`).
+    pub version: Option<String>,
 }
 
 /// One communicator: the context `init` hands NCCL.

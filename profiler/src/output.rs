@@ -164,6 +164,7 @@ fn communicator(c: &CommInfo, state: CommState) -> Communicator {
         nnodes: Some(c.nnodes),
         host: c.host.clone(),
         pid: Some(clock::pid() as u32),
+        version: c.version.clone(),
         state,
         ..Communicator::default()
     }

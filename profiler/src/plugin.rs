@@ -21,7 +21,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering::*};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -306,6 +306,7 @@ impl Plugin {
             nranks: c.nranks.max(0) as u32,
             nnodes: c.n_nodes.max(0) as u32,
             host: hostname(),
+            version: nccl_version(),
         };
         let summary = format!(
             "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
@@ -503,6 +504,32 @@ impl Drainer {
     }
 }
 
+/// The NCCL release of the library that loaded the plugin, from its exported `ncclGetVersion` (the init call
+/// does not pass it); None where no such symbol is in the process's global scope (collscope's own runtime).
+fn nccl_version() -> Option<String> {
+    static VERSION: OnceLock<Option<String>> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            // SAFETY: a lookup in the global scope; the symbol, when found, is NCCL's `ncclResult_t
+            // ncclGetVersion(int*)` (nccl.h), called once with a valid pointer.
+            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ncclGetVersion".as_ptr()) };
+            if f.is_null() {
+                return None;
+            }
+            let get: unsafe extern "C" fn(*mut c_int) -> c_int = unsafe { std::mem::transmute(f) };
+            let mut code: c_int = 0;
+            (unsafe { get(&mut code) } == NCCL_SUCCESS && code > 0).then(|| version_of(code as u32))
+        })
+        .clone()
+}
+
+/// `NCCL_VERSION_CODE` as `major.minor.patch`: `X*1000 + Y*100 + Z` up to 2.8, `X*10000 + Y*100 + Z` since 2.9
+/// (nccl.h's `NCCL_VERSION` macro).
+fn version_of(code: u32) -> String {
+    let (major, rest) = if code < 10_000 { (code / 1000, code % 1000) } else { (code / 10_000, code % 10_000) };
+    format!("{major}.{}.{}", rest / 100, rest % 100)
+}
+
 fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer and its length.
@@ -515,6 +542,13 @@ fn hostname() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_codes_read_as_nccl_writes_them() {
+        assert_eq!(version_of(22809), "2.28.9");
+        assert_eq!(version_of(21903), "2.19.3");
+        assert_eq!(version_of(2804), "2.8.4");
+    }
 
     #[test]
     fn a_panic_disables_the_plugin_and_switches_nccls_events_off() {

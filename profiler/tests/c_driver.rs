@@ -36,7 +36,7 @@ fn driver() -> &'static Path {
                 .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
                 .arg(&bin)
                 .arg(&src)
-                .args(["-ldl", "-lpthread"]),
+                .args(["-rdynamic", "-ldl", "-lpthread"]),
             LIMIT,
         );
         assert!(out.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
@@ -265,6 +265,11 @@ fn the_c_driver_runs_nccls_event_sequence_through_every_abi_version() {
             })
             .collect();
         assert_eq!(states, [CommState::Ready, CommState::Destroyed], "{comm}");
+        let versions = events.iter().filter_map(|e| match e {
+            Event::Communicator(c) if c.comm.as_deref() == Some(&comm) => Some(c.version.as_deref()),
+            _ => None,
+        });
+        assert!(versions.into_iter().all(|v| v == Some("2.28.9")), "{comm}: the driver's ncclGetVersion");
         let done: Vec<_> = events
             .iter()
             .filter_map(|e| match e {

@@ -501,6 +501,14 @@ static void layout(void) {
   F(struct collscope_profiler_counters, disabled, disabled);
 }
 
+/* NCCL's library exports this (nccl.h) and the plugin looks it up in the process; the driver plays NCCL, so it
+   exports it too (linked with -rdynamic). 22809 is 2.28.9 as NCCL_VERSION encodes it. */
+int ncclGetVersion(int* version);
+int ncclGetVersion(int* version) {
+  *version = 22809;
+  return 0;
+}
+
 static void printCounters(const struct collscope_profiler_counters* c) {
 #define P(f) printf("counter %s=%llu\n", #f, (unsigned long long)c->f)
   P(communicators); P(calls_started); P(calls_completed); P(calls_in_flight); P(proxy_ops); P(pxn_proxy_ops);
