@@ -98,6 +98,23 @@ pub enum ProxyWait {
     RecvGpuWait,
 }
 
+impl ProxyWait {
+    /// Every wait state, in the order a step passes through them.
+    pub const ALL: [ProxyWait; 6] = [
+        ProxyWait::WaitingForData,
+        ProxyWait::WaitingForPeer,
+        ProxyWait::WaitingForSendCompletion,
+        ProxyWait::WaitingForRecv,
+        ProxyWait::WaitingForFlush,
+        ProxyWait::RecvGpuWait,
+    ];
+
+    /// Its place in [`ProxyWait::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// One proxy sub-operation on one channel and peer: steps `posted`, `transmitted`, `done` out of `n_steps`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProxyOp {
@@ -118,4 +135,16 @@ pub struct ProxyOp {
     pub started_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_us: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_wait_state_is_listed_once_at_its_index() {
+        for (i, w) in ProxyWait::ALL.into_iter().enumerate() {
+            assert_eq!(w.index(), i, "{w:?}");
+        }
+    }
 }

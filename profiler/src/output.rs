@@ -41,14 +41,7 @@ impl Sink for Vec<Box<dyn Sink>> {
 }
 
 /// The model's name of each wait of a [`ProxyRec`], in its order.
-const WAIT_NAMES: [ProxyWait; WAITS] = [
-    ProxyWait::WaitingForData,
-    ProxyWait::WaitingForPeer,
-    ProxyWait::WaitingForSendCompletion,
-    ProxyWait::WaitingForRecv,
-    ProxyWait::WaitingForFlush,
-    ProxyWait::RecvGpuWait,
-];
+const WAIT_NAMES: [ProxyWait; WAITS] = ProxyWait::ALL;
 
 impl TaskRec {
     fn op(&self, comm: Option<&CommInfo>, state: OpState) -> OpRecord {

@@ -9,7 +9,7 @@ use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
     Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
-    ProfilerCounters, Protocol, ProxyOp, Snapshot, Source, Transport,
+    ProfilerCounters, Protocol, ProxyOp, ProxyWait, Snapshot, Source, Transport,
 };
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -62,21 +62,42 @@ pub struct State {
     cursors: HashMap<u64, Cursor>,
     /// Each recent proxy sub-operation as last reported, by (rank, seq, channel, peer, send): the runtime
     /// reports one while it runs and when it ends, and the counters take only what changed.
-    proxy_seen: FxHashMap<(u32, u64, u32, u32, bool), ProxyOp>,
+    proxy_seen: FxHashMap<(u32, u64, u32, u32, bool), SeenProxy>,
+}
+
+/// What the next report of a proxy sub-operation is measured against, kept without an allocation: a profiled
+/// NCCL job reports every one, and copying each whole record into this map cost that job several percent at 8 B.
+#[derive(Clone, Copy)]
+struct SeenProxy {
+    n_steps: u64,
+    posted: u64,
+    transmitted: u64,
+    done: u64,
+    /// Seconds by [`ProxyWait::index`].
+    waits: [f64; ProxyWait::ALL.len()],
+}
+
+impl From<&ProxyOp> for SeenProxy {
+    fn from(p: &ProxyOp) -> Self {
+        let mut waits = [0.0; ProxyWait::ALL.len()];
+        for &(w, secs) in &p.waits {
+            waits[w.index()] = secs;
+        }
+        SeenProxy { n_steps: p.n_steps, posted: p.posted, transmitted: p.transmitted, done: p.done, waits }
+    }
 }
 
 /// Sub-operations remembered for their next report; past it, those of calls 64 or more before the newest go.
 const PROXY_SEEN: usize = 4096;
 
 /// What `now` adds to `before` (the same sub-operation's last report, if any): steps and wait seconds.
-fn proxy_delta<'a>(now: &'a ProxyOp, before: Option<&ProxyOp>) -> Cow<'a, ProxyOp> {
+fn proxy_delta<'a>(now: &'a ProxyOp, before: Option<&SeenProxy>) -> Cow<'a, ProxyOp> {
     let Some(b) = before else { return Cow::Borrowed(now) };
-    let waited = |w| b.waits.iter().find(|(s, _)| *s == w).map_or(0.0, |(_, t)| *t);
     Cow::Owned(ProxyOp {
         posted: now.posted.saturating_sub(b.posted),
         transmitted: now.transmitted.saturating_sub(b.transmitted),
         done: now.done.saturating_sub(b.done),
-        waits: now.waits.iter().map(|(w, t)| (*w, (t - waited(*w)).max(0.0))).collect(),
+        waits: now.waits.iter().map(|&(w, t)| (w, (t - b.waits[w.index()]).max(0.0))).collect(),
         ..*now
     })
 }
@@ -194,7 +215,7 @@ impl State {
                 if self.proxy_seen.len() >= PROXY_SEEN {
                     self.proxy_seen.retain(|k, _| k.1 + 64 >= p.seq);
                 }
-                let before = self.proxy_seen.insert(key, p.clone());
+                let before = self.proxy_seen.insert(key, SeenProxy::from(p));
                 let delta = proxy_delta(p, before.as_ref());
                 // It counts as an operation, and becomes a span event, once: when it is first seen finished.
                 let finished = p.done >= p.n_steps && before.is_none_or(|b| b.done < b.n_steps);

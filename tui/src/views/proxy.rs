@@ -77,7 +77,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot, now_us: u64) {
         return;
     }
     let list = listing(s, now_us);
-    let waits_height = WAITS.len() as u16 + 2;
+    let waits_height = ProxyWait::ALL.len() as u16 + 2;
     let [table, waits] = Layout::vertical([Constraint::Min(3), Constraint::Length(waits_height)]).areas(area);
     let running = list.rows.iter().filter(|p| p.done < p.n_steps).count();
     let mut lines = vec![
@@ -144,7 +144,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot, now_us: u64) {
     };
     let title = format!("Where steps waited: {sum:.2} s in {} sub-operations, {window}", counted.len());
     let mut lines = vec![Line::styled(title, bold())];
-    for w in WAITS {
+    for w in ProxyWait::ALL {
         let secs = totals.get(&w).copied().unwrap_or(0.0);
         let frac = if sum > 0.0 { secs / sum } else { 0.0 };
         lines.push(Line::raw(format!("{:<26} {} {:>5.1}% {secs:>7.3} s", wait_name(w), bar(frac, 30), frac * 100.0)));
@@ -168,16 +168,6 @@ fn wait_name(w: ProxyWait) -> &'static str {
         ProxyWait::RecvGpuWait => "waiting for GPU to consume",
     }
 }
-
-/// Every wait state, in the order a step passes through them.
-const WAITS: [ProxyWait; 6] = [
-    ProxyWait::WaitingForData,
-    ProxyWait::WaitingForPeer,
-    ProxyWait::WaitingForSendCompletion,
-    ProxyWait::WaitingForRecv,
-    ProxyWait::WaitingForFlush,
-    ProxyWait::RecvGpuWait,
-];
 
 pub struct Proxy;
 
