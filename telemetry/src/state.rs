@@ -591,6 +591,36 @@ mod tests {
     }
 
     #[test]
+    fn a_proxy_operation_reported_while_it_runs_and_when_it_ends_counts_once_by_difference() {
+        let mut st = state(Bounds::default());
+        let report = |done: u64, peer_wait: f64| ProxyOp {
+            rank: 0,
+            seq: 3,
+            channel: 0,
+            peer: 1,
+            send: true,
+            n_steps: 4,
+            posted: 4,
+            transmitted: done,
+            done,
+            waits: vec![(ProxyWait::WaitingForPeer, peer_wait)],
+            started_us: None,
+            updated_us: None,
+        };
+        st.apply(Event::Proxy(report(1, 0.5)));
+        st.apply(Event::Proxy(report(4, 0.75)));
+        st.apply(Event::Proxy(report(4, 0.75)));
+        let text = st.metrics_text().unwrap();
+        let series =
+            |name: &str, labels: &str| value(&text, &format!("{name}{{direction=\"send\",rank=\"0\",{labels}}}"));
+        assert_eq!(series("collscope_proxy_wait_seconds_total", "state=\"waiting_for_peer\""), Some(0.75));
+        assert_eq!(series("collscope_proxy_steps_total", "stage=\"posted\""), Some(4.0));
+        assert_eq!(series("collscope_proxy_steps_total", "stage=\"done\""), Some(4.0));
+        let ops = "collscope_proxy_operations_total{channel=\"0\",direction=\"send\",peer=\"1\",rank=\"0\"}";
+        assert_eq!(value(&text, ops), Some(1.0), "finished once");
+    }
+
+    #[test]
     fn proxy_traffic_connections_and_init_facts_are_exported() {
         let mut st = state(Bounds::default());
         st.apply(Event::Proxy(ProxyOp {
