@@ -392,7 +392,8 @@ fn collscopes_own_plugin_counts_each_call_once_with_the_logged_choice() {
                 d["algo"].as_str().unwrap().to_uppercase(),
                 d["proto"].as_str().unwrap().to_uppercase(),
             )),
-            "proxy" => proxies.push(d.clone()),
+            // Each drain's finished operations of a connection, summed.
+            "proxy_tally" => proxies.push(d["sum"].clone()),
             _ => {}
         }
     }

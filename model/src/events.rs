@@ -8,7 +8,7 @@ use super::diag::{Finding, Warning};
 use super::graph::{ChannelCounts, Graph, Ring, Tree};
 use super::job::RankEndpoint;
 use super::names::Transport;
-use super::ops::{KernelChannel, OpRecord, ProxyOp};
+use super::ops::{KernelChannel, OpRecord, ProxyOp, ProxyTally};
 use super::topology::Topology;
 use super::tuning::{Decision, TuningTable};
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,8 @@ pub enum Event {
     OpCompleted(OpRecord),
     /// A proxy sub-operation finished on one channel and peer (reported once, with its step counts and waits).
     Proxy(ProxyOp),
+    /// Several finished proxy sub-operations of one connection, summed (see [`ProxyTally`]).
+    ProxyTally(ProxyTally),
     /// Bytes a rank moved to or from one peer on one channel.
     Traffic(ChannelTraffic),
     /// A channel connection was set up.
@@ -47,11 +49,32 @@ pub enum Event {
 
 impl Event {
     /// The `kind` tag this event carries in JSON.
+    /// Every [`Event::kind`], for readers of a stream that must tell a kind they do not know (from a newer
+    /// collscope) from a known one that does not parse.
+    pub const KINDS: [&'static str; 15] = [
+        "op_enqueued",
+        "op_completed",
+        "proxy",
+        "proxy_tally",
+        "traffic",
+        "connection",
+        "communicator",
+        "decision",
+        "init_facts",
+        "warning",
+        "finding",
+        "endpoints",
+        "kernel_channel",
+        "profiler",
+        "snapshot",
+    ];
+
     pub fn kind(&self) -> &'static str {
         match self {
             Event::OpEnqueued(_) => "op_enqueued",
             Event::OpCompleted(_) => "op_completed",
             Event::Proxy(_) => "proxy",
+            Event::ProxyTally(_) => "proxy_tally",
             Event::Traffic(_) => "traffic",
             Event::Connection(_) => "connection",
             Event::Communicator(_) => "communicator",

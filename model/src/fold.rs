@@ -135,17 +135,8 @@ impl Snapshot {
         let mut out = Applied::default();
         match event {
             Event::OpEnqueued(op) | Event::OpCompleted(op) => self.upsert_op(op, bounds.ops, &mut out),
-            Event::Proxy(p) => {
-                let same =
-                    |o: &ProxyOp| o.rank == p.rank && o.channel == p.channel && o.peer == p.peer && o.send == p.send;
-                // One row per connection: its latest call's sub-operation (a late report of an earlier call's
-                // last steps does not bring that call back).
-                match self.proxy.iter_mut().rev().find(|o| same(o)) {
-                    Some(existing) if existing.seq <= p.seq => existing.clone_from(p),
-                    Some(_) => {}
-                    None => out.evicted += push_bounded(&mut self.proxy, p.clone(), bounds.proxy),
-                }
-            }
+            Event::Proxy(p) => self.upsert_proxy(p, bounds.proxy, &mut out),
+            Event::ProxyTally(t) => self.upsert_proxy(&t.last, bounds.proxy, &mut out),
             Event::Traffic(_) | Event::Snapshot => {}
             Event::Connection(c) => {
                 if !self.connections.contains(c) {
@@ -218,6 +209,16 @@ impl Snapshot {
         out.evicted_in_flight = self.ops[..cut].iter().filter(|o| o.state.in_flight()).map(|o| o.rank).collect();
         self.ops.drain(..cut);
         out.evicted += cut;
+    }
+
+    /// One row per connection: its latest call's sub-operation (a late report of an earlier call's last steps
+    /// does not bring that call back).
+    fn upsert_proxy(&mut self, p: &ProxyOp, bound: usize, out: &mut Applied) {
+        match self.proxy.iter_mut().rev().find(|o| o.same_connection(p)) {
+            Some(existing) if existing.seq <= p.seq => existing.clone_from(p),
+            Some(_) => {}
+            None => out.evicted += push_bounded(&mut self.proxy, p.clone(), bound),
+        }
     }
 
     fn upsert_communicator(&mut self, c: &Communicator, bounds: &Bounds) {

@@ -137,6 +137,51 @@ pub struct ProxyOp {
     pub updated_us: Option<u64>,
 }
 
+impl ProxyOp {
+    /// Whether `other` ran on the same connection (rank, channel, peer, direction).
+    pub fn same_connection(&self, other: &ProxyOp) -> bool {
+        (self.rank, self.channel, self.peer, self.send) == (other.rank, other.channel, other.peer, other.send)
+    }
+}
+
+/// Finished proxy sub-operations of one connection, summed: how a source that sees every operation at NCCL's
+/// rate (the profiler plugin) reports them, one tally per connection a drain instead of an event each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProxyTally {
+    /// The newest of them: the connection's row.
+    pub last: ProxyOp,
+    /// How many operations `sum` covers, `last` among them.
+    pub ops: u64,
+    /// Their steps and wait seconds added up, under `last`'s rank, seq, channel, peer and direction.
+    pub sum: ProxyOp,
+}
+
+impl ProxyTally {
+    pub fn of(op: ProxyOp) -> Self {
+        ProxyTally { last: op.clone(), ops: 1, sum: op }
+    }
+
+    /// Adds one more operation of the same connection.
+    pub fn add(&mut self, op: ProxyOp) {
+        let s = &mut self.sum;
+        s.n_steps += op.n_steps;
+        s.posted += op.posted;
+        s.transmitted += op.transmitted;
+        s.done += op.done;
+        for &(w, secs) in &op.waits {
+            match s.waits.iter_mut().find(|(k, _)| *k == w) {
+                Some((_, total)) => *total += secs,
+                None => s.waits.push((w, secs)),
+            }
+        }
+        if op.seq >= self.last.seq {
+            s.seq = op.seq;
+            self.last = op;
+        }
+        self.ops += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +191,31 @@ mod tests {
         for (i, w) in ProxyWait::ALL.into_iter().enumerate() {
             assert_eq!(w.index(), i, "{w:?}");
         }
+    }
+
+    #[test]
+    fn a_tally_sums_its_connections_operations_and_keeps_the_newest() {
+        let op = |seq, done, waits: Vec<(ProxyWait, f64)>| ProxyOp {
+            rank: 1,
+            seq,
+            channel: 0,
+            peer: 2,
+            send: false,
+            n_steps: done,
+            posted: done,
+            transmitted: done,
+            done,
+            waits,
+            started_us: None,
+            updated_us: None,
+        };
+        let mut t = ProxyTally::of(op(4, 2, vec![(ProxyWait::WaitingForRecv, 0.5)]));
+        t.add(op(6, 3, vec![(ProxyWait::WaitingForRecv, 0.25), (ProxyWait::RecvGpuWait, 0.125)]));
+        t.add(op(5, 1, vec![]));
+        assert_eq!((t.ops, t.last.seq, t.last.done), (3, 6, 3));
+        assert_eq!((t.sum.seq, t.sum.n_steps, t.sum.done), (6, 6, 6));
+        assert_eq!(t.sum.waits, [(ProxyWait::WaitingForRecv, 0.75), (ProxyWait::RecvGpuWait, 0.125)]);
+        assert!(t.last.same_connection(&op(9, 1, vec![])));
+        assert!(!t.last.same_connection(&ProxyOp { send: true, ..op(9, 1, vec![]) }));
     }
 }

@@ -6,7 +6,8 @@ use crate::machine::{CommInfo, Context, MAX_CHANNELS};
 use crate::record::{Outbox, ProxyRec, Raw, TaskRec, WAITS};
 use collscope_model::Collective;
 use collscope_model::{
-    ChannelTraffic, CommState, Communicator, Direction, Event, KernelChannel, OpRecord, OpState, ProxyOp, ProxyWait,
+    ChannelTraffic, CommState, Communicator, Direction, Event, KernelChannel, OpRecord, OpState, ProxyOp, ProxyTally,
+    ProxyWait,
 };
 use std::collections::HashSet;
 
@@ -116,13 +117,15 @@ impl ProxyRec {
 }
 
 /// Hands on the contract events of what `out` holds now (`comm` is None for PXN operations of other processes).
-/// Telemetry takes each event the plugin hands it, a dozen a call, so two kinds are condensed as collscope's
-/// runtime reports its own: a call whose completion is in the same drain goes only as completed (nothing could
-/// have seen it in flight), and each link's traffic goes as one sum a drain (its counters only add).
+/// Telemetry takes each event the plugin hands it, and NCCL makes several a call, so a drain condenses what only
+/// adds up: a call whose completion is in the same drain goes only as completed (nothing could have seen it in
+/// flight), each connection's finished proxy operations go as one [`ProxyTally`], and each link's traffic as
+/// one sum. Measured on 4 ranks over NET/Socket at 8 B, an event per proxy operation cost the job about 15 %.
 fn deliver_ring(out: &Outbox, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> usize {
     let batch: Vec<Raw> = std::iter::from_fn(|| out.pop()).collect();
     let completed: HashSet<u64> =
         batch.iter().filter_map(|r| if let Raw::Completed(t) = r { Some(t.seq) } else { None }).collect();
+    let mut tallies: Vec<ProxyTally> = Vec::new();
     let mut traffic: Vec<ChannelTraffic> = Vec::new();
     let mut n = 0;
     for r in batch {
@@ -132,6 +135,10 @@ fn deliver_ring(out: &Outbox, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> u
             Raw::Completed(t) => Event::OpCompleted(t.op(comm, OpState::Completed)),
             Raw::Proxy(p) => {
                 let (proxy, t) = p.events();
+                match tallies.iter_mut().find(|k| k.last.same_connection(&proxy)) {
+                    Some(tally) => tally.add(proxy),
+                    None => tallies.push(ProxyTally::of(proxy)),
+                }
                 let link = |o: &ChannelTraffic| (o.rank, o.channel, o.peer, o.direction);
                 if t.bytes > 0 {
                     match traffic.iter_mut().find(|o| link(o) == link(&t)) {
@@ -139,13 +146,14 @@ fn deliver_ring(out: &Outbox, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> u
                         None => traffic.push(t),
                     }
                 }
-                Event::Proxy(proxy)
+                continue;
             }
         };
         sink.deliver(ev);
         n += 1;
     }
-    n + traffic.into_iter().map(|t| sink.deliver(Event::Traffic(t))).count()
+    let tallies = tallies.into_iter().map(Event::ProxyTally);
+    n + tallies.chain(traffic.into_iter().map(Event::Traffic)).map(|ev| sink.deliver(ev)).count()
 }
 
 fn communicator(c: &CommInfo, state: CommState) -> Communicator {

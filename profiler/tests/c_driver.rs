@@ -305,16 +305,23 @@ fn the_c_driver_runs_nccls_event_sequence_through_every_abi_version() {
         assert!(chans.contains(&0) && chans.contains(&1), "{comm}: {chans:?}");
     }
 
-    let proxies: Vec<_> = events
+    // Each drain hands on a connection's finished operations as one tally.
+    let tallies: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Proxy(p) => Some(p),
+            Event::ProxyTally(t) => Some(t),
             _ => None,
         })
         .collect();
-    assert_eq!(proxies.len(), 3 * 6 + 3, "six per version, and each version's PXN operation");
+    let ops: u64 = tallies.iter().map(|t| t.ops).sum();
+    assert_eq!(ops, 3 * 6 + 3, "six per version, and each version's PXN operation");
     let wait = |p: &collscope_model::ProxyOp, w| p.waits.iter().find(|(k, _)| *k == w).map_or(0.0, |x| x.1);
-    for p in proxies.iter().filter(|p| p.seq == 1) {
+    // Channel 1 ran only the AllReduce (channel 0 also the send and receive, tallied with it).
+    let allreduce: Vec<_> = tallies.iter().filter(|t| t.last.channel == 1).collect();
+    assert_eq!(allreduce.len(), 3 * 2, "each version's AllReduce on channel 1: a send and a receive");
+    for t in allreduce {
+        let p = &t.sum;
+        assert_eq!((t.ops, t.last.seq), (1, 1), "{t:?}");
         assert_eq!((p.n_steps, p.posted, p.transmitted, p.done), (4, 4, 4, 4));
         if p.send {
             assert!(wait(p, ProxyWait::WaitingForPeer) >= 4.0 * 300e-6, "{p:?}");
@@ -322,8 +329,9 @@ fn the_c_driver_runs_nccls_event_sequence_through_every_abi_version() {
             assert!(wait(p, ProxyWait::WaitingForRecv) >= 4.0 * 200e-6, "{p:?}");
         }
     }
-    let pxn: Vec<_> = proxies.iter().filter(|p| p.seq == 0).map(|p| (p.channel, p.peer, p.done)).collect();
-    assert_eq!(pxn, [(5, 7, 2); 3], "PXN operations: no call of this process");
+    let pxn: Vec<_> =
+        tallies.iter().filter(|t| t.last.seq == 0).map(|t| (t.last.channel, t.last.peer, t.sum.done, t.ops)).collect();
+    assert_eq!(pxn, [(5, 7, 2, 1); 3], "PXN operations: no call of this process");
     let traffic: u64 = events
         .iter()
         .filter_map(|e| match e {

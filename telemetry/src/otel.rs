@@ -348,7 +348,7 @@ impl MetricSink for Otel {
         }
     }
 
-    fn proxy(&mut self, p: &ProxyOp, finished: bool) {
+    fn proxy(&mut self, p: &ProxyOp, finished: u64) {
         let rank = p.rank.to_string();
         let dir = labels::send_or_recv(p.send);
         for (state, secs) in &p.waits {
@@ -360,9 +360,9 @@ impl MetricSink for Otel {
         for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
             self.m.proxy_steps.add(n, &cat::PROXY_STEPS.attrs([rank.clone().into(), dir.into(), stage.into()]));
         }
-        if finished {
+        if finished > 0 {
             let values = [rank.into(), p.channel.to_string().into(), p.peer.to_string().into(), dir.into()];
-            self.m.proxy_ops.add(1, &cat::PROXY_OPS.attrs(values));
+            self.m.proxy_ops.add(finished, &cat::PROXY_OPS.attrs(values));
         }
     }
 

@@ -210,7 +210,7 @@ impl MetricSink for PromMetrics {
 
     /// Every proxy operation of a job passes here (a profiled NCCL job reports each), so its series are looked
     /// up once, as the calls' are.
-    fn proxy(&mut self, p: &ProxyOp, finished: bool) {
+    fn proxy(&mut self, p: &ProxyOp, finished: u64) {
         let key = (p.rank, p.send);
         let dir = labels::send_or_recv(p.send);
         for &(state, secs) in &p.waits {
@@ -228,12 +228,12 @@ impl MetricSink for PromMetrics {
         for (c, n) in steps.iter().zip([p.posted, p.transmitted, p.done]) {
             c.inc_by(n);
         }
-        if finished {
+        if finished > 0 {
             let c = self.proxy_op_series.entry((p.rank, p.channel, p.peer, p.send)).or_insert_with(|| {
                 let (rank, channel, peer) = (p.rank.to_string(), p.channel.to_string(), p.peer.to_string());
                 self.proxy_ops.with_label_values(&[&rank, &channel, &peer, dir])
             });
-            c.inc();
+            c.inc_by(finished);
         }
     }
 

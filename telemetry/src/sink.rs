@@ -88,8 +88,9 @@ pub trait MetricSink {
         self.decided(d.coll, d.algo, d.proto, d.rank, 1);
     }
     fn traffic(&mut self, t: &ChannelTraffic);
-    /// `p` carries the steps and waits since the sub-operation's last report; `finished`: it ended now.
-    fn proxy(&mut self, p: &ProxyOp, finished: bool);
+    /// `p` carries the steps and waits since the last report of the sub-operations it covers; `finished`: how
+    /// many of them ended now (one report covers one; a [`collscope_model::ProxyTally`] several).
+    fn proxy(&mut self, p: &ProxyOp, finished: u64);
     fn error(&mut self, w: &Warning);
     /// `n` more records were dropped at `stage` ("queue": the runtime's queue was full; "history": the oldest
     /// kept record went to make room).

@@ -219,9 +219,17 @@ impl State {
                 let delta = proxy_delta(p, before.as_ref());
                 // It counts as an operation, and becomes a span event, once: when it is first seen finished.
                 let finished = p.done >= p.n_steps && before.is_none_or(|b| b.done < b.n_steps);
-                self.sinks(|s| s.proxy(&delta, finished));
+                self.sinks(|s| s.proxy(&delta, u64::from(finished)));
                 if let (true, Some(o)) = (finished, self.otel.as_mut()) {
                     o.proxy_event(p);
+                }
+            }
+            // Finished operations, each reported once: their sums go to the counters as they are, and the newest
+            // becomes its call's span event.
+            Event::ProxyTally(t) => {
+                self.sinks(|s| s.proxy(&t.sum, t.ops));
+                if let Some(o) = self.otel.as_mut() {
+                    o.proxy_event(&t.last);
                 }
             }
             Event::Traffic(t) => self.sinks(|s| s.traffic(t)),

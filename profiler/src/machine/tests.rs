@@ -119,11 +119,23 @@ fn ops(out: &[Event], completed: bool) -> Vec<OpRecord> {
         .collect()
 }
 
-fn proxies(out: &[Event]) -> Vec<collscope_model::ProxyOp> {
+/// Each connection's proxy tally of a drain.
+fn tallies(out: &[Event]) -> Vec<collscope_model::ProxyTally> {
     out.iter()
         .filter_map(|o| match o {
-            Event::Proxy(p) => Some(p.clone()),
+            Event::ProxyTally(t) => Some(t.clone()),
             _ => None,
+        })
+        .collect()
+}
+
+/// The proxy operations of a drain that ran one on each connection.
+fn proxies(out: &[Event]) -> Vec<collscope_model::ProxyOp> {
+    tallies(out)
+        .into_iter()
+        .map(|t| {
+            assert_eq!((t.ops, &t.sum), (1, &t.last), "one operation: its tally is itself");
+            t.last
         })
         .collect()
 }
@@ -234,7 +246,7 @@ fn proxy_operations_report_steps_bytes_and_wait_states() {
 }
 
 #[test]
-fn a_drain_sums_each_links_traffic_and_passes_every_proxy_operation() {
+fn a_drain_sums_each_connections_proxy_operations_and_each_links_traffic() {
     let (shared, c) = (Shared::new(&DETACHED), ctx(DEFAULT));
     for _ in 0..3 {
         let call = start_on(&shared, &c, allreduce(1024, 1));
@@ -245,7 +257,9 @@ fn a_drain_sums_each_links_traffic_and_passes_every_proxy_operation() {
         kernel(&shared, call, 0, 1, 2);
     }
     let out = drain(&c);
-    assert_eq!(proxies(&out).len(), 3, "each operation counts");
+    let t = tallies(&out);
+    assert_eq!(t.len(), 1, "one connection");
+    assert_eq!((t[0].ops, t[0].sum.n_steps, t[0].sum.done, t[0].last.seq), (3, 3, 3, 3), "each operation counts");
     let traffic: Vec<_> = out
         .iter()
         .filter_map(|o| match o {

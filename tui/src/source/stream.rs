@@ -28,26 +28,11 @@ pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceEr
             Ok(Event::Snapshot) => Decoded::Refetch,
             Ok(e) => Decoded::Update(Update::Event(Box::new(e))),
             // A kind added after this build: skip it; a known kind that does not parse is an error.
-            Err(_) if !KNOWN.contains(&event) => Decoded::Skip,
+            Err(_) if !Event::KINDS.contains(&event) => Decoded::Skip,
             Err(e) => return Err(bad(e)),
         },
     })
 }
-
-/// The kinds of `collscope_model::Event`.
-const KNOWN: [&str; 11] = [
-    "op_enqueued",
-    "op_completed",
-    "proxy",
-    "traffic",
-    "connection",
-    "communicator",
-    "decision",
-    "warning",
-    "finding",
-    "endpoints",
-    "snapshot",
-];
 
 #[cfg(test)]
 mod tests {
