@@ -33,7 +33,7 @@ run() { # SIZE ITERS [env...]
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%10s %14s %14s %8s\n' size "without (us)" "with (us)" ratio
-for spec in 8:2000 1048576:200; do
+for spec in 8:10000 1048576:1000; do
   size=${spec%:*} iters=${spec#*:}
   off=() on=() ratios=()
   for _ in $(seq "$reps"); do
