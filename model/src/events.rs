@@ -48,7 +48,6 @@ pub enum Event {
 }
 
 impl Event {
-    /// The `kind` tag this event carries in JSON.
     /// Every [`Event::kind`], for readers of a stream that must tell a kind they do not know (from a newer
     /// collscope) from a known one that does not parse.
     pub const KINDS: [&'static str; 15] = [
@@ -69,6 +68,7 @@ impl Event {
         "snapshot",
     ];
 
+    /// The `kind` tag this event carries in JSON.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::OpEnqueued(_) => "op_enqueued",

@@ -208,8 +208,8 @@ impl MetricSink for PromMetrics {
         }
     }
 
-    /// Every proxy operation of a job passes here (a profiled NCCL job reports each), so its series are looked
-    /// up once, as the calls' are.
+    /// Proxy reports come often (collscope's runtime reports every operation; the plugin a tally of each
+    /// connection every drain), so their series are looked up once, as the calls' are.
     fn proxy(&mut self, p: &ProxyOp, finished: u64) {
         let key = (p.rank, p.send);
         let dir = labels::send_or_recv(p.send);
