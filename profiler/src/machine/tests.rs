@@ -140,6 +140,15 @@ fn proxies(out: &[Event]) -> Vec<collscope_model::ProxyOp> {
         .collect()
 }
 
+fn traffic(out: &[Event]) -> Vec<collscope_model::ChannelTraffic> {
+    out.iter()
+        .filter_map(|o| match o {
+            Event::Traffic(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn wait(p: &collscope_model::ProxyOp, w: ProxyWait) -> f64 {
     p.waits.iter().find(|(k, _)| *k == w).map_or(0.0, |(_, s)| *s)
 }
@@ -233,13 +242,8 @@ fn proxy_operations_report_steps_bytes_and_wait_states() {
         .waits
         .iter()
         .all(|(w, _)| matches!(w, ProxyWait::WaitingForRecv | ProxyWait::WaitingForFlush | ProxyWait::RecvGpuWait)));
-    let traffic: Vec<_> = out
-        .iter()
-        .filter_map(|o| match o {
-            Event::Traffic(t) => Some((t.direction, t.channel, t.peer, t.bytes, t.seconds > 0.0)),
-            _ => None,
-        })
-        .collect();
+    let traffic: Vec<_> =
+        traffic(&out).iter().map(|t| (t.direction, t.channel, t.peer, t.bytes, t.seconds > 0.0)).collect();
     assert_eq!(traffic, [(Direction::Send, 3, 2, 2001, true), (Direction::Recv, 3, 2, 4000, true)]);
     assert!(wait(r, ProxyWait::RecvGpuWait) > 0.0, "{r:?}");
     assert!(c.out.stats.recv_gpu_wait_ns.load(Relaxed) > 0, "and in the process's total");
@@ -260,13 +264,7 @@ fn a_drain_sums_each_connections_proxy_operations_and_each_links_traffic() {
     let t = tallies(&out);
     assert_eq!(t.len(), 1, "one connection");
     assert_eq!((t[0].ops, t[0].sum.n_steps, t[0].sum.done, t[0].last.seq), (3, 3, 3, 3), "each operation counts");
-    let traffic: Vec<_> = out
-        .iter()
-        .filter_map(|o| match o {
-            Event::Traffic(t) => Some((t.channel, t.direction, t.bytes)),
-            _ => None,
-        })
-        .collect();
+    let traffic: Vec<_> = traffic(&out).iter().map(|t| (t.channel, t.direction, t.bytes)).collect();
     assert_eq!(traffic, [(0, Direction::Send, 3000)], "one sum for the link");
     assert_eq!((ops(&out, false).len(), ops(&out, true).len()), (0, 3));
 }
