@@ -80,7 +80,8 @@ impl TaskRec {
 }
 
 impl ProxyRec {
-    fn events(&self) -> (ProxyOp, ChannelTraffic) {
+    /// The record as the model's proxy operation and the traffic it carried.
+    fn model(&self) -> (ProxyOp, ChannelTraffic) {
         let (rank, channel, peer) = (self.rank.max(0) as u32, u32::from(self.channel), self.peer.max(0) as u32);
         let waits = self
             .waits_ns
@@ -134,7 +135,7 @@ fn deliver_ring(out: &Outbox, comm: Option<&CommInfo>, sink: &mut dyn Sink) -> u
             Raw::Enqueued(t) => Event::OpEnqueued(t.op(comm, OpState::Enqueued)),
             Raw::Completed(t) => Event::OpCompleted(t.op(comm, OpState::Completed)),
             Raw::Proxy(p) => {
-                let (proxy, t) = p.events();
+                let (proxy, t) = p.model();
                 match tallies.iter_mut().find(|k| k.last.same_connection(&proxy)) {
                     Some(tally) => tally.add(proxy),
                     None => tallies.push(ProxyTally::of(proxy)),
