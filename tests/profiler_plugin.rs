@@ -289,6 +289,55 @@ fn recorder_run(launch: &str) {
     check_recorded(&read(&rec), &calls);
 }
 
+/// Set in the child process of [`a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin`].
+const NONE_CHILD: &str = "COLLSCOPE_TEST_NONE_CHILD";
+
+/// Communicators each have their own environment: in one process, two ranks (threads over NET/Socket) load the
+/// recorder, and two more whose environment says `NCCL_PROFILER_PLUGIN=none` run beside them without it, as the
+/// in-process overhead bench (`benches/profiler_overhead.rs`) needs. The job runs in a child process (this test
+/// again), since the plugin is loaded once per process and reads `RECORDER_OUT` from the process environment.
+#[test]
+fn a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin() {
+    use collscope_debug::env::Env;
+    use collscope_runtime::comm::{job, CommOptions};
+    if std::env::var_os(NONE_CHILD).is_some() {
+        let base = Env::from_process().with("NCCL_P2P_DISABLE", "1").with("NCCL_SHM_DISABLE", "1");
+        let init = |plugin: &str| {
+            let env = base.with("NCCL_PROFILER_PLUGIN", plugin);
+            job::init_threads(2, CommOptions { env, net: None, name: None }).unwrap()
+        };
+        for mut comms in [init(&recorder().display().to_string()), init("none")] {
+            std::thread::scope(|s| {
+                for c in comms.iter_mut() {
+                    s.spawn(move || {
+                        let mut buf = [1.0f32; 2];
+                        c.all_reduce_in_place(&mut buf, collscope_model::RedOp::Sum).unwrap();
+                        assert_eq!(buf, [2.0, 2.0]);
+                    });
+                }
+            });
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let out = output(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin"])
+            .env(NONE_CHILD, "1")
+            .env("RECORDER_OUT", &rec)
+            .env("COLLSCOPE_TIMEOUT_S", "60")
+            .env_remove("NCCL_PROFILER_PLUGIN"),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let r = read(&rec);
+    assert_eq!(r.inits.len(), 2, "only the two communicators that named the plugin init it: {:?}", r.inits);
+    let colls = r.starts.values().filter(|s| s.kind == COLL).count();
+    assert_eq!(colls, 2, "one AllReduce on each of the two profiled ranks, none from the others");
+    assert_eq!(r.finalized.len(), 2, "{:?}", r.finalized);
+}
+
 /// With ProxyCtrl in the mask, each proxy thread reports itself as NCCL's does (2.28.9 `src/proxy.cc`): short
 /// events of one state (Idle, Active), Sleep then Wakeup, or Append then AppendEnd with how many operations it
 /// took, and over the run it appends exactly the proxy operations its calls posted.

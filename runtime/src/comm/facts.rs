@@ -120,9 +120,13 @@ pub(crate) fn init_facts(i: InitInput) -> InitFacts {
     }
 }
 
-/// The handle a communicator prints as NCCL prints its `comm %p`: its name, else a number unique to the rank.
+/// The handle a communicator prints as NCCL prints its `comm %p`: its name, else a number unique to the rank's
+/// communicator.
 pub(crate) fn comm_handle(name: &Option<String>, me: &PeerInfo) -> String {
-    name.clone().unwrap_or_else(|| format!("{:#x}", super::fnv(&[&me.pid_hash.to_le_bytes(), &me.rank.to_le_bytes()])))
+    name.clone().unwrap_or_else(|| {
+        let parts = [&me.pid_hash.to_le_bytes()[..], &me.rank.to_le_bytes(), &me.comm_nonce.to_le_bytes()];
+        format!("{:#x}", super::fnv(&parts))
+    })
 }
 
 /// Prints the facts as NCCL 2.28.9 prints them during init: the comm line (`src/init.cc`), the system tree and

@@ -76,22 +76,25 @@ fn fnv(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// This process's identity for transport selection.
+/// A random value: std's `RandomState` keys are seeded randomly per thread and differ at every call.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// This process's identity for transport selection, with a new communicator nonce.
 pub fn local_peer_info(rank: u32) -> PeerInfo {
     static PROC_NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let nonce = *PROC_NONCE.get_or_init(|| {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    });
+    let nonce = *PROC_NONCE.get_or_init(random_u64);
     let host = collscope_debug::sys::hostname();
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let host_hash = fnv(&[host.as_bytes(), boot_id.trim().as_bytes()]);
     let pid = std::process::id();
     let pid_hash = fnv(&[&host_hash.to_le_bytes(), &pid.to_le_bytes(), &nonce.to_le_bytes()]);
     let cpus = crate::comm::affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
-    PeerInfo { rank, host, host_hash, pid_hash, pid, dev: 0, cpus }
+    PeerInfo { rank, host, host_hash, pid_hash, comm_nonce: random_u64(), pid, dev: 0, cpus }
 }
 
 pub fn kernel_dtype(d: DataType) -> Dtype {
@@ -841,9 +844,11 @@ fn show_version_once() {
     SHOWN.call_once(collscope_debug::show_version);
 }
 
-/// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity).
+/// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity and
+/// communicator nonce), and another for each communicator.
 fn comm_id(peers: &[PeerInfo]) -> u64 {
-    fnv(&[&peers.first().map_or(0, |p| p.pid_hash).to_le_bytes()])
+    let (pid_hash, nonce) = peers.first().map_or((0, 0), |p| (p.pid_hash, p.comm_nonce));
+    fnv(&[&pid_hash.to_le_bytes(), &nonce.to_le_bytes()])
 }
 
 /// This rank's communicator as telemetry reports it: ready, with its place in the job (init timings are added
@@ -881,6 +886,15 @@ mod tests {
             CommOptions { env: Env::from_pairs(pairs.iter().copied()), net: None, name: Some("t".into()) },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn each_communicator_of_a_process_gets_its_own_id_and_handle() {
+        let (a, b) = ([local_peer_info(0), local_peer_info(1)], [local_peer_info(0), local_peer_info(1)]);
+        assert_eq!(a[0].pid_hash, b[0].pid_hash, "one process");
+        assert_ne!(comm_id(&a), comm_id(&b));
+        assert_eq!(comm_id(&a), comm_id(&a.clone()), "the same peers give every rank the same id");
+        assert_ne!(facts::comm_handle(&None, &a[0]), facts::comm_handle(&None, &b[0]));
     }
 
     #[test]

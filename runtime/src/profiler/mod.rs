@@ -108,9 +108,6 @@ unsafe fn name_of(p: *const c_char) -> String {
 /// NCCL's `ncclProfilerPluginLoad`, with the newest symbol first (v6 from NCCL 2.29.2's loader).
 fn load(env: &Env) -> Option<Plugin> {
     let name = env.str("NCCL_PROFILER_PLUGIN");
-    if name.is_some_and(|n| n.eq_ignore_ascii_case("none")) {
-        return None;
-    }
     let (lib, opened) = open(name)?;
     // SAFETY: NCCL's symbols are the structs of their version (the plugin's side of the ABI).
     let found = unsafe {
@@ -410,6 +407,11 @@ impl CommProfiler {
         nranks: u32,
         rank: u32,
     ) -> Option<Arc<CommProfiler>> {
+        // NCCL reads `none` once per process; collscope's communicators each have their own environment, so one
+        // whose environment says `none` runs without the plugin another communicator of the process loaded.
+        if env.str("NCCL_PROFILER_PLUGIN").is_some_and(|n| n.eq_ignore_ascii_case("none")) {
+            return None;
+        }
         let plugin = PLUGIN.get_or_init(|| load(env)).as_ref()?;
         let cname = name.and_then(|n| CString::new(n).ok());
         let cname_ptr = cname.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());

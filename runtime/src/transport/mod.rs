@@ -27,6 +27,10 @@ pub struct PeerInfo {
     pub host_hash: u64,
     /// Identifies the process (host hash, pid and a per-process random value), as NCCL's `pidHash`.
     pub pid_hash: u64,
+    /// New at every communicator init: rank 0's tells this communicator from others of the same processes, as
+    /// NCCL's `commHash` comes from each communicator's unique id.
+    #[serde(default)]
+    pub comm_nonce: u64,
     pub pid: u32,
     /// The device index printed in connection lines (`0[0]`): 0 for host memory.
     pub dev: i32,
