@@ -106,8 +106,8 @@ struct Recorded {
     starts: BTreeMap<String, Start>,
     /// Lines of each event's stops.
     stops: HashMap<String, Vec<usize>>,
-    /// Each event's states: (line, state, argument).
-    states: HashMap<String, Vec<(usize, i32, u64)>>,
+    /// Each event's states: (line, state, argument; None when NCCL passes none).
+    states: HashMap<String, Vec<(usize, i32, Option<u64>)>>,
 }
 
 const GROUP: u64 = 1;
@@ -117,6 +117,10 @@ const PROXY_OP: u64 = 8;
 const PROXY_STEP: u64 = 16;
 const PROXY_CTRL: u64 = 32;
 const KERNEL_CH: u64 = 64;
+const GROUP_API: u64 = 256;
+const COLL_API: u64 = 512;
+const P2P_API: u64 = 1024;
+const KERNEL_LAUNCH: u64 = 2048;
 
 fn read(path: &Path) -> Recorded {
     let mut r = Recorded::default();
@@ -147,7 +151,7 @@ fn read(path: &Path) -> Recorded {
             "state" => r.states.entry(f["id"].clone()).or_default().push((
                 n,
                 f["st"].parse().unwrap(),
-                f["arg"].parse().unwrap(),
+                (f["arg"] != "none").then(|| f["arg"].parse().unwrap()),
             )),
             other => panic!("unknown line {other}: {l}"),
         }
@@ -194,6 +198,26 @@ fn parent<'r>(r: &'r Recorded, id: &str) -> &'r Start {
     r.starts.get(id).unwrap_or_else(|| panic!("parent {id} was never started"))
 }
 
+/// A task event's API events (NCCL 2.28.9 `src/enqueue.cc`, `src/group.cc`): its parentObj is its call's API
+/// event (of kind `api`), started and stopped before it, under a GroupApi of its communicator that records
+/// GroupStartApiStop then GroupEndApiStart, without arguments, and stops after the task started, at launch.
+/// A KernelLaunch, when the mask has them, sits under the same GroupApi. Returns the API event.
+fn check_api<'r>(r: &'r Recorded, task: &Start, api: u64) -> &'r Start {
+    let a = parent(r, &task.parent);
+    assert_eq!((a.kind, &a.ctx, a.rank), (api, &task.ctx, task.rank), "{task:?}: parentObj is its API event");
+    assert!(r.stops[&task.parent][0] < task.line, "{a:?}: the API event stopped before the launch");
+    let g = parent(r, &a.parent);
+    assert_eq!((g.kind, &g.ctx), (GROUP_API, &task.ctx), "{a:?}: under a GroupApi");
+    let gid = &a.parent;
+    let states: Vec<(i32, Option<u64>)> = r.states.get(gid).into_iter().flatten().map(|s| (s.1, s.2)).collect();
+    assert_eq!(states, [(23, None), (24, None)], "{gid}: GroupStartApiStop, GroupEndApiStart, no arguments");
+    assert!(r.stops[gid][0] > task.line, "{gid}: stops once its tasks were launched");
+    for (id, k) in r.starts.iter().filter(|(_, s)| s.kind == KERNEL_LAUNCH && &s.parent == gid) {
+        assert!(r.states[gid][1].0 < k.line && r.stops[id][0] < task.line, "{id}: launched after the group ended");
+    }
+    a
+}
+
 /// Everything the recorder saw of a 4-rank AllReduce job against NCCL's rules and collscope's own log.
 fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
     check_lifecycle(r);
@@ -202,7 +226,12 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
     // Colls: one per call per rank, NCCL's seqNumber from 0, under a Group, with rank 0's choice.
     let mut colls: BTreeMap<i32, Vec<&Start>> = BTreeMap::new();
     for s in r.starts.values().filter(|s| s.kind == COLL) {
-        assert!(s.parent.ends_with("-0"), "v5: parentObj is the CollApi event, none here: {s:?}");
+        let api = check_api(r, s, COLL_API);
+        assert_eq!(
+            (api.f["func"].as_str(), api.f["count"].as_str(), api.f["datatype"].as_str()),
+            (s.f["func"].as_str(), s.f["count"].as_str(), s.f["datatype"].as_str()),
+            "{s:?}: its CollApi describes the same call"
+        );
         let g = of(&s.f["group"]);
         assert_eq!((g.kind, &g.ctx), (GROUP, &s.ctx), "{s:?}: its parentGroup is a Group of its communicator");
         assert!(g.line < s.line);
@@ -264,7 +293,7 @@ fn check_kernels(r: &Recorded, task: u64, nch: impl Fn(&Start) -> usize) {
         let start: u64 = k.f["ptimer"].parse().unwrap();
         let st = &r.states[id];
         assert_eq!(st.len(), 1, "{id}: KernelChStop");
-        assert!(st[0].1 == 22 && st[0].2 >= start, "{id}: {st:?} after {start}");
+        assert!(st[0].1 == 22 && st[0].2.is_some_and(|t| t >= start), "{id}: {st:?} after {start}");
     }
     for (id, s) in r.starts.iter().filter(|(_, s)| s.kind == task) {
         assert_eq!(kernels.get(id.as_str()).copied().unwrap_or(0), nch(s), "{id}");
@@ -359,11 +388,11 @@ fn a_c_plugin_sees_the_proxy_threads_ctrl_events() {
         match s.kind {
             PROXY_OP => *posted.entry(pid).or_default() += 1,
             PROXY_CTRL => {
-                let states: Vec<(i32, u64)> =
+                let states: Vec<(i32, Option<u64>)> =
                     r.states.get(id).into_iter().flatten().map(|(_, st, a)| (*st, *a)).collect();
                 let shape: Vec<i32> = states.iter().map(|s| s.0).collect();
                 assert!(matches!(shape[..], [13] | [14] | [15, 16] | [17, 18]), "{id}: ProxyCtrl states {shape:?}");
-                if let [(17, _), (18, n)] = states[..] {
+                if let [(17, _), (18, Some(n))] = states[..] {
                     *appended.entry(pid).or_default() += n;
                 }
                 *seen.entry(shape[0]).or_insert(0u32) += 1;
@@ -396,7 +425,9 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
         .env_remove("NCCL_PROFILE_EVENT_MASK")
         .env("COLLSCOPE_TIMEOUT_S", "60")
         .env("NCCL_PROFILER_PLUGIN", recorder())
-        .env("RECORDER_OUT", &rec);
+        .env("RECORDER_OUT", &rec)
+        // The API events too: GroupApi, CollApi, P2pApi, KernelLaunch.
+        .env("RECORDER_MASK", "0xf5f");
     let out = output(&mut cmd, LIMIT);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = read(&rec);
@@ -405,6 +436,10 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
     check_kernels(&r, P2P, |s| s.f["nch"].parse().unwrap());
     let mut per_rank: BTreeMap<(i32, String, String), usize> = BTreeMap::new();
     for s in r.starts.values().filter(|s| s.kind == P2P) {
+        let api = check_api(&r, s, P2P_API);
+        assert_eq!((&api.f["func"], &api.f["count"]), (&s.f["func"], &s.f["count"]), "{s:?}: its P2pApi");
+        // nccl-tests' sendrecv is the application's group around a send and a receive.
+        assert_eq!(parent(&r, &api.parent).f["depth"], "2", "{api:?}");
         let g = parent(&r, &s.f["group"]);
         assert_eq!((g.kind, &g.ctx), (GROUP, &s.ctx), "{s:?}: its parentGroup is a Group of its communicator");
         *per_rank.entry((s.rank, s.f["func"].clone(), s.f["peer"].clone())).or_default() += 1;
@@ -419,6 +454,10 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
         })
         .collect();
     assert_eq!(per_rank, want);
+    // One GroupApi per call (the send and the receive share it), each launching once.
+    let groups = r.starts.values().filter(|s| s.kind == GROUP_API).count();
+    let launches = r.starts.values().filter(|s| s.kind == KERNEL_LAUNCH).count();
+    assert_eq!((groups, launches), (4 * 16, 4 * 16), "4 ranks x 16 calls");
 }
 
 #[test]

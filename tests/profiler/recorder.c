@@ -54,6 +54,17 @@ static ncclResult_t start(void* context, void** handle, ncclProfilerEventDescr_v
                    (int)getpid(), e->id, (int)getpid(), id_of(context), (unsigned long long)d->type,
                    (int)getpid(), id_of(d->parentObj), d->rank);
   switch (d->type) {
+    case ncclProfileGroupApi:
+      snprintf(line + n, sizeof line - n, " depth=%d captured=%d\n", d->groupApi.groupDepth, (int)d->groupApi.graphCaptured);
+      break;
+    case ncclProfileCollApi:
+      snprintf(line + n, sizeof line - n, " func=%s count=%zu datatype=%s root=%d\n", d->collApi.func,
+               d->collApi.count, d->collApi.datatype, d->collApi.root);
+      break;
+    case ncclProfileP2pApi:
+      snprintf(line + n, sizeof line - n, " func=%s count=%zu datatype=%s\n", d->p2pApi.func, d->p2pApi.count,
+               d->p2pApi.datatype);
+      break;
     case ncclProfileColl:
       snprintf(line + n, sizeof line - n,
                " group=%d-%ld seq=%llu func=%s count=%zu root=%d datatype=%s nch=%u nwarps=%u algo=%s proto=%s\n",
@@ -95,9 +106,15 @@ static ncclResult_t stop(void* handle) {
 static ncclResult_t record(void* handle, ncclProfilerEventState_t state, ncclProfilerEventStateArgs_v5_t* a) {
   char line[160];
   unsigned long long arg = 0;
-  if (a && state == ncclProfilerKernelChStop) arg = a->kernelCh.pTimer;
-  else if (a && state == ncclProfilerProxyCtrlAppendEnd) arg = (unsigned long long)a->proxyCtrl.appendedProxyOps;
-  else if (a) arg = a->proxyStep.transSize;
+  /* NCCL passes no arguments (NULL) with the GroupApi states: arg=none says so. */
+  if (!a) {
+    snprintf(line, sizeof line, "state id=%d-%ld st=%d arg=none\n", (int)getpid(), id_of(handle), (int)state);
+    emit(line);
+    return ncclSuccess;
+  }
+  if (state == ncclProfilerKernelChStop) arg = a->kernelCh.pTimer;
+  else if (state == ncclProfilerProxyCtrlAppendEnd) arg = (unsigned long long)a->proxyCtrl.appendedProxyOps;
+  else arg = a->proxyStep.transSize;
   snprintf(line, sizeof line, "state id=%d-%ld st=%d arg=%llu\n", (int)getpid(), id_of(handle), (int)state, arg);
   emit(line);
   return ncclSuccess;

@@ -5,7 +5,7 @@
 use crate::comm::{model_dtype, Comm, Want};
 use crate::device::proto::{read_step, write_step};
 use crate::error::{Result, RuntimeError};
-use crate::profiler::P2pStart;
+use crate::profiler::{ApiGroup, Handle, P2pStart};
 use collscope_kernels::Element;
 use collscope_model::{Collective, DataType, Protocol};
 use std::marker::PhantomData;
@@ -19,6 +19,8 @@ struct P2pOp {
     bytes: usize,
     dt: DataType,
     done: usize,
+    /// Its P2pApi profiler event.
+    api: Handle,
 }
 
 /// Operations collected between `Comm::group` and `Group::end`; the buffers stay borrowed until then.
@@ -28,24 +30,40 @@ pub struct Group<'c, 'b> {
     kind: Collective,
     /// When the group opened: its operations count as enqueued from then (wall clock, us).
     opened_us: u64,
+    /// Groups deep its calls are taken, as NCCL counts (1: a lone call's implicit group; 2: the application's).
+    depth: i32,
+    /// The profiler's API group, from the first call on.
+    api: Option<ApiGroup>,
     _bufs: PhantomData<&'b mut [u8]>,
 }
 
 impl Comm {
     /// Starts a group (`ncclGroupStart`).
     pub fn group<'b>(&mut self) -> Group<'_, 'b> {
+        self.open_group(2)
+    }
+
+    fn open_group<'b>(&mut self, depth: i32) -> Group<'_, 'b> {
         let opened_us = self.clock.us(Instant::now());
-        Group { comm: self, ops: Vec::new(), kind: Collective::SendRecv, opened_us, _bufs: PhantomData }
+        Group {
+            comm: self,
+            ops: Vec::new(),
+            kind: Collective::SendRecv,
+            opened_us,
+            depth,
+            api: None,
+            _bufs: PhantomData,
+        }
     }
 
     pub fn send<T: Element>(&mut self, buf: &[T], peer: u32) -> Result<()> {
-        let mut g = self.group();
+        let mut g = self.open_group(1);
         g.send(buf, peer)?;
         g.end()
     }
 
     pub fn recv<T: Element>(&mut self, buf: &mut [T], peer: u32) -> Result<()> {
-        let mut g = self.group();
+        let mut g = self.open_group(1);
         g.recv(buf, peer)?;
         g.end()
     }
@@ -62,7 +80,7 @@ impl Comm {
                 expected: count * n,
             });
         }
-        let mut g = self.group();
+        let mut g = self.open_group(1);
         g.kind = Collective::AllToAll;
         for (p, (s, r)) in send.chunks(count.max(1)).zip(recv.chunks_mut(count.max(1))).enumerate().take(n) {
             g.send(s, p as u32)?;
@@ -77,7 +95,15 @@ impl<'b> Group<'_, 'b> {
         if peer >= self.comm.nranks {
             return Err(RuntimeError::BadRank { what: "peer", got: peer as usize, nranks: self.comm.nranks });
         }
-        self.ops.push(P2pOp { peer, send, ptr, bytes, dt, done: 0 });
+        let api = match &self.comm.profiler {
+            Some(p) => {
+                let group = self.api.get_or_insert_with(|| p.api_group(self.depth));
+                let coll = if send { Collective::Send } else { Collective::Recv };
+                group.call(coll, bytes / dt.size(), dt, peer)
+            }
+            None => Handle::NULL,
+        };
+        self.ops.push(P2pOp { peer, send, ptr, bytes, dt, done: 0, api });
         Ok(())
     }
 
@@ -91,7 +117,7 @@ impl<'b> Group<'_, 'b> {
 
     /// Runs the group (`ncclGroupEnd`).
     pub fn end(self) -> Result<()> {
-        let Group { comm, mut ops, kind, opened_us, .. } = self;
+        let Group { comm, mut ops, kind, opened_us, api, .. } = self;
         let dt = ops.first().map(|o| o.dt).unwrap_or(DataType::U8);
         let total: usize = ops.iter().filter(|o| o.send).map(|o| o.bytes).sum();
         let coll = if kind == Collective::AllToAll {
@@ -112,17 +138,19 @@ impl<'b> Group<'_, 'b> {
         }
         rec.proto = Some(Protocol::Simple);
         rec.n_channels = Some(1);
-        let res = run(comm, &mut ops);
+        let res = run(comm, &mut ops, api);
         comm.finish_record(rec, started.elapsed(), res)
     }
 }
 
 /// The group's sends and receives as the profiler's P2p tasks.
 fn p2p_tasks(ops: &[P2pOp]) -> Vec<P2pStart> {
-    ops.iter().map(|o| P2pStart { send: o.send, peer: o.peer, count: o.bytes / o.dt.size(), dt: o.dt }).collect()
+    ops.iter()
+        .map(|o| P2pStart { send: o.send, peer: o.peer, count: o.bytes / o.dt.size(), dt: o.dt, api: o.api })
+        .collect()
 }
 
-fn run(comm: &mut Comm, ops: &mut [P2pOp]) -> Result<()> {
+fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> {
     let me = comm.rank;
     // Sends to self pair with receives from self, in order.
     let self_sends: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].peer == me && ops[i].send).collect();
@@ -156,7 +184,11 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp]) -> Result<()> {
     comm.connect(&wants)?;
 
     let piece = comm.sizes.step_payload(Protocol::Simple);
-    let _events = comm.profiler.as_ref().map(|p| p.p2p_start(&p2p_tasks(ops), piece, |r, s| comm.p2p.conn_mem(r, s)));
+    let _events = comm
+        .profiler
+        .as_ref()
+        .zip(api)
+        .map(|(p, api)| p.p2p_start(api, &p2p_tasks(ops), piece, |r, s| comm.p2p.conn_mem(r, s)));
     let mut scratch = Vec::new();
     let waiter = comm.waiter.clone();
     loop {

@@ -1,12 +1,14 @@
 //! NCCL's profiler plugin API spoken by collscope's runtime (NCCL 2.28.9 `src/plugin/profiler.cc`,
 //! `src/plugin/plugin_open.cc`): `NCCL_PROFILER_PLUGIN` names a plugin, loaded once per process; each
-//! communicator `init`s it and gets its activation mask, and `finalize`s it when it is destroyed. Events follow
+//! communicator (but one whose environment says `none`) `init`s it and gets its activation mask, and `finalize`s it when it is destroyed. Events follow
 //! NCCL's hierarchy: Group -> Coll or P2p -> ProxyOp -> ProxyStep on the NET proxy ([`net`]), and KernelCh for each
 //! channel worker (CPU threads here: their `pTimer` stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
 //!
-//! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: the v5 API
-//! events (GroupApi, CollApi, P2pApi, KernelLaunch) and NetPlugin events. The proxy thread reports itself with
-//! ProxyCtrl events ([`Ctrl`]).
+//! Before them, for v5 and v6 plugins, the application's side: GroupApi -> CollApi or P2pApi, and KernelLaunch
+//! ([`ApiGroup`]).
+//!
+//! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: NetPlugin
+//! events. The proxy thread reports itself with ProxyCtrl events ([`Ctrl`]).
 
 mod logger;
 pub(crate) mod net;
@@ -18,7 +20,7 @@ use collscope_profiler_abi::{self as abi, kind, state, v4, v5, v6, StateArgs, St
 use rustc_hash::FxHashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The NCCL plugin struct a library exports, newest version first.
@@ -138,8 +140,12 @@ fn load(env: &Env) -> Option<Plugin> {
 }
 
 /// An event handle the plugin returned (NULL when it keeps none), passed back as NCCL passes it.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Handle(*mut c_void);
+
+impl Handle {
+    pub(crate) const NULL: Handle = Handle(null_mut());
+}
 // SAFETY: a handle is an opaque value the plugin hands out for use from any of NCCL's threads.
 unsafe impl Send for Handle {}
 unsafe impl Sync for Handle {}
@@ -168,19 +174,73 @@ pub(crate) struct CollStart {
     pub proto: Protocol,
 }
 
-/// A collective's events: its group and itself.
+/// A collective's events: its API group, its group and itself.
 pub(crate) struct Call {
     prof: Arc<CommProfiler>,
+    api: ApiGroup,
     group: Handle,
     coll: Handle,
 }
 
-/// What NCCL's descriptors say about one send or receive of a group (`eDescr.p2p`).
+/// The application's group as NCCL's v5 API events show it (NCCL 2.28.9 `src/enqueue.cc` `collTaskAppend` /
+/// `p2pTaskAppend`, `src/group.cc` `ncclGroupEndInternal`): GroupApi starts with the group's first call and
+/// records GroupStartApiStop; each call is a CollApi or P2pApi under it, started and stopped as the call is
+/// taken; GroupEndApiStart when the group ends, a KernelLaunch under it as its work is launched, and the
+/// GroupApi stops once it is (here also when dropped, so a failed group never leaves it open).
+pub(crate) struct ApiGroup {
+    prof: Arc<CommProfiler>,
+    /// The GroupApi handle until it is stopped (NULL without one).
+    h: AtomicPtr<c_void>,
+}
+
+impl ApiGroup {
+    fn handle(&self) -> Handle {
+        Handle(self.h.load(Ordering::Relaxed))
+    }
+
+    /// Stops the GroupApi event, once.
+    fn stop(&self) {
+        self.prof.stop(Handle(self.h.swap(null_mut(), Ordering::Relaxed)));
+    }
+
+    /// A call of the group: its CollApi event (or P2pApi, `coll` Send or Recv), started and stopped, which
+    /// stays the parent of the call's task event.
+    pub(crate) fn call(&self, coll: Collective, count: usize, dt: DataType, root: u32) -> Handle {
+        let (func, datatype) = (func_name(coll), datatype_name(dt));
+        let (ev, bits) = match coll {
+            Collective::Send | Collective::Recv => (Ev::P2pApi { func, count, datatype }, P2P_API_MASK),
+            _ => (Ev::CollApi { func, count, datatype, root: root as c_int }, COLL_API_MASK),
+        };
+        if !self.prof.on(bits) {
+            return Handle(null_mut());
+        }
+        let h = self.prof.start(&ev, self.handle());
+        self.prof.stop(h);
+        h
+    }
+
+    /// The group ends (`ncclGroupEnd`) and its work is launched: GroupEndApiStart, then a KernelLaunch event.
+    fn launch(&self) {
+        self.prof.record_bare(self.handle(), state::GROUP_END_API_START);
+        if self.prof.on(kind::KERNEL_LAUNCH) {
+            self.prof.stop(self.prof.start(&Ev::KernelLaunch, self.handle()));
+        }
+    }
+}
+
+impl Drop for ApiGroup {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What NCCL's descriptors say about one send or receive of a group (`eDescr.p2p`), and its P2pApi event.
 pub(crate) struct P2pStart {
     pub send: bool,
     pub peer: u32,
     pub count: usize,
     pub dt: DataType,
+    pub api: Handle,
 }
 
 /// A group of point-to-point calls' KernelCh events, open while the group's channel work runs (the group and
@@ -250,12 +310,43 @@ fn proto_name(p: Protocol) -> &'static CStr {
 
 /// A version-free event description, written into the loaded version's descriptor.
 enum Ev {
+    /// v5+: the application's outermost group (an implicit one around a lone call), `depth` deep.
+    GroupApi {
+        depth: c_int,
+    },
+    /// v5+: the application's call of a collective, or of a send or receive.
+    CollApi {
+        func: &'static CStr,
+        count: usize,
+        datatype: &'static CStr,
+        root: c_int,
+    },
+    P2pApi {
+        func: &'static CStr,
+        count: usize,
+        datatype: &'static CStr,
+    },
+    /// v5+: launching the group's work.
+    KernelLaunch,
     Group,
-    Coll { group: Handle, seq: u64, c: CollFields },
-    P2p { group: Handle, func: &'static CStr, datatype: &'static CStr, count: usize, peer: c_int },
+    Coll {
+        group: Handle,
+        seq: u64,
+        c: CollFields,
+    },
+    P2p {
+        group: Handle,
+        func: &'static CStr,
+        datatype: &'static CStr,
+        count: usize,
+        peer: c_int,
+    },
     ProxyOp(abi::ProxyOp),
     ProxyStep(c_int),
-    KernelCh { channel: u8, p_timer: u64 },
+    KernelCh {
+        channel: u8,
+        p_timer: u64,
+    },
     ProxyCtrl,
 }
 
@@ -269,6 +360,15 @@ struct CollFields {
     proto: &'static CStr,
 }
 
+/// The v5 API events.
+const API: u64 = kind::GROUP_API | kind::COLL_API | kind::P2P_API | kind::KERNEL_LAUNCH;
+/// The events under a task, which start its API events too (NCCL 2.28.9 `src/plugin/profiler.cc`: the masks
+/// of `ncclProfilerStartGroupApiEvent`, `...CollApiEvent`, `...P2pApiEvent`).
+const BELOW_TASK: u64 = kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH | kind::NET_PLUGIN;
+const GROUP_API_MASK: u64 = API | kind::GROUP | kind::COLL | kind::P2P | BELOW_TASK;
+const COLL_API_MASK: u64 = kind::COLL_API | kind::COLL | BELOW_TASK;
+const P2P_API_MASK: u64 = kind::P2P_API | kind::P2P | BELOW_TASK;
+
 /// Warps per channel NCCL reports; a collscope channel is one CPU thread.
 const N_WARPS: u8 = 1;
 /// Channels of a point-to-point call: collscope's p2p connections are one channel's.
@@ -277,6 +377,10 @@ const P2P_CHANNELS: u8 = 1;
 impl Ev {
     fn kind(&self) -> u64 {
         match self {
+            Ev::GroupApi { .. } => kind::GROUP_API,
+            Ev::CollApi { .. } => kind::COLL_API,
+            Ev::P2pApi { .. } => kind::P2P_API,
+            Ev::KernelLaunch => kind::KERNEL_LAUNCH,
             Ev::Group => kind::GROUP,
             Ev::Coll { .. } => kind::COLL,
             Ev::P2p { .. } => kind::P2P,
@@ -292,7 +396,28 @@ impl Ev {
         // SAFETY: every member is plain data or a pointer, for which zero is valid (NCCL's `= { 0 }`).
         let mut u: v5::Union = unsafe { std::mem::zeroed() };
         match self {
-            Ev::Group | Ev::ProxyCtrl => {}
+            // No stream: collscope's calls complete on the host; nothing is graph-captured.
+            Ev::GroupApi { depth } => u.group_api = v5::GroupApi { graph_captured: 0, group_depth: *depth },
+            Ev::CollApi { func, count, datatype, root } => {
+                u.coll_api = v5::CollApi {
+                    func: func.as_ptr(),
+                    count: *count,
+                    datatype: datatype.as_ptr(),
+                    root: *root,
+                    stream: null_mut(),
+                    graph_captured: 0,
+                }
+            }
+            Ev::P2pApi { func, count, datatype } => {
+                u.p2p_api = v5::P2pApi {
+                    func: func.as_ptr(),
+                    count: *count,
+                    datatype: datatype.as_ptr(),
+                    stream: null_mut(),
+                    graph_captured: 0,
+                }
+            }
+            Ev::Group | Ev::ProxyCtrl | Ev::KernelLaunch => {}
             Ev::Coll { group, seq, c } => {
                 u.coll = v5::Coll {
                     seq_number: *seq,
@@ -452,6 +577,10 @@ impl CommProfiler {
     fn start(&self, ev: &Ev, parent: Handle) -> Handle {
         let mut h = null_mut();
         let (ctx, rank, k) = (self.context.0, self.rank, ev.kind());
+        if k & API != 0 && matches!(self.plugin.api, Api::V4(_)) {
+            // v4 has no API events: NCCL 2.28.9 translates none to a v4 plugin.
+            return Handle(h);
+        }
         // SAFETY: descriptors as NCCL builds them, valid for the call; the plugin fills `h`.
         unsafe {
             match self.plugin.api {
@@ -484,10 +613,28 @@ impl CommProfiler {
     }
 
     fn record(&self, h: Handle, st: c_int, mut args: StateArgs) {
+        self.record_args(h, st, &mut args);
+    }
+
+    /// A state NCCL records without arguments (NULL: the GroupApi states).
+    fn record_bare(&self, h: Handle, st: c_int) {
+        self.record_args(h, st, null_mut());
+    }
+
+    fn record_args(&self, h: Handle, st: c_int, args: *mut StateArgs) {
         if !h.0.is_null() {
-            // SAFETY: a live handle of this plugin; the arguments live through the call.
-            unsafe { (self.plugin.record)(h.0, st, &mut args) };
+            // SAFETY: a live handle of this plugin; the arguments, if any, live through the call.
+            unsafe { (self.plugin.record)(h.0, st, args) };
         }
+    }
+
+    /// NCCL's GroupApi event for a group whose first call is being taken, `depth` groups deep (1 for a call
+    /// outside any group: NCCL opens one around it; 2 in the application's group), with GroupStartApiStop.
+    pub(crate) fn api_group(self: &Arc<Self>, depth: c_int) -> ApiGroup {
+        let null = Handle(null_mut());
+        let h = if self.on(GROUP_API_MASK) { self.start(&Ev::GroupApi { depth }, null) } else { null };
+        self.record_bare(h, state::GROUP_START_API_STOP);
+        ApiGroup { prof: self.clone(), h: AtomicPtr::new(h.0) }
     }
 
     /// A ProxyCtrl event in state `st` (NCCL's `ncclProfilerStartProxyCtrlEvent` and its first state), when the
@@ -504,6 +651,11 @@ impl CommProfiler {
     /// NCCL's `ncclProfilerStartGroupEvent` and `ncclProfilerStartTaskEvents` for one collective (NCCL starts the
     /// group whenever any call or proxy event is on).
     pub(crate) fn coll_start(self: &Arc<Self>, c: &CollStart) -> Call {
+        // The call's API events come first: NCCL takes the call, ends its implicit group and launches its kernel
+        // before the launch's host task starts the group and task events (2.28.9 `src/enqueue.cc`).
+        let api = self.api_group(1);
+        let coll_api = api.call(c.coll, c.count, c.dt, c.root);
+        api.launch();
         let below = kind::GROUP | kind::COLL | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
         let group = if self.on(below) { self.start(&Ev::Group, Handle(null_mut())) } else { Handle(null_mut()) };
         let seq = self.seq[c.coll.id()].fetch_add(1, Ordering::Relaxed);
@@ -517,23 +669,25 @@ impl CommProfiler {
                 algo: algo_name(c.algo),
                 proto: proto_name(c.proto),
             };
-            // v5+: parentObj is the CollApi event, NULL while API events are not emitted.
-            self.start(&Ev::Coll { group, seq, c: fields }, Handle(null_mut()))
+            // v5+: parentObj is the CollApi event (NULL when the mask starts none).
+            self.start(&Ev::Coll { group, seq, c: fields }, coll_api)
         } else {
             Handle(null_mut())
         };
-        Call { prof: self.clone(), group, coll }
+        Call { prof: self.clone(), api, group, coll }
     }
 
     /// NCCL's group and task events for a group of sends and receives, with a proxy operation for each one over a
     /// NET connection (`mem_of`: its memory's address; `piece`: bytes per step, one step for each) and a KernelCh
-    /// on the p2p channel.
+    /// on the p2p channel; the group's API events (`api`) launch first and stop last.
     pub(crate) fn p2p_start(
         self: &Arc<Self>,
+        api: ApiGroup,
         tasks: &[P2pStart],
         piece: usize,
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> P2pGroup {
+        api.launch();
         let below = kind::GROUP | kind::P2P | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
         let null = Handle(null_mut());
         let group = if self.on(below) { self.start(&Ev::Group, null) } else { null };
@@ -547,7 +701,7 @@ impl CommProfiler {
         for t in tasks {
             let func = if t.send { c"Send" } else { c"Recv" };
             let ev = Ev::P2p { group, func, datatype: datatype_name(t.dt), count: t.count, peer: t.peer as c_int };
-            let h = self.start(&ev, null);
+            let h = self.start(&ev, t.api);
             let steps = (t.count * t.dt.size()).div_ceil(piece) as u64;
             let posted = mem_of(t.peer, t.send).and_then(|m| net.get(&m)).filter(|_| steps > 0);
             if let Some(posted) = posted.filter(|_| self.on(kind::PROXY_OP | kind::PROXY_STEP)) {
@@ -575,6 +729,7 @@ impl CommProfiler {
             self.stop(task);
         }
         self.stop(group);
+        api.stop();
         out
     }
 
@@ -643,6 +798,7 @@ impl Call {
     pub(crate) fn launched(&self) {
         self.prof.stop(self.coll);
         self.prof.stop(self.group);
+        self.api.stop();
     }
 }
 
