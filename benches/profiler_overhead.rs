@@ -10,53 +10,30 @@
 //! communicators against each other (`--control`) already spread from 0.65 to 1.22 at 1 MiB, too wide to see
 //! a few percent; pinned, they stay within a few percent.
 //!
-//! `cargo bench --bench profiler_overhead [-- --nranks N --rounds N --plugin PATH --control]`. The plugin
-//! defaults to the `libcollscope_profiler.so` cargo builds beside this bench (a dev-dependency); `--control`
-//! gives both sets `none`, the method's own noise.
+//! `cargo bench --bench profiler_overhead [-- --nranks N --rounds N --plugin PATH --control --bytes N...]`. The
+//! plugin defaults to the `libcollscope_profiler.so` cargo builds beside this bench (a dev-dependency);
+//! `--control` gives both sets `none`, the method's own noise; `--bytes` (repeatable) replaces 8 B and 1 MiB.
+
+mod common;
 
 use collscope_debug::env::Env;
-use collscope_model::RedOp;
 use collscope_runtime::comm::affinity;
-use collscope_runtime::comm::{job, Comm, CommOptions};
+use collscope_runtime::comm::{job, CommOptions};
+use common::{quantile, run};
 use std::path::PathBuf;
-use std::time::Instant;
-
-/// Seconds per call of `iters` AllReduces of `elems` f32, on every rank at once.
-fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: usize) -> f64 {
-    let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for (r, c) in comms.iter_mut().enumerate() {
-            s.spawn(move || {
-                if let Some(cpus) = cpus {
-                    affinity::pin_rank(r as u32, cpus[r]);
-                }
-                let send = vec![1.0f32; elems];
-                let mut recv = vec![0.0f32; elems];
-                for _ in 0..iters {
-                    c.all_reduce(&send, &mut recv, RedOp::Sum).expect("allreduce");
-                }
-            });
-        }
-    });
-    t0.elapsed().as_secs_f64() / iters as f64
-}
-
-/// The value at fraction `q` of `v` (sorted in place; nearest rank).
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
 
 struct Args {
     nranks: u32,
     rounds: usize,
     plugin: PathBuf,
     control: bool,
+    /// Message sizes, bytes.
+    sizes: Vec<usize>,
 }
 
 fn args() -> Args {
     let beside = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join("libcollscope_profiler.so")));
-    let mut a = Args { nranks: 2, rounds: 21, plugin: beside.unwrap_or_default(), control: false };
+    let mut a = Args { nranks: 2, rounds: 21, plugin: beside.unwrap_or_default(), control: false, sizes: vec![] };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = |name: &str| it.next().unwrap_or_else(|| panic!("{name} needs a value"));
@@ -67,8 +44,14 @@ fn args() -> Args {
             "--rounds" => a.rounds = value("--rounds").parse().expect("--rounds: a number of rounds"),
             "--plugin" => a.plugin = value("--plugin").into(),
             "--control" => a.control = true,
-            other => panic!("unknown argument {other}: expected --nranks N, --rounds N, --plugin PATH or --control"),
+            "--bytes" => a.sizes.push(value("--bytes").parse().expect("--bytes: a size in bytes")),
+            other => panic!(
+                "unknown argument {other}: expected --nranks N, --rounds N, --plugin PATH, --control or --bytes N"
+            ),
         }
+    }
+    if a.sizes.is_empty() {
+        a.sizes = vec![8, 1 << 20];
     }
     assert!(a.nranks >= 2 && a.rounds >= 1, "--nranks must be at least 2 and --rounds at least 1");
     let shown = a.plugin.display();
@@ -90,8 +73,10 @@ fn main() {
     let cpus = affinity::plan(&base, a.nranks).expect("COLLSCOPE_BIND");
     println!("# {} ranks as threads over NET/Socket, {} rounds per size, plugin {plugin}", a.nranks, a.rounds);
     println!("{:>10} {:>14} {:>14} {:>8} {:>16}", "size", "without (us)", "with (us)", "ratio", "middle half");
-    for (bytes, budget) in [(8usize, 0.3f64), (1 << 20, 0.5)] {
-        let elems = bytes / 4;
+    for &bytes in &a.sizes {
+        let elems = (bytes / 4).max(1);
+        // Small calls are many a round already; large ones need longer rounds to average their steps.
+        let budget = if bytes < 65536 { 0.3 } else { 0.5 };
         // Warm up both (connections, caches) and size the rounds to about `budget` seconds each.
         run(&mut with, &cpus, elems, 20);
         let per_call = run(&mut without, &cpus, elems, 50);

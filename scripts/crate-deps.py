@@ -55,10 +55,10 @@ ALLOWED = {
     },
 }
 
-# Tests and benches may also use these: the shared test helpers, and telemetry's runtime tests and benchmark.
+# Tests and benches may also use these: the shared test helpers, and telemetry's runtime tests.
 DEV_ALLOWED = {name: {"collscope-testkit"} for name in ALLOWED}
 DEV_ALLOWED["collscope-telemetry"] |= {"collscope-runtime"}
-# The end-to-end tests load the profiler plugin's cdylib into `collscope perf`.
+# The end-to-end tests and the overhead bench load the profiler plugin's cdylib into collscope's runtime.
 DEV_ALLOWED["collscope"] |= {"collscope-profiler"}
 
 # Never, not even through another crate (normal dependencies).

@@ -1,43 +1,20 @@
 //! What telemetry costs the data path: AllReduce time per call on 2 ranks (threads, this process) with
 //! telemetry on (recorder enabled, server draining it) against off (what `COLLSCOPE_TELEMETRY=0` gives: the
 //! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; the times are
-//! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench -p collscope-telemetry --bench overhead`.
+//! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench --bench telemetry_overhead`.
+
+mod common;
 
 use collscope_debug::env::Env;
-use collscope_model::{RedOp, Source};
+use collscope_model::Source;
 use collscope_runtime::comm::affinity;
 use collscope_runtime::comm::{Comm, CommOptions};
 use collscope_runtime::observe::recorder;
 use collscope_telemetry::{Telemetry, TelemetryConfig};
-use std::time::{Duration, Instant};
+use common::{quantile, run};
+use std::time::Duration;
 
 const ROUNDS: usize = 9;
-
-/// Seconds per call of `iters` AllReduces of `elems` f32 on every rank.
-fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: usize) -> f64 {
-    let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for (r, c) in comms.iter_mut().enumerate() {
-            s.spawn(move || {
-                // Pinned one per core, as collscope's own launcher runs ranks when the cores suffice.
-                if let Some(cpus) = cpus {
-                    affinity::pin_rank(r as u32, cpus[r]);
-                }
-                let send = vec![1.0f32; elems];
-                let mut recv = vec![0.0f32; elems];
-                for _ in 0..iters {
-                    c.all_reduce(&send, &mut recv, RedOp::Sum).expect("allreduce");
-                }
-            });
-        }
-    });
-    t0.elapsed().as_secs_f64() / iters as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() {
     let opts = CommOptions { env: Env::from_process(), net: None, name: Some("bench".into()) };
@@ -56,8 +33,9 @@ fn main() {
             t.shutdown().expect("telemetry shutdown");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let ratio = median(on.iter().zip(&off).map(|(a, b)| a / b).collect());
-        let (off, on) = (median(off), median(on));
+        let mut ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+        let ratio = quantile(&mut ratios, 0.5);
+        let (off, on) = (quantile(&mut off, 0.5), quantile(&mut on, 0.5));
         println!(
             "AllReduce {label:>6}: off {:>9.2} us/call, on {:>9.2} us/call, overhead {:+.2} % ({iters} calls x {ROUNDS} rounds)",
             off * 1e6,
