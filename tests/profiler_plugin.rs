@@ -247,6 +247,10 @@ fn check_recorded(r: &Recorded, calls: &[(String, String, u32)]) {
             assert_eq!(got, (algo.as_str(), proto.as_str(), *nch), "rank {rank} seq {}", s.f["seq"]);
             assert_eq!((s.f["func"].as_str(), s.f["datatype"].as_str()), ("AllReduce", "ncclFloat32"));
         }
+        // The user's buffers: perf runs each size out of place, then in place.
+        assert!(list.iter().all(|s| s.f["send"] != "(nil)" && s.f["recv"] != "(nil)"), "rank {rank}: buffers");
+        let in_place = list.iter().filter(|s| s.f["send"] == s.f["recv"]).count();
+        assert_eq!(in_place, list.len() / 2, "rank {rank}: half the calls in place");
     }
 
     check_proxy(r, COLL);
@@ -436,6 +440,7 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
     check_kernels(&r, P2P, |s| s.f["nch"].parse().unwrap());
     let mut per_rank: BTreeMap<(i32, String, String), usize> = BTreeMap::new();
     for s in r.starts.values().filter(|s| s.kind == P2P) {
+        assert_ne!(s.f["buff"], "(nil)", "{s:?}: the user's buffer");
         let api = check_api(&r, s, P2P_API);
         assert_eq!((&api.f["func"], &api.f["count"]), (&s.f["func"], &s.f["count"]), "{s:?}: its P2pApi");
         // nccl-tests' sendrecv is the application's group around a send and a receive.
@@ -458,6 +463,38 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
     let groups = r.starts.values().filter(|s| s.kind == GROUP_API).count();
     let launches = r.starts.values().filter(|s| s.kind == KERNEL_LAUNCH).count();
     assert_eq!((groups, launches), (4 * 16, 4 * 16), "4 ranks x 16 calls");
+}
+
+/// NCCL moves AllGather and Broadcast as bytes: their Coll events say ncclInt8 and count bytes, while their
+/// CollApi events keep the application's type and count (NCCL 2.28.9 `src/enqueue.cc` `collTaskAppend`).
+#[test]
+fn a_c_plugin_sees_allgather_and_broadcast_as_bytes_under_their_api_calls() {
+    for (bench, func, per_rank) in [("all_gather", "AllGather", 4), ("broadcast", "Broadcast", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("recorded.txt");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+        cmd.args(["perf", bench, "--nranks", "4", "--transport", "socket", "-b", "4096", "-e", "4096"])
+            .args(["-n", "1", "-w", "0", "-c", "0"])
+            .env_remove("NCCL_DEBUG")
+            .env_remove("NCCL_PROFILE_EVENT_MASK")
+            .env("COLLSCOPE_TIMEOUT_S", "60")
+            .env("NCCL_PROFILER_PLUGIN", recorder())
+            .env("RECORDER_OUT", &rec);
+        let out = output(&mut cmd, LIMIT);
+        assert!(out.status.success(), "{bench}: {}", String::from_utf8_lossy(&out.stderr));
+        let r = read(&rec);
+        check_lifecycle(&r);
+        let colls: Vec<&Start> = r.starts.values().filter(|s| s.kind == COLL).collect();
+        assert_eq!(colls.len(), 4 * 2, "{bench}: 4 ranks x out of place and in place");
+        for s in colls {
+            let api = check_api(&r, s, COLL_API);
+            // perf's size is what each rank receives: 4096 B, of which each rank sends a quarter for AllGather.
+            let (floats, bytes) = (1024 / per_rank, 4096 / per_rank);
+            assert_eq!((s.f["func"].as_str(), s.f["datatype"].as_str()), (func, "ncclInt8"), "{s:?}");
+            assert_eq!(s.f["count"], bytes.to_string(), "{s:?}: bytes");
+            assert_eq!((api.f["datatype"].as_str(), api.f["count"].clone()), ("ncclFloat32", floats.to_string()));
+        }
+    }
 }
 
 #[test]

@@ -146,7 +146,14 @@ impl<'b> Group<'_, 'b> {
 /// The group's sends and receives as the profiler's P2p tasks.
 fn p2p_tasks(ops: &[P2pOp]) -> Vec<P2pStart> {
     ops.iter()
-        .map(|o| P2pStart { send: o.send, peer: o.peer, count: o.bytes / o.dt.size(), dt: o.dt, api: o.api })
+        .map(|o| P2pStart {
+            send: o.send,
+            peer: o.peer,
+            buff: o.ptr,
+            count: o.bytes / o.dt.size(),
+            dt: o.dt,
+            api: o.api,
+        })
         .collect()
 }
 

@@ -655,7 +655,18 @@ impl Comm {
         let waiter = &self.waiter;
         let stats = &self.records.stats;
         let call = self.profiler.as_ref().map(|p| {
-            p.coll_start(&CollStart { coll, count, root, dt, n_channels: nch as u32, algo, proto: choice.proto })
+            let (send_buff, recv_buff, n_channels) = (src.0.cast_const(), dst.0, nch as u32);
+            p.coll_start(&CollStart {
+                coll,
+                send_buff,
+                recv_buff,
+                count,
+                root,
+                dt,
+                n_channels,
+                algo,
+                proto: choice.proto,
+            })
         });
         let algo_run = |p: &mut Prims, part: Part| match (coll, algo) {
             (Collective::AllReduce, Algorithm::Tree) => algos::tree_all_reduce(p, src, dst, part),

@@ -1,8 +1,9 @@
 //! NCCL's profiler plugin API spoken by collscope's runtime (NCCL 2.28.9 `src/plugin/profiler.cc`,
 //! `src/plugin/plugin_open.cc`): `NCCL_PROFILER_PLUGIN` names a plugin, loaded once per process; each
-//! communicator (but one whose environment says `none`) `init`s it and gets its activation mask, and `finalize`s it when it is destroyed. Events follow
-//! NCCL's hierarchy: Group -> Coll or P2p -> ProxyOp -> ProxyStep on the NET proxy ([`net`]), and KernelCh for each
-//! channel worker (CPU threads here: their `pTimer` stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
+//! communicator (but one whose environment says `none`) `init`s it and gets its activation mask, and
+//! `finalize`s it when it is destroyed. Events follow NCCL's hierarchy: Group -> Coll or P2p -> ProxyOp ->
+//! ProxyStep on the NET proxy ([`net`]), and KernelCh for each channel worker (CPU threads here: their `pTimer`
+//! stamps are CLOCK_MONOTONIC ns, not a GPU's globaltimer).
 //!
 //! Before them, for v5 and v6 plugins, the application's side: GroupApi -> CollApi or P2pApi, and KernelLaunch
 //! ([`ApiGroup`]).
@@ -166,6 +167,9 @@ pub(crate) struct CommProfiler {
 /// What NCCL's descriptors say about a collective (`eDescr.coll`).
 pub(crate) struct CollStart {
     pub coll: Collective,
+    /// The call's buffers (NCCL passes the user's pointers).
+    pub send_buff: *const u8,
+    pub recv_buff: *mut u8,
     pub count: usize,
     pub root: u32,
     pub dt: DataType,
@@ -212,7 +216,7 @@ impl ApiGroup {
             _ => (Ev::CollApi { func, count, datatype, root: root as c_int }, COLL_API_MASK),
         };
         if !self.prof.on(bits) {
-            return Handle(null_mut());
+            return Handle::NULL;
         }
         let h = self.prof.start(&ev, self.handle());
         self.prof.stop(h);
@@ -238,6 +242,8 @@ impl Drop for ApiGroup {
 pub(crate) struct P2pStart {
     pub send: bool,
     pub peer: u32,
+    /// The user's buffer.
+    pub buff: *mut u8,
     pub count: usize,
     pub dt: DataType,
     pub api: Handle,
@@ -337,6 +343,7 @@ enum Ev {
     P2p {
         group: Handle,
         func: &'static CStr,
+        buff: *mut u8,
         datatype: &'static CStr,
         count: usize,
         peer: c_int,
@@ -352,6 +359,8 @@ enum Ev {
 
 struct CollFields {
     func: &'static CStr,
+    send_buff: *const u8,
+    recv_buff: *mut u8,
     count: usize,
     root: c_int,
     datatype: &'static CStr,
@@ -368,6 +377,10 @@ const BELOW_TASK: u64 = kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH | ki
 const GROUP_API_MASK: u64 = API | kind::GROUP | kind::COLL | kind::P2P | BELOW_TASK;
 const COLL_API_MASK: u64 = kind::COLL_API | kind::COLL | BELOW_TASK;
 const P2P_API_MASK: u64 = kind::P2P_API | kind::P2P | BELOW_TASK;
+/// What starts the Group event (`ncclProfilerStartGroupEvent`) and the task events (`...StartTaskEvents`).
+const GROUP_MASK: u64 = kind::GROUP | kind::COLL | kind::P2P | BELOW_TASK;
+const COLL_MASK: u64 = kind::COLL | BELOW_TASK;
+const P2P_MASK: u64 = kind::P2P | BELOW_TASK;
 
 /// Warps per channel NCCL reports; a collscope channel is one CPU thread.
 const N_WARPS: u8 = 1;
@@ -422,8 +435,8 @@ impl Ev {
                 u.coll = v5::Coll {
                     seq_number: *seq,
                     func: c.func.as_ptr(),
-                    send_buff: std::ptr::null(),
-                    recv_buff: null_mut(),
+                    send_buff: c.send_buff.cast(),
+                    recv_buff: c.recv_buff.cast(),
                     count: c.count,
                     root: c.root,
                     datatype: c.datatype.as_ptr(),
@@ -434,10 +447,10 @@ impl Ev {
                     parent_group: group.0,
                 }
             }
-            Ev::P2p { group, func, datatype, count, peer } => {
+            Ev::P2p { group, func, buff, datatype, count, peer } => {
                 u.p2p = v5::P2p {
                     func: func.as_ptr(),
-                    buff: null_mut(),
+                    buff: buff.cast(),
                     datatype: datatype.as_ptr(),
                     count: *count,
                     peer: *peer,
@@ -631,8 +644,7 @@ impl CommProfiler {
     /// NCCL's GroupApi event for a group whose first call is being taken, `depth` groups deep (1 for a call
     /// outside any group: NCCL opens one around it; 2 in the application's group), with GroupStartApiStop.
     pub(crate) fn api_group(self: &Arc<Self>, depth: c_int) -> ApiGroup {
-        let null = Handle(null_mut());
-        let h = if self.on(GROUP_API_MASK) { self.start(&Ev::GroupApi { depth }, null) } else { null };
+        let h = if self.on(GROUP_API_MASK) { self.start(&Ev::GroupApi { depth }, Handle::NULL) } else { Handle::NULL };
         self.record_bare(h, state::GROUP_START_API_STOP);
         ApiGroup { prof: self.clone(), h: AtomicPtr::new(h.0) }
     }
@@ -656,15 +668,19 @@ impl CommProfiler {
         let api = self.api_group(1);
         let coll_api = api.call(c.coll, c.count, c.dt, c.root);
         api.launch();
-        let below = kind::GROUP | kind::COLL | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
-        let group = if self.on(below) { self.start(&Ev::Group, Handle(null_mut())) } else { Handle(null_mut()) };
+        let group = if self.on(GROUP_MASK) { self.start(&Ev::Group, Handle::NULL) } else { Handle::NULL };
         let seq = self.seq[c.coll.id()].fetch_add(1, Ordering::Relaxed);
-        let coll = if self.on(below & !kind::GROUP) {
+        let coll = if self.on(COLL_MASK) {
+            // NCCL moves AllGather and Broadcast as bytes: their task says int8 and counts bytes (2.28.9
+            // `src/enqueue.cc` `collTaskAppend`); the API event keeps the application's type and count.
+            let bytes = matches!(c.coll, Collective::AllGather | Collective::Broadcast);
             let fields = CollFields {
                 func: func_name(c.coll),
-                count: c.count,
+                send_buff: c.send_buff,
+                recv_buff: c.recv_buff,
+                count: if bytes { c.count * c.dt.size() } else { c.count },
                 root: c.root as c_int,
-                datatype: datatype_name(c.dt),
+                datatype: datatype_name(if bytes { DataType::I8 } else { c.dt }),
                 n_channels: c.n_channels as u8,
                 algo: algo_name(c.algo),
                 proto: proto_name(c.proto),
@@ -672,7 +688,7 @@ impl CommProfiler {
             // v5+: parentObj is the CollApi event (NULL when the mask starts none).
             self.start(&Ev::Coll { group, seq, c: fields }, coll_api)
         } else {
-            Handle(null_mut())
+            Handle::NULL
         };
         Call { prof: self.clone(), api, group, coll }
     }
@@ -688,19 +704,19 @@ impl CommProfiler {
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> P2pGroup {
         api.launch();
-        let below = kind::GROUP | kind::P2P | kind::PROXY_OP | kind::PROXY_STEP | kind::KERNEL_CH;
-        let null = Handle(null_mut());
-        let group = if self.on(below) { self.start(&Ev::Group, null) } else { null };
+        let null = Handle::NULL;
+        let group = if self.on(GROUP_MASK) { self.start(&Ev::Group, null) } else { null };
         let mut out = P2pGroup { prof: self.clone(), kernels: Vec::new() };
         let mut launched = Vec::new();
-        if !self.on(below & !kind::GROUP) {
+        if !self.on(P2P_MASK) {
             self.stop(group);
             return out;
         }
         let net = self.net.lock().unwrap_or_else(|e| e.into_inner());
         for t in tasks {
             let func = if t.send { c"Send" } else { c"Recv" };
-            let ev = Ev::P2p { group, func, datatype: datatype_name(t.dt), count: t.count, peer: t.peer as c_int };
+            let (datatype, peer) = (datatype_name(t.dt), t.peer as c_int);
+            let ev = Ev::P2p { group, func, buff: t.buff, datatype, count: t.count, peer };
             let h = self.start(&ev, t.api);
             let steps = (t.count * t.dt.size()).div_ceil(piece) as u64;
             let posted = mem_of(t.peer, t.send).and_then(|m| net.get(&m)).filter(|_| steps > 0);
@@ -835,8 +851,11 @@ mod tests {
     #[test]
     fn a_v4_descriptor_carries_what_the_v5_one_does() {
         let group = Handle(8 as *mut c_void);
+        let (send, recv) = (16 as *const u8, 32 as *mut u8);
         let c = CollFields {
             func: c"AllReduce",
+            send_buff: send,
+            recv_buff: recv,
             count: 3,
             root: 1,
             datatype: c"ncclFloat32",
@@ -850,9 +869,11 @@ mod tests {
             let k = u.coll;
             assert_eq!((k.seq_number, k.count, k.root, k.n_channels, k.n_warps), (7, 3, 1, 2, N_WARPS));
             assert_eq!((CStr::from_ptr(k.func), CStr::from_ptr(k.proto)), (c"AllReduce", c"LL"));
-            let ev = Ev::P2p { group, func: c"Send", datatype: c"ncclInt8", count: 5, peer: 3 };
+            assert_eq!((k.send_buff, k.recv_buff), (send.cast(), recv.cast()));
+            let ev = Ev::P2p { group, func: c"Send", buff: recv, datatype: c"ncclInt8", count: 5, peer: 3 };
             let p = ev.v4().p2p;
             assert_eq!((p.count, p.peer, p.n_channels, CStr::from_ptr(p.datatype)), (5, 3, 1, c"ncclInt8"));
+            assert_eq!(p.buff, recv.cast());
             let o = abi::ProxyOp { pid: 1, channel_id: 4, peer: 2, n_steps: 6, chunk_size: 9, is_send: 1 };
             let got = Ev::ProxyOp(o).v4().proxy_op;
             assert_eq!((got.channel_id, got.n_steps, got.chunk_size, got.is_send), (4, 6, 9, 1));
