@@ -121,6 +121,7 @@ const GROUP_API: u64 = 256;
 const COLL_API: u64 = 512;
 const P2P_API: u64 = 1024;
 const KERNEL_LAUNCH: u64 = 2048;
+const NET_PLUGIN: u64 = 128;
 
 fn read(path: &Path) -> Recorded {
     let mut r = Recorded::default();
@@ -463,6 +464,59 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
     let groups = r.starts.values().filter(|s| s.kind == GROUP_API).count();
     let launches = r.starts.values().filter(|s| s.kind == KERNEL_LAUNCH).count();
     assert_eq!((groups, launches), (4 * 16, 4 * 16), "4 ranks x 16 calls");
+}
+
+/// With NetPlugin in the mask, NET/Socket reports each transfer under its step as NCCL's socket plugin does
+/// (2.28.9 `src/transport/net_socket.cc`): the socket id and data version, the socket, send (0) or receive (1),
+/// and the bytes, which add up to what the step carried. Without helper threads the payload moves on the control
+/// socket, one event a step; with two helper threads of one socket each, a large step is dealt out to both.
+#[test]
+fn a_c_plugin_sees_each_socket_transfer_under_its_step() {
+    for (threads, bytes, min_events) in [("0", "8", 1), ("2", "1M", 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("recorded.txt");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+        cmd.args(["perf", "all_reduce", "--nranks", "4", "--transport", "socket", "-b", bytes, "-e", bytes])
+            .args(["-n", "4", "-w", "0", "-c", "0"])
+            .env_remove("NCCL_DEBUG")
+            .env_remove("NCCL_PROFILE_EVENT_MASK")
+            .env("NCCL_SOCKET_NTHREADS", threads)
+            .env("NCCL_NSOCKS_PERTHREAD", "1")
+            .env("COLLSCOPE_TIMEOUT_S", "60")
+            .env("NCCL_PROFILER_PLUGIN", recorder())
+            .env("RECORDER_OUT", &rec)
+            // Group, Coll, ProxyOp, ProxyStep, NetPlugin.
+            .env("RECORDER_MASK", "0x9b");
+        let out = output(&mut cmd, LIMIT);
+        assert!(out.status.success(), "{threads} threads: {}", String::from_utf8_lossy(&out.stderr));
+        let r = read(&rec);
+        check_lifecycle(&r);
+        let mut under: HashMap<&str, Vec<&Start>> = HashMap::new();
+        for n in r.starts.values().filter(|s| s.kind == NET_PLUGIN) {
+            under.entry(n.parent.as_str()).or_default().push(n);
+        }
+        let ops: Vec<&str> = under.values().flatten().map(|e| e.f["op"].as_str()).collect();
+        assert!(ops.contains(&"0") && ops.contains(&"1"), "{threads} threads: sends and receives: {ops:?}");
+        for (step_id, events) in &under {
+            let step = parent(&r, step_id);
+            let op = parent(&r, &step.parent);
+            assert_eq!((step.kind, op.kind, step.rank), (PROXY_STEP, PROXY_OP, events[0].rank), "{events:?}");
+            let want_op = if op.f["send"] == "1" { "0" } else { "1" };
+            let mut sum = 0;
+            for e in events {
+                assert_eq!((e.f["sock"].as_str(), e.f["op"].as_str()), ("1", want_op), "{e:?}");
+                assert!(e.f["fd"].parse::<i32>().unwrap() > 2, "{e:?}: a socket");
+                assert!(r.stops[e.f["id"].as_str()][0] < r.stops[*step_id][0], "{e:?}: ends before its step");
+                sum += e.f["length"].parse::<u64>().unwrap();
+            }
+            // What the step carried: its SendWait (send) or RecvFlushWait (receive) state's size.
+            let carried = r.states[*step_id].iter().find(|s| s.1 == 9 || s.1 == 11).and_then(|s| s.2);
+            assert_eq!(Some(sum), carried, "{step_id}: the transfers add up to the step");
+            if bytes == "1M" && sum >= 1 << 18 {
+                assert!(events.len() >= min_events, "{step_id}: dealt out to the helper threads: {events:?}");
+            }
+        }
+    }
 }
 
 /// NCCL moves AllGather and Broadcast as bytes: their Coll events say ncclInt8 and count bytes, while their

@@ -3,7 +3,7 @@
 //! own struct layouts (`tests/nccl_profiler.h`).
 
 use collscope_model::{CommState, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot};
-use collscope_profiler::abi::{v4, v5, v6, StateArgs};
+use collscope_profiler::abi::{net_socket_v1 as sock, v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
 use collscope_testkit::{output, Proc};
 use std::collections::BTreeMap;
@@ -211,6 +211,11 @@ fn the_rust_structs_lay_out_as_nccls_c_headers() {
         ("ncclProfiler_v6_t.recordEventState".into(), field!(P6, record_event_state)),
         ("struct collscope_profiler_counters.size".into(), shape::<Counters>()),
         ("struct collscope_profiler_counters.disabled".into(), field!(Counters, disabled)),
+        ("ncclProfilerNetSockDescr_v1_t.size".into(), shape::<sock::Descr>()),
+        ("ncclProfilerNetSockDescr_v1_t.type".into(), field!(sock::Descr, type_)),
+        ("ncclProfilerNetSockDescr_v1_t.sock.fd".into(), field!(sock::Descr, sock.fd)),
+        ("ncclProfilerNetSockDescr_v1_t.sock.op".into(), field!(sock::Descr, sock.op)),
+        ("ncclProfilerNetSockDescr_v1_t.sock.length".into(), field!(sock::Descr, sock.length)),
     ]
     .into_iter()
     .collect();

@@ -499,6 +499,11 @@ static void layout(void) {
   F(ncclProfiler_v6_t, recordEventState, recordEventState);
   S(struct collscope_profiler_counters);
   F(struct collscope_profiler_counters, disabled, disabled);
+  S(ncclProfilerNetSockDescr_v1_t);
+  F(ncclProfilerNetSockDescr_v1_t, type, type);
+  F(ncclProfilerNetSockDescr_v1_t, sock.fd, sock.fd);
+  F(ncclProfilerNetSockDescr_v1_t, sock.op, sock.op);
+  F(ncclProfilerNetSockDescr_v1_t, sock.length, sock.length);
 }
 
 /* NCCL's library exports this (nccl.h) and the plugin looks it up in the process; the driver plays NCCL, so it

@@ -266,4 +266,21 @@ typedef struct {
   ncclResult_t (*finalize)(void* context);
 } ncclProfiler_v6_t;
 
+/* The socket network's NetPlugin data (NCCL 2.28.9 src/include/plugin/profiler/net_socket_v1.h) and the id bits
+ * that name it (src/include/plugin/nccl_profiler.h). */
+#define NCCL_PROFILER_NET_VER_BITS (16)
+#define NCCL_PROFILER_NET_TYPE_SOCK (2U << NCCL_PROFILER_NET_VER_BITS)
+#define NCCL_PROFILER_NET_SOCKET_VER 1
+enum { ncclProfileSocket = (1 << 0) };
+typedef struct {
+  uint8_t type;
+  union {
+    struct {
+      int fd;
+      int op;
+      size_t length;
+    } sock;
+  };
+} ncclProfilerNetSockDescr_v1_t;
+
 #endif

@@ -88,6 +88,18 @@ static ncclResult_t start(void* context, void** handle, ncclProfilerEventDescr_v
     case ncclProfileProxyStep:
       snprintf(line + n, sizeof line - n, " step=%d\n", d->proxyStep.step);
       break;
+    case ncclProfileNetPlugin: {
+      /* The socket network's data, when the id names it (the data lives only during this call). */
+      int sock = d->netPlugin.id == (int64_t)(NCCL_PROFILER_NET_TYPE_SOCK | NCCL_PROFILER_NET_SOCKET_VER);
+      const ncclProfilerNetSockDescr_v1_t* s = d->netPlugin.data;
+      if (sock && s && s->type == ncclProfileSocket) {
+        snprintf(line + n, sizeof line - n, " sock=1 fd=%d op=%d length=%zu\n", s->sock.fd, s->sock.op,
+                 s->sock.length);
+      } else {
+        snprintf(line + n, sizeof line - n, " sock=0 id=%lld\n", (long long)d->netPlugin.id);
+      }
+      break;
+    }
     case ncclProfileKernelCh:
       snprintf(line + n, sizeof line - n, " channel=%u ptimer=%llu\n", d->kernelCh.channelId,
                (unsigned long long)d->kernelCh.pTimer);

@@ -8,11 +8,12 @@
 //! Before them, for v5 and v6 plugins, the application's side: GroupApi -> CollApi or P2pApi, and KernelLaunch
 //! ([`ApiGroup`]).
 //!
-//! Without a plugin a communicator holds `None`, and each hook is one `Option` test. Not emitted yet: NetPlugin
-//! events. The proxy thread reports itself with ProxyCtrl events ([`Ctrl`]).
+//! Under a step, NET/Socket reports each transfer as a NetPlugin event, as NCCL's socket plugin does
+//! ([`net::NetParent`]; NET/IB's queue-pair events are not emitted). Without a plugin a communicator holds `None`,
+//! and each hook is one `Option` test. The proxy thread reports itself with ProxyCtrl events ([`Ctrl`]).
 
 mod logger;
-pub(crate) mod net;
+pub mod net;
 
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
@@ -355,6 +356,11 @@ enum Ev {
         p_timer: u64,
     },
     ProxyCtrl,
+    /// A network's own event: `id` says which network and the layout of `data` (valid during the start call).
+    NetPlugin {
+        id: i64,
+        data: *mut c_void,
+    },
 }
 
 struct CollFields {
@@ -381,6 +387,10 @@ const P2P_API_MASK: u64 = kind::P2P_API | kind::P2P | BELOW_TASK;
 const GROUP_MASK: u64 = kind::GROUP | kind::COLL | kind::P2P | BELOW_TASK;
 const COLL_MASK: u64 = kind::COLL | BELOW_TASK;
 const P2P_MASK: u64 = kind::P2P | BELOW_TASK;
+/// What starts a proxy operation, and a step (`ncclProfilerStartSendProxyOpEvent`, `...ProxyStepEvent`): the
+/// events under them too.
+const PROXY_OP_MASK: u64 = kind::PROXY_OP | kind::PROXY_STEP | kind::NET_PLUGIN;
+const PROXY_STEP_MASK: u64 = kind::PROXY_STEP | kind::NET_PLUGIN;
 
 /// Warps per channel NCCL reports; a collscope channel is one CPU thread.
 const N_WARPS: u8 = 1;
@@ -401,6 +411,7 @@ impl Ev {
             Ev::ProxyStep(_) => kind::PROXY_STEP,
             Ev::KernelCh { .. } => kind::KERNEL_CH,
             Ev::ProxyCtrl => kind::PROXY_CTRL,
+            Ev::NetPlugin { .. } => kind::NET_PLUGIN,
         }
     }
 
@@ -463,6 +474,7 @@ impl Ev {
             Ev::KernelCh { channel, p_timer } => {
                 u.kernel_ch = abi::KernelCh { channel_id: *channel, p_timer: *p_timer }
             }
+            Ev::NetPlugin { id, data } => u.net_plugin = abi::NetPlugin { id: *id, data: *data },
         }
         u
     }
@@ -720,7 +732,7 @@ impl CommProfiler {
             let h = self.start(&ev, t.api);
             let steps = (t.count * t.dt.size()).div_ceil(piece) as u64;
             let posted = mem_of(t.peer, t.send).and_then(|m| net.get(&m)).filter(|_| steps > 0);
-            if let Some(posted) = posted.filter(|_| self.on(kind::PROXY_OP | kind::PROXY_STEP)) {
+            if let Some(posted) = posted.filter(|_| self.on(PROXY_OP_MASK)) {
                 let op = abi::ProxyOp {
                     pid: self.pid,
                     channel_id: 0,
@@ -773,7 +785,7 @@ impl Call {
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> KernelCh {
         let p = &self.prof;
-        if p.on(kind::PROXY_OP | kind::PROXY_STEP) {
+        if p.on(PROXY_OP_MASK) {
             let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
             for &(peer, send, n) in steps.iter().filter(|s| s.2 > 0) {
                 let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
@@ -785,7 +797,6 @@ impl Call {
                     chunk_size: chunk as c_int,
                     is_send: send as c_int,
                 };
-                // NCCL starts the ProxyOp when either bit is on (`ncclProfilerStartProxyOpEvent`).
                 posted.post(p.start(&Ev::ProxyOp(op), self.coll), n);
             }
         }

@@ -7,9 +7,9 @@
 //! proxy), and calls post their operations in order, so step `k` belongs to the operation whose range holds it.
 
 use super::{CommProfiler, Ctrl, Ev, Handle};
-use collscope_profiler_abi::{kind, state, StateArgs, StateProxyStep};
+use collscope_profiler_abi::{kind, net_socket_v1 as sock, state, StateArgs, StateProxyStep};
 use std::collections::VecDeque;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -109,6 +109,39 @@ struct Conn {
     early: [Option<(u64, Early)>; NCCL_STEPS as usize],
 }
 
+/// Where a step's network transfers report, as NCCL's net plugins do through NCCL's profiler callback (2.28.9
+/// `src/plugin/profiler.cc` `ncclProfilerCallback`): NetPlugin events under the step's event (NULL when the
+/// plugin keeps no steps). Given to a request only when the plugin asked for NetPlugin events.
+#[derive(Clone)]
+pub struct NetParent {
+    prof: Arc<CommProfiler>,
+    step: Handle,
+}
+
+impl NetParent {
+    /// A transfer of `length` bytes on socket `fd` begins: NCCL's socket plugin event (2.28.9
+    /// `src/transport/net_socket.cc`, `ncclProfilerNetSockDescr_v1_t`), stopped when the returned event drops.
+    pub fn socket(&self, fd: c_int, send: bool, length: usize) -> NetEvent {
+        let op = if send { sock::OP_SEND } else { sock::OP_RECV };
+        let mut d = sock::Descr { type_: sock::PROFILE_SOCKET, sock: sock::Sock { fd, op, length } };
+        // The plugin reads `data` during the start call only, as NCCL passes it from the plugin's stack.
+        let data = (&mut d as *mut sock::Descr).cast::<c_void>();
+        NetEvent { prof: self.prof.clone(), h: self.prof.start(&Ev::NetPlugin { id: sock::ID, data }, self.step) }
+    }
+}
+
+/// An open NetPlugin event; stopped when dropped.
+pub struct NetEvent {
+    prof: Arc<CommProfiler>,
+    h: Handle,
+}
+
+impl Drop for NetEvent {
+    fn drop(&mut self) {
+        self.prof.stop(self.h);
+    }
+}
+
 /// One NET connection's profiler state, owned by the proxy thread; `None` without a plugin or proxy events.
 #[derive(Default)]
 pub(crate) struct NetSteps(Option<Box<Conn>>);
@@ -117,7 +150,7 @@ impl NetSteps {
     /// Registers the connection whose memory is at address `mem` with its communicator's plugin context, if any.
     pub(crate) fn new(prof: Option<Arc<CommProfiler>>, mem: usize) -> NetSteps {
         let Some(prof) = prof else { return NetSteps(None) };
-        if !prof.on(kind::PROXY_OP | kind::PROXY_STEP) {
+        if !prof.on(super::PROXY_OP_MASK) {
             return NetSteps(None);
         }
         let posted = Arc::new(Posted::default());
@@ -145,6 +178,15 @@ impl NetSteps {
         if let Some(c) = &mut self.0 {
             c.done(k);
         }
+    }
+
+    /// Where step `k`'s transfers report, when the plugin asked for NetPlugin events and the step's event is
+    /// open. A receive posted before this rank's call posted its operation has none (NCCL posts receives only
+    /// for operations it holds), and its transfer goes unreported rather than under no step.
+    pub(crate) fn net_parent(&mut self, k: u64) -> Option<NetParent> {
+        let c = self.0.as_mut().filter(|c| c.prof.on(kind::NET_PLUGIN))?;
+        let step = c.live(k)?.h;
+        Some(NetParent { prof: c.prof.clone(), step })
     }
 }
 
@@ -183,7 +225,7 @@ impl Conn {
         }
         let i = self.op(k)?;
         let op = &self.ops[i];
-        let h = if self.prof.on(kind::PROXY_STEP) {
+        let h = if self.prof.on(super::PROXY_STEP_MASK) {
             self.prof.start(&Ev::ProxyStep((k - op.first) as c_int), op.h)
         } else {
             Handle(null_mut())

@@ -5,6 +5,7 @@
 //! comm or a listener is dropping it. NET/Socket ([`super::socket`]) and NET/IB ([`super::ib`]) implement it,
 //! so the proxy's progress loop ([`super::proxy`]) is the same for both, as NCCL's `net.cc` is.
 
+pub use crate::profiler::net::NetParent;
 pub use crate::sync::doorbell::{Doorbell, FdWait, Wake};
 use collscope_debug::env::EnvError;
 use std::sync::atomic::AtomicBool;
@@ -92,6 +93,10 @@ pub trait Comm: Send + 'static {
     /// The proxy's bell, for a network whose own threads move bytes (NET/Socket helpers) to ring when they
     /// finish. Networks without such threads ignore it.
     fn set_bell(&mut self, _bell: std::sync::Arc<Doorbell>) {}
+
+    /// Where `req`'s transfers report as profiler NetPlugin events (NCCL's `phandle` of `isend`/`irecv`), given
+    /// right after posting it when the plugin asked for them. Networks without such events ignore it.
+    fn profile(&mut self, _req: &mut Self::Request, _parent: NetParent) {}
 }
 
 /// A network failure, from whichever network carried it. The interface names no network: each converts its own

@@ -238,10 +238,14 @@ impl<C: Comm> SendConn<C> {
             if let Some(f) = self.inflight.back_mut().filter(|f| f.body.is_none()) {
                 let step = self.next - 1;
                 let Some((proto, bytes)) = self.mem.posted(step) else { break };
-                let Some(req) = self.net.isend(bytes.as_ptr(), bytes.len(), BODY_TAG, &self.mrs[proto.id()])? else {
+                let Some(mut req) = self.net.isend(bytes.as_ptr(), bytes.len(), BODY_TAG, &self.mrs[proto.id()])?
+                else {
                     self.stats.prof.state(step, Wait::SendPeer, 0);
                     break;
                 };
+                if let Some(parent) = self.stats.prof.net_parent(step) {
+                    self.net.profile(&mut req, parent);
+                }
                 f.body = Some(req);
                 self.stats.prof.state(step, Wait::Send, bytes.len());
                 moved = true;
@@ -388,7 +392,10 @@ impl<C: Comm> RecvConn<C> {
                         (Protocol::Simple, None) => (self.mem.slot(*proto, self.step), &self.mrs[MR_SIMPLE]),
                         _ => (self.staging.as_mut_ptr(), &self.mrs[MR_STAGING]),
                     };
-                    let Some(r) = self.net.irecv(dst, *len, BODY_TAG, mr)? else { return Ok(moved) };
+                    let Some(mut r) = self.net.irecv(dst, *len, BODY_TAG, mr)? else { return Ok(moved) };
+                    if let Some(parent) = self.stats.prof.net_parent(self.step) {
+                        self.net.profile(&mut r, parent);
+                    }
                     *req = Some(r);
                 }
                 RecvState::Body(Some(req), proto, _, at) => {

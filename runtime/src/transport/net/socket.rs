@@ -5,6 +5,7 @@
 //! data sockets the caller's `test` moves the bytes on the control socket. Requests complete in posting order.
 
 use super::api;
+use crate::profiler::net::{NetEvent, NetParent};
 use crate::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, find_interfaces, random_u64, IfSpec, Listener, NetIf, Socket,
     SocketError, SocketFamily, SocketType, ADDR_BYTES,
@@ -305,6 +306,8 @@ struct Task {
     send: bool,
     buf: RawBuf,
     state: Arc<AtomicU8>,
+    /// Where its transfer reports as a profiler NetPlugin event.
+    parent: Option<NetParent>,
 }
 
 /// One helper thread and its share of the data sockets (`persistentSocketThread`).
@@ -348,6 +351,10 @@ pub struct Request {
     /// Payload bytes moved on the control socket.
     offset: usize,
     tasks: Vec<Arc<AtomicU8>>,
+    /// Where its transfers report as profiler NetPlugin events, and the one open while the control socket
+    /// carries its payload (helper threads report their tasks' own).
+    parent: Option<NetParent>,
+    event: Option<NetEvent>,
 }
 
 impl Request {
@@ -417,6 +424,8 @@ impl NetComm {
             size: Some(size),
             offset: 0,
             tasks: Vec::new(),
+            parent: None,
+            event: None,
         }
     }
 
@@ -430,6 +439,8 @@ impl NetComm {
             size: None,
             offset: 0,
             tasks: Vec::new(),
+            parent: None,
+            event: None,
         }
     }
 
@@ -454,6 +465,13 @@ impl NetComm {
         let size = req.size.unwrap_or(0);
         // Small messages travel inline on the control socket; large ones are dealt out to the data sockets.
         if req.tasks.is_empty() && (self.nsocks == 0 || size <= self.inline_size) {
+            // NCCL's socket plugin reports the payload's transfer on the control socket (2.28.9
+            // `ncclNetSocketTest`): started once the size is known, stopped when the payload is through.
+            if req.event.is_none() {
+                use std::os::fd::AsRawFd;
+                let fd = self.ctrl.stream().as_raw_fd();
+                req.event = req.parent.as_ref().map(|p| p.socket(fd, req.send, size));
+            }
             if req.offset < size {
                 // SAFETY: see `RawBuf`; `size` fits in the buffer (checked above for receives).
                 let buf = unsafe { std::slice::from_raw_parts_mut(req.buf.ptr, size) };
@@ -461,6 +479,7 @@ impl NetComm {
                     return Ok(None);
                 }
             }
+            req.event = None;
             return Ok(Some(size));
         }
         if req.tasks.is_empty() {
@@ -470,7 +489,7 @@ impl NetComm {
                 let len = task.min(size - off);
                 // SAFETY: `off + len <= size`, inside the caller's buffer.
                 let ptr = unsafe { req.buf.ptr.add(off) };
-                req.tasks.push(self.post_task(req.send, RawBuf { ptr, len })?);
+                req.tasks.push(self.post_task(req.send, RawBuf { ptr, len }, req.parent.clone())?);
                 off += len;
             }
         }
@@ -485,12 +504,12 @@ impl NetComm {
         Ok((done == req.tasks.len()).then_some(size))
     }
 
-    fn post_task(&mut self, send: bool, buf: RawBuf) -> Result<Arc<AtomicU8>, NetError> {
+    fn post_task(&mut self, send: bool, buf: RawBuf, parent: Option<NetParent>) -> Result<Arc<AtomicU8>, NetError> {
         let sock = self.next_sock;
         self.next_sock = (self.next_sock + 1) % self.nsocks;
         let state = Arc::new(AtomicU8::new(TASK_PENDING));
         let helper = &self.helpers[sock / self.per_thread];
-        let task = Task { sock: sock % self.per_thread, send, buf, state: state.clone() };
+        let task = Task { sock: sock % self.per_thread, send, buf, state: state.clone(), parent };
         helper.queue.as_ref().and_then(|q| q.send(task).ok()).ok_or_else(|| self.helper_error())?;
         Ok(state)
     }
@@ -562,6 +581,11 @@ fn helper_loop(
     const FOREVER: Duration = Duration::from_secs(u64::MAX / 4);
     while let Ok(task) = rx.recv() {
         let Some(s) = socks.get_mut(task.sock) else { break };
+        // NCCL's helper threads report each task's transfer on its socket (2.28.9 `persistentSocketThread`).
+        let event = task.parent.as_ref().map(|p| {
+            use std::os::fd::AsRawFd;
+            p.socket(s.stream().as_raw_fd(), task.send, task.buf.len)
+        });
         // SAFETY: see `RawBuf`.
         let buf = unsafe { std::slice::from_raw_parts_mut(task.buf.ptr, task.buf.len) };
         let r = if task.send {
@@ -569,6 +593,7 @@ fn helper_loop(
         } else {
             s.recv_timeout(buf, FOREVER, Some(abort))
         };
+        drop(event);
         match r {
             Ok(()) => {
                 task.state.store(TASK_DONE, Ordering::Release);
@@ -647,6 +672,10 @@ impl api::Comm for NetComm {
 
     fn in_progress(&self, req: &Request) -> bool {
         req.started()
+    }
+
+    fn profile(&mut self, req: &mut Request, parent: NetParent) {
+        req.parent = Some(parent);
     }
 
     /// The control socket carries the size header and inline or helper-less payloads; helper threads ring the
