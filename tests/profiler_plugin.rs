@@ -160,6 +160,28 @@ fn read(path: &Path) -> Recorded {
     r
 }
 
+/// The recorder's variable for another activation mask.
+const MASK: &str = "RECORDER_MASK";
+
+/// What the recorder saw of `collscope perf BENCH` on 4 ranks over NET/Socket with `args` and `env`, once it ran
+/// to success.
+fn recorded_perf(bench: &str, args: &[&str], env: &[(&str, &str)]) -> Recorded {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("recorded.txt");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", bench, "--nranks", "4", "--transport", "socket"])
+        .args(args)
+        .env_remove("NCCL_DEBUG")
+        .env_remove("NCCL_PROFILE_EVENT_MASK")
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env("NCCL_PROFILER_PLUGIN", recorder())
+        .env("RECORDER_OUT", &rec)
+        .envs(env.iter().copied());
+    let out = output(&mut cmd, LIMIT);
+    assert!(out.status.success(), "perf {bench} {args:?} {env:?}: {}", String::from_utf8_lossy(&out.stderr));
+    read(&rec)
+}
+
 /// Where a ProxyStep state sits in NCCL's order of a send step (8 SendGPUWait, 20 SendPeerWait, 9 SendWait) or
 /// a receive step (10 RecvWait, 11 RecvFlushWait, 12 RecvGPUWait).
 fn step_rank(send: bool, st: i32) -> Option<u8> {
@@ -381,7 +403,7 @@ fn a_c_plugin_sees_the_proxy_threads_ctrl_events() {
     let rec = dir.path().join("recorded.txt");
     let mask = Path::new("0x7f");
     let (ok, out, err) =
-        perf("processes", &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec), ("RECORDER_MASK", mask)]);
+        perf("processes", &[("NCCL_PROFILER_PLUGIN", recorder()), ("RECORDER_OUT", &rec), (MASK, mask)]);
     assert!(ok, "{out}\n{err}");
     let r = read(&rec);
     check_lifecycle(&r);
@@ -421,21 +443,9 @@ fn a_c_plugin_sees_nccls_hierarchy_states_and_counts_on_threads() {
 
 #[test]
 fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
-    let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("recorded.txt");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-    cmd.args(["perf", "sendrecv", "--nranks", "4", "--transport", "socket", "-b", "8", "-e", "1M", "-f", "131072"])
-        .args(["-n", "2", "-w", "1"])
-        .env_remove("NCCL_DEBUG")
-        .env_remove("NCCL_PROFILE_EVENT_MASK")
-        .env("COLLSCOPE_TIMEOUT_S", "60")
-        .env("NCCL_PROFILER_PLUGIN", recorder())
-        .env("RECORDER_OUT", &rec)
-        // The API events too: GroupApi, CollApi, P2pApi, KernelLaunch.
-        .env("RECORDER_MASK", "0xf5f");
-    let out = output(&mut cmd, LIMIT);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = read(&rec);
+    // The API events too: GroupApi, CollApi, P2pApi, KernelLaunch.
+    let r =
+        recorded_perf("sendrecv", &["-b", "8", "-e", "1M", "-f", "131072", "-n", "2", "-w", "1"], &[(MASK, "0xf5f")]);
     check_lifecycle(&r);
     check_proxy(&r, P2P);
     check_kernels(&r, P2P, |s| s.f["nch"].parse().unwrap());
@@ -473,23 +483,9 @@ fn a_c_plugin_sees_p2p_calls_of_sendrecv() {
 #[test]
 fn a_c_plugin_sees_each_socket_transfer_under_its_step() {
     for (threads, bytes, min_events) in [("0", "8", 1), ("2", "1M", 2)] {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = dir.path().join("recorded.txt");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-        cmd.args(["perf", "all_reduce", "--nranks", "4", "--transport", "socket", "-b", bytes, "-e", bytes])
-            .args(["-n", "4", "-w", "0", "-c", "0"])
-            .env_remove("NCCL_DEBUG")
-            .env_remove("NCCL_PROFILE_EVENT_MASK")
-            .env("NCCL_SOCKET_NTHREADS", threads)
-            .env("NCCL_NSOCKS_PERTHREAD", "1")
-            .env("COLLSCOPE_TIMEOUT_S", "60")
-            .env("NCCL_PROFILER_PLUGIN", recorder())
-            .env("RECORDER_OUT", &rec)
-            // Group, Coll, ProxyOp, ProxyStep, NetPlugin.
-            .env("RECORDER_MASK", "0x9b");
-        let out = output(&mut cmd, LIMIT);
-        assert!(out.status.success(), "{threads} threads: {}", String::from_utf8_lossy(&out.stderr));
-        let r = read(&rec);
+        let env = [("NCCL_SOCKET_NTHREADS", threads), ("NCCL_NSOCKS_PERTHREAD", "1"), (MASK, "0x9b")];
+        // Group, Coll, ProxyOp, ProxyStep, NetPlugin.
+        let r = recorded_perf("all_reduce", &["-b", bytes, "-e", bytes, "-n", "4", "-w", "0", "-c", "0"], &env);
         check_lifecycle(&r);
         let mut under: HashMap<&str, Vec<&Start>> = HashMap::new();
         for n in r.starts.values().filter(|s| s.kind == NET_PLUGIN) {
@@ -524,19 +520,7 @@ fn a_c_plugin_sees_each_socket_transfer_under_its_step() {
 #[test]
 fn a_c_plugin_sees_allgather_and_broadcast_as_bytes_under_their_api_calls() {
     for (bench, func, per_rank) in [("all_gather", "AllGather", 4), ("broadcast", "Broadcast", 1)] {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = dir.path().join("recorded.txt");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-        cmd.args(["perf", bench, "--nranks", "4", "--transport", "socket", "-b", "4096", "-e", "4096"])
-            .args(["-n", "1", "-w", "0", "-c", "0"])
-            .env_remove("NCCL_DEBUG")
-            .env_remove("NCCL_PROFILE_EVENT_MASK")
-            .env("COLLSCOPE_TIMEOUT_S", "60")
-            .env("NCCL_PROFILER_PLUGIN", recorder())
-            .env("RECORDER_OUT", &rec);
-        let out = output(&mut cmd, LIMIT);
-        assert!(out.status.success(), "{bench}: {}", String::from_utf8_lossy(&out.stderr));
-        let r = read(&rec);
+        let r = recorded_perf(bench, &["-b", "4096", "-e", "4096", "-n", "1", "-w", "0", "-c", "0"], &[]);
         check_lifecycle(&r);
         let colls: Vec<&Start> = r.starts.values().filter(|s| s.kind == COLL).collect();
         assert_eq!(colls.len(), 4 * 2, "{bench}: 4 ranks x out of place and in place");
