@@ -467,10 +467,9 @@ impl NetComm {
         if req.tasks.is_empty() && (self.nsocks == 0 || size <= self.inline_size) {
             // NCCL's socket plugin reports the payload's transfer on the control socket (2.28.9
             // `ncclNetSocketTest`): started once the size is known, stopped when the payload is through.
-            if req.event.is_none() {
+            if let (None, Some(p)) = (&req.event, &req.parent) {
                 use std::os::fd::AsRawFd;
-                let fd = self.ctrl.stream().as_raw_fd();
-                req.event = req.parent.as_ref().map(|p| p.socket(fd, req.send, size));
+                req.event = Some(p.socket(self.ctrl.stream().as_raw_fd(), req.send, size));
             }
             if req.offset < size {
                 // SAFETY: see `RawBuf`; `size` fits in the buffer (checked above for receives).
