@@ -31,7 +31,7 @@ use crate::observe::records::Records;
 use crate::observe::stats::CallStats;
 use crate::profiler::{CollStart, CommProfiler};
 use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
-use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
+use crate::transport::conn::{BufSizes, RecvEnd, SendEnd, CROWDED_BUFFSIZE, CROWDED_RANKS_PER_CORE};
 use crate::transport::{self, ConnSpec, PeerInfo, Transport};
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
@@ -275,6 +275,16 @@ impl Comm {
         let spins = wait::spins_for(
             &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
         );
+        let sizes = if crowded(&peers) && env.str("NCCL_BUFFSIZE").is_none() {
+            let per_core = CROWDED_RANKS_PER_CORE;
+            nccl_info!(
+                Subsys::INIT,
+                "NCCL_BUFFSIZE {CROWDED_BUFFSIZE}: a host runs {per_core} or more ranks a core (collscope's default there)"
+            );
+            BufSizes { simple: CROWDED_BUFFSIZE, ..sizes }
+        } else {
+            sizes
+        };
         let mut comm = Comm {
             rank,
             nranks,
@@ -855,6 +865,16 @@ fn show_version_once() {
     SHOWN.call_once(collscope_debug::show_version);
 }
 
+/// Whether a host of the job runs [`CROWDED_RANKS_PER_CORE`] ranks or more a core. Every rank decides from the
+/// whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
+fn crowded(peers: &[PeerInfo]) -> bool {
+    let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
+    hosts.into_iter().any(|h| {
+        let local: Vec<&[u32]> = peers.iter().filter(|p| p.host_hash == h).map(|p| &p.cpus[..]).collect();
+        local.len() >= CROWDED_RANKS_PER_CORE * wait::cores_of(&local)
+    })
+}
+
 /// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity and
 /// communicator nonce), and another for each communicator.
 fn comm_id(peers: &[PeerInfo]) -> u64 {
@@ -897,6 +917,24 @@ mod tests {
             CommOptions { env: Env::from_pairs(pairs.iter().copied()), net: None, name: Some("t".into()) },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_host_with_four_ranks_a_core_is_crowded_for_every_rank() {
+        let peer = |rank: u32, host_hash: u64, cpus: &[u32]| PeerInfo {
+            host_hash,
+            cpus: cpus.to_vec(),
+            ..local_peer_info(rank)
+        };
+        let shared = |n: u32, host: u64| (0..n).map(|r| peer(r, host, &[0, 1])).collect::<Vec<_>>();
+        assert!(crowded(&shared(8, 1)), "8 ranks on 2 cores");
+        assert!(!crowded(&shared(4, 1)), "two a core keep NCCL's buffers");
+        let pinned: Vec<_> = (0..8).map(|r| peer(r, 1, &[r])).collect();
+        assert!(!crowded(&pinned), "one a core");
+        // One crowded host is enough, for the ranks of the other host too.
+        let mut two = shared(4, 1);
+        two.extend((4..12).map(|r| peer(r, 2, &[0, 1])));
+        assert!(crowded(&two));
     }
 
     #[test]

@@ -27,13 +27,21 @@ pub const SPINS: u32 = 256;
 /// messages unchanged.
 pub const SPINS_OVERSUBSCRIBED: u32 = 0;
 
-/// How long waits spin for the ranks of one host, given the cores each may run on: whether they outnumber the
-/// cores they may run on together. Each rank's own affinity will not do: a rank pinned to its core sees one.
-pub fn spins_for(local: &[&[u32]]) -> u32 {
+/// The cores the ranks of one host may run on together, given each one's: each rank's own affinity will not do,
+/// as a rank pinned to its core sees one.
+pub fn cores_of(local: &[&[u32]]) -> usize {
     let cores: std::collections::BTreeSet<u32> = local.iter().flat_map(|cpus| cpus.iter().copied()).collect();
-    let cores =
-        if cores.is_empty() { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cores.len() };
-    if local.len() > cores {
+    if cores.is_empty() {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cores.len()
+    }
+}
+
+/// How long waits spin for the ranks of one host, given the cores each may run on: whether they outnumber the
+/// cores they may run on together.
+pub fn spins_for(local: &[&[u32]]) -> u32 {
+    if local.len() > cores_of(local) {
         SPINS_OVERSUBSCRIBED
     } else {
         SPINS
