@@ -21,7 +21,7 @@ pub const NCCL_STEPS: u64 = 8;
 /// NCCL's default `NCCL_BUFFSIZE` (4 MiB, `src/include/device.h` `DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
 /// collscope's default `NCCL_BUFFSIZE` where a host runs [`CROWDED_RANKS_PER_CORE`] ranks or more per core: half
-/// NCCL's, so the steps of the ranks sharing a core stay in its cache. Measured on 2 cores, 8 rank processes,
+/// NCCL's, smaller steps for ranks that take turns on one core. Measured on 2 cores, 8 rank processes,
 /// SHM AllReduce busbw over 4 runs: 4 MiB 1.40-1.74 GB/s at 4 MiB and 1.59-1.69 at 8 MiB, 2 MiB 2.07-2.62 and
 /// 2.51-2.85, alike at 1-2 MiB; 4 ranks (two a core) were mixed (1 MiB slower, 4 MiB faster) and keep NCCL's.
 pub const CROWDED_BUFFSIZE: usize = 1 << 21;
