@@ -555,16 +555,9 @@ impl Comm {
         rec.duration_us = Some(secs * 1e6);
         rec.state = if res.is_ok() { OpState::Completed } else { OpState::Failed };
         if secs > 0.0 {
-            let n = self.nranks as f64;
             let algbw = rec.bytes as f64 / secs / 1e9;
-            // nccl-tests' bus bandwidth factors.
-            let factor = match rec.coll {
-                Collective::AllReduce => 2.0 * (n - 1.0) / n,
-                Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => (n - 1.0) / n,
-                _ => 1.0,
-            };
             rec.algbw_gbps = Some(algbw);
-            rec.busbw_gbps = Some(algbw * factor);
+            rec.busbw_gbps = Some(algbw * rec.coll.bus_bw_factor(self.nranks));
         }
         if crate::observe::recorder::enabled() {
             self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
