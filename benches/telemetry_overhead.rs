@@ -1,7 +1,8 @@
 //! What telemetry costs the data path: AllReduce time per call on 2 ranks (threads, this process) with
 //! telemetry on (recorder enabled, server draining it) against off (what `COLLSCOPE_TELEMETRY=0` gives: the
 //! recorder is never enabled). On and off alternate in rounds so machine noise hits both alike; the times are
-//! median rounds and the overhead is the median of the rounds' on/off ratios. Run: `cargo bench --bench telemetry_overhead`.
+//! median rounds and the overhead is the median of the rounds' on/off ratios.
+//! Run: `cargo bench --bench telemetry_overhead`.
 
 mod common;
 

@@ -55,7 +55,8 @@ static ncclResult_t start(void* context, void** handle, ncclProfilerEventDescr_v
                    (int)getpid(), id_of(d->parentObj), d->rank);
   switch (d->type) {
     case ncclProfileGroupApi:
-      snprintf(line + n, sizeof line - n, " depth=%d captured=%d\n", d->groupApi.groupDepth, (int)d->groupApi.graphCaptured);
+      snprintf(line + n, sizeof line - n, " depth=%d captured=%d\n", d->groupApi.groupDepth,
+               (int)d->groupApi.graphCaptured);
       break;
     case ncclProfileCollApi:
       snprintf(line + n, sizeof line - n, " func=%s count=%zu datatype=%s root=%d\n", d->collApi.func,
@@ -70,15 +71,13 @@ static ncclResult_t start(void* context, void** handle, ncclProfilerEventDescr_v
                " group=%d-%ld seq=%llu func=%s send=%p recv=%p count=%zu root=%d datatype=%s nch=%u nwarps=%u"
                " algo=%s proto=%s\n",
                (int)getpid(), id_of(d->coll.parentGroup), (unsigned long long)d->coll.seqNumber, d->coll.func,
-               d->coll.sendBuff, d->coll.recvBuff,
-               d->coll.count, d->coll.root, d->coll.datatype, d->coll.nChannels, d->coll.nWarps, d->coll.algo,
-               d->coll.proto);
+               d->coll.sendBuff, d->coll.recvBuff, d->coll.count, d->coll.root, d->coll.datatype, d->coll.nChannels,
+               d->coll.nWarps, d->coll.algo, d->coll.proto);
       break;
     case ncclProfileP2p:
       snprintf(line + n, sizeof line - n, " group=%d-%ld func=%s buff=%p count=%zu datatype=%s peer=%d nch=%u\n",
                (int)getpid(), id_of(d->p2p.parentGroup), d->p2p.func, d->p2p.buff, d->p2p.count, d->p2p.datatype,
-               d->p2p.peer,
-               d->p2p.nChannels);
+               d->p2p.peer, d->p2p.nChannels);
       break;
     case ncclProfileProxyOp:
       snprintf(line + n, sizeof line - n, " opid=%d channel=%u peer=%d nsteps=%d chunk=%d send=%d\n",
