@@ -173,4 +173,13 @@ mod tests {
         assert_eq!(serde_json::from_value::<Event>(json).unwrap(), ev);
         assert_eq!(serde_json::to_value(Event::Snapshot).unwrap(), serde_json::json!({"kind": "snapshot"}));
     }
+
+    #[test]
+    fn the_kinds_list_is_every_tag_serde_knows() {
+        // serde names every variant it accepts when it meets a tag it does not know.
+        let e = serde_json::from_value::<Event>(serde_json::json!({"kind": "no_such_kind"})).unwrap_err().to_string();
+        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let tags: Vec<&str> = expected.split(", ").map(|t| t.trim_matches('`')).collect();
+        assert_eq!(tags, Event::KINDS, "{e}");
+    }
 }
