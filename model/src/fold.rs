@@ -206,7 +206,7 @@ impl Snapshot {
         }
         self.ops.insert(at, op.clone());
         let cut = excess(self.ops.len(), bound);
-        out.evicted_in_flight = self.ops[..cut].iter().filter(|o| o.state.in_flight()).map(|o| o.rank).collect();
+        out.evicted_in_flight = self.ops.range(..cut).filter(|o| o.state.in_flight()).map(|o| o.rank).collect();
         self.ops.drain(..cut);
         out.evicted += cut;
     }
@@ -456,7 +456,7 @@ mod tests {
             assert!(s.ops.len() <= 32, "{} calls kept", s.ops.len());
         }
         assert!(s.ops.len() >= 32 - 32 / SLACK);
-        assert_eq!(s.ops.last().unwrap().seq, 99, "the newest stay");
+        assert_eq!(s.ops.back().unwrap().seq, 99, "the newest stay");
         assert_eq!(evicted + s.ops.len(), 100);
         assert_eq!(in_flight, [7], "the enqueued call of rank 7 was dropped");
     }

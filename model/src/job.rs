@@ -117,7 +117,7 @@ impl RankSummary {
         let mut by_comm: BTreeMap<Option<&str>, CommProgress> = BTreeMap::new();
         for o in &ops {
             let p = by_comm.entry(o.comm.as_deref()).or_insert_with(|| CommProgress {
-                comm: o.comm.clone(),
+                comm: o.comm.as_deref().map(str::to_string),
                 last_completed: None,
                 in_flight: None,
                 recent_starts: Vec::new(),
@@ -190,7 +190,7 @@ mod tests {
                 o.duration_us = Some(seq as f64);
                 o.busbw_gbps = Some(2.0);
             }
-            s.ops.push(o);
+            s.ops.push_back(o);
         }
         let sums = RankSummary::of(&s, 41_000);
         assert_eq!(sums.len(), 1);

@@ -22,6 +22,8 @@ pub mod scan;
 pub mod topology;
 pub mod tuning;
 
+use std::collections::VecDeque;
+
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{Connection, Direction, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
@@ -116,7 +118,8 @@ pub struct Snapshot {
     pub env: Vec<EnvSetting>,
     pub warnings: Vec<Warning>,
     pub findings: Vec<Finding>,
-    pub ops: Vec<OpRecord>,
+    /// A deque: a live source folds a call at a time into a full list, which drops its oldest from the front.
+    pub ops: VecDeque<OpRecord>,
     pub proxy: Vec<ProxyOp>,
     /// Each channel's GPU time so far, by (comm, rank, channel) (NCCL's profiler KernelCh events).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -157,7 +160,7 @@ impl Snapshot {
             env: Vec::new(),
             warnings: Vec::new(),
             findings: Vec::new(),
-            ops: Vec::new(),
+            ops: VecDeque::new(),
             proxy: Vec::new(),
             kernel_channels: Vec::new(),
             profiler: None,

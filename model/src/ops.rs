@@ -2,6 +2,7 @@
 
 use super::names::{Algorithm, Collective, DataType, Protocol, RedOp};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -15,7 +16,8 @@ pub enum OpState {
 /// One collective or point-to-point call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpRecord {
-    pub comm: Option<String>,
+    /// Shared: a live source names the same communicator on each of its calls, thousands a second.
+    pub comm: Option<Arc<str>>,
     pub rank: u32,
     /// Per-communicator sequence number (NCCL's opCount).
     pub seq: u64,
@@ -156,32 +158,6 @@ pub struct ProxyTally {
     pub sum: ProxyOp,
 }
 
-impl ProxyTally {
-    pub fn of(op: ProxyOp) -> Self {
-        ProxyTally { last: op.clone(), ops: 1, sum: op }
-    }
-
-    /// Adds one more operation of the same connection.
-    pub fn add(&mut self, op: ProxyOp) {
-        let s = &mut self.sum;
-        s.n_steps += op.n_steps;
-        s.posted += op.posted;
-        s.transmitted += op.transmitted;
-        s.done += op.done;
-        for &(w, secs) in &op.waits {
-            match s.waits.iter_mut().find(|(k, _)| *k == w) {
-                Some((_, total)) => *total += secs,
-                None => s.waits.push((w, secs)),
-            }
-        }
-        if op.seq >= self.last.seq {
-            s.seq = op.seq;
-            self.last = op;
-        }
-        self.ops += 1;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,28 +170,23 @@ mod tests {
     }
 
     #[test]
-    fn a_tally_sums_its_connections_operations_and_keeps_the_newest() {
-        let op = |seq, done, waits: Vec<(ProxyWait, f64)>| ProxyOp {
+    fn a_connection_is_its_rank_channel_peer_and_direction() {
+        let op = ProxyOp {
             rank: 1,
-            seq,
+            seq: 4,
             channel: 0,
             peer: 2,
             send: false,
-            n_steps: done,
-            posted: done,
-            transmitted: done,
-            done,
-            waits,
+            n_steps: 2,
+            posted: 2,
+            transmitted: 2,
+            done: 2,
+            waits: vec![(ProxyWait::WaitingForRecv, 0.5)],
             started_us: None,
             updated_us: None,
         };
-        let mut t = ProxyTally::of(op(4, 2, vec![(ProxyWait::WaitingForRecv, 0.5)]));
-        t.add(op(6, 3, vec![(ProxyWait::WaitingForRecv, 0.25), (ProxyWait::RecvGpuWait, 0.125)]));
-        t.add(op(5, 1, vec![]));
-        assert_eq!((t.ops, t.last.seq, t.last.done), (3, 6, 3));
-        assert_eq!((t.sum.seq, t.sum.n_steps, t.sum.done), (6, 6, 6));
-        assert_eq!(t.sum.waits, [(ProxyWait::WaitingForRecv, 0.75), (ProxyWait::RecvGpuWait, 0.125)]);
-        assert!(t.last.same_connection(&op(9, 1, vec![])));
-        assert!(!t.last.same_connection(&ProxyOp { send: true, ..op(9, 1, vec![]) }));
+        assert!(op.same_connection(&ProxyOp { seq: 9, waits: vec![], ..op.clone() }));
+        assert!(!op.same_connection(&ProxyOp { send: true, ..op.clone() }));
+        assert!(!op.same_connection(&ProxyOp { peer: 3, ..op.clone() }));
     }
 }

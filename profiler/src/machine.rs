@@ -64,8 +64,8 @@ pub(crate) const DETACHED: Sizes = Sizes { tasks: 0, proxies: 1024, kernels: 0, 
 
 /// What `init` said about the communicator.
 pub(crate) struct CommInfo {
-    /// The communicator's name (`commName`), else its hash in hex.
-    pub name: String,
+    /// The communicator's name (`commName`), else its hash in hex; shared by every call record.
+    pub name: Arc<str>,
     pub comm_id: u64,
     pub rank: u32,
     pub nranks: u32,

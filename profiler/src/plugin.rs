@@ -275,6 +275,7 @@ impl Plugin {
     /// # Safety
     /// As for [`init`].
     unsafe fn init(&self, context: *mut *mut c_void, mask: *mut c_int, c: CommInit) -> NcclResult {
+        crate::clock::calibrate();
         let settings = match Settings::from_env() {
             Ok(s) => s,
             Err(e) => {
@@ -296,8 +297,8 @@ impl Plugin {
             }
         }
         let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
-            Some(n) if !n.is_empty() => n.into_owned(),
-            _ => format!("{:#x}", c.comm_id),
+            Some(n) if !n.is_empty() => Arc::from(n),
+            _ => Arc::from(format!("{:#x}", c.comm_id)),
         };
         let comm = CommInfo {
             name,

@@ -365,10 +365,10 @@ impl State {
     /// in as events. A list that shrank means the
     /// source started over (a new file after rotation), so all of it is new.
     pub fn ingest(&mut self, mut snap: Snapshot) {
-        fn fresh<T>(list: &[T], seen: &mut usize) -> std::ops::Range<usize> {
-            let from = if list.len() < *seen { 0 } else { *seen };
-            *seen = list.len();
-            from..list.len()
+        fn fresh(len: usize, seen: &mut usize) -> std::ops::Range<usize> {
+            let from = if len < *seen { 0 } else { *seen };
+            *seen = len;
+            from..len
         }
         // The histories kept so far stay; the source's own are folded in below.
         let ops = std::mem::replace(&mut snap.ops, std::mem::take(&mut self.snap.ops));
@@ -376,9 +376,9 @@ impl State {
         let decisions = std::mem::replace(&mut snap.decisions, std::mem::take(&mut self.snap.decisions));
         let warnings = std::mem::replace(&mut snap.warnings, std::mem::take(&mut self.snap.warnings));
         let mut seen = self.ingested;
-        let new_connections = fresh(&snap.connections, &mut seen.connections);
-        let new_communicators = fresh(&snap.communicators, &mut seen.communicators);
-        let new_findings = fresh(&snap.findings, &mut seen.findings);
+        let new_connections = fresh(snap.connections.len(), &mut seen.connections);
+        let new_communicators = fresh(snap.communicators.len(), &mut seen.communicators);
+        let new_findings = fresh(snap.findings.len(), &mut seen.findings);
         for c in &snap.connections[new_connections] {
             self.publish(Event::Connection(c.clone()));
         }
@@ -394,16 +394,16 @@ impl State {
         }
         self.snap = snap;
         self.facts_dirty = true;
-        for i in fresh(&ops, &mut seen.ops) {
+        for i in fresh(ops.len(), &mut seen.ops) {
             self.apply(Event::OpCompleted(ops[i].clone()));
         }
-        for i in fresh(&proxy, &mut seen.proxy) {
+        for i in fresh(proxy.len(), &mut seen.proxy) {
             self.apply(Event::Proxy(proxy[i].clone()));
         }
-        for i in fresh(&decisions, &mut seen.decisions) {
+        for i in fresh(decisions.len(), &mut seen.decisions) {
             self.apply(Event::Decision(decisions[i].clone()));
         }
-        for i in fresh(&warnings, &mut seen.warnings) {
+        for i in fresh(warnings.len(), &mut seen.warnings) {
             self.apply(Event::Warning(warnings[i].clone()));
         }
         self.ingested = seen;

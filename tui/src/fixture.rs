@@ -168,7 +168,8 @@ pub fn snapshot() -> Snapshot {
         op(1, Collective::AllReduce, 4096, Algorithm::Tree, Protocol::Ll, OpState::Completed),
         op(2, Collective::AllGather, 1 << 20, Algorithm::Ring, Protocol::Ll128, OpState::Completed),
         op(3, Collective::AllReduce, 64 << 20, Algorithm::Ring, Protocol::Simple, OpState::Started),
-    ];
+    ]
+    .into();
     s.proxy = vec![
         ProxyOp {
             rank: 3,

@@ -216,7 +216,7 @@ mod tests {
         }
         assert!(live.snapshot.ops.len() <= max as usize, "{} calls kept", live.snapshot.ops.len());
         assert!(live.snapshot.ops[0].seq >= 10, "the oldest went");
-        assert_eq!(live.snapshot.ops.last().unwrap().seq, max + 9, "the newest stay");
+        assert_eq!(live.snapshot.ops.back().unwrap().seq, max + 9, "the newest stay");
     }
 
     #[test]

@@ -498,7 +498,7 @@ impl Job {
         for s in streams {
             self.close_prints(s);
         }
-        self.snap.ops = self.ops.records();
+        self.snap.ops = self.ops.records().into();
     }
 
     fn flush_pending(&mut self) {

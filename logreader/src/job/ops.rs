@@ -5,6 +5,7 @@ use super::*;
 use crate::message::{CollLine, DecisionLine};
 use collscope_model::{DataType, Decision, OpRecord, OpState, RedOp, UnnamedDecision};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Calls kept per communicator: enough to see where a hung job stopped and what came before.
 pub const OP_HISTORY: usize = 64;
@@ -74,7 +75,7 @@ impl Job {
         self.ops.push(
             op_key,
             OpRecord {
-                comm: c.comm,
+                comm: c.comm.map(Arc::from),
                 rank,
                 seq: c.op_count,
                 coll: c.coll,

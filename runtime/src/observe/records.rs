@@ -27,7 +27,7 @@ pub struct Records {
     id: u64,
     rank: u32,
     /// The communicator's name, given to the operations as they are handed out.
-    name: Option<String>,
+    name: Option<Arc<str>>,
     pub stats: CallStats,
     ops: Mutex<VecDeque<OpRecord>>,
     connections: Mutex<Vec<Connection>>,
@@ -95,7 +95,7 @@ impl Records {
         Records {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             rank,
-            name,
+            name: name.map(Arc::from),
             stats: CallStats::new(nchannels),
             ops: Mutex::default(),
             connections: Mutex::default(),

@@ -178,7 +178,7 @@ mod tests {
         // A call that arrives while paused waits.
         let mut newer = s.ops[0].clone();
         newer.seq = 4;
-        live.snapshot.ops.push(newer);
+        live.snapshot.ops.push_back(newer);
         let text = screen(&render(&app, &live, 80, 24));
         assert!(text.contains("3 operations, PAUSED at #3: 1 newer not shown"), "{text}");
         assert!(!text.contains("      4 AllReduce"), "{text}");
