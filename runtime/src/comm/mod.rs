@@ -76,25 +76,17 @@ fn fnv(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// A random value: std's `RandomState` keys are seeded randomly per thread and differ at every call.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
 /// This process's identity for transport selection, with a new communicator nonce.
 pub fn local_peer_info(rank: u32) -> PeerInfo {
     static PROC_NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let nonce = *PROC_NONCE.get_or_init(random_u64);
+    let nonce = *PROC_NONCE.get_or_init(crate::socket::nonce_u64);
     let host = collscope_debug::sys::hostname();
     let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let host_hash = fnv(&[host.as_bytes(), boot_id.trim().as_bytes()]);
     let pid = std::process::id();
     let pid_hash = fnv(&[&host_hash.to_le_bytes(), &pid.to_le_bytes(), &nonce.to_le_bytes()]);
     let cpus = crate::comm::affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
-    PeerInfo { rank, host, host_hash, pid_hash, comm_nonce: random_u64(), pid, dev: 0, cpus }
+    PeerInfo { rank, host, host_hash, pid_hash, comm_nonce: crate::socket::nonce_u64(), pid, dev: 0, cpus }
 }
 
 pub fn kernel_dtype(d: DataType) -> Dtype {

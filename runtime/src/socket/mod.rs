@@ -140,6 +140,17 @@ pub fn addr_from_bytes(b: &[u8; ADDR_BYTES]) -> Result<SocketAddr, u16> {
     }
 }
 
+/// A value no other call returns, in this process or another, without I/O: std's `RandomState` keys are seeded
+/// from the OS per process, and a counter and the time keep calls apart (communicator nonces, segment names).
+pub fn nonce_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.finish()
+}
+
 /// Fills 8 bytes from the kernel's random source (NCCL's `getRandomData`).
 pub fn random_u64() -> io::Result<u64> {
     let mut b = [0u8; 8];

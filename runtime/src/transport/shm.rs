@@ -6,6 +6,7 @@
 
 use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
+use crate::socket::nonce_u64;
 use crate::transport::conn::ConnMem;
 use collscope_debug::Subsys;
 use collscope_debug::{nccl_info, nccl_trace};
@@ -16,7 +17,6 @@ use nix::fcntl::OFlag;
 use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Once, PoisonError, RwLock};
 
 /// Prefix of every segment collscope creates.
@@ -49,15 +49,6 @@ impl Drop for ShmName {
     fn drop(&mut self) {
         let _ = shm_unlink(self.0.as_str());
     }
-}
-
-fn random_u64() -> u64 {
-    // RandomState is seeded from the OS per process; mixing in time and a counter keeps calls apart.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.finish()
 }
 
 /// Names of collscope segments in /dev/shm with the pid of their creator.
@@ -139,7 +130,7 @@ impl Transport for ShmTransport {
     }
 
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), random_u64());
+        let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
         let len = spec.sizes.region_bytes();
         let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
         if *ending {
