@@ -667,7 +667,7 @@ impl CommProfiler {
         if !self.on(kind::PROXY_CTRL) {
             return None;
         }
-        let e = CtrlEvent { prof: self, h: self.start(&Ev::ProxyCtrl, Handle(null_mut())) };
+        let e = CtrlEvent { prof: self, h: self.start(&Ev::ProxyCtrl, Handle::NULL) };
         e.then(st);
         Some(e)
     }
@@ -803,7 +803,7 @@ impl Call {
         let h = if p.on(kind::KERNEL_CH) {
             p.start(&Ev::KernelCh { channel: channel as u8, p_timer: now_ns() }, self.coll)
         } else {
-            Handle(null_mut())
+            Handle::NULL
         };
         KernelCh { prof: p.clone(), h }
     }

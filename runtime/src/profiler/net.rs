@@ -10,7 +10,6 @@ use super::{CommProfiler, Ctrl, Ev, Handle};
 use collscope_profiler_abi::{kind, net_socket_v1 as sock, state, StateArgs, StateProxyStep};
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
-use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -228,7 +227,7 @@ impl Conn {
         let h = if self.prof.on(super::PROXY_STEP_MASK) {
             self.prof.start(&Ev::ProxyStep((k - op.first) as c_int), op.h)
         } else {
-            Handle(null_mut())
+            Handle::NULL
         };
         let mut l = Live { k, h, state: None };
         if let Some((_, early)) = self.early[slot].take().filter(|e| e.0 == k) {
