@@ -47,18 +47,26 @@ fn collscope_plugin() -> PathBuf {
     so
 }
 
+/// `collscope perf BENCH` on 4 ranks over NET/Socket with `args`, a deadline on its calls, and the plugin's
+/// default mask.
+fn socket_perf(bench: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", bench, "--nranks", "4", "--transport", "socket"])
+        .args(args)
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env_remove("NCCL_PROFILE_EVENT_MASK");
+    cmd
+}
+
 /// `collscope perf all_reduce` on 4 ranks over NET/Socket (8 B and 1 MiB, 2 iterations after a warm-up) with
 /// NCCL's INFO lines for INIT, ENV and TUNING. NCCL logs to stdout, as NCCL does. The plugin's own telemetry
 /// server is off unless a test turns it on.
 fn perf_cmd(launch: &str, env: &[(&str, &Path)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-    cmd.args(["perf", "all_reduce", "--nranks", "4", "--transport", "socket", "--launch", launch])
-        .args(["-b", "8", "-e", "1M", "-f", "131072", "-n", "2", "-w", "1"])
-        .env("NCCL_DEBUG", "INFO")
+    let mut cmd =
+        socket_perf("all_reduce", &["--launch", launch, "-b", "8", "-e", "1M", "-f", "131072", "-n", "2", "-w", "1"]);
+    cmd.env("NCCL_DEBUG", "INFO")
         .env("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING")
-        .env("COLLSCOPE_TIMEOUT_S", "60")
         .env("COLLSCOPE_PROFILER_METRICS", "0")
-        .env_remove("NCCL_PROFILE_EVENT_MASK")
         .env_remove("COLLSCOPE_PROFILER_DUMP");
     for (k, v) in env {
         cmd.env(k, v);
@@ -168,12 +176,8 @@ const MASK: &str = "RECORDER_MASK";
 fn recorded_perf(bench: &str, args: &[&str], env: &[(&str, &str)]) -> Recorded {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("recorded.txt");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
-    cmd.args(["perf", bench, "--nranks", "4", "--transport", "socket"])
-        .args(args)
-        .env_remove("NCCL_DEBUG")
-        .env_remove("NCCL_PROFILE_EVENT_MASK")
-        .env("COLLSCOPE_TIMEOUT_S", "60")
+    let mut cmd = socket_perf(bench, args);
+    cmd.env_remove("NCCL_DEBUG")
         .env("NCCL_PROFILER_PLUGIN", recorder())
         .env("RECORDER_OUT", &rec)
         .envs(env.iter().copied());
