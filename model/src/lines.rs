@@ -387,6 +387,8 @@ fn algo_upper(a: Algorithm) -> &'static str {
         Algorithm::Nvls => "NVLS",
         Algorithm::NvlsTree => "NVLS_TREE",
         Algorithm::Pat => "PAT",
+        // collscope's extension, in the same style (NCCL never prints it).
+        Algorithm::OneShot => "ONESHOT",
     }
 }
 

@@ -107,7 +107,7 @@ impl Collective {
 }
 
 named_enum!(
-    /// Algorithms in NCCL's `NCCL_ALGO_*` order (2.28: TREE 0 .. PAT 6).
+    /// Algorithms in NCCL's `NCCL_ALGO_*` order (2.28: TREE 0 .. PAT 6), then collscope's own (not NCCL's).
     Algorithm, "algorithm", [
         Tree = "Tree",
         Ring = "Ring",
@@ -116,8 +116,21 @@ named_enum!(
         Nvls = "NVLS",
         NvlsTree = "NVLSTree",
         Pat = "PAT",
+        OneShot = "OneShot",
     ]
 );
+
+impl Algorithm {
+    /// NCCL's algorithms (2.28.9 `NCCL_NUM_ALGORITHMS` = 7): what NCCL's tables, grammar and logs know.
+    pub const NCCL: &'static [Algorithm] = Algorithm::ALL.split_at(7).0;
+
+    /// A collscope extension NCCL lacks: OneShot, an AllReduce for small calls on host memory in which every
+    /// rank's vector travels the ring (n-1 steps, not a ring AllReduce's 2(n-1)) and each rank reduces all of
+    /// them in rank order.
+    pub fn is_extension(self) -> bool {
+        !Algorithm::NCCL.contains(&self)
+    }
+}
 
 named_enum!(
     /// Protocols in NCCL's `NCCL_PROTO_*` order.
@@ -197,6 +210,8 @@ mod tests {
         assert_eq!(Protocol::Simple.id(), 2);
         assert_eq!(Collective::AllReduce.id(), 4);
         assert_eq!(Algorithm::from_id(1), Some(Algorithm::Ring));
+        assert_eq!(Algorithm::NCCL.last(), Some(&Algorithm::Pat));
+        assert!(Algorithm::OneShot.is_extension() && !Algorithm::Pat.is_extension());
     }
 
     #[test]

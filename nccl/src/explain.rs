@@ -105,7 +105,7 @@ fn call_size(coll: Collective, size: u64, n_ranks: u32) -> (u64, u64) {
 fn disabled(model: &TuningModel) -> Disabled {
     let mut out: BTreeMap<_, BTreeMap<_, BTreeMap<_, _>>> = BTreeMap::new();
     for coll in Collective::TUNED {
-        for &a in Algorithm::ALL {
+        for &a in Algorithm::NCCL {
             for &p in Protocol::ALL {
                 let why = model.off_reasons(coll, a, p);
                 if !why.is_empty() {

@@ -45,6 +45,8 @@ pub(crate) fn algorithm(s: &[u8]) -> Option<Algorithm> {
         b"NVLS" => Algorithm::Nvls,
         b"NVLS_TREE" => Algorithm::NvlsTree,
         b"PAT" => Algorithm::Pat,
+        // collscope's extension, from collscope's runtime (NCCL never names it).
+        b"ONESHOT" => Algorithm::OneShot,
         _ => return None,
     })
 }
@@ -69,7 +71,7 @@ mod tests {
         let read: Vec<_> = colls.iter().filter_map(|c| collective(c.as_bytes())).collect();
         assert_eq!(read, Collective::ALL);
         let algos = ["TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"];
-        assert_eq!(algos.iter().filter_map(|a| algorithm(a.as_bytes())).collect::<Vec<_>>(), Algorithm::ALL);
+        assert_eq!(algos.iter().filter_map(|a| algorithm(a.as_bytes())).collect::<Vec<_>>(), Algorithm::NCCL);
         let protos = ["LL", "LL128", "SIMPLE"];
         assert_eq!(protos.iter().filter_map(|p| protocol(p.as_bytes())).collect::<Vec<_>>(), Protocol::ALL);
         assert_eq!(datatype(b"ncclBfloat16"), Some(DataType::Bf16));

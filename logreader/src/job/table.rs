@@ -225,7 +225,7 @@ impl Job {
 
     /// A row of the enabled matrix: what it turns off.
     pub(super) fn matrix_row(&mut self, columns: Option<&MatrixColumns>, coll: Collective, flags: &[bool]) {
-        let default = (PROTOCOLS.to_vec(), Algorithm::ALL.to_vec());
+        let default = (PROTOCOLS.to_vec(), Algorithm::NCCL.to_vec());
         let (protos, algos) = columns.unwrap_or(&default);
         let names = protos.iter().map(|p| p.as_str()).chain(algos.iter().map(|a| a.as_str()));
         for (name, on) in names.zip(flags) {

@@ -98,7 +98,7 @@ impl Choice {
 
     /// Every timed cell, fastest first (ties keep NCCL's scan order).
     pub fn ranked(&self) -> Vec<(Algorithm, Protocol, AlgoTime)> {
-        let mut v: Vec<_> = Algorithm::ALL
+        let mut v: Vec<_> = Algorithm::NCCL
             .iter()
             .flat_map(|&a| Protocol::ALL.iter().map(move |&p| (a, p)))
             .filter_map(|(a, p)| match self.cost(a, p) {
@@ -272,7 +272,7 @@ impl TuningModel {
             table[Algorithm::Ring.id()][Protocol::Simple.id()] = Cost::Time(zero);
             return table;
         }
-        for &a in Algorithm::ALL {
+        for &a in Algorithm::NCCL {
             if let Some(why) = self.call_skip(call, a) {
                 table[a.id()] = vec![Cost::Skipped(Skip::ForCall(why)); 3];
                 continue;
@@ -292,7 +292,7 @@ impl TuningModel {
         let costs = self.costs(call);
         let mut best: Option<(Algorithm, Protocol, AlgoTime)> = None;
         let mut min_time = 3_600_000_000.0f64;
-        for &a in Algorithm::ALL {
+        for &a in Algorithm::NCCL {
             for &p in Protocol::ALL {
                 if let Cost::Time(t) = costs[a.id()][p.id()] {
                     if t.time_us >= 0.0 && t.time_us < min_time {

@@ -53,7 +53,7 @@ impl TuningModel {
         }
         let inp = &self.input;
         for (ci, &coll) in Collective::TUNED.iter().enumerate() {
-            for &a in Algorithm::ALL {
+            for &a in Algorithm::NCCL {
                 let hw_off = if inp.n_nodes == 1 && a == Algorithm::NvlsTree {
                     Some(Off::NvlsTreeOneNode)
                 } else if !self.collnet_enable

@@ -114,7 +114,7 @@ impl TuningModel {
                 _ => n_ranks,
             };
             let ag_rs = matches!(coll, Collective::AllGather | Collective::ReduceScatter);
-            for &a in Algorithm::ALL {
+            for &a in Algorithm::NCCL {
                 let g = *self.input.graphs.for_algo(a);
                 let nch = g.n_channels;
                 // NCCL compares typeIntra with LINK_NVL (= PATH_NVL): NVB paths use the PCI latencies.
@@ -317,6 +317,8 @@ impl TuningModel {
                                     + n_ranks as f32 * c.pat_rank_latency as f32;
                             }
                         }
+                        // Not an NCCL algorithm: the loop walks `Algorithm::NCCL` only.
+                        Algorithm::OneShot => {}
                     }
                     self.latencies[ci][a.id()][p.id()] = lat;
                 }

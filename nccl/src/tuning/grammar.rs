@@ -88,7 +88,7 @@ fn names<T: Copy, const N: usize>(all: &[T], name: impl Fn(T) -> &'static str) -
 pub fn parse_algo(value: Option<&str>) -> Result<EnableMatrix<7>, GrammarError> {
     let init = [[1; 7]; 5];
     match value {
-        Some(v) => parse_list("NCCL_ALGO", v, names(Algorithm::ALL, Algorithm::as_str), init),
+        Some(v) => parse_list("NCCL_ALGO", v, names(Algorithm::NCCL, Algorithm::as_str), init),
         None => Ok(init),
     }
 }

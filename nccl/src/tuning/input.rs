@@ -53,7 +53,8 @@ impl TuningGraphs {
     pub fn for_algo(&self, a: Algorithm) -> &AlgoGraph {
         match a {
             Algorithm::Tree | Algorithm::Pat => &self.tree,
-            Algorithm::Ring => &self.ring,
+            // collscope's OneShot travels the ring (never asked for here: NCCL's tables hold NCCL's algorithms).
+            Algorithm::Ring | Algorithm::OneShot => &self.ring,
             Algorithm::CollNetDirect => &self.collnet_direct,
             Algorithm::CollNetChain => &self.collnet_chain,
             Algorithm::Nvls | Algorithm::NvlsTree => &self.nvls,

@@ -10,7 +10,7 @@ use super::params::{TuningError, TuningParams};
 use collscope_model::{Algorithm, Collective, Pattern, Protocol, TuningCell, TuningTable};
 use std::fmt;
 
-/// `[collective][algorithm][protocol]` in NCCL's orders (`Collective::TUNED`, `Algorithm::ALL`, `Protocol::ALL`).
+/// `[collective][algorithm][protocol]` in NCCL's orders (`Collective::TUNED`, `Algorithm::NCCL`, `Protocol::ALL`).
 pub type CellTable<T> = [[[T; 3]; 7]; 5];
 
 /// Why a cell of the table is 0 (never chosen).
@@ -200,7 +200,7 @@ impl TuningModel {
     pub fn table(&self) -> TuningTable {
         let mut t = TuningTable::new();
         for (ci, &coll) in Collective::TUNED.iter().enumerate() {
-            for &a in Algorithm::ALL {
+            for &a in Algorithm::NCCL {
                 for &p in Protocol::ALL {
                     let bw = self.bandwidths[ci][a.id()][p.id()];
                     if bw > 0.0 {

@@ -13,9 +13,9 @@ impl TuningModel {
     /// The TUNING table, one string per INFO line.
     pub fn table_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let n_algos = Algorithm::ALL.len();
+        let n_algos = Algorithm::NCCL.len();
         for block in 0..n_algos.div_ceil(3) {
-            let algos: Vec<Algorithm> = (0..3).filter_map(|ba| Algorithm::from_id(block * 3 + ba)).collect();
+            let algos: Vec<Algorithm> = (0..3).filter_map(|ba| Algorithm::NCCL.get(block * 3 + ba).copied()).collect();
             let mut line = String::from("  Algorithm   |");
             for a in &algos {
                 line.push_str(&format!(" {:>14}   {:>14}   {:>14} |", "", a.as_str(), ""));
@@ -58,7 +58,7 @@ impl TuningModel {
             s.push_str(&format!("{:>8}  ", p.as_str()));
         }
         s.push_str(" | ");
-        for a in Algorithm::ALL {
+        for a in Algorithm::NCCL {
             s.push_str(&format!("{:>13}  ", a.as_str()));
         }
         s.push('\n');

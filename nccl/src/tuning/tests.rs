@@ -371,7 +371,7 @@ proptest! {
         let call = CallInfo { num_pipe_ops: ops, ..CallInfo::new(coll, bytes) };
         let free = model(input.clone());
         let best = free.choose(&call).unwrap();
-        for &a in collscope_model::Algorithm::ALL {
+        for &a in collscope_model::Algorithm::NCCL {
             for &p in collscope_model::Protocol::ALL {
                 if let (Some(t), Cost::Time(_)) = (expected_time(&free, coll, a, p, bytes, ops), best.cost(a, p)) {
                     prop_assert!(best.time.time_us <= t * (1.0 + 1e-5) + 1e-3, "{a}/{p} {t} beats {:?}", best);

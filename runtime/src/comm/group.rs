@@ -2,14 +2,13 @@
 //! `ncclSend`/`ncclRecv`): operations are collected, then progressed together, one step at a time on every
 //! peer that can move, so the order in which ranks post them cannot deadlock.
 
-use crate::comm::{model_dtype, Comm, Want};
+use crate::comm::{model_dtype, Comm, WallClock, Want};
 use crate::device::proto::{read_step, write_step};
 use crate::error::{Result, RuntimeError};
 use crate::profiler::{ApiGroup, Handle, P2pStart};
 use collscope_kernels::Element;
 use collscope_model::{Collective, DataType, Protocol};
 use std::marker::PhantomData;
-use std::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
 struct P2pOp {
@@ -44,7 +43,7 @@ impl Comm {
     }
 
     fn open_group<'b>(&mut self, depth: i32) -> Group<'_, 'b> {
-        let opened_us = self.clock.us(Instant::now());
+        let opened_us = self.clock.us(WallClock::now());
         Group {
             comm: self,
             ops: Vec::new(),
@@ -129,7 +128,7 @@ impl<'b> Group<'_, 'b> {
         } else {
             Collective::SendRecv
         };
-        let started = Instant::now();
+        let started = WallClock::now();
         let mut rec = comm.new_record(coll, dt, total / dt.size(), None, started);
         rec.enqueued_us = Some(opened_us);
         rec.bytes = total as u64;
@@ -139,7 +138,7 @@ impl<'b> Group<'_, 'b> {
         rec.proto = Some(Protocol::Simple);
         rec.n_channels = Some(1);
         let res = run(comm, &mut ops, api);
-        comm.finish_record(rec, started.elapsed(), res)
+        comm.finish_record(rec, WallClock::since(started), res)
     }
 }
 

@@ -3,7 +3,7 @@
 //! of the other dimensions for AllReduce f32 sum and every op on every datatype for each reducing path. Communicators are reused across a group's cases, which also
 //! exercises step counters and protocol switches across calls.
 
-use super::select::SelectConfig;
+use super::select::{Choice, SelectConfig};
 use crate::comm::{Comm, CommOptions};
 use crate::device::reference::reference_reduce;
 use collscope_debug::env::Env;
@@ -22,7 +22,7 @@ const COLLS: [Collective; 7] = [
     Collective::AllToAll,
 ];
 const OPS: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
-const ALGOS: [Algorithm; 2] = [Algorithm::Ring, Algorithm::Tree];
+const ALGOS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Tree, Algorithm::OneShot];
 const PROTOS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
 const NRANKS: [u32; 6] = [1, 2, 3, 4, 7, 8];
 
@@ -80,15 +80,15 @@ fn reduces(c: Collective) -> bool {
     matches!(c, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
 }
 
-/// Which partial assignments can run: Tree is AllReduce's only, point-to-point is Simple and out of place,
-/// and only reductions take an op other than the default.
+/// Which partial assignments can run: Tree and OneShot are AllReduce's only, point-to-point is Simple and out of
+/// place, and only reductions take an op other than the default.
 fn valid(a: &[Option<usize>]) -> bool {
     let Some(c) = a[0].map(|i| COLLS[i]) else { return true };
-    let tree = a[3] == Some(1);
+    let not_ring = a[3].is_some_and(|i| ALGOS[i] != Algorithm::Ring);
     let not_simple = a[4].is_some_and(|p| PROTOS[p] != Protocol::Simple);
     let not_sum = a[2].is_some_and(|o| o != 0);
     let in_place = a[8] == Some(1);
-    !((tree && c != Collective::AllReduce) || (is_p2p(c) && (not_simple || in_place)) || (!reduces(c) && not_sum))
+    !((not_ring && c != Collective::AllReduce) || (is_p2p(c) && (not_simple || in_place)) || (!reduces(c) && not_sum))
 }
 
 /// xorshift64*, deterministic so failures reproduce.
@@ -220,6 +220,7 @@ fn all_cases() -> Vec<Case> {
     for (coll, algo) in [
         (Collective::AllReduce, Algorithm::Ring),
         (Collective::AllReduce, Algorithm::Tree),
+        (Collective::AllReduce, Algorithm::OneShot),
         (Collective::ReduceScatter, Algorithm::Ring),
         (Collective::Reduce, Algorithm::Ring),
     ] {
@@ -392,10 +393,14 @@ fn run_case<T: Element>(comm: &mut Comm, case: &Case) -> Result<(), String> {
 
 fn dispatch(comm: &mut Comm, case: &Case) -> Result<(), String> {
     let mut env = Env::from_pairs([("NCCL_ALGO", case.algo.as_str()), ("NCCL_PROTO", case.proto.as_str())]);
-    if case.coll != Collective::AllReduce {
+    if case.coll != Collective::AllReduce || case.algo.is_extension() {
         env = Env::from_pairs([("NCCL_PROTO", case.proto.as_str())]);
     }
-    let cfg = SelectConfig::from_env(&env, comm.nchannels()).map_err(|e| e.to_string())?;
+    let mut cfg = SelectConfig::from_env(&env, comm.nchannels()).map_err(|e| e.to_string())?;
+    // NCCL_ALGO names NCCL's algorithms only: collscope's own is forced, on every channel.
+    if case.algo.is_extension() {
+        cfg = cfg.forced(Choice { algo: case.algo, proto: case.proto, nchannels: comm.nchannels() });
+    }
     comm.set_select_config(cfg);
     match case.dt {
         DataType::I8 => run_case::<i8>(comm, case),
@@ -467,7 +472,7 @@ fn pairwise_rows_cover_every_feasible_pair_and_respect_constraints() {
     let feasible = feasible_pairs(&DIMS, &valid);
     assert!(feasible.is_subset(&covered));
     assert!(rows.iter().all(|r| valid(&r.iter().map(|v| Some(*v)).collect::<Vec<_>>())));
-    // Far fewer rows than the product (7 * 10 * 5 * 2 * 3 * 2 * 6 * 5 * 2 = 252000).
+    // Far fewer rows than the product (7 * 10 * 5 * 3 * 3 * 2 * 6 * 5 * 2 = 378000).
     assert!(rows.len() < 150, "{} rows", rows.len());
     assert!(!valid(&[Some(1), None, None, Some(1), None, None, None, None, None]));
 }

@@ -1,7 +1,9 @@
 //! The one place a call's algorithm, protocol and channel count are chosen: `NCCL_ALGO` / `NCCL_PROTO`
 //! restrict the candidates (the tuning model's `parseList` grammar), the runtime's implementation limits
 //! remove what it cannot run, and the host tuning model (`crate::tuning`: the measured latency and bandwidth of
-//! the communicator's slowest ring link) picks the fastest predicted (algorithm, protocol, channels).
+//! the communicator's slowest ring link) picks the fastest predicted (algorithm, protocol, channels). Besides
+//! NCCL's algorithms it may pick collscope's OneShot AllReduce for small calls (an extension NCCL lacks, named
+//! so in the logs and views), unless `NCCL_ALGO` restricts the algorithms or `COLLSCOPE_ONESHOT_MAX` is 0.
 
 use crate::transport::{self, PeerInfo, Transport};
 use crate::tuning::{self, HostProfile, TUNING_FILE_VAR};
@@ -23,7 +25,16 @@ pub struct SelectConfig {
     profile: Arc<HostProfile>,
     link: model::Transport,
     forced: Option<Choice>,
+    /// Largest per-rank size OneShot may run (0: never).
+    one_shot_max: u64,
 }
+
+/// The variable bounding OneShot's calls, in bytes per rank; 0 turns the extension off.
+pub const ONE_SHOT_MAX_VAR: &str = "COLLSCOPE_ONESHOT_MAX";
+/// Its default: a bound on the rows OneShot keeps per channel (n of them, each up to this size), past every size
+/// where it measured faster than the ring (2 SHM ranks on 2 cores: up to 8 KiB; 1.2x slower at 32 KiB, 2x at
+/// 512 KiB). Below it the host profile chooses.
+pub const DEFAULT_ONE_SHOT_MAX: u64 = 64 << 10;
 
 impl SelectConfig {
     /// The restrictions in `env`, `NCCL_MIN_NCHANNELS` up to `max_channels`, and the host profile
@@ -38,6 +49,11 @@ impl SelectConfig {
         let algo = env.str("NCCL_ALGO");
         let proto = env.str("NCCL_PROTO");
         let min_channels = env.int("NCCL_MIN_NCHANNELS", 1)?.clamp(1, max_channels.max(1) as i64) as u32;
+        // A user who names NCCL's algorithms gets only those.
+        let one_shot_max = match algo {
+            Some(_) => 0,
+            None => env.int_in(ONE_SHOT_MAX_VAR, DEFAULT_ONE_SHOT_MAX as i64, 0..=i64::MAX)? as u64,
+        };
         let profile = HostProfile::resolve(env).map_err(|e| EnvError {
             name: TUNING_FILE_VAR.into(),
             value: env.str(TUNING_FILE_VAR).map(String::from).unwrap_or_else(|| {
@@ -54,10 +70,18 @@ impl SelectConfig {
             profile.machine.cores,
             profile.machine.nranks
         );
+        if one_shot_max > 0 {
+            nccl_info!(
+                Subsys::TUNING,
+                "collscope extension: AllReduce may run OneShot (not an NCCL algorithm) up to {one_shot_max} bytes \
+                 per rank; {ONE_SHOT_MAX_VAR}=0 or NCCL_ALGO turns it off"
+            );
+        }
         Ok(SelectConfig {
             algos: parse_algo(algo).map_err(|e| named("NCCL_ALGO", algo, e))?,
             protos: parse_proto(proto).map_err(|e| named("NCCL_PROTO", proto, e))?,
             min_channels,
+            one_shot_max,
             ..Self::new(profile, max_channels)
         })
     }
@@ -74,6 +98,7 @@ impl SelectConfig {
             profile: Arc::new(profile),
             link: model::Transport::P2p,
             forced: None,
+            one_shot_max: DEFAULT_ONE_SHOT_MAX,
         }
     }
 
@@ -101,6 +126,9 @@ impl SelectConfig {
     }
 
     fn algo_allowed(&self, coll: Collective, a: Algorithm) -> bool {
+        if a.is_extension() {
+            return self.one_shot_max > 0;
+        }
         Self::row(coll).is_some_and(|r| self.algos[r][a.id()] != 0)
     }
 
@@ -172,10 +200,10 @@ impl SelectConfig {
     }
 }
 
-/// The algorithms the runtime implements for `coll`: Tree only for AllReduce.
+/// The algorithms the runtime implements for `coll`: Tree and OneShot only for AllReduce.
 fn implemented(coll: Collective) -> &'static [Algorithm] {
     if coll == Collective::AllReduce {
-        &[Algorithm::Tree, Algorithm::Ring]
+        &[Algorithm::Tree, Algorithm::Ring, Algorithm::OneShot]
     } else {
         &[Algorithm::Ring]
     }
@@ -200,7 +228,8 @@ pub fn select(cfg: &SelectConfig, coll: Collective, bytes: u64, nranks: u32) -> 
         let algo = if coll == Collective::AllReduce { f.algo } else { Algorithm::Ring };
         return Choice { algo, nchannels: f.nchannels.clamp(1, cfg.max_channels), ..f };
     }
-    let candidates = cfg.candidates(coll);
+    let mut candidates = cfg.candidates(coll);
+    candidates.retain(|c| c.algo != Algorithm::OneShot || bytes <= cfg.one_shot_max);
     let first = candidates[0];
     let best = cfg
         .profile
@@ -310,7 +339,7 @@ mod tests {
         let c = cfg(&[("NCCL_PROTO", "^LL128")]).on_link(model::Transport::Shm);
         let table = c.table(4);
         assert_eq!(table.len(), Collective::TUNED.len());
-        assert_eq!(table[&Collective::AllReduce].len(), 2, "Tree and Ring");
+        assert_eq!(table[&Collective::AllReduce].len(), 3, "Tree, Ring and OneShot");
         assert_eq!(table[&Collective::AllGather].len(), 1, "Ring only");
         let off = table[&Collective::AllReduce][&Algorithm::Ring][&Protocol::Ll128];
         assert!(off.lat_us > 0.0 && off.bw_gbps == 0.0, "a cell turned off keeps its latency: {off:?}");
@@ -320,6 +349,27 @@ mod tests {
             let predicted = c.predict(Collective::AllReduce, bytes, 4, pick).unwrap();
             assert!((from_table - predicted).abs() < 1e-6 * predicted, "{bytes} B: {from_table} vs {predicted}");
         }
+    }
+
+    #[test]
+    fn one_shot_takes_small_allreduces_unless_turned_off() {
+        let c = cfg(&[]).on_link(model::Transport::Shm);
+        // Two ranks: OneShot waits on one step where the ring waits on two; its local reduction of the whole
+        // vector hands large calls back to the ring.
+        assert_eq!(select(&c, Collective::AllReduce, 8, 2).algo, Algorithm::OneShot);
+        assert_ne!(select(&c, Collective::AllReduce, DEFAULT_ONE_SHOT_MAX, 2).algo, Algorithm::OneShot);
+        // Only AllReduce has it.
+        assert_eq!(select(&c, Collective::ReduceScatter, 8, 2).algo, Algorithm::Ring);
+        // Naming NCCL's algorithms, or a bound of 0, turns it off; a bound holds whatever the model says.
+        for env in [[("NCCL_ALGO", "ring,tree")], [(ONE_SHOT_MAX_VAR, "0")]] {
+            let c = cfg(&env).on_link(model::Transport::Shm);
+            assert_ne!(select(&c, Collective::AllReduce, 8, 2).algo, Algorithm::OneShot, "{env:?}");
+        }
+        let c = cfg(&[(ONE_SHOT_MAX_VAR, "16")]).on_link(model::Transport::Shm);
+        assert_eq!(select(&c, Collective::AllReduce, 16, 2).algo, Algorithm::OneShot);
+        assert_ne!(select(&c, Collective::AllReduce, 32, 2).algo, Algorithm::OneShot);
+        let e = SelectConfig::from_env(&Env::from_pairs([(ONE_SHOT_MAX_VAR, "-1")]), 2).unwrap_err().to_string();
+        assert!(e.contains("COLLSCOPE_ONESHOT_MAX='-1'"), "{e}");
     }
 
     #[test]

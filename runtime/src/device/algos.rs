@@ -69,6 +69,45 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
     Ok(())
 }
 
+/// collscope's OneShot AllReduce, an extension NCCL lacks, for small calls: every rank's chunk travels the
+/// ring as in an AllGather (n-1 dependent steps where a ring AllReduce takes 2(n-1)) into one row per rank, then
+/// each rank reduces the rows in rank order, so every rank computes the same bits.
+pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+    let n = p.nranks as usize;
+    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
+    let (es, r) = (part.esize, rank as usize);
+    let row = part.chunk.min(part.len) * es;
+    let rows = Ptr(p.rows(n * row));
+    let at = |k: usize| rows.at(k * row);
+    let in_place = src.0 == dst.0;
+    for (o, l) in chunks(part) {
+        let (o, l) = (o * es, l * es);
+        unsafe {
+            p.send(next, src.at(o), l)?;
+            for j in 1..n - 1 {
+                p.recv_copy_send(prev, &[next], at((r + n - j) % n), l)?;
+            }
+            p.recv(prev, at((r + 1) % n), l)?;
+            if p.count_only {
+                continue;
+            }
+            // Peers may read the chunk where it lies (P2P read): in this rank's source, which the reduction
+            // overwrites in place, and in the rows, which the next chunk refills.
+            p.wait_sent()?;
+            // In place, the first write to the destination would overwrite this rank's chunk before its turn
+            // (unless it is the first input): it is read from its row instead.
+            let own = if in_place && r != 0 {
+                collscope_kernels::bytes::copy(at(r), src.at(o), l);
+                at(r)
+            } else {
+                src.at(o)
+            };
+            p.reduce_local(n, |k| if k == r { own } else { at(k) }, dst.at(o), l);
+        }
+    }
+    Ok(())
+}
+
 /// Tree AllReduce: reduce up the channel's tree, then broadcast down.
 pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let tree = p.ch.tree;

@@ -48,6 +48,8 @@ pub struct Scratch {
     unpacked: Vec<Vec<u64>>,
     /// A reduction with no destination in memory that peers see.
     out: Vec<u64>,
+    /// OneShot's rows: every rank's chunk, reduced locally once all arrived.
+    rows: Vec<u64>,
     /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
     moved: Vec<(u32, bool, u64)>,
 }
@@ -283,6 +285,27 @@ impl<'a> Prims<'a> {
         }
     }
 
+    /// OneShot's rows, `bytes` long, kept for the next call: a raw pointer, as the primitives that fill them
+    /// borrow `self` mutably.
+    pub fn rows(&mut self, bytes: usize) -> *mut u8 {
+        let rows = &mut self.ch.scratch.rows;
+        rows.resize(rows.len().max(bytes.div_ceil(8)), 0);
+        rows.as_mut_ptr() as *mut u8
+    }
+
+    /// `dst = input(0) op input(1) op ... op input(n - 1)`, in that order (Avg divides once, at the last), with
+    /// no peer involved: OneShot's local reduction.
+    ///
+    /// # Safety
+    /// Every input valid for `len` bytes and aligned for the datatype; `dst` writable for `len` and, if it is one
+    /// of the inputs, `input(0)`; `n >= 2`.
+    pub unsafe fn reduce_local(&self, n: usize, input: impl Fn(usize) -> *const u8, dst: *mut u8, len: usize) {
+        for k in 1..n {
+            let a = if k == 1 { input(0) } else { dst.cast_const() };
+            kern::reduce(self.dt, self.op, dst, a, input(k), len, (k == n - 1).then_some(self.nranks));
+        }
+    }
+
     /// Ends the channel's share of a call, `r` its outcome: returns once nothing reads or writes the user's
     /// buffers any more (peer threads released the steps they read there, the network's sends from them
     /// completed, its receives into them arrived), so the caller may reuse them. After a failure the
@@ -291,10 +314,7 @@ impl<'a> Prims<'a> {
     pub fn finish(&mut self, r: Result<()>) -> Result<()> {
         let (ch, w) = (&*self.ch, self.w);
         let r = r.and_then(|()| {
-            for e in ch.send.values() {
-                let what = || format!("steps to rank {} to be read in this rank's buffer on channel {}", e.peer, ch.id);
-                w.wait_on(e.mem.head_bell(), || e.sent(), what)?;
-            }
+            self.wait_sent()?;
             for e in ch.recv.values() {
                 let what = || format!("the network to finish receiving from rank {} on channel {}", e.peer, ch.id);
                 w.wait_on(e.mem.tail_bell(), || e.unwant(), what)?;
@@ -312,6 +332,17 @@ impl<'a> Prims<'a> {
             }
         }
         r
+    }
+
+    /// Waits until peers have read every step this channel posted from the sender's own memory (P2P read, NET
+    /// from the user's buffer), so that memory may change.
+    pub fn wait_sent(&self) -> Result<()> {
+        for e in self.ch.send.values() {
+            let what =
+                || format!("steps to rank {} to be read in this rank's buffer on channel {}", e.peer, self.ch.id);
+            self.w.wait_on(e.mem.head_bell(), || e.sent(), what)?;
+        }
+        Ok(())
     }
 
     fn send_end(&self, peer: u32) -> &SendEnd {

@@ -168,7 +168,7 @@ pub fn read_step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::wait::AbortHandle;
+    use crate::sync::wait::{AbortHandle, Patience};
     use crate::transport::conn::{BufSizes, ConnMem};
     use std::sync::Arc;
     use std::time::Duration;
@@ -178,7 +178,12 @@ mod tests {
         let sizes = BufSizes { simple: 8 * 256, ll: 8 * 16 * 16, ll128: 8 * 128 * 2 };
         for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let mem = Arc::new(ConnMem::anonymous(sizes).unwrap());
-            let w = Waiter { rank: 0, timeout: Duration::from_secs(20), abort: AbortHandle::default(), spins: 64 };
+            let w = Waiter {
+                rank: 0,
+                timeout: Duration::from_secs(20),
+                abort: AbortHandle::default(),
+                patience: Patience::ALONE,
+            };
             let cap = sizes.step_payload(proto);
             let lens: Vec<usize> = (0..40).map(|i| (i * 37 + 1) % cap + 1).collect();
             let mut send = SendEnd { mem: mem.clone(), peer: 1, step: 0 };

@@ -304,6 +304,8 @@ fn algo_name(a: Algorithm) -> &'static CStr {
         Algorithm::Nvls => c"NVLS",
         Algorithm::NvlsTree => c"NVLS_TREE",
         Algorithm::Pat => c"PAT",
+        // collscope's extension, named as the runtime's decision lines name it.
+        Algorithm::OneShot => c"ONESHOT",
     }
 }
 

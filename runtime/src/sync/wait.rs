@@ -18,14 +18,27 @@ pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
     env.seconds("COLLSCOPE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
 }
 
-/// Spins before the first yield: long enough to catch a peer on another core, short enough to leave the
-/// core to ranks sharing it.
-pub const SPINS: u32 = 256;
-/// Spins when this host runs more ranks than it has cores: none. The peer a wait needs is then usually waiting
-/// for this very core, so yielding it at once is what gets it to run. Measured on 2 cores, 8 B AllReduce,
-/// medians: 4 rank processes 12.2 us with 32 spins, 8.2 us with none; 8 processes 40.8 -> 22.5 us; large
-/// messages unchanged.
-pub const SPINS_OVERSUBSCRIBED: u32 = 0;
+/// How long a wait keeps its core before it sleeps: spins, then yields for at least `yield_for`, then sleeps on
+/// a futex ([`patience_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    pub spins: u32,
+    pub yield_for: Duration,
+}
+
+impl Patience {
+    /// A core per rank: spin long enough to catch a peer on another core, then yield for 1 ms. A sleeper pays
+    /// the futex wake and its rescheduling (tens of us on a VM); when that is longer than the yields, two ranks
+    /// waiting on each other fall into sleeping in turn and stay there. Measured on 2 cores, 2 rank processes,
+    /// AllReduce 8 B-512 B, 100000 calls a run: with 50 us of yields runs gave 1.0 to 43 us a call, with 1 ms
+    /// 1.0 to 1.7 us.
+    pub const ALONE: Patience = Patience { spins: 256, yield_for: Duration::from_millis(1) };
+    /// More ranks than cores: no spins, as the peer a wait needs is then usually waiting for this very core,
+    /// and 50 us of yields. Measured on 2 cores, 8 B AllReduce, medians: 4 rank processes 12.2 us with 32 spins,
+    /// 8.2 us with none; 8 processes 40.8 -> 22.5 us; after 16 yields alone calls took either 7-8 or 17-27 us (a
+    /// wait past the yields slept), yielding for 50 us too, 7.3-12 us; 8 ranks at 4-16 MiB unchanged.
+    pub const CROWDED: Patience = Patience { spins: 0, yield_for: Duration::from_micros(50) };
+}
 
 /// The cores the ranks of one host may run on together, given each one's: each rank's own affinity will not do,
 /// as a rank pinned to its core sees one.
@@ -38,21 +51,18 @@ pub fn cores_of(local: &[&[u32]]) -> usize {
     }
 }
 
-/// How long waits spin for the ranks of one host, given the cores each may run on: whether they outnumber the
-/// cores they may run on together.
-pub fn spins_for(local: &[&[u32]]) -> u32 {
+/// How patient waits are for the ranks of one host, given the cores each may run on: whether they outnumber
+/// the cores they may run on together.
+pub fn patience_for(local: &[&[u32]]) -> Patience {
     if local.len() > cores_of(local) {
-        SPINS_OVERSUBSCRIBED
+        Patience::CROWDED
     } else {
-        SPINS
+        Patience::ALONE
     }
 }
-/// Yields before sleeping on a [`Bell`]: a peer that was just descheduled usually posts within a few.
+/// Yields before sleeping on a [`Bell`], whatever `yield_for` says: a peer that was just descheduled usually
+/// posts within a few.
 const YIELDS: u32 = 16;
-/// How long the yields last at least: a sleeper pays the futex wake and its rescheduling, tens of us on a busy
-/// core. Measured on 2 cores, 4 rank processes, AllReduce 8-512 B: after 16 yields alone, calls took either 7-8
-/// or 17-27 us (a wait past the yields slept); yielding for 50 us too, 7.3-12 us; 8 ranks at 4-16 MiB unchanged.
-const YIELD_FOR: Duration = Duration::from_micros(50);
 /// Longest single futex sleep, so abort and timeout are still noticed without a wake.
 const PARK: Duration = Duration::from_millis(2);
 
@@ -157,8 +167,8 @@ pub struct Waiter {
     pub rank: u32,
     pub timeout: Duration,
     pub abort: AbortHandle,
-    /// Spins before yielding ([`spins_for`]).
-    pub spins: u32,
+    /// Spins and yields before sleeping ([`patience_for`]).
+    pub patience: Patience,
 }
 
 impl Waiter {
@@ -180,7 +190,7 @@ impl Waiter {
         mut ready: impl FnMut() -> bool,
         what: impl FnOnce() -> String,
     ) -> Result<()> {
-        for _ in 0..self.spins {
+        for _ in 0..self.patience.spins {
             if ready() {
                 return Ok(());
             }
@@ -194,7 +204,7 @@ impl Waiter {
                 return Ok(());
             }
             if !sleeping && bell.is_some() && rounds >= YIELDS {
-                sleeping = start.elapsed() >= YIELD_FOR;
+                sleeping = start.elapsed() >= self.patience.yield_for;
             }
             match bell {
                 Some(b) if sleeping => {
@@ -241,15 +251,20 @@ mod tests {
     #[test]
     fn ranks_spin_unless_they_outnumber_the_cores_they_share() {
         // Pinned one per core: each sees a single core, together they have one each.
-        assert_eq!(spins_for(&[&[0], &[1]]), SPINS);
-        assert_eq!(spins_for(&[&[0], &[0]]), SPINS_OVERSUBSCRIBED);
-        assert_eq!(spins_for(&[&[0, 1], &[0, 1]]), SPINS);
-        assert_eq!(spins_for(&[&[0, 1], &[0, 1], &[0, 1]]), SPINS_OVERSUBSCRIBED);
+        assert_eq!(patience_for(&[&[0], &[1]]), Patience::ALONE);
+        assert_eq!(patience_for(&[&[0], &[0]]), Patience::CROWDED);
+        assert_eq!(patience_for(&[&[0, 1], &[0, 1]]), Patience::ALONE);
+        assert_eq!(patience_for(&[&[0, 1], &[0, 1], &[0, 1]]), Patience::CROWDED);
     }
 
     #[test]
     fn abort_ends_a_wait_with_the_reason() {
-        let w = Waiter { rank: 3, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
+        let w = Waiter {
+            rank: 3,
+            timeout: Duration::from_secs(30),
+            abort: AbortHandle::default(),
+            patience: Patience::ALONE,
+        };
         let h = w.abort.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
@@ -262,7 +277,12 @@ mod tests {
 
     #[test]
     fn timeout_names_the_wait() {
-        let w = Waiter { rank: 0, timeout: Duration::from_millis(10), abort: AbortHandle::default(), spins: SPINS };
+        let w = Waiter {
+            rank: 0,
+            timeout: Duration::from_millis(10),
+            abort: AbortHandle::default(),
+            patience: Patience::ALONE,
+        };
         let e = w.wait(|| false, || "credit from rank 2".into()).unwrap_err();
         assert!(matches!(e, RuntimeError::Timeout { .. }) && e.to_string().contains("credit from rank 2"));
         assert!(w.wait(|| true, String::new).is_ok());
@@ -271,7 +291,12 @@ mod tests {
     #[test]
     fn a_sleeper_on_a_bell_is_woken_by_the_ring_and_still_honours_abort() {
         let (word, sleepers) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU32::new(0)));
-        let w = Waiter { rank: 0, timeout: Duration::from_secs(30), abort: AbortHandle::default(), spins: SPINS };
+        let w = Waiter {
+            rank: 0,
+            timeout: Duration::from_secs(30),
+            abort: AbortHandle::default(),
+            patience: Patience::ALONE,
+        };
         let (w2, word2, sleepers2) = (w.clone(), word.clone(), sleepers.clone());
         let t = std::thread::spawn(move || {
             let bell = Bell { word: &word2, sleepers: &sleepers2 };

@@ -13,11 +13,13 @@ pub struct Candidate {
     pub nchannels: u32,
 }
 
-/// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1, a tree's way up and down.
+/// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1 (OneShot's too), a tree's way
+/// up and down.
 pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
         (Collective::AllReduce, Algorithm::Tree) => 2.0 * n.log2().ceil(),
+        (Collective::AllReduce, Algorithm::OneShot) => n - 1.0,
         (Collective::AllReduce, _) => 2.0 * (n - 1.0),
         (Collective::Broadcast | Collective::Reduce | Collective::AllGather | Collective::ReduceScatter, _) => n - 1.0,
         _ => 1.0,
@@ -28,10 +30,13 @@ pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
 /// vector for AllReduce, Broadcast and Reduce, one rank's block for AllGather and ReduceScatter). For a ring
 /// AllReduce this is nccl-tests' bus bandwidth factor 2(n-1)/n; a tree AllReduce sends everything up and down
 /// whatever the rank count (NCCL 2.28.9 `tuning.cc` turns tree bus bandwidth into algorithm bandwidth by 1/2).
+/// OneShot forwards every other rank's whole vector, as an AllGather of the vector would, then reduces all n
+/// in one local pass, counted as one vector more (the ring's reductions are inside its measured bandwidth).
 pub fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
         (Collective::AllReduce, Algorithm::Tree) => 2.0,
+        (Collective::AllReduce, Algorithm::OneShot) => n,
         (Collective::AllReduce, _) => 2.0 * (n - 1.0) / n,
         (Collective::AllGather | Collective::ReduceScatter, _) => n - 1.0,
         _ => 1.0,
@@ -130,5 +135,7 @@ mod tests {
         assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Ring, 4), 1.5);
         assert_eq!(bus_factor(Collective::AllReduce, Algorithm::Tree, 4), 2.0);
         assert_eq!(bus_factor(Collective::ReduceScatter, Algorithm::Ring, 4), 3.0);
+        assert_eq!(steps(Collective::AllReduce, Algorithm::OneShot, 4), 3.0);
+        assert_eq!(bus_factor(Collective::AllReduce, Algorithm::OneShot, 4), 4.0);
     }
 }

@@ -61,8 +61,12 @@ pub struct LinkProfile {
 }
 
 impl LinkProfile {
-    pub fn cell(&self, algo: Algorithm, proto: Protocol) -> Option<&CellCost> {
-        self.cells.iter().find(|c| c.algo == algo && c.proto == proto)
+    /// The constants of `algo`/`proto` on this link. collscope's OneShot is priced with Ring's: it moves the
+    /// same steps around the same ring, only fewer of them and each with more bytes (see `predict::steps`).
+    pub fn cell(&self, algo: Algorithm, proto: Protocol) -> Option<CellCost> {
+        let measured = if algo == Algorithm::OneShot { Algorithm::Ring } else { algo };
+        let cell = self.cells.iter().find(|c| c.algo == measured && c.proto == proto)?;
+        Some(CellCost { algo, ..*cell })
     }
 }
 

@@ -50,6 +50,9 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
             }
             lines.push(Line::from(row));
         }
+        for algo in table.keys().filter(|a| a.is_extension()) {
+            lines.push(Line::styled(format!("{algo}: a collscope extension, not an NCCL algorithm"), dim()));
+        }
         lines.push(Line::raw(""));
         lines.push(Line::styled("Best cell by size (lat + bytes/bw, NCCL's first-order model)", bold()));
         for (from, to, algo, proto) in crossovers(table) {
@@ -174,5 +177,20 @@ mod tests {
         assert!(text.contains("Ring              16.0/9.0         26.0/36.0    *   56.0/80.0"), "{text}");
         assert!(text.contains("64.0 MiB -> Ring/Simple on 2 channels predicted 900 us"), "{text}");
         assert!(text.contains("Tree/LL"), "{text}");
+        assert!(!text.contains("extension"), "{text}");
+
+        // The runtime's own algorithm is named as collscope's, not NCCL's.
+        let mut snap = fixture::snapshot();
+        let cell = TuningCell { lat_us: 8.0, bw_gbps: 5.0 };
+        snap.tuning
+            .entry(Collective::AllReduce)
+            .or_default()
+            .entry(Algorithm::OneShot)
+            .or_default()
+            .insert(Protocol::Ll, cell);
+        let live = crate::Live::with_snapshot("fixture", snap);
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(text.contains("OneShot            8.0/5.0"), "{text}");
+        assert!(text.contains("OneShot: a collscope extension, not an NCCL algorithm"), "{text}");
     }
 }
