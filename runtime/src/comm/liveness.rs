@@ -152,6 +152,7 @@ impl Liveness {
 
     /// From now on a failure also aborts `comm`; at once if a peer already failed.
     pub fn attach(&self, comm: AbortHandle) {
+        comm.watched();
         let comm = self.shared.comm.get_or_init(|| comm);
         if let Some(f) = self.failure() {
             comm.abort(f.to_string());

@@ -139,25 +139,68 @@ mod futex {
 #[derive(Debug, Clone, Default)]
 pub struct AbortHandle {
     flag: Arc<AtomicBool>,
-    reason: Arc<Mutex<Option<String>>>,
+    reason: Arc<Mutex<Reason>>,
+    /// A watchdog of the peers is attached ([`AbortHandle::watched`]).
+    watched: Arc<AtomicBool>,
 }
 
+#[derive(Debug, Default)]
+struct Reason {
+    text: Option<String>,
+    /// Only what this rank saw of a peer ([`AbortHandle::abort_seen`]), which a watchdog's finding replaces.
+    seen: bool,
+}
+
+/// How long a failed wait gives an attached watchdog to name the rank that died, when what the wait saw was
+/// only a peer closing a connection.
+const WATCHDOG_GRACE: Duration = Duration::from_millis(500);
+
 impl AbortHandle {
-    /// Makes every current and future wait of the communicator fail with `reason` (the first reason wins).
+    /// Makes every current and future wait of the communicator fail with `reason` (the first reason wins, but
+    /// replaces one that was only seen).
     pub fn abort(&self, reason: impl Into<String>) {
+        self.set(reason.into(), false);
+    }
+
+    /// As [`AbortHandle::abort`], for what this rank saw of a peer that may not be the cause: a peer that closed a
+    /// connection died, or aborted because a third rank did (and closed its connections to this rank first). A
+    /// watchdog's finding (any later [`AbortHandle::abort`]) replaces this reason.
+    pub fn abort_seen(&self, reason: impl Into<String>) {
+        self.set(reason.into(), true);
+    }
+
+    fn set(&self, text: String, seen: bool) {
         let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
-        if r.is_none() {
-            *r = Some(reason.into());
+        if r.text.is_none() || (r.seen && !seen) {
+            *r = Reason { text: Some(text), seen };
         }
         self.flag.store(true, Ordering::Release);
+    }
+
+    /// A watchdog of the peers now aborts the communicator when one dies: [`AbortHandle::reason`] gives it a
+    /// moment to name that rank.
+    pub fn watched(&self) {
+        self.watched.store(true, Ordering::Release);
     }
 
     pub fn is_aborted(&self) -> bool {
         self.flag.load(Ordering::Acquire)
     }
 
+    /// Why the communicator was aborted. When that was only seen of a peer and a watchdog is attached, waits up
+    /// to [`WATCHDOG_GRACE`] for the watchdog's finding, so every rank names the rank that died rather than a
+    /// survivor that closed its connections first.
     pub fn reason(&self) -> Option<String> {
-        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let start = Instant::now();
+        loop {
+            let r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+            let settled = !r.seen || !self.watched.load(Ordering::Acquire) || start.elapsed() >= WATCHDOG_GRACE;
+            if settled {
+                return r.text.clone();
+            }
+            drop(r);
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 
@@ -255,6 +298,34 @@ mod tests {
         assert_eq!(patience_for(&[&[0], &[0]]), Patience::CROWDED);
         assert_eq!(patience_for(&[&[0, 1], &[0, 1]]), Patience::ALONE);
         assert_eq!(patience_for(&[&[0, 1], &[0, 1], &[0, 1]]), Patience::CROWDED);
+    }
+
+    #[test]
+    fn a_watchdogs_finding_replaces_what_a_rank_only_saw_of_a_peer() {
+        // No watchdog: what was seen stands, at once.
+        let h = AbortHandle::default();
+        h.abort_seen("rank 0 closed its connection");
+        h.abort_seen("rank 1 closed its connection");
+        assert_eq!(h.reason().as_deref(), Some("rank 0 closed its connection"));
+        // A watchdog that names the dead rank shortly after: every failed wait reports that.
+        let h = AbortHandle::default();
+        h.watched();
+        h.abort_seen("rank 0 closed its connection");
+        let w = h.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            w.abort("rank 2 died");
+            w.abort("rank 0 died");
+        });
+        assert_eq!(h.reason().as_deref(), Some("rank 2 died"));
+        t.join().unwrap();
+        // A watchdog that finds nothing: what was seen, after the grace.
+        let h = AbortHandle::default();
+        h.watched();
+        h.abort_seen("rank 0 closed its connection");
+        let start = Instant::now();
+        assert_eq!(h.reason().as_deref(), Some("rank 0 closed its connection"));
+        assert!(start.elapsed() >= WATCHDOG_GRACE);
     }
 
     #[test]

@@ -740,13 +740,13 @@ fn run(
                 Err(err) => {
                     let reason = match err {
                         ProxyError::Net(n) if n.peer_closed() => {
-                            format!("rank {peer} closed its NET/{net} connection (channel {channel}, {dir}); it exited or was killed")
+                            format!("rank {peer} closed its NET/{net} connection (channel {channel}, {dir}); it exited, was killed or aborted")
                         }
                         other => format!("NET/{net} {dir} rank {peer} on channel {channel} failed: {other}"),
                     };
                     nccl_info!(Subsys::NET | Subsys::PROXY, "Proxy of rank {rank}: {reason}");
                     if let (None, Some(a)) = (e.leaving, abort.get()) {
-                        a.abort(reason);
+                        a.abort_seen(reason);
                     }
                     failed = Some(i);
                     break;
