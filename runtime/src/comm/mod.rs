@@ -1033,6 +1033,47 @@ mod tests {
     }
 
     #[test]
+    fn a_ring_allreduce_between_threads_writes_each_final_chunk_into_the_successors_buffer() {
+        // Simple steps of 4 KiB, several per chunk and several chunks per call, in place and out of place.
+        let env =
+            [("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"), ("NCCL_BUFFSIZE", "32768"), ("NCCL_MAX_NCHANNELS", "1")];
+        for nranks in [2, 3] {
+            std::thread::scope(|s| {
+                for mut c in threads(nranks, &env) {
+                    s.spawn(move || {
+                        let (r, n) = (c.rank, 24_000);
+                        let sum = |it: u32| (0..nranks).map(|q| it * 7 + q).sum::<u32>();
+                        let (mut send, mut buf) = (vec![0u32; n], vec![0u32; n]);
+                        for it in 0..60u32 {
+                            let in_place = it % 2 == 1;
+                            if in_place {
+                                buf.fill(it * 7 + r);
+                                c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
+                            } else {
+                                send.fill(it * 7 + r);
+                                c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
+                            }
+                            assert!(buf.iter().all(|v| *v == sum(it)), "{nranks} ranks, call {it}, rank {r}");
+                            // The peers are done with this rank's buffers once the call returns.
+                            send.fill(u32::MAX);
+                            buf.fill(u32::MAX);
+                        }
+                        // The last call's first all-gather steps (the last NCCL_STEPS steps include them) came
+                        // from the predecessor, which wrote them into this rank's buffer.
+                        let prev = c.channels[0].ring_prev;
+                        let end = &c.channels[0].recv[&prev];
+                        let range = buf.as_ptr() as usize..buf.as_ptr() as usize + 4 * n;
+                        let landed = (end.step - crate::transport::conn::NCCL_STEPS..end.step)
+                            .filter(|&step| range.contains(&(end.mem.posted(step).unwrap().1.as_ptr() as usize)))
+                            .count();
+                        assert!(landed > 0, "{nranks} ranks: no recent step was written into this rank's buffer");
+                    });
+                }
+            });
+        }
+    }
+
+    #[test]
     fn an_abort_ends_a_stuck_collective_naming_op_seq_and_reason() {
         let mut comms = threads(2, &[]);
         let _idle = comms.pop().unwrap();

@@ -5,7 +5,7 @@
 
 use super::proto::{read_step, wait_credit, write_step};
 use super::tree::TreeNode;
-use crate::error::Result;
+use crate::error::{Result, RuntimeError};
 use crate::sync::wait::Waiter;
 use crate::transport::conn::{Direct, RecvEnd, SendEnd, NCCL_STEPS};
 use collscope_kernels::{bytes as kern, Dtype, Op};
@@ -52,6 +52,8 @@ pub struct Scratch {
     rows: Vec<u64>,
     /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
     moved: Vec<(u32, bool, u64)>,
+    /// Calls that exposed their destination ([`Prims::expose_dst`]): names the current one to the ring peers.
+    calls: u64,
 }
 
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
@@ -133,6 +135,27 @@ impl<'a> Prims<'a> {
         nbytes: usize,
         post: bool,
     ) -> Result<()> {
+        self.run_into(from, to, src, dst, None, nbytes, post)
+    }
+
+    /// [`Prims::run`], where `into` (if any) is the final destination of these `nbytes` in the receiver's own
+    /// buffer, published by it ([`Prims::peer_dst`]): Simple steps to the single peer of `to` are written there
+    /// instead of into a slot, and the receiver finds them in place.
+    ///
+    /// # Safety
+    /// As [`Prims::run`]; `into` valid for `nbytes` and not read or written by the receiver until it gets the
+    /// steps.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_into(
+        &mut self,
+        from: &[u32],
+        to: &[u32],
+        src: Option<*const u8>,
+        dst: Option<*mut u8>,
+        into: Option<*mut u8>,
+        nbytes: usize,
+        post: bool,
+    ) -> Result<()> {
         if self.count_only {
             let steps = nbytes.div_ceil(self.piece);
             from.iter().for_each(|p| self.count_moved(*p, false, steps));
@@ -158,15 +181,14 @@ impl<'a> Prims<'a> {
         let mut off = 0;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            let want = direct_recv.map(|(p, d)| {
+            if let Some((p, d)) = direct_recv {
                 let end = &self.ch.recv[&p];
                 while wanted < nbytes && wanted < off + NCCL_STEPS as usize * self.piece {
                     let ahead = ((wanted - off) / self.piece) as u64;
                     end.want(ahead, d.add(wanted), self.piece.min(nbytes - wanted));
                     wanted += self.piece;
                 }
-                d.add(off)
-            });
+            }
             for p in to {
                 wait_credit(self.send_end(*p), self.w, channel)?;
             }
@@ -181,8 +203,12 @@ impl<'a> Prims<'a> {
                 inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
                 k += 1;
             }
-            // The proxy received the step where it belongs: nothing to copy into the destination.
-            let landed = want.filter(|&d| inputs[0] == d.cast_const());
+            // The step is already where it belongs (the proxy received it there, or the sender wrote it there):
+            // nothing to copy into the destination.
+            let landed = match (from, src, dst) {
+                (&[_], None, Some(d)) if !post && inputs[0] == d.add(off).cast_const() => Some(d.add(off)),
+                _ => None,
+            };
             let inputs = &inputs[..ninputs];
             if simple {
                 // The step's bytes where they already lie in the user's buffers: in the destination once written
@@ -201,20 +227,25 @@ impl<'a> Prims<'a> {
                     outs[0] = d.add(off);
                     n = 1;
                 }
+                let into = into.filter(|_| to.len() == 1).map(|i| i.add(off));
                 for p in to {
                     let e = self.send_end(*p);
-                    if !direct(e) {
-                        assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
-                        outs[n] = e.mem.slot(Protocol::Simple, e.step);
-                        n += 1;
-                    }
+                    let out = match into {
+                        Some(i) => i,
+                        None if direct(e) => continue,
+                        None => e.mem.slot(Protocol::Simple, e.step),
+                    };
+                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                    outs[n] = out;
+                    n += 1;
                 }
                 self.combine(inputs, &outs[..n], len, post);
                 for p in to {
                     let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
-                    match user.filter(|_| direct(e)) {
-                        Some(u) => e.post_at(u, len),
-                        None => {
+                    match (into, user.filter(|_| direct(e))) {
+                        (Some(i), _) => e.post_written(i, len),
+                        (None, Some(u)) => e.post_at(u, len),
+                        (None, None) => {
                             let slot = e.mem.slot(Protocol::Simple, e.step);
                             write_step(e, self.proto, slot, len)
                         }
@@ -257,7 +288,8 @@ impl<'a> Prims<'a> {
     /// result to the other outputs, a block at a time.
     ///
     /// # Safety
-    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, nothing else
+    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, and another
+    /// output may equal another input (each block of it is written once the block was read); nothing else
     /// overlaps.
     unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool) {
         let Some((&first, rest)) = outs.split_first() else { return };
@@ -322,7 +354,10 @@ impl<'a> Prims<'a> {
             Ok(())
         });
         if let Err(e) = &r {
-            w.abort.abort(format!("channel {} failed: {e}", ch.id));
+            // A wait that ended on the abort adds no cause of its own.
+            if !matches!(e, RuntimeError::Aborted { .. }) {
+                w.abort.abort(format!("channel {} failed: {e}", ch.id));
+            }
             let p2p = |e: &SendEnd| e.mem.direct() == Direct::P2pRead;
             let idle = || ch.send.values().all(|e| p2p(e) || e.sent()) && ch.recv.values().all(RecvEnd::unwant);
             let start = std::time::Instant::now();
@@ -388,19 +423,41 @@ impl<'a> Prims<'a> {
         self.run(from, &[], Some(src), Some(dst), n, post)
     }
 
-    /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on.
+    /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on: into `into`, the
+    /// same bytes of `to`'s destination, where it published that ([`Prims::next_dst`]).
     ///
     /// # Safety
-    /// As [`Prims::run`].
+    /// As [`Prims::run_into`].
     pub unsafe fn recv_reduce_copy_send(
         &mut self,
         from: u32,
         to: u32,
         src: *const u8,
         dst: *mut u8,
+        into: Option<*mut u8>,
         n: usize,
     ) -> Result<()> {
-        self.run(&[from], &[to], Some(src), Some(dst), n, true)
+        self.run_into(&[from], &[to], Some(src), Some(dst), into, n, true)
+    }
+
+    /// Starts a call whose final bytes the ring predecessor may write straight into this rank's `dst` when it is
+    /// a thread of this process (P2P): tells it where `dst` is for this call. Every rank of the ring calls it
+    /// at the start of the same calls, so their counts name the call.
+    pub fn expose_dst(&mut self, dst: Ptr) {
+        if self.count_only {
+            return;
+        }
+        self.ch.scratch.calls += 1;
+        if let Some(e) = self.ch.recv.get(&self.ch.ring_prev) {
+            e.publish_dst(self.ch.scratch.calls, dst.0);
+        }
+    }
+
+    /// The destination the ring successor exposed for this call ([`Prims::expose_dst`]), if it is a thread of
+    /// this process and did so already.
+    pub fn next_dst(&self) -> Option<Ptr> {
+        let e = self.ch.send.get(&self.ch.ring_next).filter(|_| !self.count_only)?;
+        e.peer_dst(self.ch.scratch.calls).map(Ptr)
     }
 
     /// Receives into `dst` and forwards to `to`.

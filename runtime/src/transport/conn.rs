@@ -43,6 +43,9 @@ const OFF_INFO: usize = 2 * CACHE_LINE;
 /// Per-slot address of a step that is not in its slot (0: it is): on the send side the sender's own buffer the
 /// reader takes it from, on a NET receive side the user's buffer the proxy received it into.
 const OFF_DIRECT: usize = 3 * CACHE_LINE;
+/// P2P: the call number and destination buffer the receiver published for its sender to write into
+/// ([`RecvEnd::publish_dst`]).
+const OFF_EXCHANGE: usize = 4 * CACHE_LINE;
 /// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
 const SLEEPERS: usize = 8;
 /// Bytes before the first buffer: the counters, the per-slot info fifo, padding to a page.
@@ -272,6 +275,11 @@ impl ConnMem {
         self.counter(OFF_DIRECT + 8 * (step % NCCL_STEPS) as usize)
     }
 
+    /// The receiver's published (call number, destination address).
+    fn exchange(&self) -> (&AtomicU64, &AtomicU64) {
+        (self.counter(OFF_EXCHANGE), self.counter(OFF_EXCHANGE + 8))
+    }
+
     /// Records what slot `step` holds; the sender calls this before publishing `tail = step + 1`.
     pub fn set_info(&self, step: u64, proto: Protocol, bytes: usize) {
         self.info(step).store(((proto.id() as u64) << 56) | bytes as u64, Ordering::Relaxed);
@@ -426,6 +434,24 @@ impl SendEnd {
         self.step += 1;
     }
 
+    /// Posts the current step (Simple) as the `len` bytes this sender wrote at `at`, in the receiver's buffer where
+    /// [`SendEnd::peer_dst`] said, and moves to the next: the receiver finds them in place and copies nothing.
+    pub fn post_written(&mut self, at: *const u8, len: usize) {
+        debug_assert!(self.mem.direct() == Direct::P2pRead, "a write into the peer's buffer on a connection without");
+        self.mem.direct_word(self.step).store(at as u64, Ordering::Relaxed);
+        self.mem.set_info(self.step, Protocol::Simple, len);
+        self.mem.publish_tail(self.step + 1);
+        self.step += 1;
+    }
+
+    /// The destination buffer the receiver published for its call number `call` ([`RecvEnd::publish_dst`]), if it
+    /// did already: a P2P sender may write the receiver's final bytes straight there.
+    pub fn peer_dst(&self, call: u64) -> Option<*mut u8> {
+        let (seq, addr) = self.mem.exchange();
+        (self.mem.direct() == Direct::P2pRead && seq.load(Ordering::Acquire) == call)
+            .then(|| addr.load(Ordering::Relaxed) as *mut u8)
+    }
+
     /// Whether every step posted from the user's buffer was read there (the receiver released it, `head`
     /// passed it), or the proxy let go of them.
     pub fn sent(&self) -> bool {
@@ -483,6 +509,18 @@ impl RecvEnd {
             })
     }
 
+    /// Tells a P2P sender where this rank's destination buffer lies for its call number `call`, so the sender may
+    /// write the call's final bytes there (NCCL 2.28.9 `src/device/prims_simple.h`, the receiver's buffer pointer
+    /// passed through `ptrExchange` for direct writes). Before this rank's first step of the call: the sender
+    /// learns of it through that step, and a sender that looks earlier finds the previous call's number.
+    pub fn publish_dst(&self, call: u64, dst: *mut u8) {
+        if self.mem.direct() == Direct::P2pRead {
+            let (seq, addr) = self.mem.exchange();
+            addr.store(dst as u64, Ordering::Relaxed);
+            seq.store(call, Ordering::Release);
+        }
+    }
+
     /// Hands the current slot back to the sender and moves to the next step.
     pub fn release(&mut self) {
         self.mem.publish_head(self.step + 1);
@@ -520,6 +558,22 @@ mod tests {
             bell.sleep(&[], std::time::Duration::from_secs(20));
             assert!(start.elapsed() < std::time::Duration::from_secs(10), "the update did not wake the proxy");
         }
+    }
+
+    #[test]
+    fn a_p2p_sender_sees_the_receivers_destination_for_the_same_call_only() {
+        let sizes = BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
+        let m = Arc::new(ConnMem::anonymous(sizes).unwrap());
+        let (tx, rx) = (SendEnd { mem: m.clone(), peer: 1, step: 0 }, RecvEnd { mem: m.clone(), peer: 0, step: 0 });
+        let mut buf = [0u8; 64];
+        // Not a P2P connection: nothing is published.
+        rx.publish_dst(1, buf.as_mut_ptr());
+        assert_eq!(tx.peer_dst(1), None);
+        m.allow_direct(Direct::P2pRead);
+        assert_eq!(tx.peer_dst(1), None, "before the receiver started the call");
+        rx.publish_dst(1, buf.as_mut_ptr());
+        assert_eq!(tx.peer_dst(1), Some(buf.as_mut_ptr()));
+        assert_eq!(tx.peer_dst(2), None, "the receiver is still in the previous call");
     }
 
     #[test]
