@@ -139,7 +139,7 @@ impl<'a> Prims<'a> {
     }
 
     /// [`Prims::run`], where `into` (if any) is the final destination of these `nbytes` in the receiver's own
-    /// buffer, published by it ([`Prims::peer_dst`]): Simple steps to the single peer of `to` are written there
+    /// buffer, published by it ([`Prims::next_dst`]): Simple steps to the single peer of `to` are written there
     /// instead of into a slot, and the receiver finds them in place.
     ///
     /// # Safety

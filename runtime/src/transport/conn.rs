@@ -427,17 +427,19 @@ impl SendEnd {
     /// [`Direct::NetAnyMemory`]). Credit must be held; the caller keeps them unchanged until [`SendEnd::sent`].
     pub fn post_at(&mut self, src: *const u8, len: usize) {
         debug_assert!(self.mem.direct() != Direct::Off, "a step from the user's buffer on a connection without");
-        self.mem.direct_word(self.step).store(src as u64, Ordering::Relaxed);
         self.mem.direct.until.store(self.step + 1, Ordering::Relaxed);
-        self.mem.set_info(self.step, Protocol::Simple, len);
-        self.mem.publish_tail(self.step + 1);
-        self.step += 1;
+        self.post_outside(src, len);
     }
 
     /// Posts the current step (Simple) as the `len` bytes this sender wrote at `at`, in the receiver's buffer where
     /// [`SendEnd::peer_dst`] said, and moves to the next: the receiver finds them in place and copies nothing.
     pub fn post_written(&mut self, at: *const u8, len: usize) {
         debug_assert!(self.mem.direct() == Direct::P2pRead, "a write into the peer's buffer on a connection without");
+        self.post_outside(at, len);
+    }
+
+    /// Posts the current step as `len` bytes at `at`, outside its slot.
+    fn post_outside(&mut self, at: *const u8, len: usize) {
         self.mem.direct_word(self.step).store(at as u64, Ordering::Relaxed);
         self.mem.set_info(self.step, Protocol::Simple, len);
         self.mem.publish_tail(self.step + 1);
