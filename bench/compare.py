@@ -146,6 +146,22 @@ def mem_shares(label, reps, membw, cores, coll, n, lo, hi):
         print(f"# {label} as a share of the memory bound ({cores} cores, membw): {', '.join(shares)}")
 
 
+def parse_steal(text):
+    """Snapshots of /proc/stat's aggregate "cpu" line, one per line (compare.sh takes one before the first
+    repetition and one after each) -> the share of CPU time the hypervisor gave other guests (steal) between
+    consecutive snapshots. Fields: user nice system idle iowait irq softirq steal ..."""
+    snaps = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 9 and f[0] == "cpu" and all(v.isdigit() for v in f[1:9]):
+            snaps.append([int(v) for v in f[1:9]])
+    shares = []
+    for a, b in zip(snaps, snaps[1:]):
+        total = sum(b) - sum(a)
+        shares.append((b[7] - a[7]) / total if total > 0 else 0.0)
+    return shares
+
+
 def main(directory):
     rep = Report()
     membw, cores = {}, os.cpu_count() or 1
@@ -214,6 +230,15 @@ def main(directory):
         print(f"# RSS after init per rank (MiB): {' '.join(rss)}; peak (64 MB buffers) {' '.join(peak)}")
     else:
         rep.row("Init 8 ranks (processes) vs 200 ms", 8, None, 200.0, "ms", 1.0, at_least=False)
+    steal_file = os.path.join(directory, "cpustat.txt")
+    if os.path.exists(steal_file):
+        with open(steal_file) as fh:
+            steal = parse_steal(fh.read())
+        if steal:
+            # A guest's figures swing with what the host runs beside it; this says how much it did in this run.
+            noisy = "; figures this run are unreliable" if max(steal) > 0.05 else ""
+            shares = ", ".join(f"{v:.0%}" for v in steal)
+            print(f"# host steal (CPU time the hypervisor gave other guests) per repetition: {shares}{noisy}")
     print(f"# {rep.passed} PASS, {rep.missed} MISS, {rep.missing} without data")
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
-# itself can carry, and the anchors' membw), then bench/compare.py prints each target's medians, ratio and
+# itself can carry, the anchors' membw, and the host's steal per repetition), then bench/compare.py prints each target's medians, ratio and
 # PASS/MISS, and each SHM figure as a share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
@@ -45,6 +45,9 @@ anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
 # The machine's own limit, for compare.py's share of the memory bound: copy and add-reduce rates, and the cores.
 bash "$anchors" membw > "$out/membw.txt" 2> "$out/membw.err" || echo "membw anchor failed, see $out/membw.err" >&2
 getconf _NPROCESSORS_ONLN > "$out/cores.txt"
+# The host's steal before and after each repetition: how much a virtual machine's neighbours took (compare.py).
+cpustat() { if [ -r /proc/stat ]; then head -n 1 /proc/stat >> "$out/cpustat.txt"; fi; }
+cpustat
 started=$SECONDS
 for ((r = 1; r <= reps; r++)); do
   echo "# repetition $r/$reps ($((SECONDS - started)) s)" >&2
@@ -62,6 +65,7 @@ for ((r = 1; r <= reps; r++)); do
   perf cs-ag-4 $r all_gather 4 processes shm 1048576 67108864 $li $lw
   perf cs-rs-4 $r reduce_scatter 4 processes shm 1048576 67108864 $li $lw
   perf cs-shm-8-large $r all_reduce 8 processes shm 1048576 67108864 $li $lw
+  cpustat
 done
 echo "# $reps repetition(s) in $((SECONDS - started)) s; raw tables in $out" >&2
 python3 "$root/bench/compare.py" "$out"

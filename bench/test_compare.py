@@ -43,6 +43,26 @@ class Parsers(unittest.TestCase):
         self.assertEqual(compare.parse_collscope(read("mpi.txt"))[0], {})
 
 
+class Steal(unittest.TestCase):
+    def test_steal_share_between_snapshots(self):
+        text = ("cpu  100 0 50 800 0 0 0 50 0 0\n"
+                "cpu  200 0 100 1500 0 0 0 200 0 0\n"
+                "intr 5\n"
+                "cpu  300 0 150 2350 0 0 0 200 0 0\n")
+        # 1000 ticks with 150 stolen, then 1000 with none; the line that is not "cpu" is skipped.
+        self.assertEqual(compare.parse_steal(text), [0.15, 0.0])
+        self.assertEqual(compare.parse_steal("cpu  1 2 3 4 5 6 7 8 9 10\n"), [])
+
+    def test_report_flags_a_run_with_steal(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "cpustat.txt"), "w") as fh:
+                fh.write("cpu  0 0 0 0 0 0 0 0\ncpu  40 0 10 0 0 0 0 50 0 0\n")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                compare.main(d)
+        self.assertIn("per repetition: 50%; figures this run are unreliable", out.getvalue())
+
+
 class MemoryBound(unittest.TestCase):
     def test_membw_rates(self):
         membw = compare.parse_membw(read("membw.txt"))
