@@ -11,7 +11,7 @@ use crate::feed::FEED;
 use crate::machine::{self, CommInfo, Context, Shared, DETACHED, SIZES};
 use crate::output::{drain_context, drain_detached, Sink};
 use crate::record::Outbox;
-use crate::rendezvous::Rendezvous;
+use crate::rendezvous::{Rendezvous, READ_EVERY};
 use crate::settings::Settings;
 use crate::sink::JsonlSink;
 use collscope_debug::env::Env;
@@ -160,8 +160,8 @@ struct State {
     server: Option<Server>,
     /// A server failed to start: it is not tried again, so the warning comes once.
     serve_failed: bool,
-    /// Each context's place in the rendezvous folder, by context address.
-    rendezvous: Vec<(usize, Rendezvous)>,
+    /// Each context's place in the rendezvous folder, kept until the last `finalize` has served its linger.
+    rendezvous: Vec<Rendezvous>,
     dump_open: bool,
 }
 
@@ -331,7 +331,7 @@ impl Plugin {
         if let Some(server) = &st.server {
             let me = RankEndpoint { rank, host: host.unwrap_or_default(), url: server.endpoint.clone() };
             match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
-                Ok(r) => st.rendezvous.push((Arc::as_ptr(&ctx) as usize, r)),
+                Ok(r) => st.rendezvous.push(r),
                 Err(e) => {
                     self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; the job view shows this rank only"))
                 }
@@ -366,9 +366,6 @@ impl Plugin {
             }
             c.finalize();
             st.live -= 1;
-            if let Some(i) = st.rendezvous.iter().position(|(at, _)| *at == ctx as usize) {
-                st.rendezvous.swap_remove(i).1.leave();
-            }
             let last = st.live == 0;
             (last, if last { st.drainer.take() } else { None })
         };
@@ -394,7 +391,17 @@ impl Plugin {
             if let Some(s) = server.as_ref().filter(|s| !s.linger.is_zero()) {
                 let secs = s.linger.as_secs();
                 self.log(NCCL_LOG_INFO, &format!("collscope profiler: serving the final figures for {secs} s"));
-                std::thread::sleep(s.linger);
+                // Ranks that joined the folder after this one last read it are found meanwhile.
+                let end = Instant::now() + s.linger;
+                while let Some(left) = end.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+                    std::thread::sleep(left.min(READ_EVERY));
+                    self.drain(false);
+                }
+            }
+            // The endpoint files stay while this process serves, the linger included: a rank that reads the
+            // folder later (it started later, or its last read came before this rank joined) still finds this one.
+            for r in std::mem::take(&mut lock(&self.state).rendezvous) {
+                r.leave();
             }
             if let Some(Err(e)) = server.map(|s| s.telemetry.shutdown()) {
                 self.log(NCCL_LOG_WARN, &format!("collscope profiler: telemetry's last export: {e}"));
@@ -434,8 +441,8 @@ impl Plugin {
         let (contexts, endpoints) = {
             let mut st = lock(&self.state);
             // The job view reaches the ranks of the largest communicator (the world, in a training job).
-            let largest = st.rendezvous.iter_mut().max_by_key(|(_, r)| r.nranks());
-            let endpoints = largest.and_then(|(_, r)| r.poll(now)).map(<[RankEndpoint]>::to_vec);
+            let largest = st.rendezvous.iter_mut().max_by_key(|r| r.nranks());
+            let endpoints = largest.and_then(|r| r.poll(now)).map(<[RankEndpoint]>::to_vec);
             (st.contexts.clone(), endpoints)
         };
         let mut reported = lock(&self.reported);

@@ -1,8 +1,8 @@
 //! How the ranks of a real NCCL job find each other's telemetry without collscope's bootstrap: through a folder
 //! (`COLLSCOPE_RENDEZVOUS_DIR`, default `collscope-rendezvous` in the temporary directory; on several hosts, a
 //! shared filesystem). Each rank writes `<dir>/<comm hash>/rank-<rank>.json` (its [`RankEndpoint`]) at `init`,
-//! whole (written aside, then renamed), and removes it at `finalize`; the drain thread re-reads the folder now and
-//! then until every rank is known.
+//! whole (written aside, then renamed), and removes it once its server stops (after the last `finalize` and its
+//! linger); the drain thread re-reads the folder now and then until every rank is known, the linger included.
 
 use collscope_debug::file::read_small_string;
 use collscope_model::RankEndpoint;

@@ -378,6 +378,8 @@ struct Held {
     proc: Proc,
     /// The base URL of the plugin's telemetry, as it logged it through NCCL's logger.
     url: String,
+    /// "lingering" once the plugin logged that its last finalize serves on.
+    later: mpsc::Receiver<String>,
     stderr: JoinHandle<String>,
 }
 
@@ -411,12 +413,14 @@ fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32, extra: &[(&st
     env.extend_from_slice(extra);
     let mut cmd = driver_cmd(&["hold".as_ref(), release.as_os_str()], rendezvous, &env);
     let mut proc = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), LIMIT);
-    let (url, stderr) =
-        watch(proc.take_stderr(), |l| l.split("telemetry at ").nth(1)?.split("/metrics").next().map(str::to_string));
+    let (said, stderr) = watch(proc.take_stderr(), |l| {
+        let url = l.split("telemetry at ").nth(1).and_then(|u| u.split("/metrics").next()).map(str::to_string);
+        url.or_else(|| l.contains("serving the final figures").then(|| "lingering".to_string()))
+    });
     let (held, _stdout) = watch(proc.take_stdout(), |l| (l == "held").then(String::new));
-    let url = url.recv_timeout(LIMIT).expect("the plugin logs where it serves");
+    let url = said.recv_timeout(LIMIT).expect("the plugin logs where it serves");
     held.recv_timeout(LIMIT).expect("the driver ran its calls");
-    Held { proc, url, stderr }
+    Held { proc, url, later: said, stderr }
 }
 
 fn get(url: &str) -> String {
@@ -519,6 +523,29 @@ fn two_ranks_find_each_other_through_the_rendezvous_folder_and_the_job_view_show
         assert!(status.success(), "{log}");
     }
     assert_eq!(std::fs::read_dir(&rendezvous).unwrap().count(), 0, "both ranks left the folder");
+}
+
+#[test]
+fn a_rank_that_finished_first_stays_in_the_folder_while_it_lingers() {
+    // Rank 1 runs its calls and finalizes before rank 0 starts: its server lingers, and so does its endpoint, so
+    // rank 0's job view still reaches it.
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = dir.path().join("rendezvous");
+    let (release0, release1) = (dir.path().join("release0"), dir.path().join("release1"));
+    let mut first = hold(&release1, &rendezvous, 1, 2, &[("COLLSCOPE_PROFILER_LINGER_S", Path::new("15"))]);
+    std::fs::write(&release1, "").unwrap();
+    assert_eq!(first.later.recv_timeout(LIMIT).as_deref(), Ok("lingering"), "rank 1 finalized and serves on");
+    let mut second = hold(&release0, &rendezvous, 0, 2, &[]);
+    let body = poll(&format!("{}/api/v1/job", second.url), |t| {
+        serde_json::from_str::<JobView>(t).is_ok_and(|j| j.ranks.len() == 2)
+    });
+    let job: JobView = serde_json::from_str(&body).unwrap();
+    assert_eq!(job.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1], "{body}");
+    std::fs::write(&release0, "").unwrap();
+    for held in [&mut first, &mut second] {
+        assert!(held.proc.wait().success());
+    }
+    assert_eq!(std::fs::read_dir(&rendezvous).unwrap().count(), 0, "both ranks left the folder once they stopped");
 }
 
 #[test]
