@@ -417,9 +417,7 @@ impl SendEnd {
         if self.mem.direct() != Direct::Off {
             self.mem.direct_word(self.step).store(0, Ordering::Relaxed);
         }
-        self.mem.set_info(self.step, proto, slot_bytes);
-        self.mem.publish_tail(self.step + 1);
-        self.step += 1;
+        self.advance(proto, slot_bytes);
     }
 
     /// Posts the current step (Simple) as the `len` bytes at `src`, in the sender's own buffer, and moves to the
@@ -441,7 +439,12 @@ impl SendEnd {
     /// Posts the current step as `len` bytes at `at`, outside its slot.
     fn post_outside(&mut self, at: *const u8, len: usize) {
         self.mem.direct_word(self.step).store(at as u64, Ordering::Relaxed);
-        self.mem.set_info(self.step, Protocol::Simple, len);
+        self.advance(Protocol::Simple, len);
+    }
+
+    /// Records what the current step holds, publishes it and moves to the next.
+    fn advance(&mut self, proto: Protocol, bytes: usize) {
+        self.mem.set_info(self.step, proto, bytes);
         self.mem.publish_tail(self.step + 1);
         self.step += 1;
     }
