@@ -4,8 +4,13 @@
 //! NET proxy sends and receives them). Every byte crosses a real loopback socket. Prints an anchor-style table
 //! (size count type op time_us algbw busbw wrong) that bench/compare.py reads as it reads Gloo's.
 //!
-//!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS]
+//! With `reduce`, each receiver also adds the pieces of a round's first half (the reduce-scatter's steps) into a
+//! SIZE-byte float buffer with collscope's kernel: the bound a ring AllReduce can reach where the sockets' copies
+//! and the reduction share the same cores.
+//!
+//!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS [reduce]]
 
+use collscope_kernels::{reduce_in_place, Op};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Barrier};
@@ -17,53 +22,70 @@ const BUFFER: usize = 8 * PIECE;
 /// When one thread's share of every round began and ended, rounds in order (warm-up included).
 type Spans = Vec<(Instant, Instant)>;
 
-/// Moves each round's bytes through `io` in pieces from a buffer it cycles through, timing every round.
+/// Moves each round's bytes through `io` in pieces from a buffer it cycles through, timing every round. `io`
+/// gets a piece, its offset in the round and the round's total.
 fn run_rounds(
     rounds: &[usize],
     barrier: &Barrier,
-    mut io: impl FnMut(&mut [u8]) -> std::io::Result<()>,
+    mut io: impl FnMut(&mut [f32], usize, usize) -> std::io::Result<()>,
 ) -> std::io::Result<Spans> {
-    let mut buf = vec![1u8; BUFFER];
+    let mut buf = vec![1f32; BUFFER / 4];
     let mut spans = Vec::with_capacity(rounds.len());
     let mut at = 0;
     for &total in rounds {
         barrier.wait();
         let t0 = Instant::now();
-        let mut left = total;
-        while left > 0 {
-            let k = left.min(PIECE);
-            io(&mut buf[at..at + k])?;
+        let mut off = 0;
+        while off < total {
+            let k = (total - off).min(PIECE);
+            io(&mut buf[at / 4..(at + k) / 4], off, total)?;
             at = (at + PIECE) % BUFFER;
-            left -= k;
+            off += k;
         }
         spans.push((t0, Instant::now()));
     }
     Ok(spans)
 }
 
-fn parse(args: &[String]) -> Result<(usize, usize, usize, usize), String> {
-    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS]".to_string();
-    if !(3..=4).contains(&args.len()) {
+/// A piece's bytes (pieces are whole floats: sizes are multiples of 4).
+fn bytes(piece: &mut [f32]) -> &mut [u8] {
+    // SAFETY: any bytes are a valid f32 and u8 has no alignment; same memory, same length in bytes.
+    unsafe { std::slice::from_raw_parts_mut(piece.as_mut_ptr().cast(), std::mem::size_of_val(piece)) }
+}
+
+struct Args {
+    nranks: usize,
+    lo: usize,
+    hi: usize,
+    iters: usize,
+    reduce: bool,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS [reduce]]".to_string();
+    if !(3..=5).contains(&args.len()) || args.len() == 5 && args[4] != "reduce" {
         return Err(usage);
     }
     let num = |i: usize, what: &str| -> Result<usize, String> {
         args[i].parse().map_err(|_| format!("tcp_bound: {what} must be a whole number, got '{}'", args[i]))
     };
     let (n, lo, hi) = (num(0, "NRANKS")?, num(1, "MINBYTES")?, num(2, "MAXBYTES")?);
-    let iters = if args.len() == 4 { num(3, "ITERS")? } else { 5 };
-    if n < 2 || lo == 0 || hi < lo || iters == 0 {
-        return Err(format!("tcp_bound: expected NRANKS >= 2, 1 <= MINBYTES <= MAXBYTES, ITERS >= 1; {usage}"));
+    let iters = if args.len() >= 4 { num(3, "ITERS")? } else { 5 };
+    if n < 2 || lo == 0 || !lo.is_multiple_of(4) || hi < lo || iters == 0 {
+        return Err(format!(
+            "tcp_bound: expected NRANKS >= 2, MINBYTES a positive multiple of 4 up to MAXBYTES, ITERS >= 1; {usage}"
+        ));
     }
-    Ok((n, lo, hi, iters))
+    Ok(Args { nranks: n, lo, hi, iters, reduce: args.len() == 5 })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (n, lo, hi, iters) = parse(&args)?;
+    let Args { nranks: n, lo, hi, iters, reduce } = parse(&args)?;
     let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
     // One warm-up round per size (a fresh connection's buffers grow as traffic flows), then the timed ones.
     let rounds: Arc<Vec<usize>> =
-        Arc::new(sizes.iter().flat_map(|&s| std::iter::repeat_n(s * 2 * (n - 1) / n, iters + 1)).collect());
+        Arc::new(sizes.iter().flat_map(|&s| std::iter::repeat_n(s * 2 * (n - 1) / n / 4 * 4, iters + 1)).collect());
     let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
     let mut senders = Vec::new();
     for l in &listeners {
@@ -78,15 +100,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (l, s) in listeners.iter().zip(senders) {
         let r = l.accept()?.0;
         let (rs, bs, mut s) = (rounds.clone(), barrier.clone(), s);
-        threads.push(std::thread::spawn(move || run_rounds(&rs, &bs, |b| s.write_all(b))));
+        threads.push(std::thread::spawn(move || run_rounds(&rs, &bs, |b, _, _| s.write_all(bytes(b)))));
         let (rr, br, mut r) = (rounds.clone(), barrier.clone(), r);
-        threads.push(std::thread::spawn(move || run_rounds(&rr, &br, |b| r.read_exact(b))));
+        // The rank's own data, which the reduce-scatter's steps add the received pieces to.
+        let mut own = if reduce { vec![1f32; hi / 4] } else { Vec::new() };
+        threads.push(std::thread::spawn(move || {
+            run_rounds(&rr, &br, |b, off, total| {
+                r.read_exact(bytes(b))?;
+                if reduce && off < total / 2 {
+                    let k = (total / 2 - off).min(b.len() * 4) / 4;
+                    reduce_in_place(Op::Sum, &mut own[off / 4..off / 4 + k], &b[..k]);
+                }
+                Ok(())
+            })
+        }));
     }
     let spans: Vec<Spans> = threads
         .into_iter()
         .map(|t| t.join().map_err(|_| "tcp_bound: a transfer thread panicked".to_string())?.map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    println!("# TCP loopback ring bound, {n} ranks, median of {iters}");
+    let with = if reduce { ", the reduce-scatter's additions included" } else { "" };
+    println!("# TCP loopback ring bound, {n} ranks{with}, median of {iters}");
     println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
     for (i, &size) in sizes.iter().enumerate() {
         // A round lasts from the first thread's start to the last thread's end.

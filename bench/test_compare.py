@@ -100,6 +100,25 @@ class MemoryBound(unittest.TestCase):
         self.assertIn(f"512K {rows[524288]['ip_busbw'] / bound:.0%}", line)
         self.assertIn("(2 cores, membw)", line)
 
+    def test_report_prints_net_shares_of_both_tcp_bounds(self):
+        tables = (("cs-net-2.1.txt", "collscope-net.txt"), ("gloo-2.1.txt", "gloo.txt"),
+                  ("tcp-2.1.txt", "tcp-bound.txt"), ("tcp-red-2.1.txt", "tcp-bound-reduce.txt"))
+        with tempfile.TemporaryDirectory() as d:
+            for name, src in tables:
+                with open(os.path.join(d, name), "w") as fh:
+                    fh.write(read(src))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                compare.main(d)
+        lines = out.getvalue().splitlines()
+        mine = compare.parse_collscope(read("collscope-net.txt"))[0][1 << 20]["ip_busbw"]
+        plain = compare.parse_anchor(read("tcp-bound.txt"))[1 << 20]["ip_busbw"]
+        reduced = compare.parse_anchor(read("tcp-bound-reduce.txt"))[1 << 20]["ip_busbw"]
+        share = next(l for l in lines if l.startswith("# NET/Socket 2 ranks as a share"))
+        self.assertIn(f"1M {mine / plain:.0%}", share)
+        both = next(l for l in lines if l.startswith("# ... and of that bound with the reduction"))
+        self.assertIn(f"1M {mine / reduced:.0%}", both)
+
 
 if __name__ == "__main__":
     unittest.main()
