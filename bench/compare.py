@@ -193,7 +193,7 @@ def main(directory):
         # The same ring with the reduce-scatter's additions on the receivers: where copies and reduction share
         # the cores, what an AllReduce over TCP can reach.
         reduced, _ = load(directory, f"tcp-red-{n}")
-        above, below = [], []
+        above, of_reduced = [], []
         for s in sizes(1 * MB, 64 * MB, cs, gloo):
             mine, ref = median_of(cs, s, "ip_busbw"), median_of(gloo, s, "ip_busbw")
             rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, mine, ref, "GB/s", 2.0)
@@ -201,12 +201,12 @@ def main(directory):
             if tcp and mine is not None and ref is not None:
                 above.append(f"{human(s)} {mine / tcp:.0%}" + (" (2x Gloo > bound)" if 2 * ref > tcp else ""))
             if red and mine is not None:
-                below.append(f"{human(s)} {mine / red:.0%}")
+                of_reduced.append(f"{human(s)} {mine / red:.0%}")
         if above:
             print(f"# NET/Socket {n} ranks as a share of the TCP loopback ring bound (tcp_bound.rs): {', '.join(above)}")
-        if below:
+        if of_reduced:
             print(f"# ... and of that bound with the reduction's work on the same cores (tcp_bound.rs reduce): "
-                  f"{', '.join(below)}")
+                  f"{', '.join(of_reduced)}")
     for n in (2, 4):
         p2p, _ = load(directory, f"cs-p2p-{n}-large")
         shm, _ = load(directory, f"cs-shm-{n}-large")

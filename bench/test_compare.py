@@ -15,6 +15,18 @@ def read(name):
         return fh.read()
 
 
+def report(files):
+    """compare.main's output over a run directory holding `files` (name -> text)."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as fh:
+                fh.write(text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            compare.main(d)
+    return out.getvalue()
+
+
 class Parsers(unittest.TestCase):
     def test_collscope_table_and_facts(self):
         rows, facts = compare.parse_collscope(read("collscope-perf.txt"))
@@ -54,13 +66,8 @@ class Steal(unittest.TestCase):
         self.assertEqual(compare.parse_steal("cpu  1 2 3 4 5 6 7 8 9 10\n"), [])
 
     def test_report_flags_a_run_with_steal(self):
-        with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "cpustat.txt"), "w") as fh:
-                fh.write("cpu  0 0 0 0 0 0 0 0\ncpu  40 0 10 0 0 0 0 50 0 0\n")
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                compare.main(d)
-        self.assertIn("per repetition: 50%; figures this run are unreliable", out.getvalue())
+        out = report({"cpustat.txt": "cpu  0 0 0 0 0 0 0 0\ncpu  40 0 10 0 0 0 0 50 0 0\n"})
+        self.assertIn("per repetition: 50%; figures this run are unreliable", out)
 
 
 class MemoryBound(unittest.TestCase):
@@ -85,32 +92,20 @@ class MemoryBound(unittest.TestCase):
         self.assertIsNone(compare.mem_bound({}, 2, "all_reduce", 2, 1 << 20))
 
     def test_report_prints_shares_from_a_run_directory(self):
-        with tempfile.TemporaryDirectory() as d:
-            for name, src in (("cs-shm-2-large.1.txt", "collscope-perf.txt"), ("membw.txt", "membw.txt")):
-                with open(os.path.join(d, name), "w") as fh:
-                    fh.write(read(src))
-            with open(os.path.join(d, "cores.txt"), "w") as fh:
-                fh.write("2\n")
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                compare.main(d)
-        line = next(l for l in out.getvalue().splitlines() if l.startswith("# SHM 2 ranks AllReduce as a share"))
+        out = report({"cs-shm-2-large.1.txt": read("collscope-perf.txt"), "membw.txt": read("membw.txt"),
+                      "cores.txt": "2\n"})
+        line = next(l for l in out.splitlines() if l.startswith("# SHM 2 ranks AllReduce as a share"))
         rows, _ = compare.parse_collscope(read("collscope-perf.txt"))
         bound = compare.mem_bound(compare.parse_membw(read("membw.txt")), 2, "all_reduce", 2, 524288)
         self.assertIn(f"512K {rows[524288]['ip_busbw'] / bound:.0%}", line)
         self.assertIn("(2 cores, membw)", line)
 
+
+class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_both_tcp_bounds(self):
-        tables = (("cs-net-2.1.txt", "collscope-net.txt"), ("gloo-2.1.txt", "gloo.txt"),
-                  ("tcp-2.1.txt", "tcp-bound.txt"), ("tcp-red-2.1.txt", "tcp-bound-reduce.txt"))
-        with tempfile.TemporaryDirectory() as d:
-            for name, src in tables:
-                with open(os.path.join(d, name), "w") as fh:
-                    fh.write(read(src))
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                compare.main(d)
-        lines = out.getvalue().splitlines()
+        tables = {"cs-net-2.1.txt": "collscope-net.txt", "gloo-2.1.txt": "gloo.txt",
+                  "tcp-2.1.txt": "tcp-bound.txt", "tcp-red-2.1.txt": "tcp-bound-reduce.txt"}
+        lines = report({name: read(src) for name, src in tables.items()}).splitlines()
         mine = compare.parse_collscope(read("collscope-net.txt"))[0][1 << 20]["ip_busbw"]
         plain = compare.parse_anchor(read("tcp-bound.txt"))[1 << 20]["ip_busbw"]
         reduced = compare.parse_anchor(read("tcp-bound-reduce.txt"))[1 << 20]["ip_busbw"]
