@@ -36,9 +36,9 @@ cs="$root/target/release/collscope"
 # collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
 if [ $quick = 1 ]; then si=100 sw=10 li=4 lw=1 ni=3 cf=4; else si=300 sw=30 li=30 lw=3 ni=5 cf=2; fi
 export COLLSCOPE_TIMEOUT_S=${COLLSCOPE_TIMEOUT_S:-120}
-perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP
+perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP [FLAGS...]
   "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f $cf -n "$9" -w "${10}" -c 1 \
-    > "$out/$1.$2.txt" 2> "$out/$1.$2.err" || { echo "collscope $1 failed, see $out/$1.$2.err" >&2; }
+    "${@:11}" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" || { echo "collscope $1 failed, see $out/$1.$2.err" >&2; }
 }
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" \
@@ -61,6 +61,8 @@ for ((r = 1; r <= reps; r++)); do
     perf "cs-shm-$n-small" $r all_reduce $n processes shm 8 4096 $si $sw
     anchor "mpi-$n-small" $r mpi $n 8 4096 $si $sw
     perf "cs-shm-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw
+    # The same in registered windows (nccl-tests' -R 2): SHM reads and writes the ranks' buffers in place.
+    perf "cs-shmreg-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw -R 2
     anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw
     perf "cs-net-$n" $r all_reduce $n processes socket 1048576 67108864 $ni 1
     anchor "gloo-$n" $r gloo $n 1048576 67108864 $ni 1

@@ -101,6 +101,19 @@ class MemoryBound(unittest.TestCase):
         self.assertIn("(2 cores, membw)", line)
 
 
+class Registered(unittest.TestCase):
+    def test_registered_shm_rows_come_from_their_own_tables(self):
+        out = report({"cs-shmreg-2-large.1.txt": read("collscope-shm-registered.txt"),
+                      "mpi-2-large.1.txt": read("mpi-large.txt")})
+        mine = compare.parse_collscope(read("collscope-shm-registered.txt"))[0][4 << 20]["ip_busbw"]
+        ref = compare.parse_anchor(read("mpi-large.txt"))[4 << 20]["ip_busbw"]
+        row = next(l for l in out.splitlines() if l.startswith("SHM -R 2 2 ranks busbw vs Open MPI") and " 4M " in l)
+        self.assertIn(f"{mine / ref:.2f}", row)
+        # The unregistered series had no table in this run: its rows say so rather than borrow the other's.
+        plain = [l for l in out.splitlines() if l.startswith("SHM 2 ranks busbw vs Open MPI")]
+        self.assertTrue(plain and all(l.endswith("NO DATA") for l in plain), plain)
+
+
 class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_both_tcp_bounds(self):
         tables = {"cs-net-2.1.txt": "collscope-net.txt", "gloo-2.1.txt": "gloo.txt",

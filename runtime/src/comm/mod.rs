@@ -13,6 +13,7 @@ pub mod job;
 pub mod launch;
 pub mod liveness;
 pub mod select;
+mod window;
 pub mod workers;
 
 #[cfg(test)]
@@ -31,6 +32,7 @@ use crate::observe::records::Records;
 use crate::observe::stats::CallStats;
 use crate::profiler::{CollStart, CommProfiler};
 use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
+use crate::transport::conn::Direct;
 use crate::transport::conn::{BufSizes, RecvEnd, SendEnd, CROWDED_BUFFSIZE, CROWDED_RANKS_PER_CORE};
 use crate::transport::{self, ConnSpec, PeerInfo, Transport};
 use collscope_debug::env::{Env, EnvError};
@@ -43,6 +45,7 @@ use rustc_hash::FxHashMap;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+pub use window::Registration;
 
 /// NCCL's channel limit (`MAXCHANNELS`).
 pub const MAX_CHANNELS: u32 = 32;
@@ -199,6 +202,8 @@ pub struct Comm {
     name: Option<String>,
     /// The NCCL profiler plugin's context for this communicator, when one is loaded.
     profiler: Option<Arc<CommProfiler>>,
+    /// Buffers the ranks registered ([`Comm::register`]).
+    windows: window::Windows,
 }
 
 impl Comm {
@@ -317,6 +322,7 @@ impl Comm {
             guards: Vec::new(),
             name: opts.name,
             profiler: None,
+            windows: Default::default(),
         };
         crate::observe::recorder::global().register(comm.records.clone());
         comm.profiler =
@@ -471,6 +477,12 @@ impl Comm {
                 self.records.push_connection(est.record.clone());
             }
             self.guards.extend(est.guard);
+            if kind == model::Transport::Shm {
+                est.mem.attach_windows(self.windows.conn(w.peer));
+                if self.windows.in_use() {
+                    est.mem.allow_direct(Direct::ShmWindows);
+                }
+            }
             let ch = if w.conn_index == 1 { &mut self.p2p } else { &mut self.channels[w.channel as usize] };
             if w.send {
                 ch.send.insert(w.peer, SendEnd { mem: est.mem, peer: w.peer, step: 0 });
@@ -1024,7 +1036,7 @@ mod tests {
                         }
                     }
                     assert!(
-                        c.channels[0].send.values().all(|e| e.mem.direct() == crate::transport::conn::Direct::P2pRead),
+                        c.channels[0].send.values().all(|e| e.mem.direct() == Direct::P2pRead),
                         "P2P steps are read in place"
                     );
                 });

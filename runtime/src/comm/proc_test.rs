@@ -130,7 +130,7 @@ fn segments_of(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What each child rank runs: AllReduce over every protocol and both algorithms, then AllGather.
+/// What each child rank runs: `collectives` or `windows`.
 fn child_main(spec: &str) {
     let parts: Vec<&str> = spec.split(',').collect();
     let (rank, nranks, path): (u32, u32, &str) = (parts[0].parse().unwrap(), parts[1].parse().unwrap(), parts[2]);
@@ -138,6 +138,15 @@ fn child_main(spec: &str) {
     let env =
         Env::from_pairs([("NCCL_BUFFSIZE", "65536"), ("NCCL_LL_BUFFSIZE", "4096"), ("NCCL_LL128_BUFFSIZE", "6144")]);
     let mut comm = Comm::init_rank(Arc::new(boot), CommOptions { env, net: None, name: None }).expect("init");
+    match parts[3] {
+        "windows" => windows(&mut comm, rank, nranks),
+        _ => collectives(&mut comm, rank, nranks),
+    }
+    println!("CHILD {rank} OK");
+}
+
+/// AllReduce over every protocol and both algorithms, then AllGather, then the transport's clean-up.
+fn collectives(comm: &mut Comm, rank: u32, nranks: u32) {
     let n = 30_011usize;
     for (algo, proto) in [("ring", "simple"), ("ring", "ll"), ("tree", "ll128"), ("tree", "simple")] {
         let env = Env::from_pairs([("NCCL_ALGO", algo), ("NCCL_PROTO", proto)]);
@@ -168,7 +177,53 @@ fn child_main(spec: &str) {
     assert!(refused.as_deref().is_some_and(|e| e.contains("this process is ending")), "{refused:?}");
     assert!(segments_of(std::process::id()).is_empty());
     drop(pending);
-    println!("CHILD {rank} OK");
+}
+
+/// Ring AllReduce and AllGather on registered buffers, checked, with every Simple slot of this rank's sends
+/// filled with a mark beforehand: the steps go through the windows, so the marks stay, until the buffers are
+/// deregistered.
+fn windows(comm: &mut Comm, rank: u32, nranks: u32) {
+    use crate::transport::conn::{Direct, NCCL_STEPS};
+    use crate::transport::window::SharedBuf;
+    use collscope_model::Protocol;
+    let env = Env::from_pairs([("NCCL_ALGO", "ring"), ("NCCL_PROTO", "simple")]);
+    comm.set_select_config(SelectConfig::from_env(&env, comm.nchannels()).unwrap());
+    let n = 100_003usize;
+    let input = |i: usize| (i as i64) * (rank as i64 + 1);
+    let sum = |i: usize| i as i64 * (nranks * (nranks + 1) / 2) as i64;
+    let (mut send, mut recv) = (SharedBuf::new(8 * n).unwrap(), SharedBuf::new(8 * n).unwrap());
+    send.as_mut_slice::<i64>().iter_mut().enumerate().for_each(|(i, v)| *v = input(i));
+    // Unregistered first: this connects, through the slots.
+    comm.all_reduce(send.as_slice::<i64>(), recv.as_mut_slice::<i64>(), RedOp::Sum).expect("all_reduce");
+    assert!(recv.as_slice::<i64>().iter().enumerate().all(|(i, v)| *v == sum(i)));
+    let regs = [comm.register(&send).expect("register"), comm.register(&recv).expect("register")];
+    let mems: Vec<_> = comm.channels.iter().flat_map(|c| c.send.values().map(|e| e.mem.clone())).collect();
+    assert!(!mems.is_empty() && mems.iter().all(|m| m.direct() == Direct::ShmWindows));
+    const MARK: u8 = 0xa5;
+    let slot_bytes = mems[0].sizes().simple / NCCL_STEPS as usize;
+    let slots = || (0..NCCL_STEPS).flat_map(|s| mems.iter().map(move |m| m.slot(Protocol::Simple, s)));
+    // SAFETY: no call runs; the slots are this connection's memory.
+    slots().for_each(|p| unsafe { std::ptr::write_bytes(p, MARK, slot_bytes) });
+    let marked = || slots().all(|p| unsafe { std::slice::from_raw_parts(p, slot_bytes) }.iter().all(|b| *b == MARK));
+    recv.as_mut_slice::<i64>().fill(0);
+    comm.all_reduce(send.as_slice::<i64>(), recv.as_mut_slice::<i64>(), RedOp::Sum).expect("all_reduce");
+    assert!(recv.as_slice::<i64>().iter().enumerate().all(|(i, v)| *v == sum(i)), "registered all_reduce");
+    let mut both = recv.as_mut_slice::<i64>();
+    both.iter_mut().enumerate().for_each(|(i, v)| *v = input(i));
+    comm.all_reduce_in_place(both, RedOp::Sum).expect("all_reduce in place");
+    both = recv.as_mut_slice::<i64>();
+    assert!(both.iter().enumerate().all(|(i, v)| *v == sum(i)), "registered all_reduce in place");
+    let per = n / nranks as usize;
+    let mine: Vec<i64> = (0..per).map(input).collect();
+    send.as_mut_slice::<i64>()[..per].copy_from_slice(&mine);
+    comm.all_gather(&send.as_slice::<i64>()[..per], &mut recv.as_mut_slice::<i64>()[..per * nranks as usize])
+        .expect("all_gather");
+    let gathered = &recv.as_slice::<i64>()[..per * nranks as usize];
+    assert!(gathered.iter().enumerate().all(|(i, v)| *v == (i % per) as i64 * (i / per) as i64 + (i % per) as i64));
+    assert!(marked(), "a step went through a slot though every buffer is registered");
+    regs.into_iter().for_each(|r| comm.deregister(r));
+    comm.all_reduce(send.as_slice::<i64>(), recv.as_mut_slice::<i64>(), RedOp::Sum).expect("all_reduce");
+    assert!(!marked(), "deregistered buffers still moved in place");
 }
 
 #[test]
@@ -179,9 +234,9 @@ fn shm_child() {
     }
 }
 
-#[test]
-fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
-    let nranks = 3u32;
+/// Runs `nranks` child processes doing `mode` ([`child_main`]); asserts each succeeded and that /dev/shm holds
+/// nothing of theirs after.
+fn run_children(nranks: u32, mode: &str) {
     let path = std::env::temp_dir().join(format!(
         "collscope-relay-{}-{}.sock",
         std::process::id(),
@@ -195,7 +250,7 @@ fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
         .map(|r| {
             let mut cmd = std::process::Command::new(&exe);
             cmd.args(["--exact", "comm::proc_test::shm_child", "--ignored", "--nocapture", "--test-threads=1"])
-                .env(CHILD_ENV, format!("{r},{nranks},{}", path.display()))
+                .env(CHILD_ENV, format!("{r},{nranks},{},{mode}", path.display()))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
             Proc::spawn(&mut cmd, Duration::from_secs(90))
@@ -221,6 +276,16 @@ fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
     for pid in pids {
         assert!(segments_of(pid).is_empty(), "rank process {pid} left {:?}", segments_of(pid));
     }
+}
+
+#[test]
+fn shm_between_processes_is_correct_and_leaves_nothing_in_dev_shm() {
+    run_children(3, "collectives");
+}
+
+#[test]
+fn registered_windows_move_steps_without_the_slots_between_processes() {
+    run_children(2, "windows");
 }
 
 #[test]

@@ -33,12 +33,13 @@ fn chunks(part: Part) -> impl Iterator<Item = (usize, usize)> {
 /// Ring AllReduce: reduce-scatter around the ring, the last reducer divides (Avg), then all-gather.
 ///
 /// Every rank keeps each chunk at the same offset of its buffers, so the rank that completes a chunk writes it
-/// straight into its successor's destination when that is a thread of this process (NCCL 2.28.9
-/// `directRecvReduceCopyDirectSend`), and the successor copies nothing before passing it on.
+/// straight into its successor's destination when that is a thread of this process or a process whose window
+/// holds it (NCCL 2.28.9 `directRecvReduceCopyDirectSend`), and the successor copies nothing before passing it
+/// on.
 pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
-    p.expose_dst(dst);
+    p.expose_dst(dst, (part.off + part.len) * part.esize);
     let es = part.esize;
     // Chunks aligned to 16 bytes, as NCCL aligns them.
     let align = (16 / es).max(1);

@@ -213,13 +213,14 @@ impl<'a> Prims<'a> {
             if simple {
                 // The step's bytes where they already lie in the user's buffers: in the destination once written
                 // (a result is final there for the rest of the call), else in the source sent unchanged. A peer
-                // thread (P2P read) or the proxy (NET) takes them there instead of in a copy in its slot.
+                // thread (P2P read), a peer process through its mapping (SHM windows) or the proxy (NET) takes them
+                // there instead of in a copy in its slot.
                 let user = match dst {
                     Some(d) => Some(d.add(off).cast_const()),
                     None if from.is_empty() && !post => src.map(|s| s.add(off)),
                     None => None,
                 };
-                let direct = |e: &SendEnd| user.is_some() && e.mem.direct() != Direct::Off;
+                let direct = |e: &SendEnd| user.is_some_and(|u| e.can_post_at(u, len));
                 // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
@@ -342,7 +343,8 @@ impl<'a> Prims<'a> {
     /// buffers any more (peer threads released the steps they read there, the network's sends from them
     /// completed, its receives into them arrived), so the caller may reuse them. After a failure the
     /// communicator is aborted and its proxy closes the connections still moving them; that is waited for too,
-    /// within the timeout. A peer thread has no proxy to let go: its reads end with its own call.
+    /// within the timeout. A peer thread (or process, through windows) has no proxy to let go: its reads end with
+    /// its own call, and the memory stays mapped for it (a window holds its segment).
     pub fn finish(&mut self, r: Result<()>) -> Result<()> {
         let (ch, w) = (&*self.ch, self.w);
         let r = r.and_then(|()| {
@@ -358,8 +360,8 @@ impl<'a> Prims<'a> {
             if !matches!(e, RuntimeError::Aborted { .. }) {
                 w.abort.abort(format!("channel {} failed: {e}", ch.id));
             }
-            let p2p = |e: &SendEnd| e.mem.direct() == Direct::P2pRead;
-            let idle = || ch.send.values().all(|e| p2p(e) || e.sent()) && ch.recv.values().all(RecvEnd::unwant);
+            let peer_reads = |e: &SendEnd| matches!(e.mem.direct(), Direct::P2pRead | Direct::ShmWindows);
+            let idle = || ch.send.values().all(|e| peer_reads(e) || e.sent()) && ch.recv.values().all(RecvEnd::unwant);
             let start = std::time::Instant::now();
             while !idle() && start.elapsed() < w.timeout {
                 ch.send.values().map(|e| &e.mem).chain(ch.recv.values().map(|e| &e.mem)).for_each(|m| m.wake_proxy());
@@ -440,21 +442,22 @@ impl<'a> Prims<'a> {
         self.run_into(&[from], &[to], Some(src), Some(dst), into, n, true)
     }
 
-    /// Starts a call whose final bytes the ring predecessor may write straight into this rank's `dst` when it is
-    /// a thread of this process (P2P): tells it where `dst` is for this call. Every rank of the ring calls it
-    /// at the start of the same calls, so their counts name the call.
-    pub fn expose_dst(&mut self, dst: Ptr) {
+    /// Starts a call whose final bytes the ring predecessor may write straight into this rank's `dst` (`bytes`
+    /// long) when it is a thread of this process (P2P), or a process that maps it (SHM windows): tells it where
+    /// `dst` is for this call. Every rank of the ring calls it at the start of the same calls, so their counts
+    /// name the call.
+    pub fn expose_dst(&mut self, dst: Ptr, bytes: usize) {
         if self.count_only {
             return;
         }
         self.ch.scratch.calls += 1;
         if let Some(e) = self.ch.recv.get(&self.ch.ring_prev) {
-            e.publish_dst(self.ch.scratch.calls, dst.0);
+            e.publish_dst(self.ch.scratch.calls, dst.0, bytes);
         }
     }
 
-    /// The destination the ring successor exposed for this call ([`Prims::expose_dst`]), if it is a thread of
-    /// this process and did so already.
+    /// The destination the ring successor exposed for this call ([`Prims::expose_dst`]), as this process reaches
+    /// it, if the successor is a thread of this process or maps its windows and exposed it already.
     pub fn next_dst(&self) -> Option<Ptr> {
         let e = self.ch.send.get(&self.ch.ring_next).filter(|_| !self.count_only)?;
         e.peer_dst(self.ch.scratch.calls).map(Ptr)

@@ -108,7 +108,14 @@ pub fn read_step(
                     ),
                 });
             }
-            Ok(end.payload(Protocol::Simple))
+            end.payload(Protocol::Simple, len).ok_or_else(|| RuntimeError::Mismatch {
+                what: "registered buffers across ranks",
+                detail: format!(
+                    "rank {} posted step {} on channel {channel} from memory outside every buffer it registered \
+                     with this rank",
+                    end.peer, end.step
+                ),
+            })
         }
         Protocol::Ll => {
             scratch.resize(len.div_ceil(8), 0);

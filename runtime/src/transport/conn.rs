@@ -7,6 +7,7 @@
 //! it), or in two local regions bridged by a proxy thread (NET: the sender's proxy drains the sender's region,
 //! the receiver's proxy fills the receiver's, see [`ConnMem::posted`] and [`ConnMem::deposit`]).
 
+use super::window::ConnWindows;
 use crate::error::{Result, RuntimeError};
 use crate::sync::doorbell::Doorbell;
 use crate::sync::wait::Bell;
@@ -43,8 +44,8 @@ const OFF_INFO: usize = 2 * CACHE_LINE;
 /// Per-slot address of a step that is not in its slot (0: it is): on the send side the sender's own buffer the
 /// reader takes it from, on a NET receive side the user's buffer the proxy received it into.
 const OFF_DIRECT: usize = 3 * CACHE_LINE;
-/// P2P: the call number and destination buffer the receiver published for its sender to write into
-/// ([`RecvEnd::publish_dst`]).
+/// P2P and SHM through windows: the call number, destination buffer and its length the receiver published for
+/// its sender to write into ([`RecvEnd::publish_dst`]).
 const OFF_EXCHANGE: usize = 4 * CACHE_LINE;
 /// Sleepers on a counter sit beside it: the waker reads them right after storing the counter.
 const SLEEPERS: usize = 8;
@@ -130,6 +131,8 @@ pub struct ConnMem {
     proxy_bell: OnceLock<Arc<Doorbell>>,
     /// Which steps may bypass the slots, and the state of those that do.
     direct: DirectSteps,
+    /// SHM: the registered buffers of both processes ([`Direct::ShmWindows`]).
+    windows: OnceLock<ConnWindows>,
 }
 
 /// Which Simple steps of a connection may bypass its slots, their bytes read or written where the user's buffers
@@ -146,7 +149,13 @@ pub enum Direct {
     /// user's buffers (NCCL 2.28.9's registered-buffer path, `src/transport/net.cc` `regSendProxy`/
     /// `regRecvProxy`). The proxy is a thread of the rank, so the rank's addresses mean the same to both.
     NetAnyMemory,
+    /// SHM between processes whose buffers are registered windows ([`super::window`]): as P2P read (and direct
+    /// write), for the steps whose bytes lie in a window; each side finds the other's addresses in its mapping.
+    ShmWindows,
 }
+
+/// Marks a direct word posted as the receiver's own address (a step written into its window), not the sender's.
+const RECEIVERS: u64 = 1 << 63;
 
 #[derive(Default)]
 struct DirectSteps {
@@ -197,6 +206,7 @@ impl ConnMem {
             _owner: owner,
             proxy_bell: OnceLock::new(),
             direct: DirectSteps::default(),
+            windows: OnceLock::new(),
         }
     }
 
@@ -275,9 +285,9 @@ impl ConnMem {
         self.counter(OFF_DIRECT + 8 * (step % NCCL_STEPS) as usize)
     }
 
-    /// The receiver's published (call number, destination address).
-    fn exchange(&self) -> (&AtomicU64, &AtomicU64) {
-        (self.counter(OFF_EXCHANGE), self.counter(OFF_EXCHANGE + 8))
+    /// The receiver's published (call number, destination address, destination bytes).
+    fn exchange(&self) -> (&AtomicU64, &AtomicU64, &AtomicU64) {
+        (self.counter(OFF_EXCHANGE), self.counter(OFF_EXCHANGE + 8), self.counter(OFF_EXCHANGE + 16))
     }
 
     /// Records what slot `step` holds; the sender calls this before publishing `tail = step + 1`.
@@ -301,8 +311,25 @@ impl ConnMem {
         match self.direct.kind.load(Ordering::Acquire) {
             k if k == Direct::P2pRead as u8 => Direct::P2pRead,
             k if k == Direct::NetAnyMemory as u8 => Direct::NetAnyMemory,
+            k if k == Direct::ShmWindows as u8 => Direct::ShmWindows,
             _ => Direct::Off,
         }
+    }
+
+    /// SHM: hands the connection the windows it translates through; they take effect once
+    /// [`Direct::ShmWindows`] is allowed (both sides at once: when the ranks register their first buffers).
+    pub fn attach_windows(&self, windows: ConnWindows) {
+        let _ = self.windows.set(windows);
+    }
+
+    /// The windows attached ([`ConnMem::attach_windows`]), if any.
+    pub fn windows(&self) -> Option<&ConnWindows> {
+        self.windows.get()
+    }
+
+    /// The windows in effect: attached and allowed.
+    fn in_windows(&self) -> Option<&ConnWindows> {
+        self.windows.get().filter(|_| self.direct() == Direct::ShmWindows)
     }
 
     /// The proxy let go of the region: it will not read or write the user's buffers any more.
@@ -420,25 +447,41 @@ impl SendEnd {
         self.advance(proto, slot_bytes);
     }
 
+    /// Whether the `len` bytes at `src`, in this rank's buffers, may be posted where they lie
+    /// ([`SendEnd::post_at`]): any memory for P2P and NET/Socket, a registered window's for SHM.
+    pub fn can_post_at(&self, src: *const u8, len: usize) -> bool {
+        match self.mem.direct() {
+            Direct::Off => false,
+            Direct::P2pRead | Direct::NetAnyMemory => true,
+            Direct::ShmWindows => self.mem.in_windows().is_some_and(|w| w.own.owners(src, len as u64).is_some()),
+        }
+    }
+
     /// Posts the current step (Simple) as the `len` bytes at `src`, in the sender's own buffer, and moves to the
-    /// next: the reader takes them there (the peer thread for [`Direct::P2pRead`], the proxy for
-    /// [`Direct::NetAnyMemory`]). Credit must be held; the caller keeps them unchanged until [`SendEnd::sent`].
+    /// next: the reader takes them there (the peer thread for [`Direct::P2pRead`] and [`Direct::ShmWindows`],
+    /// the proxy for [`Direct::NetAnyMemory`]). Only where [`SendEnd::can_post_at`]; credit must be held; the
+    /// caller keeps them unchanged until [`SendEnd::sent`].
     pub fn post_at(&mut self, src: *const u8, len: usize) {
-        debug_assert!(self.mem.direct() != Direct::Off, "a step from the user's buffer on a connection without");
+        debug_assert!(self.can_post_at(src, len), "a step from memory the reader cannot see");
         self.mem.direct.until.store(self.step + 1, Ordering::Relaxed);
-        self.post_outside(src, len);
+        self.post_outside(src as u64, len);
     }
 
     /// Posts the current step (Simple) as the `len` bytes this sender wrote at `at`, in the receiver's buffer where
     /// [`SendEnd::peer_dst`] said, and moves to the next: the receiver finds them in place and copies nothing.
     pub fn post_written(&mut self, at: *const u8, len: usize) {
-        debug_assert!(self.mem.direct() == Direct::P2pRead, "a write into the peer's buffer on a connection without");
-        self.post_outside(at, len);
+        let word = match self.mem.in_windows() {
+            // The receiver's own address of the bytes, so it needs no window of its own to find them.
+            Some(w) => w.peer.owners(at, len as u64).map(|a| a | RECEIVERS),
+            None => (self.mem.direct() == Direct::P2pRead).then_some(at as u64),
+        };
+        debug_assert!(word.is_some(), "a write into the peer's buffer on a connection without");
+        self.post_outside(word.unwrap_or(at as u64), len);
     }
 
-    /// Posts the current step as `len` bytes at `at`, outside its slot.
-    fn post_outside(&mut self, at: *const u8, len: usize) {
-        self.mem.direct_word(self.step).store(at as u64, Ordering::Relaxed);
+    /// Posts the current step as `len` bytes at the address `word` names, outside its slot.
+    fn post_outside(&mut self, word: u64, len: usize) {
+        self.mem.direct_word(self.step).store(word, Ordering::Relaxed);
         self.advance(Protocol::Simple, len);
     }
 
@@ -450,11 +493,19 @@ impl SendEnd {
     }
 
     /// The destination buffer the receiver published for its call number `call` ([`RecvEnd::publish_dst`]), if it
-    /// did already: a P2P sender may write the receiver's final bytes straight there.
+    /// did already, as this process reaches it: a P2P sender (or an SHM one through windows) may write the
+    /// receiver's final bytes straight there.
     pub fn peer_dst(&self, call: u64) -> Option<*mut u8> {
-        let (seq, addr) = self.mem.exchange();
-        (self.mem.direct() == Direct::P2pRead && seq.load(Ordering::Acquire) == call)
-            .then(|| addr.load(Ordering::Relaxed) as *mut u8)
+        let (seq, addr, len) = self.mem.exchange();
+        let direct = self.mem.direct();
+        if !matches!(direct, Direct::P2pRead | Direct::ShmWindows) || seq.load(Ordering::Acquire) != call {
+            return None;
+        }
+        let (addr, len) = (addr.load(Ordering::Relaxed), len.load(Ordering::Relaxed));
+        match self.mem.in_windows() {
+            Some(w) => w.peer.here(addr, len),
+            None => Some(addr as *mut u8),
+        }
     }
 
     /// Whether every step posted from the user's buffer was read there (the receiver released it, `head`
@@ -472,17 +523,20 @@ impl RecvEnd {
         self.mem.tail().load(Ordering::Acquire) > self.step
     }
 
-    /// Where the current step's payload is: the sender's buffer for a P2P read, the user's buffer a NET proxy
-    /// received it into, else its slot. Meaningful once the step is posted.
-    pub fn payload(&self, proto: Protocol) -> *const u8 {
-        let direct = match self.mem.direct() {
+    /// Where the current step's `len` payload bytes are: the sender's buffer for a P2P read (through this
+    /// process's mapping of it for SHM windows), the user's buffer a NET proxy received it into or the sender
+    /// wrote it into, else its slot. Meaningful once the step is posted; `None` when the sender posted an
+    /// address no window of its holds (ranks that registered different buffers).
+    pub fn payload(&self, proto: Protocol, len: usize) -> Option<*const u8> {
+        let word = match self.mem.direct() {
             Direct::Off => 0,
             _ => self.mem.direct_word(self.step).load(Ordering::Relaxed),
         };
-        if direct != 0 {
-            direct as *const u8
-        } else {
-            self.mem.slot(proto, self.step)
+        match (word, self.mem.in_windows()) {
+            (0, _) => Some(self.mem.slot(proto, self.step).cast_const()),
+            (w, Some(_)) if w & RECEIVERS != 0 => Some((w & !RECEIVERS) as *const u8),
+            (w, Some(windows)) => windows.peer.here(w, len as u64).map(<*mut u8>::cast_const),
+            (w, None) => Some(w as *const u8),
         }
     }
 
@@ -514,14 +568,21 @@ impl RecvEnd {
             })
     }
 
-    /// Tells a P2P sender where this rank's destination buffer lies for its call number `call`, so the sender may
-    /// write the call's final bytes there (NCCL 2.28.9 `src/device/prims_simple.h`, the receiver's buffer pointer
-    /// passed through `ptrExchange` for direct writes). Before this rank's first step of the call: the sender
-    /// learns of it through that step, and a sender that looks earlier finds the previous call's number.
-    pub fn publish_dst(&self, call: u64, dst: *mut u8) {
-        if self.mem.direct() == Direct::P2pRead {
-            let (seq, addr) = self.mem.exchange();
+    /// Tells a P2P sender (or an SHM one, when `len` bytes at `dst` lie in a registered window) where this rank's
+    /// destination buffer lies for its call number `call`, so the sender may write the call's final bytes there
+    /// (NCCL 2.28.9 `src/device/prims_simple.h`, the receiver's buffer pointer passed through `ptrExchange` for
+    /// direct writes). Before this rank's first step of the call: the sender learns of it through that step, and
+    /// a sender that looks earlier finds the previous call's number.
+    pub fn publish_dst(&self, call: u64, dst: *mut u8, len: usize) {
+        let shared = match self.mem.direct() {
+            Direct::P2pRead => true,
+            Direct::ShmWindows => self.mem.in_windows().is_some_and(|w| w.own.owners(dst, len as u64).is_some()),
+            Direct::Off | Direct::NetAnyMemory => false,
+        };
+        if shared {
+            let (seq, addr, bytes) = self.mem.exchange();
             addr.store(dst as u64, Ordering::Relaxed);
+            bytes.store(len as u64, Ordering::Relaxed);
             seq.store(call, Ordering::Release);
         }
     }
@@ -572,11 +633,11 @@ mod tests {
         let (tx, rx) = (SendEnd { mem: m.clone(), peer: 1, step: 0 }, RecvEnd { mem: m.clone(), peer: 0, step: 0 });
         let mut buf = [0u8; 64];
         // Not a P2P connection: nothing is published.
-        rx.publish_dst(1, buf.as_mut_ptr());
+        rx.publish_dst(1, buf.as_mut_ptr(), 64);
         assert_eq!(tx.peer_dst(1), None);
         m.allow_direct(Direct::P2pRead);
         assert_eq!(tx.peer_dst(1), None, "before the receiver started the call");
-        rx.publish_dst(1, buf.as_mut_ptr());
+        rx.publish_dst(1, buf.as_mut_ptr(), 64);
         assert_eq!(tx.peer_dst(1), Some(buf.as_mut_ptr()));
         assert_eq!(tx.peer_dst(2), None, "the receiver is still in the previous call");
     }

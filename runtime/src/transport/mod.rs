@@ -11,6 +11,7 @@ pub mod conn;
 pub mod net;
 pub mod p2p;
 pub mod shm;
+pub mod window;
 
 use crate::error::Result;
 use collscope_model::{self as model, Connection};

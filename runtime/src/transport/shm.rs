@@ -43,7 +43,13 @@ fn shm_err(name: &str, op: &'static str, e: impl Into<std::io::Error>) -> Runtim
 }
 
 /// Unlinks the name when dropped (if nobody did yet).
-struct ShmName(String);
+pub(crate) struct ShmName(String);
+
+impl ShmName {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 impl Drop for ShmName {
     fn drop(&mut self) {
@@ -130,33 +136,44 @@ impl Transport for ShmTransport {
     }
 
     fn recv_setup(&self, spec: &ConnSpec) -> Result<(Box<dyn Pending>, Vec<u8>)> {
-        let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
-        let len = spec.sizes.region_bytes();
-        let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
-        if *ending {
-            return Err(shm_err(&name, "shm_open", std::io::Error::other("this process is ending")));
-        }
-        let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
-            .map_err(|e| shm_err(&name, "shm_open", e))?;
-        drop(ending);
-        let guard = ShmName(name.clone());
-        let file = File::from(fd);
-        file.set_len(len as u64).map_err(|e| shm_err(&name, "ftruncate", e))?;
-        let mem = ConnMem::from_map(map(&file, &name, len)?, spec.sizes, Some(Box::new(guard)));
+        let (map, guard) = create_segment(spec.sizes.region_bytes())?;
+        let name = guard.as_str().to_string();
+        let mem = ConnMem::from_map(map, spec.sizes, Some(Box::new(guard)));
         let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::Shm, "direct/direct");
         Ok((Box::new(ShmRecv { mem: Arc::new(mem), record }), name.into_bytes()))
     }
 }
 
+/// A new segment of `len` zeroed bytes, mapped, named `/collscope-<pid>-<random>` until the returned name drops.
+pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
+    let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
+    let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
+    if *ending {
+        return Err(shm_err(&name, "shm_open", std::io::Error::other("this process is ending")));
+    }
+    let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
+        .map_err(|e| shm_err(&name, "shm_open", e))?;
+    drop(ending);
+    let guard = ShmName(name.clone());
+    let file = File::from(fd);
+    file.set_len(len as u64).map_err(|e| shm_err(&name, "ftruncate", e))?;
+    Ok((map(&file, &name, len)?, guard))
+}
+
+/// Maps the segment another process created under `name` (one of collscope's), of at least `len` bytes.
+pub(crate) fn open_segment(name: &str, len: usize) -> Result<MmapMut> {
+    if !(name.starts_with('/') && name[1..].starts_with(SHM_PREFIX)) {
+        return Err(RuntimeError::Transport { transport: "SHM", msg: format!("malformed segment name {name:?}") });
+    }
+    let fd = shm_open(name, OFlag::O_RDWR, Mode::empty()).map_err(|e| shm_err(name, "shm_open", e))?;
+    map(&File::from(fd), name, len)
+}
+
 impl Pending for ShmSend {
     fn connect(self: Box<Self>, peer_handle: &[u8]) -> Result<Established> {
         let name = std::str::from_utf8(peer_handle)
-            .ok()
-            .filter(|n| n.starts_with('/') && n[1..].starts_with(SHM_PREFIX))
-            .ok_or_else(|| RuntimeError::Transport { transport: "SHM", msg: "malformed segment name".into() })?;
-        let fd = shm_open(name, OFlag::O_RDWR, Mode::empty()).map_err(|e| shm_err(name, "shm_open", e))?;
-        let file = File::from(fd);
-        let m = map(&file, name, self.sizes.region_bytes())?;
+            .map_err(|_| RuntimeError::Transport { transport: "SHM", msg: "malformed segment name".into() })?;
+        let m = open_segment(name, self.sizes.region_bytes())?;
         // Both sides have it mapped now: the name is no longer needed.
         shm_unlink(name).map_err(|e| shm_err(name, "shm_unlink", e))?;
         nccl_trace!(Subsys::SHM, "Mapped and unlinked shared memory segment {name}");

@@ -1,12 +1,12 @@
 //! What each nccl-tests benchmark does (`src/<coll>.cu`): element counts from a byte size, the call, the
 //! expected result, and the bus bandwidth factor (`doc/PERFORMANCE.md`).
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::ValueEnum;
 use collscope_kernels::Element;
 use collscope_model::RedOp;
 use collscope_runtime::device::reference::reference_reduce;
-use collscope_runtime::Comm;
+use collscope_runtime::{Comm, Registration, SharedBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
@@ -135,17 +135,71 @@ pub fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
         .count() as u64
 }
 
+/// A send or receive buffer: allocated for one size, or the front of a registered window (`-R 2`).
+pub enum Region<'a, T> {
+    Heap(Vec<T>),
+    Window(&'a mut [T]),
+}
+
+impl<T> std::ops::Deref for Region<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Region::Heap(v) => v,
+            Region::Window(w) => w,
+        }
+    }
+}
+
+impl<T> std::ops::DerefMut for Region<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Region::Heap(v) => v,
+            Region::Window(w) => w,
+        }
+    }
+}
+
+/// The send and receive windows of `-R 2` (nccl-tests' symmetric registration: `ncclMemAlloc`'d buffers of the
+/// largest size registered with `ncclCommWindowRegister` once, each size using their front).
+pub struct Windows {
+    send: SharedBuf,
+    recv: SharedBuf,
+    regs: [Registration; 2],
+}
+
+impl Windows {
+    /// Allocates `send_bytes` and `recv_bytes` of shared memory and registers both (every rank at once).
+    pub fn register(comm: &mut Comm, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
+        let alloc = |n: usize, which: &str| {
+            SharedBuf::new(n)
+                .with_context(|| format!("cannot allocate the {which} window of {}", human_bytes(n as u128)))
+        };
+        let (send, recv) = (alloc(send_bytes, "send")?, alloc(recv_bytes, "receive")?);
+        let regs = [comm.register(&send)?, comm.register(&recv)?];
+        Ok(Windows { send, recv, regs })
+    }
+
+    /// Ends both registrations (every rank at once).
+    pub fn deregister(self, comm: &mut Comm) {
+        self.regs.into_iter().for_each(|r| comm.deregister(r));
+    }
+}
+
 /// The buffers of one rank for one size.
-pub struct Buffers<T> {
-    pub send: Vec<T>,
-    pub recv: Vec<T>,
+pub struct Buffers<'a, T> {
+    pub send: Region<'a, T>,
+    pub recv: Region<'a, T>,
     /// Scratch for the benchmarks whose in-place form needs a copy of the input (AllToAll, SendRecv).
     scratch: Vec<T>,
 }
 
-impl<T: Element> Buffers<T> {
-    /// Zeroed buffers, or an error naming the buffer and its size when the allocator refuses it.
-    pub fn new(c: Counts) -> Result<Self> {
+impl<'a, T: Element> Buffers<'a, T> {
+    /// Zeroed buffers for benchmark `b` at counts `c` (in-place ReduceScatter receives in a buffer as large as
+    /// its input): allocated, or the front of `windows`. An error names the buffer and its size when the
+    /// allocator refuses it.
+    pub fn new(b: Bench, c: Counts, in_place: bool, windows: Option<&'a mut Windows>) -> Result<Self> {
+        let recv = if in_place && b == Bench::ReduceScatter { c.send } else { c.recv };
         let zeroed = |n: usize, which: &str| -> Result<Vec<T>> {
             let mut v = Vec::new();
             v.try_reserve_exact(n).map_err(|e| {
@@ -157,23 +211,28 @@ impl<T: Element> Buffers<T> {
             v.resize(n, T::from_index(0));
             Ok(v)
         };
-        Ok(Buffers { send: zeroed(c.send, "send")?, recv: zeroed(c.recv, "receive")?, scratch: Vec::new() })
+        let window = |buf: &'a mut SharedBuf, n: usize, which: &str| -> Result<Region<'a, T>> {
+            let all = buf.as_mut_slice::<T>();
+            let len = all.len();
+            let front = all.get_mut(..n).ok_or_else(|| anyhow!("the {which} window holds {len} elements, not {n}"))?;
+            front.fill(T::from_index(0));
+            Ok(Region::Window(front))
+        };
+        let (send, recv) = match windows {
+            Some(w) => (window(&mut w.send, c.send, "send")?, window(&mut w.recv, recv, "receive")?),
+            None => (Region::Heap(zeroed(c.send, "send")?), Region::Heap(zeroed(recv, "receive")?)),
+        };
+        Ok(Buffers { send, recv, scratch: Vec::new() })
     }
 
     /// Writes this rank's input where the call will read it (the send buffer, or its block of the receive
     /// buffer for in-place runs).
     pub fn fill(&mut self, b: Bench, c: Counts, rank: usize, op: RedOp, in_place: bool) {
         let send: Vec<T> = (0..c.send).map(|i| input(rank, i, op)).collect();
-        if !in_place {
-            self.send = send;
-            return;
-        }
-        match b {
-            Bench::AllGather => self.recv[rank * c.param..(rank + 1) * c.param].copy_from_slice(&send),
-            Bench::ReduceScatter => {
-                self.recv = send;
-            }
-            _ => self.recv[..send.len()].copy_from_slice(&send),
+        match (in_place, b) {
+            (false, _) => self.send.copy_from_slice(&send),
+            (true, Bench::AllGather) => self.recv[rank * c.param..(rank + 1) * c.param].copy_from_slice(&send),
+            (true, _) => self.recv[..send.len()].copy_from_slice(&send),
         }
     }
 
@@ -242,7 +301,10 @@ mod tests {
         assert_eq!(human_bytes(1536 << 10), "1.5 MiB");
         assert_eq!(human_bytes(8), "8 B");
         // More than any allocator can give: an error with the size, not an abort.
-        let e = Buffers::<f32>::new(Counts { send: usize::MAX / 8, recv: 1, param: 1 }).err().unwrap().to_string();
+        let e = Buffers::<f32>::new(Bench::AllReduce, Counts { send: usize::MAX / 8, recv: 1, param: 1 }, false, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("send buffer") && e.contains("PiB"), "{e}");
     }
 

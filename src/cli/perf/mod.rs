@@ -9,7 +9,7 @@ mod json;
 use super::ranks::{self, Job, LaunchMode, Rank, TransportChoice};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use coll::{count_wrong, expected, Bench, Buffers, Counts};
+use coll::{count_wrong, expected, Bench, Buffers, Counts, Windows};
 use collscope_kernels::Element;
 use collscope_model::{DataType, RedOp};
 use collscope_runtime::{Bootstrap, Comm};
@@ -75,6 +75,20 @@ pub struct PerfArgs {
     /// Buffers in host memory or on GPUs (all_reduce; ranks of this process, see `collscope perf --help`).
     #[arg(long, value_enum, default_value = "host")]
     pub memory: gpu::Memory,
+    /// Buffer registration: 0 none, 2 symmetric (shared-memory windows registered by every rank, which SHM
+    /// reads and writes in place). nccl-tests' 1 (local registration) has no host-memory counterpart here.
+    #[arg(short = 'R', long = "local_register", default_value_t = 0, value_parser = parse_register)]
+    pub register: u8,
+}
+
+/// `-R`: 0 or 2 (nccl-tests' `SYMMETRIC_REGISTER`).
+fn parse_register(s: &str) -> Result<u8, String> {
+    match s.trim() {
+        "0" => Ok(0),
+        "2" => Ok(2),
+        "1" => Err("'1' (local registration) is not available for host memory: use 2 (symmetric windows)".into()),
+        _ => Err(format!("'{s}' is not a registration mode: expected 0 (none) or 2 (symmetric windows)")),
+    }
 }
 
 /// nccl-tests' `parsesize`: a number with an optional K, M or G (powers of 1024).
@@ -130,6 +144,9 @@ pub fn run(args: &PerfArgs) -> Result<()> {
         if args.bench != Bench::AllReduce {
             bail!("--memory gpu runs all_reduce only");
         }
+        if args.register != 0 {
+            bail!("-R registers host memory: it does not apply to --memory gpu");
+        }
         return gpu::perf(args, &sizes);
     }
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background: None };
@@ -171,6 +188,16 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
         print_preamble(args, &devices, &init_line, rank.threads_per_process, &mut report.out)?;
     }
     let ts = std::mem::size_of::<T>();
+    let mut windows = match args.register {
+        0 => None,
+        _ => {
+            let counts = sizes.iter().map(|&size| args.bench.counts(size / ts, n));
+            let send = counts.clone().map(|c| c.send).max().unwrap_or(0) * ts;
+            // In-place ReduceScatter receives in a buffer as large as its input.
+            let recv = counts.map(|c| c.recv.max(c.send)).max().unwrap_or(0) * ts;
+            Some(Windows::register(comm, send, recv).with_context(|| format!("rank {me}: -R {}", args.register))?)
+        }
+    };
     let progress = main.then(|| progress_bar(sizes.len() as u64 * 2));
     let op_name = if args.bench.uses_op() { args.op.as_str() } else { "none" };
     let root = if args.bench.uses_root() { args.root as i32 } else { -1 };
@@ -188,7 +215,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
             ("root", J::str(format!("{root:6}"))),
         ];
         for in_place in [false, true] {
-            let (secs, wrong) = time_one::<T>(comm, &*boot, args, c, in_place)?;
+            let (secs, wrong) = time_one::<T>(comm, &*boot, args, c, in_place, windows.as_mut())?;
             let (algbw, busbw) = args.bench.bandwidth(c.param, ts, secs, n);
             report.bw_sum += busbw;
             report.bw_count += 1;
@@ -240,6 +267,9 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
     if let Some(p) = progress {
         p.finish_and_clear();
     }
+    if let Some(w) = windows {
+        w.deregister(comm);
+    }
     let peak = rss_line(&*boot, "VmHWM", "Peak RSS (VmHWM)")?;
     if main {
         let avg = if report.bw_count > 0 { report.bw_sum / report.bw_count as f64 } else { 0.0 };
@@ -273,9 +303,11 @@ fn time_one<T: Element>(
     args: &PerfArgs,
     c: Counts,
     in_place: bool,
+    windows: Option<&mut Windows>,
 ) -> Result<(f64, u64)> {
     let (me, n) = (comm.rank() as usize, comm.nranks() as usize);
-    let mut bufs = Buffers::<T>::new(c).with_context(|| format!("rank {me}: {}", args.bench.program()))?;
+    let mut bufs = Buffers::<T>::new(args.bench, c, in_place, windows)
+        .with_context(|| format!("rank {me}: {}", args.bench.program()))?;
     bufs.fill(args.bench, c, me, args.op, in_place);
     let blocking = args.blocking > 0;
     let call = |bufs: &mut Buffers<T>, comm: &mut Comm| -> Result<()> {

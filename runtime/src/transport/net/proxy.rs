@@ -954,7 +954,11 @@ mod tests {
                 until("credit", || tx.has_credit());
                 tx.post_at(src[s].as_ptr(), src[s].len());
                 until("the step", || rx.has_data());
-                assert_eq!(rx.payload(Protocol::Simple), dst[s].as_ptr(), "step {s} went through the slot");
+                assert_eq!(
+                    rx.payload(Protocol::Simple, src[s].len()),
+                    Some(dst[s].as_ptr()),
+                    "step {s} went through the slot"
+                );
                 assert_eq!(dst[s], src[s], "step {s}");
                 rx.release();
                 until("the send's completion", || tx.sent());
@@ -964,7 +968,7 @@ mod tests {
             rx.want(0, small.as_mut_ptr(), small.len());
             tx.post_at(src[0].as_ptr(), src[0].len());
             until("the long step", || rx.has_data());
-            assert!(rx.payload(Protocol::Simple) != small.as_ptr() && small == [0; 10]);
+            assert!(rx.payload(Protocol::Simple, src[0].len()) != Some(small.as_ptr()) && small == [0; 10]);
             assert_eq!(rx.mem.step_info(rx.step), (Some(Protocol::Simple), src[0].len()));
             assert!(rx.unwant(), "every want is settled");
         }
