@@ -16,7 +16,7 @@ use collscope_runtime::bootstrap::tcp::{RootHandle, UniqueId};
 use collscope_runtime::comm::affinity;
 use collscope_runtime::comm::job::{self, JobComm};
 use collscope_runtime::comm::launch::{detect, LaunchInfo};
-use collscope_runtime::transport::shm::unlink_own_segments;
+use collscope_runtime::transport::segment::unlink_own_segments;
 use collscope_runtime::{Comm, CommOptions};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;

@@ -10,6 +10,7 @@
 pub mod conn;
 pub mod net;
 pub mod p2p;
+pub mod segment;
 pub mod shm;
 pub mod window;
 

@@ -6,7 +6,7 @@
 //! A step is still posted as an address in the poster's process; each process maps its SHM peers' registered
 //! buffers and finds where those bytes lie in its own address space ([`WindowList::here`]).
 
-use super::shm::{create_segment, open_segment, ShmName};
+use super::segment::{create_segment, open_segment, ShmName};
 use crate::error::Result;
 use collscope_kernels::Element;
 use memmap2::MmapMut;
