@@ -4,7 +4,7 @@
 //! Every result is checked, so the loop doubles as a soak test.
 
 use collscope_model::RedOp;
-use collscope_runtime::Comm;
+use collscope_runtime::{Comm, Registration, SharedBuf};
 use collscope_runtime::{Result, RuntimeError};
 use std::time::{Duration, Instant};
 
@@ -58,14 +58,52 @@ pub fn run_training(
     cfg: &TrainingConfig,
     mut on_step: impl FnMut(&StepReport),
 ) -> Result<Vec<StepReport>> {
-    let (rank, n) = (comm.rank(), comm.nranks());
+    let n = comm.nranks();
     if cfg.bucket_elems == 0 {
         return Err(mismatch("config", 0, "bucket size must be at least 1 element".into()));
     }
-    let mut grads = vec![0f32; cfg.grad_elems];
-    let mut shard = vec![0f32; cfg.fsdp_shard];
-    let mut full = vec![0f32; cfg.fsdp_shard * n as usize];
-    let mut shard_grad = vec![0f32; cfg.fsdp_shard];
+    // The buffers are registered windows, as a PyTorch job hands NCCL memory from its registered pool: rank
+    // processes of one host then read and write them in place instead of staging steps ([`Comm::register`]).
+    let mut regs = Vec::new();
+    let mut grads = registered(comm, cfg.grad_elems, &mut regs)?;
+    let mut shard = registered(comm, cfg.fsdp_shard, &mut regs)?;
+    let mut full = registered(comm, cfg.fsdp_shard * n as usize, &mut regs)?;
+    let mut shard_grad = registered(comm, cfg.fsdp_shard, &mut regs)?;
+    let bufs = Bufs {
+        grads: grads.as_mut_slice(),
+        shard: shard.as_mut_slice(),
+        full: full.as_mut_slice(),
+        shard_grad: shard_grad.as_mut_slice(),
+    };
+    let reports = train(comm, cfg, bufs, &mut on_step);
+    regs.into_iter().for_each(|r| comm.deregister(r));
+    reports
+}
+
+/// A step's buffers: the gradients (DDP), this rank's parameter shard, the gathered parameters and the shard's
+/// reduced gradients (FSDP).
+struct Bufs<'a> {
+    grads: &'a mut [f32],
+    shard: &'a mut [f32],
+    full: &'a mut [f32],
+    shard_grad: &'a mut [f32],
+}
+
+/// A zeroed window of `elems` floats, registered with `comm` (every rank registers the same buffers in turn).
+fn registered(comm: &mut Comm, elems: usize, regs: &mut Vec<Registration>) -> Result<SharedBuf> {
+    let buf = SharedBuf::new(elems * size_of::<f32>())?;
+    regs.push(comm.register(&buf)?);
+    Ok(buf)
+}
+
+/// The steps of [`run_training`], over its buffers.
+fn train(
+    comm: &mut Comm,
+    cfg: &TrainingConfig,
+    Bufs { grads, shard, full, shard_grad }: Bufs,
+    on_step: &mut impl FnMut(&StepReport),
+) -> Result<Vec<StepReport>> {
+    let (rank, n) = (comm.rank(), comm.nranks());
     let start = Instant::now();
     let mut reports = Vec::new();
     let nf = n as f32;
@@ -94,7 +132,7 @@ pub fn run_training(
 
         // FSDP: gather the parameters, then reduce-scatter their gradients.
         shard.iter_mut().for_each(|p| *p = (rank + 1) as f32 + base);
-        comm.all_gather(&shard, &mut full)?;
+        comm.all_gather(shard, full)?;
         for (q, block) in full.chunks(cfg.fsdp_shard.max(1)).enumerate() {
             let want = (q + 1) as f32 + base;
             if block.iter().any(|&v| v != want) {
@@ -102,7 +140,7 @@ pub fn run_training(
             }
         }
         full.iter_mut().for_each(|g| *g = 1.0);
-        comm.reduce_scatter(&full, &mut shard_grad, RedOp::Sum)?;
+        comm.reduce_scatter(full, shard_grad, RedOp::Sum)?;
         if shard_grad.iter().any(|&v| v != nf) {
             return Err(mismatch("gradient ReduceScatter", step, format!("expected every element to be {nf}")));
         }
