@@ -40,6 +40,8 @@ impl Windows {
 #[must_use = "a registration holds the buffer's mappings until it is deregistered"]
 pub struct Registration {
     id: u64,
+    /// The communicator's own window list: names the communicator it belongs to.
+    comm: usize,
 }
 
 /// What a rank tells the others about the buffer it registers.
@@ -85,13 +87,42 @@ impl Comm {
             let mems = ch.send.values().map(|e| &e.mem).chain(ch.recv.values().map(|e| &e.mem));
             mems.filter(|m| m.windows().is_some()).for_each(|m| m.allow_direct(Direct::ShmWindows));
         }
-        Ok(Registration { id })
+        Ok(Registration { id, comm: Arc::as_ptr(&self.windows.own) as usize })
     }
 
     /// Ends a registration (every rank ends the same one, between the same calls): calls no longer use that
-    /// buffer in place, and this process unmaps its peers' buffers of it.
-    pub fn deregister(&mut self, reg: Registration) {
+    /// buffer in place, and this process unmaps its peers' buffers of it. A registration of another
+    /// communicator is refused.
+    pub fn deregister(&mut self, reg: Registration) -> Result<()> {
+        if reg.comm != Arc::as_ptr(&self.windows.own) as usize {
+            return Err(RuntimeError::Mismatch {
+                what: "registration",
+                detail: format!("window {} was registered with another communicator", reg.id),
+            });
+        }
         self.windows.own.remove(reg.id);
         self.windows.peers.values().for_each(|w| w.remove(reg.id));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::comm::{Comm, CommOptions};
+    use crate::transport::window::SharedBuf;
+    use collscope_debug::env::Env;
+
+    #[test]
+    fn a_registration_ends_only_on_its_own_communicator() {
+        let opts = CommOptions { env: Env::from_pairs(Vec::<(&str, &str)>::new()), net: None, name: None };
+        let mut a = Comm::init_threads(1, opts.clone()).unwrap().remove(0);
+        let mut b = Comm::init_threads(1, opts).unwrap().remove(0);
+        let buf = SharedBuf::new(4096).unwrap();
+        let (ra, rb) = (a.register(&buf).unwrap(), b.register(&buf).unwrap());
+        let e = b.deregister(ra).unwrap_err().to_string();
+        assert!(e.contains("window 0 was registered with another communicator"), "{e}");
+        b.deregister(rb).unwrap();
+        assert!(b.windows.own.owners(buf.as_slice::<u8>().as_ptr(), 1).is_none());
+        assert!(a.windows.own.owners(buf.as_slice::<u8>().as_ptr(), 1).is_some(), "a's window stays");
     }
 }

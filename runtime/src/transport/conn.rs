@@ -42,7 +42,9 @@ const OFF_TAIL: usize = 0;
 const OFF_HEAD: usize = CACHE_LINE;
 const OFF_INFO: usize = 2 * CACHE_LINE;
 /// Per-slot address of a step that is not in its slot (0: it is): on the send side the sender's own buffer the
-/// reader takes it from, on a NET receive side the user's buffer the proxy received it into.
+/// reader takes it from, or the receiver's the sender wrote it into (through SHM windows, as an address in the
+/// buffer owner's process, [`RECEIVERS`] marking the receiver's); on a NET receive side the user's buffer the
+/// proxy received it into.
 const OFF_DIRECT: usize = 3 * CACHE_LINE;
 /// P2P and SHM through windows: the call number, destination buffer and its length the receiver published for
 /// its sender to write into ([`RecvEnd::publish_dst`]).

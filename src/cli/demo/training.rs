@@ -75,9 +75,9 @@ pub fn run_training(
         full: full.as_mut_slice(),
         shard_grad: shard_grad.as_mut_slice(),
     };
-    let reports = train(comm, cfg, bufs, &mut on_step);
-    regs.into_iter().for_each(|r| comm.deregister(r));
-    reports
+    let reports = train(comm, cfg, bufs, &mut on_step)?;
+    regs.into_iter().try_for_each(|r| comm.deregister(r))?;
+    Ok(reports)
 }
 
 /// A step's buffers: the gradients (DDP), this rank's parameter shard, the gathered parameters and the shard's

@@ -181,8 +181,9 @@ impl Windows {
     }
 
     /// Ends both registrations (every rank at once).
-    pub fn deregister(self, comm: &mut Comm) {
-        self.regs.into_iter().for_each(|r| comm.deregister(r));
+    pub fn deregister(self, comm: &mut Comm) -> Result<()> {
+        self.regs.into_iter().try_for_each(|r| comm.deregister(r))?;
+        Ok(())
     }
 }
 

@@ -268,7 +268,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
         p.finish_and_clear();
     }
     if let Some(w) = windows {
-        w.deregister(comm);
+        w.deregister(comm)?;
     }
     let peak = rss_line(&*boot, "VmHWM", "Peak RSS (VmHWM)")?;
     if main {
