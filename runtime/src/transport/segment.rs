@@ -7,10 +7,12 @@ use crate::error::{Result, RuntimeError};
 use crate::socket::nonce_u64;
 use collscope_debug::{nccl_info, Subsys};
 use memmap2::MmapMut;
-use nix::fcntl::OFlag;
+use nix::errno::Errno;
+use nix::fcntl::{fallocate, FallocateFlags, OFlag};
 use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::sync::{PoisonError, RwLock};
 
 /// Prefix of every segment collscope creates.
@@ -98,7 +100,15 @@ pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
     drop(ending);
     let guard = ShmName(name.clone());
     let file = File::from(fd);
-    file.set_len(len as u64).map_err(|e| shm_err(&name, "ftruncate", e))?;
+    // Allocated now, as NCCL 2.28.9 does (`src/misc/shmutils.cc`, `fallocate`): a /dev/shm too small for it is an
+    // error here, where only growing the file would let the first touch of a missing page kill the process.
+    let bytes = i64::try_from(len).map_err(|_| shm_err(&name, "fallocate", std::io::Error::other("too large")))?;
+    loop {
+        match fallocate(file.as_raw_fd(), FallocateFlags::empty(), 0, bytes) {
+            Err(Errno::EINTR) => continue,
+            r => break r.map_err(|e| shm_err(&name, "fallocate", e))?,
+        }
+    }
     Ok((map(&file, &name, len)?, guard))
 }
 

@@ -139,6 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_buffer_larger_than_dev_shm_holds_is_an_error_naming_its_segment() {
+        let e = SharedBuf::new(1 << 52).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("fallocate") && e.contains(crate::transport::segment::SHM_PREFIX), "{e}");
+    }
+
+    #[test]
     fn a_peers_window_translates_both_ways_and_only_inside_it() {
         let mut buf = SharedBuf::new(4096).unwrap();
         buf.as_mut_slice::<u32>()[10] = 7;
