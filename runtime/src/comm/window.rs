@@ -44,10 +44,12 @@ pub struct Registration {
     comm: usize,
 }
 
-/// What a rank tells the others about the buffer it registers.
+/// What a rank tells the others about the buffer it registers: where its process holds it open, and where it
+/// lies there.
 #[derive(Serialize, Deserialize)]
 struct Posted {
-    name: String,
+    pid: u32,
+    fd: i32,
     base: u64,
     len: u64,
 }
@@ -58,25 +60,16 @@ impl Comm {
     /// the peer is a process of this host. The communicator keeps the memory mapped until [`Comm::deregister`].
     pub fn register(&mut self, buf: &SharedBuf) -> Result<Registration> {
         let id = self.windows.count;
-        let mine = Posted { name: buf.name().to_string(), base: buf.base(), len: buf.len() as u64 };
+        let mine = Posted { pid: std::process::id(), fd: buf.fd(), base: buf.base(), len: buf.len() as u64 };
         let blob = serde_json::to_vec(&mine).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
         let all = self.boot.all_gather(&blob)?;
         self.windows.count += 1;
         self.windows.own.add_own(id, buf);
-        let me = &self.peers[self.rank as usize];
-        let mut mapped = 0;
-        for (r, b) in all.iter().enumerate() {
-            let peer = &self.peers[r];
-            let shm = crate::transport::select(&self.chain, me, peer).map(|t| t.kind());
-            if r == self.rank as usize || shm != Some(model::Transport::Shm) {
-                continue;
-            }
-            let p: Posted = serde_json::from_slice(b).map_err(|e| {
-                RuntimeError::Bootstrap(format!("rank {r}'s registered buffer is described wrongly: {e}"))
-            })?;
-            self.windows.peers.entry(r as u32).or_default().add_peer(id, &p.name, p.base, p.len)?;
-            mapped += 1;
-        }
+        let mapped = self.map_peers(id, &all);
+        // Every rank mapped what it could before any may deregister and drop its buffer; one that failed still
+        // joins, so none waits for it.
+        self.boot.barrier()?;
+        let mapped = mapped?;
         nccl_info!(
             Subsys::REG,
             "Registered window {id}: {} bytes at {:#x}, mapped that of {mapped} peers on this host",
@@ -88,6 +81,25 @@ impl Comm {
             mems.filter(|m| m.windows().is_some()).for_each(|m| m.allow_direct(Direct::ShmWindows));
         }
         Ok(Registration { id, comm: Arc::as_ptr(&self.windows.own) as usize })
+    }
+
+    /// Maps the buffers of registration `id` that the SHM peers posted (`all`, by rank); returns how many.
+    fn map_peers(&mut self, id: u64, all: &[Vec<u8>]) -> Result<usize> {
+        let me = &self.peers[self.rank as usize];
+        let mut mapped = 0;
+        for (r, b) in all.iter().enumerate() {
+            let peer = &self.peers[r];
+            let shm = crate::transport::select(&self.chain, me, peer).map(|t| t.kind());
+            if r == self.rank as usize || shm != Some(model::Transport::Shm) {
+                continue;
+            }
+            let p: Posted = serde_json::from_slice(b).map_err(|e| {
+                RuntimeError::Bootstrap(format!("rank {r}'s registered buffer is described wrongly: {e}"))
+            })?;
+            self.windows.peers.entry(r as u32).or_default().add_peer(id, (p.pid, p.fd), p.base, p.len)?;
+            mapped += 1;
+        }
+        Ok(mapped)
     }
 
     /// Ends a registration (every rank ends the same one, between the same calls): calls no longer use that

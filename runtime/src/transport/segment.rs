@@ -8,15 +8,17 @@ use crate::socket::nonce_u64;
 use collscope_debug::{nccl_info, Subsys};
 use memmap2::MmapMut;
 use nix::errno::Errno;
-use nix::fcntl::{fallocate, FallocateFlags, OFlag};
+use nix::fcntl::{fallocate, open, FallocateFlags, OFlag};
 use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 use std::fs::File;
-use std::os::fd::AsRawFd;
-use std::sync::{PoisonError, RwLock};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 /// Prefix of every segment collscope creates.
 pub const SHM_PREFIX: &str = "collscope-";
+/// Where POSIX shared memory names live (`shm_open`'s directory on Linux).
+const SHM_DIR: &str = "/dev/shm";
 
 pub(crate) fn shm_err(name: &str, op: &'static str, e: impl Into<std::io::Error>) -> RuntimeError {
     RuntimeError::Shm { name: name.to_string(), op, source: e.into() }
@@ -39,7 +41,7 @@ impl Drop for ShmName {
 
 /// Names of collscope segments in /dev/shm with the pid of their creator.
 fn segments() -> Vec<(String, i32)> {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir(SHM_DIR) else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -88,28 +90,57 @@ fn map(file: &File, name: &str, len: usize) -> Result<MmapMut> {
     })
 }
 
-/// A new segment of `len` zeroed bytes, mapped, named `/collscope-<pid>-<random>` until the returned name drops.
-pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
+/// A fresh name `/collscope-<pid>-<random>`, or an error once this process is ending: held, the guard keeps
+/// [`unlink_own_segments`] from running until the name exists.
+fn new_name(op: &'static str) -> Result<(String, RwLockReadGuard<'static, bool>)> {
     let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
     let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
     if *ending {
-        return Err(shm_err(&name, "shm_open", std::io::Error::other("this process is ending")));
+        return Err(shm_err(&name, op, std::io::Error::other("this process is ending")));
     }
+    Ok((name, ending))
+}
+
+/// Gives `file` its `len` bytes and maps them. They are allocated now, as NCCL 2.28.9 does (`src/misc/shmutils.cc`,
+/// `fallocate`): a /dev/shm too small for them is an error here, where only growing the file would let the first
+/// touch of a missing page kill the process.
+fn allocate(file: &File, name: &str, len: usize) -> Result<MmapMut> {
+    let bytes = i64::try_from(len).map_err(|_| shm_err(name, "fallocate", std::io::Error::other("too large")))?;
+    loop {
+        match fallocate(file.as_raw_fd(), FallocateFlags::empty(), 0, bytes) {
+            Err(Errno::EINTR) => continue,
+            r => break r.map_err(|e| shm_err(name, "fallocate", e))?,
+        }
+    }
+    map(file, name, len)
+}
+
+/// A new segment of `len` zeroed bytes, mapped, named `/collscope-<pid>-<random>` until the returned name drops.
+pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
+    let (name, ending) = new_name("shm_open")?;
     let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
         .map_err(|e| shm_err(&name, "shm_open", e))?;
     drop(ending);
     let guard = ShmName(name.clone());
-    let file = File::from(fd);
-    // Allocated now, as NCCL 2.28.9 does (`src/misc/shmutils.cc`, `fallocate`): a /dev/shm too small for it is an
-    // error here, where only growing the file would let the first touch of a missing page kill the process.
-    let bytes = i64::try_from(len).map_err(|_| shm_err(&name, "fallocate", std::io::Error::other("too large")))?;
-    loop {
-        match fallocate(file.as_raw_fd(), FallocateFlags::empty(), 0, bytes) {
-            Err(Errno::EINTR) => continue,
-            r => break r.map_err(|e| shm_err(&name, "fallocate", e))?,
-        }
-    }
-    Ok((map(&file, &name, len)?, guard))
+    Ok((allocate(&File::from(fd), &name, len)?, guard))
+}
+
+/// A new segment of `len` zeroed bytes with no name (a temporary file in /dev/shm), mapped: nothing is left of
+/// it however its process ends. Peers open it through the creator's descriptor ([`open_peer_segment`]).
+pub(crate) fn create_unnamed(len: usize) -> Result<(MmapMut, File)> {
+    let fd = open(SHM_DIR, OFlag::O_TMPFILE | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
+        .map_err(|e| shm_err(SHM_DIR, "open O_TMPFILE", e))?;
+    // SAFETY: `open` returned a new descriptor this function owns.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok((allocate(&file, SHM_DIR, len)?, file))
+}
+
+/// Maps the unnamed segment that process `pid` holds open as descriptor `fd` ([`create_unnamed`]), of at least
+/// `len` bytes, through /proc: a process of the same user may open another's open files there.
+pub(crate) fn open_peer_segment(pid: u32, fd: i32, len: usize) -> Result<MmapMut> {
+    let path = format!("/proc/{pid}/fd/{fd}");
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| shm_err(&path, "open", e))?;
+    map(&file, &path, len)
 }
 
 /// Maps the segment another process created under `name` (one of collscope's), of at least `len` bytes.

@@ -6,18 +6,20 @@
 //! A step is still posted as an address in the poster's process; each process maps its SHM peers' registered
 //! buffers and finds where those bytes lie in its own address space ([`WindowList::here`]).
 
-use super::segment::{create_segment, open_segment, ShmName};
+use super::segment::{create_unnamed, open_peer_segment};
 use crate::error::Result;
 use collscope_kernels::Element;
 use memmap2::MmapMut;
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, PoisonError, RwLock};
 
-/// A mapped segment and, for the one its process created, the name peers open it by.
+/// A mapped segment and, for the one its process created, its file: the descriptor peers open it through.
 struct Segment {
     ptr: *mut u8,
     len: usize,
     _map: MmapMut,
-    name: Option<ShmName>,
+    file: Option<File>,
 }
 
 // SAFETY: the segment is plain memory; what reads and writes it is ordered by the connections' head/tail
@@ -32,12 +34,12 @@ pub struct SharedBuf {
 }
 
 impl SharedBuf {
-    /// `len` zeroed bytes, page aligned.
+    /// `len` zeroed bytes, page aligned. The segment has no name, so nothing of it outlives its process.
     pub fn new(len: usize) -> Result<Self> {
         // A mapping cannot be empty; an empty buffer still gets a page.
-        let (mut map, name) = create_segment(len.max(1))?;
+        let (mut map, file) = create_unnamed(len.max(1))?;
         let ptr = map.as_mut_ptr();
-        Ok(SharedBuf { seg: Arc::new(Segment { ptr, len, _map: map, name: Some(name) }) })
+        Ok(SharedBuf { seg: Arc::new(Segment { ptr, len, _map: map, file: Some(file) }) })
     }
 
     pub fn len(&self) -> usize {
@@ -48,9 +50,9 @@ impl SharedBuf {
         self.seg.len == 0
     }
 
-    /// The name peers open the segment by.
-    pub(crate) fn name(&self) -> &str {
-        self.seg.name.as_ref().map_or("", ShmName::as_str)
+    /// The descriptor peers open the segment through ([`WindowList::add_peer`]).
+    pub(crate) fn fd(&self) -> i32 {
+        self.seg.file.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
     pub(crate) fn base(&self) -> u64 {
@@ -112,10 +114,11 @@ impl WindowList {
         self.0.write().unwrap_or_else(PoisonError::into_inner).push(w);
     }
 
-    /// A peer's buffer registered as `id`, `len` bytes at `base` in the peer's process, mapped here by `name`.
-    pub(crate) fn add_peer(&self, id: u64, name: &str, base: u64, len: u64) -> Result<()> {
-        let mut map = open_segment(name, len.max(1) as usize)?;
-        let seg = Segment { ptr: map.as_mut_ptr(), len: len as usize, _map: map, name: None };
+    /// A peer's buffer registered as `id`, `len` bytes at `base` in the peer's process `pid`, which holds it open
+    /// as descriptor `fd`; mapped here.
+    pub(crate) fn add_peer(&self, id: u64, (pid, fd): (u32, i32), base: u64, len: u64) -> Result<()> {
+        let mut map = open_peer_segment(pid, fd, len.max(1) as usize)?;
+        let seg = Segment { ptr: map.as_mut_ptr(), len: len as usize, _map: map, file: None };
         let w = Window { id, base, len, seg: Arc::new(seg) };
         self.0.write().unwrap_or_else(PoisonError::into_inner).push(w);
         Ok(())
@@ -141,7 +144,7 @@ mod tests {
     #[test]
     fn a_buffer_larger_than_dev_shm_holds_is_an_error_naming_its_segment() {
         let e = SharedBuf::new(1 << 52).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(e.contains("fallocate") && e.contains(crate::transport::segment::SHM_PREFIX), "{e}");
+        assert!(e.contains("fallocate") && e.contains("/dev/shm"), "{e}");
     }
 
     #[test]
@@ -150,7 +153,7 @@ mod tests {
         buf.as_mut_slice::<u32>()[10] = 7;
         // The same process stands in for the peer: a second mapping of the segment, as another process makes.
         let peer = WindowList::default();
-        peer.add_peer(3, buf.name(), buf.base(), 4096).unwrap();
+        peer.add_peer(3, (std::process::id(), buf.fd()), buf.base(), 4096).unwrap();
         let here = peer.here(buf.base() + 40, 4).unwrap();
         assert_ne!(here as u64, buf.base(), "a mapping of its own");
         assert_eq!(unsafe { *(here as *const u32) }, 7);
