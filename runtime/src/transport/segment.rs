@@ -1,7 +1,8 @@
-//! Named POSIX shared memory segments, the memory SHM connections and registered windows live in: created under
-//! `/collscope-<pid>-<random>`, mapped by peers by name. A segment whose creator died is removed by the next
-//! process that sweeps (the SHM transport's first use), and every name a process still holds goes when it ends
-//! ([`unlink_own_segments`]).
+//! Shared memory segments, the memory SHM connections and registered windows live in, allocated when created.
+//! A connection's is named `/collscope-<pid>-<random>` until its peer mapped it; a segment whose creator died
+//! before that is removed by the next process that sweeps (the SHM transport's first use), and every name a
+//! process still holds goes when it ends ([`unlink_own_segments`]). A window's has no name at all: peers open it
+//! through its creator's descriptor.
 
 use crate::error::{Result, RuntimeError};
 use crate::socket::nonce_u64;

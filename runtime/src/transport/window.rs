@@ -1,10 +1,11 @@
-//! Host buffers in named shared memory that the ranks of a communicator register together, so SHM peers move
+//! Host buffers in shared memory that the ranks of a communicator register together, so SHM peers move
 //! Simple steps as P2P threads do: the receiver reads a step in the sender's buffer, and the rank that completes
 //! a ring chunk writes it into its successor's (NCCL 2.28.9 `ncclMemAlloc` with the collective
 //! `ncclCommWindowRegister`/`ncclCommWindowDeregister`, `src/nccl.h.in`, which nccl-tests' `-R 2` uses).
 //!
 //! A step is still posted as an address in the poster's process; each process maps its SHM peers' registered
-//! buffers and finds where those bytes lie in its own address space ([`WindowList::here`]).
+//! buffers (through their owners' descriptors in /proc: they have no name to leave behind) and finds where those
+//! bytes lie in its own address space ([`WindowList::here`]).
 
 use super::segment::{create_unnamed, open_peer_segment};
 use crate::error::Result;
