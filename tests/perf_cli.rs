@@ -125,6 +125,20 @@ fn every_benchmark_with_other_types_and_ops() {
 }
 
 #[test]
+fn every_benchmark_on_processes_in_registered_windows() {
+    for bench in ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"] {
+        let args = ["perf", bench, "--nranks", "3", "--launch", "processes", "-R", "2"];
+        let (ok, out, err) =
+            collscope(&[&args[..], &["-b", "96", "-e", "3M", "-f", "32", "-n", "2", "-w", "1"]].concat());
+        assert!(ok, "{bench}: {err}");
+        // 96 B to 3 MiB by 32: steps of several slots, through the windows.
+        assert_clean_table(&out, &err, 4);
+    }
+    let (ok, _, err) = collscope(&["perf", "all_reduce", "-R", "1"]);
+    assert!(!ok && err.contains("'1' (local registration) is not available for host memory"), "{err}");
+}
+
+#[test]
 fn bad_arguments_are_named() {
     let (ok, _, err) = collscope(&["perf", "all_reduce", "-b", "8X"]);
     assert!(!ok && err.contains("'8X'"), "{err}");
