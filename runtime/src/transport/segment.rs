@@ -129,7 +129,8 @@ pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
 /// A new segment of `len` zeroed bytes with no name (a temporary file in /dev/shm), mapped: nothing is left of
 /// it however its process ends. Peers open it through the creator's descriptor ([`open_peer_segment`]).
 pub(crate) fn create_unnamed(len: usize) -> Result<(MmapMut, File)> {
-    let fd = open(SHM_DIR, OFlag::O_TMPFILE | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
+    // O_EXCL: the file can never be linked into /dev/shm, so it never has a name to leave behind.
+    let fd = open(SHM_DIR, OFlag::O_TMPFILE | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
         .map_err(|e| shm_err(SHM_DIR, "open O_TMPFILE", e))?;
     // SAFETY: `open` returned a new descriptor this function owns.
     let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
