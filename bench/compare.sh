@@ -10,7 +10,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 anchors=${ANCHORS:-$root/../shared/bench/anchors.sh}
-quick=0 reps=3 out=""
+# Five repetitions: this VM has stretches of up to a minute where memory-bound runs (collscope's and Open MPI's)
+# slow to about 2 GB/s with no steal; with three, a median landed in them for a whole series.
+quick=0 reps=5 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; reps=1;;
