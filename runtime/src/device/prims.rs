@@ -220,7 +220,12 @@ impl<'a> Prims<'a> {
                     None if from.is_empty() && !post => src.map(|s| s.add(off)),
                     None => None,
                 };
-                let direct = |e: &SendEnd| user.is_some_and(|u| e.can_post_at(u, len));
+                // Whether each peer of `to` takes the step where it lies: decided once a step, as for SHM windows it
+                // is a lookup.
+                let mut direct = [false; MAX_OUTPUTS];
+                for (d, p) in direct.iter_mut().zip(to) {
+                    *d = user.is_some_and(|u| self.send_end(*p).can_post_at(u, len));
+                }
                 // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
@@ -229,11 +234,11 @@ impl<'a> Prims<'a> {
                     n = 1;
                 }
                 let into = into.filter(|_| to.len() == 1).map(|i| i.add(off));
-                for p in to {
+                for (k, p) in to.iter().enumerate() {
                     let e = self.send_end(*p);
                     let out = match into {
                         Some(i) => i,
-                        None if direct(e) => continue,
+                        None if direct[k] => continue,
                         None => e.mem.slot(Protocol::Simple, e.step),
                     };
                     assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
@@ -241,9 +246,9 @@ impl<'a> Prims<'a> {
                     n += 1;
                 }
                 self.combine(inputs, &outs[..n], len, post);
-                for p in to {
+                for (k, p) in to.iter().enumerate() {
                     let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
-                    match (into, user.filter(|_| direct(e))) {
+                    match (into, user.filter(|_| direct[k])) {
                         (Some(i), _) => e.post_written(i, len),
                         (None, Some(u)) => e.post_at(u, len),
                         (None, None) => {

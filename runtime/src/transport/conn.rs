@@ -334,6 +334,11 @@ impl ConnMem {
         self.windows.get().filter(|_| self.direct() == Direct::ShmWindows)
     }
 
+    /// Whether the `len` bytes at `at`, in this process's buffers, lie in one of its windows in effect.
+    fn in_own_window(&self, at: *const u8, len: usize) -> bool {
+        self.in_windows().is_some_and(|w| w.own.owners(at, len as u64).is_some())
+    }
+
     /// The proxy let go of the region: it will not read or write the user's buffers any more.
     pub fn close_direct(&self) {
         self.direct.closed.store(true, Ordering::Release);
@@ -455,7 +460,7 @@ impl SendEnd {
         match self.mem.direct() {
             Direct::Off => false,
             Direct::P2pRead | Direct::NetAnyMemory => true,
-            Direct::ShmWindows => self.mem.in_windows().is_some_and(|w| w.own.owners(src, len as u64).is_some()),
+            Direct::ShmWindows => self.mem.in_own_window(src, len),
         }
     }
 
@@ -578,7 +583,7 @@ impl RecvEnd {
     pub fn publish_dst(&self, call: u64, dst: *mut u8, len: usize) {
         let shared = match self.mem.direct() {
             Direct::P2pRead => true,
-            Direct::ShmWindows => self.mem.in_windows().is_some_and(|w| w.own.owners(dst, len as u64).is_some()),
+            Direct::ShmWindows => self.mem.in_own_window(dst, len),
             Direct::Off | Direct::NetAnyMemory => false,
         };
         if shared {

@@ -14,7 +14,7 @@ use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{PoisonError, RwLock};
 
 /// Prefix of every segment collscope creates.
 pub const SHM_PREFIX: &str = "collscope-";
@@ -91,17 +91,6 @@ fn map(file: &File, name: &str, len: usize) -> Result<MmapMut> {
     })
 }
 
-/// A fresh name `/collscope-<pid>-<random>`, or an error once this process is ending: held, the guard keeps
-/// [`unlink_own_segments`] from running until the name exists.
-fn new_name(op: &'static str) -> Result<(String, RwLockReadGuard<'static, bool>)> {
-    let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
-    let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
-    if *ending {
-        return Err(shm_err(&name, op, std::io::Error::other("this process is ending")));
-    }
-    Ok((name, ending))
-}
-
 /// Gives `file` its `len` bytes and maps them. They are allocated now, as NCCL 2.28.9 does (`src/misc/shmutils.cc`,
 /// `fallocate`): a /dev/shm too small for them is an error here, where only growing the file would let the first
 /// touch of a missing page kill the process.
@@ -118,7 +107,12 @@ fn allocate(file: &File, name: &str, len: usize) -> Result<MmapMut> {
 
 /// A new segment of `len` zeroed bytes, mapped, named `/collscope-<pid>-<random>` until the returned name drops.
 pub(crate) fn create_segment(len: usize) -> Result<(MmapMut, ShmName)> {
-    let (name, ending) = new_name("shm_open")?;
+    let name = format!("/{SHM_PREFIX}{}-{:016x}", std::process::id(), nonce_u64());
+    // Held until the name exists, so `unlink_own_segments` cannot run in between.
+    let ending = ENDING.read().unwrap_or_else(PoisonError::into_inner);
+    if *ending {
+        return Err(shm_err(&name, "shm_open", std::io::Error::other("this process is ending")));
+    }
     let fd = shm_open(name.as_str(), OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR, Mode::S_IRUSR | Mode::S_IWUSR)
         .map_err(|e| shm_err(&name, "shm_open", e))?;
     drop(ending);
