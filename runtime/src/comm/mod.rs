@@ -1086,6 +1086,41 @@ mod tests {
     }
 
     #[test]
+    fn every_call_of_a_two_rank_ring_allreduce_between_threads_lands_its_final_chunk_in_place() {
+        // One 4 KiB step per chunk and one chunk per rank: a call is the peer's chunk read in its buffer, then
+        // the final chunk the peer wrote into this rank's buffer. It may only do so once this rank exposed the
+        // buffer for the call, which it does before its first step; looked for before the step it waits on, the
+        // exposure was missed whenever the peer entered the call later, and the chunk was copied instead.
+        let env =
+            [("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"), ("NCCL_BUFFSIZE", "32768"), ("NCCL_MAX_NCHANNELS", "1")];
+        std::thread::scope(|s| {
+            for mut c in threads(2, &env) {
+                s.spawn(move || {
+                    let (r, n) = (c.rank, 2048);
+                    let (mut send, mut buf) = (vec![0u32; n], vec![0u32; n]);
+                    for it in 0..200u32 {
+                        if it % 2 == 1 {
+                            buf.fill(it + r);
+                            c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
+                        } else {
+                            send.fill(it + r);
+                            c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
+                        }
+                        assert!(buf.iter().all(|v| *v == 2 * it + 1), "call {it}, rank {r}");
+                        let end = &c.channels[0].recv[&c.channels[0].ring_prev];
+                        let (_, last) = end.mem.posted(end.step - 1).unwrap();
+                        let range = buf.as_ptr_range();
+                        assert!(
+                            range.contains(&last.as_ptr().cast()),
+                            "call {it}, rank {r}: the final chunk was not written into this rank's buffer"
+                        );
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn an_abort_ends_a_stuck_collective_naming_op_seq_and_reason() {
         let mut comms = threads(2, &[]);
         let _idle = comms.pop().unwrap();

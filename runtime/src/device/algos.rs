@@ -62,8 +62,7 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
                 p.recv_reduce_send(prev, next, src.at(o), l)?;
             }
             let (o, l) = at(r);
-            let into = p.next_dst().map(|d| d.at(o));
-            p.recv_reduce_copy_send(prev, next, src.at(o), dst.at(o), into, l)?;
+            p.recv_reduce_copy_send(prev, next, src.at(o), dst.at(o), Some(o), l)?;
             for j in 1..n - 1 {
                 let (o, l) = at(chunk_of(j));
                 p.recv_copy_send(prev, &[next], dst.at(o), l)?;

@@ -138,13 +138,16 @@ impl<'a> Prims<'a> {
         self.run_into(from, to, src, dst, None, nbytes, post)
     }
 
-    /// [`Prims::run`], where `into` (if any) is the final destination of these `nbytes` in the receiver's own
-    /// buffer, published by it ([`Prims::next_dst`]): Simple steps to the single peer of `to` are written there
-    /// instead of into a slot, and the receiver finds them in place.
+    /// [`Prims::run`], where `into` (if any) is the offset of these `nbytes` in the destination the single peer of
+    /// `to` exposed for this call ([`Prims::expose_dst`]): once it did, Simple steps to it are written there
+    /// instead of into a slot, and it finds them in place. It is looked for after each step's inputs arrived, as
+    /// the exposure precedes the peer's first step and so is seen by then when those inputs depend on that step
+    /// (a ring's reduction has passed through every rank); looked for before, it was missed in a third to a half
+    /// of 2-rank calls, whose final chunk the peer then had to copy.
     ///
     /// # Safety
-    /// As [`Prims::run`]; `into` valid for `nbytes` and not read or written by the receiver until it gets the
-    /// steps.
+    /// As [`Prims::run`]; the exposed destination valid for `into + nbytes` bytes and not read or written by the
+    /// peer there until it gets the steps.
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_into(
         &mut self,
@@ -152,7 +155,7 @@ impl<'a> Prims<'a> {
         to: &[u32],
         src: Option<*const u8>,
         dst: Option<*mut u8>,
-        into: Option<*mut u8>,
+        into: Option<usize>,
         nbytes: usize,
         post: bool,
     ) -> Result<()> {
@@ -179,6 +182,8 @@ impl<'a> Prims<'a> {
         };
         let mut wanted = 0;
         let mut off = 0;
+        // Where `into` lies once the peer exposed its destination.
+        let mut exposed = None;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
             if let Some((p, d)) = direct_recv {
@@ -202,6 +207,9 @@ impl<'a> Prims<'a> {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
                 inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
                 k += 1;
+            }
+            if let (Some(o), None, &[peer]) = (into, exposed, to) {
+                exposed = self.exposed_dst(peer).map(|d| d.at(o));
             }
             // The step is already where it belongs (the proxy received it there, or the sender wrote it there):
             // nothing to copy into the destination.
@@ -233,7 +241,7 @@ impl<'a> Prims<'a> {
                     outs[0] = d.add(off);
                     n = 1;
                 }
-                let into = into.filter(|_| to.len() == 1).map(|i| i.add(off));
+                let into = exposed.map(|i| i.add(off));
                 for (k, p) in to.iter().enumerate() {
                     let e = self.send_end(*p);
                     let out = match into {
@@ -430,8 +438,8 @@ impl<'a> Prims<'a> {
         self.run(from, &[], Some(src), Some(dst), n, post)
     }
 
-    /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on: into `into`, the
-    /// same bytes of `to`'s destination, where it published that ([`Prims::next_dst`]).
+    /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on: into the bytes at
+    /// `into` of `to`'s destination, where it exposed that ([`Prims::expose_dst`]).
     ///
     /// # Safety
     /// As [`Prims::run_into`].
@@ -441,7 +449,7 @@ impl<'a> Prims<'a> {
         to: u32,
         src: *const u8,
         dst: *mut u8,
-        into: Option<*mut u8>,
+        into: Option<usize>,
         n: usize,
     ) -> Result<()> {
         self.run_into(&[from], &[to], Some(src), Some(dst), into, n, true)
@@ -461,11 +469,10 @@ impl<'a> Prims<'a> {
         }
     }
 
-    /// The destination the ring successor exposed for this call ([`Prims::expose_dst`]), as this process reaches
-    /// it, if the successor is a thread of this process or maps its windows and exposed it already.
-    pub fn next_dst(&self) -> Option<Ptr> {
-        let e = self.ch.send.get(&self.ch.ring_next).filter(|_| !self.count_only)?;
-        e.peer_dst(self.ch.scratch.calls).map(Ptr)
+    /// The destination `peer` (the ring successor) exposed for this call ([`Prims::expose_dst`]), as this process
+    /// reaches it, if the peer is a thread of this process or maps its windows and exposed it already.
+    fn exposed_dst(&self, peer: u32) -> Option<Ptr> {
+        self.send_end(peer).peer_dst(self.ch.scratch.calls).map(Ptr)
     }
 
     /// Receives into `dst` and forwards to `to`.
