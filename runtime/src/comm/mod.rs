@@ -485,7 +485,7 @@ impl Comm {
             }
             let ch = if w.conn_index == 1 { &mut self.p2p } else { &mut self.channels[w.channel as usize] };
             if w.send {
-                ch.send.insert(w.peer, SendEnd { mem: est.mem, peer: w.peer, step: 0 });
+                ch.send.insert(w.peer, SendEnd::new(est.mem, w.peer));
             } else {
                 ch.recv.insert(w.peer, RecvEnd { mem: est.mem, peer: w.peer, step: 0 });
             }

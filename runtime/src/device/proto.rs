@@ -193,7 +193,7 @@ mod tests {
             };
             let cap = sizes.step_payload(proto);
             let lens: Vec<usize> = (0..40).map(|i| (i * 37 + 1) % cap + 1).collect();
-            let mut send = SendEnd { mem: mem.clone(), peer: 1, step: 0 };
+            let mut send = SendEnd::new(mem.clone(), 1);
             let mut recv = RecvEnd { mem, peer: 0, step: 0 };
             let lens2 = lens.clone();
             let w2 = w.clone();

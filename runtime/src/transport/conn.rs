@@ -430,6 +430,11 @@ pub struct SendEnd {
     pub peer: u32,
     /// Next step to post; persists across operations, like NCCL's `conn->step`.
     pub step: u64,
+    /// Steps below this have credit, as of the last read of `head` (NCCL 2.28.9 `src/device/prims_ll.h`,
+    /// `sendConnHeadCache`): `head` is read again only when this runs out, not at every step, as the receiver
+    /// writes it at every step and each read would wait for that line to come over from the receiver's core.
+    /// Atomic only to keep the end shareable; one thread uses it.
+    credit: AtomicU64,
 }
 
 /// The receiving side of a connection.
@@ -441,9 +446,18 @@ pub struct RecvEnd {
 }
 
 impl SendEnd {
+    pub fn new(mem: Arc<ConnMem>, peer: u32) -> Self {
+        SendEnd { mem, peer, step: 0, credit: AtomicU64::new(0) }
+    }
+
     /// Whether the slot of the current step is free (the receiver consumed the step `NCCL_STEPS` earlier).
     pub fn has_credit(&self) -> bool {
-        self.mem.head().load(Ordering::Acquire) + NCCL_STEPS > self.step
+        if self.step < self.credit.load(Ordering::Relaxed) {
+            return true;
+        }
+        let credit = self.mem.head().load(Ordering::Acquire) + NCCL_STEPS;
+        self.credit.store(credit, Ordering::Relaxed);
+        self.step < credit
     }
 
     /// Publishes the current step and moves to the next.
@@ -637,7 +651,7 @@ mod tests {
     fn a_p2p_sender_sees_the_receivers_destination_for_the_same_call_only() {
         let sizes = BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
         let m = Arc::new(ConnMem::anonymous(sizes).unwrap());
-        let (tx, rx) = (SendEnd { mem: m.clone(), peer: 1, step: 0 }, RecvEnd { mem: m.clone(), peer: 0, step: 0 });
+        let (tx, rx) = (SendEnd::new(m.clone(), 1), RecvEnd { mem: m.clone(), peer: 0, step: 0 });
         let mut buf = [0u8; 64];
         // Not a P2P connection: nothing is published.
         rx.publish_dst(1, buf.as_mut_ptr(), 64);

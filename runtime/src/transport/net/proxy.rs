@@ -875,7 +875,7 @@ mod tests {
         let proxy = Proxy::new(0).unwrap();
         let s = proxy.add_send("Socket", Refusing { inner: send, refuse, turns: refuse }, smem.clone(), 0, 1).unwrap();
         let r = proxy.add_recv("Socket", Refusing { inner: recv, refuse, turns: refuse }, rmem.clone(), 0, 0).unwrap();
-        (SendEnd { mem: smem, peer: 1, step: 0 }, RecvEnd { mem: rmem, peer: 0, step: 0 }, [s, r])
+        (SendEnd::new(smem, 1), RecvEnd { mem: rmem, peer: 0, step: 0 }, [s, r])
     }
 
     /// Moves `steps` steps from a sender's region to a receiver's through one proxy over real sockets, checking
