@@ -937,7 +937,7 @@ mod tests {
     }
 
     #[test]
-    fn a_host_with_four_ranks_a_core_is_crowded_for_every_rank() {
+    fn a_host_with_two_ranks_a_core_is_crowded_for_every_rank() {
         let peer = |rank: u32, host_hash: u64, cpus: &[u32]| PeerInfo {
             host_hash,
             cpus: cpus.to_vec(),
@@ -945,12 +945,13 @@ mod tests {
         };
         let shared = |n: u32, host: u64| (0..n).map(|r| peer(r, host, &[0, 1])).collect::<Vec<_>>();
         assert!(crowded(&shared(8, 1)), "8 ranks on 2 cores");
-        assert!(!crowded(&shared(4, 1)), "two a core keep NCCL's buffers");
+        assert!(crowded(&shared(4, 1)), "4 ranks on 2 cores");
+        assert!(!crowded(&shared(3, 1)), "fewer than two a core keep NCCL's buffers");
         let pinned: Vec<_> = (0..8).map(|r| peer(r, 1, &[r])).collect();
         assert!(!crowded(&pinned), "one a core");
         // One crowded host is enough, for the ranks of the other host too.
-        let mut two = shared(4, 1);
-        two.extend((4..12).map(|r| peer(r, 2, &[0, 1])));
+        let mut two = shared(2, 1);
+        two.extend((2..6).map(|r| peer(r, 2, &[0, 1])));
         assert!(crowded(&two));
     }
 
