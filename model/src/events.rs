@@ -147,6 +147,12 @@ pub struct ChannelTraffic {
     /// How the channel reaches the peer; `None` lets telemetry take it from the connection records.
     pub transport: Option<Transport>,
     pub bytes: u64,
+    /// Of `bytes`, those no connection buffer carried: read where the sender had them or written where the
+    /// receiver wanted them (threads' P2P, registered SHM windows, NET sending from or receiving into the user's
+    /// buffer). The rest went through the slots, a copy on each side. `None` where the source does not tell (NCCL's
+    /// profiler plugin).
+    #[serde(default)]
+    pub in_place_bytes: Option<u64>,
     /// Seconds the transfer took (first step posted to last step done).
     pub seconds: f64,
 }
@@ -164,6 +170,7 @@ mod tests {
             direction: Direction::Send,
             transport: Some(Transport::Shm),
             bytes: 4096,
+            in_place_bytes: None,
             seconds: 0.5,
         });
         let json = serde_json::to_value(&ev).unwrap();

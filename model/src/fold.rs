@@ -488,6 +488,7 @@ mod tests {
             direction: Direction::Send,
             transport: None,
             bytes: 10,
+            in_place_bytes: None,
             seconds: 0.1,
         };
         assert_eq!(s.apply(&Event::Traffic(t)), Applied::default());

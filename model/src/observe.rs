@@ -67,6 +67,8 @@ pub struct TrafficTotals {
     pub peer: u32,
     pub direction: Direction,
     pub bytes: u64,
+    /// Of `bytes`, those no connection buffer carried ([`crate::ChannelTraffic::in_place_bytes`]).
+    pub in_place: u64,
     pub nanos: u64,
 }
 

@@ -154,6 +154,7 @@ impl Tally {
             direction: if last.send { Direction::Send } else { Direction::Recv },
             transport: None,
             bytes: self.bytes,
+            in_place_bytes: None,
             seconds: self.busy_ns as f64 / 1e9,
         });
         (ProxyTally { last, ops: self.ops, sum }, traffic)

@@ -128,6 +128,15 @@ pub const CHANNEL_BYTES: Metric = Metric {
     kind: Kind::Counter,
     labels: CHANNEL,
 };
+pub const CHANNEL_IN_PLACE_BYTES: Metric = Metric {
+    prom: Some("collscope_channel_in_place_bytes_total"),
+    otel: Some("collscope.channel.io.in_place"),
+    help: "Of those bytes, the ones no connection buffer carried: read in the sender's buffer or written into the \
+           receiver's (threads' P2P, registered SHM windows, NET from or into user memory).",
+    unit: "By",
+    kind: Kind::Counter,
+    labels: CHANNEL,
+};
 pub const CHANNEL_SECONDS: Metric = Metric {
     prom: Some("collscope_channel_transfer_seconds_total"),
     otel: Some("collscope.channel.transfer.time"),
@@ -320,6 +329,7 @@ pub const ALL: &[Metric] = &[
     ALGBW,
     IN_FLIGHT,
     CHANNEL_BYTES,
+    CHANNEL_IN_PLACE_BYTES,
     CHANNEL_SECONDS,
     PROXY_WAIT,
     PROXY_STEPS,

@@ -69,6 +69,7 @@ struct Instruments {
     algbw: Gauge<f64>,
     in_flight: UpDownCounter<i64>,
     channel_io: Counter<u64>,
+    channel_in_place: Counter<u64>,
     channel_time: Counter<f64>,
     proxy_wait: Counter<f64>,
     proxy_steps: Counter<u64>,
@@ -121,6 +122,7 @@ impl Instruments {
                 .with_description(in_flight.help)
                 .build(),
             channel_io: u64_counter(&cat::CHANNEL_BYTES),
+            channel_in_place: u64_counter(&cat::CHANNEL_IN_PLACE_BYTES),
             channel_time: f64_counter(&cat::CHANNEL_SECONDS),
             proxy_wait: f64_counter(&cat::PROXY_WAIT),
             proxy_steps: u64_counter(&cat::PROXY_STEPS),
@@ -343,6 +345,9 @@ impl MetricSink for Otel {
             labels::transport(t.transport).into(),
         ]);
         self.m.channel_io.add(t.bytes, &attrs);
+        if let Some(n) = t.in_place_bytes {
+            self.m.channel_in_place.add(n, &attrs);
+        }
         if t.seconds > 0.0 {
             self.m.channel_time.add(t.seconds, &attrs);
         }

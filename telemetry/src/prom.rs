@@ -25,6 +25,13 @@ struct CollSeries {
 }
 
 type CollKey = (Collective, Option<Algorithm>, Option<Protocol>, &'static str, u32);
+
+/// The series one (rank, channel, peer, direction, transport) updates, looked up once as [`CollSeries`] are.
+struct TrafficSeries {
+    bytes: IntCounter,
+    in_place: IntCounter,
+    seconds: Counter,
+}
 type TrafficKey = (u32, u32, u32, Direction, Option<Transport>);
 type DecisionKey = (Collective, Algorithm, Protocol, Option<u32>);
 /// (rank, send) of a proxy's steps; with a wait state, of its wait seconds; with (channel, peer), of its
@@ -35,7 +42,7 @@ type ProxyOpKey = (u32, u32, u32, bool);
 pub struct PromMetrics {
     registry: Registry,
     coll_series: FxHashMap<CollKey, CollSeries>,
-    traffic_series: FxHashMap<TrafficKey, (IntCounter, Counter)>,
+    traffic_series: FxHashMap<TrafficKey, TrafficSeries>,
     decision_series: FxHashMap<DecisionKey, IntCounter>,
     in_flight_series: FxHashMap<u32, IntGauge>,
     proxy_wait_series: FxHashMap<(ProxyKey, ProxyWait), Counter>,
@@ -49,6 +56,7 @@ pub struct PromMetrics {
     algbw: GaugeVec,
     in_flight: IntGaugeVec,
     channel_bytes: IntCounterVec,
+    channel_in_place: IntCounterVec,
     channel_seconds: CounterVec,
     proxy_wait: CounterVec,
     proxy_steps: IntCounterVec,
@@ -110,6 +118,7 @@ impl PromMetrics {
             algbw: gauge(&cat::ALGBW)?,
             in_flight: int_gauge(&cat::IN_FLIGHT)?,
             channel_bytes: int_counter(&cat::CHANNEL_BYTES)?,
+            channel_in_place: int_counter(&cat::CHANNEL_IN_PLACE_BYTES)?,
             channel_seconds: counter(&cat::CHANNEL_SECONDS)?,
             proxy_wait: counter(&cat::PROXY_WAIT)?,
             proxy_steps: int_counter(&cat::PROXY_STEPS)?,
@@ -197,14 +206,21 @@ impl MetricSink for PromMetrics {
 
     fn traffic(&mut self, t: &ChannelTraffic) {
         let key = (t.rank, t.channel, t.peer, t.direction, t.transport);
-        let (bytes, secs) = self.traffic_series.entry(key).or_insert_with(|| {
+        let series = self.traffic_series.entry(key).or_insert_with(|| {
             let v = [t.rank.to_string(), t.channel.to_string(), t.peer.to_string()];
             let values = [&v[0], &v[1], &v[2], labels::direction(t.direction), labels::transport(t.transport)];
-            (self.channel_bytes.with_label_values(&values), self.channel_seconds.with_label_values(&values))
+            TrafficSeries {
+                bytes: self.channel_bytes.with_label_values(&values),
+                in_place: self.channel_in_place.with_label_values(&values),
+                seconds: self.channel_seconds.with_label_values(&values),
+            }
         });
-        bytes.inc_by(t.bytes);
+        series.bytes.inc_by(t.bytes);
+        if let Some(n) = t.in_place_bytes {
+            series.in_place.inc_by(n);
+        }
         if t.seconds > 0.0 {
-            secs.inc_by(t.seconds);
+            series.seconds.inc_by(t.seconds);
         }
     }
 

@@ -137,7 +137,8 @@ struct Cursor {
     seq: u64,
     in_flight: u64,
     calls: HashMap<(Collective, Option<Algorithm>, Option<Protocol>, usize), CallTotals>,
-    traffic: HashMap<(u32, u32, Direction), (u64, u64)>,
+    /// (bytes, of them in place, nanoseconds) per (channel, peer, direction), as last read.
+    traffic: HashMap<(u32, u32, Direction), (u64, u64, u64)>,
 }
 
 impl State {
@@ -303,8 +304,10 @@ impl State {
             cur.in_flight = in_flight;
         }
         for t in r.traffic_totals() {
-            let (bytes, nanos) =
-                cur.traffic.insert((t.channel, t.peer, t.direction), (t.bytes, t.nanos)).unwrap_or_default();
+            let (bytes, in_place, nanos) = cur
+                .traffic
+                .insert((t.channel, t.peer, t.direction), (t.bytes, t.in_place, t.nanos))
+                .unwrap_or_default();
             if t.bytes > bytes {
                 let traffic = ChannelTraffic {
                     rank,
@@ -313,6 +316,7 @@ impl State {
                     direction: t.direction,
                     transport: None,
                     bytes: t.bytes - bytes,
+                    in_place_bytes: Some(t.in_place.saturating_sub(in_place)),
                     seconds: t.nanos.saturating_sub(nanos) as f64 * 1e-9,
                 };
                 self.apply(Event::Traffic(traffic));
@@ -652,6 +656,7 @@ mod tests {
             direction: Direction::Send,
             transport: Some(Transport::Net),
             bytes: 4096,
+            in_place_bytes: None,
             seconds: 0.5,
         }));
         let conn = Connection::net(0, 0, 1, Direction::Send, "Socket", 0);
@@ -686,6 +691,7 @@ mod tests {
             direction: Direction::Send,
             transport: None,
             bytes: 10,
+            in_place_bytes: None,
             seconds: 0.0,
         }));
         let text = st.metrics_text().unwrap();

@@ -238,6 +238,7 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         direction: Direction::Send,
         transport: Some(Transport::Net),
         bytes: 4096,
+        in_place_bytes: Some(1024),
         seconds: 0.001,
     }));
     rec.push(Event::Connection(Connection {

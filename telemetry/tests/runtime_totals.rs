@@ -1,6 +1,6 @@
 //! Real communicators (ranks as threads) reporting to the process's recorder (its own test binary): every call reaches the counters
 //! and the histogram exactly, however many calls happen between two reads, while the histories keep what
-//! the runtime's ring still held and count the rest as dropped.
+//! the runtime's ring still held and count the rest as dropped; each channel's bytes say how many moved in place.
 
 use collscope_debug::env::Env;
 use collscope_model::{RedOp, Source};
@@ -66,5 +66,39 @@ fn runtime_totals_reach_the_metrics_exactly_and_the_ring_overrun_counts_as_dropp
     let ops = snap["ops"].as_array().unwrap();
     assert_eq!(ops.len(), 2 * OP_RING);
     assert!(ops.iter().all(|o| o["seq"].as_u64().unwrap() > 100));
+    // LL lines always go through the slots; Simple steps between threads never do: each is read in the
+    // sender's buffer or written into the receiver's.
+    let channel = |text: &str, metric: &str, rank: u32, dir: &str| {
+        value(text, &format!("{metric}{{channel=\"0\",direction=\"{dir}\",peer=\"{}\",rank=\"{rank}\"", 1 - rank))
+    };
+    let (bytes, in_place) = ("collscope_channel_bytes_total", "collscope_channel_in_place_bytes_total");
+    let before: Vec<f64> = (0..2).flat_map(|r| ["send", "recv"].map(|d| channel(&text, bytes, r, d))).collect();
+    for rank in 0..2 {
+        for dir in ["send", "recv"] {
+            assert_eq!(channel(&text, in_place, rank, dir), 0.0, "rank {rank} {dir}: LL moved in place");
+        }
+    }
+    let env = Env::from_pairs([("NCCL_ALGO", "ring"), ("NCCL_PROTO", "Simple")]);
+    let opts = CommOptions { env, net: None, name: Some("s".into()) };
+    let mut simple = Comm::init_threads(2, opts).unwrap();
+    std::thread::scope(|s| {
+        for c in simple.iter_mut() {
+            s.spawn(move || {
+                let send = vec![1.0f32; 1 << 16];
+                let mut recv = vec![0.0f32; 1 << 16];
+                for _ in 0..10 {
+                    c.all_reduce(&send, &mut recv, RedOp::Sum).unwrap();
+                }
+            });
+        }
+    });
+    let after = reqwest::blocking::get(format!("{}/metrics", t.url())).unwrap().text().unwrap();
+    for rank in 0..2 {
+        for (i, dir) in ["send", "recv"].iter().enumerate() {
+            let moved = channel(&after, bytes, rank, dir) - before[rank as usize * 2 + i];
+            assert!(moved >= (10 << 18) as f64, "rank {rank} {dir}: {moved} bytes");
+            assert_eq!(channel(&after, in_place, rank, dir), moved, "rank {rank} {dir}: not all in place");
+        }
+    }
     t.shutdown().unwrap();
 }

@@ -231,6 +231,7 @@ mod tests {
                 direction,
                 transport: Some(Transport::Net),
                 bytes,
+                in_place_bytes: None,
                 seconds: 0.1,
             })))
         };

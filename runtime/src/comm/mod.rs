@@ -25,7 +25,7 @@ use crate::bootstrap::{Bootstrap, ThreadBootstrap};
 use crate::comm::select::{ring_link, select, Choice, SelectConfig};
 use crate::comm::workers::Workers;
 use crate::device::algos::{self, Part};
-use crate::device::prims::{Channel, Prims, Ptr};
+use crate::device::prims::{Channel, Moved, Prims, Ptr};
 use crate::device::tree::dtree;
 use crate::error::{Result, RuntimeError};
 use crate::observe::records::Records;
@@ -865,13 +865,13 @@ impl Comm {
 }
 
 /// Adds what one channel moved in one call to the rank's traffic totals (only while telemetry is on).
-fn record_traffic(stats: &CallStats, channel: u32, moved: &[(u32, bool, u64)], busy: Duration) {
+fn record_traffic(stats: &CallStats, channel: u32, moved: &[Moved], busy: Duration) {
     if !crate::observe::recorder::enabled() {
         return;
     }
     let nanos = busy.as_nanos() as u64;
-    for &(peer, sent, bytes) in moved {
-        stats.traffic(channel, peer, sent, bytes, nanos);
+    for m in moved {
+        stats.traffic(channel, m.peer, m.sent, m.bytes, m.in_place, nanos);
     }
 }
 

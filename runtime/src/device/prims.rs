@@ -28,9 +28,21 @@ pub struct Channel {
     pub scratch: Scratch,
 }
 
+/// What a channel moved to (`sent`) or from one peer in its latest call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    pub peer: u32,
+    pub sent: bool,
+    /// Bytes, or steps where the call only counted them ([`Prims::count_only`]).
+    pub bytes: u64,
+    /// Of `bytes`, those taken where they lay, without a slot: read in the sender's buffer or written into the
+    /// receiver's.
+    pub in_place: u64,
+}
+
 impl Channel {
-    /// Bytes moved per (peer, sent) in the channel's latest call.
-    pub fn moved(&self) -> &[(u32, bool, u64)] {
+    /// What the channel's latest call moved, per (peer, sent).
+    pub fn moved(&self) -> &[Moved] {
         &self.scratch.moved
     }
 
@@ -50,8 +62,8 @@ pub struct Scratch {
     out: Vec<u64>,
     /// OneShot's rows: every rank's chunk, reduced locally once all arrived.
     rows: Vec<u64>,
-    /// Bytes moved per (peer, sent) in the current call, for telemetry's per-channel traffic.
-    moved: Vec<(u32, bool, u64)>,
+    /// What the current call moved per (peer, sent), for telemetry's per-channel traffic.
+    moved: Vec<Moved>,
     /// Calls that exposed their destination ([`Prims::expose_dst`]): names the current one to the ring peers.
     calls: u64,
 }
@@ -109,15 +121,19 @@ impl<'a> Prims<'a> {
         Prims { ch, proto, dt, op, nranks, w, piece, count_only: false }
     }
 
-    /// Bytes this channel sent to (`true`) or received from (`false`) each peer so far.
-    pub fn moved(&self) -> &[(u32, bool, u64)] {
+    /// What this channel sent to or received from each peer so far.
+    pub fn moved(&self) -> &[Moved] {
         self.ch.moved()
     }
 
-    fn count_moved(&mut self, peer: u32, sent: bool, n: usize) {
-        match self.ch.scratch.moved.iter_mut().find(|(p, s, _)| *p == peer && *s == sent) {
-            Some(m) => m.2 += n as u64,
-            None => self.ch.scratch.moved.push((peer, sent, n as u64)),
+    fn count_moved(&mut self, peer: u32, sent: bool, n: usize, in_place: bool) {
+        let (n, in_place) = (n as u64, if in_place { n as u64 } else { 0 });
+        match self.ch.scratch.moved.iter_mut().find(|m| m.peer == peer && m.sent == sent) {
+            Some(m) => {
+                m.bytes += n;
+                m.in_place += in_place;
+            }
+            None => self.ch.scratch.moved.push(Moved { peer, sent, bytes: n, in_place }),
         }
     }
 
@@ -161,8 +177,8 @@ impl<'a> Prims<'a> {
     ) -> Result<()> {
         if self.count_only {
             let steps = nbytes.div_ceil(self.piece);
-            from.iter().for_each(|p| self.count_moved(*p, false, steps));
-            to.iter().for_each(|p| self.count_moved(*p, true, steps));
+            from.iter().for_each(|p| self.count_moved(*p, false, steps, false));
+            to.iter().for_each(|p| self.count_moved(*p, true, steps, false));
             return Ok(());
         }
         let channel = self.ch.id;
@@ -218,6 +234,8 @@ impl<'a> Prims<'a> {
                 _ => None,
             };
             let inputs = &inputs[..ninputs];
+            // Which peers of `to` take the step without a slot.
+            let mut sent_in_place = [false; MAX_OUTPUTS];
             if simple {
                 // The step's bytes where they already lie in the user's buffers: in the destination once written
                 // (a result is final there for the rest of the call), else in the source sent unchanged. A peer
@@ -256,6 +274,7 @@ impl<'a> Prims<'a> {
                 self.combine(inputs, &outs[..n], len, post);
                 for (k, p) in to.iter().enumerate() {
                     let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
+                    sent_in_place[k] = into.is_some() || direct[k];
                     match (into, user.filter(|_| direct[k])) {
                         (Some(i), _) => e.post_written(i, len),
                         (None, Some(u)) => e.post_at(u, len),
@@ -287,11 +306,13 @@ impl<'a> Prims<'a> {
                 }
             }
             for p in from {
-                self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
-                self.count_moved(*p, false, len);
+                let end = self.ch.recv.get_mut(p).expect("primitive on an unconnected peer");
+                let in_place = end.in_place();
+                end.release();
+                self.count_moved(*p, false, len, in_place);
             }
-            for p in to {
-                self.count_moved(*p, true, len);
+            for (p, in_place) in to.iter().zip(sent_in_place) {
+                self.count_moved(*p, true, len, in_place);
             }
             off += len;
         }

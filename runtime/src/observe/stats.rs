@@ -41,12 +41,19 @@ struct Slot {
     /// `peer << 1 | sent`, or `u64::MAX` while free.
     key: AtomicU64,
     bytes: AtomicU64,
+    /// Of `bytes`, those moved without a slot.
+    in_place: AtomicU64,
     nanos: AtomicU64,
 }
 
 impl Default for Slot {
     fn default() -> Self {
-        Slot { key: AtomicU64::new(u64::MAX), bytes: AtomicU64::new(0), nanos: AtomicU64::new(0) }
+        Slot {
+            key: AtomicU64::new(u64::MAX),
+            bytes: AtomicU64::new(0),
+            in_place: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
+        }
     }
 }
 
@@ -108,7 +115,7 @@ impl CallStats {
 
     /// Channel `channel` moved `bytes` to (`sent`) or from `peer` in `nanos` (only that channel's thread calls
     /// this for a given channel).
-    pub fn traffic(&self, channel: u32, peer: u32, sent: bool, bytes: u64, nanos: u64) {
+    pub fn traffic(&self, channel: u32, peer: u32, sent: bool, bytes: u64, in_place: u64, nanos: u64) {
         let key = (u64::from(peer) << 1) | u64::from(sent);
         let Some(slots) = self.channels.get(channel as usize) else {
             bump(&self.overflow, bytes);
@@ -123,6 +130,7 @@ impl CallStats {
                 continue;
             }
             bump(&s.bytes, bytes);
+            bump(&s.in_place, in_place);
             bump(&s.nanos, nanos);
             return;
         }
@@ -172,6 +180,7 @@ impl CallStats {
                     peer: (key >> 1) as u32,
                     direction: if key & 1 == 1 { Direction::Send } else { Direction::Recv },
                     bytes: s.bytes.load(Ordering::Relaxed),
+                    in_place: s.in_place.load(Ordering::Relaxed),
                     nanos: s.nanos.load(Ordering::Relaxed),
                 });
             }
@@ -228,16 +237,17 @@ mod tests {
     #[test]
     fn traffic_is_kept_per_channel_peer_and_direction() {
         let s = CallStats::new(1);
-        s.traffic(0, 3, true, 100, 7);
-        s.traffic(0, 3, true, 50, 1);
-        s.traffic(0, 3, false, 10, 2);
-        s.traffic(5, 1, true, 9, 9);
+        s.traffic(0, 3, true, 100, 100, 7);
+        s.traffic(0, 3, true, 50, 0, 1);
+        s.traffic(0, 3, false, 10, 4, 2);
+        s.traffic(5, 1, true, 9, 0, 9);
         let t = s.traffic_totals();
+        let (send, recv) = (Direction::Send, Direction::Recv);
         assert_eq!(
             t,
             [
-                TrafficTotals { channel: 0, peer: 3, direction: Direction::Send, bytes: 150, nanos: 8 },
-                TrafficTotals { channel: 0, peer: 3, direction: Direction::Recv, bytes: 10, nanos: 2 },
+                TrafficTotals { channel: 0, peer: 3, direction: send, bytes: 150, in_place: 100, nanos: 8 },
+                TrafficTotals { channel: 0, peer: 3, direction: recv, bytes: 10, in_place: 4, nanos: 2 },
             ]
         );
         assert_eq!(s.overflow_bytes(), 9, "a channel past the table is counted, not lost");

@@ -15,6 +15,7 @@
 mod logger;
 pub mod net;
 
+use crate::device::prims::Moved;
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
 use collscope_model::{Algorithm, Collective, DataType, Protocol};
@@ -782,14 +783,14 @@ impl Call {
     pub(crate) fn channel_start(
         &self,
         channel: u32,
-        steps: &[(u32, bool, u64)],
+        steps: &[Moved],
         chunk: usize,
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> KernelCh {
         let p = &self.prof;
         if p.on(PROXY_OP_MASK) {
             let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
-            for &(peer, send, n) in steps.iter().filter(|s| s.2 > 0) {
+            for &Moved { peer, sent: send, bytes: n, .. } in steps.iter().filter(|s| s.bytes > 0) {
                 let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
                 let op = abi::ProxyOp {
                     pid: p.pid,

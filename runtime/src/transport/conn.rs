@@ -554,15 +554,25 @@ impl RecvEnd {
     /// wrote it into, else its slot. Meaningful once the step is posted; `None` when the sender posted an
     /// address no window of its holds (ranks that registered different buffers).
     pub fn payload(&self, proto: Protocol, len: usize) -> Option<*const u8> {
-        let word = match self.mem.direct() {
-            Direct::Off => 0,
-            _ => self.mem.direct_word(self.step).load(Ordering::Relaxed),
-        };
-        match (word, self.mem.in_windows()) {
+        match (self.word(), self.mem.in_windows()) {
             (0, _) => Some(self.mem.slot(proto, self.step).cast_const()),
             (w, Some(_)) if w & RECEIVERS != 0 => Some((w & !RECEIVERS) as *const u8),
             (w, Some(windows)) => windows.peer.here(w, len as u64).map(<*mut u8>::cast_const),
             (w, None) => Some(w as *const u8),
+        }
+    }
+
+    /// Whether the current step (once posted) lies outside its slot: where the sender had it, or where this rank
+    /// wanted it (the sender wrote it there, or the proxy received it there).
+    pub fn in_place(&self) -> bool {
+        self.word() != 0
+    }
+
+    /// The current step's direct word: 0 while it lies in its slot.
+    fn word(&self) -> u64 {
+        match self.mem.direct() {
+            Direct::Off => 0,
+            _ => self.mem.direct_word(self.step).load(Ordering::Relaxed),
         }
     }
 

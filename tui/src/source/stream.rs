@@ -48,6 +48,7 @@ mod tests {
             direction: Direction::Send,
             transport: Some(Transport::P2p),
             bytes: 8,
+            in_place_bytes: None,
             seconds: 0.5,
         });
         let json = serde_json::to_value(&ev).unwrap();
