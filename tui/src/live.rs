@@ -168,9 +168,9 @@ impl Live {
         // Both ends report a transfer; the sender's report counts for the edge.
         if let Event::Traffic(t) = &event {
             if t.direction != Direction::Recv {
-                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes);
+                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes, t.in_place_bytes);
             } else {
-                self.received.add(EdgeKey { channel: t.channel, src: t.peer, dst: t.rank }, t.bytes);
+                self.received.add(EdgeKey { channel: t.channel, src: t.peer, dst: t.rank }, t.bytes, t.in_place_bytes);
             }
         }
         // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.

@@ -17,6 +17,8 @@ pub struct EdgeKey {
 pub struct EdgeTraffic {
     /// Cumulative bytes sent over the edge.
     pub bytes: u64,
+    /// Of `bytes`, those moved in place (no connection buffer carried them), where the source tells.
+    pub in_place: Option<u64>,
     /// Bytes per second over the last sampling interval.
     pub rate: f64,
     /// Recent rates, oldest first.
@@ -41,10 +43,13 @@ impl Traffic {
         edge.bytes = bytes;
     }
 
-    /// Adds bytes to an edge's cumulative count.
-    pub fn add(&mut self, key: EdgeKey, bytes: u64) {
+    /// Adds bytes to an edge's cumulative count, `in_place` of them moved in place where the source tells.
+    pub fn add(&mut self, key: EdgeKey, bytes: u64, in_place: Option<u64>) {
         let edge = self.edges.entry(key).or_default();
         edge.bytes = edge.bytes.saturating_add(bytes);
+        if let Some(n) = in_place {
+            edge.in_place = Some(edge.in_place.unwrap_or(0).saturating_add(n));
+        }
     }
 
     /// Takes a rate sample of every edge at time `now` (seconds on any monotonic clock).
@@ -99,13 +104,16 @@ mod tests {
         t.sample(0.5);
         assert_eq!(t.get(K).unwrap().rate, 4000.0);
         for i in 0..(HISTORY + 5) {
-            t.add(K, 100);
+            t.add(K, 100, Some(25));
             t.sample(1.0 + i as f64);
         }
         let e = t.get(K).unwrap();
         assert_eq!(e.history.len(), HISTORY);
         assert_eq!(e.rate, 100.0);
         assert_eq!(t.total_rate(), 100.0);
+        assert_eq!(e.in_place, Some(25 * (HISTORY as u64 + 5)));
+        t.add(K, 100, None);
+        assert_eq!(t.get(K).unwrap().in_place, Some(25 * (HISTORY as u64 + 5)), "a source that does not tell");
     }
 
     #[test]

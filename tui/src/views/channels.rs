@@ -1,6 +1,7 @@
 //! Channels: every connection as channel x peer x direction with bytes sent (the sender's count) and received
-//! (the receiver's), rate, a rate sparkline, transport and GDR, wider columns on wider terminals;
-//! for a modelled machine, which has no connections, the channel counts and each graph's channels.
+//! (the receiver's), rate, a rate sparkline, transport and GDR, wider columns on wider terminals (which also show
+//! the share of the sent bytes moved in place, where the source tells); for a modelled machine, which has no
+//! connections, the channel counts and each graph's channels.
 
 use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_label, EdgeKind};
 use crate::app::App;
@@ -25,13 +26,17 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     // Columns besides transport and history; the transport column and then the history take what the
     // terminal has beyond them (the history only where it has at least 8 columns).
     const FIXED: usize = 57;
-    let spare = (area.width as usize).saturating_sub(FIXED);
+    // The share moved in place, where the terminal has room for it beside the narrowest transport column.
+    const IN_PLACE: usize = 9;
+    let in_place = area.width as usize >= FIXED + IN_PLACE + 20;
+    let fixed = if in_place { FIXED + IN_PLACE } else { FIXED };
+    let spare = (area.width as usize).saturating_sub(fixed);
     let tw = (spare / 2).clamp(20, 48);
     let hw = spare.saturating_sub(tw).min(HISTORY);
     let hw = if hw < 8 { 0 } else { hw };
     let mut lines = vec![Line::styled(
         format!(
-            "{:<3} {:<9} {:<4} {:<tw$} {:<4} {:>9} {:>9} {:>10} {}",
+            "{:<3} {:<9} {:<4} {:<tw$} {:<4} {:>9} {:>9} {:>10} {}{}",
             "ch",
             "peer",
             "dir",
@@ -40,6 +45,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             "sent",
             "received",
             "rate",
+            if in_place { format!("{:>8} ", "in place") } else { String::new() },
             if hw > 0 { "rate history" } else { "" }
         ),
         bold(),
@@ -65,6 +71,11 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, hw)),
             None => ("-".into(), "-".into(), String::new()),
         };
+        let share = match traffic.and_then(|t| t.in_place.zip(Some(t.bytes)).filter(|(_, b)| *b > 0)) {
+            Some((n, b)) => format!("{:.0}%", 100.0 * n as f64 / b as f64),
+            None => "-".into(),
+        };
+        let share = if in_place { format!("{share:>8} ") } else { String::new() };
         let received = live.received.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let received = received.map_or("-".into(), |t| fmt_bytes(t.bytes));
         let mut label = transport_label(c);
@@ -79,7 +90,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
                 dir
             )),
             Span::styled(format!("{label:<tw$} "), kind.style()),
-            Span::raw(format!("{gdr:<4} {bytes:>9} {received:>9} {rate:>10} ")),
+            Span::raw(format!("{gdr:<4} {bytes:>9} {received:>9} {rate:>10} {share}")),
             Span::styled(hist, kind.style()),
         ]);
         lines.push(if i == app.row { line.style(selected()) } else { line });
@@ -170,15 +181,19 @@ mod tests {
     }
 
     #[test]
-    fn wide_terminals_widen_the_table_and_received_bytes_count() {
+    fn wide_terminals_widen_the_table_and_add_received_bytes_and_the_share_moved_in_place() {
         let app = App { tab: Tab::Channels, ..App::default() };
         let mut live = fixture::live();
-        live.received.add(crate::traffic::EdgeKey { channel: 0, src: 3, dst: 4 }, 3 << 20);
+        live.received.add(crate::traffic::EdgeKey { channel: 0, src: 3, dst: 4 }, 3 << 20, None);
+        // A quarter of what 0 sent to 1 moved in place; 3 -> 4's source does not tell.
+        live.traffic.add(crate::traffic::EdgeKey { channel: 0, src: 0, dst: 1 }, 0, Some(2_500_000_000));
         let lines = render(&app, &live, 200, 60);
         let text = screen(&lines);
-        assert!(lines[1].contains("received") && lines[1].ends_with("rate history"), "{text}");
+        assert!(lines[1].contains("received") && lines[1].ends_with("in place rate history"), "{text}");
         let row = lines.iter().find(|l| l.starts_with("00  3 -> 4    send")).unwrap();
-        assert!(row.contains("953.7 MiB   3.0 MiB   1.0 GB/s █"), "{text}");
+        assert!(row.contains("953.7 MiB   3.0 MiB   1.0 GB/s        - █"), "{text}");
+        let p2p = lines.iter().find(|l| l.starts_with("00  0 -> 1")).unwrap();
+        assert!(p2p.contains("10.0 GB/s      25% █"), "{text}");
         // The transport column grew past its 80-column width of 20.
         assert!(row.contains(&format!("NET/IB/0/GDRDMA{}yes", " ".repeat(48 - 15 + 1))), "{row}");
     }
