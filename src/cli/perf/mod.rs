@@ -319,7 +319,7 @@ fn time_one<T: Element>(
     };
     // The bootstrap's barrier goes over TCP and its ranks sleep in it; nccl-tests' MPI barrier spins in shared
     // memory. Warming up after it, not before, times calls as they run back to back: on 2 cores, 2 rank
-    // processes, the first hundreds of 8-256 B calls after it took 0.35-0.6 us against 0.27-0.30 after.
+    // processes, the first hundreds of 8-256 B calls after it took 0.35-0.6 us, those after them 0.27-0.30.
     boot.barrier()?;
     for _ in 0..args.warmup {
         call(&mut bufs, comm)?;
