@@ -595,6 +595,34 @@ fn connect_shows_every_rank_in_the_strip_and_switches_rank() {
     t.wait_for(&["showing the connected rank"]);
 }
 
+/// The demo keeps its buffers in registered windows: on a terminal wide enough, Channels shows the share of each
+/// SHM connection's bytes that moved in place, live, and it is not nothing.
+#[test]
+fn channels_show_the_share_of_bytes_the_demos_registered_buffers_moved_in_place() {
+    let demo = Demo::start(&[]);
+    let t = Tmux::start_sized("inplace", (120, 30), &["tui", "--connect", &demo.url(0)]);
+    t.wait_for(&["live", "SHM"]);
+    t.keys(&["4"]);
+    t.wait_for(&["ch  peer      dir  transport", "in place"]);
+    let deadline = Instant::now() + DEMO_WAIT;
+    loop {
+        let screen = t.screen();
+        // A share column value: digits then %, on a row of an SHM connection.
+        let shares: Vec<u32> = screen
+            .lines()
+            .filter(|l| l.contains("SHM"))
+            .flat_map(|l| l.split_whitespace().filter_map(|w| w.strip_suffix('%')?.parse().ok()))
+            .collect();
+        if shares.iter().any(|s| *s > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no SHM connection moved bytes in place:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+}
+
 /// kill -9 of one rank: within 10 s a surviving rank's snapshot, its `/metrics` and the TUI's Findings view
 /// name the dead rank.
 #[test]

@@ -23,12 +23,18 @@ impl Tmux {
     /// test can check that `q` left the normal screen behind. `timeout --foreground` keeps the terminal the
     /// program's and bounds it: the pane, and with it the server, ends within 5 minutes whatever happens.
     pub fn start(name: &str, args: &[&str]) -> Tmux {
+        Tmux::start_sized(name, (80, 24), args)
+    }
+
+    /// [`Tmux::start`] in a pane of (columns, rows).
+    pub fn start_sized(name: &str, (cols, rows): (u16, u16), args: &[&str]) -> Tmux {
         let socket = format!("collscope-{name}-{}", std::process::id());
         let bin = env!("CARGO_BIN_EXE_collscope");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let cmd = format!("timeout --foreground -s KILL 240 '{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
         let mut t = Tmux { socket, socket_path: PathBuf::new() };
-        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", &cmd]);
+        let (x, y) = (cols.to_string(), rows.to_string());
+        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", &x, "-y", &y, "sh", "-c", &cmd]);
         t.socket_path = PathBuf::from(t.tmux(&["display-message", "-p", "#{socket_path}"]).trim());
         t
     }
