@@ -32,6 +32,7 @@ struct TrafficSeries {
     in_place: IntCounter,
     seconds: Counter,
 }
+
 type TrafficKey = (u32, u32, u32, Direction, Option<Transport>);
 type DecisionKey = (Collective, Algorithm, Protocol, Option<u32>);
 /// (rank, send) of a proxy's steps; with a wait state, of its wait seconds; with (channel, peer), of its
