@@ -291,11 +291,11 @@ impl Comm {
         let patience = wait::patience_for(
             &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
         );
-        let sizes = if crowded(&peers) && env.str("NCCL_BUFFSIZE").is_none() {
+        let sizes = if crowded(&peers) && in_host_memory(&chain, &peers) && env.str("NCCL_BUFFSIZE").is_none() {
             let per_core = CROWDED_RANKS_PER_CORE;
             nccl_info!(
                 Subsys::INIT,
-                "NCCL_BUFFSIZE {CROWDED_BUFFSIZE}: a host runs {per_core} or more ranks a core (collscope's default there)"
+                "NCCL_BUFFSIZE {CROWDED_BUFFSIZE}: a host runs {per_core} or more ranks a core, over host memory (collscope's default there)"
             );
             BufSizes { simple: CROWDED_BUFFSIZE, ..sizes }
         } else {
@@ -892,6 +892,16 @@ fn crowded(peers: &[PeerInfo]) -> bool {
     })
 }
 
+/// Whether every rank reaches every other through host memory: one host, and a transport of `chain` other than
+/// NET connects them (P2P between threads, SHM between processes). The crowded default was measured there; over
+/// sockets each step costs system calls and NCCL's 4 MiB did better (4 rank processes on 2 cores, NET/Socket
+/// AllReduce busbw, medians of 5 interleaved runs: 2 MiB 0.82-0.86x at 2, 32 and 64 MiB, alike elsewhere).
+/// Every rank decides from the whole peer list and the same environment, so all take the same sizes.
+fn in_host_memory(chain: &[Arc<dyn Transport>], peers: &[PeerInfo]) -> bool {
+    let Some((first, rest)) = peers.split_first() else { return false };
+    rest.iter().all(|p| chain.iter().any(|t| t.kind() != model::Transport::Net && t.can_connect(first, p)))
+}
+
 /// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity and
 /// communicator nonce), and another for each communicator.
 fn comm_id(peers: &[PeerInfo]) -> u64 {
@@ -953,6 +963,27 @@ mod tests {
         let mut two = shared(2, 1);
         two.extend((2..6).map(|r| peer(r, 2, &[0, 1])));
         assert!(crowded(&two));
+    }
+
+    #[test]
+    fn only_ranks_that_reach_each_other_through_host_memory_take_the_crowded_default() {
+        // Rank processes: a process of its own each, on `host_hash`.
+        let on = |host_hash: u64, rank: u32| PeerInfo {
+            host_hash,
+            pid_hash: 100 + u64::from(rank),
+            ..local_peer_info(rank)
+        };
+        let chain = |pairs: &[(&str, &str)]| transport::default_chain(&Env::from_pairs(pairs.iter().copied()), None);
+        let one_host: Vec<_> = (0..4).map(|r| on(1, r)).collect();
+        assert!(in_host_memory(&chain(&[]).unwrap(), &one_host), "SHM between the processes of a host");
+        let forced = chain(&[("NCCL_SHM_DISABLE", "1"), ("NCCL_P2P_DISABLE", "1")]).unwrap();
+        assert!(!in_host_memory(&forced, &one_host), "NET forced on one host");
+        let no_shm = chain(&[("NCCL_SHM_DISABLE", "1")]).unwrap();
+        assert!(!in_host_memory(&no_shm, &one_host), "processes without SHM use NET");
+        let threads: Vec<_> = (0..4).map(local_peer_info).collect();
+        assert!(in_host_memory(&no_shm, &threads), "P2P between the threads of a process");
+        let two_hosts: Vec<_> = (0..4).map(|r| on(1 + u64::from(r / 2), r)).collect();
+        assert!(!in_host_memory(&chain(&[]).unwrap(), &two_hosts), "NET between hosts");
     }
 
     #[test]

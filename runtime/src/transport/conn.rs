@@ -21,14 +21,16 @@ use std::sync::{Arc, OnceLock};
 pub const NCCL_STEPS: u64 = 8;
 /// NCCL's default `NCCL_BUFFSIZE` (4 MiB, `src/include/device.h` `DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
-/// collscope's default `NCCL_BUFFSIZE` where a host runs [`CROWDED_RANKS_PER_CORE`] ranks or more per core: half
-/// NCCL's, smaller steps for ranks that take turns on one core, whose slots and buffers then share the caches.
+/// collscope's default `NCCL_BUFFSIZE` where a host runs [`CROWDED_RANKS_PER_CORE`] ranks or more per core and they
+/// reach each other through host memory (P2P, SHM): half NCCL's, smaller steps for ranks that take turns on one
+/// core, whose slots and buffers then share the caches.
 /// Measured on 2 cores (32 MiB L3), SHM busbw, 2 MiB against 4 MiB:
 /// - 8 rank processes, AllReduce over 4 runs: 2.07-2.62 GB/s against 1.40-1.74 at 4 MiB, 2.51-2.85 against
 ///   1.59-1.69 at 8 MiB;
 /// - 4 rank processes (two a core), medians of 5 interleaved runs: AllReduce 1.2-1.7x at 128 KiB-1 MiB, 3.9x at
 ///   2 MiB (7.7 GB/s against 2.0, where 4 MiB slots and buffers outgrew the L3), 0.9x at 64 KiB; AllGather
 ///   1.3-2.2x from 1 MiB; ReduceScatter 1.0-1.8x;
+/// - 4 threads (P2P): 1.2-2.4x from 2 MiB, alike below;
 /// - 2 rank processes (one a core) alike (0.88-1.14x): they keep NCCL's.
 pub const CROWDED_BUFFSIZE: usize = 1 << 21;
 pub const CROWDED_RANKS_PER_CORE: usize = 2;
