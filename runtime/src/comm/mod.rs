@@ -892,14 +892,14 @@ fn crowded(peers: &[PeerInfo]) -> bool {
     })
 }
 
-/// Whether every rank reaches every other through host memory: one host, and a transport of `chain` other than
-/// NET connects them (P2P between threads, SHM between processes). The crowded default was measured there; over
+/// Whether every rank reaches every other through host memory: one host, and the transport `chain` picks for
+/// them is not NET (P2P between threads, SHM between processes). The crowded default was measured there; over
 /// sockets each step costs system calls and NCCL's 4 MiB did better (4 rank processes on 2 cores, NET/Socket
 /// AllReduce busbw, medians of 5 interleaved runs: 2 MiB 0.82-0.86x at 2, 32 and 64 MiB, alike elsewhere).
 /// Every rank decides from the whole peer list and the same environment, so all take the same sizes.
 fn in_host_memory(chain: &[Arc<dyn Transport>], peers: &[PeerInfo]) -> bool {
     let Some((first, rest)) = peers.split_first() else { return false };
-    rest.iter().all(|p| chain.iter().any(|t| t.kind() != model::Transport::Net && t.can_connect(first, p)))
+    rest.iter().all(|p| transport::select(chain, first, p).is_some_and(|t| t.kind() != model::Transport::Net))
 }
 
 /// The communicator's id as NCCL's `commId` hash: the same on every rank (from rank 0's process identity and

@@ -92,6 +92,10 @@ impl WindowList {
         self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Window>> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Where the `len` bytes at `addr` in the owner's process lie in this one, if one window holds them all.
     pub fn here(&self, addr: u64, len: u64) -> Option<*mut u8> {
         self.read()
@@ -112,7 +116,7 @@ impl WindowList {
     /// This process's own `buf`, registered as `id`.
     pub(crate) fn add_own(&self, id: u64, buf: &SharedBuf) {
         let w = Window { id, base: buf.base(), len: buf.len() as u64, seg: buf.seg.clone() };
-        self.0.write().unwrap_or_else(PoisonError::into_inner).push(w);
+        self.write().push(w);
     }
 
     /// A peer's buffer registered as `id`, `len` bytes at `base` in the peer's process `pid`, which holds it open
@@ -121,13 +125,13 @@ impl WindowList {
         let mut map = open_peer_segment(pid, fd, len.max(1) as usize)?;
         let seg = Segment { ptr: map.as_mut_ptr(), len: len as usize, _map: map, file: None };
         let w = Window { id, base, len, seg: Arc::new(seg) };
-        self.0.write().unwrap_or_else(PoisonError::into_inner).push(w);
+        self.write().push(w);
         Ok(())
     }
 
     /// Drops the window of registration `id` (and this process's mapping of it, if a peer's).
     pub(crate) fn remove(&self, id: u64) {
-        self.0.write().unwrap_or_else(PoisonError::into_inner).retain(|w| w.id != id);
+        self.write().retain(|w| w.id != id);
     }
 }
 

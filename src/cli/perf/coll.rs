@@ -29,6 +29,18 @@ pub struct Counts {
     pub param: usize,
 }
 
+impl Counts {
+    /// Elements of the receive buffer of benchmark `b`: in-place ReduceScatter receives in a buffer as large as
+    /// its input.
+    pub fn recv_len(self, b: Bench, in_place: bool) -> usize {
+        if in_place && b == Bench::ReduceScatter {
+            self.send
+        } else {
+            self.recv
+        }
+    }
+}
+
 impl Bench {
     /// The nccl-tests program name (`all_reduce_perf`).
     pub fn program(self) -> String {
@@ -200,7 +212,7 @@ impl<'a, T: Element> Buffers<'a, T> {
     /// its input): allocated, or the front of `windows`. An error names the buffer and its size when the
     /// allocator refuses it.
     pub fn new(b: Bench, c: Counts, in_place: bool, windows: Option<&'a mut Windows>) -> Result<Self> {
-        let recv = if in_place && b == Bench::ReduceScatter { c.send } else { c.recv };
+        let recv = c.recv_len(b, in_place);
         let zeroed = |n: usize, which: &str| -> Result<Vec<T>> {
             let mut v = Vec::new();
             v.try_reserve_exact(n).map_err(|e| {

@@ -193,8 +193,7 @@ fn bench_typed<T: Element>(args: &PerfArgs, sizes: &[usize], rank: Rank) -> Resu
         _ => {
             let counts = sizes.iter().map(|&size| args.bench.counts(size / ts, n));
             let send = counts.clone().map(|c| c.send).max().unwrap_or(0) * ts;
-            // In-place ReduceScatter receives in a buffer as large as its input.
-            let recv = counts.map(|c| c.recv.max(c.send)).max().unwrap_or(0) * ts;
+            let recv = counts.map(|c| c.recv_len(args.bench, true).max(c.recv)).max().unwrap_or(0) * ts;
             Some(Windows::register(comm, send, recv).with_context(|| format!("rank {me}: -R {}", args.register))?)
         }
     };
