@@ -22,6 +22,17 @@ fn wall_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
+/// An empty ring that holds [`OP_RING`] operations without growing, its memory written once here. Grown on
+/// the data path instead, by doubling over the first thousand calls, each new page was faulted in by a call:
+/// on a virtual machine that cost 2-rank 8-byte calls 0.8 us each instead of 0.44 until the ring was full.
+fn op_ring(rank: u32) -> VecDeque<OpRecord> {
+    let mut ring = VecDeque::with_capacity(OP_RING);
+    let blank = OpRecord::started(rank, 0, Collective::AllReduce, DataType::F32, 0, 0);
+    ring.extend(std::iter::repeat_n(blank, OP_RING));
+    ring.clear();
+    ring
+}
+
 pub struct Records {
     /// Unique in the process, so a reader can tell these records from those of an earlier communicator.
     id: u64,
@@ -97,7 +108,7 @@ impl Records {
             rank,
             name: name.map(Arc::from),
             stats: CallStats::new(nchannels),
-            ops: Mutex::default(),
+            ops: Mutex::new(op_ring(rank)),
             connections: Mutex::default(),
             proxy: Mutex::default(),
             current_seq: AtomicU64::new(0),
@@ -254,5 +265,32 @@ impl CommRecords for Records {
         }
         let (seq, coll, datatype, count, started) = self.running.read()?;
         Some(OpRecord { comm: self.name.clone(), ..OpRecord::started(self.rank, seq, coll, datatype, count, started) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Minor page faults this thread has taken so far.
+    fn faults() -> i64 {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_minflt
+    }
+
+    #[test]
+    fn filling_the_ring_of_operations_faults_in_no_memory_on_the_data_path() {
+        let records = Records::new(0, 1, None);
+        let op = OpRecord::started(0, 1, Collective::AllReduce, DataType::F32, 2, 1);
+        let before = faults();
+        for seq in 1..=OP_RING as u64 {
+            records.push_op(OpRecord { seq, ..op.clone() });
+        }
+        let taken = faults() - before;
+        // Grown by pushes, filling the ring took 69 faults here; only reserved, 44.
+        assert!(taken <= 2, "filling the ring took {taken} page faults");
+        assert_eq!(records.ops().len(), OP_RING);
     }
 }
