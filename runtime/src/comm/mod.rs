@@ -33,7 +33,7 @@ use crate::observe::stats::CallStats;
 use crate::profiler::{CollStart, CommProfiler};
 use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
 use crate::transport::conn::Direct;
-use crate::transport::conn::{BufSizes, RecvEnd, SendEnd, CROWDED_BUFFSIZE, CROWDED_RANKS_PER_CORE};
+use crate::transport::conn::{crowded_buffsize, BufSizes, RecvEnd, SendEnd};
 use crate::transport::{self, ConnSpec, PeerInfo, Transport};
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
@@ -291,15 +291,17 @@ impl Comm {
         let patience = wait::patience_for(
             &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
         );
-        let sizes = if crowded(&peers) && in_host_memory(&chain, &peers) && env.str("NCCL_BUFFSIZE").is_none() {
-            let per_core = CROWDED_RANKS_PER_CORE;
-            nccl_info!(
-                Subsys::INIT,
-                "NCCL_BUFFSIZE {CROWDED_BUFFSIZE}: a host runs {per_core} or more ranks a core, over host memory (collscope's default there)"
-            );
-            BufSizes { simple: CROWDED_BUFFSIZE, ..sizes }
-        } else {
-            sizes
+        let per_core = ranks_per_core(&peers);
+        let crowded = crowded_buffsize(per_core).filter(|_| in_host_memory(&chain, &peers));
+        let sizes = match crowded {
+            Some(simple) if env.str("NCCL_BUFFSIZE").is_none() => {
+                nccl_info!(
+                    Subsys::INIT,
+                    "NCCL_BUFFSIZE {simple}: a host runs {per_core} ranks a core, over host memory (collscope's default there)"
+                );
+                BufSizes { simple, ..sizes }
+            }
+            _ => sizes,
         };
         let mut comm = Comm {
             rank,
@@ -882,14 +884,18 @@ fn show_version_once() {
     SHOWN.call_once(collscope_debug::show_version);
 }
 
-/// Whether a host of the job runs [`CROWDED_RANKS_PER_CORE`] ranks or more a core. Every rank decides from the
-/// whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
-fn crowded(peers: &[PeerInfo]) -> bool {
+/// The most ranks a core of any host of the job runs (whole ranks: 7 ranks on 2 cores run 3 a core). Every rank
+/// decides from the whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
+fn ranks_per_core(peers: &[PeerInfo]) -> usize {
     let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
-    hosts.into_iter().any(|h| {
-        let local: Vec<&[u32]> = peers.iter().filter(|p| p.host_hash == h).map(|p| &p.cpus[..]).collect();
-        local.len() >= CROWDED_RANKS_PER_CORE * wait::cores_of(&local)
-    })
+    hosts
+        .into_iter()
+        .map(|h| {
+            let local: Vec<&[u32]> = peers.iter().filter(|p| p.host_hash == h).map(|p| &p.cpus[..]).collect();
+            local.len() / wait::cores_of(&local)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Whether every rank reaches every other through host memory: one host, and the transport `chain` picks for
@@ -947,22 +953,24 @@ mod tests {
     }
 
     #[test]
-    fn a_host_with_two_ranks_a_core_is_crowded_for_every_rank() {
+    fn the_most_crowded_host_sets_every_ranks_slot_size() {
         let peer = |rank: u32, host_hash: u64, cpus: &[u32]| PeerInfo {
             host_hash,
             cpus: cpus.to_vec(),
             ..local_peer_info(rank)
         };
         let shared = |n: u32, host: u64| (0..n).map(|r| peer(r, host, &[0, 1])).collect::<Vec<_>>();
-        assert!(crowded(&shared(8, 1)), "8 ranks on 2 cores");
-        assert!(crowded(&shared(4, 1)), "4 ranks on 2 cores");
-        assert!(!crowded(&shared(3, 1)), "fewer than two a core keep NCCL's buffers");
+        let slots = |peers: &[PeerInfo]| crowded_buffsize(ranks_per_core(peers));
+        assert_eq!(slots(&shared(8, 1)), Some(1 << 20), "8 ranks on 2 cores");
+        assert_eq!(slots(&shared(7, 1)), Some(2 << 20), "7 ranks on 2 cores: three a core");
+        assert_eq!(slots(&shared(4, 1)), Some(2 << 20), "4 ranks on 2 cores");
+        assert_eq!(slots(&shared(3, 1)), None, "fewer than two a core keep NCCL's buffers");
         let pinned: Vec<_> = (0..8).map(|r| peer(r, 1, &[r])).collect();
-        assert!(!crowded(&pinned), "one a core");
-        // One crowded host is enough, for the ranks of the other host too.
-        let mut two = shared(2, 1);
-        two.extend((2..6).map(|r| peer(r, 2, &[0, 1])));
-        assert!(crowded(&two));
+        assert_eq!(slots(&pinned), None, "one a core");
+        // The most crowded host decides, for the ranks of the other host too.
+        let mut two = shared(4, 1);
+        two.extend((4..12).map(|r| peer(r, 2, &[0, 1])));
+        assert_eq!(slots(&two), Some(1 << 20));
     }
 
     #[test]

@@ -21,19 +21,25 @@ use std::sync::{Arc, OnceLock};
 pub const NCCL_STEPS: u64 = 8;
 /// NCCL's default `NCCL_BUFFSIZE` (4 MiB, `src/include/device.h` `DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
-/// collscope's default `NCCL_BUFFSIZE` where a host runs [`CROWDED_RANKS_PER_CORE`] ranks or more per core and they
-/// reach each other through host memory (P2P, SHM): half NCCL's, smaller steps for ranks that take turns on one
-/// core, whose slots and buffers then share the caches.
-/// Measured on 2 cores (32 MiB L3), SHM busbw, 2 MiB against 4 MiB:
-/// - 8 rank processes, AllReduce over 4 runs: 2.07-2.62 GB/s against 1.40-1.74 at 4 MiB, 2.51-2.85 against
-///   1.59-1.69 at 8 MiB;
-/// - 4 rank processes (two a core), medians of 5 interleaved runs: AllReduce 1.2-1.7x at 128 KiB-1 MiB, 3.9x at
-///   2 MiB (7.7 GB/s against 2.0, where 4 MiB slots and buffers outgrew the L3), 0.9x at 64 KiB; AllGather
-///   1.3-2.2x from 1 MiB; ReduceScatter 1.0-1.8x;
-/// - 4 threads (P2P): 1.2-2.4x from 2 MiB, alike below;
-/// - 2 rank processes (one a core) alike (0.88-1.14x): they keep NCCL's.
-pub const CROWDED_BUFFSIZE: usize = 1 << 21;
-pub const CROWDED_RANKS_PER_CORE: usize = 2;
+/// collscope's default `NCCL_BUFFSIZE` where a host runs two ranks or more per core and they reach each other
+/// through host memory (P2P, SHM): (ranks a core at least, bytes), most crowded first. Smaller steps for ranks
+/// that take turns on one core, whose slots and buffers then share the caches. Measured on 2 cores (32 MiB L3),
+/// busbw, medians of 5-6 interleaved runs:
+/// - 8 rank processes (four a core), AllReduce, 1 MiB against 2 MiB: 1.23-1.65x from 4 MiB in two sets of runs
+///   (1.85 GB/s against 1.12 at 4 MiB, 1.32 against 0.98 at 64 MiB), at 1 MiB 0.82x and 3.1x; 512 KiB against
+///   1 MiB 0.72-1.04x; 8 threads (P2P) 1.0-1.14x. 2 MiB against 4 MiB read 2.07-2.62 GB/s against 1.40-1.74.
+/// - 6 rank processes (three a core): 1 MiB against 2 MiB 1.03-1.13x from 4 MiB, 0.67x at 1 MiB: they keep 2 MiB.
+/// - 4 rank processes (two a core), 2 MiB against 4 MiB: AllReduce 1.2-1.7x at 128 KiB-1 MiB, 3.9x at 2 MiB
+///   (7.7 GB/s against 2.0, where 4 MiB slots and buffers outgrew the L3), 0.9x at 64 KiB; AllGather 1.3-2.2x
+///   from 1 MiB; ReduceScatter 1.0-1.8x; 4 threads (P2P) 1.2-2.4x from 2 MiB. 1 MiB against 2 MiB alike
+///   (0.74-1.16x, within the runs' spread).
+/// - 2 rank processes (one a core) alike at 2 MiB (0.88-1.14x): they keep NCCL's.
+pub const CROWDED_BUFFSIZES: [(usize, usize); 2] = [(4, 1 << 20), (2, 1 << 21)];
+
+/// collscope's default `NCCL_BUFFSIZE` for a host of `ranks_per_core` ranks a core over host memory, if it has one.
+pub fn crowded_buffsize(ranks_per_core: usize) -> Option<usize> {
+    CROWDED_BUFFSIZES.iter().find(|&&(least, _)| ranks_per_core >= least).map(|&(_, bytes)| bytes)
+}
 /// LL line: two 4-byte data words each followed by a 4-byte flag.
 pub const LL_LINE: usize = 16;
 /// NCCL's default LL buffer: `NCCL_LL_LINES_PER_THREAD * NCCL_LL_MAX_NTHREADS * NCCL_STEPS` lines.
