@@ -268,12 +268,13 @@ impl CommRecords for Records {
     }
 }
 
-#[cfg(test)]
+// Page faults per thread are a Linux count (RUSAGE_THREAD).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// Minor page faults this thread has taken so far.
-    fn faults() -> i64 {
+    fn faults() -> libc::c_long {
         // SAFETY: getrusage only writes the struct it is given.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
