@@ -125,8 +125,8 @@ impl Algorithm {
     pub const NCCL: &'static [Algorithm] = Algorithm::ALL.split_at(7).0;
 
     /// A collscope extension NCCL lacks: OneShot, an AllReduce for small calls on host memory in which every
-    /// rank's vector travels the ring (n-1 steps, not a ring AllReduce's 2(n-1)) and each rank reduces all of
-    /// them in rank order.
+    /// rank posts its vector to every other rank (no step waits on another, where a ring AllReduce chains
+    /// 2(n-1)) and each rank reduces all of them in rank order.
     pub fn is_extension(self) -> bool {
         !Algorithm::NCCL.contains(&self)
     }

@@ -53,7 +53,7 @@ impl TuningGraphs {
     pub fn for_algo(&self, a: Algorithm) -> &AlgoGraph {
         match a {
             Algorithm::Tree | Algorithm::Pat => &self.tree,
-            // collscope's OneShot travels the ring (never asked for here: NCCL's tables hold NCCL's algorithms).
+            // collscope's OneShot is priced on the ring (never asked for here: NCCL's tables hold NCCL's algorithms).
             Algorithm::Ring | Algorithm::OneShot => &self.ring,
             Algorithm::CollNetDirect => &self.collnet_direct,
             Algorithm::CollNetChain => &self.collnet_chain,

@@ -189,8 +189,9 @@ pub struct Comm {
     /// Choices already made, by (collective, bytes per rank).
     plans: FxHashMap<(Collective, u64), Choice>,
     channels: Vec<Channel>,
-    ring_ready: bool,
-    tree_ready: bool,
+    /// The algorithms whose peers every channel is connected to (Ring's serve every collective but AllReduce's
+    /// other algorithms).
+    connected: Vec<Algorithm>,
     /// Point-to-point connections (channel 0, connIndex 1).
     pub(crate) p2p: Channel,
     pub(crate) seq: u64,
@@ -314,8 +315,7 @@ impl Comm {
             select,
             plans: FxHashMap::default(),
             channels,
-            ring_ready: false,
-            tree_ready: false,
+            connected: Vec::new(),
             p2p,
             seq: 0,
             clock: WallClock::new(),
@@ -336,6 +336,9 @@ impl Comm {
         if eager && nranks > 1 {
             comm.ensure_connected(Algorithm::Ring)?;
             comm.ensure_connected(Algorithm::Tree)?;
+            if comm.select.one_shot() {
+                comm.ensure_connected(Algorithm::OneShot)?;
+            }
         }
         let secs = |d: Duration| d.as_secs_f64();
         let total = started.elapsed();
@@ -515,12 +518,12 @@ impl Comm {
     }
 
     fn ensure_connected(&mut self, algo: Algorithm) -> Result<()> {
-        let ready = if algo == Algorithm::Tree { self.tree_ready } else { self.ring_ready };
-        if ready {
+        if self.connected.contains(&algo) {
             return Ok(());
         }
         let mut wants = Vec::new();
         let mut seen = HashSet::new();
+        let others = (0..self.nranks).filter(|&q| q != self.rank);
         for ch in &self.channels {
             let mut want = |peer: u32, send: bool| {
                 let have = if send { ch.send.contains_key(&peer) } else { ch.recv.contains_key(&peer) };
@@ -529,24 +532,36 @@ impl Comm {
                     wants.push(w);
                 }
             };
-            if algo == Algorithm::Tree {
-                for p in ch.tree.children().chain((ch.tree.up >= 0).then_some(ch.tree.up as u32)) {
-                    want(p, true);
-                    want(p, false);
+            match algo {
+                Algorithm::Tree => {
+                    for p in ch.tree.children().chain((ch.tree.up >= 0).then_some(ch.tree.up as u32)) {
+                        want(p, true);
+                        want(p, false);
+                    }
                 }
-            } else {
-                want(ch.ring_next, true);
-                want(ch.ring_prev, false);
+                Algorithm::OneShot => {
+                    for p in others.clone() {
+                        want(p, true);
+                        want(p, false);
+                    }
+                }
+                _ => {
+                    want(ch.ring_next, true);
+                    want(ch.ring_prev, false);
+                }
             }
         }
         self.connect(&wants)?;
+        self.connected.push(algo);
         // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
-        if algo == Algorithm::Tree {
-            self.tree_ready = true;
-            nccl_info!(Subsys::INIT, "Connected all trees");
-        } else {
-            self.ring_ready = true;
-            nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0");
+        match algo {
+            Algorithm::Tree => nccl_info!(Subsys::INIT, "Connected all trees"),
+            Algorithm::OneShot => nccl_info!(
+                Subsys::INIT,
+                "collscope extension: connected every pair of ranks for OneShot ({} new connections)",
+                wants.len()
+            ),
+            _ => nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0"),
         }
         Ok(())
     }
@@ -995,6 +1010,32 @@ mod tests {
     }
 
     #[test]
+    fn one_shot_connects_every_pair_of_ranks_and_reduces_every_ranks_vector() {
+        let comms = threads(4, &[]);
+        std::thread::scope(|s| {
+            for mut c in comms {
+                s.spawn(move || {
+                    let one_shot = Choice { algo: Algorithm::OneShot, proto: Protocol::Ll, nchannels: 1 };
+                    let cfg = SelectConfig::from_env(&Env::from_pairs::<&str, &str>([]), c.nchannels())
+                        .unwrap()
+                        .forced(one_shot);
+                    c.set_select_config(cfg);
+                    let r = c.rank();
+                    let mut v: Vec<f32> = (0..10).map(|i| (i * 10) as f32 + r as f32).collect();
+                    c.all_reduce_in_place(&mut v, RedOp::Sum).unwrap();
+                    assert!(v.iter().enumerate().all(|(i, &x)| x == (i * 40 + 6) as f32), "rank {r}: {v:?}");
+                    // A rank lists the connections it sends on (NCCL's lines), so every rank lists all three.
+                    let conns = c.records().connections();
+                    for q in (0..4).filter(|&q| q != r) {
+                        let sends = conns.iter().any(|k| (k.channel, k.src, k.dst) == (0, r, q));
+                        assert!(sends, "rank {r} to {q}: {conns:?}");
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn each_communicator_of_a_process_gets_its_own_id_and_handle() {
         let (a, b) = ([local_peer_info(0), local_peer_info(1)], [local_peer_info(0), local_peer_info(1)]);
         assert_eq!(a[0].pid_hash, b[0].pid_hash, "one process");
@@ -1199,11 +1240,15 @@ mod tests {
     }
 
     #[test]
-    fn eager_connection_connects_rings_and_trees_at_init() {
-        let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0")]);
+    fn eager_connection_connects_rings_trees_and_one_shots_pairs_at_init() {
+        let sends = |comms: &[Comm]| comms.iter().map(|c| c.records().connections().len()).sum::<usize>();
+        let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0"), ("COLLSCOPE_ONESHOT_MAX", "0")]);
         // Ring alone: one send per rank and channel (8); the trees add sends to neighbours off the ring.
-        let total: usize = comms.iter().map(|c| c.records().connections().len()).sum();
-        assert!(total > 8, "{total}");
+        let total = sends(&comms);
+        assert!(total > 8 && total < 24, "{total}");
+        // OneShot adds every other pair: three sends per rank and channel.
+        let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0")]);
+        assert_eq!(sends(&comms), 4 * 3 * comms[0].nchannels() as usize);
         let lazy = threads(4, &[]);
         assert!(lazy.iter().all(|c| c.records().connections().is_empty()));
     }

@@ -125,9 +125,14 @@ impl SelectConfig {
         Collective::TUNED.iter().position(|c| *c == coll)
     }
 
+    /// Whether calls may run OneShot at all.
+    pub fn one_shot(&self) -> bool {
+        self.one_shot_max > 0
+    }
+
     fn algo_allowed(&self, coll: Collective, a: Algorithm) -> bool {
         if a.is_extension() {
-            return self.one_shot_max > 0;
+            return self.one_shot();
         }
         Self::row(coll).is_some_and(|r| self.algos[r][a.id()] != 0)
     }

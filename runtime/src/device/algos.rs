@@ -75,12 +75,14 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
     Ok(())
 }
 
-/// collscope's OneShot AllReduce, an extension NCCL lacks, for small calls: every rank's chunk travels the
-/// ring as in an AllGather (n-1 dependent steps where a ring AllReduce takes 2(n-1)) into one row per rank, then
-/// each rank reduces the rows in rank order, so every rank computes the same bits.
+/// collscope's OneShot AllReduce, an extension NCCL lacks, for small calls: every rank posts its chunk to
+/// every other rank, then receives theirs into one row per rank, and reduces the rows in rank order, so every
+/// rank computes the same bits. No step waits on another (a ring AllReduce chains 2(n-1), a ring AllGather of
+/// the chunks n-1), so where ranks outnumber cores each rank needs about two turns on its core a call. Measured
+/// on 2 cores, 4 rank processes, 8 B-1 KiB, medians of 6 interleaved runs: 0.58-0.88x the time of the chunks
+/// travelling the ring (5.7-8.1 us a call against 8.1-10.7).
 pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
-    let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let (es, r) = (part.esize, rank as usize);
     let row = part.chunk.min(part.len) * es;
     let rows = Ptr(p.rows(n * row));
@@ -89,11 +91,14 @@ pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: P
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
         unsafe {
-            p.send(next, src.at(o), l)?;
-            for j in 1..n - 1 {
-                p.recv_copy_send(prev, &[next], at((r + n - j) % n), l)?;
+            for j in 1..n {
+                p.send(((r + j) % n) as u32, src.at(o), l)?;
             }
-            p.recv(prev, at((r + 1) % n), l)?;
+            // Rank r-j posts to this rank j-th: the earliest posts are received first.
+            for j in 1..n {
+                let q = (r + n - j) % n;
+                p.recv(q as u32, at(q), l)?;
+            }
             if p.count_only {
                 continue;
             }

@@ -13,8 +13,9 @@ pub struct Candidate {
     pub nchannels: u32,
 }
 
-/// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1 (OneShot's too), a tree's way
-/// up and down.
+/// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1, a tree's way up and down.
+/// OneShot's n-1 too: it receives from n-1 peers, though none of those steps waits on another (on a core
+/// shared by ranks it measured 0.6-0.9x the ring's n-1 chained steps, so this prices it on the safe side).
 pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
@@ -30,7 +31,7 @@ pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
 /// vector for AllReduce, Broadcast and Reduce, one rank's block for AllGather and ReduceScatter). For a ring
 /// AllReduce this is nccl-tests' bus bandwidth factor 2(n-1)/n; a tree AllReduce sends everything up and down
 /// whatever the rank count (NCCL 2.28.9 `tuning.cc` turns tree bus bandwidth into algorithm bandwidth by 1/2).
-/// OneShot forwards every other rank's whole vector, as an AllGather of the vector would, then reduces all n
+/// OneShot sends its whole vector to every other rank, as an AllGather of the vector sends, then reduces all n
 /// in one local pass, counted as one vector more (the ring's reductions are inside its measured bandwidth).
 pub fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;

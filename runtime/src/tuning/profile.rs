@@ -61,8 +61,9 @@ pub struct LinkProfile {
 }
 
 impl LinkProfile {
-    /// The constants of `algo`/`proto` on this link. collscope's OneShot is priced with Ring's: it moves the
-    /// same steps around the same ring, only fewer of them and each with more bytes (see `predict::steps`).
+    /// The constants of `algo`/`proto` on this link. collscope's OneShot is priced with Ring's: its steps are
+    /// a ring's, one slot from a rank to a peer over the same link, only each with more bytes (see
+    /// `predict::steps`).
     pub fn cell(&self, algo: Algorithm, proto: Protocol) -> Option<CellCost> {
         let measured = if algo == Algorithm::OneShot { Algorithm::Ring } else { algo };
         let cell = self.cells.iter().find(|c| c.algo == measured && c.proto == proto)?;
