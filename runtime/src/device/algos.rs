@@ -79,8 +79,9 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 /// every other rank, then receives theirs into one row per rank, and reduces the rows in rank order, so every
 /// rank computes the same bits. No step waits on another (a ring AllReduce chains 2(n-1), a ring AllGather of
 /// the chunks n-1), so where ranks outnumber cores each rank needs about two turns on its core a call. Measured
-/// on 2 cores, 4 rank processes, 8 B-1 KiB, medians of 6 interleaved runs: 0.58-0.88x the time of the chunks
-/// travelling the ring (5.7-8.1 us a call against 8.1-10.7).
+/// on 2 cores, 4 rank processes, 8 B-4 KiB, medians of 5-6 interleaved runs in two sets: 0.58-1.05x the time of
+/// the chunks travelling the ring, most 0.7-0.95x (5.7-8.1 us a call against 8.1-10.7 at 8 B-1 KiB); 8 rank
+/// processes 0.76-1.15x.
 pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (es, r) = (part.esize, rank as usize);

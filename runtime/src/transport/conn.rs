@@ -34,12 +34,13 @@ pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
 ///   from 1 MiB; ReduceScatter 1.0-1.8x; 4 threads (P2P) 1.2-2.4x from 2 MiB. 1 MiB against 2 MiB alike
 ///   (0.74-1.16x, within the runs' spread).
 /// - 2 rank processes (one a core) alike at 2 MiB (0.88-1.14x): they keep NCCL's.
-pub const CROWDED_BUFFSIZES: [(usize, usize); 2] = [(4, 1 << 20), (2, 1 << 21)];
+const CROWDED_BUFFSIZES: [(usize, usize); 2] = [(4, 1 << 20), (2, 1 << 21)];
 
 /// collscope's default `NCCL_BUFFSIZE` for a host of `ranks_per_core` ranks a core over host memory, if it has one.
 pub fn crowded_buffsize(ranks_per_core: usize) -> Option<usize> {
     CROWDED_BUFFSIZES.iter().find(|&&(least, _)| ranks_per_core >= least).map(|&(_, bytes)| bytes)
 }
+
 /// LL line: two 4-byte data words each followed by a 4-byte flag.
 pub const LL_LINE: usize = 16;
 /// NCCL's default LL buffer: `NCCL_LL_LINES_PER_THREAD * NCCL_LL_MAX_NTHREADS * NCCL_STEPS` lines.

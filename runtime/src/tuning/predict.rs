@@ -14,8 +14,8 @@ pub struct Candidate {
 }
 
 /// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1, a tree's way up and down.
-/// OneShot's n-1 too: it receives from n-1 peers, though none of those steps waits on another (on a core
-/// shared by ranks it measured 0.6-0.9x the ring's n-1 chained steps, so this prices it on the safe side).
+/// OneShot's n-1 too: it receives from n-1 peers, though none of those steps waits on another (on cores shared
+/// by ranks it took 0.6-1.05x the time of the ring's n-1 chained steps: this prices it on the safe side).
 pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
