@@ -556,11 +556,14 @@ impl Comm {
         // NCCL 2.28.9 `src/transport/generic.cc`; no PXN or GDR on host memory.
         match algo {
             Algorithm::Tree => nccl_info!(Subsys::INIT, "Connected all trees"),
-            Algorithm::OneShot => nccl_info!(
-                Subsys::INIT,
-                "collscope extension: connected every pair of ranks for OneShot ({} new connections)",
-                wants.len()
-            ),
+            Algorithm::OneShot => {
+                let sends = wants.iter().filter(|w| w.send).count();
+                let recvs = wants.len() - sends;
+                nccl_info!(
+                    Subsys::INIT,
+                    "collscope extension: connected every pair of ranks for OneShot ({sends} sends and {recvs} receives added)"
+                )
+            }
             _ => nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0"),
         }
         Ok(())
