@@ -71,11 +71,12 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, hw)),
             None => ("-".into(), "-".into(), String::new()),
         };
-        let share = match traffic.and_then(|t| t.in_place.zip(Some(t.bytes)).filter(|(_, b)| *b > 0)) {
-            Some((n, b)) => format!("{:.0}%", 100.0 * n as f64 / b as f64),
-            None => "-".into(),
+        let share = if in_place {
+            let pct = traffic.filter(|t| t.bytes > 0).and_then(|t| Some(100.0 * t.in_place? as f64 / t.bytes as f64));
+            format!("{:>8} ", pct.map_or_else(|| "-".into(), |p| format!("{p:.0}%")))
+        } else {
+            String::new()
         };
-        let share = if in_place { format!("{share:>8} ") } else { String::new() };
         let received = live.received.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let received = received.map_or("-".into(), |t| fmt_bytes(t.bytes));
         let mut label = transport_label(c);
