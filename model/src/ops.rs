@@ -118,7 +118,7 @@ impl ProxyWait {
 }
 
 /// One proxy sub-operation on one channel and peer: steps `posted`, `transmitted`, `done` out of `n_steps`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProxyOp {
     pub rank: u32,
     pub seq: u64,

@@ -22,12 +22,13 @@ fn wall_us() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
-/// An empty ring that holds [`OP_RING`] operations without growing, its memory written once here. Grown on
-/// the data path instead, by doubling over the first thousand calls, each new page was faulted in by a call:
-/// on a virtual machine that cost 2-rank 8-byte calls 0.8 us each instead of 0.44 until the ring was full.
-fn op_ring(rank: u32) -> VecDeque<OpRecord> {
+/// An empty ring that holds [`OP_RING`] entries without growing, its memory written once here. Grown on the
+/// data path instead, by doubling over the first thousand calls, each new page was faulted in by a call: on a
+/// virtual machine that cost 2-rank 8-byte calls 0.8 us each instead of 0.44 until the ring of operations was
+/// full. The proxy's ring of sub-operations is made the same way, when a communicator's first NET connection
+/// is added ([`Records::ready_proxy_ring`]): a communicator without one has no use for its memory.
+fn ring<T: Clone>(blank: T) -> VecDeque<T> {
     let mut ring = VecDeque::with_capacity(OP_RING);
-    let blank = OpRecord::started(rank, 0, Collective::AllReduce, DataType::F32, 0, 0);
     ring.extend(std::iter::repeat_n(blank, OP_RING));
     ring.clear();
     ring
@@ -108,7 +109,7 @@ impl Records {
             rank,
             name: name.map(Arc::from),
             stats: CallStats::new(nchannels),
-            ops: Mutex::new(op_ring(rank)),
+            ops: Mutex::new(ring(OpRecord::started(rank, 0, Collective::AllReduce, DataType::F32, 0, 0))),
             connections: Mutex::default(),
             proxy: Mutex::default(),
             current_seq: AtomicU64::new(0),
@@ -215,6 +216,19 @@ impl Records {
     }
 
     /// The most recent proxy sub-operations, oldest first.
+    /// Makes the ring of proxy sub-operations, once: the proxy calls it as it takes a connection, before any step.
+    pub(crate) fn ready_proxy_ring(&self) {
+        let mut ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        if ops.capacity() < OP_RING {
+            *ops = ring(ProxyOp { rank: self.rank, ..ProxyOp::default() });
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn proxy_ring_capacity(&self) -> usize {
+        self.proxy.lock().unwrap_or_else(|p| p.into_inner()).capacity()
+    }
+
     pub fn proxy_ops(&self) -> Vec<ProxyOp> {
         self.proxy.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
@@ -293,5 +307,19 @@ mod tests {
         // Grown by pushes, filling the ring took 69 faults here; only reserved, 44.
         assert!(taken <= 2, "filling the ring took {taken} page faults");
         assert_eq!(records.ops().len(), OP_RING);
+    }
+
+    #[test]
+    fn filling_the_ring_of_proxy_sub_operations_faults_in_no_memory_on_the_data_path() {
+        let records = Records::new(0, 1, None);
+        records.ready_proxy_ring();
+        let before = faults();
+        for seq in 1..=OP_RING as u64 {
+            records.update_proxy(&ProxyOp { seq, n_steps: 1, ..ProxyOp::default() }, |o| o.posted += 1);
+        }
+        let taken = faults() - before;
+        // Grown by the updates, filling the ring took 30 faults here.
+        assert!(taken <= 2, "filling the ring took {taken} page faults");
+        assert_eq!(records.proxy.lock().unwrap().len(), OP_RING);
     }
 }

@@ -597,6 +597,9 @@ impl Proxy {
 
     fn add(self: &Arc<Self>, conn: Box<dyn Conn>) -> std::io::Result<ProxyGuard> {
         self.ensure_thread()?;
+        if let Some(r) = self.records.get() {
+            r.ready_proxy_ring();
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.send_cmd(Cmd::Add(id, conn));
         Ok(ProxyGuard { id, proxy: self.clone() })
@@ -797,6 +800,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::records::OP_RING;
     use crate::transport::conn::{BufSizes, RecvEnd, SendEnd};
     use crate::transport::net::api::{Listen, Net, SetupCtl};
     use crate::transport::net::socket::NetSocket;
@@ -985,7 +989,9 @@ mod tests {
         let proxy = Proxy::new(0).unwrap();
         let (records, abort) = (Arc::new(Records::new(0, 1, None)), AbortHandle::default());
         proxy.attach(records.clone(), abort.clone());
+        assert_eq!(records.proxy_ring_capacity(), 0, "no NET connection, no ring");
         let _guard = proxy.add_recv("Socket", recv, mem.clone(), 0, 1).unwrap();
+        assert!(records.proxy_ring_capacity() >= OP_RING, "the ring is made before the proxy's first step");
         let rx = RecvEnd { mem, peer: 1, step: 0 };
         let mut buf = vec![0u8; 100];
         rx.want(0, buf.as_mut_ptr(), buf.len());
