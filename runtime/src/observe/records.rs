@@ -310,6 +310,23 @@ mod tests {
     }
 
     #[test]
+    fn a_full_ring_of_operations_keeps_the_latest_in_order() {
+        let records = Records::new(0, 1, None);
+        let op = OpRecord::started(0, 1, Collective::AllReduce, DataType::F32, 2, 1);
+        let last = OP_RING as u64 + 300;
+        for seq in 1..=last {
+            records.push_op(OpRecord { seq, ..op.clone() });
+        }
+        let seqs: Vec<u64> = records.ops().iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, (last - OP_RING as u64 + 1..=last).collect::<Vec<_>>());
+        // A reader 10 calls behind gets those 10; one behind the ring's start is told how many it missed.
+        let after = records.ops_after(last - 10);
+        assert_eq!((after.ops.len(), after.missed), (10, 0));
+        let after = records.ops_after(5);
+        assert_eq!((after.ops.len(), after.missed), (OP_RING, last - OP_RING as u64 - 5));
+    }
+
+    #[test]
     fn filling_the_ring_of_proxy_sub_operations_faults_in_no_memory_on_the_data_path() {
         let records = Records::new(0, 1, None);
         records.ready_proxy_ring();
