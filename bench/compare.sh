@@ -2,8 +2,8 @@
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
 # itself can carry in a ring, without and with the reduction's work, the anchors' membw, and the host's steal per
-# repetition), then bench/compare.py prints each target's medians, ratio and PASS/MISS, and each SHM figure as a
-# share of what this machine's memory can do for that algorithm.
+# repetition), then bench/compare.py prints each target's medians, ratio and PASS/MISS (and the ratio within each
+# repetition), and each SHM figure as a share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
