@@ -33,7 +33,9 @@ pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
 ///   (7.7 GB/s against 2.0, where 4 MiB slots and buffers outgrew the L3), 0.9x at 64 KiB; AllGather 1.3-2.2x
 ///   from 1 MiB; ReduceScatter 1.0-1.8x; 4 threads (P2P) 1.2-2.4x from 2 MiB. 1 MiB against 2 MiB alike
 ///   (0.74-1.16x, within the runs' spread).
-/// - 2 rank processes (one a core) alike at 2 MiB (0.88-1.14x): they keep NCCL's.
+/// - 2 rank processes (one a core) alike at 2 MiB (0.88-1.14x): they keep NCCL's. 1 MiB against 4 MiB, medians
+///   of 10 paired runs: out of place 1.14-1.59x at 256 KiB-4 MiB (a smaller ring of slots beside twice the
+///   buffers), in place 0.91-1.19x with 16 MiB at 0.80x in two sets of three, so no rule for one a core.
 const CROWDED_BUFFSIZES: [(usize, usize); 2] = [(4, 1 << 20), (2, 1 << 21)];
 
 /// collscope's default `NCCL_BUFFSIZE` for a host of `ranks_per_core` ranks a core over host memory, if it has one.

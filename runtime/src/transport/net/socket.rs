@@ -3,6 +3,12 @@
 //! when small, its bytes: `NCCL_SOCKET_INLINE`) on the control socket; larger payloads are cut into tasks of at
 //! least `NCCL_SOCKET_MIN_TASKSIZE` dealt round-robin to the data sockets, each driven by a helper thread. With no
 //! data sockets the caller's `test` moves the bytes on the control socket. Requests complete in posting order.
+//!
+//! Each step thus costs a few small system calls (size, step header, size, payload). Tried and not kept: the size
+//! and payload in one `writev`, and small reads through a 256-byte stash. `sendto` calls fell from 1252 to 911 for
+//! six 16 MiB AllReduce calls at 4 ranks, but reads that found nothing rose (3789 to 4906), and the calls' time
+//! did not move (three paired runs on 2 cores): most system calls are the proxy's reads that find nothing yet,
+//! and most of the time is the kernel's copies.
 
 use super::api;
 use crate::profiler::net::{NetEvent, NetParent};
