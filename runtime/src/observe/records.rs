@@ -215,12 +215,13 @@ impl Records {
         }
     }
 
-    /// The most recent proxy sub-operations, oldest first.
     /// Makes the ring of proxy sub-operations, once: the proxy calls it as it takes a connection, before any step.
     pub(crate) fn ready_proxy_ring(&self) {
         let mut ops = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
         if ops.capacity() < OP_RING {
-            *ops = ring(ProxyOp { rank: self.rank, ..ProxyOp::default() });
+            let mut made = ring(ProxyOp { rank: self.rank, ..ProxyOp::default() });
+            made.extend(ops.drain(..));
+            *ops = made;
         }
     }
 
@@ -229,6 +230,7 @@ impl Records {
         self.proxy.lock().unwrap_or_else(|p| p.into_inner()).capacity()
     }
 
+    /// The most recent proxy sub-operations, oldest first.
     pub fn proxy_ops(&self) -> Vec<ProxyOp> {
         self.proxy.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
