@@ -2,8 +2,9 @@
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
 # itself can carry in a ring, without and with the reduction's work, the anchors' membw, and the host's steal per
-# repetition), then bench/compare.py prints each target's medians, ratio and PASS/MISS (and the ratio within each
-# repetition), and each SHM figure as a share of what this machine's memory can do for that algorithm.
+# repetition, and how fast one core's writes reached another around each benchmark), then bench/compare.py prints
+# each target's medians, ratio and PASS/MISS (and the ratio within each repetition), and each SHM figure as a
+# share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
@@ -31,24 +32,34 @@ out=${out:-$(mktemp -d /tmp/collscope-compare.XXXXXX)}
 mkdir -p "$out"
 bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
 [ -x "$bin/mpi_allreduce" ] && [ -x "$bin/gloo_allreduce" ] || bash "$anchors" build >&2
-(cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound)
+(cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound --example crosscore)
 cs="$root/target/release/collscope"
 # Small sizes: many iterations; large: fewer, but 30 (with 10, one descheduled call moved a 4-rank figure by up
 # to 30 % between repetitions on 2 cores, for collscope and Open MPI alike). Quick mode cuts the work again.
 # collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
 if [ $quick = 1 ]; then si=100 sw=10 li=4 lw=1 ni=3 cf=4; else si=300 sw=30 li=30 lw=3 ni=5 cf=2; fi
 export COLLSCOPE_TIMEOUT_S=${COLLSCOPE_TIMEOUT_S:-120}
+# How fast one core's writes reach another right before and after each benchmark (bench/crosscore.rs): a host
+# that places the vCPUs far apart for a while slows every shared-memory figure of that while; compare.py says
+# which ran so.
+crosscore() { "$root/target/release/examples/crosscore" >> "$out/$1.xcore" 2> /dev/null || true; }
 perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP [FLAGS...]
+  crosscore "$1.$2"
   "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f $cf -n "$9" -w "${10}" -c 1 \
     "${@:11}" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" || { echo "collscope $1 failed, see $out/$1.$2.err" >&2; }
+  crosscore "$1.$2"
 }
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
+  crosscore "$1.$2"
   bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" \
     || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
+  crosscore "$1.$2"
 }
 tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce]
+  crosscore "$1.$2"
   "$root/target/release/examples/tcp_bound" "${@:3}" > "$out/$1.$2.txt" 2> "$out/$1.$2.err" \
     || echo "TCP bound $1 failed, see $out/$1.$2.err" >&2
+  crosscore "$1.$2"
 }
 # The machine's own limit, for compare.py's share of the memory bound: copy and add-reduce rates, and the cores.
 bash "$anchors" membw > "$out/membw.txt" 2> "$out/membw.err" || echo "membw anchor failed, see $out/membw.err" >&2

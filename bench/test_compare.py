@@ -131,6 +131,24 @@ class EachRepetition(unittest.TestCase):
         self.assertTrue(rows and all(l.endswith("3/3 meet") for l in rows), rows)
 
 
+    def test_repetitions_run_with_the_cores_far_apart_are_named(self):
+        files = {f"cs-shmreg-2-large.{r}.txt": read("collscope-shm-registered.txt") for r in (1, 2, 3)}
+        files.update({f"mpi-2-large.{r}.txt": read("mpi-large.txt") for r in (1, 2, 3)})
+        files.update({f"{n}.{r}.xcore": "crosscore_gbps 16.40\ncrosscore_gbps 15.90\n"
+                      for n in ("cs-shmreg-2-large", "mpi-2-large") for r in (1, 2, 3)})
+        # Open MPI's second repetition ended in a stretch where one core's writes reached the other at 2.3 GB/s.
+        files["mpi-2-large.2.xcore"] = "crosscore_gbps 16.10\ncrosscore_gbps 2.30\n"
+        lines = report(files).splitlines()
+        rows = [l for l in lines if l.startswith("SHM -R 2 2 ranks busbw vs Open MPI")]
+        self.assertTrue(rows and all(l.endswith("3/3 meet, 1 with cores far apart") for l in rows), rows)
+        footer = next(l for l in lines if l.startswith("# one core's writes read by another"))
+        self.assertIn("best 15.9 GB/s; 1 of 6 benchmark runs", footer)
+        self.assertTrue(footer.endswith("far apart: mpi-2-large.2"), footer)
+        near = next(l for l in lines if l.startswith("# from the repetitions with the cores near each other only"))
+        self.assertTrue(near.endswith(f": {len(rows)} PASS, 0 MISS, 0 without one"), near)
+        self.assertEqual(compare.parse_xcore("crosscore_gbps n/a (one core)\n"), [])
+
+
 class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_both_tcp_bounds(self):
         tables = {"cs-net-2.1.txt": "collscope-net.txt", "gloo-2.1.txt": "gloo.txt",
