@@ -94,13 +94,17 @@ def probes(directory):
 
 
 # A benchmark ran with the cores far apart when one core's writes reached the other at less than this share of
-# the run's best rate (bench/crosscore.rs: 16-17 GB/s and 2.3-2.5 in such stretches on the 2-core VM measured).
+# the run's best rate (bench/crosscore.rs on the 2-core VM measured: 16-26 GB/s, and 2.0-2.7 in such stretches).
 FAR = 0.5
+
+
+def best_rate(rates):
+    return max((v for v in rates.values() if v is not None), default=None)
 
 
 def far_ones(rates):
     """The runs of `rates` that ran with the cores far apart."""
-    best = max((v for v in rates.values() if v is not None), default=None)
+    best = best_rate(rates)
     return {k for k, v in rates.items() if v is not None and v < FAR * best}
 
 
@@ -310,13 +314,12 @@ def main(directory):
             shares = ", ".join(f"{v:.0%}" for v in steal)
             print(f"# host steal (CPU time the hypervisor gave other guests) per repetition: {shares}{noisy}")
     rates = probes(directory)
-    best = max((v for v in rates.values() if v is not None), default=None)
+    best, far = best_rate(rates), sorted(far_ones(rates))
     if best is not None:
-        far = sorted(far_ones(rates))
         print(f"# one core's writes read by another (bench/crosscore.rs, around each benchmark): best {best:.1f} GB/s; "
               f"{len(far)} of {len(rates)} benchmark runs had it under {FAR:.0%} of that, the vCPUs placed far apart: "
               f"{', '.join(far) if far else 'none'}")
-    if far_ones(rates):
+    if far:
         print(f"# from the repetitions with the cores near each other only (the median of their paired ratios): "
               f"{rep.near['PASS']} PASS, {rep.near['MISS']} MISS, {rep.near['none']} without one")
     print(f"# {rep.passed} PASS, {rep.missed} MISS, {rep.missing} without data")
