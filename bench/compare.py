@@ -94,7 +94,7 @@ def probes(directory):
 
 
 # A benchmark ran with the cores far apart when one core's writes reached the other at less than this share of
-# the run's best rate (bench/crosscore.rs on the 2-core VM measured: 16-26 GB/s, and 2.0-2.7 in such stretches).
+# the run's best rate (bench/crosscore.rs on the 2-core VM measured: 13-26 GB/s, and 1.8-2.9 in such stretches).
 FAR = 0.5
 
 

@@ -4,7 +4,7 @@
 //!
 //! A virtual machine's host may place its two vCPUs far apart (another CCD or socket) for seconds at a time;
 //! there the rate falls several times, and with it every shared-memory collective: on the 2-core VM this was
-//! written on, 16-26 GB/s, and 2.0-2.7 GB/s in such stretches (a cache line's round trip between the two cores
+//! written on, 13-26 GB/s, and 1.8-2.9 GB/s in such stretches (a cache line's round trip between the two cores
 //! 53 ns, then 335), while one core alone copied as fast as ever and 2-rank AllReduce read 2.1-2.3 GB/s at every
 //! size. bench/compare.sh runs it around each benchmark so that compare.py can tell which figures ran in one.
 //!
