@@ -319,6 +319,12 @@ def main(directory):
         print(f"# one core's writes read by another (bench/crosscore.rs, around each benchmark): best {best:.1f} GB/s; "
               f"{len(far)} of {len(rates)} benchmark runs had it under {FAR:.0%} of that, the vCPUs placed far apart: "
               f"{', '.join(far) if far else 'none'}")
+    settle = os.path.join(directory, "settle.txt")
+    if os.path.exists(settle):
+        with open(settle) as fh:
+            waited = fh.read().split()
+        if waited and waited[0].isdigit():
+            print(f"# benchmarks waited {waited[0]} s in all for the cores to come near each other before they ran")
     if far:
         print(f"# from the repetitions with the cores near each other only (the median of their paired ratios): "
               f"{rep.near['PASS']} PASS, {rep.near['MISS']} MISS, {rep.near['none']} without one")
