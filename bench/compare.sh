@@ -8,21 +8,28 @@
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
+# SETTLE_S=N: seconds each benchmark waits at most for the cores to come near each other (10; 0 does not wait).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 anchors=${ANCHORS:-$root/../shared/bench/anchors.sh}
-# Five repetitions: this VM has stretches of up to a minute where memory-bound runs (collscope's and Open MPI's)
-# slow to about 2 GB/s with no steal; with three, a median landed in them for a whole series.
+# Five repetitions: this VM has stretches of up to a minute where the host places its two vCPUs far apart and
+# shared-memory runs (collscope's and Open MPI's) slow to about 2 GB/s with no steal (bench/crosscore.rs); with
+# three, a median landed in them for a whole series.
 quick=0 reps=5 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; reps=1;;
     --reps) reps=$2; shift;;
     --out) out=$2; shift;;
-    *) sed -n '2,9p' "$0"; exit 2;;
+    *) sed -n '2,11p' "$0"; exit 2;;
   esac
   shift
 done
+settle=${SETTLE_S:-10}
+if ! [[ $settle =~ ^[0-9]+$ ]]; then
+  echo "bench/compare.sh: SETTLE_S must be whole seconds (0: do not wait), got '$settle'" >&2
+  exit 2
+fi
 if [ ! -f "$anchors" ]; then
   echo "bench/compare.sh: no reference benchmarks at $anchors (Open MPI and Gloo anchors);" \
     "put the shared directory beside the repository (../shared/bench/anchors.sh) or set ANCHORS=path/to/anchors.sh" >&2
@@ -48,7 +55,7 @@ probe() {
 }
 best_xcore=0
 for _ in 1 2 3 4 5; do best_xcore=$(probe | awk -v b="$best_xcore" '{b = $1 > b ? $1 : b} END {print b}'); done
-settle=${SETTLE_S:-10} waited=0
+waited=0
 settled() { # NAME.REP: the probe before a benchmark
   local r i
   for ((i = 0; ; i++)); do
