@@ -289,9 +289,7 @@ impl Comm {
             recv: Default::default(),
             scratch: Default::default(),
         };
-        let patience = wait::patience_for(
-            &peers.iter().filter(|p| p.host_hash == me.host_hash).map(|p| &p.cpus[..]).collect::<Vec<_>>(),
-        );
+        let patience = wait::patience_for(&host_cpus(&peers, me.host_hash));
         let per_core = ranks_per_core(&peers);
         let crowded = crowded_buffsize(per_core).filter(|_| in_host_memory(&chain, &peers));
         let sizes = match crowded {
@@ -902,6 +900,11 @@ fn show_version_once() {
     SHOWN.call_once(collscope_debug::show_version);
 }
 
+/// The cores each rank of host `host` may run on, one list a rank.
+fn host_cpus(peers: &[PeerInfo], host: u64) -> Vec<&[u32]> {
+    peers.iter().filter(|p| p.host_hash == host).map(|p| &p.cpus[..]).collect()
+}
+
 /// The most ranks a core of any host of the job runs (whole ranks: 7 ranks on 2 cores run 3 a core). Every rank
 /// decides from the whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
 fn ranks_per_core(peers: &[PeerInfo]) -> usize {
@@ -909,7 +912,7 @@ fn ranks_per_core(peers: &[PeerInfo]) -> usize {
     hosts
         .into_iter()
         .map(|h| {
-            let local: Vec<&[u32]> = peers.iter().filter(|p| p.host_hash == h).map(|p| &p.cpus[..]).collect();
+            let local = host_cpus(peers, h);
             local.len() / wait::cores_of(&local)
         })
         .max()
