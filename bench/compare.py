@@ -113,11 +113,10 @@ class Rep(dict):
     far = False
 
 
-def load(directory, name):
-    """Every repetition of NAME, parsed; (list of Rep, list of fact dicts). Names starting with cs- are collscope's
-    tables; the others (mpi-, gloo-, tcp-) are anchor-style."""
+def load(directory, name, far=frozenset()):
+    """Every repetition of NAME, parsed; (list of Rep, list of fact dicts), each marked far apart when its NAME.REP
+    is in `far`. Names starting with cs- are collscope's tables; the others (mpi-, gloo-, tcp-) are anchor-style."""
     reps, facts = [], []
-    far = far_ones(probes(directory))
     # Every name has the same repetitions (compare.sh writes each file even when a run fails), so sorted, the
     # r-th of one name ran beside the r-th of another.
     for path in sorted(glob.glob(os.path.join(directory, f"{name}.*.txt"))):
@@ -232,30 +231,37 @@ def main(directory):
     if os.path.exists(os.path.join(directory, "cores.txt")):
         with open(os.path.join(directory, "cores.txt")) as fh:
             cores = int(fh.read().split()[0])
+    # The cross-core probes, read once: which benchmark runs had the cores far apart.
+    rates = probes(directory)
+    best, far = best_rate(rates), frozenset(far_ones(rates))
+
+    def load_run(name):
+        return load(directory, name, far)
+
     print(f"{'target':<40} {'size':>5} {'collscope':>10} {'reference':>10} {'ratio':>6} {'need':>8}  result")
     for n in (2, 4):
-        mpi, _ = load(directory, f"mpi-{n}-large")
+        mpi, _ = load_run(f"mpi-{n}-large")
         # Buffers as users allocate them, then in registered windows (-R 2), where SHM moves them in place.
         for name, label in (("shm", "SHM"), ("shmreg", "SHM -R 2")):
-            cs, _ = load(directory, f"cs-{name}-{n}-large")
+            cs, _ = load_run(f"cs-{name}-{n}-large")
             for s in sizes(64 * KB, 64 * MB, cs, mpi):
                 need = 1.5 if s >= 16 * MB else 1.2
                 rep.row(f"{label} {n} ranks busbw vs Open MPI", s, median_of(cs, s, "ip_busbw"),
                         median_of(mpi, s, "ip_busbw"), "GB/s", need, each=each_ratio(cs, mpi, s, "ip_busbw"))
             mem_shares(f"{label} {n} ranks AllReduce", cs, membw, cores, "all_reduce", n, 64 * KB, 64 * MB)
     for n in (2, 4):
-        cs, _ = load(directory, f"cs-shm-{n}-small")
-        mpi, _ = load(directory, f"mpi-{n}-small")
+        cs, _ = load_run(f"cs-shm-{n}-small")
+        mpi, _ = load_run(f"mpi-{n}-small")
         for s in sizes(8, 4 * KB, cs, mpi):
             rep.row(f"SHM {n} ranks time/call vs Open MPI", s, median_of(cs, s, "ip_us"),
                     median_of(mpi, s, "ip_us"), "us", 1.5, at_least=False, each=each_ratio(cs, mpi, s, "ip_us"))
     for n in (2, 4):
-        cs, _ = load(directory, f"cs-net-{n}")
-        gloo, _ = load(directory, f"gloo-{n}")
-        bound, _ = load(directory, f"tcp-{n}")
+        cs, _ = load_run(f"cs-net-{n}")
+        gloo, _ = load_run(f"gloo-{n}")
+        bound, _ = load_run(f"tcp-{n}")
         # The same ring with the reduce-scatter's additions on the receivers: where copies and reduction share
         # the cores, what an AllReduce over TCP can reach.
-        reduced, _ = load(directory, f"tcp-red-{n}")
+        reduced, _ = load_run(f"tcp-red-{n}")
         above, of_reduced = [], []
         for s in sizes(1 * MB, 64 * MB, cs, gloo):
             mine, ref = median_of(cs, s, "ip_busbw"), median_of(gloo, s, "ip_busbw")
@@ -272,14 +278,14 @@ def main(directory):
             print(f"# ... and of that bound with the reduction's work on the same cores (tcp_bound.rs reduce): "
                   f"{', '.join(of_reduced)}")
     for n in (2, 4):
-        p2p, _ = load(directory, f"cs-p2p-{n}-large")
-        shm, _ = load(directory, f"cs-shm-{n}-large")
+        p2p, _ = load_run(f"cs-p2p-{n}-large")
+        shm, _ = load_run(f"cs-shm-{n}-large")
         for s in sizes(64 * KB, 64 * MB, p2p, shm):
             rep.row(f"P2P threads {n} ranks vs collscope SHM", s, median_of(p2p, s, "ip_busbw"),
                     median_of(shm, s, "ip_busbw"), "GB/s", 1.0, each=each_ratio(p2p, shm, s, "ip_busbw"))
-    ar, _ = load(directory, "cs-shm-4-large")
+    ar, _ = load_run("cs-shm-4-large")
     for coll in ("ag", "rs"):
-        other, _ = load(directory, f"cs-{coll}-4")
+        other, _ = load_run(f"cs-{coll}-4")
         name = "AllGather" if coll == "ag" else "ReduceScatter"
         for s in sizes(1 * MB, 64 * MB, other, ar):
             rep.row(f"{name} 4 ranks busbw vs AllReduce", s, median_of(other, s, "ip_busbw"),
@@ -287,7 +293,7 @@ def main(directory):
                     each=each_ratio(other, ar, s, "ip_busbw"))
         kind = "all_gather" if coll == "ag" else "reduce_scatter"
         mem_shares(f"SHM 4 ranks {name}", other, membw, cores, kind, 4, 1 * MB, 64 * MB)
-    eight, facts8 = load(directory, "cs-shm-8-large")
+    eight, facts8 = load_run("cs-shm-8-large")
     for s in sizes(1 * MB, 64 * MB, eight, ar):
         mine = median_of(eight, s, "ip_busbw")
         four = median_of(ar, s, "ip_busbw")
@@ -313,12 +319,10 @@ def main(directory):
             noisy = "; figures this run are unreliable" if max(steal) > 0.05 else ""
             shares = ", ".join(f"{v:.0%}" for v in steal)
             print(f"# host steal (CPU time the hypervisor gave other guests) per repetition: {shares}{noisy}")
-    rates = probes(directory)
-    best, far = best_rate(rates), sorted(far_ones(rates))
     if best is not None:
         print(f"# one core's writes read by another (bench/crosscore.rs, around each benchmark): best {best:.1f} GB/s; "
               f"{len(far)} of {len(rates)} benchmark runs had it under {FAR:.0%} of that, the vCPUs placed far apart: "
-              f"{', '.join(far) if far else 'none'}")
+              f"{', '.join(sorted(far)) if far else 'none'}")
     settle = os.path.join(directory, "settle.txt")
     if os.path.exists(settle):
         with open(settle) as fh:
