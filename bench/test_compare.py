@@ -54,6 +54,16 @@ class Parsers(unittest.TestCase):
         self.assertEqual(compare.parse_anchor(read("collscope-perf.txt")), {})
         self.assertEqual(compare.parse_collscope(read("mpi.txt"))[0], {})
 
+    def test_time_a_call_from_the_finer_column(self):
+        # Open MPI printed 0.2 us and 0.032 GB/s for 8 B: the call took 0.25 us (algbw's 0.001 GB/s is finer).
+        row = "           8        2 float sum        0.2        0.032        0.032      0\n"
+        self.assertAlmostEqual(compare.parse_anchor(row)[8]["ip_us"], 0.25)
+        # A large call's time (0.1 us in 10 ms) is finer than its algbw: kept as printed.
+        row = "    16777216  4194304 float sum    10000.0        1.678        2.517      0\n"
+        self.assertEqual(compare.parse_anchor(row)[16 << 20]["ip_us"], 10000.0)
+        # collscope's 8 B row printed 0.00 GB/s: no figure to take the time from, kept as printed.
+        self.assertEqual(compare.parse_collscope(read("collscope-perf.txt"))[0][8]["ip_us"], 66.62)
+
 
 class Steal(unittest.TestCase):
     def test_steal_share_between_snapshots(self):
