@@ -30,9 +30,15 @@ pub fn plan(env: &Env, local_ranks: u32) -> Result<Option<Vec<usize>>, EnvError>
             })
         }
     }
-    let (cpus, n) = (allowed_cpus(), local_ranks as usize);
-    let per_core = n.div_ceil(cpus.len().max(1));
-    Ok((!cpus.is_empty() && per_core <= MAX_PER_CORE).then(|| (0..n).map(|r| cpus[r / per_core]).collect()))
+    Ok(placement(&allowed_cpus(), local_ranks as usize))
+}
+
+/// Where `n` ranks go on `cpus`: rank `r` on the `r`-th when there are enough, else consecutive ranks share a
+/// core (every core used, at most [`MAX_PER_CORE`] a core); `None` past that.
+fn placement(cpus: &[usize], n: usize) -> Option<Vec<usize>> {
+    let c = cpus.len();
+    let at = |r: usize| if n <= c { r } else { r * c / n };
+    (c > 0 && n <= MAX_PER_CORE * c).then(|| (0..n).map(|r| cpus[at(r)]).collect())
 }
 
 /// The cores the calling thread may run on, lowest first (all of them when the kernel will not say).
@@ -95,6 +101,11 @@ mod tests {
         assert_eq!(plan_for(&[], 2 * n - 1).unwrap().as_deref(), Some(&pairs[..pairs.len() - 1]));
         assert_eq!(plan_for(&[], 2 * n + 1).unwrap(), None, "more than two a core: the scheduler spreads them");
         assert_eq!(plan_for(&[("COLLSCOPE_BIND", "none")], 1).unwrap(), None);
+        // Every core takes a rank, ring neighbours together, whatever the counts.
+        assert_eq!(placement(&[4, 5, 6], 4), Some(vec![4, 4, 5, 6]));
+        assert_eq!(placement(&[4, 5, 6], 2), Some(vec![4, 5]));
+        assert_eq!(placement(&[4, 5, 6], 7), None);
+        assert_eq!(placement(&[], 1), None);
         let e = plan_for(&[("COLLSCOPE_BIND", "socket")], 1).unwrap_err().to_string();
         assert!(e.contains("COLLSCOPE_BIND") && e.contains("socket") && e.contains("none"), "{e}");
     }
