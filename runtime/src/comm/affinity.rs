@@ -7,8 +7,10 @@
 //! pinned, 1.68 and 8). Measured on 2 cores, 4 rank processes, AllReduce busbw, pinned against left to the
 //! scheduler, medians of interleaved pairs in two sets of 8-10: SHM 1.12-1.60x at 64-512 KiB and 0.91-1.09x
 //! from 1 MiB, NET/Socket 0.89-1.32x (most above 1), 8 B-4 KiB calls 0.77-1.03x the time; 4 threads over P2P
-//! 0.88-1.23x. With more, nothing is pinned: 8 rank processes pinned four a core read 0.82-1.11x, so the
-//! scheduler spreads them. `COLLSCOPE_BIND=none` turns it off; the default is `core`.
+//! 0.88-1.23x. A NET proxy thread inherits its rank's core: left free to run on either, 4 ranks read
+//! 0.77-0.97x. With more, nothing is pinned: 8 rank processes pinned four a core read 0.82-1.11x, and
+//! alternately 0.70-1.31x, so the scheduler spreads them. `COLLSCOPE_BIND=none` turns it off; the default is
+//! `core`.
 
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::nccl_info;
