@@ -120,10 +120,9 @@ def best_rate(rates):
     return max((v for v in rates.values() if v is not None), default=None)
 
 
-def far_ones(rates):
-    """The runs of `rates` that ran with the cores far apart."""
-    best = best_rate(rates)
-    return {k for k, v in rates.items() if v is not None and v < FAR * best}
+def far_ones(rates, best):
+    """The runs of `rates` that ran with the cores far apart, `best` the best of them (`best_rate`)."""
+    return frozenset(k for k, v in rates.items() if v is not None and v < FAR * best)
 
 
 class Rep(dict):
@@ -251,7 +250,8 @@ def main(directory):
             cores = int(fh.read().split()[0])
     # The cross-core probes, read once: which benchmark runs had the cores far apart.
     rates = probes(directory)
-    best, far = best_rate(rates), frozenset(far_ones(rates))
+    best = best_rate(rates)
+    far = far_ones(rates, best)
 
     def load_run(name):
         return load(directory, name, far)
