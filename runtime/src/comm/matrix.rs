@@ -425,7 +425,9 @@ fn run_group(shm: bool, nranks: u32, big: bool, cases: &[Case]) -> Vec<String> {
         pairs.extend(SMALL_BUFFERS);
     }
     if shm {
-        pairs.push(("NCCL_P2P_DISABLE", "1"));
+        // SHM between threads writes through slots: every destination it may stream is streamed, so each
+        // collective checks the streaming stores (`comm::stream`) at every size.
+        pairs.extend([("NCCL_P2P_DISABLE", "1"), ("COLLSCOPE_STREAM_STORES", "always")]);
     }
     let opts = CommOptions { env: Env::from_pairs(pairs), net: None, name: None };
     let comms = match Comm::init_threads(nranks, opts) {

@@ -13,6 +13,7 @@ pub mod job;
 pub mod launch;
 pub mod liveness;
 pub mod select;
+mod stream;
 mod window;
 pub mod workers;
 
@@ -23,6 +24,7 @@ mod proc_test;
 
 use crate::bootstrap::{Bootstrap, ThreadBootstrap};
 use crate::comm::select::{ring_link, select, Choice, SelectConfig};
+use crate::comm::stream::{StreamStores, STREAM_VAR};
 use crate::comm::workers::Workers;
 use crate::device::algos::{self, Part};
 use crate::device::prims::{Channel, Moved, Prims, Ptr};
@@ -185,6 +187,8 @@ pub struct Comm {
     chain: Vec<Arc<dyn Transport>>,
     pub(crate) sizes: BufSizes,
     pub(crate) waiter: Waiter,
+    /// When calls write their destination with streaming stores.
+    stream: StreamStores,
     select: SelectConfig,
     /// Choices already made, by (collective, bytes per rank).
     plans: FxHashMap<(Collective, u64), Choice>,
@@ -251,6 +255,16 @@ impl Comm {
         let topology = facts::host_topology(env)?;
         let t_topo = started.elapsed();
         let select = select.on_link(ring_link(&chain, &peers));
+        let cache = collscope_debug::sys::last_level_cache(me.cpus.first().copied().unwrap_or(0));
+        let stream = StreamStores::from_env(env, cache, &peers, &me)?;
+        if let StreamStores::Auto { llc, sharing } = stream {
+            nccl_info!(
+                Subsys::INIT,
+                "collscope: calls whose buffers on this host fill the {} KiB last-level cache ({sharing} local ranks \
+                 share it) write their destination with streaming stores; {STREAM_VAR}=never turns this off",
+                llc >> 10
+            );
+        }
 
         let n = nranks as i32;
         let trees = dtree(n, rank as i32);
@@ -310,6 +324,7 @@ impl Comm {
             chain,
             sizes,
             waiter: Waiter { rank, timeout, abort: AbortHandle::default(), patience },
+            stream,
             select,
             plans: FxHashMap::default(),
             channels,
@@ -695,6 +710,12 @@ impl Comm {
         let align = (16 / es).max(1);
         let per_ch = count.div_ceil(nch).div_ceil(align) * align;
         let (rank, nranks, proto) = (self.rank, self.nranks, choice.proto);
+        let (src_len, dst_len) = match coll {
+            Collective::AllGather => (count * es, count * es * nranks as usize),
+            Collective::ReduceScatter => (count * es * nranks as usize, count * es),
+            _ => (count * es, count * es),
+        };
+        let stream_dst = self.stream.streams(stream::touched(src, src_len, dst, dst_len));
         let (src, dst) = (Ptr(src as *mut u8), Ptr(dst));
         let waiter = &self.waiter;
         let stats = &self.records.stats;
@@ -737,6 +758,7 @@ impl Comm {
             });
             let t0 = (channel != 0 && crate::observe::recorder::enabled()).then(Instant::now);
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
+            p.stream_dst = stream_dst;
             let r = algo_run(&mut p, part);
             let r = p.finish(r);
             if let Some(t0) = t0 {

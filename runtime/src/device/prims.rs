@@ -103,6 +103,8 @@ pub struct Prims<'a> {
     /// Count the steps each peer would see (in `moved`) instead of moving data: the profiler's proxy
     /// operations are posted with their step counts before the channel runs.
     pub count_only: bool,
+    /// Write the destination with streaming stores where no peer reads it in place (`comm::stream`).
+    pub stream_dst: bool,
 }
 
 impl<'a> Prims<'a> {
@@ -118,7 +120,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
-        Prims { ch, proto, dt, op, nranks, w, piece, count_only: false }
+        Prims { ch, proto, dt, op, nranks, w, piece, count_only: false, stream_dst: false }
     }
 
     /// What this channel sent to or received from each peer so far.
@@ -271,7 +273,17 @@ impl<'a> Prims<'a> {
                     outs[n] = out;
                     n += 1;
                 }
-                self.combine(inputs, &outs[..n], len, post);
+                // The destination (outs[0]) streams when no peer reads it in place, it is not an input (in place,
+                // its lines were just read), and the value is a plain copy or has a slot of this rank's to be
+                // computed in (not a peer's exposed destination, which may be an input too).
+                let stream = self.stream_dst
+                    && dst.is_some()
+                    && landed.is_none()
+                    && into.is_none()
+                    && !direct.contains(&true)
+                    && outs[0].cast_const() != inputs[0]
+                    && (n > 1 || (ninputs == 1 && !post));
+                self.combine(inputs, &outs[..n], len, post, stream);
                 for (k, p) in to.iter().enumerate() {
                     let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
                     sent_in_place[k] = into.is_some() || direct[k];
@@ -289,14 +301,14 @@ impl<'a> Prims<'a> {
                 let out: *const u8 = match dst {
                     None if inputs.len() == 1 => inputs[0],
                     Some(d) => {
-                        self.combine(inputs, &[d.add(off)], len, post);
+                        self.combine(inputs, &[d.add(off)], len, post, false);
                         d.add(off)
                     }
                     None => {
                         let out = &mut self.ch.scratch.out;
                         out.resize(len.div_ceil(8), 0);
                         let target = out.as_mut_ptr() as *mut u8;
-                        self.combine(inputs, &[target], len, post);
+                        self.combine(inputs, &[target], len, post, false);
                         target
                     }
                 };
@@ -320,35 +332,56 @@ impl<'a> Prims<'a> {
     }
 
     /// Reduces `inputs` (or copies the single one) into `outs[0]`, dividing for Avg when `post`, and copies the
-    /// result to the other outputs, a block at a time.
+    /// result to the other outputs, a block at a time. With `stream`, `outs[0]` is instead written last, with
+    /// streaming stores, from the result computed in `outs[1]` (or from the single input when it is a plain copy
+    /// and there is no other output), and fenced before the step is posted.
     ///
     /// # Safety
-    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]`, and another
-    /// output may equal another input (each block of it is written once the block was read); nothing else
-    /// overlaps.
-    unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool) {
-        let Some((&first, rest)) = outs.split_first() else { return };
+    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]` (not with
+    /// `stream`), and another output may equal another input (each block of it is written once the block was
+    /// read); nothing else overlaps.
+    unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool, stream: bool) {
+        let (target, copies, streamed) = match outs {
+            [] => return,
+            [d, rest @ ..] if stream => (rest.first().copied(), rest.get(1..).unwrap_or_default(), Some(*d)),
+            [first, rest @ ..] => (Some(*first), rest, None),
+        };
         let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
         let last = inputs.len() - 1;
         let mut b = 0;
         while b < len {
             let n = block.min(len - b);
-            let target = first.add(b);
-            if last == 0 {
-                kern::copy(target, inputs[0].add(b), n);
-                if post {
-                    kern::divide(self.dt, self.op, target, n, self.nranks);
+            let value = match target {
+                Some(t) => {
+                    let target = t.add(b);
+                    if last == 0 {
+                        kern::copy(target, inputs[0].add(b), n);
+                        if post {
+                            kern::divide(self.dt, self.op, target, n, self.nranks);
+                        }
+                    }
+                    for k in 1..=last {
+                        let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
+                        let div = (post && k == last).then_some(self.nranks);
+                        kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
+                    }
+                    target.cast_const()
                 }
+                None => {
+                    debug_assert!(last == 0 && !post, "a streamed reduction needs an output to compute in");
+                    inputs[0].add(b)
+                }
+            };
+            for o in copies {
+                kern::copy(o.add(b), value, n);
             }
-            for k in 1..=last {
-                let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
-                let div = (post && k == last).then_some(self.nranks);
-                kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
-            }
-            for o in rest {
-                kern::copy(o.add(b), target, n);
+            if let Some(d) = streamed {
+                kern::copy_streaming(d.add(b), value, n);
             }
             b += n;
+        }
+        if streamed.is_some() {
+            kern::stream_fence();
         }
     }
 
