@@ -117,7 +117,7 @@ mod tests {
         let got = super::last_level_cache_in(&root, 1);
         assert_eq!(got, Some(super::Cache { bytes: 32 << 20, cpus: vec![0, 1, 2, 3, 8, 10, 11] }));
         assert_eq!(super::last_level_cache_in(&root, 2), None, "no cache directory");
-        // An instruction cache above the others (none is) would not count; a size without a unit is bytes.
+        // An instruction cache is never the last level for data, however high; a size without a unit is bytes.
         index(4, "4", "Instruction", "64M", "1");
         assert_eq!(super::last_level_cache_in(&root, 1).map(|c| c.bytes), Some(32 << 20));
         assert_eq!(super::cache_bytes("4096"), Some(4096));

@@ -6,13 +6,18 @@
 //! cached: a peer that reads it in place (P2P read, SHM windows, the NET proxy) keeps ordinary stores, and so
 //! does a smaller call, whose destination the next call reads again from cache.
 //!
-//! Measured on 2 cores (32 MiB L3), SHM rank processes, AllReduce busbw, streaming against ordinary stores of the
-//! destination, medians of 4-7 interleaved pairs: 4 ranks in place 1.13-1.35x from 8 MiB (their buffers 32 MiB
-//! and more) but 0.64-0.89x at 256 KiB-4 MiB, out of place 1.23-1.52x from 1 MiB; 2 ranks in place 1.15-1.20x at
-//! 16-32 MiB and 0.54-0.84x below, out of place 1.26-1.47x from 4 MiB; 8 ranks in place 1.09-1.59x from 16 MiB
-//! (0.86-0.98x at 4-8 MiB), out of place 1.19-1.72x from 1 MiB. Hence the rule: when the buffers of every local
-//! rank that shares this rank's last-level cache fill it. 4 threads over P2P, whose peers read the
-//! destination in place, read 0.68-0.83x in place.
+//! Measured on 2 cores (32 MiB L3), SHM rank processes, busbw, this rule against `never`, medians of 5-8
+//! interleaved pairs (single pairs vary by a third either way on this host):
+//! - AllReduce, 4 ranks: in place 1.13-1.55x from 8 MiB in one set (0.96-1.35x in another), out of place
+//!   1.17-1.51x from 4 MiB; 2 ranks: in place 1.09-1.20x from 16 MiB, out of place 1.28-1.77x from 8 MiB;
+//!   8 ranks: in place 0.92-0.99x at 4-8 MiB and 1.20-1.33x from 16 MiB, out of place 0.98-1.50x from 2 MiB.
+//! - AllGather, 4 ranks: in place 1.25-1.86x from 8 MiB, out of place 1.24-1.69x from 2 MiB.
+//!
+//! Streaming smaller calls too read 0.54-0.89x in place (2 and 4 ranks, 256 KiB-8 MiB), whose destination the
+//! next call reads again; streaming where the peer reads the destination in place (4 threads over P2P) read
+//! 0.68-1.07x. Making each result in an L1 spare, so that a reduction with no slot output (ReduceScatter's last
+//! step) or a step into a peer's exposed destination could stream too, read 0.87-1.32x against making it in the
+//! slot (AllReduce, ReduceScatter, 4 threads): not kept.
 
 use crate::transport::PeerInfo;
 use collscope_debug::env::{Env, EnvError};
