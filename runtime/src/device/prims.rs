@@ -337,9 +337,9 @@ impl<'a> Prims<'a> {
     /// and there is no other output), and fenced before the step is posted.
     ///
     /// # Safety
-    /// Inputs valid for `len` bytes, outputs writable for `len`; `outs[0]` may equal `inputs[0]` (not with
-    /// `stream`), and another output may equal another input (each block of it is written once the block was
-    /// read); nothing else overlaps.
+    /// Inputs valid for `len` bytes, outputs writable for `len`; without `stream`, `outs[0]` may equal `inputs[0]`
+    /// and another output may equal another input (each block of it is written once the block was read); nothing
+    /// else overlaps.
     unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool, stream: bool) {
         let (target, copies, streamed) = match outs {
             [] => return,
