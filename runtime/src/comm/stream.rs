@@ -29,7 +29,8 @@ pub const STREAM_VAR: &str = "COLLSCOPE_STREAM_STORES";
 /// When calls write their destination with streaming stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamStores {
-    /// When `sharing` local ranks' buffers of a call fill the `llc` bytes of last-level cache they share.
+    /// When the buffers of a call of the `sharing` local ranks that run under this rank's last-level cache (on
+    /// average) fill its `llc` bytes.
     Auto {
         llc: u64,
         sharing: u64,
@@ -40,7 +41,7 @@ pub enum StreamStores {
 
 impl StreamStores {
     /// The rule `env` asks for; `auto` measures this rank's last-level cache (`cache`, `None` when the host
-    /// does not say: then never) against the ranks of its host that may run on the cores sharing it.
+    /// does not say: then never) against the local ranks that run under it.
     pub fn from_env(env: &Env, cache: Option<Cache>, peers: &[PeerInfo], me: &PeerInfo) -> Result<Self, EnvError> {
         match env.str(STREAM_VAR) {
             None | Some("auto") => {}
@@ -57,10 +58,15 @@ impl StreamStores {
             }
         }
         let Some(cache) = cache else { return Ok(StreamStores::Never) };
-        // A rank whose cores are unknown may run anywhere, this cache's cores too.
-        let shares = |p: &PeerInfo| p.cpus.is_empty() || p.cpus.iter().any(|c| cache.cpus.contains(c));
-        let sharing = peers.iter().filter(|p| p.host_hash == me.host_hash && shares(p)).count().max(1) as u64;
-        Ok(StreamStores::Auto { llc: cache.bytes, sharing })
+        // Each local rank counts for the share of its cores that sit under this cache (a rank pinned there is
+        // one, an unpinned rank on a host of several last-level caches a fraction; one whose cores are unknown
+        // is one), so that many unpinned ranks spread over several caches do not count against each.
+        let share = |p: &PeerInfo| match p.cpus.len() {
+            0 => 1.0,
+            n => p.cpus.iter().filter(|c| cache.cpus.contains(c)).count() as f64 / n as f64,
+        };
+        let sharing: f64 = peers.iter().filter(|p| p.host_hash == me.host_hash).map(share).sum();
+        Ok(StreamStores::Auto { llc: cache.bytes, sharing: (sharing.ceil() as u64).max(1) })
     }
 
     /// Whether a call that reads and writes `touched` bytes of this rank's buffers streams its destination.
@@ -92,11 +98,16 @@ mod tests {
     #[test]
     fn ranks_stream_when_their_buffers_fill_the_cache_they_share() {
         let cache = || Some(Cache { bytes: 32 << 20, cpus: vec![0, 1] });
-        // Two ranks on this cache's cores, one unpinned, one on another cache's cores, one on another host.
+        // One rank on this cache's cores, one whose cores are unknown, one on another cache's cores, one on
+        // another host: two share it.
         let peers = [peer(0, 7, vec![0]), peer(1, 7, vec![]), peer(2, 7, vec![2, 3]), peer(3, 9, vec![0])];
         let rule = StreamStores::from_env(&Env::from_pairs::<&str, &str>([]), cache(), &peers, &peers[0]).unwrap();
         assert_eq!(rule, StreamStores::Auto { llc: 32 << 20, sharing: 2 });
         assert!(!rule.streams((16 << 20) - 1) && rule.streams(16 << 20));
+        // Eight unpinned ranks on a host of four caches of two cores each: two to a cache.
+        let spread: Vec<PeerInfo> = (0..8).map(|r| peer(r, 7, (0..8).collect())).collect();
+        let rule = StreamStores::from_env(&Env::from_pairs::<&str, &str>([]), cache(), &spread, &spread[0]).unwrap();
+        assert_eq!(rule, StreamStores::Auto { llc: 32 << 20, sharing: 2 });
         let never = StreamStores::from_env(&Env::from_pairs::<&str, &str>([]), None, &peers, &peers[0]).unwrap();
         assert!(!never.streams(u64::MAX), "a host that does not describe its caches");
         for (value, want) in [("always", StreamStores::Always), ("never", StreamStores::Never)] {
