@@ -17,7 +17,8 @@
 //! next call reads again; streaming where the peer reads the destination in place (4 threads over P2P) read
 //! 0.68-1.07x. Making each result in an L1 spare, so that a reduction with no slot output (ReduceScatter's last
 //! step) or a step into a peer's exposed destination could stream too, read 0.87-1.32x against making it in the
-//! slot (AllReduce, ReduceScatter, 4 threads): not kept.
+//! slot (AllReduce, ReduceScatter, 4 threads); 4 threads streaming their writes into the peers' exposed
+//! destinations (which the peers then read from memory to pass on) 0.99-1.18x from 8 MiB: neither kept.
 
 use crate::transport::PeerInfo;
 use collscope_debug::env::{Env, EnvError};
