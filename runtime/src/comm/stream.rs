@@ -18,7 +18,9 @@
 //! 0.68-1.07x. Making each result in an L1 spare, so that a reduction with no slot output (ReduceScatter's last
 //! step) or a step into a peer's exposed destination could stream too, read 0.87-1.32x against making it in the
 //! slot (AllReduce, ReduceScatter, 4 threads); 4 threads streaming their writes into the peers' exposed
-//! destinations (which the peers then read from memory to pass on) 0.99-1.18x from 8 MiB: neither kept.
+//! destinations (which the peers then read from memory to pass on) 0.99-1.18x from 8 MiB, and 4 threads
+//! sending through slots instead of P2P reads so that they stream like processes 0.84-1.03x in place: none
+//! kept. Threads and processes then move alike at these sizes, what memory allows.
 
 use crate::transport::PeerInfo;
 use collscope_debug::env::{Env, EnvError};
