@@ -50,7 +50,10 @@ pub fn last_level_cache(cpu: u32) -> Option<Cache> {
 
 fn last_level_cache_in(root: &std::path::Path, cpu: u32) -> Option<Cache> {
     let dir = root.join(format!("cpu{cpu}/cache"));
-    let read = |d: &std::path::Path, f: &str| std::fs::read_to_string(d.join(f)).ok().map(|s| s.trim().to_string());
+    // sysfs attributes are at most a page.
+    let read = |d: &std::path::Path, f: &str| {
+        crate::file::read_small_string(&d.join(f), 4096).ok().map(|s| s.trim().to_string())
+    };
     let mut best: Option<(u32, Cache)> = None;
     for entry in std::fs::read_dir(&dir).ok()?.flatten() {
         let d = entry.path();
