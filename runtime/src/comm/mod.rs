@@ -1005,8 +1005,8 @@ mod tests {
         let shared = |n: u32, host: u64| (0..n).map(|r| peer(r, host, &[0, 1])).collect::<Vec<_>>();
         let slots = |peers: &[PeerInfo]| crowded_buffsize(ranks_per_core(peers));
         assert_eq!(slots(&shared(8, 1)), Some(1 << 20), "8 ranks on 2 cores");
-        assert_eq!(slots(&shared(7, 1)), Some(2 << 20), "7 ranks on 2 cores: three a core");
-        assert_eq!(slots(&shared(4, 1)), Some(2 << 20), "4 ranks on 2 cores");
+        assert_eq!(slots(&shared(7, 1)), Some(1 << 20), "7 ranks on 2 cores: three a core");
+        assert_eq!(slots(&shared(4, 1)), Some(1 << 20), "4 ranks on 2 cores");
         assert_eq!(slots(&shared(3, 1)), None, "fewer than two a core keep NCCL's buffers");
         let pinned: Vec<_> = (0..8).map(|r| peer(r, 1, &[r])).collect();
         assert_eq!(slots(&pinned), None, "one a core");

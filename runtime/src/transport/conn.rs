@@ -22,25 +22,24 @@ pub const NCCL_STEPS: u64 = 8;
 /// NCCL's default `NCCL_BUFFSIZE` (4 MiB, `src/include/device.h` `DEFAULT_BUFFSIZE`).
 pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
 /// collscope's default `NCCL_BUFFSIZE` where a host runs two ranks or more per core and they reach each other
-/// through host memory (P2P, SHM): (ranks a core at least, bytes), most crowded first. Smaller steps for ranks
-/// that take turns on one core, whose slots and buffers then share the caches. Measured on 2 cores (32 MiB L3),
-/// busbw, medians of 5-6 interleaved runs:
-/// - 8 rank processes (four a core), AllReduce, 1 MiB against 2 MiB: 1.23-1.65x from 4 MiB in two sets of runs
-///   (1.85 GB/s against 1.12 at 4 MiB, 1.32 against 0.98 at 64 MiB), at 1 MiB 0.82x and 3.1x; 512 KiB against
-///   1 MiB 0.72-1.04x; 8 threads (P2P) 1.0-1.14x. 2 MiB against 4 MiB read 2.07-2.62 GB/s against 1.40-1.74.
-/// - 6 rank processes (three a core): 1 MiB against 2 MiB 1.03-1.13x from 4 MiB, 0.67x at 1 MiB: they keep 2 MiB.
-/// - 4 rank processes (two a core), 2 MiB against 4 MiB: AllReduce 1.2-1.7x at 128 KiB-1 MiB, 3.9x at 2 MiB
-///   (7.7 GB/s against 2.0, where 4 MiB slots and buffers outgrew the L3), 0.9x at 64 KiB; AllGather 1.3-2.2x
-///   from 1 MiB; ReduceScatter 1.0-1.8x; 4 threads (P2P) 1.2-2.4x from 2 MiB. 1 MiB against 2 MiB alike
-///   (0.74-1.16x, within the runs' spread).
-/// - 2 rank processes (one a core) alike at 2 MiB (0.88-1.14x): they keep NCCL's. 1 MiB against 4 MiB, medians
-///   of 10 paired runs: out of place 1.14-1.59x at 256 KiB-4 MiB (a smaller ring of slots beside twice the
-///   buffers), in place 0.91-1.19x with 16 MiB at 0.80x in two sets of three, so no rule for one a core.
-const CROWDED_BUFFSIZES: [(usize, usize); 2] = [(4, 1 << 20), (2, 1 << 21)];
+/// through host memory (P2P, SHM): steps of 128 KiB for ranks that take turns on one core, whose slots and
+/// buffers then share its caches. A step reads two pieces and writes two; at 128 KiB the four fit beside the
+/// core's other rank in a 1 MiB L2. Measured on 2 cores (1 MiB L2 each, 32 MiB L3), busbw, medians of paired
+/// runs gated on the cross-core probe, 1 MiB against the 2 MiB this default was for 3-4 ranks a core before
+/// ranks were pinned two a core:
+/// - 4 rank processes (two a core, pinned, 14-24 pairs): AllReduce in place 1.14-1.25x at 512 KiB-4 MiB, out of
+///   place 1.26-1.87x; AllGather in place 1.43-1.53x at 1-4 MiB; ReduceScatter 1.16-1.35x at 1-2 MiB; 0.96-1.07x
+///   at the other sizes. 4 threads (P2P) alike (0.90-1.16x).
+/// - 6 rank processes (three a core, unpinned, 11 pairs): 1.03-1.50x at every size from 256 KiB.
+/// - 8 rank processes (four a core): 1 MiB against 2 MiB 1.23-1.65x from 4 MiB; 512 KiB against 1 MiB
+///   0.72-1.04x.
+/// - 2 rank processes (one a core) keep NCCL's 4 MiB: 1 MiB against it read out of place 1.14-1.59x at 256 KiB-4
+///   MiB but in place 0.91-1.19x, with 16 MiB at 0.80-0.92x.
+const CROWDED_BUFFSIZE: usize = 1 << 20;
 
 /// collscope's default `NCCL_BUFFSIZE` for a host of `ranks_per_core` ranks a core over host memory, if it has one.
 pub fn crowded_buffsize(ranks_per_core: usize) -> Option<usize> {
-    CROWDED_BUFFSIZES.iter().find(|&&(least, _)| ranks_per_core >= least).map(|&(_, bytes)| bytes)
+    (ranks_per_core >= 2).then_some(CROWDED_BUFFSIZE)
 }
 
 /// LL line: two 4-byte data words each followed by a 4-byte flag.
