@@ -25,16 +25,17 @@ pub const DEFAULT_BUFFSIZE: usize = 1 << 22;
 /// through host memory (P2P, SHM): steps of 128 KiB for ranks that take turns on one core, whose slots and
 /// buffers then share its caches. A step reads two pieces and writes two; at 128 KiB the four fit beside the
 /// core's other rank in a 1 MiB L2. Measured on 2 cores (1 MiB L2 each, 32 MiB L3), busbw, medians of paired
-/// runs gated on the cross-core probe, 1 MiB against the 2 MiB this default was for 3-4 ranks a core before
-/// ranks were pinned two a core:
+/// runs gated on the cross-core probe, 1 MiB against the 2 MiB this default was for two and three ranks a core
+/// before ranks were pinned two a core:
 /// - 4 rank processes (two a core, pinned, 14-24 pairs): AllReduce in place 1.14-1.25x at 512 KiB-4 MiB, out of
-///   place 1.26-1.87x; AllGather in place 1.43-1.53x at 1-4 MiB; ReduceScatter 1.16-1.35x at 1-2 MiB; 0.96-1.07x
-///   at the other sizes. 4 threads (P2P) alike (0.90-1.16x).
-/// - 6 rank processes (three a core, unpinned, 11 pairs): 1.03-1.50x at every size from 256 KiB.
+///   place 1.26-1.87x; AllGather in place 1.43-1.53x at 1-4 MiB; ReduceScatter 1.16-1.35x at 1-2 MiB. At the
+///   other sizes 0.95-1.11x (ReduceScatter in place at 4-16 MiB 0.81-0.92x in a set of 13 pairs, 0.98-1.05x in
+///   one of 24). 4 threads (P2P) alike (0.90-1.16x).
+/// - 6 rank processes (three a core, unpinned, 11 pairs): 1.00-1.50x at every size from 256 KiB.
 /// - 8 rank processes (four a core): 1 MiB against 2 MiB 1.23-1.65x from 4 MiB; 512 KiB against 1 MiB
-///   0.72-1.04x.
-/// - 2 rank processes (one a core) keep NCCL's 4 MiB: 1 MiB against it read out of place 1.14-1.59x at 256 KiB-4
-///   MiB but in place 0.91-1.19x, with 16 MiB at 0.80-0.92x.
+///   0.72-1.04x; 8 threads (P2P) 1.0-1.14x.
+/// - 2 rank processes (one a core) keep NCCL's 4 MiB: 1 MiB against it read out of place 1.14-1.70x at 256 KiB-4
+///   MiB but in place 0.91-1.25x, with 16 MiB at 0.80x and 0.92x in two sets.
 const CROWDED_BUFFSIZE: usize = 1 << 20;
 
 /// collscope's default `NCCL_BUFFSIZE` for a host of `ranks_per_core` ranks a core over host memory, if it has one.
