@@ -23,10 +23,12 @@ pub fn timestamp_prefix() -> String {
 /// Bytes of memory this process could still get: the kernel's `MemAvailable`, or less when its cgroup (v2)
 /// caps memory lower. `None` when the kernel says neither.
 pub fn available_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+    // /proc/meminfo is a few KiB; the cgroup files hold one number.
+    let read = |p: &str, limit: u64| crate::file::read_small_string(std::path::Path::new(p), limit).ok();
+    let meminfo = read("/proc/meminfo", 64 << 10).and_then(|s| {
         s.lines().find_map(|l| l.strip_prefix("MemAvailable:")?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
     });
-    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok()?.trim().parse::<u64>().ok();
+    let read = |f: &str| read(&format!("/sys/fs/cgroup/{f}"), 4096)?.trim().parse::<u64>().ok();
     // memory.max reads "max" without a limit, which does not parse.
     let cgroup = read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
     match (meminfo.map(|k| k * 1024), cgroup) {

@@ -257,8 +257,10 @@ impl<'a> Prims<'a> {
                 // Outputs are the destination and each other peer's slot, written straight from the inputs.
                 let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
                 let mut n = 0;
-                if let (Some(d), None) = (dst, landed) {
-                    outs[0] = d.add(off);
+                // The destination is written here unless the step already landed there.
+                let dst_out = dst.filter(|_| landed.is_none()).map(|d| d.add(off));
+                if let Some(d) = dst_out {
+                    outs[0] = d;
                     n = 1;
                 }
                 let into = exposed.map(|i| i.add(off));
@@ -277,8 +279,7 @@ impl<'a> Prims<'a> {
                 // its lines were just read), and the value is a plain copy or has a slot of this rank's to be
                 // computed in (not a peer's exposed destination, which may be an input too).
                 let stream = self.stream_dst
-                    && dst.is_some()
-                    && landed.is_none()
+                    && dst_out.is_some()
                     && into.is_none()
                     && !direct.contains(&true)
                     && outs[0].cast_const() != inputs[0]
