@@ -1195,6 +1195,61 @@ mod tests {
     }
 
     #[test]
+    fn a_ring_allreduce_over_net_socket_receives_its_whole_allgather_half_in_the_users_buffer() {
+        // Steps of 8 KiB, chunks of four, several chunks a call. The AllGather half's receives are asked for
+        // before the rank's first send, so none lands in a slot, even while a peer runs ahead. Sizes whose
+        // chunks are all alike split the received bytes evenly between the halves; the others end in short and
+        // empty chunks, which must still be counted step for step.
+        let env = [
+            ("NCCL_P2P_DISABLE", "1"),
+            ("NCCL_SHM_DISABLE", "1"),
+            ("NCCL_ALGO", "Ring"),
+            ("NCCL_PROTO", "Simple"),
+            ("NCCL_BUFFSIZE", "65536"),
+            ("NCCL_MAX_NCHANNELS", "1"),
+        ];
+        for nranks in [2u32, 3, 4] {
+            let even = nranks as usize * 8192 * 3;
+            let opts = CommOptions { env: Env::from_pairs(env), net: None, name: None };
+            let comms = job::init_threads(nranks, opts).unwrap();
+            // Each rank's communicator lives until every rank is done: one closing its connections early aborts
+            // a peer still finishing its last call.
+            let comms = std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .into_iter()
+                    .map(|mut c| {
+                        s.spawn(move || {
+                            let r = c.rank;
+                            for (it, n) in [even, even, 3 * even + 5, 1001, even].into_iter().enumerate() {
+                                let it = it as u32;
+                                let sum = (0..nranks).map(|q| it * 7 + q).sum::<u32>();
+                                let (mut send, mut buf) = (vec![it * 7 + r; n], vec![it * 7 + r; n]);
+                                if it % 2 == 1 {
+                                    c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
+                                } else {
+                                    c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
+                                }
+                                assert!(buf.iter().all(|v| *v == sum), "{nranks} ranks, call {it}, rank {r}");
+                                send.fill(u32::MAX);
+                                let got = c.channels[0].moved().iter().find(|m| !m.sent).copied().unwrap();
+                                assert_eq!(got.peer, c.channels[0].ring_prev);
+                                if n == even {
+                                    assert_eq!(2 * got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
+                                }
+                            }
+                            let net = c.records().connections().iter().all(|k| k.net.as_deref() == Some("Socket"));
+                            assert!(net, "every connection over NET/Socket");
+                            c
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            });
+            drop(comms);
+        }
+    }
+
+    #[test]
     fn every_call_of_a_two_rank_ring_allreduce_between_threads_lands_its_final_chunk_in_place() {
         // One 4 KiB step per chunk and one chunk per rank: a call is the peer's chunk read in its buffer, then
         // the final chunk the peer wrote into this rank's buffer. It may only do so once this rank exposed the

@@ -55,6 +55,12 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
         let r = rank as usize;
         let chunk_of = |j: usize| (r + n - j) % n;
         unsafe {
+            // The AllGather half's receives land in the destination even while this rank still reduces. None
+            // can have arrived: each depends on what this rank sends below. In place, the first overwrites the
+            // chunk sent first, straight from the buffer, each step once the ring reduced the step sent there.
+            let reduced = (2..n).map(|j| at(chunk_of(j)).1).chain([at(r).1]);
+            let gather = (1..n - 1).map(|j| at(chunk_of(j))).chain([at((r + 1) % n)]);
+            p.want_ahead(prev, reduced, gather.map(|(o, l)| (dst.at(o), l)));
             let (o, l) = at(chunk_of(1));
             p.send(next, src.at(o), l)?;
             for j in 2..n {

@@ -66,6 +66,19 @@ pub struct Scratch {
     moved: Vec<Moved>,
     /// Calls that exposed their destination ([`Prims::expose_dst`]): names the current one to the ring peers.
     calls: u64,
+    /// Receives planned ahead ([`Prims::want_ahead`]).
+    ahead: Ahead,
+}
+
+/// Plain receives planned from one peer ([`Prims::want_ahead`]): their destinations (addresses, so a channel
+/// stays `Send`) and lengths, in order from the peer's step `first`; steps before `next` were asked for. Empty
+/// once all were.
+#[derive(Default)]
+struct Ahead {
+    peer: u32,
+    first: u64,
+    next: u64,
+    regions: Vec<(usize, usize)>,
 }
 
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
@@ -120,6 +133,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
+        ch.scratch.ahead.regions.clear();
         Prims { ch, proto, dt, op, nranks, w, piece, count_only: false, stream_dst: false }
     }
 
@@ -137,6 +151,64 @@ impl<'a> Prims<'a> {
             }
             None => self.ch.scratch.moved.push(Moved { peer, sent, bytes: n, in_place }),
         }
+    }
+
+    /// Plans the plain receives from `from` that follow the next primitives' receives from it (`before`, their
+    /// lengths), Simple over a network that takes any memory: `regions` in order, each one primitive's
+    /// destination and length. Each of their steps is asked for before the connection's credit lets the proxy
+    /// take it, whatever primitive runs meanwhile, so all land in place. A receive asks for its own steps only
+    /// once it starts, and a peer that is ahead has by then sent the first into the slots: a third of what 4
+    /// ranks received in a ring AllReduce's second half (its first AllGather chunk) was copied out of them.
+    ///
+    /// # Safety
+    /// Each region valid for its length, and nothing reads or writes it until its receive, but for sends from it
+    /// whose bytes the peer's steps into it depend on (so the network took them before those steps arrive). No
+    /// step of the regions may have arrived yet: the plan is made before anything they depend on was sent.
+    pub unsafe fn want_ahead(
+        &mut self,
+        from: u32,
+        before: impl IntoIterator<Item = usize>,
+        regions: impl IntoIterator<Item = (*mut u8, usize)>,
+    ) {
+        let ch = &mut *self.ch;
+        let (a, end) = (&mut ch.scratch.ahead, &ch.recv[&from]);
+        a.regions.clear();
+        if self.count_only || self.proto != Protocol::Simple || end.mem.direct() != Direct::NetAnyMemory {
+            return;
+        }
+        a.peer = from;
+        a.first = end.step + before.into_iter().map(|len| len.div_ceil(self.piece) as u64).sum::<u64>();
+        a.next = a.first;
+        a.regions.extend(regions.into_iter().map(|(at, len)| (at as usize, len)));
+        self.want_planned(from, false);
+    }
+
+    /// Asks for the planned steps from `from` ([`Prims::want_ahead`]) that the connection's NCCL_STEPS reach
+    /// from its current step, and, when the rank is `releasing` that step, the one its release makes room for.
+    fn want_planned(&mut self, from: u32, releasing: bool) {
+        let (ch, piece) = (&mut *self.ch, self.piece);
+        let a = &mut ch.scratch.ahead;
+        if a.regions.is_empty() || a.peer != from {
+            return;
+        }
+        let end = &ch.recv[&from];
+        // Steps the rank already consumed are past asking for (the plan keeps ahead of them).
+        a.next = a.next.max(end.step);
+        let room = end.step + NCCL_STEPS + u64::from(releasing);
+        let mut first = a.first;
+        for &(at, len) in &a.regions {
+            let last = first + len.div_ceil(piece) as u64;
+            while a.next < last && a.next < room {
+                let off = (a.next - first) as usize * piece;
+                end.want(a.next - end.step, (at + off) as *mut u8, piece.min(len - off));
+                a.next += 1;
+            }
+            if a.next < last {
+                return;
+            }
+            first = last;
+        }
+        a.regions.clear();
     }
 
     /// The general primitive: inputs are `src` (if any) and one step from each of `from`; their reduction (or
@@ -319,6 +391,7 @@ impl<'a> Prims<'a> {
                 }
             }
             for p in from {
+                self.want_planned(*p, true);
                 let end = self.ch.recv.get_mut(p).expect("primitive on an unconnected peer");
                 let in_place = end.in_place();
                 end.release();

@@ -588,11 +588,16 @@ impl RecvEnd {
     }
 
     /// Asks the proxy to land the step `ahead` steps after the current one (Simple, at most `len` bytes) at
-    /// `dst` instead of the slot (the connection must allow [`Direct::NetAnyMemory`], `ahead < NCCL_STEPS`);
-    /// [`RecvEnd::payload`] tells whether it did.
+    /// `dst` instead of the slot (the connection must allow [`Direct::NetAnyMemory`], `ahead < NCCL_STEPS`, or
+    /// equal to it just before the current step is released); [`RecvEnd::payload`] tells whether it did.
     pub fn want(&self, ahead: u64, dst: *mut u8, len: usize) {
         let step = self.step + ahead;
         let w = &self.mem.direct.wants[(step % NCCL_STEPS) as usize];
+        // Asked already (`Prims::want_ahead`), and perhaps taken: the proxy may be receiving it there now.
+        if w.step.load(Ordering::Acquire) & !TAKEN == step + 1 {
+            debug_assert_eq!(w.addr.load(Ordering::Relaxed), dst as u64, "step {step} wanted at two places");
+            return;
+        }
         w.addr.store(dst as u64, Ordering::Relaxed);
         w.len.store(len as u64, Ordering::Relaxed);
         w.step.store(step + 1, Ordering::Release);
