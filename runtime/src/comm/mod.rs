@@ -1195,11 +1195,11 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_allreduce_over_net_socket_receives_its_whole_allgather_half_in_the_users_buffer() {
-        // Steps of 8 KiB, chunks of four, several chunks a call. The AllGather half's receives are asked for
-        // before the rank's first send, so none lands in a slot, even while a peer runs ahead. Sizes whose
-        // chunks are all alike split the received bytes evenly between the halves; the others end in short and
-        // empty chunks, which must still be counted step for step.
+    fn ring_allreduce_and_allgather_over_net_socket_receive_into_the_users_buffer_as_planned() {
+        // Steps of 8 KiB, chunks of four, several chunks a call. An AllReduce's AllGather half's receives are
+        // asked for before the rank's first send, so none lands in a slot, even while a peer runs ahead. Sizes
+        // whose chunks are all alike split the received bytes evenly between the halves; the others end in short
+        // and empty chunks, which must still be counted step for step.
         let env = [
             ("NCCL_P2P_DISABLE", "1"),
             ("NCCL_SHM_DISABLE", "1"),
@@ -1236,6 +1236,21 @@ mod tests {
                                 if n == even {
                                     assert_eq!(2 * got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
                                 }
+                            }
+                            // AllGather plans every receive of the call at once, across its chunks: values only, as a
+                            // predecessor that started first may have sent the first steps into the slots.
+                            for (it, n) in [even, 1001].into_iter().enumerate() {
+                                let it = it as u32;
+                                let block = |q: u32| vec![it * 7 + q; n];
+                                let want: Vec<u32> = (0..nranks).flat_map(block).collect();
+                                let mut buf = vec![u32::MAX; n * nranks as usize];
+                                if it == 1 {
+                                    buf[r as usize * n..][..n].copy_from_slice(&block(r));
+                                    c.all_gather_in_place(&mut buf).unwrap();
+                                } else {
+                                    c.all_gather(&block(r), &mut buf).unwrap();
+                                }
+                                assert!(buf == want, "AllGather, {nranks} ranks, call {it}, rank {r}");
                             }
                             let net = c.records().connections().iter().all(|k| k.net.as_deref() == Some("Socket"));
                             assert!(net, "every connection over NET/Socket");

@@ -200,9 +200,13 @@ pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
     let block = |b: usize, o: usize| (b * part.count + o) * es;
+    let r = rank as usize;
+    // Every receive of the call lands in the destination, planned at once: the predecessor sends without
+    // waiting for this rank, so a chunk's first steps may arrive before its receives begin.
+    let gather = chunks(part).flat_map(|(o, l)| (1..n).map(move |j| (dst.at(block((r + n - j) % n, o)), l * es)));
+    unsafe { p.want_ahead(prev, [], gather) };
     for (o, l) in chunks(part) {
         let l = l * es;
-        let r = rank as usize;
         unsafe {
             p.copy_send(&[next], src.at(o * es), dst.at(block(r, o)), l)?;
             for j in 1..n - 1 {

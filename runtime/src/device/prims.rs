@@ -160,10 +160,12 @@ impl<'a> Prims<'a> {
     /// once it starts, and a peer that is ahead has by then sent the first into the slots: a third of what 4
     /// ranks received in a ring AllReduce's second half (its first AllGather chunk) was copied out of them.
     ///
+    /// A step that arrived before the plan stays in its slot, where its receive reads it as before: planned
+    /// before anything the steps depend on is sent, none does.
+    ///
     /// # Safety
     /// Each region valid for its length, and nothing reads or writes it until its receive, but for sends from it
-    /// whose bytes the peer's steps into it depend on (so the network took them before those steps arrive). No
-    /// step of the regions may have arrived yet: the plan is made before anything they depend on was sent.
+    /// whose bytes the peer's steps into it depend on (so the network took them before those steps arrive).
     pub unsafe fn want_ahead(
         &mut self,
         from: u32,
