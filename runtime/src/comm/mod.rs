@@ -1195,7 +1195,7 @@ mod tests {
     }
 
     #[test]
-    fn ring_allreduce_and_allgather_over_net_socket_receive_into_the_users_buffer_as_planned() {
+    fn ring_collectives_over_net_socket_receive_into_the_users_buffer_as_planned() {
         // Steps of 8 KiB, chunks of four, several chunks a call. An AllReduce's AllGather half's receives are
         // asked for before the rank's first send, so none lands in a slot, even while a peer runs ahead. Sizes
         // whose chunks are all alike split the received bytes evenly between the halves; the others end in short
@@ -1251,6 +1251,20 @@ mod tests {
                                     c.all_gather(&block(r), &mut buf).unwrap();
                                 }
                                 assert!(buf == want, "AllGather, {nranks} ranks, call {it}, rank {r}");
+                            }
+                            // Broadcast plans its receives the same way, from a root other than rank 0.
+                            for (it, n) in [even, 1001].into_iter().enumerate() {
+                                let root = nranks - 1;
+                                let mut buf = vec![if r == root { it as u32 + 5 } else { u32::MAX }; n];
+                                if it == 1 {
+                                    c.broadcast_in_place(&mut buf, root).unwrap();
+                                } else {
+                                    c.broadcast(&buf.clone(), &mut buf, root).unwrap();
+                                }
+                                assert!(
+                                    buf.iter().all(|v| *v == it as u32 + 5),
+                                    "Broadcast, {nranks} ranks, call {it}, rank {r}"
+                                );
                             }
                             let net = c.records().connections().iter().all(|k| k.net.as_deref() == Some("Socket"));
                             assert!(net, "every connection over NET/Socket");

@@ -160,6 +160,10 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
 pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
+    if rank != root {
+        // Every receive of the call, planned at once as AllGather's: the chain does not wait for this rank.
+        unsafe { p.want_ahead(prev, [], chunks(part).map(|(o, l)| (dst.at(o * es), l * es))) };
+    }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
         unsafe {
