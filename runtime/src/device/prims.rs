@@ -71,14 +71,15 @@ pub struct Scratch {
 }
 
 /// Plain receives planned from one peer ([`Prims::want_ahead`]): their destinations (addresses, so a channel
-/// stays `Send`) and lengths, in order from the peer's step `first`; steps before `next` were asked for. Empty
-/// once all were.
+/// stays `Send`) and lengths, in order. Region `at` is the first not wholly asked for yet, its first step the
+/// peer's step `first`; steps before `next` were asked for. Done once `at` passed the last region.
 #[derive(Default)]
 struct Ahead {
     peer: u32,
+    regions: Vec<(usize, usize)>,
+    at: usize,
     first: u64,
     next: u64,
-    regions: Vec<(usize, usize)>,
 }
 
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
@@ -134,6 +135,7 @@ impl<'a> Prims<'a> {
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
         ch.scratch.ahead.regions.clear();
+        ch.scratch.ahead.at = 0;
         Prims { ch, proto, dt, op, nranks, w, piece, count_only: false, stream_dst: false }
     }
 
@@ -175,6 +177,7 @@ impl<'a> Prims<'a> {
         let ch = &mut *self.ch;
         let (a, end) = (&mut ch.scratch.ahead, &ch.recv[&from]);
         a.regions.clear();
+        a.at = 0;
         if self.count_only || self.proto != Protocol::Simple || end.mem.direct() != Direct::NetAnyMemory {
             return;
         }
@@ -190,27 +193,26 @@ impl<'a> Prims<'a> {
     fn want_planned(&mut self, from: u32, releasing: bool) {
         let (ch, piece) = (&mut *self.ch, self.piece);
         let a = &mut ch.scratch.ahead;
-        if a.regions.is_empty() || a.peer != from {
+        if a.at == a.regions.len() || a.peer != from {
             return;
         }
         let end = &ch.recv[&from];
         // Steps the rank already consumed are past asking for (the plan keeps ahead of them).
         a.next = a.next.max(end.step);
         let room = end.step + NCCL_STEPS + u64::from(releasing);
-        let mut first = a.first;
-        for &(at, len) in &a.regions {
-            let last = first + len.div_ceil(piece) as u64;
+        while let Some(&(at, len)) = a.regions.get(a.at) {
+            let last = a.first + len.div_ceil(piece) as u64;
             while a.next < last && a.next < room {
-                let off = (a.next - first) as usize * piece;
+                let off = (a.next - a.first) as usize * piece;
                 end.want(a.next - end.step, (at + off) as *mut u8, piece.min(len - off));
                 a.next += 1;
             }
             if a.next < last {
                 return;
             }
-            first = last;
+            a.at += 1;
+            a.first = last;
         }
-        a.regions.clear();
     }
 
     /// The general primitive: inputs are `src` (if any) and one step from each of `from`; their reduction (or
