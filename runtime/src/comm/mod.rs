@@ -1197,7 +1197,7 @@ mod tests {
     #[test]
     fn ring_collectives_over_net_socket_receive_into_the_users_buffer_as_planned() {
         // Steps of 8 KiB, chunks of four, several chunks a call. An AllReduce's AllGather half's receives are
-        // asked for before the rank's first send, so none lands in a slot, even while a peer runs ahead. Sizes
+        // asked for before each round's first send, so none lands in a slot, even while a peer runs ahead. Sizes
         // whose chunks are all alike split the received bytes evenly between the halves; the others end in short
         // and empty chunks, which must still be counted step for step.
         let env = [

@@ -158,8 +158,8 @@ impl<'a> Prims<'a> {
     /// Plans the plain receives from `from` that follow the next primitives' receives from it (`before`, their
     /// lengths), Simple over a network that takes any memory: `regions` in order, each one primitive's
     /// destination and length. Each of their steps is asked for before the connection's credit lets the proxy
-    /// take it, whatever primitive runs meanwhile, so all land in place. A receive asks for its own steps only
-    /// once it starts, and a peer that is ahead has by then sent the first into the slots: a third of what 4
+    /// take it, whatever primitive runs meanwhile, so all land in place. A receive not planned plans its own steps
+    /// only once it starts, and a peer that is ahead has by then sent the first into the slots: a third of what 4
     /// ranks received in a ring AllReduce's second half (its first AllGather chunk) was copied out of them.
     ///
     /// A step that arrived before the plan stays in its slot, where its receive reads it as before: planned
@@ -266,28 +266,19 @@ impl<'a> Prims<'a> {
             self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
         }
         let simple = self.proto == Protocol::Simple;
-        // A plain receive into `dst` over a network that takes any memory lands there (no copy after). The
-        // pieces are asked for up to NCCL_STEPS ahead, so the proxy finds them when their headers arrive.
-        let direct_recv = match (simple, from, src, dst) {
-            (true, &[p], None, Some(d)) if !post && self.ch.recv[&p].mem.direct() == Direct::NetAnyMemory => {
-                Some((p, d))
+        // A plain receive into `dst` over a network that takes any memory lands there (no copy after): its steps
+        // are planned ([`Prims::want_ahead`]) unless an earlier plan from the peer covers them already.
+        if let (true, &[p], None, Some(d), false) = (simple, from, src, dst, post) {
+            let a = &self.ch.scratch.ahead;
+            if a.peer != p || a.at == a.regions.len() {
+                self.want_ahead(p, [], [(d, nbytes)]);
             }
-            _ => None,
-        };
-        let mut wanted = 0;
+        }
         let mut off = 0;
         // Where `into` lies once the peer exposed its destination.
         let mut exposed = None;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            if let Some((p, d)) = direct_recv {
-                let end = &self.ch.recv[&p];
-                while wanted < nbytes && wanted < off + NCCL_STEPS as usize * self.piece {
-                    let ahead = ((wanted - off) / self.piece) as u64;
-                    end.want(ahead, d.add(wanted), self.piece.min(nbytes - wanted));
-                    wanted += self.piece;
-                }
-            }
             for p in to {
                 wait_credit(self.send_end(*p), self.w, channel)?;
             }
