@@ -449,12 +449,73 @@ pub mod bytes {
 
     /// `dst = src` (possibly the same memory, then nothing happens).
     ///
+    /// On x86-64, from [`VECTOR_COPY_MIN`] bytes on, with vector loads and stores of our own rather than the C
+    /// library's `memcpy`: glibc (2.36) copies from 4 KiB to the L2's size with `rep movsb`, which on AMD EPYC ran
+    /// at 1.6-2.8 GB/s instead of 22-36 whenever the destination lay 1-31 bytes past the source modulo 4 KiB
+    /// (16 KiB pieces, all in L2). That is the runtime's commonest copy: a page-aligned slot into a buffer from
+    /// `malloc`, which starts 16 bytes into its pages. These loops ran at 28-37 GB/s at every offset measured.
+    ///
     /// # Safety
     /// Both must be valid for `nbytes`; they must be equal or not overlap.
     pub unsafe fn copy(dst: *mut u8, src: *const u8, nbytes: usize) {
-        if !std::ptr::eq(dst as *const u8, src) && nbytes > 0 {
-            std::ptr::copy_nonoverlapping(src, dst, nbytes);
+        if std::ptr::eq(dst as *const u8, src) || nbytes == 0 {
+            return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if nbytes >= VECTOR_COPY_MIN {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return copy_avx2(dst, src, nbytes);
+            }
+            return copy_sse2(dst, src, nbytes);
+        }
+        std::ptr::copy_nonoverlapping(src, dst, nbytes);
+    }
+
+    /// Below this, `memcpy` moves bytes with vector registers anyway (its `rep movsb` starts at 2-4 KiB).
+    pub const VECTOR_COPY_MIN: usize = 256;
+
+    /// [`copy`] in 32-byte AVX2 moves, four a round, the destination aligned (a store that splits two lines
+    /// costs more than a load that does); the ends (under a round) go through `memcpy`'s vector path.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn copy_avx2(dst: *mut u8, src: *const u8, nbytes: usize) {
+        use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+        let head = (dst as usize).wrapping_neg() & 31;
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 128 <= nbytes {
+            let (s, d) = (src.add(i) as *const __m256i, dst.add(i) as *mut __m256i);
+            let v = [
+                _mm256_loadu_si256(s),
+                _mm256_loadu_si256(s.add(1)),
+                _mm256_loadu_si256(s.add(2)),
+                _mm256_loadu_si256(s.add(3)),
+            ];
+            for (k, v) in v.into_iter().enumerate() {
+                _mm256_storeu_si256(d.add(k), v);
+            }
+            i += 128;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
+    }
+
+    /// [`copy_avx2`] with SSE2's 16-byte moves, which every x86-64 has.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn copy_sse2(dst: *mut u8, src: *const u8, nbytes: usize) {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        let head = (dst as usize).wrapping_neg() & 15;
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 64 <= nbytes {
+            let (s, d) = (src.add(i) as *const __m128i, dst.add(i) as *mut __m128i);
+            let v =
+                [_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3))];
+            for (k, v) in v.into_iter().enumerate() {
+                _mm_storeu_si128(d.add(k), v);
+            }
+            i += 64;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
     }
 
     /// `dst = src` with streaming (non-temporal) stores where the CPU has them (x86-64: SSE2's `movntdq`, 64
@@ -608,6 +669,20 @@ mod tests {
                 bytes::stream_fence();
                 assert_eq!(&dst[off..off + len], &src[3..3 + len], "offset {off}, {len} bytes");
                 assert!(dst[..off].iter().chain(&dst[off + len..]).all(|&b| b == 0), "offset {off}, {len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn byte_copy_writes_every_byte_at_every_alignment() {
+        let src: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for (s_off, d_off) in [(0, 0), (3, 0), (0, 16), (5, 31), (17, 1), (32, 32)] {
+            for len in [1, 31, 127, 255, 256, 257, 300, 1000, 4096 + 33, 16_384 + 5] {
+                let mut dst = vec![0u8; len + 64];
+                unsafe { bytes::copy(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len) };
+                let what = format!("source +{s_off}, destination +{d_off}, {len} bytes");
+                assert_eq!(&dst[d_off..d_off + len], &src[s_off..s_off + len], "{what}");
+                assert!(dst[..d_off].iter().chain(&dst[d_off + len..]).all(|&b| b == 0), "{what}");
             }
         }
     }

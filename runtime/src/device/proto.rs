@@ -34,9 +34,7 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
     let slot = end.mem.slot(proto, end.step);
     let slot_bytes = match proto {
         Protocol::Simple => {
-            if !std::ptr::eq(src, slot) {
-                std::ptr::copy_nonoverlapping(src, slot, len);
-            }
+            collscope_kernels::bytes::copy(slot, src, len);
             len
         }
         Protocol::Ll => {

@@ -416,7 +416,7 @@ impl ConnMem {
     pub fn deposit(&self, step: u64, proto: Protocol, bytes: &[u8]) {
         let dst = self.slot(proto, step);
         match proto {
-            Protocol::Simple => unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) },
+            Protocol::Simple => unsafe { collscope_kernels::bytes::copy(dst, bytes.as_ptr(), bytes.len()) },
             Protocol::Ll => {
                 for (i, w) in bytes.chunks_exact(8).enumerate() {
                     let v = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
