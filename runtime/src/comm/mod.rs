@@ -1279,6 +1279,58 @@ mod tests {
     }
 
     #[test]
+    fn a_tree_allreduce_over_net_socket_receives_its_broadcast_down_in_the_users_buffer() {
+        // The down phase's receives from the parent are asked for before the first send up, and every one of
+        // its steps depends on that send: all land in place, in and out of place, across several chunks.
+        let env = [
+            ("NCCL_P2P_DISABLE", "1"),
+            ("NCCL_SHM_DISABLE", "1"),
+            ("NCCL_ALGO", "Tree"),
+            ("NCCL_PROTO", "Simple"),
+            ("NCCL_BUFFSIZE", "65536"),
+            ("NCCL_MAX_NCHANNELS", "1"),
+        ];
+        for nranks in [2u32, 4] {
+            let opts = CommOptions { env: Env::from_pairs(env), net: None, name: None };
+            let comms = job::init_threads(nranks, opts).unwrap();
+            let comms = std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .into_iter()
+                    .map(|mut c| {
+                        s.spawn(move || {
+                            let r = c.rank;
+                            for (it, n) in [3 * 8192 * 4, 8192 * 5 + 3, 1001].into_iter().enumerate() {
+                                let it = it as u32;
+                                let sum = (0..nranks).map(|q| it * 7 + q).sum::<u32>();
+                                let (mut send, mut buf) = (vec![it * 7 + r; n], vec![it * 7 + r; n]);
+                                if it % 2 == 1 {
+                                    c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
+                                } else {
+                                    c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
+                                }
+                                assert!(buf.iter().all(|v| *v == sum), "{nranks} ranks, call {it}, rank {r}");
+                                send.fill(u32::MAX);
+                                let ch = &c.channels[0];
+                                if ch.tree.up >= 0 {
+                                    let up = ch.tree.up as u32;
+                                    let got = ch.moved().iter().find(|m| !m.sent && m.peer == up).copied().unwrap();
+                                    assert_eq!(got.bytes, 4 * n as u64, "{nranks} ranks, call {it}, rank {r}");
+                                    assert_eq!(got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
+                                }
+                            }
+                            let algo = c.records().ops().iter().all(|o| o.algo == Some(Algorithm::Tree));
+                            assert!(algo, "every call ran Tree");
+                            c
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            });
+            drop(comms);
+        }
+    }
+
+    #[test]
     fn every_call_of_a_two_rank_ring_allreduce_between_threads_lands_its_final_chunk_in_place() {
         // One 4 KiB step per chunk and one chunk per rank: a call is the peer's chunk read in its buffer, then
         // the final chunk the peer wrote into this rank's buffer. It may only do so once this rank exposed the

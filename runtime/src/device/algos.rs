@@ -131,6 +131,14 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
     let tree = p.ch.tree;
     let kids: Vec<u32> = tree.children().collect();
     let es = part.esize;
+    if tree.up >= 0 {
+        // The broadcast down lands in the destination: planned before the first send up, as the ring's AllGather
+        // half, since each of its steps depends on what this rank sends up (in place, on the bytes sent from
+        // there). Planned only once it started, 8-53 % of them went into the slots, a parent being ahead (4 rank
+        // processes over NET/Socket, 32 MB).
+        let down = chunks(part).map(|(o, l)| (dst.at(o * es), l * es));
+        unsafe { p.want_ahead(tree.up as u32, [], down) };
+    }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
         unsafe {
