@@ -1194,6 +1194,43 @@ mod tests {
         }
     }
 
+    /// Runs `f` on every rank of an `nranks`-thread job with `env`, each rank on its own thread. Every
+    /// communicator lives until all ranks are done: one closing its connections early aborts a peer still
+    /// finishing its last call.
+    fn on_every_rank(nranks: u32, env: &[(&str, &str)], f: impl Fn(&mut Comm) + Sync) {
+        let opts = CommOptions { env: Env::from_pairs(env.iter().copied()), net: None, name: None };
+        let comms = job::init_threads(nranks, opts).unwrap();
+        let comms = std::thread::scope(|s| {
+            let f = &f;
+            let hs: Vec<_> = comms
+                .into_iter()
+                .map(|mut c| {
+                    s.spawn(move || {
+                        f(&mut c);
+                        c
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        });
+        drop(comms);
+    }
+
+    /// AllReduce call `it` of `n` elements, in place when `it` is odd, values checked. The source is overwritten
+    /// after the call: a peer still reading it where it lies would then fail its own check.
+    fn summed_alternately_in_place(c: &mut Comm, it: u32, n: usize) {
+        let (r, nranks) = (c.rank, c.nranks());
+        let sum = (0..nranks).map(|q| it * 7 + q).sum::<u32>();
+        let (mut send, mut buf) = (vec![it * 7 + r; n], vec![it * 7 + r; n]);
+        if it % 2 == 1 {
+            c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
+        } else {
+            c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
+        }
+        assert!(buf.iter().all(|v| *v == sum), "{nranks} ranks, call {it}, rank {r}");
+        send.fill(u32::MAX);
+    }
+
     #[test]
     fn ring_collectives_over_net_socket_receive_into_the_users_buffer_as_planned() {
         // Steps of 8 KiB, chunks of four, several chunks a call. An AllReduce's AllGather half's receives are
@@ -1210,71 +1247,46 @@ mod tests {
         ];
         for nranks in [2u32, 3, 4] {
             let even = nranks as usize * 8192 * 3;
-            let opts = CommOptions { env: Env::from_pairs(env), net: None, name: None };
-            let comms = job::init_threads(nranks, opts).unwrap();
-            // Each rank's communicator lives until every rank is done: one closing its connections early aborts
-            // a peer still finishing its last call.
-            let comms = std::thread::scope(|s| {
-                let hs: Vec<_> = comms
-                    .into_iter()
-                    .map(|mut c| {
-                        s.spawn(move || {
-                            let r = c.rank;
-                            for (it, n) in [even, even, 3 * even + 5, 1001, even].into_iter().enumerate() {
-                                let it = it as u32;
-                                let sum = (0..nranks).map(|q| it * 7 + q).sum::<u32>();
-                                let (mut send, mut buf) = (vec![it * 7 + r; n], vec![it * 7 + r; n]);
-                                if it % 2 == 1 {
-                                    c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
-                                } else {
-                                    c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
-                                }
-                                assert!(buf.iter().all(|v| *v == sum), "{nranks} ranks, call {it}, rank {r}");
-                                send.fill(u32::MAX);
-                                let got = c.channels[0].moved().iter().find(|m| !m.sent).copied().unwrap();
-                                assert_eq!(got.peer, c.channels[0].ring_prev);
-                                if n == even {
-                                    assert_eq!(2 * got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
-                                }
-                            }
-                            // AllGather plans every receive of the call at once, across its chunks: values only, as a
-                            // predecessor that started first may have sent the first steps into the slots.
-                            for (it, n) in [even, 1001].into_iter().enumerate() {
-                                let it = it as u32;
-                                let block = |q: u32| vec![it * 7 + q; n];
-                                let want: Vec<u32> = (0..nranks).flat_map(block).collect();
-                                let mut buf = vec![u32::MAX; n * nranks as usize];
-                                if it == 1 {
-                                    buf[r as usize * n..][..n].copy_from_slice(&block(r));
-                                    c.all_gather_in_place(&mut buf).unwrap();
-                                } else {
-                                    c.all_gather(&block(r), &mut buf).unwrap();
-                                }
-                                assert!(buf == want, "AllGather, {nranks} ranks, call {it}, rank {r}");
-                            }
-                            // Broadcast plans its receives the same way, from a root other than rank 0.
-                            for (it, n) in [even, 1001].into_iter().enumerate() {
-                                let root = nranks - 1;
-                                let mut buf = vec![if r == root { it as u32 + 5 } else { u32::MAX }; n];
-                                if it == 1 {
-                                    c.broadcast_in_place(&mut buf, root).unwrap();
-                                } else {
-                                    c.broadcast(&buf.clone(), &mut buf, root).unwrap();
-                                }
-                                assert!(
-                                    buf.iter().all(|v| *v == it as u32 + 5),
-                                    "Broadcast, {nranks} ranks, call {it}, rank {r}"
-                                );
-                            }
-                            let net = c.records().connections().iter().all(|k| k.net.as_deref() == Some("Socket"));
-                            assert!(net, "every connection over NET/Socket");
-                            c
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            on_every_rank(nranks, &env, |c| {
+                let r = c.rank;
+                for (it, n) in [even, even, 3 * even + 5, 1001, even].into_iter().enumerate() {
+                    let it = it as u32;
+                    summed_alternately_in_place(c, it, n);
+                    let got = c.channels[0].moved().iter().find(|m| !m.sent).copied().unwrap();
+                    assert_eq!(got.peer, c.channels[0].ring_prev);
+                    if n == even {
+                        assert_eq!(2 * got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
+                    }
+                }
+                // AllGather plans every receive of the call at once, across its chunks: values only, as a
+                // predecessor that started first may have sent the first steps into the slots.
+                for (it, n) in [even, 1001].into_iter().enumerate() {
+                    let it = it as u32;
+                    let block = |q: u32| vec![it * 7 + q; n];
+                    let want: Vec<u32> = (0..nranks).flat_map(block).collect();
+                    let mut buf = vec![u32::MAX; n * nranks as usize];
+                    if it == 1 {
+                        buf[r as usize * n..][..n].copy_from_slice(&block(r));
+                        c.all_gather_in_place(&mut buf).unwrap();
+                    } else {
+                        c.all_gather(&block(r), &mut buf).unwrap();
+                    }
+                    assert!(buf == want, "AllGather, {nranks} ranks, call {it}, rank {r}");
+                }
+                // Broadcast plans its receives the same way, from a root other than rank 0.
+                for (it, n) in [even, 1001].into_iter().enumerate() {
+                    let root = nranks - 1;
+                    let mut buf = vec![if r == root { it as u32 + 5 } else { u32::MAX }; n];
+                    if it == 1 {
+                        c.broadcast_in_place(&mut buf, root).unwrap();
+                    } else {
+                        c.broadcast(&buf.clone(), &mut buf, root).unwrap();
+                    }
+                    assert!(buf.iter().all(|v| *v == it as u32 + 5), "Broadcast, {nranks} ranks, call {it}, rank {r}");
+                }
+                let net = c.records().connections().iter().all(|k| k.net.as_deref() == Some("Socket"));
+                assert!(net, "every connection over NET/Socket");
             });
-            drop(comms);
         }
     }
 
@@ -1291,42 +1303,22 @@ mod tests {
             ("NCCL_MAX_NCHANNELS", "1"),
         ];
         for nranks in [2u32, 4] {
-            let opts = CommOptions { env: Env::from_pairs(env), net: None, name: None };
-            let comms = job::init_threads(nranks, opts).unwrap();
-            let comms = std::thread::scope(|s| {
-                let hs: Vec<_> = comms
-                    .into_iter()
-                    .map(|mut c| {
-                        s.spawn(move || {
-                            let r = c.rank;
-                            for (it, n) in [3 * 8192 * 4, 8192 * 5 + 3, 1001].into_iter().enumerate() {
-                                let it = it as u32;
-                                let sum = (0..nranks).map(|q| it * 7 + q).sum::<u32>();
-                                let (mut send, mut buf) = (vec![it * 7 + r; n], vec![it * 7 + r; n]);
-                                if it % 2 == 1 {
-                                    c.all_reduce_in_place(&mut buf, RedOp::Sum).unwrap();
-                                } else {
-                                    c.all_reduce(&send, &mut buf, RedOp::Sum).unwrap();
-                                }
-                                assert!(buf.iter().all(|v| *v == sum), "{nranks} ranks, call {it}, rank {r}");
-                                send.fill(u32::MAX);
-                                let ch = &c.channels[0];
-                                if ch.tree.up >= 0 {
-                                    let up = ch.tree.up as u32;
-                                    let got = ch.moved().iter().find(|m| !m.sent && m.peer == up).copied().unwrap();
-                                    assert_eq!(got.bytes, 4 * n as u64, "{nranks} ranks, call {it}, rank {r}");
-                                    assert_eq!(got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
-                                }
-                            }
-                            let algo = c.records().ops().iter().all(|o| o.algo == Some(Algorithm::Tree));
-                            assert!(algo, "every call ran Tree");
-                            c
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            on_every_rank(nranks, &env, |c| {
+                let r = c.rank;
+                for (it, n) in [3 * 8192 * 4, 8192 * 5 + 3, 1001].into_iter().enumerate() {
+                    let it = it as u32;
+                    summed_alternately_in_place(c, it, n);
+                    let ch = &c.channels[0];
+                    if ch.tree.up >= 0 {
+                        let up = ch.tree.up as u32;
+                        let got = ch.moved().iter().find(|m| !m.sent && m.peer == up).copied().unwrap();
+                        assert_eq!(got.bytes, 4 * n as u64, "{nranks} ranks, call {it}, rank {r}");
+                        assert_eq!(got.in_place, got.bytes, "{nranks} ranks, call {it}, rank {r}");
+                    }
+                }
+                let algo = c.records().ops().iter().all(|o| o.algo == Some(Algorithm::Tree));
+                assert!(algo, "every call ran Tree");
             });
-            drop(comms);
         }
     }
 
