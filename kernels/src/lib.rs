@@ -502,7 +502,21 @@ pub mod bytes {
     /// [`copy_avx2`] with SSE2's 16-byte moves, which every x86-64 has.
     #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn copy_sse2(dst: *mut u8, src: *const u8, nbytes: usize) {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_storeu_si128(d, v));
+    }
+
+    /// Copies the bytes up to the destination's next 16-byte boundary with `memcpy`, then 64-byte rounds of four
+    /// 16-byte loads and four `store`s to the aligned destination, then the tail under a round with `memcpy`:
+    /// [`copy_sse2`] stores ordinarily, [`copy_streaming`] past the caches.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn sse2_rounds(
+        dst: *mut u8,
+        src: *const u8,
+        nbytes: usize,
+        store: impl Fn(*mut std::arch::x86_64::__m128i, std::arch::x86_64::__m128i),
+    ) {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128};
         let head = ((dst as usize).wrapping_neg() & 15).min(nbytes);
         std::ptr::copy_nonoverlapping(src, dst, head);
         let mut i = head;
@@ -511,7 +525,7 @@ pub mod bytes {
             let v =
                 [_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3))];
             for (k, v) in v.into_iter().enumerate() {
-                _mm_storeu_si128(d.add(k), v);
+                store(d.add(k), v);
             }
             i += 64;
         }
@@ -526,31 +540,9 @@ pub mod bytes {
     /// # Safety
     /// Both must be valid for `nbytes` and must not overlap.
     pub unsafe fn copy_streaming(dst: *mut u8, src: *const u8, nbytes: usize) {
+        // Streaming stores take 16-byte aligned addresses: the head up to one goes the ordinary way.
         #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-            // Streaming stores take 16-byte aligned addresses: the head up to one goes the ordinary way.
-            let head = (dst as usize).wrapping_neg() & 15;
-            if nbytes < head + 64 {
-                return copy(dst, src, nbytes);
-            }
-            copy(dst, src, head);
-            let mut i = head;
-            while i + 64 <= nbytes {
-                let (s, d) = (src.add(i) as *const __m128i, dst.add(i) as *mut __m128i);
-                let v = [
-                    _mm_loadu_si128(s),
-                    _mm_loadu_si128(s.add(1)),
-                    _mm_loadu_si128(s.add(2)),
-                    _mm_loadu_si128(s.add(3)),
-                ];
-                for (k, v) in v.into_iter().enumerate() {
-                    _mm_stream_si128(d.add(k), v);
-                }
-                i += 64;
-            }
-            copy(dst.add(i), src.add(i), nbytes - i);
-        }
+        sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_stream_si128(d, v));
         #[cfg(not(target_arch = "x86_64"))]
         copy(dst, src, nbytes);
     }
