@@ -82,6 +82,14 @@ struct Ahead {
     next: u64,
 }
 
+impl Ahead {
+    /// No plan: every region dropped and the cursor back at the start, together.
+    fn clear(&mut self) {
+        self.regions.clear();
+        self.at = 0;
+    }
+}
+
 /// Inputs of one step: the local source and up to two tree children (NCCL's CPU trees are binary).
 const MAX_INPUTS: usize = 3;
 /// Outputs of one step: the local destination and up to two tree children.
@@ -134,8 +142,7 @@ impl<'a> Prims<'a> {
         let esize = dt.size();
         let piece = (step_payload / esize * esize).max(esize);
         ch.scratch.moved.clear();
-        ch.scratch.ahead.regions.clear();
-        ch.scratch.ahead.at = 0;
+        ch.scratch.ahead.clear();
         Prims { ch, proto, dt, op, nranks, w, piece, count_only: false, stream_dst: false }
     }
 
@@ -176,8 +183,7 @@ impl<'a> Prims<'a> {
     ) {
         let ch = &mut *self.ch;
         let (a, end) = (&mut ch.scratch.ahead, &ch.recv[&from]);
-        a.regions.clear();
-        a.at = 0;
+        a.clear();
         if self.count_only || self.proto != Protocol::Simple || end.mem.direct() != Direct::NetAnyMemory {
             return;
         }
