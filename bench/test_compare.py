@@ -160,6 +160,22 @@ class EachRepetition(unittest.TestCase):
         self.assertTrue(near.endswith(f": {len(rows)} PASS, 0 MISS, 0 without one"), near)
         self.assertEqual(compare.parse_xcore("crosscore_gbps n/a (one core)\n"), [])
 
+    def test_rows_that_miss_with_the_cores_near_each_other_are_listed(self):
+        mine, mpi = read("collscope-shm-registered.txt"), read("mpi-large.txt")
+        # Open MPI read 100x faster at 4 MiB in the two repetitions that ran with the cores near each other, and
+        # as usual in the one that did not: the near-only verdict misses there, the medians' verdict too.
+        fast = "\n".join(l.replace(l.split()[6], f"{float(l.split()[6]) * 100:.3f}") if l.split()[:1] == ["4194304"]
+                         else l for l in mpi.splitlines())
+        files = {f"cs-shmreg-2-large.{r}.txt": mine for r in (1, 2, 3)}
+        files.update({"mpi-2-large.1.txt": fast, "mpi-2-large.2.txt": mpi, "mpi-2-large.3.txt": fast})
+        files.update({f"{n}.{r}.xcore": "crosscore_gbps 16.00\n" for n in ("cs-shmreg-2-large", "mpi-2-large")
+                      for r in (1, 2, 3)})
+        files["mpi-2-large.2.xcore"] = "crosscore_gbps 2.00\n"
+        lines = report(files).splitlines()
+        ratio = compare.parse_collscope(mine)[0][4 << 20]["ip_busbw"] / compare.parse_anchor(mpi)[4 << 20]["ip_busbw"]
+        misses = [l for l in lines if l.startswith("#   near-only MISS:")]
+        self.assertEqual(misses, [f"#   near-only MISS: SHM -R 2 2 ranks busbw vs Open MPI 4M {ratio / 100:.2f}"])
+
 
 class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_both_tcp_bounds(self):
