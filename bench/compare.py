@@ -353,6 +353,9 @@ def main(directory):
             waited = fh.read().split()
         if waited and waited[0].isdigit():
             print(f"# benchmarks waited {waited[0]} s in all for the cores to come near each other before they ran")
+        # compare.sh's second figure (absent before it ran benchmarks again): runs repeated for the cores.
+        if len(waited) > 1 and waited[1].isdigit():
+            print(f"# {waited[1]} benchmark runs found the cores far apart and ran again (RERUNS), the last run kept")
     if far:
         print(f"# from the repetitions with the cores near each other only (the median of their paired ratios): "
               f"{rep.near['PASS']} PASS, {rep.near['MISS']} MISS, {rep.near['none']} without one")

@@ -148,9 +148,10 @@ class EachRepetition(unittest.TestCase):
                       for n in ("cs-shmreg-2-large", "mpi-2-large") for r in (1, 2, 3)})
         # Open MPI's second repetition ended in a stretch where one core's writes reached the other at 2.3 GB/s.
         files["mpi-2-large.2.xcore"] = "crosscore_gbps 16.10\ncrosscore_gbps 2.30\n"
-        files["settle.txt"] = "12\n"
+        files["settle.txt"] = "12 3\n"
         lines = report(files).splitlines()
         self.assertIn("# benchmarks waited 12 s in all for the cores to come near each other before they ran", lines)
+        self.assertIn("# 3 benchmark runs found the cores far apart and ran again (RERUNS), the last run kept", lines)
         rows = [l for l in lines if l.startswith("SHM -R 2 2 ranks busbw vs Open MPI")]
         self.assertTrue(rows and all(l.endswith("3/3 meet, 1 with cores far apart") for l in rows), rows)
         footer = next(l for l in lines if l.startswith("# one core's writes read by another"))
