@@ -76,9 +76,9 @@ settled() { # NAME.REP: the probe before a benchmark
 probed() { local r; r=$(probe); if [ -n "$r" ]; then echo "crosscore_gbps $r" >> "$out/$1.xcore"; fi; }
 # Whether a probe around NAME.REP's run found the cores far apart (under half the best seen, as compare.py says).
 far() { awk -v b="$best_xcore" '$1 == "crosscore_gbps" && $2 < b / 2 {f = 1} END {exit !f}' "$out/$1.xcore" 2> /dev/null; }
-# Runs NAME.REP's command between the probes. A slow stretch of the host outlasts the settling now and then (32
-# of 69 runs of run 59 had the cores far apart, some of them after waiting the whole 10 s): such a run goes again,
-# up to RERUNS times, collscope's and the anchors' alike, and the last run is kept with its probes.
+# Runs NAME.REP's command between the probes. The settling does not catch every slow stretch of the host (one
+# run of 3 repetitions had 32 of its 69 runs with the cores far apart before or after, having waited 70 s in
+# all): such a run goes again, up to RERUNS times, collscope's and the anchors' alike; the last run is kept.
 measure() { # NAME.REP COMMAND...
   local id=$1 try rc
   shift
