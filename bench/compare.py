@@ -195,10 +195,11 @@ class Report:
         ratios = [r for r, _ in each]
         far = sum(f for _, f in each)
         near = [r for r, f in each if not f]
-        near_ok = meets(statistics.median(near)) if near else None
-        self.near["none" if near_ok is None else "PASS" if near_ok else "MISS"] += 1
-        if near_ok is False:
-            self.near_misses.append(f"{target.strip()} {human(size)} {statistics.median(near):.2f}")
+        near_mid = statistics.median(near) if near else None
+        verdict = "none" if near_mid is None else "PASS" if meets(near_mid) else "MISS"
+        self.near[verdict] += 1
+        if verdict == "MISS":
+            self.near_misses.append(f"{target.strip()} {human(size)} {near_mid:.2f}")
         spread = (f"  each repetition {min(ratios):.2f}-{max(ratios):.2f}, {sum(map(meets, ratios))}/{len(ratios)} "
                   f"meet" + (f", {far} with cores far apart" if far else "") if len(ratios) > 1 else "")
         print(f"{target:<40} {human(size):>5} {mine:>10.3f} {ref:>10.3f} {mine / ref:>6.2f} {rule:>8}  "

@@ -61,12 +61,14 @@ probe() {
 best_xcore=0
 for _ in 1 2 3 4 5; do best_xcore=$(probe | awk -v b="$best_xcore" '{b = $1 > b ? $1 : b} END {print b}'); done
 waited=0 reran=0
+# Whether RATE shows the cores near each other: at least half the best seen (compare.py's FAR).
+near() { awk -v r="$1" -v b="$best_xcore" 'BEGIN {exit !(r >= b / 2)}'; }
 settled() { # NAME.REP: the probe before a benchmark
   local r i
   for ((i = 0; ; i++)); do
     r=$(probe)
     [ -n "$r" ] || return 0
-    if awk -v r="$r" -v b="$best_xcore" 'BEGIN {exit !(r >= b / 2)}' || [ $i -ge "$settle" ]; then break; fi
+    if near "$r" || [ $i -ge "$settle" ]; then break; fi
     sleep 1
     waited=$((waited + 1))
   done
@@ -74,8 +76,13 @@ settled() { # NAME.REP: the probe before a benchmark
   echo "crosscore_gbps $r" >> "$out/$1.xcore"
 }
 probed() { local r; r=$(probe); if [ -n "$r" ]; then echo "crosscore_gbps $r" >> "$out/$1.xcore"; fi; }
-# Whether a probe around NAME.REP's run found the cores far apart (under half the best seen, as compare.py says).
-far() { awk -v b="$best_xcore" '$1 == "crosscore_gbps" && $2 < b / 2 {f = 1} END {exit !f}' "$out/$1.xcore" 2> /dev/null; }
+# Whether a probe around NAME.REP's run found the cores far apart.
+far() {
+  local _ r
+  [ -f "$out/$1.xcore" ] || return 1
+  while read -r _ r; do near "$r" || return 0; done < "$out/$1.xcore"
+  return 1
+}
 # Runs NAME.REP's command between the probes. The settling does not catch every slow stretch of the host (one
 # run of 3 repetitions had 32 of its 69 runs with the cores far apart before or after, having waited 70 s in
 # all): such a run goes again, up to RERUNS times, collscope's and the anchors' alike; the last run is kept.
