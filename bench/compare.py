@@ -126,27 +126,57 @@ def far_ones(rates, best):
 
 
 class Rep(dict):
-    """One repetition's rows by size; `far`: whether it ran with the cores far apart."""
+    """One repetition's rows by size; `far`: whether it ran with the cores far apart, `far_sizes` the sizes that
+    did when it ran size by size."""
     far = False
+
+    def __init__(self):
+        super().__init__()
+        self.far_sizes = set()
+
+    def far_at(self, size):
+        return self.far or size in self.far_sizes
+
+
+def run_parts(run):
+    """A benchmark run's name, NAME.REP or NAME.REP@SIZE (one size of a repetition compare.sh ran size by size) ->
+    (NAME.REP, SIZE or None)."""
+    head, _, size = run.partition("@")
+    return head, int(size) if size.isdigit() else None
 
 
 def load(directory, name, far=frozenset()):
-    """Every repetition of NAME, parsed; (list of Rep, list of fact dicts), each marked far apart when its NAME.REP
-    is in `far`. Names starting with cs- are collscope's tables; the others (mpi-, gloo-, tcp-) are anchor-style."""
+    """Every repetition of NAME, parsed: (list of Rep, list of fact dicts, one a repetition), each marked far
+    apart where its run (NAME.REP, or NAME.REP@SIZE for one size of a repetition compare.sh ran size by size) is
+    in `far`. Names starting with cs- are collscope's tables; the others (mpi-, gloo-, tcp-) are anchor-style."""
+    runs = {}
+    for path in glob.glob(os.path.join(directory, f"{name}.*.txt")):
+        run = os.path.basename(path)[:-len(".txt")]
+        head, size = run_parts(run)
+        rep = head[len(name) + 1:]
+        if rep.isdigit():
+            runs.setdefault(int(rep), []).append((size or 0, run, path))
     reps, facts = [], []
-    # Every name has the same repetitions (compare.sh writes each file even when a run fails), so sorted, the
+    # Every name has the same repetitions (compare.sh writes each file even when a run fails), so in order, the
     # r-th of one name ran beside the r-th of another.
-    for path in sorted(glob.glob(os.path.join(directory, f"{name}.*.txt"))):
-        with open(path) as fh:
-            text = fh.read()
-        if name.startswith("cs-"):
-            r, fa = parse_collscope(text)
-            facts.append(fa)
-        else:
-            r = parse_anchor(text)
-        rep = Rep(r)
-        rep.far = os.path.basename(path)[:-len(".txt")] in far
+    for r in sorted(runs):
+        rep, fa = Rep(), {}
+        # By size, so the facts kept are the largest size's (its peak RSS is that of the largest buffers).
+        for _, run, path in sorted(runs[r]):
+            with open(path) as fh:
+                text = fh.read()
+            if name.startswith("cs-"):
+                rows, f = parse_collscope(text)
+                fa.update(f)
+            else:
+                rows = parse_anchor(text)
+            rep.update(rows)
+            if run in far and run_parts(run)[1] is None:
+                rep.far = True
+            elif run in far:
+                rep.far_sizes.update(rows)
         reps.append(rep)
+        facts.append(fa)
     return reps, facts
 
 
@@ -158,12 +188,23 @@ def median_of(reps, size, key):
 def each_ratio(mine, ref, size, key, scale=1.0):
     """(mine / (scale x ref), whether either ran with the cores far apart) at `size` within each repetition both
     have (repetition r of one beside r of the other)."""
-    return [(a[size][key] / (scale * b[size][key]), a.far or b.far)
+    return [(a[size][key] / (scale * b[size][key]), a.far_at(size) or b.far_at(size))
             for a, b in zip(mine, ref) if size in a and size in b and b[size][key]]
 
 
 def human(b):
     return f"{b // MB}M" if b >= MB else f"{b // KB}K" if b >= KB else f"{b}"
+
+
+def runs_named(runs):
+    """Benchmark runs (`run_parts`), one entry a repetition: NAME.REP, with the sizes in brackets where only those
+    ran so."""
+    sizes = {}
+    for run in runs:
+        rep, size = run_parts(run)
+        sizes.setdefault(rep, []).extend([size] if size is not None else [])
+    return ", ".join(rep + (f" ({' '.join(human(s) for s in sorted(v))})" if v else "")
+                     for rep, v in sorted(sizes.items()))
 
 
 class Report:
@@ -347,7 +388,7 @@ def main(directory):
     if best is not None:
         print(f"# one core's writes read by another (bench/crosscore.rs, around each benchmark): best {best:.1f} GB/s; "
               f"{len(far)} of {len(rates)} benchmark runs had it under {FAR:.0%} of that, the vCPUs placed far apart: "
-              f"{', '.join(sorted(far)) if far else 'none'}")
+              f"{runs_named(far) if far else 'none'}")
     settle = os.path.join(directory, "settle.txt")
     if os.path.exists(settle):
         with open(settle) as fh:

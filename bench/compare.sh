@@ -103,6 +103,22 @@ perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP [FLAGS..
   measure "$1.$2" "$cs" perf "$3" --nranks "$4" --launch "$5" --transport "$6" -b "$7" -e "$8" -f $cf -n "$9" \
     -w "${10}" -c 1 "${@:11}" || echo "collscope $1 failed, see $out/$1.$2.err" >&2
 }
+# Benchmarks whose figures compare.py divides by one another run size by size in turn: each one's run at a size,
+# then the next one's at that size, as NAME.REP@SIZE. Whole sweeps one after the other (20-40 s each) let a slow
+# stretch of the host that the probes around them miss fall on one side of a ratio only: in one run two sweeps of
+# 4 rank threads read 1.70 and 3.34 GB/s at 4 MiB with the cores near each other before and after (7.9-10.4 in
+# four sweeps on their own that day), the processes' sweeps beside them 5.35 and 5.47. A size that ran with the
+# cores far apart runs again on its own.
+by_size() { # REP MINB MAXB SPEC... (SPEC: "NAME COLL NRANKS LAUNCH TRANSPORT FROM", FROM its smallest size)
+  local rep=$1 lo=$2 hi=$3 s spec name coll n launch transport from
+  shift 3
+  for ((s = lo; s <= hi; s *= cf)); do
+    for spec in "$@"; do
+      read -r name coll n launch transport from <<< "$spec"
+      if [ "$s" -ge "$from" ]; then perf "$name" "$rep@$s" "$coll" "$n" "$launch" "$transport" $s $s $li $lw; fi
+    done
+  done
+}
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   measure "$1.$2" bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
 }
@@ -122,15 +138,13 @@ for ((r = 1; r <= reps; r++)); do
   for n in 2 4; do
     perf "cs-shm-$n-small" $r all_reduce $n processes shm 8 4096 $si $sw
     anchor "mpi-$n-small" $r mpi $n 8 4096 $si $sw
-    # What compare.py divides by the SHM AllReduce (threads, AllGather, ReduceScatter, 8 ranks) runs right
-    # beside it, so that a slow stretch of the host falls on both sides of a ratio alike.
-    perf "cs-p2p-$n-large" $r all_reduce $n threads p2p 65536 67108864 $li $lw
-    if [ $n = 4 ]; then perf cs-ag-4 $r all_gather 4 processes shm 1048576 67108864 $li $lw; fi
-    perf "cs-shm-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw
+    # What compare.py divides by the SHM AllReduce (threads, AllGather, ReduceScatter, 8 ranks) runs beside it.
+    beside=("cs-p2p-$n-large all_reduce $n threads p2p 65536" "cs-shm-$n-large all_reduce $n processes shm 65536")
     if [ $n = 4 ]; then
-      perf cs-rs-4 $r reduce_scatter 4 processes shm 1048576 67108864 $li $lw
-      perf cs-shm-8-large $r all_reduce 8 processes shm 1048576 67108864 $li $lw
+      beside+=("cs-ag-4 all_gather 4 processes shm 1048576" "cs-rs-4 reduce_scatter 4 processes shm 1048576"
+        "cs-shm-8-large all_reduce 8 processes shm 1048576")
     fi
+    by_size $r 65536 67108864 "${beside[@]}"
     anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw
     # The same in registered windows (nccl-tests' -R 2): SHM reads and writes the ranks' buffers in place.
     perf "cs-shmreg-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw -R 2

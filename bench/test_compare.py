@@ -181,6 +181,32 @@ class EachRepetition(unittest.TestCase):
         misses = [l for l in lines if l.startswith("#   near-only MISS:")]
         self.assertEqual(misses, [f"#   near-only MISS: SHM -R 2 2 ranks busbw vs Open MPI 4M {ratio / 100:.2f}"])
 
+    def test_a_repetition_run_size_by_size_is_read_as_one_table_far_apart_only_at_its_far_sizes(self):
+        mine, mpi = read("collscope-shm-registered.txt"), read("mpi-large.txt")
+        head = [l for l in mine.splitlines() if l.startswith("#")]
+        rows = [l for l in mine.splitlines() if l.split()[:1] and l.split()[0].isdigit()]
+        whole = {f"cs-shmreg-2-large.{r}.txt": mine for r in (1, 2, 3)}
+        by_size = {f"cs-shmreg-2-large.{r}@{l.split()[0]}.txt": "\n".join(head + [l]) + "\n"
+                   for r in (1, 2, 3) for l in rows}
+        anchors = {f"mpi-2-large.{r}.txt": mpi for r in (1, 2, 3)}
+        probes = {f"{run[:-len('.txt')]}.xcore": "crosscore_gbps 16.00\n" for run in [*by_size, *anchors]}
+        # The second repetition's 4 MiB run ended with the cores far apart; its other sizes ran near.
+        probes["cs-shmreg-2-large.2@4194304.xcore"] = "crosscore_gbps 16.00\ncrosscore_gbps 2.00\n"
+
+        def table(files):
+            return [l for l in report(files).splitlines() if l.startswith("SHM -R 2 2 ranks busbw vs Open MPI")]
+
+        split, joined = table({**by_size, **anchors, **probes}), table({**whole, **anchors})
+        footer = next(l for l in report({**by_size, **anchors, **probes}).splitlines() if l.startswith("# one core"))
+        self.assertTrue(footer.endswith("1 of 36 benchmark runs had it under 50% of that, the vCPUs placed far apart: "
+                                        "cs-shmreg-2-large.2 (4M)"), footer)
+        self.assertEqual(len(split), len(rows))
+        for a, b in zip(split, joined):
+            if " 4M " in a:
+                self.assertEqual(a, b + ", 1 with cores far apart")
+            else:
+                self.assertEqual(a, b)
+
 
 class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_both_tcp_bounds(self):
