@@ -126,16 +126,12 @@ def far_ones(rates, best):
 
 
 class Rep(dict):
-    """One repetition's rows by size; `far`: whether it ran with the cores far apart, `far_sizes` the sizes that
-    did when it ran size by size."""
-    far = False
+    """One repetition's rows by size; `far_sizes`: the sizes whose run (the whole sweep, or that size alone when it
+    ran size by size) had the cores far apart."""
 
     def __init__(self):
         super().__init__()
         self.far_sizes = set()
-
-    def far_at(self, size):
-        return self.far or size in self.far_sizes
 
 
 def run_parts(run):
@@ -171,9 +167,7 @@ def load(directory, name, far=frozenset()):
             else:
                 rows = parse_anchor(text)
             rep.update(rows)
-            if run in far and run_parts(run)[1] is None:
-                rep.far = True
-            elif run in far:
+            if run in far:
                 rep.far_sizes.update(rows)
         reps.append(rep)
         facts.append(fa)
@@ -188,7 +182,7 @@ def median_of(reps, size, key):
 def each_ratio(mine, ref, size, key, scale=1.0):
     """(mine / (scale x ref), whether either ran with the cores far apart) at `size` within each repetition both
     have (repetition r of one beside r of the other)."""
-    return [(a[size][key] / (scale * b[size][key]), a.far_at(size) or b.far_at(size))
+    return [(a[size][key] / (scale * b[size][key]), size in a.far_sizes or size in b.far_sizes)
             for a, b in zip(mine, ref) if size in a and size in b and b[size][key]]
 
 
