@@ -3,7 +3,7 @@
 //! peer that can move, so the order in which ranks post them cannot deadlock.
 
 use crate::comm::{model_dtype, Comm, WallClock, Want};
-use crate::device::proto::{read_step, write_step};
+use crate::device::proto::{read_simple, write_step};
 use crate::error::{Result, RuntimeError};
 use crate::profiler::{ApiGroup, Handle, P2pStart};
 use collscope_kernels::Element;
@@ -195,7 +195,6 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> 
         .as_ref()
         .zip(api)
         .map(|(p, api)| p.p2p_start(api, &p2p_tasks(ops), piece, |r, s| comm.p2p.conn_mem(r, s)));
-    let mut scratch = Vec::new();
     let waiter = comm.waiter.clone();
     loop {
         let mut progressed = false;
@@ -221,7 +220,7 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> 
             } else {
                 let end = comm.p2p.recv.get_mut(&o.peer).expect("connected above");
                 if end.has_data() {
-                    let p = read_step(end, Protocol::Simple, len, &mut scratch, &waiter, 0)?;
+                    let p = read_simple(end, len, &waiter, 0)?;
                     unsafe { collscope_kernels::bytes::copy(o.ptr.add(o.done), p, len) };
                     end.release();
                     ops[i].done += len;

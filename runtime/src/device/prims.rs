@@ -3,7 +3,7 @@
 //! local source, writing a local destination and sending to other peers. The named operations (`send`,
 //! `recv_reduce_send`, ...) are the combinations NCCL's algorithms use.
 
-use super::proto::{read_step, wait_credit, write_step};
+use super::proto::{read_lines, read_simple, wait_credit, write_step, Unpack};
 use super::tree::TreeNode;
 use crate::error::{Result, RuntimeError};
 use crate::sync::wait::Waiter;
@@ -265,16 +265,15 @@ impl<'a> Prims<'a> {
             to.iter().for_each(|p| self.count_moved(*p, true, steps, false));
             return Ok(());
         }
+        if self.proto != Protocol::Simple {
+            return self.run_lines(from, to, src, dst, nbytes, post);
+        }
         let channel = self.ch.id;
         let ninputs = from.len() + src.is_some() as usize;
         assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
-        if self.ch.scratch.unpacked.len() < from.len() {
-            self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
-        }
-        let simple = self.proto == Protocol::Simple;
         // A plain receive into `dst` over a network that takes any memory lands there (no copy after): its steps
         // are planned ([`Prims::want_ahead`]) unless an earlier plan from the peer covers them already.
-        if let (true, &[p], None, Some(d), false) = (simple, from, src, dst, post) {
+        if let (&[p], None, Some(d), false) = (from, src, dst, post) {
             let a = &self.ch.scratch.ahead;
             if a.peer != p || a.at == a.regions.len() {
                 self.want_ahead(p, [], [(d, nbytes)]);
@@ -294,9 +293,9 @@ impl<'a> Prims<'a> {
                 inputs[0] = s.add(off);
                 k = 1;
             }
-            for (i, p) in from.iter().enumerate() {
+            for p in from {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
-                inputs[k] = read_step(end, self.proto, len, &mut self.ch.scratch.unpacked[i], self.w, channel)?;
+                inputs[k] = read_simple(end, len, self.w, channel)?;
                 k += 1;
             }
             if let (Some(o), None, &[peer]) = (into, exposed, to) {
@@ -311,84 +310,62 @@ impl<'a> Prims<'a> {
             let inputs = &inputs[..ninputs];
             // Which peers of `to` take the step without a slot.
             let mut sent_in_place = [false; MAX_OUTPUTS];
-            if simple {
-                // The step's bytes where they already lie in the user's buffers: in the destination once written
-                // (a result is final there for the rest of the call), else in the source sent unchanged. A peer
-                // thread (P2P read), a peer process through its mapping (SHM windows) or the proxy (NET) takes them
-                // there instead of in a copy in its slot.
-                let user = match dst {
-                    Some(d) => Some(d.add(off).cast_const()),
-                    None if from.is_empty() && !post => src.map(|s| s.add(off)),
-                    None => None,
+            // The step's bytes where they already lie in the user's buffers: in the destination once written
+            // (a result is final there for the rest of the call), else in the source sent unchanged. A peer
+            // thread (P2P read), a peer process through its mapping (SHM windows) or the proxy (NET) takes them
+            // there instead of in a copy in its slot.
+            let user = match dst {
+                Some(d) => Some(d.add(off).cast_const()),
+                None if from.is_empty() && !post => src.map(|s| s.add(off)),
+                None => None,
+            };
+            // Whether each peer of `to` takes the step where it lies: decided once a step, as for SHM windows it
+            // is a lookup.
+            let mut direct = [false; MAX_OUTPUTS];
+            for (d, p) in direct.iter_mut().zip(to) {
+                *d = user.is_some_and(|u| self.send_end(*p).can_post_at(u, len));
+            }
+            // Outputs are the destination and each other peer's slot, written straight from the inputs.
+            let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
+            let mut n = 0;
+            // The destination is written here unless the step already landed there.
+            let dst_out = dst.filter(|_| landed.is_none()).map(|d| d.add(off));
+            if let Some(d) = dst_out {
+                outs[0] = d;
+                n = 1;
+            }
+            let into = exposed.map(|i| i.add(off));
+            for (k, p) in to.iter().enumerate() {
+                let e = self.send_end(*p);
+                let out = match into {
+                    Some(i) => i,
+                    None if direct[k] => continue,
+                    None => e.mem.slot(Protocol::Simple, e.step),
                 };
-                // Whether each peer of `to` takes the step where it lies: decided once a step, as for SHM windows it
-                // is a lookup.
-                let mut direct = [false; MAX_OUTPUTS];
-                for (d, p) in direct.iter_mut().zip(to) {
-                    *d = user.is_some_and(|u| self.send_end(*p).can_post_at(u, len));
-                }
-                // Outputs are the destination and each other peer's slot, written straight from the inputs.
-                let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
-                let mut n = 0;
-                // The destination is written here unless the step already landed there.
-                let dst_out = dst.filter(|_| landed.is_none()).map(|d| d.add(off));
-                if let Some(d) = dst_out {
-                    outs[0] = d;
-                    n = 1;
-                }
-                let into = exposed.map(|i| i.add(off));
-                for (k, p) in to.iter().enumerate() {
-                    let e = self.send_end(*p);
-                    let out = match into {
-                        Some(i) => i,
-                        None if direct[k] => continue,
-                        None => e.mem.slot(Protocol::Simple, e.step),
-                    };
-                    assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
-                    outs[n] = out;
-                    n += 1;
-                }
-                // The destination (outs[0]) streams when no peer reads it in place, it is not an input (in place,
-                // its lines were just read), and the value is a plain copy or has a slot of this rank's to be
-                // computed in (not a peer's exposed destination, which may be an input too).
-                let stream = self.stream_dst
-                    && dst_out.is_some()
-                    && into.is_none()
-                    && !direct.contains(&true)
-                    && outs[0].cast_const() != inputs[0]
-                    && (n > 1 || (ninputs == 1 && !post));
-                self.combine(inputs, &outs[..n], len, post, stream);
-                for (k, p) in to.iter().enumerate() {
-                    let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
-                    sent_in_place[k] = into.is_some() || direct[k];
-                    match (into, user.filter(|_| direct[k])) {
-                        (Some(i), _) => e.post_written(i, len),
-                        (None, Some(u)) => e.post_at(u, len),
-                        (None, None) => {
-                            let slot = e.mem.slot(Protocol::Simple, e.step);
-                            write_step(e, self.proto, slot, len)
-                        }
+                assert!(n < MAX_OUTPUTS, "a step writes at most {MAX_OUTPUTS} outputs");
+                outs[n] = out;
+                n += 1;
+            }
+            // The destination (outs[0]) streams when no peer reads it in place, it is not an input (in place,
+            // its lines were just read), and the value is a plain copy or has a slot of this rank's to be
+            // computed in (not a peer's exposed destination, which may be an input too).
+            let stream = self.stream_dst
+                && dst_out.is_some()
+                && into.is_none()
+                && !direct.contains(&true)
+                && outs[0].cast_const() != inputs[0]
+                && (n > 1 || (ninputs == 1 && !post));
+            self.combine(inputs, &outs[..n], len, post, stream);
+            for (k, p) in to.iter().enumerate() {
+                let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
+                sent_in_place[k] = into.is_some() || direct[k];
+                match (into, user.filter(|_| direct[k])) {
+                    (Some(i), _) => e.post_written(i, len),
+                    (None, Some(u)) => e.post_at(u, len),
+                    (None, None) => {
+                        let slot = e.mem.slot(Protocol::Simple, e.step);
+                        write_step(e, self.proto, slot, len)
                     }
-                }
-            } else {
-                // LL/LL128 lines are formatted from one contiguous result.
-                let out: *const u8 = match dst {
-                    None if inputs.len() == 1 => inputs[0],
-                    Some(d) => {
-                        self.combine(inputs, &[d.add(off)], len, post, false);
-                        d.add(off)
-                    }
-                    None => {
-                        let out = &mut self.ch.scratch.out;
-                        out.resize(len.div_ceil(8), 0);
-                        let target = out.as_mut_ptr() as *mut u8;
-                        self.combine(inputs, &[target], len, post, false);
-                        target
-                    }
-                };
-                for p in to {
-                    let proto = self.proto;
-                    write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
                 }
             }
             for p in from {
@@ -400,6 +377,77 @@ impl<'a> Prims<'a> {
             }
             for (p, in_place) in to.iter().zip(sent_in_place) {
                 self.count_moved(*p, true, len, in_place);
+            }
+            off += len;
+        }
+        Ok(())
+    }
+
+    /// [`Prims::run`] for LL and LL128 (NCCL 2.28.9 `prims_ll.h`, `prims_ll128.h`): every step goes through the
+    /// peers' slots, its lines formatted from one contiguous result, so none of Simple's in-place cases applies.
+    unsafe fn run_lines(
+        &mut self,
+        from: &[u32],
+        to: &[u32],
+        src: Option<*const u8>,
+        dst: Option<*mut u8>,
+        nbytes: usize,
+        post: bool,
+    ) -> Result<()> {
+        let (channel, proto) = (self.ch.id, self.proto);
+        let ninputs = from.len() + src.is_some() as usize;
+        assert!(ninputs <= MAX_INPUTS, "a step reduces at most {MAX_INPUTS} inputs");
+        if self.ch.scratch.unpacked.len() < from.len() {
+            self.ch.scratch.unpacked.resize_with(from.len(), Vec::new);
+        }
+        let mut off = 0;
+        while off < nbytes {
+            let len = self.piece.min(nbytes - off);
+            for p in to {
+                wait_credit(self.send_end(*p), self.w, channel)?;
+            }
+            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+            let mut k = 0;
+            if let Some(s) = src {
+                inputs[0] = s.add(off);
+                k = 1;
+            }
+            // A step that is the destination's only input is unpacked there, not copied there after.
+            let landed = match (from, src, dst) {
+                (&[_], None, Some(d)) if !post => Some(d.add(off)),
+                _ => None,
+            };
+            for (i, p) in from.iter().enumerate() {
+                let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
+                let out = landed.map_or_else(|| Unpack::Scratch(&mut self.ch.scratch.unpacked[i]), Unpack::Into);
+                inputs[k] = read_lines(end, proto, len, out, self.w, channel)?;
+                k += 1;
+            }
+            let inputs = &inputs[..ninputs];
+            let out: *const u8 = match (landed, dst) {
+                (Some(d), _) => d,
+                (None, None) if inputs.len() == 1 => inputs[0],
+                (None, Some(d)) => {
+                    self.combine(inputs, &[d.add(off)], len, post, false);
+                    d.add(off)
+                }
+                (None, None) => {
+                    let out = &mut self.ch.scratch.out;
+                    out.resize(len.div_ceil(8), 0);
+                    let target = out.as_mut_ptr() as *mut u8;
+                    self.combine(inputs, &[target], len, post, false);
+                    target
+                }
+            };
+            for p in to {
+                write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+            }
+            for p in from {
+                self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
+                self.count_moved(*p, false, len, false);
+            }
+            for p in to {
+                self.count_moved(*p, true, len, false);
             }
             off += len;
         }

@@ -76,98 +76,119 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
     end.post(proto, slot_bytes);
 }
 
-/// Waits for the receiver's current step and returns its `len` payload bytes: in place for Simple (in the slot,
-/// or in the sender's buffer for a direct step), unpacked into `scratch` for LL/LL128. The caller reads them, then calls `end.release()`.
-pub fn read_step(
+/// Waits for the receiver's current Simple step and returns where its `len` payload bytes lie: in the slot, or
+/// in the sender's buffer for a direct step. The caller reads them, then calls `end.release()`.
+pub fn read_simple(end: &RecvEnd, len: usize, w: &Waiter, channel: u32) -> Result<*const u8> {
+    debug_assert!(len > 0, "steps always carry data");
+    let what = || format!("data from rank {} on channel {channel} (step {}, Simple)", end.peer, end.step);
+    w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
+    // Both sides cut a call into the same steps, so a different size means the ranks disagree.
+    let (sent_proto, sent) = end.mem.step_info(end.step);
+    if sent_proto != Some(Protocol::Simple) || sent != len {
+        return Err(RuntimeError::Mismatch {
+            what: "message size across ranks",
+            detail: format!(
+                "rank {} sent {sent} bytes ({}) for step {} on channel {channel} where {len} bytes (Simple) were \
+                 expected: counts, datatypes, NCCL_PROTO or buffer sizes differ between ranks",
+                end.peer,
+                sent_proto.map_or("?", |p| p.as_str()),
+                end.step
+            ),
+        });
+    }
+    end.payload(Protocol::Simple, len).ok_or_else(|| RuntimeError::Mismatch {
+        what: "registered buffers across ranks",
+        detail: format!(
+            "rank {} posted step {} on channel {channel} from memory outside every buffer it registered with this \
+             rank",
+            end.peer, end.step
+        ),
+    })
+}
+
+/// Where [`read_lines`] unpacks an LL/LL128 step's payload.
+pub enum Unpack<'a> {
+    /// Into the caller's scratch, in whole words (LL) or lines (LL128), of which the caller reads `len` bytes.
+    Scratch(&'a mut Vec<u64>),
+    /// Into the `len` bytes at this address, and not past them: the destination of a step that is its only
+    /// input, so it lands where it belongs with no copy after (OneShot's rows, a ring's final AllGather pieces).
+    Into(*mut u8),
+}
+
+/// Waits for the receiver's current LL/LL128 step and unpacks its `len` payload bytes as `out` says, returning
+/// where they are. The caller reads them, then calls `end.release()`.
+///
+/// # Safety
+/// An [`Unpack::Into`] address must be writable for `len` bytes.
+pub unsafe fn read_lines(
     end: &RecvEnd,
     proto: Protocol,
     len: usize,
-    scratch: &mut Vec<u64>,
+    out: Unpack,
     w: &Waiter,
     channel: u32,
 ) -> Result<*const u8> {
     debug_assert!(len > 0, "steps always carry data");
     let what = || format!("data from rank {} on channel {channel} (step {}, {proto})", end.peer, end.step);
     let slot = end.mem.slot(proto, end.step);
-    match proto {
-        Protocol::Simple => {
-            w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
-            // Both sides cut a call into the same steps, so a different size means the ranks disagree.
-            let (sent_proto, sent) = end.mem.step_info(end.step);
-            if sent_proto != Some(Protocol::Simple) || sent != len {
-                return Err(RuntimeError::Mismatch {
-                    what: "message size across ranks",
-                    detail: format!(
-                        "rank {} sent {sent} bytes ({}) for step {} on channel {channel} where {len} bytes (Simple) \
-                         were expected: counts, datatypes, NCCL_PROTO or buffer sizes differ between ranks",
-                        end.peer,
-                        sent_proto.map_or("?", |p| p.as_str()),
-                        end.step
-                    ),
-                });
-            }
-            end.payload(Protocol::Simple, len).ok_or_else(|| RuntimeError::Mismatch {
-                what: "registered buffers across ranks",
-                detail: format!(
-                    "rank {} posted step {} on channel {channel} from memory outside every buffer it registered \
-                     with this rank",
-                    end.peer, end.step
-                ),
-            })
+    // Where the payload goes, and whether it may be written in whole words or lines past `len`.
+    let unpack_to = |whole: usize| match out {
+        Unpack::Scratch(scratch) => {
+            scratch.resize(whole.div_ceil(8), 0);
+            (scratch.as_mut_ptr() as *mut u8, false)
         }
-        Protocol::Ll => {
-            scratch.resize(len.div_ceil(8), 0);
-            let flag = ll_flag(end.step);
-            let out = scratch.as_mut_ptr() as *mut u32;
-            let lines = len.div_ceil(8);
-            // One writer stores the lines in order, so waiting for the last line first leaves the per-line
-            // checks below to succeed at once instead of chasing the writer line by line.
-            let last = unsafe { slot.add((lines - 1) * LL_LINE) } as *const AtomicU64;
-            // The sender posts `tail` after the lines, so sleeping on it is safe.
-            w.wait_on(end.mem.tail_bell(), || unsafe { (*last.add(1)).load(Ordering::Acquire) >> 32 == flag }, what)?;
-            for i in 0..lines {
-                // SAFETY: lines of this step lie inside the slot; words are 8-byte aligned.
-                let line = unsafe { slot.add(i * LL_LINE) } as *const AtomicU64;
-                let (mut lo, mut hi) =
-                    unsafe { ((*line).load(Ordering::Acquire), (*line.add(1)).load(Ordering::Acquire)) };
-                // Lines before the last are almost always there already: wait only when one is not.
-                if lo >> 32 != flag || hi >> 32 != flag {
-                    w.wait(
-                        || unsafe {
-                            lo = (*line).load(Ordering::Acquire);
-                            hi = (*line.add(1)).load(Ordering::Acquire);
-                            lo >> 32 == flag && hi >> 32 == flag
-                        },
-                        what,
-                    )?;
-                }
-                unsafe {
-                    *out.add(2 * i) = lo as u32;
-                    *out.add(2 * i + 1) = hi as u32;
-                }
+        Unpack::Into(at) => (at, true),
+    };
+    if proto == Protocol::Ll128 {
+        let lines = len.div_ceil(LL128_DATA);
+        let (out, exact) = unpack_to(lines * LL128_DATA);
+        let flag = end.step + 1;
+        let last = &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64);
+        w.wait_on(end.mem.tail_bell(), || last.load(Ordering::Acquire) == flag, what)?;
+        for i in 0..lines {
+            let line = slot.add(i * LL128_LINE);
+            let f = &*(line.add(LL128_DATA) as *const AtomicU64);
+            if f.load(Ordering::Acquire) != flag {
+                w.wait(|| f.load(Ordering::Acquire) == flag, what)?;
             }
-            Ok(scratch.as_ptr() as *const u8)
-        }
-        Protocol::Ll128 => {
-            let lines = len.div_ceil(LL128_DATA);
-            scratch.resize((lines * LL128_DATA).div_ceil(8), 0);
-            let out = scratch.as_mut_ptr() as *mut u8;
-            let flag = end.step + 1;
-            let last = unsafe { &*(slot.add((lines - 1) * LL128_LINE + LL128_DATA) as *const AtomicU64) };
-            w.wait_on(end.mem.tail_bell(), || last.load(Ordering::Acquire) == flag, what)?;
-            for i in 0..lines {
-                let line = unsafe { slot.add(i * LL128_LINE) };
-                let f = unsafe { &*(line.add(LL128_DATA) as *const AtomicU64) };
-                if f.load(Ordering::Acquire) != flag {
-                    w.wait(|| f.load(Ordering::Acquire) == flag, what)?;
-                }
-                // Whole lines at a fixed size (an inlined copy): `scratch` has room for the last line's tail,
-                // which the caller does not read.
-                unsafe { std::ptr::copy_nonoverlapping(line, out.add(LL128_DATA * i), LL128_DATA) };
+            let to = out.add(LL128_DATA * i);
+            match len - LL128_DATA * i {
+                // Whole lines at a fixed size (an inlined copy); into scratch the last one too, as it has room.
+                n if n >= LL128_DATA || !exact => std::ptr::copy_nonoverlapping(line, to, LL128_DATA),
+                n => std::ptr::copy_nonoverlapping(line, to, n),
             }
-            Ok(scratch.as_ptr() as *const u8)
         }
+        return Ok(out.cast_const());
     }
+    debug_assert_eq!(proto, Protocol::Ll, "Simple steps are read with read_simple");
+    let flag = ll_flag(end.step);
+    let lines = len.div_ceil(8);
+    let (out, exact) = unpack_to(lines * 8);
+    // One writer stores the lines in order, so waiting for the last line first leaves the per-line checks below
+    // to succeed at once instead of chasing the writer line by line.
+    let last = slot.add((lines - 1) * LL_LINE) as *const AtomicU64;
+    // The sender posts `tail` after the lines, so sleeping on it is safe.
+    w.wait_on(end.mem.tail_bell(), || (*last.add(1)).load(Ordering::Acquire) >> 32 == flag, what)?;
+    for i in 0..lines {
+        // Lines of this step lie inside the slot; words are 8-byte aligned.
+        let line = slot.add(i * LL_LINE) as *const AtomicU64;
+        let (mut lo, mut hi) = ((*line).load(Ordering::Acquire), (*line.add(1)).load(Ordering::Acquire));
+        // Lines before the last are almost always there already: wait only when one is not.
+        if lo >> 32 != flag || hi >> 32 != flag {
+            w.wait(
+                || {
+                    lo = (*line).load(Ordering::Acquire);
+                    hi = (*line.add(1)).load(Ordering::Acquire);
+                    lo >> 32 == flag && hi >> 32 == flag
+                },
+                what,
+            )?;
+        }
+        let word = ((lo & 0xffff_ffff) | (hi << 32)).to_le_bytes();
+        let n = if exact { 8.min(len - 8 * i) } else { 8 };
+        std::ptr::copy_nonoverlapping(word.as_ptr(), out.add(8 * i), n);
+    }
+    Ok(out.cast_const())
 }
 
 #[cfg(test)]
@@ -204,7 +225,11 @@ mod tests {
             });
             let mut scratch = Vec::new();
             for (s, len) in lens.iter().enumerate() {
-                let p = read_step(&recv, proto, *len, &mut scratch, &w, 0).unwrap();
+                let p = match proto {
+                    Protocol::Simple => read_simple(&recv, *len, &w, 0),
+                    _ => unsafe { read_lines(&recv, proto, *len, Unpack::Scratch(&mut scratch), &w, 0) },
+                }
+                .unwrap();
                 let got = unsafe { std::slice::from_raw_parts(p, *len) }.to_vec();
                 recv.release();
                 let want: Vec<u8> = (0..*len).map(|i| (i + s) as u8).collect();

@@ -217,13 +217,23 @@ pub struct Waiter {
 impl Waiter {
     /// Waits until `ready()` is true, yielding then napping between checks. `what` is only called to describe
     /// a failure. For waits on several connections at once; a wait on one counter uses [`Waiter::wait_on`].
-    pub fn wait(&self, ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+    #[inline]
+    pub fn wait(&self, mut ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+        // Most waits find their condition already true (credit on a connection, a step that arrived): checked
+        // here, inline, they cost no call.
+        if ready() {
+            return Ok(());
+        }
         self.wait_inner(None, ready, what)
     }
 
     /// Waits until `ready()` is true, sleeping on `bell` once spinning and yielding did not see it: `ready`
     /// must become true only after `bell.word` changed.
-    pub fn wait_on(&self, bell: Bell, ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+    #[inline]
+    pub fn wait_on(&self, bell: Bell, mut ready: impl FnMut() -> bool, what: impl FnOnce() -> String) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
         self.wait_inner(Some(bell), ready, what)
     }
 
