@@ -130,7 +130,7 @@ impl<'b> Group<'_, 'b> {
         };
         let started = WallClock::now();
         let mut rec = comm.new_record(coll, dt, total / dt.size(), None, started);
-        rec.enqueued_us = Some(opened_us);
+        rec.enqueued_us = opened_us;
         rec.bytes = total as u64;
         if let [one] = ops.as_slice() {
             rec.peer = Some(one.peer as i32);

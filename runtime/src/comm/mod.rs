@@ -30,7 +30,7 @@ use crate::device::algos::{self, Part};
 use crate::device::prims::{Channel, Moved, Prims, Ptr};
 use crate::device::tree::dtree;
 use crate::error::{Result, RuntimeError};
-use crate::observe::records::Records;
+use crate::observe::records::{OpEntry, Records};
 use crate::observe::stats::CallStats;
 use crate::profiler::{CollStart, CommProfiler};
 use crate::sync::wait::{self, timeout_from_env, AbortHandle, Waiter};
@@ -42,7 +42,7 @@ use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
 use collscope_kernels::{Dtype, Element, Op};
 use collscope_model::lines;
-use collscope_model::{self as model, Algorithm, Collective, DataType, OpRecord, OpState, Protocol, RedOp};
+use collscope_model::{self as model, Algorithm, Collective, DataType, OpState, Protocol, RedOp};
 use rustc_hash::FxHashMap;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -332,7 +332,7 @@ impl Comm {
             p2p,
             seq: 0,
             clock: WallClock::new(),
-            records: Arc::new(Records::new(rank, nch as usize, opts.name.clone())),
+            records: Arc::new(Records::new(rank, nranks, nch as usize, opts.name.clone())),
             workers: Workers::default(),
             guards: Vec::new(),
             name: opts.name,
@@ -590,12 +590,11 @@ impl Comm {
         count: usize,
         op: Option<RedOp>,
         started: Stamp,
-    ) -> OpRecord {
+    ) -> OpEntry {
         self.seq += 1;
-        // The records add the communicator's name when they hand the call out, so no call allocates. A blocking
-        // call is enqueued as it starts; a group sets its operations' enqueue time to when it opened.
+        // A blocking call is enqueued as it starts; a group sets its operations' enqueue time to when it opened.
         let at = self.clock.us(started);
-        let rec = OpRecord { op, ..OpRecord::started(self.rank, self.seq, coll, dt, count as u64, at) };
+        let rec = OpEntry { op, ..OpEntry::started(self.seq, coll, dt, count as u64, at) };
         self.records.begin_op(&rec);
         if crate::observe::recorder::enabled() {
             self.records.stats.begin();
@@ -604,20 +603,14 @@ impl Comm {
     }
 
     /// Closes `rec` with the outcome of the call and keeps it; errors come back naming the operation.
-    pub(crate) fn finish_record(&self, mut rec: OpRecord, elapsed: Duration, res: Result<()>) -> Result<()> {
-        let secs = elapsed.as_secs_f64();
+    pub(crate) fn finish_record(&self, mut rec: OpEntry, elapsed: Duration, res: Result<()>) -> Result<()> {
         // One wall-clock read per call: the end follows from the start and the monotonic duration.
-        rec.completed_us = rec.started_us.map(|t| t + elapsed.as_micros() as u64);
-        rec.duration_us = Some(secs * 1e6);
+        rec.elapsed_ns = elapsed.as_nanos() as u64;
         rec.state = if res.is_ok() { OpState::Completed } else { OpState::Failed };
-        if secs > 0.0 {
-            let algbw = rec.bytes as f64 / secs / 1e9;
-            rec.algbw_gbps = Some(algbw);
-            rec.busbw_gbps = Some(algbw * rec.coll.bus_bw_factor(self.nranks));
-        }
         if crate::observe::recorder::enabled() {
-            self.records.stats.finish(&rec, elapsed.as_nanos() as u64);
-            if let Some(f) = res.as_ref().err().and_then(|e| e.finding(&rec)) {
+            let full = self.records.record(&rec);
+            self.records.stats.finish(&full, rec.elapsed_ns);
+            if let Some(f) = res.as_ref().err().and_then(|e| e.finding(&full)) {
                 crate::observe::recorder::record(|| model::Event::Finding(f));
             }
         }
@@ -669,7 +662,7 @@ impl Comm {
         src: *const u8,
         dst: *mut u8,
         count: usize,
-        rec: &mut OpRecord,
+        rec: &mut OpEntry,
     ) -> Result<()> {
         if root >= self.nranks {
             return Err(RuntimeError::BadRank { what: "root", got: root as usize, nranks: self.nranks });

@@ -200,7 +200,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn every_protocol_carries_odd_lengths_across_many_steps_between_threads() {
+    fn every_protocol_carries_odd_lengths_across_many_steps_between_threads_into_scratch_or_a_destination() {
         let sizes = BufSizes { simple: 8 * 256, ll: 8 * 16 * 16, ll128: 8 * 128 * 2 };
         for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let mem = Arc::new(ConnMem::anonymous(sizes).unwrap());
@@ -224,9 +224,14 @@ mod tests {
                 }
             });
             let mut scratch = Vec::new();
+            // Every other LL/LL128 step is unpacked into a destination at an odd address, between guard bytes
+            // that must stay as they were: an exact unpack writes the step's bytes and nothing past them.
+            let mut dest = vec![0xa5u8; cap + 16];
             for (s, len) in lens.iter().enumerate() {
+                let into = dest[1..].as_mut_ptr();
                 let p = match proto {
                     Protocol::Simple => read_simple(&recv, *len, &w, 0),
+                    _ if s % 2 == 1 => unsafe { read_lines(&recv, proto, *len, Unpack::Into(into), &w, 0) },
                     _ => unsafe { read_lines(&recv, proto, *len, Unpack::Scratch(&mut scratch), &w, 0) },
                 }
                 .unwrap();
@@ -234,6 +239,12 @@ mod tests {
                 recv.release();
                 let want: Vec<u8> = (0..*len).map(|i| (i + s) as u8).collect();
                 assert_eq!(got, want, "{proto} step {s}");
+                if proto != Protocol::Simple && s % 2 == 1 {
+                    assert_eq!(p, into.cast_const(), "{proto} step {s} lands in the destination");
+                    assert_eq!(dest[0], 0xa5, "{proto} step {s} wrote before the destination");
+                    assert!(dest[1 + len..].iter().all(|&b| b == 0xa5), "{proto} step {s} wrote past its {len} bytes");
+                    dest[1..1 + len].fill(0xa5);
+                }
             }
             t.join().unwrap();
         }

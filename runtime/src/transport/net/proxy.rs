@@ -987,7 +987,7 @@ mod tests {
         let recv = Listen::accept(listener).unwrap();
         let mem = Arc::new(ConnMem::anonymous(BufSizes { simple: 8 * 4096, ll: 8 * 1024, ll128: 8 * 2048 }).unwrap());
         let proxy = Proxy::new(0).unwrap();
-        let (records, abort) = (Arc::new(Records::new(0, 1, None)), AbortHandle::default());
+        let (records, abort) = (Arc::new(Records::new(0, 2, 1, None)), AbortHandle::default());
         proxy.attach(records.clone(), abort.clone());
         assert_eq!(records.proxy_ring_capacity(), 0, "no NET connection, no ring");
         let _guard = proxy.add_recv("Socket", recv, mem.clone(), 0, 1).unwrap();
