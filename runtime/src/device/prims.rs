@@ -243,7 +243,8 @@ impl<'a> Prims<'a> {
     /// instead of into a slot, and it finds them in place. It is looked for after each step's inputs arrived, as
     /// the exposure precedes the peer's first step and so is seen by then when those inputs depend on that step
     /// (a ring's reduction has passed through every rank); looked for before, it was missed in a third to a half
-    /// of 2-rank calls, whose final chunk the peer then had to copy.
+    /// of 2-rank calls, whose final chunk the peer then had to copy. LL and LL128 steps, which always go through
+    /// the slots, are run by [`Prims::run_lines`] instead.
     ///
     /// # Safety
     /// As [`Prims::run`]; the exposed destination valid for `into + nbytes` bytes and not read or written by the
