@@ -285,15 +285,7 @@ impl<'a> Prims<'a> {
         let mut exposed = None;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            for p in to {
-                wait_credit(self.send_end(*p), self.w, channel)?;
-            }
-            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
-            let mut k = 0;
-            if let Some(s) = src {
-                inputs[0] = s.add(off);
-                k = 1;
-            }
+            let (mut inputs, mut k) = self.step_start(to, src, off)?;
             for p in from {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
                 inputs[k] = read_simple(end, len, self.w, channel)?;
@@ -384,6 +376,28 @@ impl<'a> Prims<'a> {
         Ok(())
     }
 
+    /// The start of a step at `off`: credit from every peer of `to`, and the step's inputs so far, the local
+    /// source's piece (if any) first, with their count.
+    unsafe fn step_start(
+        &self,
+        to: &[u32],
+        src: Option<*const u8>,
+        off: usize,
+    ) -> Result<([*const u8; MAX_INPUTS], usize)> {
+        for p in to {
+            wait_credit(self.send_end(*p), self.w, self.ch.id)?;
+        }
+        let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+        let k = match src {
+            Some(s) => {
+                inputs[0] = s.add(off);
+                1
+            }
+            None => 0,
+        };
+        Ok((inputs, k))
+    }
+
     /// [`Prims::run`] for LL and LL128 (NCCL 2.28.9 `prims_ll.h`, `prims_ll128.h`): every step goes through the
     /// peers' slots, its lines formatted from one contiguous result, so none of Simple's in-place cases applies.
     unsafe fn run_lines(
@@ -404,15 +418,7 @@ impl<'a> Prims<'a> {
         let mut off = 0;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            for p in to {
-                wait_credit(self.send_end(*p), self.w, channel)?;
-            }
-            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
-            let mut k = 0;
-            if let Some(s) = src {
-                inputs[0] = s.add(off);
-                k = 1;
-            }
+            let (mut inputs, mut k) = self.step_start(to, src, off)?;
             // A step that is the destination's only input is unpacked there, not copied there after.
             let landed = match (from, src, dst) {
                 (&[_], None, Some(d)) if !post => Some(d.add(off)),
