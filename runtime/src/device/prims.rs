@@ -355,10 +355,8 @@ impl<'a> Prims<'a> {
                 match (into, user.filter(|_| direct[k])) {
                     (Some(i), _) => e.post_written(i, len),
                     (None, Some(u)) => e.post_at(u, len),
-                    (None, None) => {
-                        let slot = e.mem.slot(Protocol::Simple, e.step);
-                        write_step(e, self.proto, slot, len)
-                    }
+                    // Computed in its slot above: posting it is all that is left.
+                    (None, None) => e.post(Protocol::Simple, len),
                 }
             }
             for p in from {
