@@ -319,24 +319,28 @@ def main(directory):
         cs, _ = load_run(f"cs-net-{n}")
         gloo, _ = load_run(f"gloo-{n}")
         bound, _ = load_run(f"tcp-{n}")
-        # The same ring with the reduce-scatter's additions on the receivers: where copies and reduction share
-        # the cores, what an AllReduce over TCP can reach.
-        reduced, _ = load_run(f"tcp-red-{n}")
-        above, of_reduced = [], []
+        # Tighter bounds of the same ring: with the reduce-scatter's additions on the receivers (where copies and
+        # reduction share the cores, what an AllReduce over TCP can reach), and with each step sent only once the
+        # step before arrived, as a ring's steps depend on each other.
+        tighter = [(load_run(f"tcp-red-{n}")[0], "with the reduction's work on the same cores (tcp_bound.rs reduce)"),
+                   (load_run(f"tcp-ring-{n}")[0], "with each step sent once the step before arrived (tcp_bound.rs ring)")]
+        above, shares = [], [[] for _ in tighter]
         for s in sizes(1 * MB, 64 * MB, cs, gloo):
             mine, ref = median_of(cs, s, "ip_busbw"), median_of(gloo, s, "ip_busbw")
             rep.row(f"NET/Socket {n} ranks busbw vs Gloo", s, mine, ref, "GB/s", 2.0,
                     each=each_ratio(cs, gloo, s, "ip_busbw"))
-            tcp, red = median_of(bound, s, "ip_busbw"), median_of(reduced, s, "ip_busbw")
+            tcp = median_of(bound, s, "ip_busbw")
             if tcp and mine is not None and ref is not None:
                 above.append(f"{human(s)} {mine / tcp:.0%}" + (" (2x Gloo > bound)" if 2 * ref > tcp else ""))
-            if red and mine is not None:
-                of_reduced.append(f"{human(s)} {mine / red:.0%}")
+            for (run, _), out in zip(tighter, shares):
+                b = median_of(run, s, "ip_busbw")
+                if b and mine is not None:
+                    out.append(f"{human(s)} {mine / b:.0%}")
         if above:
             print(f"# NET/Socket {n} ranks as a share of the TCP loopback ring bound (tcp_bound.rs): {', '.join(above)}")
-        if of_reduced:
-            print(f"# ... and of that bound with the reduction's work on the same cores (tcp_bound.rs reduce): "
-                  f"{', '.join(of_reduced)}")
+        for (_, what), out in zip(tighter, shares):
+            if out:
+                print(f"# ... and of that bound {what}: {', '.join(out)}")
     for n in (2, 4):
         p2p, _ = load_run(f"cs-p2p-{n}-large")
         shm, _ = load_run(f"cs-shm-{n}-large")

@@ -122,7 +122,7 @@ by_size() { # REP MINB MAXB SPEC... (SPEC: "NAME COLL NRANKS LAUNCH TRANSPORT FR
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   measure "$1.$2" bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
 }
-tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce]
+tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce|ring]
   measure "$1.$2" "$root/target/release/examples/tcp_bound" "${@:3}" \
     || echo "TCP bound $1 failed, see $out/$1.$2.err" >&2
 }
@@ -152,6 +152,7 @@ for ((r = 1; r <= reps; r++)); do
     anchor "gloo-$n" $r gloo $n 1048576 67108864 $ni 1
     tcp_bound "tcp-$n" $r $n 1048576 67108864 $ni
     tcp_bound "tcp-red-$n" $r $n 1048576 67108864 $ni reduce
+    tcp_bound "tcp-ring-$n" $r $n 1048576 67108864 $ni ring
   done
   cpustat
 done

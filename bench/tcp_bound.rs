@@ -8,12 +8,16 @@
 //! SIZE-byte float buffer with collscope's kernel: the bound a ring AllReduce can reach where the sockets' copies
 //! and the reduction share the same cores.
 //!
-//!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS [reduce]]
+//! With `ring`, a round is the ring's 2(N-1) steps of SIZE/N bytes and a rank sends each piece of a step only
+//! once the same piece of the step before has arrived from its predecessor, as a ring AllReduce must (a step
+//! forwards what the last one brought): what the hops' dependence costs, beside the streaming bound.
+//!
+//!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS [reduce] [ring]]
 
 use collscope_kernels::{reduce_in_place, Op};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const PIECE: usize = 512 << 10;
@@ -22,11 +26,32 @@ const BUFFER: usize = 8 * PIECE;
 /// When one thread's share of every round began and ended, rounds in order (warm-up included).
 type Spans = Vec<(Instant, Instant)>;
 
-/// Moves each round's bytes through `io` in pieces from a buffer it cycles through, timing every round. `io`
-/// gets a piece, its offset in the round and the round's total.
+/// The bytes one rank's receiver has taken in so far (all rounds), which its sender waits on under `ring`.
+#[derive(Default)]
+struct Arrived {
+    bytes: Mutex<usize>,
+    more: Condvar,
+}
+
+impl Arrived {
+    fn add(&self, n: usize) {
+        *self.bytes.lock().unwrap_or_else(|p| p.into_inner()) += n;
+        self.more.notify_one();
+    }
+
+    fn wait_for(&self, n: usize) {
+        let got = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        drop(self.more.wait_while(got, |b| *b < n).unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+/// Moves each round's bytes through `io` in pieces from a buffer it cycles through, timing every round; a piece
+/// never spans two of a round's `steps` (the last takes any remainder). `io` gets a piece, its offset in the
+/// round and the round's total.
 fn run_rounds(
     rounds: &[usize],
     barrier: &Barrier,
+    steps: usize,
     mut io: impl FnMut(&mut [f32], usize, usize) -> std::io::Result<()>,
 ) -> std::io::Result<Spans> {
     // Page aligned, as the NET proxy's slots are (mmap). From `malloc`, 16 bytes into a page, the kernel's copy
@@ -40,8 +65,10 @@ fn run_rounds(
         barrier.wait();
         let t0 = Instant::now();
         let mut off = 0;
+        let step = step_bytes(total, steps);
         while off < total {
-            let k = (total - off).min(PIECE);
+            let to_step_end = if off / step + 1 >= steps { total - off } else { step - off % step };
+            let k = to_step_end.min(PIECE);
             io(&mut buf[at / 4..(at + k) / 4], off, total)?;
             at = (at + PIECE) % BUFFER;
             off += k;
@@ -49,6 +76,11 @@ fn run_rounds(
         spans.push((t0, Instant::now()));
     }
     Ok(spans)
+}
+
+/// Bytes of each of a round's `steps` (whole floats).
+fn step_bytes(total: usize, steps: usize) -> usize {
+    (total / steps / 4 * 4).max(4)
 }
 
 /// A piece's bytes (pieces are whole floats: sizes are multiples of 4).
@@ -63,11 +95,14 @@ struct Args {
     hi: usize,
     iters: usize,
     reduce: bool,
+    ring: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS [reduce]]".to_string();
-    if !(3..=5).contains(&args.len()) || args.len() == 5 && args[4] != "reduce" {
+    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS [reduce] [ring]]".to_string();
+    let flags = args.get(4..).unwrap_or_default();
+    let (reduce, ring) = (flags.iter().any(|f| f == "reduce"), flags.iter().any(|f| f == "ring"));
+    if args.len() < 3 || flags.len() != reduce as usize + ring as usize {
         return Err(usage);
     }
     let num = |i: usize, what: &str| -> Result<usize, String> {
@@ -80,12 +115,13 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "tcp_bound: expected NRANKS >= 2, MINBYTES a positive multiple of 4 up to MAXBYTES, ITERS >= 1; {usage}"
         ));
     }
-    Ok(Args { nranks: n, lo, hi, iters, reduce: args.len() == 5 })
+    Ok(Args { nranks: n, lo, hi, iters, reduce, ring })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Args { nranks: n, lo, hi, iters, reduce } = parse(&args)?;
+    let Args { nranks: n, lo, hi, iters, reduce, ring } = parse(&args)?;
+    let steps = if ring { 2 * (n - 1) } else { 1 };
     let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
     // One warm-up round per size (a fresh connection's buffers grow as traffic flows), then the timed ones.
     let rounds: Arc<Vec<usize>> =
@@ -103,18 +139,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut threads = Vec::new();
     for (l, s) in listeners.iter().zip(senders) {
         let r = l.accept()?.0;
-        let (rs, bs, mut s) = (rounds.clone(), barrier.clone(), s);
-        threads.push(std::thread::spawn(move || run_rounds(&rs, &bs, |b, _, _| s.write_all(bytes(b)))));
+        let arrived = Arc::new(Arrived::default());
+        let (rs, bs, mut s, sa) = (rounds.clone(), barrier.clone(), s, arrived.clone());
+        // The bytes of the rounds before the current one, which `arrived` counts too.
+        let (mut before, mut last) = (0, 0);
+        threads.push(std::thread::spawn(move || {
+            run_rounds(&rs, &bs, steps, |b, off, total| {
+                if off == 0 {
+                    (before, last) = (before + last, total);
+                }
+                let step = step_bytes(total, steps);
+                if ring && off >= step {
+                    // The same piece of the step before, which ends where this step starts (the last step's
+                    // remainder of a few bytes depends on nothing more).
+                    let start = (off / step).min(steps - 1) * step;
+                    sa.wait_for(before + (off + b.len() * 4 - step).min(start));
+                }
+                s.write_all(bytes(b))
+            })
+        }));
         let (rr, br, mut r) = (rounds.clone(), barrier.clone(), r);
         // The rank's own data, which the reduce-scatter's steps add the received pieces to.
         let mut own = if reduce { vec![1f32; hi / 4] } else { Vec::new() };
         threads.push(std::thread::spawn(move || {
-            run_rounds(&rr, &br, |b, off, total| {
+            run_rounds(&rr, &br, steps, |b, off, total| {
                 r.read_exact(bytes(b))?;
                 if reduce && off < total / 2 {
                     let k = (total / 2 - off).min(b.len() * 4) / 4;
                     reduce_in_place(Op::Sum, &mut own[off / 4..off / 4 + k], &b[..k]);
                 }
+                // Reduced before it is passed on, as a ring's step must be.
+                arrived.add(b.len() * 4);
                 Ok(())
             })
         }));
@@ -124,7 +179,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|t| t.join().map_err(|_| "tcp_bound: a transfer thread panicked".to_string())?.map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     let with = if reduce { ", the reduce-scatter's additions included" } else { "" };
-    println!("# TCP loopback ring bound, {n} ranks{with}, median of {iters}");
+    let order = if ring { ", each step sent once the last arrived" } else { "" };
+    println!("# TCP loopback ring bound, {n} ranks{with}{order}, median of {iters}");
     println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
     for (i, &size) in sizes.iter().enumerate() {
         // A round lasts from the first thread's start to the last thread's end.

@@ -209,9 +209,10 @@ class EachRepetition(unittest.TestCase):
 
 
 class TcpBound(unittest.TestCase):
-    def test_report_prints_net_shares_of_both_tcp_bounds(self):
+    def test_report_prints_net_shares_of_every_tcp_bound(self):
         tables = {"cs-net-2.1.txt": "collscope-net.txt", "gloo-2.1.txt": "gloo.txt",
-                  "tcp-2.1.txt": "tcp-bound.txt", "tcp-red-2.1.txt": "tcp-bound-reduce.txt"}
+                  "tcp-2.1.txt": "tcp-bound.txt", "tcp-red-2.1.txt": "tcp-bound-reduce.txt",
+                  "tcp-ring-2.1.txt": "tcp-bound-ring.txt"}
         lines = report({name: read(src) for name, src in tables.items()}).splitlines()
         mine = compare.parse_collscope(read("collscope-net.txt"))[0][1 << 20]["ip_busbw"]
         plain = compare.parse_anchor(read("tcp-bound.txt"))[1 << 20]["ip_busbw"]
@@ -220,6 +221,9 @@ class TcpBound(unittest.TestCase):
         self.assertIn(f"1M {mine / plain:.0%}", share)
         both = next(l for l in lines if l.startswith("# ... and of that bound with the reduction"))
         self.assertIn(f"1M {mine / reduced:.0%}", both)
+        ordered = compare.parse_anchor(read("tcp-bound-ring.txt"))[1 << 20]["ip_busbw"]
+        ring = next(l for l in lines if l.startswith("# ... and of that bound with each step sent once"))
+        self.assertIn(f"1M {mine / ordered:.0%}", ring)
 
 
 if __name__ == "__main__":
