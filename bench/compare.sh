@@ -123,7 +123,8 @@ anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   measure "$1.$2" bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
 }
 tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce|ring]
-  measure "$1.$2" "$root/target/release/examples/tcp_bound" "${@:3}" \
+  # Under a deadline: a transfer thread that fails leaves the others waiting at the next round's barrier.
+  measure "$1.$2" timeout 600 "$root/target/release/examples/tcp_bound" "${@:3}" \
     || echo "TCP bound $1 failed, see $out/$1.$2.err" >&2
 }
 # The machine's own limit, for compare.py's share of the memory bound: copy and add-reduce rates, and the cores.

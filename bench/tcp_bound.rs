@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const PIECE: usize = 512 << 10;
 const BUFFER: usize = 8 * PIECE;
 
+/// How long a sender under `ring` waits for its receiver's bytes before it gives up.
+const STALL: Duration = Duration::from_secs(60);
+
 /// When one thread's share of every round began and ended, rounds in order (warm-up included).
 type Spans = Vec<(Instant, Instant)>;
 
@@ -39,9 +42,15 @@ impl Arrived {
         self.more.notify_one();
     }
 
-    fn wait_for(&self, n: usize) {
+    /// Waits until `n` bytes arrived; fails after [`STALL`] without them (the receiver failed or stalled).
+    fn wait_for(&self, n: usize) -> std::io::Result<()> {
         let got = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        drop(self.more.wait_while(got, |b| *b < n).unwrap_or_else(|p| p.into_inner()));
+        let (got, _) = self.more.wait_timeout_while(got, STALL, |b| *b < n).unwrap_or_else(|p| p.into_inner());
+        if *got < n {
+            let msg = format!("tcp_bound: {} of {n} bytes arrived from the predecessor within {STALL:?}", *got);
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, msg));
+        }
+        Ok(())
     }
 }
 
@@ -153,7 +162,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     // The same piece of the step before, which ends where this step starts (the last step's
                     // remainder of a few bytes depends on nothing more).
                     let start = (off / step).min(steps - 1) * step;
-                    sa.wait_for(before + (off + b.len() * 4 - step).min(start));
+                    sa.wait_for(before + (off + b.len() * 4 - step).min(start))?;
                 }
                 s.write_all(bytes(b))
             })
