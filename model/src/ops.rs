@@ -67,6 +67,18 @@ impl OpRecord {
             busbw_gbps: None,
         }
     }
+
+    /// Ends the call at `completed_us` after `secs` of work: its duration and, when that is positive, its
+    /// bandwidths (nccl-tests' algbw, and busbw for a communicator of `nranks` when known).
+    pub fn set_end(&mut self, completed_us: u64, secs: f64, nranks: Option<u32>) {
+        self.completed_us = Some(completed_us);
+        self.duration_us = Some(secs * 1e6);
+        if secs > 0.0 {
+            let algbw = self.bytes as f64 / secs / 1e9;
+            self.algbw_gbps = Some(algbw);
+            self.busbw_gbps = nranks.map(|n| algbw * self.coll.bus_bw_factor(n.max(1)));
+        }
+    }
 }
 
 /// One channel's GPU time, summed over the calls that ran on it (NCCL's profiler KernelCh events: the

@@ -65,15 +65,8 @@ impl TaskRec {
             r.started_us = None;
             return r;
         }
-        r.completed_us = Some(clock::epoch_us(self.completed_ns));
         let ns = if self.gpu_ns > 0 { self.gpu_ns } else { self.completed_ns.saturating_sub(self.started_ns) };
-        let secs = ns as f64 / 1e9;
-        r.duration_us = Some(secs * 1e6);
-        if secs > 0.0 {
-            let algbw = r.bytes as f64 / secs / 1e9;
-            r.algbw_gbps = Some(algbw);
-            r.busbw_gbps = comm.map(|c| algbw * self.coll.bus_bw_factor(c.nranks.max(1)));
-        }
+        r.set_end(clock::epoch_us(self.completed_ns), ns as f64 / 1e9, comm.map(|c| c.nranks));
         r
     }
 }

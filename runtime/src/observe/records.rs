@@ -215,14 +215,7 @@ impl Records {
         };
         if op.state != OpState::Started {
             let elapsed = Duration::from_nanos(op.elapsed_ns);
-            let secs = elapsed.as_secs_f64();
-            r.completed_us = Some(op.started_us + elapsed.as_micros() as u64);
-            r.duration_us = Some(secs * 1e6);
-            if secs > 0.0 {
-                let algbw = op.bytes as f64 / secs / 1e9;
-                r.algbw_gbps = Some(algbw);
-                r.busbw_gbps = Some(algbw * op.coll.bus_bw_factor(self.nranks));
-            }
+            r.set_end(op.started_us + elapsed.as_micros() as u64, elapsed.as_secs_f64(), Some(self.nranks));
         }
         r
     }
