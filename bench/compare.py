@@ -321,9 +321,12 @@ def main(directory):
         bound, _ = load_run(f"tcp-{n}")
         # Tighter bounds of the same ring: with the reduce-scatter's additions on the receivers (where copies and
         # reduction share the cores, what an AllReduce over TCP can reach), and with each step sent only once the
-        # step before arrived, as a ring's steps depend on each other.
+        # step before arrived, as a ring's steps depend on each other; then both, the work a ring AllReduce over
+        # TCP cannot avoid.
         tighter = [(load_run(f"tcp-red-{n}")[0], "with the reduction's work on the same cores (tcp_bound.rs reduce)"),
-                   (load_run(f"tcp-ring-{n}")[0], "with each step sent once the step before arrived (tcp_bound.rs ring)")]
+                   (load_run(f"tcp-ring-{n}")[0], "with each step sent once the step before arrived (tcp_bound.rs ring)"),
+                   (load_run(f"tcp-ringred-{n}")[0],
+                    "with both, each step reduced and then passed on (tcp_bound.rs reduce ring)")]
         above, shares = [], [[] for _ in tighter]
         for s in sizes(1 * MB, 64 * MB, cs, gloo):
             mine, ref = median_of(cs, s, "ip_busbw"), median_of(gloo, s, "ip_busbw")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
-# itself can carry in a ring, without and with the reduction's work, the anchors' membw, and the host's steal per
-# repetition, and how fast one core's writes reached another around each benchmark), then bench/compare.py prints
-# each target's medians, ratio and PASS/MISS (and the ratio within each repetition), and each SHM figure as a
-# share of what this machine's memory can do for that algorithm.
+# itself can carry in a ring, without and with the reduction's work and the steps' order, the anchors' membw, and
+# the host's steal per repetition, and how fast one core's writes reached another around each benchmark), then
+# bench/compare.py prints each target's medians, ratio and PASS/MISS (and the ratio within each repetition), and
+# each SHM figure as a share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
 # --quick: one repetition, fewer iterations, collscope's sizes by 4x (about 2 minutes on 2 cores, build aside).
 # Needs the reference benchmarks: ../shared/bench/anchors.sh beside the repository, or ANCHORS=path/to/anchors.sh.
@@ -122,7 +122,7 @@ by_size() { # REP MINB MAXB SPEC... (SPEC: "NAME COLL NRANKS LAUNCH TRANSPORT FR
 anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
   measure "$1.$2" bash "$anchors" "$3" "$4" "$5" "$6" "$7" "$8" || echo "$3 anchor $1 failed, see $out/$1.$2.err" >&2
 }
-tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce|ring]
+tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce] [ring]
   # Under a deadline: a transfer thread that fails leaves the others waiting at the next round's barrier.
   measure "$1.$2" timeout 600 "$root/target/release/examples/tcp_bound" "${@:3}" \
     || echo "TCP bound $1 failed, see $out/$1.$2.err" >&2
@@ -154,6 +154,7 @@ for ((r = 1; r <= reps; r++)); do
     tcp_bound "tcp-$n" $r $n 1048576 67108864 $ni
     tcp_bound "tcp-red-$n" $r $n 1048576 67108864 $ni reduce
     tcp_bound "tcp-ring-$n" $r $n 1048576 67108864 $ni ring
+    tcp_bound "tcp-ringred-$n" $r $n 1048576 67108864 $ni reduce ring
   done
   cpustat
 done

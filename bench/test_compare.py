@@ -212,7 +212,7 @@ class TcpBound(unittest.TestCase):
     def test_report_prints_net_shares_of_every_tcp_bound(self):
         tables = {"cs-net-2.1.txt": "collscope-net.txt", "gloo-2.1.txt": "gloo.txt",
                   "tcp-2.1.txt": "tcp-bound.txt", "tcp-red-2.1.txt": "tcp-bound-reduce.txt",
-                  "tcp-ring-2.1.txt": "tcp-bound-ring.txt"}
+                  "tcp-ring-2.1.txt": "tcp-bound-ring.txt", "tcp-ringred-2.1.txt": "tcp-bound-ring-reduce.txt"}
         lines = report({name: read(src) for name, src in tables.items()}).splitlines()
         mine = compare.parse_collscope(read("collscope-net.txt"))[0][1 << 20]["ip_busbw"]
         plain = compare.parse_anchor(read("tcp-bound.txt"))[1 << 20]["ip_busbw"]
@@ -224,6 +224,10 @@ class TcpBound(unittest.TestCase):
         ordered = compare.parse_anchor(read("tcp-bound-ring.txt"))[1 << 20]["ip_busbw"]
         ring = next(l for l in lines if l.startswith("# ... and of that bound with each step sent once"))
         self.assertIn(f"1M {mine / ordered:.0%}", ring)
+        unavoidable = compare.parse_anchor(read("tcp-bound-ring-reduce.txt"))[1 << 20]["ip_busbw"]
+        self.assertNotEqual(f"{unavoidable:.3f}", f"{ordered:.3f}")
+        last = next(l for l in lines if l.startswith("# ... and of that bound with both"))
+        self.assertIn(f"1M {mine / unavoidable:.0%}", last)
 
 
 if __name__ == "__main__":
