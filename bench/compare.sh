@@ -147,6 +147,8 @@ for ((r = 1; r <= reps; r++)); do
     fi
     by_size $r 65536 67108864 "${beside[@]}"
     anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw
+    # Open MPI with four ranks to a core too, beside collscope's 8 ranks (compare.py).
+    if [ $n = 4 ]; then anchor "mpi-8-large" $r mpi 8 1048576 67108864 $li $lw; fi
     # The same in registered windows (nccl-tests' -R 2): SHM reads and writes the ranks' buffers in place.
     perf "cs-shmreg-$n-large" $r all_reduce $n processes shm 65536 67108864 $li $lw -R 2
     perf "cs-net-$n" $r all_reduce $n processes socket 1048576 67108864 $ni 1

@@ -230,5 +230,22 @@ class TcpBound(unittest.TestCase):
         self.assertIn(f"1M {mine / unavoidable:.0%}", last)
 
 
+class Oversubscribed(unittest.TestCase):
+    def test_report_sets_8_ranks_beside_open_mpi_at_8_and_open_mpi_against_its_4(self):
+        files = {"cs-shm-8-large.1.txt": read("collscope-8.txt"), "mpi-8-large.1.txt": read("mpi-8.txt"),
+                 "mpi-4-large.1.txt": read("mpi-large.txt")}
+        lines = report(files).splitlines()
+        mine = compare.parse_collscope(read("collscope-8.txt"))[0][2 << 20]["ip_busbw"]
+        eight = compare.parse_anchor(read("mpi-8.txt"))[2 << 20]["ip_busbw"]
+        four = compare.parse_anchor(read("mpi-large.txt"))[2 << 20]["ip_busbw"]
+        against = next(l for l in lines if l.startswith("# 8 ranks busbw as a multiple of Open MPI's"))
+        self.assertIn(f"2M {mine / eight:.2f}x", against)
+        own = next(l for l in lines if l.startswith("# Open MPI's 8 ranks busbw vs 0.5 x its 4 ranks"))
+        self.assertIn(f"2M {eight / (0.5 * four):.2f}", own)
+        # Without Open MPI's 8 ranks, neither line.
+        del files["mpi-8-large.1.txt"]
+        self.assertNotIn("Open MPI's 8 ranks", report(files))
+
+
 if __name__ == "__main__":
     unittest.main()
