@@ -232,6 +232,7 @@ class TcpBound(unittest.TestCase):
 
 class Oversubscribed(unittest.TestCase):
     def test_report_sets_8_ranks_beside_open_mpi_at_8_and_open_mpi_against_its_4(self):
+        # Open MPI's 2-rank table stands in for its 4 ranks: the report's arithmetic is what is checked.
         files = {"cs-shm-8-large.1.txt": read("collscope-8.txt"), "mpi-8-large.1.txt": read("mpi-8.txt"),
                  "mpi-4-large.1.txt": read("mpi-large.txt")}
         lines = report(files).splitlines()
