@@ -87,9 +87,12 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 /// the chunks n-1), so where ranks outnumber cores each rank needs about two turns on its core a call. Measured
 /// on 2 cores, 4 rank processes, 8 B-4 KiB, medians of 5-6 interleaved runs in two sets: 0.58-1.05x the time of
 /// the chunks travelling the ring, most 0.7-0.95x (5.7-8.1 us a call against 8.1-10.7 at 8 B-1 KiB); 8 rank
-/// processes 0.76-1.15x. Large calls keep the ring: a two-shot form (each rank reduces its n-th of a chunk from
-/// every peer's copy, then posts it to every peer: two rounds of waits a chunk, none chained) read 0.43-0.57x
-/// the ring's busbw at 1-16 MiB, 8 rank processes on 2 cores, medians of 6 interleaved pairs.
+/// processes 0.76-1.15x. Large calls keep the ring. At 1-16 MiB, 8 rank processes on 2 cores, medians of 6
+/// interleaved pairs, busbw against the ring's:
+/// - a two-shot form (each rank reduces its n-th of a chunk from every peer's copy, then posts it to every peer:
+///   two rounds of waits a chunk, none chained) read 0.43-0.57x;
+/// - a hierarchical one (rings of four consecutive ranks, their reduced quarters swapped with the partner in the
+///   other four, then gathered round the four) read 0.55-0.87x, with 80 context switches a 1 MiB call to 110-129.
 pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (es, r) = (part.esize, rank as usize);
