@@ -4,6 +4,7 @@ collscope's figure, the reference figure, their ratio and PASS/MISS. Medians ove
 
     compare.py DIR      DIR holds NAME.REP.txt files (see compare.sh for the names)
 """
+import functools
 import glob
 import os
 import re
@@ -295,6 +296,8 @@ def main(directory):
     best = best_rate(rates)
     far = far_ones(rates, best)
 
+    # Each run's tables parsed once: several targets divide by the same run (SHM AllReduce, Open MPI at 4 ranks).
+    @functools.cache
     def load_run(name):
         return load(directory, name, far)
 
