@@ -370,22 +370,27 @@ def main(directory):
         rep.row("8 ranks busbw vs 0.5 x 4 ranks", s, mine, four * 0.5 if four else None, "GB/s", 1.0,
                 each=each_ratio(eight, ar, s, "ip_busbw", 0.5))
     mem_shares("SHM 8 ranks AllReduce", eight, membw, cores, "all_reduce", 8, 1 * MB, 64 * MB)
-    # The reference on the same oversubscribed cores: collscope's 8 ranks against Open MPI's, and Open MPI's own
-    # 8 ranks against half its 4, the target's measure applied to it.
-    mpi8, _ = load_run("mpi-8-large")
-    mpi4, _ = load_run("mpi-4-large")
-    if eight and mpi8:
-        against, own = [], []
-        for s in sizes(1 * MB, 64 * MB, eight, mpi8):
-            mine, ref = median_of(eight, s, "ip_busbw"), median_of(mpi8, s, "ip_busbw")
-            if mine is not None and ref:
-                against.append(f"{human(s)} {mine / ref:.2f}x")
-            four = median_of(mpi4, s, "ip_busbw")
-            if ref is not None and four:
-                own.append(f"{human(s)} {ref / (0.5 * four):.2f}")
-        print(f"# 8 ranks busbw as a multiple of Open MPI's 8 ranks: {', '.join(against)}")
+    # References on the same oversubscribed cores: Open MPI, and bench/shm_ring.rs, a plain ring over shared memory
+    # (copies, additions and hand-offs, nothing else). collscope's 8 and 4 ranks against each, and each one's own 8
+    # ranks against half its 4, the target's measure applied to it.
+    for ref, eight_ref, four_ref in (("Open MPI's", "mpi-8-large", "mpi-4-large"),
+                                     ("the plain ring's (shm_ring.rs)", "shm-ring-8", "shm-ring-4")):
+        ref8, _ = load_run(eight_ref)
+        ref4, _ = load_run(four_ref)
+        against, own = {8: [], 4: []}, []
+        for s in sizes(1 * MB, 64 * MB, ar, eight, ref8):
+            for n, mine, theirs in ((8, eight, ref8), (4, ar, ref4)):
+                a, b = median_of(mine, s, "ip_busbw"), median_of(theirs, s, "ip_busbw")
+                if a is not None and b:
+                    against[n].append(f"{human(s)} {a / b:.2f}x")
+            r8, r4 = median_of(ref8, s, "ip_busbw"), median_of(ref4, s, "ip_busbw")
+            if r8 is not None and r4:
+                own.append(f"{human(s)} {r8 / (0.5 * r4):.2f}")
+        for n in (8, 4):
+            if against[n]:
+                print(f"# {n} ranks busbw as a multiple of {ref} {n} ranks: {', '.join(against[n])}")
         if own:
-            print(f"# Open MPI's 8 ranks busbw vs 0.5 x its 4 ranks: {', '.join(own)}")
+            print(f"# {ref[0].upper()}{ref[1:]} 8 ranks busbw vs 0.5 x its 4 ranks: {', '.join(own)}")
     inits = [f["init_ms"] for f in facts8 if "init_ms" in f]
     if inits:
         med = statistics.median(inits)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # collscope against Open MPI (shared memory) and Gloo (TCP loopback) on this machine, in one run: builds the
 # release binary and the anchors, runs every benchmark REPS times (with bench/tcp_bound.rs, what TCP loopback
-# itself can carry in a ring, without and with the reduction's work and the steps' order, the anchors' membw, and
-# the host's steal per repetition, and how fast one core's writes reached another around each benchmark), then
+# itself can carry in a ring, without and with the reduction's work and the steps' order, bench/shm_ring.rs, a
+# plain ring over shared memory at 4 and 8 ranks, the anchors' membw, the host's steal per repetition, and how
+# fast one core's writes reached another around each benchmark), then
 # bench/compare.py prints each target's medians, ratio and PASS/MISS (and the ratio within each repetition), and
 # each SHM figure as a share of what this machine's memory can do for that algorithm.
 #   bench/compare.sh [--quick] [--reps N] [--out DIR]
@@ -44,7 +45,7 @@ out=${out:-$(mktemp -d /tmp/collscope-compare.XXXXXX)}
 mkdir -p "$out"
 bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
 [ -x "$bin/mpi_allreduce" ] && [ -x "$bin/gloo_allreduce" ] || bash "$anchors" build >&2
-(cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound --example crosscore)
+(cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound --example shm_ring --example crosscore)
 cs="$root/target/release/collscope"
 # Small sizes: many iterations; large: fewer, but 30 (with 10, one descheduled call moved a 4-rank figure by up
 # to 30 % between repetitions on 2 cores, for collscope and Open MPI alike). Quick mode cuts the work again.
@@ -108,14 +109,21 @@ perf() { # NAME REP COLL NRANKS LAUNCH TRANSPORT MINB MAXB ITERS WARMUP [FLAGS..
 # stretch of the host that the probes around them miss fall on one side of a ratio only: in one run two sweeps of
 # 4 rank threads read 1.70 and 3.34 GB/s at 4 MiB with the cores near each other before and after (7.9-10.4 in
 # four sweeps on their own that day), the processes' sweeps beside them 5.35 and 5.47. A size that ran with the
-# cores far apart runs again on its own.
+# cores far apart runs again on its own. COLL "ring" is bench/shm_ring.rs's plain ring over shared memory.
 by_size() { # REP MINB MAXB SPEC... (SPEC: "NAME COLL NRANKS LAUNCH TRANSPORT FROM", FROM its smallest size)
   local rep=$1 lo=$2 hi=$3 s spec name coll n launch transport from
   shift 3
   for ((s = lo; s <= hi; s *= cf)); do
     for spec in "$@"; do
       read -r name coll n launch transport from <<< "$spec"
-      if [ "$s" -ge "$from" ]; then perf "$name" "$rep@$s" "$coll" "$n" "$launch" "$transport" $s $s $li $lw; fi
+      if [ "$s" -lt "$from" ]; then continue; fi
+      if [ "$coll" = ring ]; then
+        # Under a deadline: a rank that fails leaves the others waiting (each gives up after a minute).
+        measure "$name.$rep@$s" timeout 600 "$root/target/release/examples/shm_ring" "$n" $s $s $li \
+          || echo "plain ring $name failed, see $out/$name.$rep@$s.err" >&2
+      else
+        perf "$name" "$rep@$s" "$coll" "$n" "$launch" "$transport" $s $s $li $lw
+      fi
     done
   done
 }
@@ -143,7 +151,8 @@ for ((r = 1; r <= reps; r++)); do
     beside=("cs-p2p-$n-large all_reduce $n threads p2p 65536" "cs-shm-$n-large all_reduce $n processes shm 65536")
     if [ $n = 4 ]; then
       beside+=("cs-ag-4 all_gather 4 processes shm 1048576" "cs-rs-4 reduce_scatter 4 processes shm 1048576"
-        "cs-shm-8-large all_reduce 8 processes shm 1048576")
+        "cs-shm-8-large all_reduce 8 processes shm 1048576" "shm-ring-4 ring 4 - - 1048576"
+        "shm-ring-8 ring 8 - - 1048576")
     fi
     by_size $r 65536 67108864 "${beside[@]}"
     anchor "mpi-$n-large" $r mpi $n 65536 67108864 $li $lw

@@ -234,19 +234,23 @@ class TcpBound(unittest.TestCase):
 
 
 class Oversubscribed(unittest.TestCase):
-    def test_report_sets_8_ranks_beside_open_mpi_at_8_and_open_mpi_against_its_4(self):
+    def test_report_sets_8_ranks_beside_each_reference_at_8_and_each_reference_against_its_4(self):
         # Open MPI's 2-rank table stands in for its 4 ranks: the report's arithmetic is what is checked.
         files = {"cs-shm-8-large.1.txt": read("collscope-8.txt"), "mpi-8-large.1.txt": read("mpi-8.txt"),
-                 "mpi-4-large.1.txt": read("mpi-large.txt")}
+                 "mpi-4-large.1.txt": read("mpi-large.txt"), "shm-ring-8.1.txt": read("shm-ring-8.txt"),
+                 "shm-ring-4.1.txt": read("shm-ring-4.txt")}
         lines = report(files).splitlines()
         mine = compare.parse_collscope(read("collscope-8.txt"))[0][2 << 20]["ip_busbw"]
-        eight, four = anchor_busbw("mpi-8.txt", 2 << 20), anchor_busbw("mpi-large.txt", 2 << 20)
-        self.assertIn(f"2M {mine / eight:.2f}x", line_starting(lines, "# 8 ranks busbw as a multiple of Open MPI's"))
-        own = line_starting(lines, "# Open MPI's 8 ranks busbw vs 0.5 x its 4 ranks")
-        self.assertIn(f"2M {eight / (0.5 * four):.2f}", own)
-        # Without Open MPI's 8 ranks, neither line.
+        for ref, eight, four in (("Open MPI's", "mpi-8.txt", "mpi-large.txt"),
+                                 ("the plain ring's (shm_ring.rs)", "shm-ring-8.txt", "shm-ring-4.txt")):
+            eight, four = anchor_busbw(eight, 2 << 20), anchor_busbw(four, 2 << 20)
+            self.assertIn(f"2M {mine / eight:.2f}x", line_starting(lines, f"# 8 ranks busbw as a multiple of {ref}"))
+            own = line_starting(lines, f"# {ref[0].upper()}{ref[1:]} 8 ranks busbw vs 0.5 x its 4 ranks")
+            self.assertIn(f"2M {eight / (0.5 * four):.2f}", own)
+        # Without a reference's 8 ranks, neither of its lines.
         del files["mpi-8-large.1.txt"]
         self.assertNotIn("Open MPI's 8 ranks", report(files))
+        self.assertIn("The plain ring's (shm_ring.rs) 8 ranks", report(files))
 
 
 if __name__ == "__main__":
