@@ -1,75 +1,55 @@
 //! The busbw a plain ring AllReduce over shared memory reaches on this host: N rank processes (forked), each with
-//! its data in its own memory and a receive buffer of 8 slots of 128 KiB in one shared mapping (collscope's
-//! NCCL_BUFFSIZE where ranks outnumber the cores). A round is the ring's 2(N-1) steps of SIZE/N bytes in
-//! slot-sized pieces, each written straight into the successor's slot: the first step copies, the next N-2 add
-//! the received piece to the rank's own and write the sum on, the last reduce-scatter step keeps the sum and
-//! passes it on, and the AllGather's steps copy. A rank that waits for a piece or a free slot yields the core
-//! for up to 50 us, then sleeps on a futex its peer wakes. Ranks sit on the cores collscope pins them to (one
-//! each, two neighbours a core, or left to the scheduler past that). No channels, no proxy, no plan, no observation: what
-//! the ring's copies, additions and hand-offs cost on these cores, to read collscope's SHM figures against,
-//! above all with more ranks than cores. Prints an anchor-style table (size count type op time_us algbw busbw
-//! wrong) that bench/compare.py reads as it reads Open MPI's.
+//! its data in its own memory and a receive buffer of NCCL_STEPS (8) slots in one shared mapping. A round is
+//! NCCL's ring: loops of N chunks, each loop the ring's 2(N-1) steps in slot-sized pieces written straight into
+//! the successor's slot. The first step copies the rank's chunk out, the next N-2 add the received piece to the
+//! rank's own and write the sum on, the last reduce-scatter step keeps the sum and passes it on, and the
+//! AllGather's steps keep and pass on what arrives. The rest is set up as collscope sets up rank processes on
+//! one host: the same cores (one each, two neighbours a core, or left to the scheduler past that), slot size
+//! (NCCL_BUFFSIZE / 8: 128 KiB where ranks outnumber the cores) and waits (spin, yield, then sleep on a futex
+//! the peer rings). No channels, proxy, plan or observation: what the ring's copies, additions and hand-offs
+//! cost on these cores, to read collscope's SHM figures against, above all with more ranks than cores. Prints
+//! an anchor-style table (size count type op time_us algbw busbw wrong) that bench/compare.py reads as it reads
+//! Open MPI's.
 //!
 //!     cargo run --release --example shm_ring -- NRANKS MINBYTES MAXBYTES [ITERS]
 
+use collscope_debug::env::Env;
 use collscope_kernels::{copy, reduce, reduce_in_place, Op};
 use collscope_runtime::comm::affinity;
+use collscope_runtime::sync::wait::{patience_for, AbortHandle, Bell, Waiter};
+use collscope_runtime::transport::conn::{crowded_buffsize, BufSizes, DEFAULT_BUFFSIZE, NCCL_STEPS};
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const SLOT: usize = 128 << 10;
-const SLOTS: u32 = 8;
-const SLOT_FLOATS: usize = SLOT / 4;
 /// Slots a chunk spans (NCCL's `ALLREDUCE_CHUNKSTEPS`, `NCCL_STEPS / 2`).
-const CHUNK_SLOTS: usize = SLOTS as usize / 2;
-/// How long a rank yields before it sleeps (collscope's `Patience::CROWDED`).
-const YIELD_FOR: Duration = Duration::from_micros(50);
+const CHUNK_SLOTS: usize = NCCL_STEPS as usize / 2;
 /// How long a rank waits for a peer before it gives up (the peer failed or stalled).
 const STALL: Duration = Duration::from_secs(60);
 
-/// A word peers wait on, with the count of those asleep on it so that a writer makes the wake call only then.
+/// A counter peers wait on, with the count of those asleep on it (collscope's [`Bell`]).
 #[repr(C, align(64))]
 #[derive(Default)]
 struct Word {
-    value: AtomicU32,
+    value: AtomicU64,
     sleepers: AtomicU32,
 }
 
 impl Word {
-    fn set(&self, v: u32) {
-        self.value.store(v, Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            // SAFETY: FUTEX_WAKE on a live, aligned u32 of a shared mapping.
-            unsafe { libc::syscall(libc::SYS_futex, self.value.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
-        }
+    fn bell(&self) -> Bell<'_> {
+        Bell { word: &self.value, sleepers: &self.sleepers }
     }
 
-    /// Waits until `ok(value)`; an error after [`STALL`] without it.
-    fn wait(&self, what: &str, ok: impl Fn(u32) -> bool) -> Result<u32, String> {
-        let start = Instant::now();
-        loop {
-            let v = self.value.load(Ordering::Acquire);
-            if ok(v) {
-                return Ok(v);
-            }
-            let waited = start.elapsed();
-            if waited > STALL {
-                return Err(format!("shm_ring: waited {STALL:?} for {what}"));
-            }
-            if waited < YIELD_FOR {
-                std::thread::yield_now();
-                continue;
-            }
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if self.value.load(Ordering::SeqCst) == v {
-                let ts = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
-                // SAFETY: FUTEX_WAIT on a live, aligned u32 of a shared mapping, with a timeout.
-                unsafe { libc::syscall(libc::SYS_futex, self.value.as_ptr(), libc::FUTEX_WAIT, v, &ts) };
-            }
-            self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        }
+    fn set(&self, v: u64) {
+        self.value.store(v, Ordering::Release);
+        self.bell().ring();
+    }
+
+    /// Waits as collscope's ranks do until `ok(value)`; an error after [`STALL`] without it.
+    fn wait(&self, waiter: &Waiter, what: &str, ok: impl Fn(u64) -> bool) -> Result<(), String> {
+        let ready = || ok(self.value.load(Ordering::Acquire));
+        waiter.wait_on(self.bell(), ready, || what.to_string()).map_err(|e| format!("shm_ring: {e}"))
     }
 }
 
@@ -86,27 +66,32 @@ struct Ctl {
 struct Shared {
     base: NonNull<u8>,
     len: usize,
+    /// Bytes of a slot.
+    slot: usize,
     n: usize,
+    sizes: usize,
     rounds: usize,
 }
 
 impl Shared {
     const CTL: usize = std::mem::size_of::<Ctl>();
 
-    fn new(n: usize, rounds: usize) -> Result<Shared, String> {
-        let len = Self::slots_at(n, rounds) + n * SLOTS as usize * SLOT;
+    /// For `n` ranks with slots of `slot` bytes, timing `rounds` rounds over `sizes` sizes.
+    fn new(n: usize, slot: usize, sizes: usize, rounds: usize) -> Result<Shared, String> {
+        let len = Self::slots_at(n, sizes, rounds) + n * NCCL_STEPS as usize * slot;
         let len_nz = NonZeroUsize::new(len).ok_or("shm_ring: nothing to map")?;
         use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
         // SAFETY: a fresh anonymous mapping, shared with the ranks forked after it; zeroed, as every word starts.
         let base =
             unsafe { mmap_anonymous(None, len_nz, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED) }
                 .map_err(|e| format!("shm_ring: mmap of {len} bytes: {e}"))?;
-        Ok(Shared { base: base.cast(), len, n, rounds })
+        Ok(Shared { base: base.cast(), len, slot, n, sizes, rounds })
     }
 
-    /// Ctls, the barrier's two words, then n x rounds (start, end) u64 pairs and n wrong counts, page aligned.
-    fn slots_at(n: usize, rounds: usize) -> usize {
-        ((n + 1) * Self::CTL + n * rounds * 16 + n * 8).next_multiple_of(4096)
+    /// After the ranks' and the barrier's words, n x rounds (start, end) u64 pairs and n x sizes wrong counts;
+    /// page aligned.
+    fn slots_at(n: usize, sizes: usize, rounds: usize) -> usize {
+        ((n + 1) * Self::CTL + n * rounds * 16 + n * sizes * 8).next_multiple_of(4096)
     }
 
     fn ctl(&self, r: usize) -> &Ctl {
@@ -124,30 +109,39 @@ impl Shared {
         unsafe { &*self.base.as_ptr().add(at).cast::<[AtomicU64; 2]>() }
     }
 
-    fn wrong(&self, r: usize) -> &AtomicU64 {
-        let at = (self.n + 1) * Self::CTL + self.n * self.rounds * 16 + r * 8;
+    /// The wrong elements rank `r` found at the `i`-th size.
+    fn wrong(&self, r: usize, i: usize) -> &AtomicU64 {
+        let at = (self.n + 1) * Self::CTL + self.n * self.rounds * 16 + (r * self.sizes + i) * 8;
         // SAFETY: inside the mapping, 8-byte aligned.
         unsafe { &*self.base.as_ptr().add(at).cast::<AtomicU64>() }
     }
 
-    /// Slot `i` of rank `r`'s receive buffer, `len` floats of it.
-    #[allow(clippy::mut_from_ref)]
-    fn slot(&self, r: usize, i: u32, len: usize) -> &mut [f32] {
-        let at = Self::slots_at(self.n, self.rounds) + (r * SLOTS as usize + i as usize) * SLOT;
-        // SAFETY: inside the mapping, page aligned; the ring's posted/freed words give one rank the slot at a time.
-        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(at).cast::<f32>(), len.min(SLOT_FLOATS)) }
+    /// The floats a slot holds.
+    fn slot_floats(&self) -> usize {
+        self.slot / 4
     }
 
-    /// A sense-reversing barrier over the ranks: the last to arrive opens the next generation.
-    fn wait_all(&self) -> Result<(), String> {
+    /// Slot `i` (a piece's number, modulo the slots) of rank `r`'s receive buffer, `len` floats of it.
+    #[allow(clippy::mut_from_ref)]
+    fn slot(&self, r: usize, i: u64, len: usize) -> &mut [f32] {
+        let i = (i % NCCL_STEPS) as usize;
+        let at = Self::slots_at(self.n, self.sizes, self.rounds) + (r * NCCL_STEPS as usize + i) * self.slot;
+        let len = len.min(self.slot_floats());
+        // SAFETY: inside the mapping, page aligned; the ring's posted/freed words give one rank the slot at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(at).cast::<f32>(), len) }
+    }
+
+    /// A central barrier: the last rank to arrive resets the count (`posted`) and opens the next generation
+    /// (`freed`), which the others wait for.
+    fn wait_all(&self, waiter: &Waiter) -> Result<(), String> {
         let b = self.barrier();
         let generation = b.freed.value.load(Ordering::Acquire);
-        if b.posted.value.fetch_add(1, Ordering::AcqRel) + 1 == self.n as u32 {
+        if b.posted.value.fetch_add(1, Ordering::AcqRel) + 1 == self.n as u64 {
             b.posted.value.store(0, Ordering::Relaxed);
-            b.freed.set(generation.wrapping_add(1));
+            b.freed.set(generation + 1);
             return Ok(());
         }
-        b.freed.wait("the other ranks at the barrier", |g| g != generation).map(|_| ())
+        b.freed.wait(waiter, "the other ranks at the barrier", |g| g != generation)
     }
 }
 
@@ -167,10 +161,11 @@ fn now_ns() -> u64 {
 /// One rank's end of the ring: pieces it sent to its successor and took from its own slots.
 struct Rank<'a> {
     sh: &'a Shared,
+    waiter: Waiter,
     r: usize,
     next: usize,
-    sent: u32,
-    taken: u32,
+    sent: u64,
+    taken: u64,
 }
 
 impl Rank<'_> {
@@ -178,24 +173,24 @@ impl Rank<'_> {
     #[allow(clippy::mut_from_ref)]
     fn out(&self, len: usize) -> Result<&mut [f32], String> {
         let sent = self.sent;
-        self.sh.ctl(self.next).freed.wait("a free slot", |f| sent.wrapping_sub(f) < SLOTS)?;
-        Ok(self.sh.slot(self.next, sent % SLOTS, len))
+        self.sh.ctl(self.next).freed.wait(&self.waiter, "a free slot", |f| sent - f < NCCL_STEPS)?;
+        Ok(self.sh.slot(self.next, sent, len))
     }
 
     fn post(&mut self) {
-        self.sent = self.sent.wrapping_add(1);
+        self.sent += 1;
         self.sh.ctl(self.next).posted.set(self.sent);
     }
 
     /// The rank's next slot, once the predecessor has written it.
     fn inbox(&self, len: usize) -> Result<&[f32], String> {
         let taken = self.taken;
-        self.sh.ctl(self.r).posted.wait("a piece from the predecessor", |p| p != taken)?;
-        Ok(self.sh.slot(self.r, taken % SLOTS, len))
+        self.sh.ctl(self.r).posted.wait(&self.waiter, "a piece from the predecessor", |p| p > taken)?;
+        Ok(self.sh.slot(self.r, taken, len))
     }
 
     fn free(&mut self) {
-        self.taken = self.taken.wrapping_add(1);
+        self.taken += 1;
         self.sh.ctl(self.r).freed.set(self.taken);
     }
 
@@ -203,17 +198,17 @@ impl Rank<'_> {
     /// after loop over N chunks of up to [`CHUNK_SLOTS`] slots each, every loop the ring's 2(N-1) steps, so that a
     /// step never sends more than the successor's slots hold.
     fn all_reduce(&mut self, data: &mut [f32]) -> Result<(), String> {
-        let n = self.sh.n;
+        let (n, slot) = (self.sh.n, self.sh.slot_floats());
         let count = data.len();
         let mut base = 0;
         while base < count {
-            let per = (CHUNK_SLOTS * SLOT_FLOATS).min((count - base).div_ceil(n));
+            let per = (CHUNK_SLOTS * slot).min((count - base).div_ceil(n));
             for s in 0..2 * n - 1 {
                 // The chunk this rank sends at step s: its predecessor sent it one step before.
                 let c = (self.r + 2 * n - s % n) % n;
                 let (lo, hi) = ((base + c * per).min(count), (base + (c + 1) * per).min(count));
-                for at in (lo..hi).step_by(SLOT_FLOATS) {
-                    self.piece(s, &mut data[at..hi.min(at + SLOT_FLOATS)])?;
+                for at in (lo..hi).step_by(slot) {
+                    self.piece(s, &mut data[at..hi.min(at + slot)])?;
                 }
             }
             base += n * per;
@@ -249,9 +244,9 @@ impl Rank<'_> {
 }
 
 /// Rank `r`'s rounds: a checked warm-up round at each size, then `iters` timed ones.
-fn rank_main(sh: &Shared, r: usize, sizes: &[usize], iters: usize) -> Result<(), String> {
+fn rank_main(sh: &Shared, waiter: Waiter, r: usize, sizes: &[usize], iters: usize) -> Result<(), String> {
     let n = sh.n;
-    let mut rank = Rank { sh, r, next: (r + 1) % n, sent: 0, taken: 0 };
+    let mut rank = Rank { sh, waiter, r, next: (r + 1) % n, sent: 0, taken: 0 };
     let most = sizes.iter().max().copied().unwrap_or(0) / 4;
     // Page aligned, as the slots are: from `malloc`, 16 bytes into a page, a copy between the two runs 16 bytes
     // off modulo 4 KiB, where `rep movsb` crawls on AMD EPYC (4x slower rounds here).
@@ -259,13 +254,13 @@ fn rank_main(sh: &Shared, r: usize, sizes: &[usize], iters: usize) -> Result<(),
     let skip = (store.as_ptr() as usize).wrapping_neg() % 4096 / 4;
     let data = &mut store[skip..skip + most];
     let mut round = 0;
-    for &size in sizes {
+    for (which, &size) in sizes.iter().enumerate() {
         let data = &mut data[..size / 4];
         for (i, v) in data.iter_mut().enumerate() {
             *v = (r + 1 + i % 7) as f32;
         }
         for k in 0..=iters {
-            sh.wait_all()?;
+            sh.wait_all(&rank.waiter)?;
             let t0 = now_ns();
             rank.all_reduce(data)?;
             let clock = sh.clock(r, round);
@@ -273,10 +268,10 @@ fn rank_main(sh: &Shared, r: usize, sizes: &[usize], iters: usize) -> Result<(),
             clock[1].store(now_ns(), Ordering::Relaxed);
             round += 1;
             if k == 0 {
-                // Every rank's value summed: n(n+1)/2 + n (i mod 7), exact in f32 at these sizes.
+                // Every rank's value summed: n(n+1)/2 + n (i mod 7), exact in f32 for any NRANKS allowed.
                 let want = |i: usize| (n * (n + 1) / 2 + n * (i % 7)) as f32;
                 let bad = data.iter().enumerate().filter(|&(i, &v)| v != want(i)).count();
-                sh.wrong(r).fetch_add(bad as u64, Ordering::Relaxed);
+                sh.wrong(r, which).store(bad as u64, Ordering::Relaxed);
                 // Zeros stay zeros, so the timed rounds' sums neither grow nor overflow.
                 data.fill(0.0);
             }
@@ -315,30 +310,40 @@ fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Args { nranks: n, lo, hi, iters } = parse(&args)?;
     let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
-    // Placed as collscope places its rank processes (COLLSCOPE_BIND honoured), so that only the runtime differs.
-    let env = collscope_debug::env::Env::from_process();
+    // As collscope sets its rank processes up on one host, so that only the runtime differs: the same cores
+    // (COLLSCOPE_BIND honoured), slots (NCCL_BUFFSIZE honoured, else collscope's default for this many ranks a
+    // core) and waits.
+    let env = Env::from_process();
     let cores = affinity::plan(&env, n as u32).map_err(|e| format!("shm_ring: {e}"))?;
-    let sets: Option<Vec<libc::cpu_set_t>> = cores.map(|c| c.into_iter().map(affinity::cpu_set).collect());
-    let sh = Shared::new(n, sizes.len() * (iters + 1))?;
+    let sets: Option<Vec<_>> = cores.map(|c| c.into_iter().map(affinity::cpu_set).collect());
+    let allowed: Vec<u32> = affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
+    let buffsize = match env.str("NCCL_BUFFSIZE") {
+        Some(_) => BufSizes::from_env(&env).map_err(|e| format!("shm_ring: {e}"))?.simple,
+        None => crowded_buffsize(n / n.min(allowed.len().max(1))).unwrap_or(DEFAULT_BUFFSIZE),
+    };
+    let patience = patience_for(&vec![&allowed[..]; n]);
+    let slot = buffsize / NCCL_STEPS as usize;
+    let sh = Shared::new(n, slot, sizes.len(), sizes.len() * (iters + 1))?;
     let mut children = Vec::new();
     for r in 0..n {
         let set = sets.as_ref().map(|s| s[r]);
-        // SAFETY: this process has one thread; the child runs its rank and leaves through `_exit`.
+        // SAFETY: this process has one thread; the child runs its rank and exits.
         match unsafe { nix::unistd::fork() }.map_err(|e| format!("shm_ring: fork: {e}"))? {
             nix::unistd::ForkResult::Child => {
                 // A rank outlives no parent that was killed (a deadline): the kernel kills it too.
-                // SAFETY: prctl with integer arguments only.
-                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-                let pinned = set.as_ref().map_or(Ok(()), affinity::pin_to).map_err(|e| format!("pinning: {e}"));
-                let code = match pinned.and_then(|()| rank_main(&sh, r, &sizes, iters)) {
+                let dies = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                let pinned = set.as_ref().map_or(Ok(()), affinity::pin_to);
+                let ready = dies.map_err(std::io::Error::from).and(pinned).map_err(|e| format!("setting up: {e}"));
+                let waiter = Waiter { rank: r as u32, timeout: STALL, abort: AbortHandle::default(), patience };
+                let code = match ready.and_then(|()| rank_main(&sh, waiter, r, &sizes, iters)) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("rank {r}: {e}");
                         1
                     }
                 };
-                // SAFETY: ends the child without running the parent's exit handlers.
-                unsafe { libc::_exit(code) };
+                // Nothing was buffered to flush twice: the parent prints only once every rank has ended.
+                std::process::exit(code);
             }
             nix::unistd::ForkResult::Parent { child } => children.push(child),
         }
@@ -354,10 +359,9 @@ fn main() -> Result<(), String> {
     if failed > 0 {
         return Err(format!("shm_ring: {failed} of {n} ranks failed"));
     }
-    let wrong: u64 = (0..n).map(|r| sh.wrong(r).load(Ordering::Relaxed)).sum();
     println!(
-        "# plain ring over shared memory, {n} rank processes, {SLOTS} slots of {} KiB, median of {iters}",
-        SLOT >> 10
+        "# plain ring over shared memory, {n} rank processes, {NCCL_STEPS} slots of {} KiB, median of {iters}",
+        slot >> 10
     );
     println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
     for (i, &size) in sizes.iter().enumerate() {
@@ -374,7 +378,7 @@ fn main() -> Result<(), String> {
         let t = times[times.len() / 2] as f64 / 1e9;
         let algbw = size as f64 / t / 1e9;
         let busbw = algbw * 2.0 * (n - 1) as f64 / n as f64;
-        // Wrong elements of every size's checked round, on the first row as on every other.
+        let wrong: u64 = (0..n).map(|r| sh.wrong(r, i).load(Ordering::Relaxed)).sum();
         println!("{size:>12} {:>8} float sum {:>10.1} {algbw:>12.3} {busbw:>12.3} {wrong:>6}", size / 4, t * 1e6);
     }
     Ok(())
