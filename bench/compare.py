@@ -379,11 +379,11 @@ def main(directory):
         ref4, _ = load_run(four_ref)
         against, own = {8: [], 4: []}, []
         for s in sizes(1 * MB, 64 * MB, ar, eight, ref8):
-            for n, mine, theirs in ((8, eight, ref8), (4, ar, ref4)):
-                a, b = median_of(mine, s, "ip_busbw"), median_of(theirs, s, "ip_busbw")
-                if a is not None and b:
-                    against[n].append(f"{human(s)} {a / b:.2f}x")
             r8, r4 = median_of(ref8, s, "ip_busbw"), median_of(ref4, s, "ip_busbw")
+            for n, mine, theirs in ((8, eight, r8), (4, ar, r4)):
+                a = median_of(mine, s, "ip_busbw")
+                if a is not None and theirs:
+                    against[n].append(f"{human(s)} {a / theirs:.2f}x")
             if r8 is not None and r4:
                 own.append(f"{human(s)} {r8 / (0.5 * r4):.2f}")
         for n in (8, 4):

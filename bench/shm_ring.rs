@@ -16,6 +16,7 @@
 use collscope_debug::env::Env;
 use collscope_kernels::{copy, reduce, reduce_in_place, Op};
 use collscope_runtime::comm::affinity;
+use collscope_runtime::profiler::now_ns;
 use collscope_runtime::sync::wait::{patience_for, AbortHandle, Bell, Waiter};
 use collscope_runtime::transport::conn::{crowded_buffsize, BufSizes, DEFAULT_BUFFSIZE, NCCL_STEPS};
 use std::num::NonZeroUsize;
@@ -150,12 +151,6 @@ impl Drop for Shared {
         // SAFETY: the mapping made in `new`, unused after this.
         let _ = unsafe { nix::sys::mman::munmap(self.base.cast(), self.len) };
     }
-}
-
-fn now_ns() -> u64 {
-    // CLOCK_MONOTONIC is one clock for every process of the host; reading it cannot fail on Linux.
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
 /// One rank's end of the ring: pieces it sent to its successor and took from its own slots.

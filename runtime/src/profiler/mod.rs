@@ -491,8 +491,9 @@ impl Ev {
     }
 }
 
-/// CLOCK_MONOTONIC in ns: the KernelCh `pTimer` stamps of CPU channel workers.
-fn now_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns, one clock for every process of the host: the KernelCh `pTimer` stamps of CPU channel
+/// workers (and bench/shm_ring.rs's rank processes' round times).
+pub fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
