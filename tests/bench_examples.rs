@@ -3,10 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
-
-/// How long one run may take before it is killed and the test fails.
-const DEADLINE: Duration = Duration::from_secs(120);
 
 fn example(name: &str) -> PathBuf {
     // Examples land in `examples/` beside the binaries of the same profile.
@@ -19,7 +15,7 @@ fn example(name: &str) -> PathBuf {
 fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut cmd = Command::new(example(name));
     cmd.args(args).env_remove("NCCL_BUFFSIZE").envs(env.iter().copied());
-    let out = collscope_testkit::output(&mut cmd, DEADLINE);
+    let out = collscope_testkit::output(&mut cmd, collscope_testkit::DEADLINE);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }

@@ -5,7 +5,7 @@
 
 mod procs;
 
-use collscope_testkit::Proc;
+use collscope_testkit::{Proc, DEADLINE};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use procs::{children_of, processes, rank_process};
@@ -19,8 +19,6 @@ use std::time::{Duration, Instant};
 const TIMEOUT_S: u64 = 5;
 /// What each failure may take: the timeout and 5 s.
 const BOUND: Duration = Duration::from_secs(TIMEOUT_S + 5);
-/// The deadline of every process: generous on a loaded machine, but no test can hang.
-const LIMIT: Duration = Duration::from_secs(120);
 /// How long ranks may take to go once their launcher has ended.
 const LINGER: Duration = Duration::from_secs(5);
 
@@ -120,7 +118,7 @@ struct Ended {
 impl Job {
     fn start(cmd: &mut Command) -> Job {
         let start = Instant::now();
-        let mut proc = Proc::spawn(cmd, LIMIT);
+        let mut proc = Proc::spawn(cmd, DEADLINE);
         let (stdout, err) = (BufReader::new(proc.take_stdout()), drain(proc.take_stderr()));
         let pgid = proc.id();
         Job { proc, pgid, start, stdout: Some(stdout), out: None, err, seen: BTreeSet::from([pgid]) }
@@ -156,7 +154,7 @@ impl Job {
             if let Some(s) = self.proc.try_wait() {
                 break s;
             }
-            assert!(self.start.elapsed() < LIMIT, "still running after {LIMIT:?}");
+            assert!(self.start.elapsed() < DEADLINE, "still running after {DEADLINE:?}");
             std::thread::sleep(Duration::from_millis(5));
         };
         let took = self.start.elapsed();

@@ -1,11 +1,8 @@
 //! `collscope perf --memory gpu` end to end: on a machine without a CUDA driver it says so and fails cleanly;
 //! with one, two ranks on GPU 0 produce a checked result line.
 
-use collscope_testkit::output;
+use collscope_testkit::{output, DEADLINE};
 use std::process::Command;
-use std::time::Duration;
-
-const DEADLINE: Duration = Duration::from_secs(120);
 
 #[test]
 fn perf_on_device_buffers() {

@@ -2,7 +2,7 @@
 //! with an error naming the input, or runs in bounded memory and ends on SIGINT/SIGTERM. Peak memory is read
 //! from the child's `/proc/PID/status` (VmHWM) while it runs.
 
-use collscope_testkit::{output, Proc};
+use collscope_testkit::{output, Proc, DEADLINE};
 use nix::libc::{SIGINT, SIGTERM};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long any one collscope run may take before it is killed and the test fails.
-const DEADLINE: Duration = Duration::from_secs(120);
 /// What "at once" means for an input refused without reading it, on a loaded machine.
 const AT_ONCE: Duration = Duration::from_secs(15);
 /// The most memory any of these runs may reach.

@@ -78,7 +78,7 @@ fn a_live_runs_own_log_reads_back_as_its_live_snapshot() {
     );
     // Both sides grow while the demo runs (connections at first use, a decision per new size): read them
     // until they agree, the log first so that it never holds what the snapshot has not seen yet.
-    let until = Instant::now() + Duration::from_secs(120);
+    let until = Instant::now() + collscope_testkit::DEADLINE;
     let (mut live, mut read, mut snap) = (vec![], vec![], Value::Null);
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(500));

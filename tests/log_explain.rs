@@ -4,7 +4,6 @@
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 fn collscope(args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -12,7 +11,7 @@ fn collscope(args: &[&str]) -> Output {
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")) {
         cmd.env_remove(k);
     }
-    collscope_testkit::output(&mut cmd, Duration::from_secs(120))
+    collscope_testkit::output(&mut cmd, collscope_testkit::DEADLINE)
 }
 
 fn ok(args: &[&str]) -> String {

@@ -3,7 +3,7 @@
 //! name), so NET/Socket carries the collective between them. Skipped with a note where the machine does not
 //! allow namespaces.
 
-use collscope_testkit::Proc;
+use collscope_testkit::{Proc, DEADLINE};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -97,7 +97,7 @@ fn run_rank(hosts: &Hosts, rank: usize) -> Proc {
         .env("COLLSCOPE_TIMEOUT_S", "30")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    Proc::spawn(&mut cmd, Duration::from_secs(120))
+    Proc::spawn(&mut cmd, DEADLINE)
 }
 
 fn text(o: &Output) -> String {

@@ -650,7 +650,7 @@ fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(Stdio::null());
     let _perf = Proc::spawn(&mut cmd, LIMIT);
-    let out = poll("perf's results", Duration::from_secs(120), || {
+    let out = poll("perf's results", collscope_testkit::DEADLINE, || {
         let out = std::fs::read_to_string(&log).unwrap_or_default();
         if out.contains("# Avg bus bandwidth") {
             Ok(out)

@@ -5,7 +5,7 @@
 use collscope_model::{CommState, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot};
 use collscope_profiler::abi::{net_socket_v1 as sock, v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
-use collscope_testkit::{output, Proc};
+use collscope_testkit::{output, Proc, DEADLINE};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -14,8 +14,6 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-const LIMIT: Duration = Duration::from_secs(120);
 
 /// The cdylib cargo built beside this test binary.
 fn plugin() -> PathBuf {
@@ -37,7 +35,7 @@ fn driver() -> &'static Path {
                 .arg(&bin)
                 .arg(&src)
                 .args(["-rdynamic", "-ldl", "-lpthread"]),
-            LIMIT,
+            DEADLINE,
         );
         assert!(out.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
         bin
@@ -70,7 +68,7 @@ fn driver_cmd(args: &[&std::ffi::OsStr], rendezvous: &Path, env: &[(&str, &Path)
 fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let rendezvous = tempfile::tempdir().unwrap();
     let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
-    let out = output(&mut driver_cmd(&args, rendezvous.path(), env), LIMIT);
+    let out = output(&mut driver_cmd(&args, rendezvous.path(), env), DEADLINE);
     let left: Vec<_> = std::fs::read_dir(rendezvous.path()).unwrap().collect();
     assert!(left.is_empty(), "every finalize removed its rendezvous file: {left:?}");
     out
@@ -82,7 +80,7 @@ fn text(out: &Output) -> String {
 
 #[test]
 fn the_library_exports_nccls_profiler_symbols_and_collscopes_query() {
-    let out = output(Command::new("nm").args(["-D", "--defined-only"]).arg(plugin()), LIMIT);
+    let out = output(Command::new("nm").args(["-D", "--defined-only"]).arg(plugin()), DEADLINE);
     assert!(out.status.success(), "{}", text(&out));
     let syms: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -412,14 +410,14 @@ fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32, extra: &[(&st
     ];
     env.extend_from_slice(extra);
     let mut cmd = driver_cmd(&["hold".as_ref(), release.as_os_str()], rendezvous, &env);
-    let mut proc = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), LIMIT);
+    let mut proc = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), DEADLINE);
     let (said, stderr) = watch(proc.take_stderr(), |l| {
         let url = l.split("telemetry at ").nth(1).and_then(|u| u.split("/metrics").next()).map(str::to_string);
         url.or_else(|| l.contains("serving the final figures").then(|| "lingering".to_string()))
     });
     let (held, _stdout) = watch(proc.take_stdout(), |l| (l == "held").then(String::new));
-    let url = said.recv_timeout(LIMIT).expect("the plugin logs where it serves");
-    held.recv_timeout(LIMIT).expect("the driver ran its calls");
+    let url = said.recv_timeout(DEADLINE).expect("the plugin logs where it serves");
+    held.recv_timeout(DEADLINE).expect("the driver ran its calls");
     Held { proc, url, later: said, stderr }
 }
 
@@ -534,7 +532,7 @@ fn a_rank_that_finished_first_stays_in_the_folder_while_it_lingers() {
     let (release0, release1) = (dir.path().join("release0"), dir.path().join("release1"));
     let mut first = hold(&release1, &rendezvous, 1, 2, &[("COLLSCOPE_PROFILER_LINGER_S", Path::new("15"))]);
     std::fs::write(&release1, "").unwrap();
-    assert_eq!(first.later.recv_timeout(LIMIT).as_deref(), Ok("lingering"), "rank 1 finalized and serves on");
+    assert_eq!(first.later.recv_timeout(DEADLINE).as_deref(), Ok("lingering"), "rank 1 finalized and serves on");
     let mut second = hold(&release0, &rendezvous, 0, 2, &[]);
     let body = poll(&format!("{}/api/v1/job", second.url), |t| {
         serde_json::from_str::<JobView>(t).is_ok_and(|j| j.ranks.len() == 2)

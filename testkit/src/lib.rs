@@ -16,6 +16,10 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long one program a test starts may run before its group is killed and the test fails: generous on a
+/// loaded 2-core machine, but no test can hang.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
 /// A child process (and its process group) with a deadline.
 pub struct Proc {
     child: Arc<Mutex<Child>>,

@@ -1,10 +1,7 @@
 //! What the CLI end-to-end tests share.
 
+use collscope_testkit::DEADLINE;
 use std::process::Command;
-use std::time::Duration;
-
-/// How long one CLI run in a test may take before it is killed and the test fails.
-pub const DEADLINE: Duration = Duration::from_secs(120);
 
 /// Runs the collscope binary with `args` and extra `env` (NCCL_DEBUG cleared, a 60 s collective timeout),
 /// killed at [`DEADLINE`]: (success, stdout, stderr).

@@ -2,7 +2,7 @@
 //! tests that read them so the log paths run on a fresh clone without the real logs in `../shared`, and
 //! collscope servers started with the URL they print.
 
-use collscope_testkit::Proc;
+use collscope_testkit::{Proc, DEADLINE};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -24,7 +24,7 @@ pub fn own_log(ranks: &[&str]) -> String {
             .env("COLLSCOPE_TIMEOUT_S", "60")
             .env_remove("NCCL_DEBUG_SUBSYS")
             .env_remove("NCCL_DEBUG_FILE"),
-        Duration::from_secs(120),
+        DEADLINE,
     );
     assert!(out.status.success(), "collscope perf {ranks:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("the log is UTF-8")
