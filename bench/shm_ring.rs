@@ -17,7 +17,7 @@ use collscope_debug::env::Env;
 use collscope_kernels::{copy, reduce, reduce_in_place, Op};
 use collscope_runtime::comm::affinity;
 use collscope_runtime::profiler::now_ns;
-use collscope_runtime::sync::wait::{patience_for, AbortHandle, Bell, Waiter};
+use collscope_runtime::sync::wait::{patience_for, ranks_per_core, AbortHandle, Bell, Waiter};
 use collscope_runtime::transport::conn::{crowded_buffsize, BufSizes, DEFAULT_BUFFSIZE, NCCL_STEPS};
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
@@ -311,12 +311,14 @@ fn main() -> Result<(), String> {
     let env = Env::from_process();
     let cores = affinity::plan(&env, n as u32).map_err(|e| format!("shm_ring: {e}"))?;
     let sets: Option<Vec<_>> = cores.map(|c| c.into_iter().map(affinity::cpu_set).collect());
+    // The cores each rank may run on, before it is pinned (only their union and the ranks' count matter).
     let allowed: Vec<u32> = affinity::allowed_cpus().into_iter().map(|c| c as u32).collect();
+    let local = vec![&allowed[..]; n];
     let buffsize = match env.str("NCCL_BUFFSIZE") {
         Some(_) => BufSizes::from_env(&env).map_err(|e| format!("shm_ring: {e}"))?.simple,
-        None => crowded_buffsize(n / n.min(allowed.len().max(1))).unwrap_or(DEFAULT_BUFFSIZE),
+        None => crowded_buffsize(ranks_per_core(&local)).unwrap_or(DEFAULT_BUFFSIZE),
     };
-    let patience = patience_for(&vec![&allowed[..]; n]);
+    let patience = patience_for(&local);
     let slot = buffsize / NCCL_STEPS as usize;
     let sh = Shared::new(n, slot, sizes.len(), sizes.len() * (iters + 1))?;
     let mut children = Vec::new();

@@ -920,18 +920,11 @@ fn host_cpus(peers: &[PeerInfo], host: u64) -> Vec<&[u32]> {
     peers.iter().filter(|p| p.host_hash == host).map(|p| &p.cpus[..]).collect()
 }
 
-/// The most ranks a core of any host of the job runs (whole ranks: 7 ranks on 2 cores run 3 a core). Every rank
-/// decides from the whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
+/// The most ranks a core of any host of the job runs ([`wait::ranks_per_core`]). Every rank decides from the
+/// whole peer list, so all take the same buffer sizes (a step's bytes must fit its peer's slot).
 fn ranks_per_core(peers: &[PeerInfo]) -> usize {
     let hosts: HashSet<u64> = peers.iter().map(|p| p.host_hash).collect();
-    hosts
-        .into_iter()
-        .map(|h| {
-            let local = host_cpus(peers, h);
-            local.len() / wait::cores_of(&local)
-        })
-        .max()
-        .unwrap_or(0)
+    hosts.into_iter().map(|h| wait::ranks_per_core(&host_cpus(peers, h))).max().unwrap_or(0)
 }
 
 /// Whether every rank reaches every other through host memory: one host, and the transport `chain` picks for

@@ -51,6 +51,12 @@ pub fn cores_of(local: &[&[u32]]) -> usize {
     }
 }
 
+/// Whole ranks a core for the ranks of one host, given the cores each may run on (7 ranks on 2 cores run 3 a
+/// core; fewer ranks than cores, 0).
+pub fn ranks_per_core(local: &[&[u32]]) -> usize {
+    local.len() / cores_of(local)
+}
+
 /// How patient waits are for the ranks of one host, given the cores each may run on: whether they outnumber
 /// the cores they may run on together.
 pub fn patience_for(local: &[&[u32]]) -> Patience {
@@ -308,6 +314,14 @@ mod tests {
         assert_eq!(patience_for(&[&[0], &[0]]), Patience::CROWDED);
         assert_eq!(patience_for(&[&[0, 1], &[0, 1]]), Patience::ALONE);
         assert_eq!(patience_for(&[&[0, 1], &[0, 1], &[0, 1]]), Patience::CROWDED);
+    }
+
+    #[test]
+    fn ranks_a_core_are_whole_ranks_over_the_cores_they_share() {
+        assert_eq!(ranks_per_core(&[&[0], &[1]]), 1);
+        assert_eq!(ranks_per_core(&[&[0, 1][..]; 7]), 3);
+        assert_eq!(ranks_per_core(&[&[0], &[0], &[1], &[1]]), 2);
+        assert_eq!(ranks_per_core(&[&[0, 1, 2, 3][..]; 2]), 0);
     }
 
     #[test]
