@@ -13,6 +13,8 @@
 //!
 //!     cargo run --release --example shm_ring -- NRANKS MINBYTES MAXBYTES [ITERS]
 
+mod sweep;
+
 use collscope_debug::env::Env;
 use collscope_kernels::{copy, reduce, reduce_in_place, Op};
 use collscope_runtime::comm::affinity;
@@ -23,6 +25,7 @@ use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
+use sweep::{page_aligned, Sweep};
 
 /// Slots a chunk spans (NCCL's `ALLREDUCE_CHUNKSTEPS`, `NCCL_STEPS / 2`).
 const CHUNK_SLOTS: usize = NCCL_STEPS as usize / 2;
@@ -242,12 +245,8 @@ impl Rank<'_> {
 fn rank_main(sh: &Shared, waiter: Waiter, r: usize, sizes: &[usize], iters: usize) -> Result<(), String> {
     let n = sh.n;
     let mut rank = Rank { sh, waiter, r, next: (r + 1) % n, sent: 0, taken: 0 };
-    let most = sizes.iter().max().copied().unwrap_or(0) / 4;
-    // Page aligned, as the slots are: from `malloc`, 16 bytes into a page, a copy between the two runs 16 bytes
-    // off modulo 4 KiB, where `rep movsb` crawls on AMD EPYC (4x slower rounds here).
-    let mut store = vec![0f32; most + 1024];
-    let skip = (store.as_ptr() as usize).wrapping_neg() % 4096 / 4;
-    let data = &mut store[skip..skip + most];
+    let mut store = Vec::new();
+    let data = page_aligned(&mut store, sizes.iter().max().copied().unwrap_or(0) / 4, 0.0);
     let mut round = 0;
     for (which, &size) in sizes.iter().enumerate() {
         let data = &mut data[..size / 4];
@@ -275,36 +274,11 @@ fn rank_main(sh: &Shared, waiter: Waiter, r: usize, sizes: &[usize], iters: usiz
     Ok(())
 }
 
-struct Args {
-    nranks: usize,
-    lo: usize,
-    hi: usize,
-    iters: usize,
-}
-
-fn parse(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: shm_ring NRANKS MINBYTES MAXBYTES [ITERS]";
-    if !(3..=4).contains(&args.len()) {
-        return Err(usage.into());
-    }
-    let num = |i: usize, what: &str| -> Result<usize, String> {
-        args[i].parse().map_err(|_| format!("shm_ring: {what} must be a whole number, got '{}'", args[i]))
-    };
-    let (n, lo, hi) = (num(0, "NRANKS")?, num(1, "MINBYTES")?, num(2, "MAXBYTES")?);
-    let iters = if args.len() == 4 { num(3, "ITERS")? } else { 5 };
-    if !(2..=1024).contains(&n) || lo == 0 || !lo.is_multiple_of(4) || hi < lo || iters == 0 {
-        return Err(format!(
-            "shm_ring: expected 2 <= NRANKS <= 1024, MINBYTES a positive multiple of 4 up to MAXBYTES, ITERS >= 1; \
-             {usage}"
-        ));
-    }
-    Ok(Args { nranks: n, lo, hi, iters })
-}
-
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Args { nranks: n, lo, hi, iters } = parse(&args)?;
-    let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
+    let usage = "usage: shm_ring NRANKS MINBYTES MAXBYTES [ITERS]";
+    let sweep = Sweep::parse("shm_ring", usage, &args, Some(1024))?;
+    let (n, iters, sizes) = (sweep.nranks, sweep.iters, &sweep.sizes);
     // As collscope sets its rank processes up on one host, so that only the runtime differs: the same cores
     // (COLLSCOPE_BIND honoured), slots (NCCL_BUFFSIZE honoured, else collscope's default for this many ranks a
     // core) and waits.
@@ -332,7 +306,7 @@ fn main() -> Result<(), String> {
                 let pinned = set.as_ref().map_or(Ok(()), affinity::pin_to);
                 let ready = dies.map_err(std::io::Error::from).and(pinned).map_err(|e| format!("setting up: {e}"));
                 let waiter = Waiter { rank: r as u32, timeout: STALL, abort: AbortHandle::default(), patience };
-                let code = match ready.and_then(|()| rank_main(&sh, waiter, r, &sizes, iters)) {
+                let code = match ready.and_then(|()| rank_main(&sh, waiter, r, sizes, iters)) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("rank {r}: {e}");
@@ -356,27 +330,13 @@ fn main() -> Result<(), String> {
     if failed > 0 {
         return Err(format!("shm_ring: {failed} of {n} ranks failed"));
     }
-    println!(
-        "# plain ring over shared memory, {n} rank processes, {NCCL_STEPS} slots of {} KiB, median of {iters}",
-        slot >> 10
-    );
-    println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
-    for (i, &size) in sizes.iter().enumerate() {
-        // A round lasts from the first rank's start to the last rank's end.
-        let mut times: Vec<u64> = (1..=iters)
-            .map(|k| {
-                let round = i * (iters + 1) + k;
-                let start = (0..n).map(|r| sh.clock(r, round)[0].load(Ordering::Relaxed)).min().unwrap_or(0);
-                let end = (0..n).map(|r| sh.clock(r, round)[1].load(Ordering::Relaxed)).max().unwrap_or(start);
-                end - start
-            })
-            .collect();
-        times.sort();
-        let t = times[times.len() / 2] as f64 / 1e9;
-        let algbw = size as f64 / t / 1e9;
-        let busbw = algbw * 2.0 * (n - 1) as f64 / n as f64;
-        let wrong: u64 = (0..n).map(|r| sh.wrong(r, i).load(Ordering::Relaxed)).sum();
-        println!("{size:>12} {:>8} float sum {:>10.1} {algbw:>12.3} {busbw:>12.3} {wrong:>6}", size / 4, t * 1e6);
-    }
+    let seconds = |round: usize| {
+        let start = (0..n).map(|r| sh.clock(r, round)[0].load(Ordering::Relaxed)).min().unwrap_or(0);
+        let end = (0..n).map(|r| sh.clock(r, round)[1].load(Ordering::Relaxed)).max().unwrap_or(start);
+        (end - start) as f64 / 1e9
+    };
+    let wrong = |i: usize| (0..n).map(|r| sh.wrong(r, i).load(Ordering::Relaxed)).sum();
+    let title = format!("plain ring over shared memory, {n} rank processes, {NCCL_STEPS} slots of {} KiB", slot >> 10);
+    sweep.print(&title, seconds, wrong);
     Ok(())
 }

@@ -14,11 +14,14 @@
 //!
 //!     cargo run --release --example tcp_bound -- NRANKS MINBYTES MAXBYTES [ITERS [reduce] [ring]]
 
+mod sweep;
+
 use collscope_kernels::{reduce_in_place, Op};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use sweep::{page_aligned, Sweep};
 
 const PIECE: usize = 512 << 10;
 const BUFFER: usize = 8 * PIECE;
@@ -63,11 +66,8 @@ fn run_rounds(
     steps: usize,
     mut io: impl FnMut(&mut [f32], usize, usize) -> std::io::Result<()>,
 ) -> std::io::Result<Spans> {
-    // Page aligned, as the NET proxy's slots are (mmap). From `malloc`, 16 bytes into a page, the kernel's copy
-    // out of the socket landed 16 bytes past its source modulo 4 KiB, where `rep movsb` crawls on AMD EPYC.
-    let mut store = vec![1f32; (BUFFER + 4096) / 4];
-    let skip = (store.as_ptr() as usize).wrapping_neg() % 4096 / 4;
-    let buf = &mut store[skip..skip + BUFFER / 4];
+    let mut store = Vec::new();
+    let buf = page_aligned(&mut store, BUFFER / 4, 1.0);
     let mut spans = Vec::with_capacity(rounds.len());
     let mut at = 0;
     for &total in rounds {
@@ -98,40 +98,22 @@ fn bytes(piece: &mut [f32]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(piece.as_mut_ptr().cast(), std::mem::size_of_val(piece)) }
 }
 
-struct Args {
-    nranks: usize,
-    lo: usize,
-    hi: usize,
-    iters: usize,
-    reduce: bool,
-    ring: bool,
-}
-
-fn parse(args: &[String]) -> Result<Args, String> {
-    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS [reduce] [ring]]".to_string();
+/// The sweep and the flags `reduce` and `ring`.
+fn parse(args: &[String]) -> Result<(Sweep, bool, bool), String> {
+    let usage = "usage: tcp_bound NRANKS MINBYTES MAXBYTES [ITERS [reduce] [ring]]";
     let flags = args.get(4..).unwrap_or_default();
     let (reduce, ring) = (flags.iter().any(|f| f == "reduce"), flags.iter().any(|f| f == "ring"));
-    if args.len() < 3 || flags.len() != reduce as usize + ring as usize {
-        return Err(usage);
+    if flags.len() != reduce as usize + ring as usize {
+        return Err(usage.into());
     }
-    let num = |i: usize, what: &str| -> Result<usize, String> {
-        args[i].parse().map_err(|_| format!("tcp_bound: {what} must be a whole number, got '{}'", args[i]))
-    };
-    let (n, lo, hi) = (num(0, "NRANKS")?, num(1, "MINBYTES")?, num(2, "MAXBYTES")?);
-    let iters = if args.len() >= 4 { num(3, "ITERS")? } else { 5 };
-    if n < 2 || lo == 0 || !lo.is_multiple_of(4) || hi < lo || iters == 0 {
-        return Err(format!(
-            "tcp_bound: expected NRANKS >= 2, MINBYTES a positive multiple of 4 up to MAXBYTES, ITERS >= 1; {usage}"
-        ));
-    }
-    Ok(Args { nranks: n, lo, hi, iters, reduce, ring })
+    Ok((Sweep::parse("tcp_bound", usage, &args[..args.len().min(4)], None)?, reduce, ring))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Args { nranks: n, lo, hi, iters, reduce, ring } = parse(&args)?;
+    let (sweep, reduce, ring) = parse(&args)?;
+    let (n, iters, sizes) = (sweep.nranks, sweep.iters, &sweep.sizes);
     let steps = if ring { 2 * (n - 1) } else { 1 };
-    let sizes: Vec<usize> = std::iter::successors(Some(lo), |s| Some(s * 2)).take_while(|&s| s <= hi).collect();
     // One warm-up round per size (a fresh connection's buffers grow as traffic flows), then the timed ones.
     let rounds: Arc<Vec<usize>> =
         Arc::new(sizes.iter().flat_map(|&s| std::iter::repeat_n(s * 2 * (n - 1) / n / 4 * 4, iters + 1)).collect());
@@ -169,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }));
         let (rr, br, mut r) = (rounds.clone(), barrier.clone(), r);
         // The rank's own data, which the reduce-scatter's steps add the received pieces to.
-        let mut own = if reduce { vec![1f32; hi / 4] } else { Vec::new() };
+        let mut own = if reduce { vec![1f32; sizes.last().map_or(0, |s| s / 4)] } else { Vec::new() };
         threads.push(std::thread::spawn(move || {
             run_rounds(&rr, &br, steps, |b, off, total| {
                 r.read_exact(bytes(b))?;
@@ -189,23 +171,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
     let with = if reduce { ", the reduce-scatter's additions included" } else { "" };
     let order = if ring { ", each step sent once the last arrived" } else { "" };
-    println!("# TCP loopback ring bound, {n} ranks{with}{order}, median of {iters}");
-    println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
-    for (i, &size) in sizes.iter().enumerate() {
-        // A round lasts from the first thread's start to the last thread's end.
-        let mut times: Vec<Duration> = (1..=iters)
-            .map(|k| {
-                let round = i * (iters + 1) + k;
-                let start = spans.iter().map(|s| s[round].0).min().unwrap_or_else(Instant::now);
-                let end = spans.iter().map(|s| s[round].1).max().unwrap_or(start);
-                end - start
-            })
-            .collect();
-        times.sort();
-        let t = times[times.len() / 2].as_secs_f64();
-        let algbw = size as f64 / t / 1e9;
-        let busbw = algbw * 2.0 * (n - 1) as f64 / n as f64;
-        println!("{size:>12} {:>8} float sum {:>10.1} {algbw:>12.3} {busbw:>12.3}      0", size / 4, t * 1e6);
-    }
+    let seconds = |round: usize| {
+        let start = spans.iter().map(|s| s[round].0).min().unwrap_or_else(Instant::now);
+        let end = spans.iter().map(|s| s[round].1).max().unwrap_or(start);
+        (end - start).as_secs_f64()
+    };
+    // Bytes are moved, not checked: nothing can be wrong.
+    sweep.print(&format!("TCP loopback ring bound, {n} ranks{with}{order}"), seconds, |_| 0);
     Ok(())
 }
