@@ -7,11 +7,13 @@ mod iface;
 
 pub use iface::{find_interfaces, list_interfaces, select_interfaces, IfSpec, NetIf, SocketFamily};
 
-use collscope_debug::nccl_info;
 use collscope_debug::Subsys;
+use collscope_debug::{nccl_info, nccl_warn};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// NCCL's `NCCL_MAGIC` ("Nickel atomic number is 28"), used when the id comes from `NCCL_COMM_ID`.
@@ -328,14 +330,6 @@ impl Socket {
     }
 }
 
-/// Sleeps until `fd` is readable or `timeout` passes; a failed poll just ends the wait early.
-fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let ms =
-        PollTimeout::try_from(timeout.as_millis().max(1).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::ZERO);
-    let _ = poll(&mut [PollFd::new(fd.as_fd(), PollFlags::POLLIN)], ms);
-}
-
 fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
@@ -361,12 +355,37 @@ pub struct Listener {
     ty: SocketType,
     /// Peers refused for presenting another magic.
     refused: AtomicU32,
+    /// Peers refused for presenting the right magic with another socket type (logged once).
+    wrong_type: AtomicU32,
+    /// Connections still handshaking, polled together so a silent one holds up nobody.
+    pending: Mutex<Vec<Handshake>>,
 }
+
+/// An accepted connection whose magic and type have not all arrived yet.
+#[derive(Debug)]
+struct Handshake {
+    stream: TcpStream,
+    peer: SocketAddr,
+    hello: [u8; 12],
+    got: usize,
+    deadline: Instant,
+}
+
+/// Most connections handshaking at once on one listener: a rank's peers connect a few at a time, so more are
+/// strangers; past it the oldest is dropped (its deadline is nearest) so a flood cannot hold descriptors.
+const MAX_HANDSHAKES: usize = 64;
 
 impl std::os::fd::AsFd for Listener {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         std::os::fd::AsFd::as_fd(&self.inner)
     }
+}
+
+/// What became of a connection's handshake.
+enum Hello {
+    Waiting,
+    Dropped,
+    Ready,
 }
 
 impl Listener {
@@ -387,7 +406,15 @@ impl Listener {
             addr: addr_string(&addr),
             source: e,
         })?;
-        Ok(Listener { inner, addr, magic, ty, refused: AtomicU32::new(0) })
+        Ok(Listener {
+            inner,
+            addr,
+            magic,
+            ty,
+            refused: AtomicU32::new(0),
+            wrong_type: AtomicU32::new(0),
+            pending: Mutex::new(Vec::new()),
+        })
     }
 
     /// Binds to `ip` with a free port.
@@ -404,67 +431,130 @@ impl Listener {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Accepts the next peer with the right magic within `timeout`. Peers with the wrong magic are told so
-    /// and dropped, and accepting goes on (NCCL's `socketResetAccept`).
+    /// Whether connections are handshaking: their bytes wake no poll on the listener itself, so a caller that
+    /// polls it should come back soon.
+    pub fn handshaking(&self) -> bool {
+        !self.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// Accepts the next peer with the right magic and type within `timeout`. Others are told why and dropped,
+    /// and accepting goes on (NCCL's `socketResetAccept`); handshakes run side by side, each within
+    /// `HANDSHAKE_TIMEOUT`, so connections that send nothing delay nobody.
     pub fn accept(&self, timeout: Duration, abort: Option<&AtomicBool>) -> Result<Socket, SocketError> {
         let start = Instant::now();
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            match self.inner.accept() {
-                Ok((stream, peer)) => {
-                    if let Some(s) = self.finish_accept(stream, peer)? {
-                        return Ok(s);
+            loop {
+                match self.inner.accept() {
+                    Ok((stream, peer)) => {
+                        if stream.set_nonblocking(true).is_err() {
+                            continue;
+                        }
+                        let _ = stream.set_nodelay(true);
+                        if pending.len() >= MAX_HANDSHAKES {
+                            let old = pending.remove(0);
+                            nccl_info!(
+                                Subsys::NET | Subsys::INIT,
+                                "socketAccept: dropping a silent connection from {}",
+                                addr_string(&old.peer)
+                            );
+                        }
+                        let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+                        pending.push(Handshake { stream, peer, hello: [0; 12], got: 0, deadline });
+                    }
+                    Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => break,
+                    Err(e) => {
+                        return Err(SocketError::Io { what: "accept on", addr: addr_string(&self.addr), source: e })
                     }
                 }
-                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {
-                    if abort.is_some_and(|a| a.load(Ordering::Acquire)) {
-                        return Err(SocketError::Aborted { addr: addr_string(&self.addr) });
-                    }
-                    let left = timeout.saturating_sub(start.elapsed());
-                    if left.is_zero() {
-                        return Err(SocketError::Timeout {
-                            what: "accept a connection on",
-                            addr: addr_string(&self.addr),
-                            secs: timeout.as_secs_f64(),
-                        });
-                    }
-                    wait_readable(&self.inner, left.min(POLL_SLICE));
-                }
-                Err(e) => return Err(SocketError::Io { what: "accept on", addr: addr_string(&self.addr), source: e }),
             }
+            let mut i = 0;
+            while i < pending.len() {
+                match self.advance(&mut pending[i]) {
+                    Hello::Waiting => i += 1,
+                    Hello::Dropped => drop(pending.remove(i)),
+                    Hello::Ready => {
+                        let h = pending.remove(i);
+                        return Ok(Socket { stream: h.stream, peer: h.peer });
+                    }
+                }
+            }
+            if abort.is_some_and(|a| a.load(Ordering::Acquire)) {
+                return Err(SocketError::Aborted { addr: addr_string(&self.addr) });
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(SocketError::Timeout {
+                    what: "accept a connection on",
+                    addr: addr_string(&self.addr),
+                    secs: timeout.as_secs_f64(),
+                });
+            }
+            self.wait(&pending, left.min(POLL_SLICE));
         }
     }
 
-    fn finish_accept(&self, stream: TcpStream, peer: SocketAddr) -> Result<Option<Socket>, SocketError> {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_nodelay(true);
-        let mut s = Socket { stream, peer };
-        let mut hello = [0u8; 12];
-        if s.recv_timeout(&mut hello, HANDSHAKE_TIMEOUT, None).is_err() {
-            nccl_info!(
-                Subsys::NET | Subsys::INIT,
-                "socketFinalizeAccept: didn't receive a valid magic from {}",
-                addr_string(&peer)
-            );
-            return Ok(None);
-        }
-        let magic = u64::from_le_bytes(hello[..8].try_into().unwrap_or_default());
-        let ty = u32::from_le_bytes(hello[8..].try_into().unwrap_or_default());
+    /// Sleeps until a connection or a handshake byte arrives, or `max` passes.
+    fn wait(&self, pending: &[Handshake], max: Duration) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = vec![PollFd::new(self.inner.as_fd(), PollFlags::POLLIN)];
+        fds.extend(pending.iter().map(|h| PollFd::new(h.stream.as_fd(), PollFlags::POLLIN)));
+        let ms = PollTimeout::try_from(max.as_millis().clamp(1, i32::MAX as u128) as i32).unwrap_or(PollTimeout::ZERO);
+        let _ = poll(&mut fds, ms);
+    }
+
+    /// Reads what arrived of `h`'s magic and type; once whole, checks them and answers.
+    fn advance(&self, h: &mut Handshake) -> Hello {
+        let why = loop {
+            match (&h.stream).read(&mut h.hello[h.got..]) {
+                Ok(0) => break "closed before sending a valid magic",
+                Ok(n) => {
+                    h.got += n;
+                    if h.got == h.hello.len() {
+                        return self.check(h);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    if Instant::now() < h.deadline {
+                        return Hello::Waiting;
+                    }
+                    break "sent no valid magic in time";
+                }
+                Err(_) => break "failed before sending a valid magic",
+            }
+        };
+        nccl_info!(Subsys::NET | Subsys::INIT, "socketFinalizeAccept: {} {why}", addr_string(&h.peer));
+        Hello::Dropped
+    }
+
+    fn check(&self, h: &mut Handshake) -> Hello {
+        let magic = u64::from_le_bytes(h.hello[..8].try_into().unwrap_or_default());
+        let ty = u32::from_le_bytes(h.hello[8..].try_into().unwrap_or_default());
+        let peer = addr_string(&h.peer);
+        // One byte into an empty send buffer: a nonblocking write takes it whole.
+        let answer = |ack: u8| (&h.stream).write(&[ack]).is_ok_and(|n| n == 1);
         if magic != self.magic {
-            nccl_info!(
-                Subsys::NET | Subsys::INIT,
-                "socketFinalizeAccept: didn't receive a valid magic from {}",
-                addr_string(&peer)
-            );
+            nccl_info!(Subsys::NET | Subsys::INIT, "socketFinalizeAccept: didn't receive a valid magic from {peer}");
             self.refused.fetch_add(1, Ordering::Relaxed);
-            let _ = s.send(&[ACK_WRONG_MAGIC]);
-            return Ok(None);
+            answer(ACK_WRONG_MAGIC);
+            return Hello::Dropped;
         }
         if SocketType::from_u32(ty) != Some(self.ty) {
-            let _ = s.send(&[ACK_WRONG_TYPE]);
-            return Err(SocketError::WrongType { addr: addr_string(&peer), expected: self.ty });
+            if self.wrong_type.fetch_add(1, Ordering::Relaxed) == 0 {
+                nccl_warn!(
+                    "socketFinalizeAccept: dropping {peer} on {}: wrong socket type {ty} != {} (further ones are dropped silently)",
+                    addr_string(&self.addr),
+                    self.ty as u32
+                );
+            }
+            answer(ACK_WRONG_TYPE);
+            return Hello::Dropped;
         }
-        s.send(&[ACK_OK])?;
-        Ok(Some(s))
+        if !answer(ACK_OK) || h.stream.set_nonblocking(false).is_err() {
+            return Hello::Dropped;
+        }
+        Hello::Ready
     }
 }
 
@@ -512,12 +602,32 @@ mod tests {
     }
 
     #[test]
-    fn wrong_type_is_an_error_on_both_sides() {
+    fn wrong_type_is_refused_and_accepting_goes_on() {
         let l = Listener::bind_ip(LO, 5, SocketType::NetSocket).unwrap();
         let addr = l.addr();
-        let t = std::thread::spawn(move || Socket::connect(addr, 5, SocketType::Proxy, Duration::from_secs(5)));
-        assert!(matches!(l.accept(Duration::from_secs(5), None), Err(SocketError::WrongType { .. })));
-        assert!(matches!(t.join().unwrap(), Err(SocketError::WrongType { .. })));
+        let t = std::thread::spawn(move || {
+            let wrong = Socket::connect(addr, 5, SocketType::Proxy, Duration::from_secs(5));
+            (wrong, Socket::connect(addr, 5, SocketType::NetSocket, Duration::from_secs(5)).map(drop))
+        });
+        assert!(l.accept(Duration::from_secs(5), None).is_ok());
+        let (wrong, right) = t.join().unwrap();
+        assert!(matches!(wrong, Err(SocketError::WrongType { .. })), "{wrong:?}");
+        assert!(right.is_ok());
+        assert_eq!(l.wrong_type.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn silent_connections_do_not_hold_up_a_handshake() {
+        let l = Listener::bind_ip(LO, 9, SocketType::Bootstrap).unwrap();
+        let addr = l.addr();
+        let silent: Vec<_> = (0..MAX_HANDSHAKES + 8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let started = Instant::now();
+        let t = std::thread::spawn(move || Socket::connect(addr, 9, SocketType::Bootstrap, Duration::from_secs(5)));
+        l.accept(Duration::from_secs(5), None).unwrap();
+        assert!(started.elapsed() < HANDSHAKE_TIMEOUT, "{:?}", started.elapsed());
+        assert!(t.join().unwrap().is_ok());
+        assert!(l.pending.lock().unwrap().len() <= MAX_HANDSHAKES);
+        drop(silent);
     }
 
     #[test]

@@ -8,15 +8,22 @@
 //! a rank that fails or exits while joining (it reports its failure, its connection closes, or the launcher
 //! that hosts the root saw it exit). The [`Verdict`] goes to every rank still joining, so all of them end at once
 //! with the same named cause instead of each waiting out its own timeout.
+//!
+//! A check-in may be a stranger's (NCCL's magic is public): one decides nothing alone. Check-ins with different
+//! rank counts, and a second one of a rank, wait side by side until every rank of one count is in (the others
+//! are then dropped) or the deadline (then the verdict names the disagreement); a rank that fails or leaves
+//! before it is paired with a neighbour is withdrawn rather than judged. Handshakes and check-ins arrive side by
+//! side, so a connection that sends nothing holds up nobody.
 
 use super::BootstrapError;
 use crate::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, Listener, Socket, SocketError, ADDR_BYTES, POLL_SLICE,
 };
 use collscope_debug::Subsys;
-use collscope_debug::{nccl_trace, nccl_warn};
+use collscope_debug::{nccl_info, nccl_trace, nccl_warn};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::atomic::AtomicBool;
@@ -231,25 +238,45 @@ impl RootHandle {
 
 /// One rank's check-in connection.
 struct Link {
-    nranks: u32,
     ring: SocketAddr,
     /// `None` once it closed after the rank joined.
     sock: Option<Socket>,
     done: bool,
+    /// A neighbour was told this rank's ring address, or this rank its neighbour's: from then on its failure
+    /// is the job's. Before, it may be a stranger's check-in, and leaving only withdraws it.
+    paired: bool,
 }
+
+/// A connection whose check-in is still arriving.
+struct Arriving {
+    sock: Socket,
+    got: Vec<u8>,
+    deadline: Instant,
+}
+
+/// Most connections whose check-in is still arriving (ranks send theirs right after the handshake, so more are
+/// strangers: past it the oldest is dropped), and most strays kept to be told the verdict.
+const MAX_ARRIVING: usize = 64;
+/// How soon the root looks again while its listener is handshaking (those bytes wake no poll of the root's).
+const HANDSHAKE_SLICE: Duration = Duration::from_millis(5);
 
 struct Root {
     listener: Listener,
     timeout: Duration,
     deadline: Instant,
     exits: mpsc::Receiver<RankExit>,
-    /// By rank.
-    links: BTreeMap<u32, Link>,
-    /// Check-in order, for reporting who said what.
-    order: Vec<u32>,
+    /// By (the rank count it gave, rank): check-ins that disagree on the count wait side by side until every
+    /// rank of one count is in; only then are the others strays. So a stranger's check-in decides nothing.
+    links: BTreeMap<(u32, u32), Link>,
+    /// The count whose ranks all checked in.
     nranks: Option<u32>,
-    /// Check-ins that caused the verdict without being a rank's link (a second rank 2, a different count).
+    arriving: Vec<Arriving>,
+    /// A second check-in of a rank already in: (rank, first, second), and its connection.
+    dupes: Vec<(u32, String, String, Socket)>,
+    /// Check-ins that are no rank's link (out of range, another count once one is complete): told the verdict.
     strays: Vec<Socket>,
+    /// Check-ins dropped (logged once).
+    dropped: u32,
 }
 
 /// Serves one communicator's check-ins on `listener` until every rank has joined, or a verdict was given and
@@ -261,9 +288,11 @@ pub(super) fn serve(listener: Listener, timeout: Duration, exits: mpsc::Receiver
         deadline: Instant::now() + timeout,
         exits,
         links: BTreeMap::new(),
-        order: Vec::new(),
         nranks: None,
+        arriving: Vec::new(),
+        dupes: Vec::new(),
         strays: Vec::new(),
+        dropped: 0,
     };
     if let Some(v) = root.judge() {
         nccl_warn!("Bootstrap Root : {v}");
@@ -273,151 +302,250 @@ pub(super) fn serve(listener: Listener, timeout: Duration, exits: mpsc::Receiver
 }
 
 impl Root {
-    fn all_in(&self) -> bool {
-        self.nranks.is_some_and(|n| self.links.len() == n as usize)
-    }
-
     /// Runs the check-ins; `None` once every rank joined.
     fn judge(&mut self) -> Option<Verdict> {
         loop {
             if let Some(v) = self.exited() {
                 return Some(v);
             }
-            let all_in = self.all_in();
-            if all_in && self.links.values().all(|l| l.done) {
-                return None;
+            if let Some(n) = self.nranks {
+                if self.links.range((n, 0)..=(n, u32::MAX)).all(|(_, l)| l.done) {
+                    return None;
+                }
             }
             let left = self.deadline.saturating_duration_since(Instant::now());
-            if !all_in && left.is_zero() {
+            if self.nranks.is_none() && left.is_zero() {
                 return Some(self.missing());
             }
-            let (newcomer, readable) = self.wait(if all_in { POLL_SLICE } else { left.min(POLL_SLICE) });
-            if newcomer {
-                if let Some(v) = self.accept() {
+            let slice = if self.listener.handshaking() { HANDSHAKE_SLICE } else { POLL_SLICE };
+            let readable = self.wait(if self.nranks.is_some() { slice } else { left.min(slice) });
+            self.accept();
+            for i in (0..self.arriving.len()).rev() {
+                if let Some(v) = self.arrive(i) {
                     return Some(v);
                 }
             }
-            for rank in readable {
-                if let Some(v) = self.hear(rank) {
+            for key in readable {
+                if let Some(v) = self.hear(key) {
                     return Some(v);
                 }
             }
         }
     }
 
-    /// Sleeps until a connection arrives, a link has something to read, or `max` passes.
-    fn wait(&self, max: Duration) -> (bool, Vec<u32>) {
-        let open: Vec<(u32, &Socket)> =
-            self.links.iter().filter_map(|(r, l)| l.sock.as_ref().map(|s| (*r, s))).collect();
+    /// Sleeps until a connection or a check-in arrives, a link has something to read, or `max` passes; the
+    /// links with something to read.
+    fn wait(&self, max: Duration) -> Vec<(u32, u32)> {
+        let open: Vec<((u32, u32), &Socket)> =
+            self.links.iter().filter_map(|(k, l)| l.sock.as_ref().map(|s| (*k, s))).collect();
         let mut fds = vec![PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+        fds.extend(self.arriving.iter().map(|a| PollFd::new(a.sock.stream().as_fd(), PollFlags::POLLIN)));
+        let first_link = fds.len();
         fds.extend(open.iter().map(|(_, s)| PollFd::new(s.stream().as_fd(), PollFlags::POLLIN)));
         let ms = PollTimeout::try_from(max.as_millis().max(1) as i32).unwrap_or(PollTimeout::ZERO);
         if poll(&mut fds, ms).is_err() {
-            return (false, Vec::new());
+            return Vec::new();
         }
         let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-        let readable = open.iter().zip(&fds[1..]).filter(|(_, fd)| ready(fd)).map(|((r, _), _)| *r).collect();
-        (ready(&fds[0]), readable)
+        open.iter().zip(&fds[first_link..]).filter(|(_, fd)| ready(fd)).map(|((k, _), _)| *k).collect()
     }
 
     /// The first rank process the launcher saw end before it joined.
     fn exited(&mut self) -> Option<Verdict> {
         while let Ok(e) = self.exits.try_recv() {
-            if !self.links.get(&e.rank).is_some_and(|l| l.done) {
+            if !self.links.iter().any(|((n, r), l)| *r == e.rank && l.done && Some(*n) == self.nranks) {
                 return Some(Verdict::Exited { rank: e.rank, status: e.status });
             }
         }
         None
     }
 
+    /// At the deadline, with no rank count complete: a rank given twice, ranks that disagree on the count, or
+    /// the ranks that never came.
     fn missing(&self) -> Verdict {
-        let arrived: Vec<u32> = self.links.keys().copied().collect();
-        let missing = self.nranks.map_or_else(Vec::new, |n| (0..n).filter(|r| !self.links.contains_key(r)).collect());
+        if let Some((rank, first, second, _)) = self.dupes.first() {
+            return Verdict::Duplicate { rank: *rank, first: first.clone(), second: second.clone() };
+        }
+        let counts: std::collections::BTreeSet<u32> = self.links.keys().map(|(n, _)| *n).collect();
+        if counts.len() > 1 {
+            return Verdict::WorldSize { claims: self.links.keys().map(|(n, r)| (*r, *n)).collect() };
+        }
+        let nranks = counts.first().copied();
+        let arrived: Vec<u32> = self.links.keys().map(|(_, r)| *r).collect();
+        let missing = nranks.map_or_else(Vec::new, |n| (0..n).filter(|r| !arrived.contains(r)).collect());
         Verdict::Missing {
             root: addr_string(&self.listener.addr()),
             secs: self.timeout.as_secs(),
-            nranks: self.nranks,
+            nranks,
             missing,
             arrived,
             other_id: self.listener.refused(),
         }
     }
 
-    /// Takes a new connection and its check-in.
-    fn accept(&mut self) -> Option<Verdict> {
-        let Ok(mut sock) = self.listener.accept(Duration::ZERO, None) else { return None };
-        let mut b = [0u8; CHECK_IN_BYTES];
-        let info = match sock.recv_timeout(&mut b, IO_LIMIT, None).map_err(BootstrapError::from) {
-            Ok(()) => CheckIn::from_bytes(&b),
-            Err(e) => Err(e),
-        };
-        let info = match info {
-            Ok(i) => i,
-            Err(e) => {
-                nccl_warn!("Bootstrap Root : dropping a check-in from {}: {e}", addr_string(&sock.peer()));
-                return None;
+    /// Takes the connections that finished their handshake; their check-ins arrive side by side.
+    fn accept(&mut self) {
+        while let Ok(sock) = self.listener.accept(Duration::ZERO, None) {
+            if sock.stream().set_nonblocking(true).is_err() {
+                continue;
             }
-        };
-        let CheckIn { rank, nranks, ring_addr } = info;
-        let n = *self.nranks.get_or_insert(nranks);
-        if nranks != n || rank >= n {
-            let mut claims: Vec<(u32, u32)> = self.order.iter().map(|r| (*r, self.links[r].nranks)).collect();
-            claims.push((rank, nranks));
-            self.strays.push(sock);
-            return Some(Verdict::WorldSize { claims });
+            if self.arriving.len() >= MAX_ARRIVING {
+                let old = self.arriving.remove(0);
+                self.drop_stray(&old.sock, "it sent no check-in");
+            }
+            let deadline = Instant::now() + IO_LIMIT;
+            self.arriving.push(Arriving { sock, got: Vec::with_capacity(CHECK_IN_BYTES), deadline });
         }
-        if let Some(first) = self.links.get(&rank) {
+    }
+
+    /// Logs the first check-in dropped as a WARN, the others at INFO, and counts them.
+    fn drop_stray(&mut self, sock: &Socket, why: &str) {
+        self.dropped += 1;
+        let text = format!("Bootstrap Root : dropping a check-in from {}: {why}", addr_string(&sock.peer()));
+        if self.dropped == 1 {
+            nccl_warn!("{text} (further ones are logged at INFO)");
+        } else {
+            nccl_info!(Subsys::BOOTSTRAP, "{text} ({} so far)", self.dropped);
+        }
+    }
+
+    /// Reads what arrived of the `i`-th arriving check-in; a whole one is taken in.
+    fn arrive(&mut self, i: usize) -> Option<Verdict> {
+        let a = &mut self.arriving[i];
+        let mut b = [0u8; CHECK_IN_BYTES];
+        let want = CHECK_IN_BYTES - a.got.len();
+        let why = match (&mut a.sock.stream()).read(&mut b[..want]) {
+            Ok(0) => "it closed before checking in",
+            Ok(n) => {
+                a.got.extend_from_slice(&b[..n]);
+                if a.got.len() < CHECK_IN_BYTES {
+                    return None;
+                }
+                let a = self.arriving.remove(i);
+                let _ = a.sock.stream().set_nonblocking(false);
+                b.copy_from_slice(&a.got);
+                return match CheckIn::from_bytes(&b) {
+                    Ok(info) => self.check_in(a.sock, info),
+                    Err(e) => {
+                        self.drop_stray(&a.sock, &e.to_string());
+                        None
+                    }
+                };
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if Instant::now() < a.deadline {
+                    return None;
+                }
+                "it sent no check-in in time"
+            }
+            Err(_) => "its connection failed",
+        };
+        let a = self.arriving.remove(i);
+        self.drop_stray(&a.sock, why);
+        None
+    }
+
+    /// Takes a check-in: a rank's link, or a stray.
+    fn check_in(&mut self, sock: Socket, info: CheckIn) -> Option<Verdict> {
+        let CheckIn { rank, nranks: n, ring_addr } = info;
+        if rank >= n || self.nranks.is_some_and(|c| c != n) {
+            let why = format!("rank {rank} of {n} is no rank of this job");
+            self.drop_stray(&sock, &why);
+            if self.strays.len() < MAX_ARRIVING {
+                self.strays.push(sock);
+            }
+            return None;
+        }
+        if let Some(first) = self.links.get(&(n, rank)) {
             let first = first.sock.as_ref().map_or_else(|| "an earlier connection".into(), |s| addr_string(&s.peer()));
             let second = addr_string(&sock.peer());
-            self.strays.push(sock);
-            return Some(Verdict::Duplicate { rank, first, second });
+            self.drop_stray(&sock, &format!("rank {rank} checked in already, from {first}"));
+            if self.dupes.len() < MAX_ARRIVING {
+                self.dupes.push((rank, first, second, sock));
+            }
+            return None;
         }
-        self.links.insert(rank, Link { nranks, ring: ring_addr, sock: Some(sock), done: false });
-        self.order.push(rank);
-        nccl_trace!(Subsys::BOOTSTRAP, "Received connect from rank {rank} total {}/{n}", self.links.len());
+        self.links.insert((n, rank), Link { ring: ring_addr, sock: Some(sock), done: false, paired: false });
+        let count = self.links.range((n, 0)..=(n, u32::MAX)).count();
+        nccl_trace!(Subsys::BOOTSTRAP, "Received connect from rank {rank} total {count}/{n}");
         // Answer as soon as a pair is known, like NCCL, so early ranks start connecting their ring.
         let (prev, next) = ((rank + n - 1) % n, (rank + 1) % n);
         let mut answers = Vec::new();
-        if prev != rank && self.links.contains_key(&prev) {
+        if prev != rank && self.links.contains_key(&(n, prev)) {
             answers.push((prev, ring_addr));
         }
-        if let Some(nx) = self.links.get(&next) {
+        if let Some(nx) = self.links.get(&(n, next)) {
             answers.push((rank, nx.ring));
         }
+        // Rank `to` connects to the rank listening at `addr`: both are relied on from now on.
+        let paired: Vec<u32> = answers.iter().flat_map(|&(to, _)| [to, if to == rank { next } else { rank }]).collect();
+        for r in paired {
+            if let Some(l) = self.links.get_mut(&(n, r)) {
+                l.paired = true;
+            }
+        }
         for (to, addr) in answers {
-            let sent = self.links.get_mut(&to).and_then(|l| l.sock.as_mut()).map(|s| Frame::Next(addr).send(s));
+            let sent = self.links.get_mut(&(n, to)).and_then(|l| l.sock.as_mut()).map(|s| Frame::Next(addr).send(s));
             if !matches!(sent, Some(Ok(()))) {
                 return Some(Verdict::Left { rank: to });
             }
         }
+        if count == n as usize {
+            self.complete(n);
+        }
         None
     }
 
-    /// Reads what `rank` sent: it joined, it failed, or its connection closed.
-    fn hear(&mut self, rank: u32) -> Option<Verdict> {
-        let link = self.links.get_mut(&rank)?;
+    /// Every rank of count `n` checked in: check-ins of other counts, and second ones, were strangers'.
+    fn complete(&mut self, n: u32) {
+        self.nranks = Some(n);
+        let others: Vec<(u32, u32)> = self.links.keys().filter(|(c, _)| *c != n).copied().collect();
+        for key in others {
+            if let Some(sock) = self.links.remove(&key).and_then(|l| l.sock) {
+                self.drop_stray(&sock, &format!("rank {} of {}: the job has {n} ranks", key.1, key.0));
+            }
+        }
+        for (rank, first, second, mut sock) in std::mem::take(&mut self.dupes) {
+            let _ = Frame::Verdict(Verdict::Duplicate { rank, first, second }).send(&mut sock);
+        }
+    }
+
+    /// Reads what the rank of `key` sent: it joined, it failed, or its connection closed.
+    fn hear(&mut self, key: (u32, u32)) -> Option<Verdict> {
+        let rank = key.1;
+        let link = self.links.get_mut(&key)?;
         let sock = link.sock.as_mut()?;
-        match Frame::recv(sock, IO_LIMIT, None) {
+        let verdict = match Frame::recv(sock, IO_LIMIT, None) {
             Ok(Frame::Done) => {
                 link.done = true;
-                None
+                return None;
             }
-            Ok(Frame::Failed(reason)) => Some(Verdict::Failed { rank, reason }),
-            Ok(other) => Some(Verdict::Failed { rank, reason: format!("with an unexpected message {other:?}") }),
             Err(_) if link.done => {
                 link.sock = None;
-                None
+                return None;
             }
-            Err(BootstrapError::Socket(SocketError::Closed { .. })) => Some(Verdict::Left { rank }),
-            Err(e) => Some(Verdict::Failed { rank, reason: format!("on its connection to the root: {e}") }),
+            Ok(Frame::Failed(reason)) => Verdict::Failed { rank, reason },
+            Ok(other) => Verdict::Failed { rank, reason: format!("with an unexpected message {other:?}") },
+            Err(BootstrapError::Socket(SocketError::Closed { .. })) => Verdict::Left { rank },
+            Err(e) => Verdict::Failed { rank, reason: format!("on its connection to the root: {e}") },
+        };
+        if link.paired {
+            return Some(verdict);
         }
+        // Nobody relies on it yet: withdrawn, as if it never checked in (a stranger's, or a rank that may
+        // come again).
+        if let Some(sock) = self.links.remove(&key).and_then(|l| l.sock) {
+            self.drop_stray(&sock, &format!("withdrawn before it was paired: {verdict}"));
+        }
+        None
     }
 
     /// Sends the verdict to every rank still joining, rank 0 last: when the root lives in rank 0's process,
     /// that process ends on it, and the others must have it by then.
     fn announce(&mut self, v: &Verdict) {
         let joining = self.links.values_mut().rev().filter(|l| !l.done).filter_map(|l| l.sock.as_mut());
-        for s in self.strays.iter_mut().chain(joining) {
+        let dupes = self.dupes.iter_mut().map(|d| &mut d.3);
+        for s in self.strays.iter_mut().chain(dupes).chain(joining) {
             let _ = Frame::Verdict(v.clone()).send(s);
         }
     }
