@@ -106,4 +106,5 @@ fn strangers_on_the_peer_listener_leave_the_rank_bounded_and_the_job_working() {
     assert!(rss_big < 64, "a 4 GiB header made the rank grow by {rss_big} MiB");
     assert!(rss_unclaimed < 128, "unclaimed messages made the rank grow by {rss_unclaimed} MiB");
     assert!(more_fds < 40, "600 stranger streams left the rank holding {more_fds} more descriptors");
+    assert!(boots[0].strays() > 600, "each dropped connection is counted: {}", boots[0].strays());
 }

@@ -245,6 +245,31 @@ const HEADER_BYTES: usize = 16;
 const KIND_MESSAGE: u32 = 0;
 /// The connection itself is handed over (`connect`/`accept`).
 const KIND_STREAM: u32 = 1;
+/// What the acceptor answers once a message is queued; a message it drops gets no answer, only the close.
+const MESSAGE_TAKEN: u8 = 1;
+
+/// Largest point-to-point message a rank takes from a peer: collscope's are transport handles of a few hundred
+/// bytes; 16 MiB leaves room for other users while bounding what one connection can make a rank hold.
+const MAX_MESSAGE: u64 = 16 << 20;
+/// Largest AllGather slice taken from the ring neighbour (a corrupt length, not a stranger: the ring is wired by
+/// the root); like every message it is read as it arrives, so a claimed length allocates nothing.
+const MAX_RING_MESSAGE: u64 = 1 << 32;
+/// How much of a message is read (and allocated) at a time.
+const READ_CHUNK: usize = 1 << 20;
+/// Bytes of unclaimed messages held (and being read) at once: four of the largest. A message past it is
+/// dropped, once messages unclaimed for longer than `COLLSCOPE_TIMEOUT_S` went first.
+const INBOX_BYTES: usize = 64 << 20;
+/// Unclaimed messages held at once: connection setup sends one handle per channel (NCCL's `MAXCHANNELS`, 64),
+/// direction and peer, so this holds setup with 32 peers at once.
+const INBOX_MESSAGES: usize = 4096;
+/// Unclaimed lasting connections held per rank of the job: collscope opens one per pair of ranks (the liveness
+/// mesh); more are strangers' descriptors.
+const STREAMS_PER_RANK: usize = 4;
+/// Connections whose header and message are read at once, each on its own thread, so a slow sender delays
+/// nobody; past it new ones are dropped (a rank's peers send a few at a time).
+const MAX_READERS: usize = 16;
+/// How long a handshaken connection may take to send its header.
+const HEADER_LIMIT: Duration = Duration::from_secs(5);
 
 enum Payload {
     Message(Vec<u8>),
@@ -256,13 +281,107 @@ struct Unexpected {
     peer: u32,
     tag: u64,
     payload: Payload,
+    arrived: Instant,
 }
 
-/// What the acceptor thread received, waiting to be claimed by (peer, tag).
+/// What the acceptor received, waiting to be claimed by (peer, tag), within the caps above.
+#[derive(Default)]
+struct Queue {
+    items: Vec<Unexpected>,
+    /// Bytes of the messages held and of those being read.
+    bytes: usize,
+    messages: usize,
+    streams: usize,
+}
+
 #[derive(Default)]
 struct Inbox {
-    queue: Mutex<Vec<Unexpected>>,
+    queue: Mutex<Queue>,
     arrived: Condvar,
+}
+
+impl Queue {
+    /// Makes room for a message of `len` bytes, dropping messages unclaimed for longer than `stale` first;
+    /// whether it fits.
+    fn reserve(&mut self, len: usize, stale: Duration) -> bool {
+        let fits = |q: &Queue| q.bytes + len <= INBOX_BYTES && q.messages < INBOX_MESSAGES;
+        if !fits(self) {
+            let before = self.items.len();
+            let (mut bytes, mut messages) = (self.bytes, self.messages);
+            self.items.retain(|u| match &u.payload {
+                Payload::Message(m) if u.arrived.elapsed() > stale => {
+                    (bytes, messages) = (bytes - m.len(), messages - 1);
+                    false
+                }
+                _ => true,
+            });
+            (self.bytes, self.messages) = (bytes, messages);
+            if self.items.len() < before {
+                nccl_warn!("Bootstrap: dropped {} message(s) unclaimed for over {stale:?}", before - self.items.len());
+            }
+        }
+        let ok = fits(self);
+        if ok {
+            self.bytes += len;
+            self.messages += 1;
+        }
+        ok
+    }
+
+    /// Gives back a reservation whose message never came.
+    fn release(&mut self, len: usize) {
+        self.bytes -= len;
+        self.messages -= 1;
+    }
+
+    fn take(&mut self, i: usize) -> Payload {
+        let u = self.items.remove(i);
+        match &u.payload {
+            Payload::Message(m) => self.release(m.len()),
+            Payload::Stream(_) => self.streams -= 1,
+        }
+        u.payload
+    }
+}
+
+/// Connections dropped for not being what the job expects: counted, the first logged as a WARN.
+#[derive(Debug)]
+pub(super) struct Strays {
+    place: &'static str,
+    count: std::sync::atomic::AtomicU32,
+}
+
+impl Strays {
+    pub(super) const fn new(place: &'static str) -> Self {
+        Strays { place, count: std::sync::atomic::AtomicU32::new(0) }
+    }
+
+    /// Counts and logs one: `from` and why it was dropped.
+    pub(super) fn drop(&self, from: &SocketAddr, why: &str) {
+        let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let (place, from) = (self.place, addr_string(from));
+        if n == 1 {
+            nccl_warn!("{place}: dropping a connection from {from}: {why} (further ones are logged at INFO)");
+        } else {
+            nccl_info!(Subsys::BOOTSTRAP, "{place}: dropping a connection from {from}: {why} ({n} so far)");
+        }
+    }
+
+    pub(super) fn count(&self) -> u32 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// What the acceptor and its readers share.
+struct Acceptor {
+    inbox: Arc<Inbox>,
+    nranks: u32,
+    /// Every rank's peer listener, once gathered: a sender must connect from the address its rank announced.
+    peers: Arc<OnceLock<Vec<SocketAddr>>>,
+    stop: Arc<AtomicBool>,
+    timeout: Duration,
+    readers: std::sync::atomic::AtomicUsize,
+    strays: Strays,
 }
 
 struct Ring {
@@ -277,10 +396,10 @@ pub struct TcpBootstrap {
     magic: u64,
     timeout: Duration,
     /// Every rank's peer listener.
-    peers: Vec<SocketAddr>,
+    peers: Arc<OnceLock<Vec<SocketAddr>>>,
     listen_addr: SocketAddr,
     ring: Mutex<Ring>,
-    inbox: Arc<Inbox>,
+    acceptor_state: Arc<Acceptor>,
     /// A connection to every other rank, made while joining, for the liveness watchdog.
     mesh: Mutex<Vec<(u32, Socket)>>,
     /// Raised by the failure watchdog: every wait gives up.
@@ -465,14 +584,23 @@ impl TcpBootstrap {
         };
         let t_ring = start.elapsed();
 
-        let inbox = Arc::new(Inbox::default());
         let stop = Arc::new(AtomicBool::new(false));
+        let peers = Arc::new(OnceLock::new());
         let listen_addr = listener.addr();
+        let state = Arc::new(Acceptor {
+            inbox: Arc::new(Inbox::default()),
+            nranks,
+            peers: peers.clone(),
+            stop: stop.clone(),
+            timeout,
+            readers: Default::default(),
+            strays: Strays::new("Bootstrap"),
+        });
         let acceptor = {
-            let (inbox, stop, abort) = (inbox.clone(), stop.clone(), abort.clone());
+            let (state, abort) = (state.clone(), abort.clone());
             std::thread::Builder::new()
                 .name(format!("collscope Bootstrap{rank}"))
-                .spawn(move || accept_loop(listener, &inbox, &stop, &abort, timeout))
+                .spawn(move || accept_loop(listener, &state, &abort))
                 .map_err(|e| BootstrapError::Protocol(format!("cannot start the bootstrap acceptor: {e}")))?
         };
         let mut boot = TcpBootstrap {
@@ -480,20 +608,20 @@ impl TcpBootstrap {
             nranks,
             magic: id.magic,
             timeout,
-            peers: Vec::new(),
+            peers,
             listen_addr,
             ring: Mutex::new(ring),
-            inbox,
+            acceptor_state: state,
             mesh: Mutex::new(Vec::new()),
             abort,
             stop,
             acceptor: Some(acceptor),
         };
-        if let Err(e) = boot.gather_peers() {
+        if let Err(e) = boot.gather_peers(left(deadline)) {
             let phase = Phase::AllGather { next, prev };
             return Err(fail(phase.clone(), watch.failed(&phase, e)));
         }
-        match boot.connect_mesh() {
+        match boot.connect_mesh(deadline) {
             Ok(mesh) => *boot.mesh.lock().unwrap_or_else(|p| p.into_inner()) = mesh,
             Err(e) => return Err(fail(Phase::Mesh, watch.failed(&Phase::Mesh, e))),
         }
@@ -512,10 +640,10 @@ impl TcpBootstrap {
         Ok(boot)
     }
 
-    /// Every rank's peer listener, gathered over the ring.
-    fn gather_peers(&mut self) -> Result<(), BootstrapError> {
-        let all = self.all_gather(&addr_to_bytes(&self.listen_addr))?;
-        self.peers = all
+    /// Every rank's peer listener, gathered over the ring within `limit`.
+    fn gather_peers(&mut self, limit: Duration) -> Result<(), BootstrapError> {
+        let all = self.all_gather_within(&addr_to_bytes(&self.listen_addr), limit)?;
+        let peers = all
             .iter()
             .map(|c| {
                 let a: [u8; ADDR_BYTES] = c
@@ -525,17 +653,18 @@ impl TcpBootstrap {
                 addr_from_bytes(&a).map_err(|f| BootstrapError::Protocol(format!("unknown address family {f}")))
             })
             .collect::<Result<_, _>>()?;
+        let _ = self.peers.set(peers);
         Ok(())
     }
 
-    /// A connection to every other rank: to each higher rank, from each lower one.
-    fn connect_mesh(&self) -> Result<Vec<(u32, Socket)>, BootstrapError> {
+    /// A connection to every other rank before `deadline`: to each higher rank, from each lower one.
+    fn connect_mesh(&self, deadline: Instant) -> Result<Vec<(u32, Socket)>, BootstrapError> {
         let mut mesh = Vec::new();
         for p in self.rank + 1..self.nranks {
-            mesh.push((p, self.connect(p, MESH_TAG)?));
+            mesh.push((p, self.open(p, MESH_TAG, KIND_STREAM, left(deadline))?));
         }
         for p in 0..self.rank {
-            mesh.push((p, self.accept(p, MESH_TAG)?));
+            mesh.push((p, self.accept_within(p, MESH_TAG, left(deadline))?));
         }
         Ok(mesh)
     }
@@ -564,18 +693,28 @@ impl TcpBootstrap {
 
     /// Every rank's bootstrap peer listener.
     pub fn peer_addrs(&self) -> &[SocketAddr] {
-        &self.peers
+        self.peers.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// How many connections to this rank's peer listener were dropped for not being what the job expects.
+    pub fn strays(&self) -> u32 {
+        self.acceptor_state.strays.count()
     }
 
     /// NCCL's `bootstrapAllGather` over the ring: every rank's `mine` (sizes may differ), in rank order.
     pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        self.all_gather_within(mine, self.timeout)
+    }
+
+    /// [`TcpBootstrap::all_gather`] whose every step ends within `timeout`.
+    fn all_gather_within(&self, mine: &[u8], timeout: Duration) -> Result<Vec<Vec<u8>>, BootstrapError> {
         let n = self.nranks as usize;
         let r = self.rank as usize;
         let mut slots: Vec<Vec<u8>> = vec![Vec::new(); n];
         slots[r] = mine.to_vec();
         let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         let Ring { next, prev } = &mut *ring;
-        let (abort, timeout) = (&*self.abort, self.timeout);
+        let abort = &*self.abort;
         let (to, from) = ((self.rank + 1) % self.nranks, (self.rank + self.nranks - 1) % self.nranks);
         for i in 0..n.saturating_sub(1) {
             let send_buf = &slots[(r + n - i) % n];
@@ -585,7 +724,7 @@ impl TcpBootstrap {
                     next.send_timeout(&(send_buf.len() as u64).to_le_bytes(), timeout, Some(abort))?;
                     next.send_timeout(send_buf, timeout, Some(abort))
                 });
-                let got = recv_message(prev, timeout, abort).map_err(|e| match e {
+                let got = recv_message(prev, MAX_RING_MESSAGE, timeout, abort).map_err(|e| match e {
                     BootstrapError::Socket(source) => BootstrapError::Ring { op: "receive from", peer: from, source },
                     other => other,
                 });
@@ -606,16 +745,28 @@ impl TcpBootstrap {
     /// NCCL's `bootstrapSend`: one connection per message to the peer's listener, whose acceptor reads it
     /// whole, so this returns without waiting for the matching `recv`.
     pub fn send(&self, peer: u32, tag: u64, data: &[u8]) -> Result<(), BootstrapError> {
-        let mut s = self.open(peer, tag, KIND_MESSAGE)?;
+        if data.len() as u64 > MAX_MESSAGE {
+            return Err(BootstrapError::Protocol(format!(
+                "a {}-byte bootstrap message to rank {peer} exceeds the {MAX_MESSAGE}-byte limit",
+                data.len()
+            )));
+        }
+        let mut s = self.open(peer, tag, KIND_MESSAGE, self.timeout)?;
         let wrap = |source| BootstrapError::Peer { op: "send", peer, tag, source };
         s.send_timeout(&(data.len() as u64).to_le_bytes(), self.timeout, Some(&self.abort)).map_err(wrap)?;
         s.send_timeout(data, self.timeout, Some(&self.abort)).map_err(wrap)?;
-        // Wait for the acceptor's close so the message is known to have landed before we return.
-        let mut eof = [0u8; 1];
-        match s.recv_timeout(&mut eof, self.timeout, Some(&self.abort)) {
-            Err(SocketError::Closed { .. }) => Ok(()),
+        // Wait for the acceptor's word so the message is known to have landed before we return.
+        let mut taken = [0u8; 1];
+        match s.recv_timeout(&mut taken, self.timeout, Some(&self.abort)) {
+            Ok(()) if taken[0] == MESSAGE_TAKEN => Ok(()),
+            Err(SocketError::Closed { .. }) => Err(BootstrapError::Protocol(format!(
+                "rank {peer} dropped a {}-byte bootstrap message (tag {tag:#x}): its inbox of unclaimed messages is \
+                 full ({INBOX_BYTES} bytes, {INBOX_MESSAGES} messages), or it did not take this rank's address as rank {}'s",
+                data.len(),
+                self.rank
+            ))),
             Err(e) => Err(wrap(e)),
-            Ok(()) => Err(BootstrapError::Protocol(format!("rank {peer} answered a bootstrap message"))),
+            Ok(()) => Err(BootstrapError::Protocol(format!("rank {peer} answered a bootstrap message with {}", taken[0]))),
         }
     }
 
@@ -643,12 +794,16 @@ impl TcpBootstrap {
 
     /// Opens a lasting connection to `peer`, which claims it with `accept(self.rank, tag)`.
     pub fn connect(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
-        self.open(peer, tag, KIND_STREAM)
+        self.open(peer, tag, KIND_STREAM, self.timeout)
     }
 
     /// Claims the lasting connection `peer` opened with `tag`.
     pub fn accept(&self, peer: u32, tag: u64) -> Result<Socket, BootstrapError> {
-        match self.claim(peer, tag, KIND_STREAM, self.timeout)? {
+        self.accept_within(peer, tag, self.timeout)
+    }
+
+    fn accept_within(&self, peer: u32, tag: u64, timeout: Duration) -> Result<Socket, BootstrapError> {
+        match self.claim(peer, tag, KIND_STREAM, timeout)? {
             None => Err(self.timed_out(peer, tag, "accept from")),
             Some(Payload::Stream(s)) => Ok(s),
             Some(Payload::Message(_)) => {
@@ -657,16 +812,17 @@ impl TcpBootstrap {
         }
     }
 
-    fn open(&self, peer: u32, tag: u64, kind: u32) -> Result<Socket, BootstrapError> {
-        let addr = *self.peers.get(peer as usize).ok_or(BootstrapError::BadRank { rank: peer, nranks: self.nranks })?;
+    fn open(&self, peer: u32, tag: u64, kind: u32, timeout: Duration) -> Result<Socket, BootstrapError> {
+        let bad = BootstrapError::BadRank { rank: peer, nranks: self.nranks };
+        let addr = *self.peer_addrs().get(peer as usize).ok_or(bad)?;
         let wrap = |source| BootstrapError::Peer { op: "connect to", peer, tag, source };
-        let mut s = Socket::connect_listening(addr, self.magic, SocketType::Bootstrap, self.timeout, Some(&self.abort))
+        let mut s = Socket::connect_listening(addr, self.magic, SocketType::Bootstrap, timeout, Some(&self.abort))
             .map_err(wrap)?;
         let mut hdr = [0u8; HEADER_BYTES];
         hdr[..4].copy_from_slice(&self.rank.to_le_bytes());
         hdr[4..8].copy_from_slice(&kind.to_le_bytes());
         hdr[8..].copy_from_slice(&tag.to_le_bytes());
-        s.send_timeout(&hdr, self.timeout, Some(&self.abort)).map_err(wrap)?;
+        s.send_timeout(&hdr, timeout, Some(&self.abort)).map_err(wrap)?;
         Ok(s)
     }
 
@@ -678,10 +834,11 @@ impl TcpBootstrap {
         let start = Instant::now();
         let is_kind =
             |p: &Payload| matches!((p, kind), (Payload::Message(_), KIND_MESSAGE) | (Payload::Stream(_), KIND_STREAM));
-        let mut queue = self.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let inbox = &self.acceptor_state.inbox;
+        let mut queue = inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(i) = queue.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
-                return Ok(Some(queue.remove(i).payload));
+            if let Some(i) = queue.items.iter().position(|u| u.peer == peer && u.tag == tag && is_kind(&u.payload)) {
+                return Ok(Some(queue.take(i)));
             }
             if self.abort.load(Ordering::Acquire) {
                 let op = if kind == KIND_MESSAGE { "receive from" } else { "accept from" };
@@ -692,25 +849,33 @@ impl TcpBootstrap {
             if left.is_zero() {
                 return Ok(None);
             }
-            queue = self.inbox.arrived.wait_timeout(queue, left.min(POLL_SLICE)).unwrap_or_else(|p| p.into_inner()).0;
+            queue = inbox.arrived.wait_timeout(queue, left.min(POLL_SLICE)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 }
 
-fn recv_message(s: &mut Socket, timeout: Duration, abort: &AtomicBool) -> Result<Vec<u8>, BootstrapError> {
+/// A message (length, then bytes) of at most `max` bytes, read as it arrives within `timeout`.
+fn recv_message(s: &mut Socket, max: u64, timeout: Duration, abort: &AtomicBool) -> Result<Vec<u8>, BootstrapError> {
+    let deadline = Instant::now() + timeout;
     let mut len = [0u8; 8];
     s.recv_timeout(&mut len, timeout, Some(abort))?;
     let len = u64::from_le_bytes(len);
-    if len > MAX_MESSAGE {
-        return Err(BootstrapError::Protocol(format!("a {len}-byte bootstrap message exceeds {MAX_MESSAGE} bytes")));
+    if len > max {
+        return Err(BootstrapError::Protocol(format!("a {len}-byte bootstrap message exceeds {max} bytes")));
     }
-    let mut data = vec![0u8; len as usize];
-    s.recv_timeout(&mut data, timeout, Some(abort))?;
-    Ok(data)
+    recv_body(s, len as usize, deadline, abort)
 }
 
-/// Largest bootstrap message accepted (guards against a corrupt length).
-const MAX_MESSAGE: u64 = 1 << 32;
+/// `len` bytes, allocated as they arrive, so a length nobody sends costs nothing.
+fn recv_body(s: &mut Socket, len: usize, deadline: Instant, abort: &AtomicBool) -> Result<Vec<u8>, BootstrapError> {
+    let mut data = Vec::new();
+    while data.len() < len {
+        let start = data.len();
+        data.resize(start + (len - start).min(READ_CHUNK), 0);
+        s.recv_timeout(&mut data[start..], left(deadline), Some(abort))?;
+    }
+    Ok(data)
+}
 
 impl super::Bootstrap for TcpBootstrap {
     fn rank(&self) -> u32 {
@@ -758,10 +923,10 @@ impl Drop for TcpBootstrap {
     }
 }
 
-/// Accepts peers' connections, reads their (rank, tag) header and queues them for `accept`.
-fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &AtomicBool, timeout: Duration) {
-    while !stop.load(Ordering::Acquire) && !abort.load(Ordering::Acquire) {
-        let mut s = match listener.accept(POLL_SLICE, Some(stop)) {
+/// Accepts peers' connections and hands each to a reader thread of its own (at most `MAX_READERS`).
+fn accept_loop(listener: Listener, state: &Arc<Acceptor>, abort: &AtomicBool) {
+    while !state.stop.load(Ordering::Acquire) && !abort.load(Ordering::Acquire) {
+        let s = match listener.accept(POLL_SLICE, Some(&state.stop)) {
             Ok(s) => s,
             Err(SocketError::Timeout { .. } | SocketError::Aborted { .. }) => continue,
             Err(e) => {
@@ -769,27 +934,80 @@ fn accept_loop(listener: Listener, inbox: &Inbox, stop: &AtomicBool, abort: &Ato
                 continue;
             }
         };
-        let mut hdr = [0u8; HEADER_BYTES];
-        if let Err(e) = s.recv_timeout(&mut hdr, Duration::from_secs(5), Some(stop)) {
-            nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a connection without header: {e}");
+        if state.readers.fetch_add(1, Ordering::AcqRel) >= MAX_READERS {
+            state.readers.fetch_sub(1, Ordering::AcqRel);
+            state.strays.drop(&s.peer(), &format!("{MAX_READERS} connections are being read already"));
             continue;
         }
-        let peer = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-        let kind = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-        let tag = u64::from_le_bytes(hdr[8..].try_into().unwrap_or_default());
-        let payload = match kind {
-            KIND_MESSAGE => match recv_message(&mut s, timeout, abort) {
-                Ok(m) => Payload::Message(m),
-                Err(e) => {
-                    nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a message from rank {peer}: {e}");
-                    continue;
-                }
-            },
-            _ => Payload::Stream(s),
-        };
-        inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).push(Unexpected { peer, tag, payload });
-        inbox.arrived.notify_all();
+        let (st, from) = (state.clone(), s.peer());
+        let spawned = std::thread::Builder::new().name("collscope BootstrapIn".into()).spawn(move || {
+            if let Err(why) = read_one(s, &st) {
+                st.strays.drop(&from, &why);
+            }
+            st.readers.fetch_sub(1, Ordering::AcqRel);
+        });
+        if spawned.is_err() {
+            state.readers.fetch_sub(1, Ordering::AcqRel);
+        }
     }
+}
+
+/// Reads one connection's header (and message) and queues it, or says why it is not the job's.
+fn read_one(mut s: Socket, st: &Acceptor) -> Result<(), String> {
+    let mut hdr = [0u8; HEADER_BYTES];
+    s.recv_timeout(&mut hdr, HEADER_LIMIT, Some(&st.stop)).map_err(|e| format!("no header: {e}"))?;
+    let peer = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+    let kind = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+    let tag = u64::from_le_bytes(hdr[8..].try_into().unwrap_or_default());
+    if peer >= st.nranks {
+        return Err(format!("it claims to be rank {peer} of a {}-rank job", st.nranks));
+    }
+    if let Some(announced) = st.peers.get().and_then(|p| p.get(peer as usize)) {
+        if announced.ip() != s.peer().ip() {
+            return Err(format!("it claims to be rank {peer}, which announced {}", addr_string(announced)));
+        }
+    }
+    let (payload, reply) = match kind {
+        KIND_MESSAGE => {
+            let mut len = [0u8; 8];
+            s.recv_timeout(&mut len, HEADER_LIMIT, Some(&st.stop)).map_err(|e| format!("no length: {e}"))?;
+            let len = u64::from_le_bytes(len);
+            if len > MAX_MESSAGE {
+                return Err(format!("a {len}-byte message from rank {peer} exceeds {MAX_MESSAGE} bytes"));
+            }
+            let len = len as usize;
+            let reserved = st.inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).reserve(len, st.timeout);
+            if !reserved {
+                return Err(format!(
+                    "a {len}-byte message from rank {peer} (tag {tag:#x}) does not fit the inbox of unclaimed \
+                     messages ({INBOX_BYTES} bytes, {INBOX_MESSAGES} messages)"
+                ));
+            }
+            match recv_body(&mut s, len, Instant::now() + st.timeout, &st.stop) {
+                Ok(m) => (Payload::Message(m), Some(s)),
+                Err(e) => {
+                    st.inbox.queue.lock().unwrap_or_else(|p| p.into_inner()).release(len);
+                    return Err(format!("a message from rank {peer} did not arrive whole: {e}"));
+                }
+            }
+        }
+        KIND_STREAM => (Payload::Stream(s), None),
+        k => return Err(format!("unknown connection kind {k} from rank {peer}")),
+    };
+    let mut queue = st.inbox.queue.lock().unwrap_or_else(|p| p.into_inner());
+    if matches!(payload, Payload::Stream(_)) {
+        if queue.streams >= STREAMS_PER_RANK * st.nranks as usize {
+            return Err(format!("{} unclaimed lasting connections are held already", queue.streams));
+        }
+        queue.streams += 1;
+    }
+    queue.items.push(Unexpected { peer, tag, payload, arrived: Instant::now() });
+    drop(queue);
+    st.inbox.arrived.notify_all();
+    if let Some(mut s) = reply {
+        let _ = s.send_timeout(&[MESSAGE_TAKEN], HEADER_LIMIT, Some(&st.stop));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

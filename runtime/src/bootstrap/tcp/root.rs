@@ -15,12 +15,12 @@
 //! before it is paired with a neighbour is withdrawn rather than judged. Handshakes and check-ins arrive side by
 //! side, so a connection that sends nothing holds up nobody.
 
-use super::BootstrapError;
+use super::{BootstrapError, Strays};
 use crate::socket::{
     addr_from_bytes, addr_string, addr_to_bytes, Listener, Socket, SocketError, ADDR_BYTES, POLL_SLICE,
 };
 use collscope_debug::Subsys;
-use collscope_debug::{nccl_info, nccl_trace, nccl_warn};
+use collscope_debug::{nccl_trace, nccl_warn};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read};
@@ -275,8 +275,8 @@ struct Root {
     dupes: Vec<(u32, String, String, Socket)>,
     /// Check-ins that are no rank's link (out of range, another count once one is complete): told the verdict.
     strays: Vec<Socket>,
-    /// Check-ins dropped (logged once).
-    dropped: u32,
+    /// Check-ins dropped.
+    dropped: Strays,
 }
 
 /// Serves one communicator's check-ins on `listener` until every rank has joined, or a verdict was given and
@@ -292,7 +292,7 @@ pub(super) fn serve(listener: Listener, timeout: Duration, exits: mpsc::Receiver
         arriving: Vec::new(),
         dupes: Vec::new(),
         strays: Vec::new(),
-        dropped: 0,
+        dropped: Strays::new("Bootstrap Root"),
     };
     if let Some(v) = root.judge() {
         nccl_warn!("Bootstrap Root : {v}");
@@ -398,15 +398,8 @@ impl Root {
         }
     }
 
-    /// Logs the first check-in dropped as a WARN, the others at INFO, and counts them.
-    fn drop_stray(&mut self, sock: &Socket, why: &str) {
-        self.dropped += 1;
-        let text = format!("Bootstrap Root : dropping a check-in from {}: {why}", addr_string(&sock.peer()));
-        if self.dropped == 1 {
-            nccl_warn!("{text} (further ones are logged at INFO)");
-        } else {
-            nccl_info!(Subsys::BOOTSTRAP, "{text} ({} so far)", self.dropped);
-        }
+    fn drop_stray(&self, sock: &Socket, why: &str) {
+        self.dropped.drop(&sock.peer(), why);
     }
 
     /// Reads what arrived of the `i`-th arriving check-in; a whole one is taken in.
