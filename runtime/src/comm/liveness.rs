@@ -353,6 +353,39 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_peer_is_named_within_the_peer_timeout() {
+        // Rank 2 is "stopped" (SIGSTOP): its connections stay open and it sends nothing.
+        let id = UniqueId::create(&env()).unwrap();
+        let peer_timeout = Duration::from_secs(2);
+        let noticed: Vec<Option<Duration>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3u32)
+                .map(|r| {
+                    s.spawn(move || {
+                        let boot = TcpBootstrap::init(&id, r, 3, &env()).unwrap();
+                        if r == 2 {
+                            let mesh = boot.take_mesh();
+                            boot.barrier().unwrap();
+                            std::thread::sleep(peer_timeout * 2);
+                            drop(mesh);
+                            return None;
+                        }
+                        let live = Liveness::start(&boot, peer_timeout).unwrap();
+                        boot.barrier().unwrap();
+                        let t = Instant::now();
+                        let f = live.await_failure(peer_timeout * 2).expect("the stopped rank is named");
+                        assert!(f.rank == 2 && f.cause.contains("sent no keep-alive"), "{f}");
+                        Some(t.elapsed())
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for t in noticed.into_iter().flatten() {
+            assert!(t <= peer_timeout + Duration::from_secs(1), "named after {t:?}");
+        }
+    }
+
+    #[test]
     fn goodbyes_end_the_watch_quietly() {
         let id = UniqueId::create(&env()).unwrap();
         std::thread::scope(|s| {

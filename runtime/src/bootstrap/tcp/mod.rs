@@ -46,6 +46,8 @@ pub enum BootstrapError {
     UniqueId(#[from] UniqueIdError),
     #[error("NCCL_COMM_ID='{value}': {problem}")]
     CommId { value: String, problem: SocketError },
+    #[error("COLLSCOPE_BOOTSTRAP_SECRET is set but empty: give every rank the same non-empty secret, or unset it")]
+    Secret,
     #[error("no usable bootstrap interface found{0}")]
     NoInterface(String),
     #[error("bootstrap protocol error: {0}")]
@@ -163,13 +165,43 @@ pub fn model_interface(i: &NetIf, rank: Option<u32>) -> collscope_model::Bootstr
     }
 }
 
-/// The unique id `NCCL_COMM_ID` names, if set (its host resolved).
+/// The unique id `NCCL_COMM_ID` names, if set (its host resolved), with `COLLSCOPE_BOOTSTRAP_SECRET` mixed into
+/// NCCL's public magic when set, so only processes given the secret get past the handshake.
 fn comm_id(env: &Env) -> Result<Option<UniqueId>, BootstrapError> {
+    // Read from the process, never through `Env`, which logs and publishes the values it hands out.
+    comm_id_with(env, std::env::var_os(SECRET_VAR).as_deref().map(std::os::unix::ffi::OsStrExt::as_bytes))
+}
+
+fn comm_id_with(env: &Env, secret: Option<&[u8]>) -> Result<Option<UniqueId>, BootstrapError> {
     let Some(value) = env.str("NCCL_COMM_ID") else { return Ok(None) };
-    UniqueId::from_comm_id(value).map(Some).map_err(|problem| {
+    let id = UniqueId::from_comm_id(value).map_err(|problem| {
         nccl_warn!("Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>");
         BootstrapError::CommId { value: value.into(), problem }
-    })
+    })?;
+    match secret {
+        None => {
+            nccl_info!(
+                Subsys::BOOTSTRAP,
+                "Bootstrap: NCCL_COMM_ID with NCCL's public magic: any local process can join or disturb the job; set {SECRET_VAR} to the same value in every rank to refuse them"
+            );
+            Ok(Some(id))
+        }
+        Some([]) => Err(BootstrapError::Secret),
+        Some(secret) => Ok(Some(UniqueId { magic: mix_secret(id.magic, secret), ..id })),
+    }
+}
+
+/// The job secret every rank of an `NCCL_COMM_ID`, torchrun, MPI or Slurm launch should be given.
+const SECRET_VAR: &str = "COLLSCOPE_BOOTSTRAP_SECRET";
+
+/// `magic` with `secret` mixed in (64-bit FNV-1a over both: stable across builds, so every rank agrees).
+fn mix_secret(magic: u64, secret: &[u8]) -> u64 {
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in magic.to_le_bytes().iter().chain(secret) {
+        h = (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
+    }
+    h
 }
 
 fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
@@ -1224,6 +1256,27 @@ mod tests {
         assert_eq!(job(id, 2, "5"), vec![Ok(1), Ok(1)]);
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         drop(idle);
+    }
+
+    #[test]
+    fn a_secret_keeps_out_ranks_without_it() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = Env::from_pairs([("NCCL_COMM_ID", format!("127.0.0.1:{port}")), ("COLLSCOPE_TIMEOUT_S", "2".into())]);
+        let with = |secret: &[u8]| comm_id_with(&e, Some(secret));
+        let id = with(b"s3cret").unwrap().unwrap();
+        assert_ne!(id.magic, crate::socket::NCCL_MAGIC);
+        assert_eq!(id.magic, with(b"s3cret").unwrap().unwrap().magic);
+        assert_ne!(id.magic, with(b"other").unwrap().unwrap().magic);
+        assert!(matches!(with(b""), Err(BootstrapError::Secret)));
+        // Rank 0 hosts the root with the secret; a process with NCCL's public magic is refused.
+        std::thread::scope(|s| {
+            let r0 = s.spawn(|| TcpBootstrap::init(&id, 0, 2, &e).map(drop).unwrap_err().to_string());
+            let public = UniqueId { magic: crate::socket::NCCL_MAGIC, ..id };
+            let stranger = TcpBootstrap::init(&public, 1, 2, &e).map(drop).unwrap_err().to_string();
+            assert!(stranger.contains("wrong magic"), "{stranger}");
+            let r0 = r0.join().unwrap();
+            assert!(r0.contains("rank 1 never checked in") && r0.contains("another unique id"), "{r0}");
+        });
     }
 
     #[test]
