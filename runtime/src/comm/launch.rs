@@ -3,7 +3,8 @@
 //! (`OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK`), Slurm (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`) or torchrun
 //! (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`). The meeting point is the unique id collscope's launcher passes, else
 //! `NCCL_COMM_ID`, else `MASTER_ADDR:MASTER_PORT` (rank 0 hosts the bootstrap root there; under torchrun, whose
-//! agent already listens on `MASTER_PORT`, on the port after it).
+//! agent already listens on `MASTER_PORT`, on the port after it; on loopback when the launcher says every rank
+//! runs on this host, so the bootstrap listens on no outside interface).
 
 use crate::bootstrap::tcp::{UniqueId, UniqueIdError};
 use collscope_debug::env::Env;
@@ -99,7 +100,13 @@ pub fn detect(get: impl Fn(&str) -> Option<String>) -> Result<Option<LaunchInfo>
             })?;
             let agent_holds_port = launcher == Launcher::Torchrun && get("TORCHELASTIC_RUN_ID").is_some();
             let p = if agent_holds_port { p.checked_add(1).unwrap_or(p) } else { p };
-            let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host };
+            let host = if all_local(launcher, &get, nranks) {
+                "127.0.0.1".to_string()
+            } else if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host
+            };
             Rendezvous::Root(format!("{host}:{p}"))
         } else {
             return Err(LaunchError::NoRendezvous { launcher });
@@ -107,6 +114,20 @@ pub fn detect(get: impl Fn(&str) -> Option<String>) -> Result<Option<LaunchInfo>
         return Ok(Some(LaunchInfo { launcher, rank, nranks, local_rank, rendezvous }));
     }
     Ok(None)
+}
+
+/// Whether the launcher says every rank runs on this host: torchrun's `LOCAL_WORLD_SIZE`, Open MPI's
+/// `OMPI_COMM_WORLD_LOCAL_SIZE` equal to the rank count, or a Slurm step on one node.
+fn all_local(launcher: Launcher, get: &impl Fn(&str) -> Option<String>, nranks: u32) -> bool {
+    let is = |k: &str, want: u32| get(k).and_then(|v| v.trim().parse::<u32>().ok()) == Some(want);
+    match launcher {
+        Launcher::Torchrun => is("LOCAL_WORLD_SIZE", nranks),
+        Launcher::OpenMpi => is("OMPI_COMM_WORLD_LOCAL_SIZE", nranks),
+        Launcher::Slurm => {
+            is("SLURM_STEP_NUM_NODES", 1) || (get("SLURM_STEP_NUM_NODES").is_none() && is("SLURM_NNODES", 1))
+        }
+        Launcher::Collscope => false,
+    }
 }
 
 impl LaunchInfo {
@@ -184,6 +205,15 @@ mod tests {
         .unwrap();
         assert_eq!(torch.launcher, Launcher::Torchrun);
         assert_eq!(torch.rendezvous, Rendezvous::Root("[::1]:29501".into()));
+        // Every rank on this host: the root (and so every listener) on loopback, whatever MASTER_ADDR says.
+        let local = [("LOCAL_WORLD_SIZE", "2"), ("MASTER_ADDR", "node1"), ("MASTER_PORT", "29500")];
+        let torch = detect(vars(&[&[("RANK", "1"), ("WORLD_SIZE", "2")], &local[..]].concat())).unwrap().unwrap();
+        assert_eq!(torch.rendezvous, Rendezvous::Root("127.0.0.1:29500".into()));
+        let two_hosts = detect(vars(&[&[("RANK", "1"), ("WORLD_SIZE", "4")], &local[..]].concat())).unwrap().unwrap();
+        assert_eq!(two_hosts.rendezvous, Rendezvous::Root("node1:29500".into()));
+        let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_STEP_NUM_NODES", "1")];
+        let slurm = detect(vars(&[&slurm[..], &local[1..]].concat())).unwrap().unwrap();
+        assert_eq!(slurm.rendezvous, Rendezvous::Root("127.0.0.1:29500".into()));
         assert_eq!(detect(vars(&[("RANK", "0")])).unwrap(), None);
     }
 

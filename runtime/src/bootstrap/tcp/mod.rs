@@ -580,7 +580,8 @@ impl TcpBootstrap {
             let listener = Listener::bind(id.addr, id.magic, SocketType::Bootstrap)?;
             start_root(listener, timeout, mpsc::channel().1)?;
         }
-        let ip = iface.addr.ip();
+        // A root on loopback means every rank is on this host: nothing need listen on an outside interface.
+        let ip = if id.addr.ip().is_loopback() { id.addr.ip() } else { iface.addr.ip() };
         let ring_listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
         let listener = Listener::bind_ip(ip, id.magic, SocketType::Bootstrap)?;
         let fail = |phase, cause| BootstrapError::Join(Box::new(JoinError { rank, nranks, phase, cause }));
@@ -1281,6 +1282,8 @@ mod tests {
 
     #[test]
     fn comm_id_starts_the_root_on_rank_zero() {
+        // The process's bootstrap interface, as a job without NCCL_COMM_ID chose it (an outside one, if any).
+        bootstrap_interface(&Env::default()).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let e = Env::from_pairs([("NCCL_COMM_ID", format!("127.0.0.1:{port}")), ("COLLSCOPE_TIMEOUT_S", "20".into())]);
         let id = UniqueId::create(&e).unwrap();
@@ -1291,6 +1294,7 @@ mod tests {
                     let e = &e;
                     s.spawn(move || {
                         let b = TcpBootstrap::init(&id, r, 3, e).unwrap();
+                        assert!(b.peer_addrs().iter().all(|a| a.ip().is_loopback()), "{:?}", b.peer_addrs());
                         b.all_gather(&[r as u8]).unwrap().iter().map(|x| x[0] as u32).sum()
                     })
                 })
