@@ -29,6 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// How often a rank still looking for the root says so, instead of waiting out `COLLSCOPE_TIMEOUT_S` silently
+/// (a root not up yet, or one whose process ended, taking its verdict with it).
+const NO_ROOT_WARN_EVERY: Duration = Duration::from_secs(5);
 /// The bootstrap tag of the connections every pair of ranks keeps for liveness.
 pub const MESH_TAG: u64 = 0x4c49_5645;
 /// How long past its own deadline, or its own failure, a checked-in rank waits for the root's verdict, which
@@ -120,7 +123,8 @@ pub enum JoinCause {
     #[error("the root at {addr} closed its connection: the process hosting it (rank 0, or the launcher) is gone")]
     RootGone { addr: String },
     #[error(
-        "no root answered within {secs} s (rank 0, or the launcher, hosts it: is it running, at that address?); last attempt: {last}"
+        "no root answered within {secs} s (rank 0, or the launcher, hosts it: is it running, at that address? A \
+         process that hosted it and ended, e.g. rank 0 on a verdict, took its verdict with it); last attempt: {last}"
     )]
     NoRoot { secs: u64, last: String },
     #[error("rank {next} had not checked in with the root after {secs} s")]
@@ -456,10 +460,23 @@ impl RootLink {
     /// Connects to the root (retrying until `timeout`: it may not be up yet) and checks in.
     fn check_in(id: &UniqueId, info: CheckIn, timeout: Duration) -> Result<RootLink, JoinCause> {
         let addr = addr_string(&id.addr);
-        let mut sock = Socket::connect(id.addr, id.magic, SocketType::Bootstrap, timeout).map_err(|e| match e {
-            SocketError::ConnectTimeout { last, .. } => JoinCause::NoRoot { secs: timeout.as_secs(), last },
-            other => other.into(),
-        })?;
+        let deadline = Instant::now() + timeout;
+        let mut sock = loop {
+            let slice = left(deadline).min(NO_ROOT_WARN_EVERY);
+            match Socket::connect(id.addr, id.magic, SocketType::Bootstrap, slice) {
+                Ok(s) => break s,
+                Err(SocketError::ConnectTimeout { last, .. }) if left(deadline).is_zero() => {
+                    return Err(JoinCause::NoRoot { secs: timeout.as_secs(), last })
+                }
+                Err(SocketError::ConnectTimeout { last, .. }) => nccl_warn!(
+                    "Bootstrap: no root at {addr} yet after {:.0} s ({last}); rank {} waits {:.0} s more",
+                    (timeout - left(deadline)).as_secs_f64(),
+                    info.rank,
+                    left(deadline).as_secs_f64()
+                ),
+                Err(other) => return Err(other.into()),
+            }
+        };
         sock.send_timeout(&info.to_bytes(), timeout, None)?;
         Ok(RootLink { sock, addr })
     }
