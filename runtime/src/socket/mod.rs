@@ -462,7 +462,9 @@ impl Listener {
                         let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
                         pending.push(Handshake { stream, peer, hello: [0; 12], got: 0, deadline });
                     }
-                    Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => break,
+                    Err(e) if is_timeout(&e) => break,
+                    // A connection reset before it was taken is no error of the listener's.
+                    Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
                     Err(e) => {
                         return Err(SocketError::Io { what: "accept on", addr: addr_string(&self.addr), source: e })
                     }

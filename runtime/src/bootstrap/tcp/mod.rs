@@ -302,8 +302,10 @@ const INBOX_MESSAGES: usize = 4096;
 /// mesh); more are strangers' descriptors.
 const STREAMS_PER_RANK: usize = 4;
 /// Connections whose header and message are read at once, each on its own thread, so a slow sender delays
-/// nobody; past it new ones are dropped (a rank's peers send a few at a time).
+/// nobody; past it new ones wait in the listener (a rank's peers send a few at a time).
 const MAX_READERS: usize = 16;
+/// How soon the acceptor looks again while every reader is busy.
+const READER_WAIT: Duration = Duration::from_millis(10);
 /// How long a handshaken connection may take to send its header.
 const HEADER_LIMIT: Duration = Duration::from_secs(5);
 
@@ -976,19 +978,22 @@ impl Drop for TcpBootstrap {
 /// Accepts peers' connections and hands each to a reader thread of its own (at most `MAX_READERS`).
 fn accept_loop(listener: Listener, state: &Arc<Acceptor>, abort: &AtomicBool) {
     while !state.stop.load(Ordering::Acquire) && !abort.load(Ordering::Acquire) {
+        // Only this thread adds readers, so a look suffices. A connection waits rather than being lost.
+        if state.readers.load(Ordering::Acquire) >= MAX_READERS {
+            std::thread::sleep(READER_WAIT);
+            continue;
+        }
         let s = match listener.accept(POLL_SLICE, Some(&state.stop)) {
             Ok(s) => s,
             Err(SocketError::Timeout { .. } | SocketError::Aborted { .. }) => continue,
             Err(e) => {
+                // Out of descriptors, say: the listener stays readable, so do not spin on it.
                 nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: dropping a connection: {e}");
+                std::thread::sleep(READER_WAIT);
                 continue;
             }
         };
-        if state.readers.fetch_add(1, Ordering::AcqRel) >= MAX_READERS {
-            state.readers.fetch_sub(1, Ordering::AcqRel);
-            state.strays.drop(&s.peer(), &format!("{MAX_READERS} connections are being read already"));
-            continue;
-        }
+        state.readers.fetch_add(1, Ordering::AcqRel);
         let (st, from) = (state.clone(), s.peer());
         let spawned = std::thread::Builder::new().name("collscope BootstrapIn".into()).spawn(move || {
             if let Err(why) = read_one(s, &st) {
