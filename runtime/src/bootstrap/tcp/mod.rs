@@ -583,6 +583,45 @@ fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
+/// How long a ring neighbour may take to name itself after its handshake (it does so at once).
+const RING_HELLO_LIMIT: Duration = Duration::from_secs(1);
+
+/// Connects to the next rank's ring listener and names this rank.
+fn ring_connect(
+    addr: SocketAddr,
+    magic: u64,
+    rank: u32,
+    deadline: Instant,
+    abort: &AtomicBool,
+) -> Result<Socket, BootstrapError> {
+    let mut s = Socket::connect_listening(addr, magic, SocketType::Bootstrap, left(deadline), Some(abort))?;
+    s.send_timeout(&rank.to_le_bytes(), left(deadline), Some(abort))?;
+    Ok(s)
+}
+
+/// The previous rank's ring connection; any other on the listener (a stranger who found the port) is dropped.
+fn ring_accept(
+    listener: &Listener,
+    prev: u32,
+    deadline: Instant,
+    abort: &AtomicBool,
+    strays: &Strays,
+) -> Result<Socket, BootstrapError> {
+    loop {
+        let mut s = listener.accept(left(deadline), Some(abort))?;
+        let mut who = [0u8; 4];
+        match s.recv_timeout(&mut who, RING_HELLO_LIMIT.min(left(deadline)), Some(abort)) {
+            Ok(()) if u32::from_le_bytes(who) == prev => return Ok(s),
+            Ok(()) => {
+                let who = u32::from_le_bytes(who);
+                strays
+                    .drop(&s.peer(), &format!("it named itself rank {who} on the ring listener of rank {prev}'s next"))
+            }
+            Err(e) => strays.drop(&s.peer(), &format!("it did not name itself on the ring listener: {e}")),
+        }
+    }
+}
+
 impl TcpBootstrap {
     /// NCCL's `bootstrapInit`: check in with the root, connect the ring, AllGather the peer listeners, then
     /// connect every pair of ranks. All of it ends within `COLLSCOPE_TIMEOUT_S` (a little more when the root
@@ -620,10 +659,8 @@ impl TcpBootstrap {
         let watch = link.watch(abort.clone())?;
         // Connect to next and accept prev concurrently: with two ranks each is the other's both.
         let ring = std::thread::scope(|s| {
-            let c = s.spawn(|| {
-                Socket::connect_listening(next_ring, id.magic, SocketType::Bootstrap, left(deadline), Some(&abort))
-            });
-            let prev = ring_listener.accept(left(deadline), Some(&abort));
+            let c = s.spawn(|| ring_connect(next_ring, id.magic, rank, deadline, &abort));
+            let prev = ring_accept(&ring_listener, prev, deadline, &abort, &Strays::new("Bootstrap ring"));
             let next = c.join().map_err(|_| BootstrapError::Protocol("ring connect thread panicked".into()))?;
             Ok::<_, BootstrapError>(Ring { next: next?, prev: prev? })
         });
@@ -1268,6 +1305,27 @@ mod tests {
         assert_eq!(job(id, 3, "5"), vec![Ok(3), Ok(3), Ok(3)]);
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         drop(forged);
+    }
+
+    #[test]
+    fn the_ring_takes_only_its_previous_rank() {
+        let l = Listener::bind_ip("127.0.0.1".parse().unwrap(), 3, SocketType::Bootstrap).unwrap();
+        let (addr, abort) = (l.addr(), AtomicBool::new(false));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Strangers with the magic: one silent, one naming another rank; then the real rank 4.
+        let silent =
+            std::thread::spawn(move || Socket::connect(addr, 3, SocketType::Bootstrap, Duration::from_secs(5)));
+        let other = std::thread::spawn(move || ring_connect(addr, 3, 9, deadline, &AtomicBool::new(false)));
+        let real = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            ring_connect(addr, 3, 4, deadline, &AtomicBool::new(false))
+        });
+        let strays = Strays::new("test ring");
+        let s = ring_accept(&l, 4, deadline, &abort, &strays).unwrap();
+        let real = real.join().unwrap().unwrap();
+        assert_eq!(s.peer(), real.local_addr().unwrap());
+        assert_eq!(strays.count(), 2);
+        drop((silent.join().unwrap().unwrap(), other.join().unwrap().unwrap()));
     }
 
     #[test]
