@@ -8,6 +8,12 @@
 //! root's [`Verdict`] (ranks that never came, disagree on the rank count, or died while joining) reaches every
 //! rank still joining. Joining ends with a direct connection between every pair of ranks ([`MESH_TAG`]), which
 //! the liveness watchdog then watches, so a rank that dies at any later point is noticed too.
+//!
+//! Every listener may hear strangers (NCCL's magic is public; `COLLSCOPE_BOOTSTRAP_SECRET` makes it private):
+//! handshakes, check-ins, ring greetings and message headers are read side by side with short limits, so an
+//! idle connection holds up nobody; what a peer listener keeps for a claimed sender is capped (`MAX_MESSAGE`,
+//! `INBOX_BYTES`, `INBOX_MESSAGES`, `STREAMS_PER_RANK`); anything not the job's is dropped and counted, never
+//! fatal. Every wait of `init` comes from one deadline, `COLLSCOPE_TIMEOUT_S` after it started.
 
 mod root;
 mod unique_id;
