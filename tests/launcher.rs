@@ -1,4 +1,5 @@
-//! The local launcher (`--launch processes`) when a rank process stops: held at its exit after the others
+//! The local launcher (`--launch processes`): rank processes' errors reach the stderr they share as whole
+//! lines, and the launcher when a rank process stops: held at its exit after the others
 //! exited, or held between fork and exec. Processes are held by ptrace (`collscope_testkit::hold`, run in a
 //! helper: this test binary run again as `hold_helper`), the one way to stop a process at those points every
 //! time; the helper runs under a `Proc` deadline, and the launcher and its ranks share the helper's process
@@ -25,6 +26,15 @@ const LINGER: Duration = Duration::from_secs(5);
 const HOLD: &str = "COLLSCOPE_TEST_HOLD";
 /// The launcher's arguments, for the helper, separated by this.
 const ARGS: &str = "COLLSCOPE_TEST_HOLD_ARGS";
+
+/// `cmd` with the environment of every job here: the timeout, no debug log, no launcher's variables.
+fn job_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("COLLSCOPE_TIMEOUT_S", TIMEOUT_S.to_string()).env_remove("NCCL_DEBUG");
+    for v in LAUNCH_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
 
 /// Not a test of its own: the tracer, when a test runs this binary again with `HOLD` set.
 #[test]
@@ -55,15 +65,10 @@ impl Held {
         cmd.args(["hold_helper", "--exact", "--nocapture", "--test-threads", "1"])
             .env(HOLD, format!("{at} {nth}"))
             .env(ARGS, args.join("\x1f"))
-            .env("COLLSCOPE_TIMEOUT_S", TIMEOUT_S.to_string())
-            .env_remove("NCCL_DEBUG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for v in LAUNCH_VARS {
-            cmd.env_remove(v);
-        }
-        let mut proc = Proc::spawn(&mut cmd, DEADLINE);
+        let mut proc = Proc::spawn(job_env(&mut cmd), DEADLINE);
         let (out, mut err) = (proc.take_stdout(), proc.take_stderr());
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -190,4 +195,35 @@ fn sigkill_of_the_launcher_while_a_child_is_stopped_before_exec_leaves_no_proces
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(left_in_group(helper), Vec::<u32>::new(), "rank processes outlived their launcher\n{err}");
+}
+
+/// Jobs run by the whole-lines test, and their ranks: on 2 cores about half the runs of 16 ranks cut a line
+/// when errors are written piece by piece, so 10 runs all whole would be chance once in a thousand.
+const WHOLE_RUNS: usize = 10;
+const WHOLE_RANKS: usize = 16;
+
+/// A line of the errors `collscope` prints, not cut by another process's write.
+fn whole(line: &str) -> bool {
+    line.is_empty()
+        || line == "Caused by:"
+        || line.starts_with("    ")
+        || line.strip_prefix("Error: ").is_some_and(|rest| !rest.contains("Error: "))
+}
+
+#[test]
+fn errors_of_ranks_failing_at_once_reach_their_shared_stderr_as_whole_lines() {
+    let ranks = WHOLE_RANKS.to_string();
+    // No host has 16 x 256 GiB for a 64 GiB all_reduce: every rank fails at once, each with its error.
+    let args = ["perf", "all_reduce", "--nranks", &ranks, "--launch", "processes", "-b", "64G", "-e", "64G"];
+    for run in 0..WHOLE_RUNS {
+        let out =
+            collscope_testkit::output(job_env(Command::new(env!("CARGO_BIN_EXE_collscope")).args(args)), DEADLINE);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "run {run}: the job cannot succeed\n{err}");
+        let cut: Vec<&str> = err.lines().filter(|l| !whole(l)).collect();
+        assert!(cut.is_empty(), "run {run}: lines cut by another rank's: {cut:?}\n{err}");
+        let errors =
+            err.lines().filter(|l| l.starts_with("Error: ") && l.contains("all_reduce_perf at 64 GiB")).count();
+        assert_eq!(errors, WHOLE_RANKS, "run {run}: every rank's error, each on a line of its own\n{err}");
+    }
 }
