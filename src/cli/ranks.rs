@@ -315,8 +315,9 @@ struct Watch<'a> {
     /// The thread that starts the ranks (its id), and whether it has started all it will.
     spawner: Option<u32>,
     spawned: bool,
-    /// The rank being started and since when.
+    /// The rank being started and since when; whether one could not be started.
     starting: Option<(u32, Instant)>,
+    unstarted: bool,
     running: Vec<(u32, Child)>,
     failed: Vec<String>,
     /// The first rank to exit, and the first to fail, with when.
@@ -334,6 +335,7 @@ impl<'a> Watch<'a> {
             spawner: None,
             spawned: false,
             starting: None,
+            unstarted: false,
             running: Vec::new(),
             failed: Vec::new(),
             first_exit: None,
@@ -365,9 +367,10 @@ impl<'a> Watch<'a> {
                     pids.concat(),
                     self.timeout.as_secs()
                 ));
+                self.unstarted = true;
             }
             // A rank that could not start fails the job at once: the others could only wait for it.
-            if self.failed.iter().any(|f| f.starts_with("cannot start") || f.contains("did not start")) {
+            if self.unstarted {
                 self.end();
                 bail!("{}", self.failed.join("; "));
             }
@@ -397,6 +400,7 @@ impl<'a> Watch<'a> {
                 Ok(Spawn::Failed(r, e)) => {
                     self.starting = None;
                     self.failed.push(format!("cannot start rank {r}: {e}"));
+                    self.unstarted = true;
                 }
                 Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => {
