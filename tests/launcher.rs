@@ -167,16 +167,18 @@ fn a_child_stopped_before_exec_does_not_block_the_launcher() {
 }
 
 #[test]
-fn sigterm_while_a_child_is_stopped_before_exec_ends_the_job() {
-    let Some(h) = Held::start("exec", 2) else { return };
-    let (_, pid) = h.held();
-    let sent = Instant::now();
-    signal(h.root, Signal::SIGTERM);
-    let how = h.root_ended(sent, "SIGTERM to the launcher");
-    assert!(sent.elapsed() < LINGER, "the launcher took {:?} to end", sent.elapsed());
-    let (gone, err) = h.finish();
-    assert_eq!(how, "signal 15", "the launcher ends by the signal\n{err}");
-    assert!(gone, "rank 1's process {pid} outlived its launcher\n{err}");
+fn sigterm_or_sigint_while_a_child_is_stopped_before_exec_ends_the_job() {
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        let Some(h) = Held::start("exec", 2) else { return };
+        let (_, pid) = h.held();
+        let sent = Instant::now();
+        signal(h.root, sig);
+        let how = h.root_ended(sent, &format!("{sig} to the launcher"));
+        assert!(sent.elapsed() < LINGER, "{sig}: the launcher took {:?} to end", sent.elapsed());
+        let (gone, err) = h.finish();
+        assert_eq!(how, format!("signal {}", sig as i32), "the launcher ends by the signal\n{err}");
+        assert!(gone, "{sig}: rank 1's process {pid} outlived its launcher\n{err}");
+    }
 }
 
 #[test]
