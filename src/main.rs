@@ -38,16 +38,16 @@ enum Command {
 }
 
 /// Errors are printed as one chain of causes, never with a backtrace: they describe bad input or a failed
-/// peer, not a bug, whatever `RUST_BACKTRACE` says.
+/// peer, not a bug, whatever `RUST_BACKTRACE` says. The whole error goes out in one write, so the errors of
+/// rank processes sharing the launcher's stderr never cut each other.
 fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e}");
             let causes: Vec<String> = e.chain().skip(1).map(|c| format!("    {c}")).collect();
-            if !causes.is_empty() {
-                eprintln!("\nCaused by:\n{}", causes.join("\n"));
-            }
+            let caused_by =
+                if causes.is_empty() { String::new() } else { format!("\n\nCaused by:\n{}", causes.join("\n")) };
+            collscope_debug::eprintln_whole!("Error: {e}{caused_by}");
             std::process::ExitCode::FAILURE
         }
     }

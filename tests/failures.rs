@@ -8,7 +8,7 @@ mod procs;
 use collscope_testkit::{Proc, DEADLINE};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use procs::{children_of, processes, rank_process};
+use procs::{children_of, processes, rank_process, LAUNCH_VARS};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
@@ -21,24 +21,6 @@ const TIMEOUT_S: u64 = 5;
 const BOUND: Duration = Duration::from_secs(TIMEOUT_S + 5);
 /// How long ranks may take to go once their launcher has ended.
 const LINGER: Duration = Duration::from_secs(5);
-
-/// The variables through which a launcher tells a process it is a rank: none may leak in from the caller.
-const LAUNCH_VARS: [&str; 14] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "COLLSCOPE_RANK",
-    "COLLSCOPE_NRANKS",
-    "COLLSCOPE_UNIQUE_ID",
-    "NCCL_COMM_ID",
-    "TORCHELASTIC_RUN_ID",
-];
 
 fn collscope(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -288,7 +270,7 @@ fn a_rank_killed_right_after_it_started_is_named_by_the_others() {
     let e = job.end();
     assert_failed_in_time(&e, "the launcher");
     assert!(e.err.contains("rank 1 exited with signal: 9"), "{}", e.err);
-    assert!(!e.err.contains("outliving"), "the others waited for the launcher to kill them:\n{}", e.err);
+    assert!(!e.err.contains("did not exit within"), "the others waited for the launcher to kill them:\n{}", e.err);
     for r in [0, 2] {
         assert!(e.err.contains(&format!("rank {r} exited with exit status: 1")), "rank {r}:\n{}", e.err);
     }
@@ -314,7 +296,7 @@ fn a_rank_whose_metrics_port_is_taken_is_named_by_the_others_at_once() {
         .end();
     assert_failed_in_time(&e, "the launcher");
     assert!(e.err.contains("rank 2 exited with exit status: 1"), "{}", e.err);
-    assert!(!e.err.contains("outliving"), "the others waited for the launcher to kill them:\n{}", e.err);
+    assert!(!e.err.contains("did not exit within"), "the others waited for the launcher to kill them:\n{}", e.err);
     assert!(e.err.contains("rank 2 exited before the job was up"), "the others name rank 2:\n{}", e.err);
     assert!(e.took < Duration::from_secs(TIMEOUT_S), "they must not wait for the timeout: {:?}", e.took);
 }

@@ -124,6 +124,25 @@ pub fn expand_file_name(pattern: &str, host: &str, pid: u32) -> String {
     out
 }
 
+/// Writes `line` and a newline to `out` in one `write_all` of one buffer, so an unbuffered stream (stderr, a
+/// file) gets them in one write(2): on a pipe that several rank processes share (the launcher's stderr), a line
+/// of up to `PIPE_BUF` (4096) bytes is then never cut by another's (POSIX makes such writes atomic). A longer
+/// one may be split by the kernel with other processes' output between its parts, as with any writer.
+/// `format!`-style printing (`eprintln!`) writes each piece in a write of its own, which another rank's line
+/// can come between. A failed write is dropped: a closed stderr must not fail or stop a rank.
+pub fn write_line(out: &mut impl Write, mut line: String) {
+    line.push('\n');
+    let _ = out.write_all(line.as_bytes());
+}
+
+/// `eprintln!` as whole lines: the message, newline included, reaches stderr in one write ([`write_line`]).
+#[macro_export]
+macro_rules! eprintln_whole {
+    ($($arg:tt)+) => {
+        $crate::write_line(&mut ::std::io::stderr(), ::std::format!($($arg)+))
+    };
+}
+
 /// Who is printing: the fixed part of every line's prefix.
 #[derive(Debug, Clone)]
 pub struct Origin {
@@ -200,14 +219,14 @@ impl Logger {
         let origin = Origin::current();
         let config =
             DebugConfig::from_lookup(|k| std::env::var(k).ok(), &origin.host, origin.pid).unwrap_or_else(|e| {
-                eprintln!("collscope: {e}; debug logging keeps its defaults");
+                eprintln_whole!("collscope: {e}; debug logging keeps its defaults");
                 DebugConfig::default()
             });
         let sink: Box<dyn Write + Send> = match &config.file {
             Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
                 Ok(f) => Box::new(f),
                 Err(e) => {
-                    eprintln!("collscope: cannot open NCCL_DEBUG_FILE '{path}': {e}; logging to stdout");
+                    eprintln_whole!("collscope: cannot open NCCL_DEBUG_FILE '{path}': {e}; logging to stdout");
                     Box::new(std::io::stdout())
                 }
             },
@@ -231,12 +250,10 @@ impl Logger {
         let ts = (self.config.timestamp_levels & (1 << level as u32) != 0).then(crate::sys::timestamp_prefix);
         let trace_ms = self.start.elapsed().as_secs_f64() * 1000.0;
         let dev = DEVICE.with(|d| d.get());
-        let mut line =
-            format_line(level, &self.origin, crate::sys::gettid(), dev, location, ts.as_deref(), trace_ms, msg);
-        line.push('\n');
+        let line = format_line(level, &self.origin, crate::sys::gettid(), dev, location, ts.as_deref(), trace_ms, msg);
         if let Ok(mut sink) = self.sink.lock() {
             // A failed write to the debug sink must not fail the collective that logged.
-            let _ = sink.write_all(line.as_bytes());
+            write_line(&mut *sink, line);
             let _ = sink.flush();
         }
     }
@@ -374,6 +391,24 @@ mod tests {
         assert_eq!(c.timestamp_levels, 1 << Level::Warn as u32);
         assert_eq!(parse_timestamp_levels("INFO,WARN").unwrap(), (1 << 3) | (1 << 2));
         assert!(parse_timestamp_levels("LOUD").is_err());
+    }
+
+    #[test]
+    fn a_line_is_one_write_with_its_newline() {
+        /// Records each write it gets.
+        struct Writes(Vec<Vec<u8>>);
+        impl Write for Writes {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.push(b.to_vec());
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut w = Writes(Vec::new());
+        write_line(&mut w, format!("Error: {}\n\nCaused by:\n    {}", "rank 1 exited", "signal 9"));
+        assert_eq!(w.0, vec![b"Error: rank 1 exited\n\nCaused by:\n    signal 9\n".to_vec()]);
     }
 
     #[test]

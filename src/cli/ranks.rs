@@ -2,10 +2,13 @@
 //! started here (the local launcher), or as the one rank this process is when a launcher (collscope's,
 //! torchrun, Open MPI, Slurm) started it.
 //!
-//! Rank processes never outlive the launcher here: each gets `PR_SET_PDEATHSIG` (SIGTERM) before it runs, so
-//! the kernel ends it however the launcher dies, SIGKILL included; a SIGTERM or SIGINT to the launcher ends
-//! the ranks first. A rank process ended by SIGTERM, SIGINT or SIGHUP removes its named shared memory
-//! segments on the way out (the kernel frees its ports).
+//! Rank processes never outlive the launcher here: each gets `PR_SET_PDEATHSIG` between fork and exec (SIGKILL,
+//! which ends even a process stopped there; SIGTERM once the rank runs), so the kernel ends it however the
+//! launcher dies, SIGKILL included; a SIGTERM or SIGINT to the launcher ends the ranks first, even while one
+//! is being started. A rank process ended by SIGTERM, SIGINT or SIGHUP removes its named shared memory
+//! segments on the way out (the kernel frees its ports). Once one rank exits the others have
+//! `COLLSCOPE_TIMEOUT_S` and 2 s to end before they are killed and named, so a stopped rank never holds the
+//! launcher.
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -16,6 +19,7 @@ use collscope_runtime::bootstrap::tcp::{RootHandle, UniqueId};
 use collscope_runtime::comm::affinity;
 use collscope_runtime::comm::job::{self, JobComm};
 use collscope_runtime::comm::launch::{detect, LaunchInfo};
+use collscope_runtime::sync::wait::timeout_from_env;
 use collscope_runtime::transport::segment::unlink_own_segments;
 use collscope_runtime::{Comm, CommOptions};
 use nix::sys::signal::Signal;
@@ -24,9 +28,10 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,6 +52,15 @@ pub enum TransportChoice {
 
 /// How long the others may take to end once one rank failed before they are killed.
 const GRACE: Duration = Duration::from_secs(15);
+/// Beyond `COLLSCOPE_TIMEOUT_S`, how long the others may take to end once one rank exited: a rank whose peers
+/// are gone fails its wait within the timeout, and 2 s covers its exit (unlinking segments, flushing output) on
+/// a loaded host while a stopped rank is still ended within the timeout and 5 s.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a killed process may take to be reaped: SIGKILL ends even a stopped one at once; one asleep in
+/// the kernel (a hung file system) is left to init rather than hang the launcher.
+const REAP: Duration = Duration::from_secs(2);
+/// The longest /proc file read here (a thread's children, a process's status: a few hundred bytes).
+const PROC_FILE_MAX: u64 = 64 * 1024;
 /// How long rank processes may take to end after the launcher passed them a SIGTERM before they are killed.
 const TERM_GRACE: Duration = Duration::from_secs(5);
 /// Signals that end a job: the launcher passes them on as SIGTERM, ranks clean up and end by them.
@@ -119,6 +133,11 @@ fn opts(env: Env) -> CommOptions {
 
 fn run_launched(info: &LaunchInfo, env: Env, body: impl Fn(Rank) -> Result<()>) -> Result<()> {
     clean_up_on_signals()?;
+    // Collscope's launcher armed SIGKILL for the time before exec (`die_with`); from here the rank has segments
+    // to remove, so its launcher's death becomes a SIGTERM, which the handler just installed cleans up on.
+    if nix::sys::prctl::get_pdeathsig().context("cannot read the rank's parent-death signal")?.is_some() {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).context("cannot set the rank's parent-death signal")?;
+    }
     let (id, env) = info.unique_id(&env)?;
     collscope_debug::set_thread_device(info.local_rank as i32);
     let started = Instant::now();
@@ -180,11 +199,13 @@ fn clean_up_on_signals() -> Result<()> {
     Ok(())
 }
 
-/// In a rank process between fork and exec: ask the kernel for SIGTERM when the launcher's thread that forked
-/// it ends (`PR_SET_PDEATHSIG`; that thread waits for the ranks), then check the launcher is still the parent,
-/// since one that died before the request was made sends nothing.
+/// In a rank process between fork and exec: ask the kernel for SIGKILL when the launcher's thread that forked
+/// it ends (`PR_SET_PDEATHSIG`; that thread lives until every rank is reaped), then check the launcher is still
+/// the parent, since one that died before the request was made sends nothing. SIGKILL, as nothing needs
+/// cleaning up yet and a process stopped here (a debugger, a SIGSTOP) ends by no other signal; the rank asks
+/// for SIGTERM once it runs ([`run_launched`]).
 fn die_with(launcher: Pid) -> std::io::Result<()> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
     if nix::unistd::getppid() != launcher {
         return Err(std::io::Error::other("the launcher exited before this rank started"));
     }
@@ -194,6 +215,7 @@ fn die_with(launcher: Pid) -> std::io::Result<()> {
 /// The local launcher: this program again, once per rank, meeting at a root this process hosts.
 fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result<()> {
     let (id, root) = UniqueId::host(env)?;
+    let timeout = timeout_from_env(env)?;
     let out = |r: u32| -> Result<(Stdio, Stdio)> {
         let Some(path) = background.map(|b| &b.output) else { return Ok((Stdio::inherit(), Stdio::inherit())) };
         let f = OpenOptions::new()
@@ -206,10 +228,8 @@ fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result
     let exe = std::env::current_exe().context("cannot find this program to start the ranks")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cpus = affinity::plan(env, n)?;
-    // Before the first rank starts, so none can miss a signal the launcher gets.
-    let mut signals = Signals::new(ENDING).context("cannot install the launcher's signal handlers")?;
     let launcher = nix::unistd::getpid();
-    let mut children: Vec<(u32, Child)> = Vec::new();
+    let mut cmds = Vec::new();
     for r in 0..n {
         let (stdout, stderr) = out(r)?;
         let mut cmd = Command::new(&exe);
@@ -223,68 +243,262 @@ fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result
             unsafe { cmd.pre_exec(move || affinity::pin_to(&set)) };
             nccl_info!(Subsys::INIT, "Setting affinity for local rank {r} to CPU {cpu}");
         }
-        let child = cmd
-            .args(&args)
+        cmd.args(&args)
             .stdout(stdout)
             .stderr(stderr)
             .env("COLLSCOPE_RANK", r.to_string())
             .env("COLLSCOPE_NRANKS", n.to_string())
             .env("COLLSCOPE_LOCAL_RANK", r.to_string())
-            .env("COLLSCOPE_UNIQUE_ID", id.to_string())
-            .spawn()
-            .with_context(|| format!("cannot start rank {r}"))?;
-        children.push((r, child));
+            .env("COLLSCOPE_UNIQUE_ID", id.to_string());
+        cmds.push(cmd);
     }
-    wait_all(children, &root, &mut signals, background.map(|b| &*b.stop))
+    // Before the first rank starts, so none can miss a signal the launcher gets.
+    let mut signals = Signals::new(ENDING).context("cannot install the launcher's signal handlers")?;
+    let (tx, events) = mpsc::channel();
+    let (keep, kept) = mpsc::channel::<()>();
+    let quit = Arc::new(AtomicBool::new(false));
+    start_ranks(cmds, tx, Arc::clone(&quit), kept).context("cannot start the launcher's thread for the ranks")?;
+    let mut watch = Watch::new(&root, timeout, events, quit);
+    let res = watch.run(&mut signals, background.map(|b| &*b.stop));
+    // Every rank is reaped or killed: the thread that forked them may end.
+    drop(keep);
+    res
 }
 
-/// Waits for every rank, telling the root about each that failed (so ranks still joining learn at once that
-/// it is gone; one that succeeded had joined); once one fails the others get `GRACE` to end before they are killed. A SIGTERM, SIGINT or
-/// SIGHUP to the launcher ends the ranks, then the launcher by that signal; `stop` set ends the ranks, and
-/// the job counts as done.
-fn wait_all(
-    mut children: Vec<(u32, Child)>,
-    root: &RootHandle,
-    signals: &mut Signals,
-    stop: Option<&AtomicBool>,
-) -> Result<()> {
-    let mut failed: Vec<String> = Vec::new();
-    let mut first_failure: Option<Instant> = None;
-    while !children.is_empty() {
-        if let Some(sig) = signals.pending().next() {
-            end_ranks(&mut children);
-            signal_hook::low_level::emulate_default_handler(sig)?;
-            bail!("stopped by signal {sig}");
-        }
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            end_ranks(&mut children);
-            return Ok(());
-        }
-        let mut still = Vec::new();
-        for (r, mut c) in children {
-            match c.try_wait() {
-                Ok(Some(status)) if status.success() => {}
-                Ok(Some(status)) => {
-                    root.rank_exited(r, status);
-                    failed.push(format!("rank {r} exited with {status}"));
-                    first_failure.get_or_insert_with(Instant::now);
-                }
-                Ok(None) if first_failure.is_some_and(|t| t.elapsed() > GRACE) => {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    failed.push(format!("rank {r} was killed after outliving a failed rank by {} s", GRACE.as_secs()));
-                }
-                Ok(None) => still.push((r, c)),
-                Err(e) => failed.push(format!("rank {r}: cannot wait for it: {e}")),
+/// What the thread that starts the ranks tells the launcher.
+enum Spawn {
+    /// Its thread id: its children are the rank processes, started or being started.
+    Thread(u32),
+    /// It is starting rank `r` (fork, the pre-exec steps, exec).
+    Starting(u32),
+    Started(u32, Child),
+    Failed(u32, std::io::Error),
+}
+
+/// Starts the rank processes from a thread of their own, so that one stopped between fork and exec (where
+/// `spawn` waits for its exec) never blocks the launcher, which goes on watching signals and deadlines. The
+/// thread then waits until `keep` closes: each rank's `PR_SET_PDEATHSIG` fires when the thread that forked it
+/// ends.
+fn start_ranks(
+    cmds: Vec<Command>,
+    events: Sender<Spawn>,
+    quit: Arc<AtomicBool>,
+    keep: Receiver<()>,
+) -> std::io::Result<()> {
+    let thread = std::thread::Builder::new().name("collscope ranks".into()).spawn(move || {
+        let _ = events.send(Spawn::Thread(collscope_debug::sys::gettid()));
+        for (r, mut cmd) in (0..).zip(cmds) {
+            if quit.load(Ordering::SeqCst) || events.send(Spawn::Starting(r)).is_err() {
+                break;
+            }
+            let (event, failed) = match cmd.spawn() {
+                Ok(c) => (Spawn::Started(r, c), false),
+                Err(e) => (Spawn::Failed(r, e), true),
+            };
+            if events.send(event).is_err() || failed {
+                break;
             }
         }
-        children = still;
-        std::thread::sleep(Duration::from_millis(20));
+        drop(events);
+        let _ = keep.recv();
+    });
+    thread.map(drop)
+}
+
+/// The launcher's watch over its ranks: their exits, the deadlines, the signals it gets.
+struct Watch<'a> {
+    root: &'a RootHandle,
+    timeout: Duration,
+    events: Receiver<Spawn>,
+    /// Set to stop starting ranks.
+    quit: Arc<AtomicBool>,
+    /// The thread that starts the ranks (its id), and whether it has started all it will.
+    spawner: Option<u32>,
+    spawned: bool,
+    /// The rank being started and since when; whether one could not be started.
+    starting: Option<(u32, Instant)>,
+    unstarted: bool,
+    running: Vec<(u32, Child)>,
+    failed: Vec<String>,
+    /// The first rank to exit, and the first to fail, with when.
+    first_exit: Option<(u32, Instant)>,
+    first_failure: Option<(u32, Instant)>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(root: &'a RootHandle, timeout: Duration, events: Receiver<Spawn>, quit: Arc<AtomicBool>) -> Self {
+        Watch {
+            root,
+            timeout,
+            events,
+            quit,
+            spawner: None,
+            spawned: false,
+            starting: None,
+            unstarted: false,
+            running: Vec::new(),
+            failed: Vec::new(),
+            first_exit: None,
+            first_failure: None,
+        }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        bail!("{}", failed.join("; "))
+
+    /// Waits for every rank, telling the root about each that failed (so ranks still joining learn at once that
+    /// it is gone; one that succeeded had joined). Once one exits the others get `COLLSCOPE_TIMEOUT_S` and
+    /// `EXIT_GRACE` to end, once one fails at most `GRACE`, then they are killed and named; a rank not started
+    /// (exec'd) within the timeout is killed and ends the job. A SIGTERM, SIGINT or SIGHUP to the launcher ends
+    /// the ranks, then the launcher by that signal; `stop` set ends the ranks, and the job counts as done.
+    fn run(&mut self, signals: &mut Signals, stop: Option<&AtomicBool>) -> Result<()> {
+        loop {
+            if let Some(sig) = signals.pending().next() {
+                self.end();
+                signal_hook::low_level::emulate_default_handler(sig)?;
+                bail!("stopped by signal {sig}");
+            }
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                self.end();
+                return Ok(());
+            }
+            self.spawn_events();
+            if let Some((r, _)) = self.starting.filter(|(_, t)| t.elapsed() > self.timeout) {
+                let pids: Vec<String> = self.strays().into_iter().map(|p| format!(" (pid {p}{})", state(p))).collect();
+                self.failed.push(format!(
+                    "rank {r}{} did not start within {} s (it stopped before exec); killed",
+                    pids.concat(),
+                    self.timeout.as_secs()
+                ));
+                self.unstarted = true;
+            }
+            // A rank that could not start fails the job at once: the others could only wait for it.
+            if self.unstarted {
+                self.end();
+                bail!("{}", self.failed.join("; "));
+            }
+            self.reap_exited();
+            self.kill_late();
+            if self.running.is_empty() && self.spawned {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.failed.is_empty() {
+            Ok(())
+        } else {
+            bail!("{}", self.failed.join("; "))
+        }
+    }
+
+    fn spawn_events(&mut self) {
+        loop {
+            match self.events.try_recv() {
+                Ok(Spawn::Thread(tid)) => self.spawner = Some(tid),
+                Ok(Spawn::Starting(r)) => self.starting = Some((r, Instant::now())),
+                Ok(Spawn::Started(r, c)) => {
+                    self.starting = None;
+                    self.running.push((r, c));
+                }
+                Ok(Spawn::Failed(r, e)) => {
+                    self.starting = None;
+                    self.failed.push(format!("cannot start rank {r}: {e}"));
+                    self.unstarted = true;
+                }
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.spawned = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reaps the ranks that ended; records the first exit and the first failure.
+    fn reap_exited(&mut self) {
+        let mut still = Vec::new();
+        for (r, mut c) in std::mem::take(&mut self.running) {
+            match c.try_wait() {
+                Ok(Some(status)) => {
+                    self.first_exit.get_or_insert((r, Instant::now()));
+                    if !status.success() {
+                        self.root.rank_exited(r, status);
+                        self.failed.push(format!("rank {r} exited with {status}"));
+                        self.first_failure.get_or_insert((r, Instant::now()));
+                    }
+                }
+                Ok(None) => still.push((r, c)),
+                Err(e) => self.failed.push(format!("rank {r}: cannot wait for it: {e}")),
+            }
+        }
+        self.running = still;
+    }
+
+    /// Kills the ranks still running past the deadline that the first exit (or failure) set, naming each.
+    fn kill_late(&mut self) {
+        let exit = self.first_exit.map(|(r, t)| (r, t, self.timeout + EXIT_GRACE));
+        let fail = self.first_failure.map(|(r, t)| (r, t, GRACE));
+        let Some((first, at, span)) = exit.into_iter().chain(fail).min_by_key(|&(_, t, span)| t + span) else {
+            return;
+        };
+        if at.elapsed() < span {
+            return;
+        }
+        for (r, mut c) in std::mem::take(&mut self.running) {
+            let what = state(c.id());
+            kill_and_reap(&mut c);
+            self.failed.push(format!(
+                "rank {r} (pid {}{what}) did not exit within {} s of rank {first}'s exit; killed",
+                c.id(),
+                span.as_secs()
+            ));
+        }
+    }
+
+    /// The process of the rank being started (forked, not yet known to have exec'd), if any: a child of the
+    /// ranks' thread that is not a started rank. Events come in order, so while rank `r` is starting every
+    /// earlier rank is known; one that has just exec'd has nothing to clean up yet either.
+    fn strays(&self) -> Vec<u32> {
+        let (Some(tid), Some(_)) = (self.spawner, self.starting) else { return Vec::new() };
+        let path = format!("/proc/self/task/{tid}/children");
+        let list = collscope_debug::file::read_small_string(Path::new(&path), PROC_FILE_MAX).unwrap_or_default();
+        let known: Vec<u32> = self.running.iter().map(|(_, c)| c.id()).collect();
+        list.split_whitespace().filter_map(|p| p.parse().ok()).filter(|p| !known.contains(p)).collect()
+    }
+
+    /// Stops starting ranks and ends every rank process: SIGKILL to one between fork and exec (nothing to
+    /// clean up, and a stopped one ends by no other signal), SIGTERM then SIGKILL to the started ones
+    /// ([`end_ranks`]), and the same to any the ranks' thread still hands over.
+    fn end(&mut self) {
+        self.quit.store(true, Ordering::SeqCst);
+        self.spawn_events();
+        for p in self.strays() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+        }
+        end_ranks(&mut self.running);
+        let (until, mut late) = (Instant::now() + REAP, Vec::new());
+        while let Ok(event) = self.events.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            if let Spawn::Started(r, c) = event {
+                late.push((r, c));
+            }
+        }
+        end_ranks(&mut late);
+    }
+}
+
+/// `, state` of process `pid` as /proc says (`stopped`, `tracing stop`, `sleeping`, ...), or nothing.
+fn state(pid: u32) -> String {
+    let path = format!("/proc/{pid}/status");
+    let status = collscope_debug::file::read_small_string(Path::new(&path), PROC_FILE_MAX).unwrap_or_default();
+    let line = status.lines().find_map(|l| l.strip_prefix("State:"));
+    line.and_then(|l| l.split_once('('))
+        .and_then(|(_, s)| s.strip_suffix(')'))
+        .map_or(String::new(), |s| format!(", {s}"))
+}
+
+/// SIGKILL, then reaps it for at most `REAP`.
+fn kill_and_reap(c: &mut Child) {
+    let _ = c.kill();
+    let until = Instant::now() + REAP;
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -298,7 +512,6 @@ fn end_ranks(children: &mut [(u32, Child)]) {
         while matches!(c.try_wait(), Ok(None)) && t.elapsed() < TERM_GRACE {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = c.kill();
-        let _ = c.wait();
+        kill_and_reap(c);
     }
 }

@@ -6,6 +6,9 @@
 //! - [`fixtures`]: the real NCCL logs in `../shared/fixtures/nccl-logs` (and [`shared`]: anything else there),
 //!   which exist beside a developer's checkout but not beside a fresh clone. A test that needs them asks here and
 //!   skips with one line otherwise.
+//! - [`hold`]: a process of a job held stopped at its exec or its exit (ptrace), for the launcher's tests.
+
+pub mod hold;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;

@@ -1,4 +1,23 @@
 //! The processes of a job, read from /proc: what the tests that kill or stop one rank of a job share.
+#![allow(dead_code)] // each test file that shares this module uses a part of it
+
+/// The variables through which a launcher tells a process it is a rank: none may leak in from the caller.
+pub const LAUNCH_VARS: [&str; 14] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "COLLSCOPE_RANK",
+    "COLLSCOPE_NRANKS",
+    "COLLSCOPE_UNIQUE_ID",
+    "NCCL_COMM_ID",
+    "TORCHELASTIC_RUN_ID",
+];
 
 /// (pid, parent pid, process group) of every live (not zombie) process.
 pub fn processes() -> Vec<(u32, u32, u32)> {
