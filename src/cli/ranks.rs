@@ -214,7 +214,9 @@ fn die_with(launcher: Pid) -> std::io::Result<()> {
 
 /// The local launcher: this program again, once per rank, meeting at a root this process hosts.
 fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result<()> {
-    let (id, root) = UniqueId::host(env)?;
+    // Every rank runs on this host: the root on loopback (so every rank's listeners are too) unless the user chose
+    // an interface; nothing of the job then listens on an outside one.
+    let (id, root) = UniqueId::host(env, env.str("NCCL_SOCKET_IFNAME").is_none())?;
     let timeout = timeout_from_env(env)?;
     let out = |r: u32| -> Result<(Stdio, Stdio)> {
         let Some(path) = background.map(|b| &b.output) else { return Ok((Stdio::inherit(), Stdio::inherit())) };

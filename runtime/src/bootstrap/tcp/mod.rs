@@ -154,12 +154,13 @@ impl From<SocketError> for JoinCause {
 /// The bootstrap interface of this process, chosen once (NCCL's `bootstrapNetInit`).
 static BOOTSTRAP_IF: OnceLock<NetIf> = OnceLock::new();
 
-/// Chooses (once per process) and prints the bootstrap interface: `Bootstrap: Using eth0:10.0.0.1<0>`.
-pub fn bootstrap_interface(env: &Env) -> Result<NetIf, BootstrapError> {
+/// Chooses (once per process) and prints the bootstrap interface: `Bootstrap: Using eth0:10.0.0.1<0>`. `root` is
+/// the unique id's root when this process joins one: a root on loopback (a launcher on this host) makes it lo.
+pub fn bootstrap_interface(env: &Env, root: Option<SocketAddr>) -> Result<NetIf, BootstrapError> {
     if let Some(i) = BOOTSTRAP_IF.get() {
         return Ok(i.clone());
     }
-    let chosen = choose_interface(env)?;
+    let chosen = choose_interface(env, root)?;
     let i = BOOTSTRAP_IF.get_or_init(|| chosen);
     nccl_info!(Subsys::BOOTSTRAP, "Bootstrap: Using {}:{}", i.name, addr_string(&i.addr));
     Ok(i.clone())
@@ -214,10 +215,13 @@ fn mix_secret(magic: u64, secret: &[u8]) -> u64 {
     h
 }
 
-fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
+fn choose_interface(env: &Env, root: Option<SocketAddr>) -> Result<NetIf, BootstrapError> {
     let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
-    if let Some(id) = comm_id(env)? {
-        let remote = id.addr;
+    let remote = match comm_id(env)? {
+        Some(id) => Some((id.addr, "NCCL_COMM_ID")),
+        None => root.filter(|a| a.ip().is_loopback()).map(|a| (a, "the bootstrap root")),
+    };
+    if let Some((remote, named)) = remote {
         let all = crate::socket::list_interfaces();
         let subnet = crate::socket::select_interfaces(&all, None, Some(&remote), family, 1);
         // A loopback NCCL_COMM_ID matches lo's subnet; a remote one needs an interface on its subnet.
@@ -227,7 +231,7 @@ fn choose_interface(env: &Env) -> Result<NetIf, BootstrapError> {
             .or_else(|| all.into_iter().find(|i| i.addr.ip() == remote.ip()));
         return pick.ok_or_else(|| {
             nccl_warn!("NET/Socket : No usable listening interface found");
-            BootstrapError::NoInterface(format!(" in the subnet of NCCL_COMM_ID={}", addr_string(&remote)))
+            BootstrapError::NoInterface(format!(" in the subnet of {named}={}", addr_string(&remote)))
         });
     }
     let spec = env.parsed::<IfSpec>("NCCL_SOCKET_IFNAME")?;
@@ -253,20 +257,21 @@ impl UniqueId {
     /// check-ins on a background thread. With `NCCL_COMM_ID` set, the id names that address and NCCL's magic,
     /// and rank 0's `TcpBootstrap::init` starts the root there instead.
     pub fn create(env: &Env) -> Result<UniqueId, BootstrapError> {
-        Self::host(env).map(|(id, _)| id)
+        Self::host(env, false).map(|(id, _)| id)
     }
 
     /// [`UniqueId::create`] for a launcher, with a handle to tell the root which rank processes ended (it
-    /// reaches nothing when `NCCL_COMM_ID` puts the root in rank 0).
-    pub fn host(env: &Env) -> Result<(UniqueId, RootHandle), BootstrapError> {
+    /// reaches nothing when `NCCL_COMM_ID` puts the root in rank 0). `local`: every rank runs on this host, so the
+    /// root listens on loopback (and so do the ranks' listeners: see [`TcpBootstrap::init`]).
+    pub fn host(env: &Env, local: bool) -> Result<(UniqueId, RootHandle), BootstrapError> {
         let (exits, heard) = mpsc::channel();
         let handle = RootHandle { exits };
         if let Some(id) = comm_id(env)? {
             return Ok((id, handle));
         }
-        let iface = bootstrap_interface(env)?;
+        let ip = if local { std::net::Ipv4Addr::LOCALHOST.into() } else { bootstrap_interface(env, None)?.addr.ip() };
         let magic = random_u64().map_err(|e| BootstrapError::Protocol(format!("cannot read /dev/urandom: {e}")))?;
-        let listener = Listener::bind_ip(iface.addr.ip(), magic, SocketType::Bootstrap)?;
+        let listener = Listener::bind_ip(ip, magic, SocketType::Bootstrap)?;
         let id = UniqueId { magic, addr: listener.addr() };
         start_root(listener, timeout(env)?, heard)?;
         Ok((id, handle))
@@ -639,7 +644,7 @@ impl TcpBootstrap {
         let timeout = timeout(env)?;
         let start = Instant::now();
         let deadline = start + timeout;
-        let iface = bootstrap_interface(env)?;
+        let iface = bootstrap_interface(env, Some(id.addr))?;
         if rank == 0 && env.str("NCCL_COMM_ID").is_some() {
             let listener = Listener::bind(id.addr, id.magic, SocketType::Bootstrap)?;
             start_root(listener, timeout, mpsc::channel().1)?;
@@ -1258,7 +1263,7 @@ mod tests {
         });
         assert!(started.elapsed() < Duration::from_secs(10));
 
-        let (id, root) = UniqueId::host(&e).unwrap();
+        let (id, root) = UniqueId::host(&e, false).unwrap();
         root.rank_exited(1, "exit status: 1");
         let err = TcpBootstrap::init(&id, 0, 2, &e).map(drop).unwrap_err().to_string();
         assert!(err.contains("rank 1 exited before the job was up (exit status: 1"), "{err}");
@@ -1274,6 +1279,25 @@ mod tests {
         });
         assert!(errs[0].contains("rank 1 never checked in") && errs[0].contains("another unique id"), "{errs:?}");
         assert!(errs[1].contains("wrong magic"), "{errs:?}");
+    }
+
+    #[test]
+    fn a_local_launchers_root_and_ranks_listen_on_loopback_only() {
+        let e = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "10")]);
+        let (id, _root) = UniqueId::host(&e, true).unwrap();
+        assert!(id.addr.ip().is_loopback(), "{}", id.addr);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2u32)
+                .map(|r| {
+                    let e = &e;
+                    s.spawn(move || TcpBootstrap::init(&id, r, 2, e).unwrap().peer_addrs().to_vec())
+                })
+                .collect();
+            for h in hs {
+                let addrs = h.join().unwrap();
+                assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+            }
+        });
     }
 
     /// Runs a job of `n` thread ranks on `id` with a `secs` timeout; each rank's AllGather sum, or its error.
@@ -1369,7 +1393,7 @@ mod tests {
     #[test]
     fn comm_id_starts_the_root_on_rank_zero() {
         // The process's bootstrap interface, as a job without NCCL_COMM_ID chose it (an outside one, if any).
-        bootstrap_interface(&Env::default()).unwrap();
+        bootstrap_interface(&Env::default(), None).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let e = Env::from_pairs([("NCCL_COMM_ID", format!("127.0.0.1:{port}")), ("COLLSCOPE_TIMEOUT_S", "20".into())]);
         let id = UniqueId::create(&e).unwrap();
