@@ -145,3 +145,37 @@ fn a_taken_port_is_a_clear_error() {
     let err = Telemetry::start(&cfg, Source::Runtime, None).err().expect("the port is taken").to_string();
     assert!(err.contains(&held.local_addr().unwrap().to_string()) && err.contains("cannot serve"), "{err}");
 }
+
+/// 512 clients open an event stream each and read nothing (the cap of connections, issue 48): streams have their
+/// own smaller cap, past which a stream request is answered 503 and closed, so `/metrics` still gets through.
+#[test]
+fn held_event_streams_leave_room_for_scrapes() {
+    use std::io::{Read, Write};
+    const HELD: usize = 512;
+    let t = Telemetry::start(&config(), Source::Runtime, None).unwrap();
+    let held: Vec<std::net::TcpStream> = (0..HELD)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(t.addr()).unwrap();
+            s.write_all(b"GET /api/v1/events HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    // The streams past the cap are answered and closed as the server gets to them: /metrics gets in once it has.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let r = client().get(format!("{}/metrics", t.url())).send().map(|r| r.status().as_u16());
+        if r.as_ref().is_ok_and(|s| *s == 200) || std::time::Instant::now() > until {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(answer.ok(), Some(200), "/metrics with {HELD} event streams held");
+    let mut streams = 0;
+    for mut s in held {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        streams += usize::from(&head == b"HTTP/1.1 200");
+    }
+    assert_eq!(streams, collscope_telemetry::config::MAX_STREAMS, "streams served, the rest refused");
+}
