@@ -152,6 +152,10 @@ fn a_taken_port_is_a_clear_error() {
 fn held_event_streams_leave_room_for_scrapes() {
     use std::io::{Read, Write};
     const HELD: usize = 512;
+    // Both ends of every connection live in this process: room for them past a default soft limit of 1024.
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, soft.max(hard.min(4096)), hard).unwrap();
     let t = Telemetry::start(&config(), Source::Runtime, None).unwrap();
     let held: Vec<std::net::TcpStream> = (0..HELD)
         .map(|_| {
