@@ -419,3 +419,29 @@ fn serve_names_bad_input() {
     assert!(e.contains("/nonexistent/nccl.log"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Another program on collscope's default telemetry port does not stop the demo (issue 48): its ranks serve on
+/// free ports and say which. A port the user chose that is taken is an error naming the flag and the variable.
+#[test]
+fn a_taken_telemetry_port_does_not_kill_the_demo_unless_the_user_chose_it() {
+    // Held here, or already held by another program: either way taken while the demo starts.
+    let default = collscope_telemetry::config::DEFAULT_PORT;
+    let _held = std::net::TcpListener::bind(("127.0.0.1", default));
+    let args = ["demo", "--launch", "threads", "--nranks", "2", "--transport", "socket", "--grad-mib", "1"];
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+        cmd.args(args).args(["--steps", "2", "--no-tui"]).args(extra);
+        cmd.env_remove("COLLSCOPE_METRICS_ADDR").env_remove("COLLSCOPE_TELEMETRY").env("COLLSCOPE_TIMEOUT_S", "20");
+        let out = collscope_testkit::output(&mut cmd, Duration::from_secs(60));
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), format!("{}{}", text(&out.stdout), text(&out.stderr)))
+    };
+    let (ok, out) = run(&[]);
+    assert!(ok, "the demo died on a taken default port:\n{out}");
+    assert!(out.contains(&format!("telemetry port {default} is taken")) && out.contains("instead"), "{out}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (ok, out) = run(&["--metrics-addr", &addr]);
+    assert!(!ok, "a taken port the user chose is an error:\n{out}");
+    assert!(out.contains(&addr) && out.contains("--metrics-addr or COLLSCOPE_METRICS_ADDR"), "{out}");
+}

@@ -2,7 +2,7 @@
 
 use crate::abi::kind;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Group, Coll, P2p, ProxyOp, ProxyStep, KernelCh: the calls, their proxy work and wait states, and their GPU time.
@@ -18,7 +18,8 @@ pub(crate) struct Settings {
     /// `COLLSCOPE_PROFILER_METRICS` (default 1): serve collscope's telemetry from this process. The runtime's
     /// own switch, `COLLSCOPE_TELEMETRY`, is not read: the plugin serves for NCCL, whichever runtime runs it.
     pub metrics: bool,
-    /// `COLLSCOPE_RENDEZVOUS_DIR`: where the ranks of a communicator leave their endpoints for each other.
+    /// `COLLSCOPE_RENDEZVOUS_DIR`: where the ranks of a communicator leave their endpoints for each other (default
+    /// this user's private folder, `rendezvous::default_dir`); checked as private when joined.
     pub rendezvous: PathBuf,
     /// `COLLSCOPE_PROFILER_LINGER_S` (default 0): after the last communicator is finalised, keep serving this long
     /// so a scrape still sees the final figures of a job shorter than the scrape interval (NCCL's finalize waits).
@@ -74,8 +75,10 @@ impl Settings {
             Some("0") => false,
             Some(_) => return Err(SettingsError::Metrics(metrics.unwrap_or_default())),
         };
-        let rendezvous =
-            rendezvous.filter(|d| !d.is_empty()).map_or_else(crate::rendezvous::default_dir, PathBuf::from);
+        let rendezvous = rendezvous.filter(|d| !d.is_empty()).map_or_else(
+            || crate::rendezvous::default_dir(std::env::var_os("XDG_RUNTIME_DIR").as_deref().map(Path::new)),
+            PathBuf::from,
+        );
         let linger = match linger {
             None => Duration::ZERO,
             Some(l) => match l.trim().parse::<u64>() {
@@ -120,7 +123,8 @@ mod tests {
     fn the_telemetry_switch_and_the_rendezvous_folder() {
         let s = Settings::from(None, None, None, None, None).unwrap();
         assert!(s.metrics, "served by default");
-        assert_eq!(s.rendezvous, std::env::temp_dir().join("collscope-rendezvous"));
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR");
+        assert_eq!(s.rendezvous, crate::rendezvous::default_dir(runtime.as_deref().map(Path::new)));
         let s = Settings::from(None, None, Some("0".into()), Some("/shared/rv".into()), None).unwrap();
         assert!(!s.metrics);
         assert_eq!(s.rendezvous, PathBuf::from("/shared/rv"));

@@ -2,9 +2,13 @@
 //! collscope's telemetry (`feed`).
 
 use crate::output::Sink;
+use collscope_debug::file::FileKind;
 use collscope_model::Event;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Appends each output as one JSON object a line (the shape of `/api/v1/events`). Several processes may append
@@ -16,19 +20,44 @@ pub struct JsonlSink {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("COLLSCOPE_PROFILER_DUMP: cannot open '{path}' for appending: {source}")]
-pub struct DumpError {
-    path: PathBuf,
-    source: std::io::Error,
+pub enum DumpError {
+    #[error("COLLSCOPE_PROFILER_DUMP: cannot open '{path}' for appending: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("COLLSCOPE_PROFILER_DUMP: '{path}' is {what}: expected a regular file (or none, to create one)")]
+    NotRegular { path: PathBuf, what: String },
 }
 
 impl JsonlSink {
+    /// Opens (or creates, 0600) `path` for appending on NCCL's thread, so never waiting: opened non-blocking (a
+    /// FIFO without a reader would hold `init` forever) and without following a link (another user's link in
+    /// a shared folder would make this process write where they chose), then taken only if a regular file.
     pub fn open(path: &Path) -> Result<Self, DumpError> {
-        let file = OpenOptions::new()
+        let io = |source| DumpError::Io { path: path.to_path_buf(), source };
+        let not_regular = |what: String| DumpError::NotRegular { path: path.to_path_buf(), what };
+        let file = match OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|source| DumpError { path: path.to_path_buf(), source })?;
+        {
+            Ok(f) => f,
+            // ELOOP for a link, ENXIO for a FIFO without a reader: say what the path is rather than errno's words.
+            Err(e) => {
+                return Err(match std::fs::symlink_metadata(path) {
+                    Ok(m) if m.file_type().is_symlink() => not_regular("a symbolic link (not followed)".into()),
+                    Ok(m) => FileKind::of(m.file_type()).map_or_else(|| io(e), |k| not_regular(k.to_string())),
+                    Err(_) => io(e),
+                })
+            }
+        };
+        if let Some(kind) = FileKind::of(file.metadata().map_err(io)?.file_type()) {
+            return Err(not_regular(kind.to_string()));
+        }
+        // A regular file's writes do not block anyway: clear the flag (keeping O_APPEND) for a plain descriptor.
+        let flags = fcntl(file.as_raw_fd(), FcntlArg::F_GETFL).map_err(|e| io(e.into()))?;
+        let flags = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
+        fcntl(file.as_raw_fd(), FcntlArg::F_SETFL(flags)).map_err(|e| io(e.into()))?;
         Ok(JsonlSink { path: path.to_path_buf(), file: BufWriter::with_capacity(1 << 16, file), failed: false })
     }
 
@@ -61,5 +90,48 @@ impl Sink for JsonlSink {
             let r = self.file.flush();
             self.write(r);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_fifo_or_a_link_is_refused_at_once_naming_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("events.fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let started = Instant::now();
+        let e = JsonlSink::open(&fifo).err().expect("a FIFO is no dump file").to_string();
+        assert!(started.elapsed() < Duration::from_secs(5), "open waited {:?}", started.elapsed());
+        assert!(e.contains("COLLSCOPE_PROFILER_DUMP") && e.contains("events.fifo' is a FIFO"), "{e}");
+        // With a reader waiting the open goes through; the opened file is then refused for what it is.
+        let reader = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
+        let e = JsonlSink::open(&fifo).err().expect("a FIFO is no dump file").to_string();
+        assert!(e.contains("is a FIFO"), "{e}");
+        drop(reader);
+        let target = dir.path().join("target.jsonl");
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = JsonlSink::open(&link).err().expect("a link is not followed").to_string();
+        assert!(e.contains("link.jsonl' is a symbolic link"), "{e}");
+        assert!(!target.exists(), "nothing created through the link");
+    }
+
+    #[test]
+    fn a_regular_file_is_appended_to_blocking_and_a_new_one_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.jsonl");
+        let mut sink = JsonlSink::open(&path).unwrap();
+        let flags = fcntl(sink.file.get_ref().as_raw_fd(), FcntlArg::F_GETFL).unwrap();
+        assert_eq!(flags & libc::O_NONBLOCK, 0, "O_NONBLOCK cleared");
+        assert_ne!(flags & libc::O_APPEND, 0, "O_APPEND kept");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        sink.deliver(Event::Endpoints(Vec::new()));
+        sink.flush();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     }
 }

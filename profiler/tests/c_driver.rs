@@ -565,6 +565,40 @@ fn a_taken_port_is_one_warning_and_nccl_carries_on_with_the_dump() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("telemetry"), "switched off: no server, no line");
 }
 
+/// `COLLSCOPE_PROFILER_DUMP` naming a FIFO nobody reads (issue 48): init fails at once naming the variable and
+/// what the path is, instead of blocking NCCL's init in open() until a reader comes.
+#[test]
+fn a_dump_path_that_is_a_fifo_fails_init_at_once_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("events.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = Instant::now();
+    let out = run(&["scenario"], &[("COLLSCOPE_PROFILER_DUMP", &fifo)]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "init waited {took:?}:\n{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "init fails: {}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("COLLSCOPE_PROFILER_DUMP") && err.contains("events.fifo' is a FIFO"), "{}", text(&out));
+}
+
+/// A rendezvous path that is a link (planted by another user, issue 48): the rank warns naming the path and the
+/// fix, writes nothing where the link points, and NCCL carries on.
+#[test]
+fn a_rendezvous_folder_that_is_a_link_is_refused_and_nccl_carries_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, link) = (dir.path().join("elsewhere"), dir.path().join("rendezvous"));
+    std::fs::create_dir(&target).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = output(&mut driver_cmd(&["scenario".as_ref()], &link, &[]), DEADLINE);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is a symbolic link") && err.contains("set COLLSCOPE_RENDEZVOUS_DIR to a folder you own"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "nothing written through the link");
+}
+
 /// An OTLP/HTTP receiver: each request's path and body, answered 200.
 fn otlp_receiver() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

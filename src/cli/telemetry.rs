@@ -1,13 +1,15 @@
 //! Telemetry for commands that run ranks (`demo`): one server per process that runs ranks, on the base port
-//! plus the process's local rank, fed by the runtime through the process's recorder.
+//! plus the process's local rank, fed by the runtime through the process's recorder. Another program holding
+//! collscope's default port does not stop the ranks: they serve on a free port instead and say which; a port the
+//! user chose must be free.
 
 use super::ranks::{self, LaunchMode};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use collscope_debug::env::Env;
 use collscope_model::Source;
 use collscope_runtime::observe::recorder;
 use collscope_telemetry::config::local_ranks;
-use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
+use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig, TelemetryError};
 use std::io::Write;
 
 /// Starts telemetry in a process that runs ranks (not in a launcher that only starts them), unless
@@ -34,8 +36,28 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
     if !cfg.enabled {
         return Ok(None);
     }
-    let t = Telemetry::start(&cfg, Source::Runtime, Some(recorder::global()))?;
     let whose = info.map_or_else(|| "ranks of this process".to_string(), |i| format!("rank {}", i.rank));
+    let t = match Telemetry::start(&cfg, Source::Runtime, Some(recorder::global())) {
+        Err(TelemetryError::Bind { addr, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+            if chosen(metrics_addr, &env) {
+                bail!(
+                    "cannot serve telemetry on {addr}: the port is taken; it was chosen with --metrics-addr or \
+                     COLLSCOPE_METRICS_ADDR: choose a free one (0: any free port)"
+                );
+            }
+            let mut any = cfg.clone();
+            any.addr.set_port(0);
+            let t = Telemetry::start(&any, Source::Runtime, Some(recorder::global()))?;
+            eprintln!(
+                "collscope: telemetry port {} is taken by another program; serving {whose} on port {} instead \
+                 (choose one with --metrics-addr or COLLSCOPE_METRICS_ADDR)",
+                addr.port(),
+                t.addr().port()
+            );
+            t
+        }
+        r => r?,
+    };
     let url = t.url();
     // The other ranks reach this one at the address it serves on; a wildcard one by this host's name.
     recorder::global().set_endpoint(t.reachable_url());
@@ -45,4 +67,10 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
     );
     std::io::stdout().flush()?;
     Ok(Some(t))
+}
+
+/// Whether the user chose the telemetry address (`--metrics-addr`, or `COLLSCOPE_METRICS_ADDR` in `env`), rather
+/// than taking collscope's default port.
+pub fn chosen(metrics_addr: Option<&str>, env: &Env) -> bool {
+    metrics_addr.is_some() || env.str("COLLSCOPE_METRICS_ADDR").is_some()
 }

@@ -22,6 +22,13 @@ pub const DEFAULT_PORT: u16 = 9470;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections one server holds at once (event streams included); past it a new one gets 503 and is closed.
 pub const MAX_CONNECTIONS: usize = 512;
+/// Event streams (`/api/v1/events`) one server holds at once: a few viewers a rank (the TUI, a dashboard), far
+/// below [`MAX_CONNECTIONS`], so held streams never keep scrapes, snapshots and the job view out. Past it a stream
+/// request gets 503 and its connection is closed.
+pub const MAX_STREAMS: usize = 64;
+/// How long a write to a client may wait for it to read: a client that stops reading (an event stream nobody
+/// drains) is closed then. Twice the event stream's 15 s keep-alive, so a reader that is merely slow stays.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryConfig {
@@ -38,9 +45,11 @@ pub struct TelemetryConfig {
     /// view, rarely enough that reading costs the ranks nothing measurable).
     pub drain_interval: Duration,
     pub otel: Option<OtelConfig>,
-    /// [`HEADER_TIMEOUT`] and [`MAX_CONNECTIONS`], smaller in tests.
+    /// [`HEADER_TIMEOUT`], [`MAX_CONNECTIONS`], [`MAX_STREAMS`] and [`WRITE_TIMEOUT`], smaller in tests.
     pub header_timeout: Duration,
     pub max_connections: usize,
+    pub max_streams: usize,
+    pub write_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +125,8 @@ impl TelemetryConfig {
             otel: None,
             header_timeout: HEADER_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            max_streams: MAX_STREAMS,
+            write_timeout: WRITE_TIMEOUT,
         }
     }
 

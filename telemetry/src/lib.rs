@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod catalogue;
 pub mod config;
+mod job;
 pub mod labels;
 pub mod otel;
 pub mod prom;
@@ -73,15 +74,16 @@ impl Telemetry {
             let _in_runtime = rt.enter();
             tokio::net::TcpListener::from_std(listener).map_err(bind_err)?
         };
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| TelemetryError::Thread(std::io::Error::other(e.to_string())))?;
+        let http = job::client().map_err(|e| TelemetryError::Thread(std::io::Error::other(e.to_string())))?;
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             recorder,
+            addr,
             peers: cfg.aggregate_peers.clone(),
             http,
+            job: tokio::sync::Mutex::default(),
+            streams: Arc::new(tokio::sync::Semaphore::new(cfg.max_streams)),
             stop: stop_rx,
             spare: Mutex::default(),
             clean_end: Default::default(),
@@ -92,13 +94,17 @@ impl Telemetry {
         let app = server::router(shared.clone());
         let drain = server::drain_loop(shared.clone(), cfg.drain_interval);
         let stopped = shared.stop.clone();
-        let (header_timeout, max_connections) = (cfg.header_timeout, cfg.max_connections);
+        let limits = server::Limits {
+            header_timeout: cfg.header_timeout,
+            write_timeout: cfg.write_timeout,
+            max_connections: cfg.max_connections,
+        };
         let thread = std::thread::Builder::new()
             .name("collscope-telemetry".into())
             .spawn(move || {
                 rt.block_on(async move {
                     let drainer = tokio::spawn(drain);
-                    server::serve(listener, app, header_timeout, max_connections, stopped).await;
+                    server::serve(listener, app, limits, stopped).await;
                     let _ = drainer.await;
                 })
             })

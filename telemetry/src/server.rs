@@ -1,10 +1,11 @@
 //! The HTTP endpoints, served by axum on a current-thread tokio runtime in the telemetry thread, never in the
 //! data path: `/metrics`, `/metrics/aggregate` (local rank 0, when aggregating), `/api/v1/snapshot`,
 //! `/api/v1/summary` (this process's ranks, summarised), `/api/v1/job` (every rank's summary, fetched from the
-//! endpoints the ranks exchanged at bootstrap, and the job-level findings), `/api/v1/events` (server-sent
-//! events) and `/healthz`. The same thread drains the runtime's event queue.
+//! endpoints the ranks exchanged at bootstrap, and the job-level findings: [`crate::job`]), `/api/v1/events`
+//! (server-sent events, on a cap of their own) and `/healthz`. The same thread drains the runtime's event queue.
 
 use crate::aggregate::merge_expositions;
+use crate::job::{self, MAX_METRICS_BYTES, PEER_TIMEOUT};
 use crate::state::State;
 use axum::extract::State as Shared_;
 use axum::http::{header, StatusCode};
@@ -12,7 +13,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
 use collscope_model::observe::Feed;
 use collscope_model::{Event, JobView, RankSummary};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,23 +20,30 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{broadcast, watch, Semaphore};
 
 /// Prometheus text exposition format 0.0.4.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// How long `/metrics/aggregate` and `/api/v1/job` wait for each other rank.
-const PEER_TIMEOUT: Duration = Duration::from_secs(2);
-
 pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub recorder: Option<&'static dyn Feed>,
+    /// Where this server listens: an endpoint naming it is not fetched by the job view.
+    pub addr: SocketAddr,
     pub peers: Vec<SocketAddr>,
     pub http: reqwest::Client,
+    /// The last job view and when it was built: one is built at a time, and requests meanwhile share it.
+    pub job: tokio::sync::Mutex<Option<(Instant, JobView)>>,
+    /// Event streams' places ([`crate::config::MAX_STREAMS`]).
+    pub streams: Arc<Semaphore>,
     pub stop: watch::Receiver<bool>,
     /// An empty queue with capacity, traded for the runtime's full one at each drain.
     pub spare: Mutex<VecDeque<Event>>,
@@ -92,17 +99,24 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
+/// What one server allows its clients.
+pub(crate) struct Limits {
+    pub header_timeout: Duration,
+    pub write_timeout: Duration,
+    pub max_connections: usize,
+}
+
 /// Serves `app` until `stop`: HTTP/1.1, each connection given `header_timeout` to send each request's head
-/// (a client that connects and sends nothing, or stops halfway, is closed then), at most `max_connections` at
-/// once (past them a new connection gets 503 and is closed). On stop, requests in flight get a second to finish.
+/// (a client that connects and sends nothing, or stops halfway, is closed then) and `write_timeout` to take each
+/// write (a client that stops reading is closed then), at most `max_connections` at once (past them a new
+/// connection gets 503 and is closed). On stop, requests in flight get a second to finish.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
-    header_timeout: Duration,
-    max_connections: usize,
+    limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(max_connections));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
         let stream = tokio::select! {
@@ -125,8 +139,11 @@ pub(crate) async fn serve(
         };
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+            .header_read_timeout(limits.header_timeout)
+            .serve_connection(
+                TokioIo::new(WriteTimeout::new(stream, limits.write_timeout)),
+                TowerToHyperService::new(app.clone()),
+            );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
@@ -134,6 +151,74 @@ pub(crate) async fn serve(
         });
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), graceful.shutdown()).await;
+}
+
+/// A connection whose writes wait at most `limit` for the client to read: a write still pending then fails, and
+/// hyper closes the connection (and with it an event stream nobody drains, and its place).
+struct WriteTimeout<T> {
+    io: T,
+    limit: Duration,
+    /// Started when a write first waits; reset by any write that goes through.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteTimeout<T> {
+    fn new(io: T, limit: Duration) -> Self {
+        WriteTimeout { io, limit, stalled: None }
+    }
+
+    /// `r`, or a timeout once writes have waited `limit`.
+    fn watch<R>(&mut self, cx: &mut Context<'_>, r: Poll<std::io::Result<R>>) -> Poll<std::io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let limit = self.limit;
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client read nothing for {} s", limit.as_secs_f32()),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeout<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.watch(cx, r)
+    }
 }
 
 /// The answer to a connection past the cap.
@@ -180,30 +265,24 @@ async fn metrics(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
 }
 
-/// Fetches `urls` from the other ranks at once, each within [`PEER_TIMEOUT`].
-async fn fetch_all(shared: &Shared, urls: Vec<String>) -> Vec<(String, Result<String, reqwest::Error>)> {
-    let fetches = urls.into_iter().map(|url| {
-        let req = shared.http.get(&url).timeout(PEER_TIMEOUT);
-        async move {
-            let text = async { req.send().await?.error_for_status()?.text().await }.await;
-            (url, text)
-        }
-    });
-    futures_util::future::join_all(fetches).await
-}
-
 async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     let own = match own_metrics(&shared) {
         Ok(t) => t,
         Err(e) => return metrics_failed(e),
     };
-    let urls = shared.peers.iter().map(|peer| format!("http://{peer}/metrics")).collect();
     let mut texts = vec![own];
     let mut up = String::from(
         "# HELP collscope_aggregate_peer_up Whether a local rank's /metrics answered this aggregation.\n\
          # TYPE collscope_aggregate_peer_up gauge\n",
     );
-    for (peer, (_, text)) in shared.peers.iter().zip(fetch_all(&shared, urls).await) {
+    // The local ranks' servers (a few), each within the peer timeout and the metrics cap.
+    let fetches = shared.peers.iter().map(|peer| {
+        let url = format!("http://{peer}/metrics");
+        let http = &shared.http;
+        async move { job::fetch(http, &url, PEER_TIMEOUT, MAX_METRICS_BYTES).await }
+    });
+    for (peer, text) in shared.peers.iter().zip(futures_util::future::join_all(fetches).await) {
+        let text = text.and_then(|t| String::from_utf8(t).map_err(|e| e.to_string()));
         let ok = text.is_ok();
         if let Ok(t) = text {
             texts.push(t);
@@ -212,17 +291,6 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
     texts.push(up);
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
-}
-
-/// A failed fetch with its causes ("connection refused", "operation timed out"), not only reqwest's summary.
-fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        text.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    text
 }
 
 fn now_us() -> u64 {
@@ -236,32 +304,21 @@ async fn summary(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     axum::Json(RankSummary::of(&snap, now_us())).into_response()
 }
 
-/// Every rank's summary: this process's own, the others' from their `/api/v1/summary` (a rank that does not
-/// answer is listed as unreachable), then the job-level rules over them. At most [`MAX_JOB_RANKS`] ranks and
-/// [`MAX_JOB_FINDINGS`] findings.
+/// Every rank's summary ([`job::view`]). One view is built at a time: a request that arrives meanwhile waits for
+/// it and, like any within [`job::JOB_REUSE`] of it, gets the same view, so a burst of requests costs one round of
+/// fetches.
 async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    let mut last = shared.job.lock().await;
+    if let Some((_, view)) = last.as_ref().filter(|(at, _)| at.elapsed() < job::JOB_REUSE) {
+        return axum::Json(view).into_response();
+    }
     shared.drain();
     let snap = shared.lock().snapshot();
-    let mut ranks = RankSummary::of(&snap, now_us());
-    let others: Vec<_> =
-        snap.endpoints.into_iter().filter(|e| !ranks.iter().any(|r| r.rank == e.rank)).take(MAX_JOB_RANKS).collect();
-    let urls = others.iter().map(|e| format!("{}/api/v1/summary", e.url)).collect();
-    for (endpoint, (_, answer)) in others.iter().zip(fetch_all(&shared, urls).await) {
-        let parsed = answer.map_err(|e| describe(&e)).and_then(|text| {
-            serde_json::from_str::<Vec<RankSummary>>(&text).map_err(|e| format!("not a summary: {e}"))
-        });
-        match parsed {
-            Ok(summaries) => ranks.extend(summaries.into_iter().filter(|s| s.rank == endpoint.rank)),
-            Err(e) => ranks.push(RankSummary::unreachable(endpoint, e)),
-        }
-    }
-    ranks.sort_by_key(|r| r.rank);
-    ranks.dedup_by_key(|r| r.rank);
-    ranks.truncate(MAX_JOB_RANKS);
-    let mut view = JobView { ranks, findings: Vec::new() };
-    view.findings = collscope_diagnose::diagnose_job(&view);
-    view.findings.truncate(MAX_JOB_FINDINGS);
-    axum::Json(view).into_response()
+    let ranks = RankSummary::of(&snap, now_us());
+    let view = job::view(&shared.http, shared.addr, ranks, snap.endpoints).await;
+    let response = axum::Json(&view).into_response();
+    *last = Some((Instant::now(), view));
+    response
 }
 
 async fn snapshot(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
@@ -281,10 +338,15 @@ fn sse_event(ev: &Event) -> SseEvent {
 /// `false` when the process is going down otherwise (a failed rank).
 const END_EVENT: &str = "end";
 
-async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
+async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    let Ok(place) = Arc::clone(&shared.streams).try_acquire_owned() else {
+        let body = "collscope: too many event streams, try again in a while\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, [(header::CONNECTION, "close")], body).into_response();
+    };
     let rx = shared.lock().subscribe();
-    let state = (rx, shared, false);
-    let stream = futures_util::stream::unfold(state, |(mut rx, shared, ended)| async move {
+    // The place goes with the stream: freed when the client goes or the stream ends.
+    let state = (rx, shared, false, place);
+    let stream = futures_util::stream::unfold(state, |(mut rx, shared, ended, place)| async move {
         if ended {
             return None;
         }
@@ -299,12 +361,12 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> impl IntoResponse {
             _ = stop.wait_for(|s| *s) => {
                 let clean = shared.clean_end.load(Ordering::Acquire);
                 let end = SseEvent::default().event(END_EVENT).data(format!("{{\"clean\":{clean}}}"));
-                return Some((Ok::<_, Infallible>(end), (rx, shared, true)));
+                return Some((Ok::<_, Infallible>(end), (rx, shared, true, place)));
             }
         };
-        Some((Ok::<_, Infallible>(item), (rx, shared, false)))
+        Some((Ok::<_, Infallible>(item), (rx, shared, false, place)))
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
 #[cfg(test)]
@@ -359,6 +421,22 @@ mod tests {
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(10), "closed after {took:?}");
         assert!(ask(&t, "/healthz").starts_with("HTTP/1.1 200 OK"), "a whole request is still served");
+    }
+
+    #[test]
+    fn a_write_the_client_does_not_take_fails_after_the_write_timeout() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            // A pipe that holds 64 bytes, whose reader never reads: the client of an event stream that stopped.
+            let (server_end, _client) = tokio::io::duplex(64);
+            let mut conn = super::WriteTimeout::new(server_end, Duration::from_millis(300));
+            let started = Instant::now();
+            let e = tokio::io::AsyncWriteExt::write_all(&mut conn, &[b'x'; 1024]).await.unwrap_err();
+            let took = started.elapsed();
+            assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+            assert!(e.to_string().contains("read nothing for 0.3 s"), "{e}");
+            assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(10), "failed after {took:?}");
+        });
     }
 
     #[test]

@@ -145,3 +145,97 @@ fn a_taken_port_is_a_clear_error() {
     let err = Telemetry::start(&cfg, Source::Runtime, None).err().expect("the port is taken").to_string();
     assert!(err.contains(&held.local_addr().unwrap().to_string()) && err.contains("cannot serve"), "{err}");
 }
+
+/// 512 clients open an event stream each and read nothing (the cap of connections, issue 48): streams have their
+/// own smaller cap, past which a stream request is answered 503 and closed, so `/metrics` still gets through.
+#[test]
+fn held_event_streams_leave_room_for_scrapes() {
+    use std::io::{Read, Write};
+    const HELD: usize = 512;
+    // Both ends of every connection live in this process: room for them past a default soft limit of 1024.
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, soft.max(hard.min(4096)), hard).unwrap();
+    let t = Telemetry::start(&config(), Source::Runtime, None).unwrap();
+    let held: Vec<std::net::TcpStream> = (0..HELD)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(t.addr()).unwrap();
+            s.write_all(b"GET /api/v1/events HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    // The streams past the cap are answered and closed as the server gets to them: /metrics gets in once it has.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let r = client().get(format!("{}/metrics", t.url())).send().map(|r| r.status().as_u16());
+        if r.as_ref().is_ok_and(|s| *s == 200) || std::time::Instant::now() > until {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(answer.ok(), Some(200), "/metrics with {HELD} event streams held");
+    let mut streams = 0;
+    for mut s in held {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        streams += usize::from(&head == b"HTTP/1.1 200");
+    }
+    assert_eq!(streams, collscope_telemetry::config::MAX_STREAMS, "streams served, the rest refused");
+}
+
+/// The first line of the answer to a new event stream request.
+fn stream_answer(t: &Telemetry) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(t.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /api/v1/events HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    let _ = s.read_exact(&mut head);
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// An event stream whose client stops reading (a 4 KiB receive window, never read) is closed once a write has
+/// waited the write timeout, and its place goes to the next stream.
+#[test]
+fn a_stream_nobody_reads_is_closed_and_its_place_freed() {
+    use nix::sys::socket::{connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let rec = recorder();
+    let mut cfg = config();
+    cfg.max_streams = 1;
+    cfg.write_timeout = Duration::from_secs(1);
+    let t = Telemetry::start(&cfg, Source::Runtime, Some(rec)).unwrap();
+    let fd = socket(AddressFamily::Inet, SockType::Stream, SockFlag::empty(), None).unwrap();
+    setsockopt(&fd, sockopt::RcvBuf, &4096).unwrap();
+    let std::net::SocketAddr::V4(addr) = t.addr() else { panic!("loopback v4") };
+    connect(fd.as_raw_fd(), &SockaddrIn::from(addr)).unwrap();
+    let mut stalled = std::net::TcpStream::from(fd);
+    stalled.write_all(b"GET /api/v1/events HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    collscope_testkit::poll("the stalled stream holding the only place", Duration::from_secs(20), || {
+        let a = stream_answer(&t);
+        if a == "HTTP/1.1 503" {
+            Ok(())
+        } else {
+            Err(a)
+        }
+    });
+    // About 10 MB of events, in batches the stream's buffer holds: past what the client's window and the server's
+    // send buffer take (on loopback the server's queue stopped at 2.8 MB).
+    for batch in 0..10 {
+        for seq in 0..2500 {
+            rec.push(Event::OpCompleted(completed(0, batch * 2500 + seq)));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    collscope_testkit::poll("a new stream once the stalled one is closed", Duration::from_secs(20), || {
+        let a = stream_answer(&t);
+        if a == "HTTP/1.1 200" {
+            Ok(())
+        } else {
+            Err(a)
+        }
+    });
+    drop(stalled);
+}

@@ -48,7 +48,9 @@ pub struct DemoArgs {
 const LINGER: Duration = Duration::from_secs(10);
 
 /// Rank 0's telemetry URL when this process is the launcher of a demo that the TUI should watch: stdout is a
-/// terminal, ranks run as processes started here, telemetry is on and its port is known in advance.
+/// terminal, ranks run as processes started here, telemetry is on and its port is known in advance. The ranks'
+/// ports are tried first: one another program holds is an error when the user chose it; when it is the default,
+/// the demo runs without the TUI (the ranks serve on free ports and print which).
 fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
     if args.no_tui || args.launch != LaunchMode::Processes || !std::io::stdout().is_terminal() {
         return Ok(None);
@@ -65,7 +67,26 @@ fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
     if !cfg.enabled || cfg.addr.port() == 0 {
         return Ok(None);
     }
-    Ok(Some(format!("http://{}", cfg.bind_addr()?)))
+    let rank0 = cfg.bind_addr()?;
+    for r in 0..args.nranks {
+        let port = u32::from(rank0.port()) + r;
+        let free = u16::try_from(port).is_ok_and(|p| std::net::TcpListener::bind((rank0.ip(), p)).is_ok());
+        if free {
+            continue;
+        }
+        if super::telemetry::chosen(args.metrics_addr.as_deref(), &env) {
+            bail!(
+                "telemetry port {port} (rank {r}) is taken; the ports were chosen with --metrics-addr or \
+                 COLLSCOPE_METRICS_ADDR: choose free ones (0: any free port)"
+            );
+        }
+        println!(
+            "collscope demo: telemetry port {port} is taken by another program; running without the TUI, each rank \
+             serves on a free port and prints it (choose ports with --metrics-addr or COLLSCOPE_METRICS_ADDR)"
+        );
+        return Ok(None);
+    }
+    Ok(Some(format!("http://{rank0}")))
 }
 
 pub fn run(args: &DemoArgs) -> Result<()> {
