@@ -199,6 +199,38 @@ fn sigkill_of_the_launcher_while_a_child_is_stopped_before_exec_leaves_no_proces
     assert_eq!(left_in_group(helper), Vec::<u32>::new(), "rank processes outlived their launcher\n{err}");
 }
 
+#[test]
+fn a_rank_stopped_mid_job_ends_the_job_within_the_timeout_and_5_s() {
+    let args =
+        ["perf", "all_reduce", "--nranks", "3", "--launch", "processes", "-b", "1M", "-e", "1M", "-n", "1000000"];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut launcher = Proc::spawn(job_env(&mut cmd), DEADLINE);
+    let mut err = launcher.take_stderr();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let rank1 = collscope_testkit::poll("rank 1's process", DEADLINE, || {
+        procs::rank_process(launcher.id(), 1).ok_or("not started")
+    });
+    // Let the ranks join and run calls before one stops.
+    std::thread::sleep(Duration::from_secs(2));
+    signal(rank1, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    while launcher.try_wait().is_none() && stopped.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = stopped.elapsed();
+    signal(rank1, Signal::SIGKILL);
+    let status = launcher.wait();
+    let err = err.join().unwrap_or_default();
+    assert!(took < BOUND, "the launcher still ran {took:?} after rank 1 stopped\n{err}");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains(&format!("rank 1 (pid {rank1}, stopped) was stopped when rank ")), "{err}");
+}
+
 /// Jobs run by the whole-lines test, and their ranks: on 2 cores about half the runs of 16 ranks cut a line
 /// when errors are written piece by piece, so 10 runs all whole would be chance once in a thousand.
 const WHOLE_RUNS: usize = 10;

@@ -65,7 +65,10 @@ impl JsonlSink {
         if let Err(e) = r {
             // NCCL must not notice: the first failure is reported once and the file is left alone.
             if !self.failed {
-                eprintln!("collscope profiler: writing {}: {e}; no more events are written there", self.path.display());
+                collscope_debug::eprintln_whole!(
+                    "collscope profiler: writing {}: {e}; no more events are written there",
+                    self.path.display()
+                );
             }
             self.failed = true;
         }

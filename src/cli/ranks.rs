@@ -433,8 +433,21 @@ impl<'a> Watch<'a> {
         self.running = still;
     }
 
-    /// Kills the ranks still running past the deadline that the first exit (or failure) set, naming each.
+    /// Kills the ranks still running past the deadline that the first exit (or failure) set, naming each; once
+    /// a rank failed, a stopped one (SIGSTOP, a debugger) at once: it cannot end by itself, and the job has failed.
     fn kill_late(&mut self) {
+        if let Some((failed, _)) = self.first_failure {
+            let (stopped, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|(_, c)| proc_state(c.id()).is_some_and(|(letter, _)| matches!(letter, 'T' | 't')));
+            self.running = still;
+            for (r, mut c) in stopped {
+                let what = state(c.id());
+                kill_and_reap(&mut c);
+                self.failed
+                    .push(format!("rank {r} (pid {}{what}) was stopped when rank {failed} failed; killed", c.id()));
+            }
+        }
         let exit = self.first_exit.map(|(r, t)| (r, t, self.timeout + EXIT_GRACE));
         let fail = self.first_failure.map(|(r, t)| (r, t, GRACE));
         let Some((first, at, span)) = exit.into_iter().chain(fail).min_by_key(|&(_, t, span)| t + span) else {
@@ -485,14 +498,17 @@ impl<'a> Watch<'a> {
     }
 }
 
-/// `, state` of process `pid` as /proc says (`stopped`, `tracing stop`, `sleeping`, ...), or nothing.
-fn state(pid: u32) -> String {
+/// Process `pid`'s state as /proc says: its letter (`T` stopped, `t` tracing stop, `S` sleeping, ...) and name.
+fn proc_state(pid: u32) -> Option<(char, String)> {
     let path = format!("/proc/{pid}/status");
-    let status = collscope_debug::file::read_small_string(Path::new(&path), PROC_FILE_MAX).unwrap_or_default();
-    let line = status.lines().find_map(|l| l.strip_prefix("State:"));
-    line.and_then(|l| l.split_once('('))
-        .and_then(|(_, s)| s.strip_suffix(')'))
-        .map_or(String::new(), |s| format!(", {s}"))
+    let status = collscope_debug::file::read_small_string(Path::new(&path), PROC_FILE_MAX).ok()?;
+    let (letter, name) = status.lines().find_map(|l| l.strip_prefix("State:"))?.trim().split_once(' ')?;
+    Some((letter.chars().next()?, name.strip_prefix('(')?.strip_suffix(')')?.to_string()))
+}
+
+/// `, state` of process `pid` (`stopped`, `tracing stop`, `sleeping`, ...), or nothing.
+fn state(pid: u32) -> String {
+    proc_state(pid).map_or(String::new(), |(_, name)| format!(", {name}"))
 }
 
 /// SIGKILL, then reaps it for at most `REAP`.

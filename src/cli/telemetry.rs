@@ -48,7 +48,7 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
             let mut any = cfg.clone();
             any.addr.set_port(0);
             let t = Telemetry::start(&any, Source::Runtime, Some(recorder::global()))?;
-            eprintln!(
+            collscope_debug::eprintln_whole!(
                 "collscope: telemetry port {} is taken by another program; serving {whose} on port {} instead \
                  (choose one with --metrics-addr or COLLSCOPE_METRICS_ADDR)",
                 addr.port(),

@@ -163,7 +163,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             Err(e) if telemetry.is_some() => {
                 // What went wrong is in this rank's telemetry (the failure as a finding): keep serving it a
                 // while so the TUI and a scraper can read it before the process ends.
-                eprintln!("collscope demo: rank {}: {e:#}; telemetry stays up {} s", comm.rank(), LINGER.as_secs());
+                collscope_debug::eprintln_whole!(
+                    "collscope demo: rank {}: {e:#}; telemetry stays up {} s",
+                    comm.rank(),
+                    LINGER.as_secs()
+                );
                 std::thread::sleep(LINGER);
                 return Err(e.into());
             }
