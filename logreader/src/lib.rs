@@ -18,6 +18,7 @@ mod job;
 pub mod message;
 mod summary;
 
+pub use job::{MAX_COMMUNICATORS, MAX_HOSTS, MAX_THREADS};
 pub use summary::{gdrdma, transports_seen};
 
 use collscope_debug::file::FileKind;

@@ -128,3 +128,45 @@ n:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 4294967295 cudaDev 0
     assert!(f.detail.len() < 1000, "{}", f.detail);
     assert!(s.findings.iter().any(|f| f.code == "init_hang"));
 }
+
+#[test]
+fn communicators_past_the_cap_are_counted_and_said_in_both_modes() {
+    use collscope_logreader::MAX_COMMUNICATORS;
+    let extra = 1000;
+    let mut log = String::new();
+    for c in 0..MAX_COMMUNICATORS + extra {
+        log += &format!(
+            "node0:1:1 [0] NCCL INFO comm 0x{:x} rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n",
+            0x1000 + c
+        );
+    }
+    let said = format!("more than {MAX_COMMUNICATORS} communicator rows (collscope's cap");
+    let check = |s: &Snapshot| {
+        assert_eq!(s.communicators.len(), MAX_COMMUNICATORS);
+        let w = s.warnings.iter().find(|w| w.text.contains(&said)).expect("the cap is said");
+        assert!(w.text.contains(&format!("{extra} more communicator lines were not kept")), "{}", w.text);
+        assert_eq!((s.nranks, s.nnodes), (Some(8), Some(1)), "lines past the cap still count");
+    };
+    check(&read(log.as_bytes(), false));
+    // Followed: fed in pieces, each snapshot on the way says it too.
+    let mut r = Reader::new(Options::default());
+    let mut input = r.incoming("t.log");
+    for piece in log.as_bytes().chunks(1 << 20) {
+        r.feed(&mut input, piece);
+    }
+    check(&r.snapshot());
+    r.end(input);
+    check(&r.finish());
+}
+
+#[test]
+fn a_host_token_glued_after_junk_is_found_by_its_end_and_overlong_ones_name_no_host() {
+    let long = "h".repeat(300);
+    let log = format!(
+        "node7:1:1 [0] NCCL INFO NCCL version 2.28.9\n\
+         ####node7:1:2 [0] NCCL INFO NCCL version 2.28.9\n\
+         {long}:1:3 [0] NCCL INFO NCCL version 2.28.9\n"
+    );
+    let s = read(log.as_bytes(), false);
+    assert_eq!(s.hosts, ["node7"], "the junk before a known host is not a host; a 300-byte token is none");
+}

@@ -11,7 +11,13 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
-        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank)) {
+        // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
+        if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
+            return;
+        }
+        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank))
+            && (self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank))
+        {
             self.rank_host.entry(rank).or_insert_with(|| key.place());
         }
     }
@@ -66,10 +72,15 @@ impl Job {
         self.cite(Cite::Version(v.to_string()), at);
     }
 
-    fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> usize {
+    /// The communicator's row, added on its first line; `None` (counted) past [`MAX_COMMUNICATORS`].
+    fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> Option<usize> {
         let id = (key.place(), key.pid.unwrap_or(0), comm.to_string());
         if let Some(&i) = self.comm_index.get(&id) {
-            return i;
+            return Some(i);
+        }
+        if self.snap.communicators.len() >= MAX_COMMUNICATORS {
+            self.dropped.communicators += 1;
+            return None;
         }
         self.snap.communicators.push(Communicator {
             comm: Some(comm.to_string()),
@@ -80,7 +91,7 @@ impl Job {
         });
         let i = self.snap.communicators.len() - 1;
         self.comm_index.insert(id, i);
-        i
+        Some(i)
     }
 
     /// Remembers which rank printed a communicator pointer: a COLL line names its communicator, not its rank.
@@ -302,7 +313,8 @@ impl Job {
             }
             Event::CommInit(c) => {
                 self.learn_rank(key, c.rank);
-                let i = self.comm_slot(key, &c.comm);
+                self.printed_nranks(c.nranks, "nranks (Init line)");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
                 self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
@@ -316,7 +328,6 @@ impl Job {
                 } else if comm.state == CommState::Unknown {
                     comm.state = CommState::Initializing;
                 }
-                self.printed_nranks(c.nranks, "nranks (Init line)");
                 self.streams.entry(stream).or_default().comm = Some(i);
                 if !c.complete {
                     self.cite(Cite::InitStart(i), at);
@@ -324,7 +335,9 @@ impl Job {
             }
             Event::CommInfo(c) => {
                 self.learn_rank(key, c.rank);
-                let i = self.comm_slot(key, &c.comm);
+                self.printed_nranks(c.nranks, "nRanks");
+                self.printed_nnodes(c.nnodes, "nNodes");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
                 self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
@@ -332,8 +345,6 @@ impl Job {
                 comm.nnodes = Some(c.nnodes);
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
-                self.printed_nranks(c.nranks, "nRanks");
-                self.printed_nnodes(c.nnodes, "nNodes");
                 self.streams.entry(stream).or_default().comm = Some(i);
             }
             Event::CommSize { nranks, nnodes } => {
