@@ -92,6 +92,12 @@ impl Reader {
         if let Some(d) = input.take_damage() {
             self.job.input_warning(format!("{name}: {d}"));
         }
+        if let Some((opened, now)) = input.grown() {
+            self.job.input_warning(format!(
+                "{name}: grew from {opened} to {now} bytes while read: the {opened} bytes it had when opened were \
+                 read (`serve --log {name} --follow` follows a log being written)"
+            ));
+        }
         Ok(())
     }
 
