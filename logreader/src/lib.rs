@@ -102,6 +102,12 @@ impl Reader {
     }
 
     /// Starts an input that arrives in pieces ([`Reader::feed`]), named `name` in the model.
+    /// Notes something about the input itself (a followed path that names no log file now): a warning of class
+    /// `input`.
+    pub fn input_warning(&mut self, text: String) {
+        self.job.input_warning(text);
+    }
+
     pub fn incoming(&mut self, name: &str) -> Incoming {
         Incoming { file: self.job.add_file(name), lineno: 0, lines: input::Lines::default() }
     }
