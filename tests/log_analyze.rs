@@ -189,7 +189,7 @@ fn distinct_hosts_are_read_in_linear_time_and_their_caps_said() {
     assert!(
         warnings
             .iter()
-            .any(|w| w.contains(&format!("more than 262144 printing threads (collscope's cap): {past} lines"))),
+            .any(|w| w.contains(&format!("more than 65536 printing threads (collscope's cap): {past} lines"))),
         "{warnings:?}"
     );
     assert_eq!(v["log"]["stats"]["nccl_lines"], hosts as u64, "every line is read");

@@ -24,19 +24,22 @@ pub const MAX_HOSTS: usize = 65_536;
 /// Communicator rows (one per rank that prints it): 16,384 ranks with 8 communicators each. Past it they are
 /// counted, not kept (about 450 bytes each, so the table stays under 60 MB).
 pub const MAX_COMMUNICATORS: usize = 131_072;
-/// Printing threads (and processes, and ranks placed on a host) remembered: 16,384 ranks with 16 threads each.
-/// Lines of threads past it are still read, without the per-thread state (repeat detection, prints in progress).
-pub const MAX_THREADS: usize = 262_144;
+/// Printing threads (and processes, and ranks placed on a host) remembered: 16,384 ranks with 4 threads each
+/// (main, proxy, proxy progress, service), at about 1 KiB each with the process and its devices. Lines of threads
+/// past it are still read, without the per-thread state (repeat detection, prints in progress).
+pub const MAX_THREADS: usize = 65_536;
 /// The longest host name (DNS's 253 characters, with room): a longer token names no host, so matching a
 /// token's end against the known hosts costs at most this many lookups.
 const MAX_HOST_LEN: usize = 255;
+/// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
+const MAX_HOSTS_COUNTED: usize = 1 << 20;
 /// The stream that threads past [`MAX_THREADS`] share.
 const OVERFLOW_STREAM: StreamKey = u64::MAX;
 
 /// What the caps left out, said in warnings at the end.
 #[derive(Default, Clone)]
 struct Dropped {
-    /// Hashes of the hosts not listed, themselves capped at [`MAX_THREADS`] (past it: "at least").
+    /// Hashes of the hosts not listed, themselves capped at [`MAX_HOSTS_COUNTED`] (past it: "at least").
     hosts: FastSet<u64>,
     communicators: u64,
     /// Lines of threads past [`MAX_THREADS`].
@@ -478,7 +481,7 @@ impl Job {
             if self.snap.hosts.len() < MAX_HOSTS {
                 self.host_hashes.insert(place);
                 self.snap.hosts.push(h.to_string());
-            } else if self.dropped.hosts.len() < MAX_THREADS {
+            } else if self.dropped.hosts.len() < MAX_HOSTS_COUNTED {
                 self.dropped.hosts.insert(place);
             }
         }
@@ -554,7 +557,7 @@ impl Job {
         let d = &self.dropped;
         let hosts = match d.hosts.len() {
             0 => None,
-            n if n >= MAX_THREADS => Some(format!("at least {n}")),
+            n if n >= MAX_HOSTS_COUNTED => Some(format!("at least {n}")),
             n => Some(n.to_string()),
         };
         let said = [
