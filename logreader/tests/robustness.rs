@@ -170,3 +170,21 @@ fn a_host_token_glued_after_junk_is_found_by_its_end_and_overlong_ones_name_no_h
     let s = read(log.as_bytes(), false);
     assert_eq!(s.hosts, ["node7"], "the junk before a known host is not a host; a 300-byte token is none");
 }
+
+#[test]
+fn a_system_print_past_what_is_kept_is_counted_and_said() {
+    // 140,000 GPUs behind their own PCI switches: 280,002 nodes, past the 262,144 kept of all prints.
+    let p = "node0:1:1 [0] NCCL INFO ";
+    let mut log = format!("{p}=== System : maxBw 24.0 totalBw 24.0 ===\n{p}CPU/0-0 (1/1/3)\n");
+    for g in 0..140_000u64 {
+        let bus = 0x10000 + g * 0x100;
+        log += &format!("{p}+ PCI[24.0] - PCI/0-{bus:x} (1000c03000000000)\n");
+        log += &format!("{p}              + PCI[24.0] - GPU/0-{:x} ({g})\n", bus + 0x10);
+    }
+    let s = read(log.as_bytes(), false);
+    let nodes: usize = s.topology.iter().map(|t| t.nodes.len()).sum();
+    assert_eq!(nodes, 1 << 18);
+    let w = s.warnings.iter().find(|w| w.text.contains("the `=== System` prints hold more than collscope keeps"));
+    let w = w.expect("the cap is said");
+    assert!(w.text.contains("262144 nodes") && w.text.contains("17857 more were not kept"), "{}", w.text);
+}

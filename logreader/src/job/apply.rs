@@ -371,9 +371,10 @@ impl Job {
                 self.cite(Cite::Env(name), at);
             }
             Event::TopoSystem { max_bw, total_bw } => {
-                let t = self.topo_slot(key);
-                self.snap.topology[t].max_bw = max_bw;
-                self.snap.topology[t].total_bw = total_bw;
+                if let Some(t) = self.topo_slot(key) {
+                    self.snap.topology[t].max_bw = max_bw;
+                    self.snap.topology[t].total_bw = total_bw;
+                }
                 self.streams.entry(stream).or_default().tree.clear();
             }
             Event::TopoLine(line) => self.tree_line(key, stream, line),

@@ -31,6 +31,12 @@ pub const MAX_THREADS: usize = 65_536;
 /// The longest host name (DNS's 253 characters, with room): a longer token names no host, so matching a
 /// token's end against the known hosts costs at most this many lookups.
 const MAX_HOST_LEN: usize = 255;
+/// Nodes, links and paths kept of the `=== System` prints, all hosts together: NCCL's largest system holds 3,456
+/// nodes (`NCCL_TOPO_MAX_NODES` 576 of each of 6 types), a DGX about 40 with 640 paths, so these hold thousands of
+/// hosts' prints (about 40, 20 and 120 MB at most). Past them, what is left out is counted and said.
+const MAX_TOPO_NODES: usize = 1 << 18;
+const MAX_TOPO_LINKS: usize = 1 << 19;
+const MAX_TOPO_PATHS: usize = 1 << 21;
 /// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
 const MAX_HOSTS_COUNTED: usize = 1 << 20;
 /// The stream that threads past [`MAX_THREADS`] share.
@@ -44,6 +50,8 @@ struct Dropped {
     communicators: u64,
     /// Lines of threads past [`MAX_THREADS`].
     thread_lines: u64,
+    /// Nodes, links and paths of `=== System` prints past [`MAX_TOPO_NODES`], [`MAX_TOPO_LINKS`], [`MAX_TOPO_PATHS`].
+    topology: u64,
 }
 
 /// Who printed a line, for attributing ranks: the file stands in for the host when the prefix was stripped.
@@ -551,7 +559,7 @@ impl Job {
         self.snap.ops = self.ops.records().into();
     }
 
-    /// Says what the caps left out, as warnings of class `input` (past the warnings' own cap: there are three at
+    /// Says what the caps left out, as warnings of class `input` (past the warnings' own cap: there are four at
     /// most).
     fn say_dropped(&mut self) {
         let d = &self.dropped;
@@ -579,6 +587,13 @@ impl Job {
                     "more than {MAX_THREADS} printing threads (collscope's cap): {} lines of the threads past it were \
                      read without per-thread state (repeats not dropped, multi-line prints not joined)",
                     d.thread_lines
+                )
+            }),
+            (d.topology > 0).then(|| {
+                format!(
+                    "the `=== System` prints hold more than collscope keeps of them ({MAX_TOPO_NODES} nodes, \
+                     {MAX_TOPO_LINKS} links, {MAX_TOPO_PATHS} paths, all hosts together): {} more were not kept",
+                    d.topology
                 )
             }),
         ];
