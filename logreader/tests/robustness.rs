@@ -188,3 +188,24 @@ fn a_system_print_past_what_is_kept_is_counted_and_said() {
     let w = w.expect("the cap is said");
     assert!(w.text.contains("262144 nodes") && w.text.contains("17857 more were not kept"), "{}", w.text);
 }
+
+#[test]
+fn ring_rows_are_looked_up_not_scanned_and_capped_and_said() {
+    // A million ranks' neighbour lines on one channel (each was compared with every one kept before: quadratic),
+    // then ring lines on more channels than are kept.
+    let rows = (1u32 << 20) + 10;
+    let mut log = String::with_capacity(rows as usize * 48);
+    for r in 1..=rows {
+        log += &format!("node0:1:1 [0] NCCL INFO Ring 00 : {} -> {r} -> {}\n", r - 1, r + 1);
+    }
+    for ch in 0..1100 {
+        log += &format!("node0:1:1 [0] NCCL INFO Ring {ch:02} : 0 -> 1 -> 2\n");
+    }
+    let s = read(log.as_bytes(), false);
+    assert_eq!(s.rings.len(), 1024);
+    assert_eq!(s.rings[0].neighbours.len(), 1 << 20);
+    let w = s.warnings.iter().find(|w| w.text.contains("more than collscope keeps of the rings")).expect("said");
+    // 10 neighbour lines past the cap on channel 0, and those of channels 1 to 1023 (the cap was reached); the
+    // 76 channels past 1024 are dropped as rings.
+    assert!(w.text.contains("76 ring rows") && w.text.contains("1033 ring neighbour rows"), "{}", w.text);
+}

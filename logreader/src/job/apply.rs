@@ -242,7 +242,7 @@ impl Job {
                 if let Some(n) = complete_ring(&r.order, r.truncated) {
                     self.size.ring = Some(self.size.ring.map_or(n, |m| m.max(n)));
                 }
-                let i = self.ring(r.channel);
+                let Some(i) = self.ring(r.channel) else { return true };
                 let ring = &mut self.snap.rings[i];
                 if r.order.len() > ring.order.len() || (ring.truncated && !r.truncated && !r.order.is_empty()) {
                     ring.order = r.order;
@@ -253,11 +253,17 @@ impl Job {
                 self.learn_rank(key, me);
                 self.saw_rank(prev.max(next));
                 self.size.ring_pair |= prev == next && prev != me;
-                let i = self.ring(ch);
-                let n = &mut self.snap.rings[i].neighbours;
-                if !n.contains(&(prev, me, next)) {
-                    n.push((prev, me, next));
+                let Some(i) = self.ring(ch) else { return true };
+                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks.
+                if self.neighbours_seen.contains(&(ch, prev, me, next)) {
+                    return true;
                 }
+                if self.neighbours_seen.len() >= MAX_ROWS {
+                    self.dropped.row("ring neighbour");
+                    return true;
+                }
+                self.neighbours_seen.insert((ch, prev, me, next));
+                self.snap.rings[i].neighbours.push((prev, me, next));
             }
             Event::Trees(entries) => {
                 for t in entries {
@@ -265,7 +271,9 @@ impl Job {
                     if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
                         self.saw_rank(m);
                     }
-                    if self.tree_seen.insert((t.channel, t.rank)) {
+                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&(t.channel, t.rank)) {
+                        self.dropped.row("tree");
+                    } else if self.tree_seen.insert((t.channel, t.rank)) {
                         self.snap.trees.push(Tree {
                             channel: t.channel,
                             rank: t.rank,
@@ -387,14 +395,19 @@ impl Job {
         true
     }
 
-    fn ring(&mut self, channel: u32) -> usize {
+    /// The ring of `channel`; `None` (counted) past [`MAX_RINGS`] channels.
+    fn ring(&mut self, channel: u32) -> Option<usize> {
         if let Some(&i) = self.ring_index.get(&channel) {
-            return i;
+            return Some(i);
+        }
+        if self.snap.rings.len() >= MAX_RINGS {
+            self.dropped.row("ring");
+            return None;
         }
         self.snap.rings.push(Ring { channel, ..Ring::default() });
         let i = self.snap.rings.len() - 1;
         self.ring_index.insert(channel, i);
-        i
+        Some(i)
     }
 
     fn connection(&mut self, at: &At, key: &ProcKey, stream: StreamKey, c: Connection) {
@@ -423,9 +436,14 @@ impl Job {
         h.word(c.direction as u64);
         h.word(c.transport.id() as u64);
         h.bytes(c.mode.as_deref().unwrap_or("").as_bytes());
-        if !self.conn_seen.insert(h.0) {
+        if self.conn_seen.contains(&h.0) {
             return;
         }
+        if self.conn_seen.len() >= MAX_ROWS {
+            self.dropped.row("connection");
+            return;
+        }
+        self.conn_seen.insert(h.0);
         let comm = comm_idx.and_then(|i| self.snap.communicators[i].comm.clone());
         self.snap.connections.push(Connection { comm, ..c });
     }

@@ -37,10 +37,20 @@ const MAX_HOST_LEN: usize = 255;
 const MAX_TOPO_NODES: usize = 1 << 18;
 const MAX_TOPO_LINKS: usize = 1 << 19;
 const MAX_TOPO_PATHS: usize = 1 << 21;
+/// Ring rows, one per channel: NCCL's `MAXCHANNELS` is 64 (2.28.9 `src/include/device.h`); room for other builds.
+const MAX_RINGS: usize = 1024;
+/// Rows of each per-rank table (ring neighbours, tree entries, connections): 16,384 ranks x 64 channels.
+const MAX_ROWS: usize = 1 << 20;
 /// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
 const MAX_HOSTS_COUNTED: usize = 1 << 20;
 /// The stream that threads past [`MAX_THREADS`] share.
 const OVERFLOW_STREAM: StreamKey = u64::MAX;
+
+impl Dropped {
+    fn row(&mut self, table: &'static str) {
+        *self.rows.entry(table).or_default() += 1;
+    }
+}
 
 /// What the caps left out, said in warnings at the end.
 #[derive(Default, Clone)]
@@ -50,6 +60,8 @@ struct Dropped {
     communicators: u64,
     /// Lines of threads past [`MAX_THREADS`].
     thread_lines: u64,
+    /// Rows of the per-channel and per-rank tables past [`MAX_RINGS`] and [`MAX_ROWS`], by table.
+    rows: BTreeMap<&'static str, u64>,
     /// Nodes, links and paths of `=== System` prints past [`MAX_TOPO_NODES`], [`MAX_TOPO_LINKS`], [`MAX_TOPO_PATHS`].
     topology: u64,
 }
@@ -266,6 +278,8 @@ pub struct Job {
     conn_seen: FastSet<u64>,
     ring_index: HashMap<u32, usize>,
     tree_seen: FastSet<(u32, u32)>,
+    /// (channel, prev, rank, next) of the ring neighbour lines kept.
+    neighbours_seen: FastSet<(u32, u32, u32, u32)>,
     decision_index: FastMap<(Collective, u64, u8, u8, Option<u32>), usize>,
     unnamed_seen: FastSet<(u64, u8, u8, Option<u32>)>,
     ops: ops::OpHistories,
@@ -308,6 +322,7 @@ impl Job {
             conn_seen: FastSet::default(),
             ring_index: HashMap::new(),
             tree_seen: FastSet::default(),
+            neighbours_seen: FastSet::default(),
             decision_index: FastMap::default(),
             unnamed_seen: FastSet::default(),
             ops: ops::OpHistories::default(),
@@ -559,7 +574,7 @@ impl Job {
         self.snap.ops = self.ops.records().into();
     }
 
-    /// Says what the caps left out, as warnings of class `input` (past the warnings' own cap: there are four at
+    /// Says what the caps left out, as warnings of class `input` (past the warnings' own cap: there are five at
     /// most).
     fn say_dropped(&mut self) {
         let d = &self.dropped;
@@ -594,6 +609,14 @@ impl Job {
                     "the `=== System` prints hold more than collscope keeps of them ({MAX_TOPO_NODES} nodes, \
                      {MAX_TOPO_LINKS} links, {MAX_TOPO_PATHS} paths, all hosts together): {} more were not kept",
                     d.topology
+                )
+            }),
+            (!d.rows.is_empty()).then(|| {
+                let rows: Vec<String> = d.rows.iter().map(|(t, n)| format!("{n} {t} rows")).collect();
+                format!(
+                    "more than collscope keeps of the rings ({MAX_RINGS} channels) and the per-rank tables ({MAX_ROWS} \
+                     rows each): {} not kept",
+                    rows.join(", ")
                 )
             }),
         ];
