@@ -153,14 +153,17 @@ fn never_ending_input_runs_in_bounded_memory_and_ends_on_sigint_and_sigterm() {
         (&serve[..], SIGTERM),
         (&serve[..], SIGINT),
     ] {
-        let zero = std::fs::File::open("/dev/zero").unwrap();
+        // Text that never ends (`/dev/zero` has no line end, and is refused at once: tests/log_analyze.rs).
+        let mut yes = Command::new("yes");
+        yes.arg("node0:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda12.2").stdout(Stdio::piped());
+        let mut endless = Proc::spawn(&mut yes, DEADLINE);
         let mut cmd = collscope(dir.path());
-        cmd.args(args).stdin(zero).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.args(args).stdin(endless.take_stdout()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut p = Proc::spawn(&mut cmd, DEADLINE);
         std::thread::sleep(Duration::from_secs(2));
-        assert!(p.try_wait().is_none(), "{args:?} reads /dev/zero until stopped");
+        assert!(p.try_wait().is_none(), "{args:?} reads endless text until stopped");
         let peak = peak_kib(p.id());
-        assert!(peak < MAX_PEAK_KIB, "{args:?}: {peak} KiB after 2 s of /dev/zero");
+        assert!(peak < MAX_PEAK_KIB, "{args:?}: {peak} KiB after 2 s of endless text");
         p.signal(signal);
         let until = Instant::now() + Duration::from_secs(10);
         let status = loop {
@@ -251,4 +254,40 @@ fn serve_follow_keeps_memory_bounded_whatever_the_log_size_or_line_length() {
     });
     assert!(warned, "the cut line is a warning: {}", snap["warnings"]);
     drop(p);
+}
+
+#[test]
+fn serve_follow_keeps_following_when_its_log_is_replaced_by_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = std::fs::read_to_string(own_log(dir.path())).unwrap();
+    let per_copy = own.lines().count() as u64;
+    let log = dir.path().join("followed.log");
+    std::fs::write(&log, &own).unwrap();
+    let (mut p, url) = serve_follow(dir.path(), &log);
+    wait_for_stats(&url, "the first copy", |s| s["lines"].as_u64() == Some(per_copy));
+    // The path now names a character device (it ended the server before).
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &log).unwrap();
+    let until = Instant::now() + DEADLINE;
+    let said = loop {
+        assert!(p.try_wait().is_none(), "serve exited when its log became a device");
+        let snap = snapshot(&url);
+        let said = snap["warnings"].as_array().unwrap().iter().find_map(|w| {
+            w["text"]
+                .as_str()
+                .filter(|t| t.contains("it names a character device now, not a log file"))
+                .map(str::to_string)
+        });
+        if let Some(said) = said {
+            break said;
+        }
+        assert!(Instant::now() < until, "no warning: {}", snap["warnings"]);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(said.contains("followed.log"), "{said}");
+    // A file again: it is read from its start, as after a rotation.
+    std::fs::remove_file(&log).unwrap();
+    std::fs::write(&log, &own).unwrap();
+    wait_for_stats(&url, "the new file", |s| s["lines"].as_u64() == Some(2 * per_copy));
+    assert!(p.try_wait().is_none(), "serve still runs");
 }

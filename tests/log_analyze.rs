@@ -159,3 +159,68 @@ fn topo_explain_log_reads_back() {
     assert!(!v["tuning"]["AllReduce"].as_object().unwrap().is_empty());
     assert!(v["decisions"].as_array().unwrap().iter().any(|d| d["coll"] == "AllReduce" && d["bytes"] == 1048576));
 }
+
+#[test]
+fn distinct_hosts_are_read_in_linear_time_and_their_caps_said() {
+    // 300,000 hosts, one thread each: a scan of the known hosts for every new one (80,000 hosts took 56 s in a
+    // debug build) would run past the deadline; looked up by hash it takes seconds.
+    let hosts = 300_000;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut w = std::io::BufWriter::new(log.as_file());
+    for h in 0..hosts {
+        writeln!(w, "host{h}:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda12.2").unwrap();
+    }
+    drop(w);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["log", "analyze", "--json", "--no-fail"]).arg(log.path());
+    let out = collscope_testkit::output(&mut cmd, collscope_testkit::DEADLINE);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hosts"].as_array().unwrap().len(), collscope_logreader::MAX_HOSTS);
+    let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().filter_map(|w| w["text"].as_str()).collect();
+    let more = hosts - collscope_logreader::MAX_HOSTS;
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("more than 65536 hosts (collscope's cap on the host list): {more} more"))),
+        "{warnings:?}"
+    );
+    let past = hosts - collscope_logreader::MAX_THREADS;
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("more than 65536 printing threads (collscope's cap): {past} lines"))),
+        "{warnings:?}"
+    );
+    assert_eq!(v["log"]["stats"]["nccl_lines"], hosts as u64, "every line is read");
+}
+
+/// `collscope log analyze ARGS` with stdin from `stdin` and `env` set.
+fn analyze_from(args: &[&str], stdin: Stdio, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["log", "analyze"]).args(args).stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+    Proc::spawn(cmd.envs(env.iter().copied()), collscope_testkit::DEADLINE).finish()
+}
+
+#[test]
+fn endless_and_line_less_inputs_end_with_an_error_naming_the_cap() {
+    // `/dev/zero` on stdin and procfs's pagemap (size 0, gigabytes of binary) were read until killed.
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    for (args, stdin) in [(vec!["-"], Stdio::from(zero)), (vec!["/proc/self/pagemap"], Stdio::null())] {
+        let out = analyze_from(&args, stdin, &[]);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("16777216 bytes without a line end") && err.contains("not a text log"), "{args:?}: {err}");
+    }
+    // Text that goes on past COLLSCOPE_LOG_MAX_BYTES (a stream that never ends) stops there, naming it.
+    let log = temp_log();
+    let out =
+        analyze_from(&["-"], Stdio::from(std::fs::File::open(&log).unwrap()), &[("COLLSCOPE_LOG_MAX_BYTES", "200")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("more than 200 bytes, the most read of one input (COLLSCOPE_LOG_MAX_BYTES"), "{err}");
+    let out =
+        analyze_from(&["-"], Stdio::from(std::fs::File::open(&log).unwrap()), &[("COLLSCOPE_LOG_MAX_BYTES", "0")]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("COLLSCOPE_LOG_MAX_BYTES"));
+    let _ = std::fs::remove_file(log);
+}

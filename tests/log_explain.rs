@@ -178,3 +178,61 @@ fn printed_paths_unlike_the_links_are_the_named_cause() {
     assert!(collnet["cause"].as_str().unwrap().contains("CollNet"), "{collnet}");
     assert_eq!(v["explained_ratio"], 1.0);
 }
+
+/// `log` with the line NCCL prints for each rank's communicator (`nNodes` included) after its version line.
+fn with_comm_line(log: &Path, nnodes: &str) -> String {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let comm = format!(
+        "vm:20100:20100 [0] NCCL INFO comm 0x6426550 rank 0 nRanks 8 nNodes {nnodes} localRanks 8 localRank 0 MNNVL 0"
+    );
+    lines.insert(1, &comm);
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn a_node_count_past_the_models_bound_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = model_log(dir.path(), "dgx-h100", 1);
+    // 4294967295 aborted on a 343 GB allocation; 3000000 took 24 GB before it was killed.
+    for n in ["4294967295", "3000000", "2049"] {
+        let log = dir.path().join(format!("n{n}.log"));
+        std::fs::write(&log, with_comm_line(&base, n)).unwrap();
+        let out = collscope(&["log", "explain", log.to_str().unwrap()]);
+        assert!(!out.status.success(), "nNodes {n} was modelled");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("the log's nNodes {n}")) && err.contains("at most 2048 nodes"), "{err}");
+    }
+    let log = dir.path().join("n2.log");
+    std::fs::write(&log, with_comm_line(&base, "2")).unwrap();
+    assert_eq!(json(&["log", "explain", log.to_str().unwrap(), "--json"])["machine"]["nodes"], 2);
+}
+
+/// A `=== System` print of one CPU with `gpus` GPUs behind their own PCI switches, on one NVSwitch.
+fn system_print(gpus: usize) -> String {
+    let p = "vm:20100:20100 [0] NCCL INFO ";
+    let mut s =
+        format!("{p}NCCL version 2.28.9+cuda12.2\n{p}=== System : maxBw 370.8 totalBw 370.8 ===\n{p}CPU/0-0 (1/1/3)\n");
+    for g in 0..gpus {
+        let bus = 0x10000 + g * 0x100;
+        s += &format!("{p}+ PCI[48.0] - PCI/0-{bus:x} (1000c03000000000)\n");
+        s += &format!("{p}              + PCI[48.0] - GPU/0-{:x} ({g})\n", bus + 0x10);
+        s += &format!("{p}                            + NVL[370.8] - NVS/0-0\n");
+    }
+    s + &format!("{p}==========================================\n")
+}
+
+#[test]
+fn a_system_print_past_nccls_node_limit_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2,500 GPUs took 118 s and 1.63 GB before this limit.
+    let log = dir.path().join("big.log");
+    std::fs::write(&log, system_print(2500)).unwrap();
+    let out = collscope(&["log", "explain", log.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2500 GPU nodes") && err.contains("limit of 576 (NCCL_TOPO_MAX_NODES"), "{err}");
+    let log = dir.path().join("small.log");
+    std::fs::write(&log, system_print(16)).unwrap();
+    assert_eq!(json(&["log", "explain", log.to_str().unwrap(), "--json"])["machine"]["gpus_per_node"], 16);
+}

@@ -156,6 +156,9 @@ fn bad_input_is_a_clear_error() {
         (vec!["--preset", "dgx-a200"], vec![], "dgx-a200"),
         (vec!["--preset", "cpu-host"], vec![], "no GPU"),
         (vec!["--preset", "dgx-a100", "--nranks-per-node", "9"], vec![], "--nranks-per-node 9"),
+        // Refused before any per-node work (it took 22 GB and 120 s when it was not).
+        (vec!["--preset", "dgx-h100", "--nodes", "1000000"], vec![], "--nodes 1000000: expected 1 to 2048"),
+        (vec!["--preset", "dgx-h100", "--nodes", "0"], vec![], "--nodes 0: expected 1 to 2048"),
     ] {
         let out = explain(&args, &env);
         assert!(!out.status.success(), "{args:?} should fail");

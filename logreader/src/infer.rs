@@ -254,14 +254,22 @@ fn network(job: &mut Job) {
 struct UnionFind(BTreeMap<u32, u32>);
 
 impl UnionFind {
+    /// Iterative, with path compression: recursion went as deep as a chain of ranks and a million ranks' ring
+    /// lines overflowed the stack (an abort).
     fn find(&mut self, x: u32) -> u32 {
-        let p = *self.0.entry(x).or_insert(x);
-        if p == x {
-            return x;
+        let mut root = x;
+        loop {
+            let p = *self.0.entry(root).or_insert(root);
+            if p == root {
+                break;
+            }
+            root = p;
         }
-        let r = self.find(p);
-        self.0.insert(x, r);
-        r
+        let mut y = x;
+        while y != root {
+            y = self.0.insert(y, root).unwrap_or(root);
+        }
+        root
     }
     fn union(&mut self, a: u32, b: u32) {
         let (ra, rb) = (self.find(a), self.find(b));

@@ -3,6 +3,7 @@
 //! stops making sense (a file cut short while copied) ends its input with what decompressed before it.
 
 use crate::ReadError;
+use collscope_debug::env::Env;
 use collscope_debug::file::FileKind;
 use flate2::bufread::MultiGzDecoder;
 use std::fs::File;
@@ -75,9 +76,26 @@ fn walk(dir: &Path, out: &mut Expanded) -> Result<(), ReadError> {
     Ok(())
 }
 
-/// An opened input: plain text, or gzip decompressed as it is read.
+/// Bytes one input may hand on (decompressed), unless `COLLSCOPE_LOG_MAX_BYTES` sets another: five times a
+/// 50 GB log, so that stdin, a FIFO or a procfs file that never ends (`log analyze - </dev/urandom`) stops with
+/// an error naming it instead of being read until killed. A regular file is read only to the size it had when
+/// opened, whatever this cap.
+pub const MAX_INPUT_BYTES: u64 = 256 << 30;
+/// The variable that sets [`MAX_INPUT_BYTES`] (bytes).
+pub const MAX_INPUT_BYTES_VAR: &str = "COLLSCOPE_LOG_MAX_BYTES";
+/// Bytes without a line end that end an input: NCCL's lines are at most a few KiB (and lines past
+/// [`MAX_LINE`] are cut), so this much is no log (`/dev/zero`, binary data) and is refused at once.
+pub const MAX_UNENDED_BYTES: u64 = 16 << 20;
+
+/// An opened input: plain text, or gzip decompressed as it is read, bounded (see [`MAX_INPUT_BYTES`]).
 pub struct Input {
     source: Source,
+    /// Bytes handed on, the most allowed, and those since the last line end.
+    total: u64,
+    limit: u64,
+    unended: u64,
+    /// A regular file and its size when opened, to tell whether it grew while read.
+    file: Option<(PathBuf, u64)>,
 }
 
 /// A file or stdin, buffered.
@@ -109,6 +127,38 @@ impl std::fmt::Display for GzipDamage {
 }
 
 impl Input {
+    /// The size the regular file had when opened and the size it has now, when it grew while read (only what it
+    /// had when opened is read: a log being written is for `serve --follow`).
+    pub fn grown(&self) -> Option<(u64, u64)> {
+        let (path, opened) = self.file.as_ref()?;
+        let now = std::fs::metadata(path).ok()?.len();
+        (now > *opened).then_some((*opened, now))
+    }
+
+    /// Checks what a read handed on against the caps.
+    fn bound(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.total += bytes.len() as u64;
+        self.unended = match memchr::memrchr(b'\n', bytes) {
+            Some(i) => (bytes.len() - i - 1) as u64,
+            None => self.unended + bytes.len() as u64,
+        };
+        if self.unended > MAX_UNENDED_BYTES {
+            return Err(std::io::Error::other(format!(
+                "{MAX_UNENDED_BYTES} bytes without a line end ({} MiB, collscope's cap on a line-less input): not a \
+                 text log (a device, or binary data?)",
+                MAX_UNENDED_BYTES >> 20
+            )));
+        }
+        if self.total > self.limit {
+            return Err(std::io::Error::other(format!(
+                "more than {} bytes, the most read of one input ({MAX_INPUT_BYTES_VAR}, default {MAX_INPUT_BYTES}); \
+                 set {MAX_INPUT_BYTES_VAR} to read more",
+                self.limit
+            )));
+        }
+        Ok(())
+    }
+
     /// The damage that ended a gzip input early, once it has been read to its end.
     pub fn take_damage(&mut self) -> Option<GzipDamage> {
         match &mut self.source {
@@ -120,6 +170,14 @@ impl Input {
 
 impl Read for Input {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.read_source(buf)?;
+        self.bound(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+impl Input {
+    fn read_source(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match &mut self.source {
             Source::Plain(r) => r.read(buf),
             Source::Gzip { damage: Some(_), .. } => Ok(0),
@@ -168,13 +226,26 @@ impl<R: BufRead> BufRead for Counted<R> {
     }
 }
 
-/// Opens a path for reading, decompressing gzip when the file starts with its magic bytes.
+/// Opens a path for reading, decompressing gzip when the file starts with its magic bytes. A regular file is read
+/// to the size it has now; every input hands on at most `COLLSCOPE_LOG_MAX_BYTES` ([`MAX_INPUT_BYTES`]).
 pub fn open(path: &Path) -> Result<Input, ReadError> {
     let err = |e| ReadError::Open { path: path.display().to_string(), source: e };
+    let limit = Env::from_process()
+        .int_in(MAX_INPUT_BYTES_VAR, MAX_INPUT_BYTES as i64, 1..=i64::MAX)
+        .map_err(|e| err(std::io::Error::other(e)))? as u64;
+    let mut file = None;
     let raw: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(File::open(path).map_err(err)?)
+        let f = File::open(path).map_err(err)?;
+        let meta = f.metadata().map_err(err)?;
+        // procfs and sysfs files say 0 whatever they hold: only the byte cap bounds them.
+        if meta.is_file() && meta.len() > 0 {
+            file = Some((path.to_path_buf(), meta.len()));
+            Box::new(f.take(meta.len()))
+        } else {
+            Box::new(f)
+        }
     };
     let mut buf: Raw = BufReader::with_capacity(1 << 16, raw);
     let gz = buf.fill_buf().map_err(err)?.starts_with(&[0x1f, 0x8b]);
@@ -184,7 +255,7 @@ pub fn open(path: &Path) -> Result<Input, ReadError> {
     } else {
         Source::Plain(buf)
     };
-    Ok(Input { source })
+    Ok(Input { source, total: 0, limit, unended: 0, file })
 }
 
 /// A line as the reader hands it on: text its buffer was checked to be UTF-8 with (one check per buffer, not per
@@ -311,6 +382,7 @@ fn emit(line: Text, f: &mut impl FnMut(Text, bool)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
 
     fn lines(data: &[u8]) -> Vec<(Vec<u8>, bool)> {
         let mut out = Vec::new();
@@ -458,5 +530,18 @@ mod tests {
         // Inside a directory only regular files are taken.
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.log")).unwrap();
         assert_eq!(expand(&[dir.path().to_path_buf()]).unwrap(), Expanded::default());
+    }
+
+    #[test]
+    fn a_file_that_grows_while_read_is_read_to_its_size_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("growing.log");
+        std::fs::write(&p, "first\n").unwrap();
+        let mut input = open(&p).unwrap();
+        std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"written after\n").unwrap();
+        let mut text = String::new();
+        input.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "first\n");
+        assert_eq!(input.grown(), Some((6, 20)));
     }
 }

@@ -18,6 +18,7 @@ mod job;
 pub mod message;
 mod summary;
 
+pub use job::{MAX_COMMUNICATORS, MAX_HOSTS, MAX_THREADS};
 pub use summary::{gdrdma, transports_seen};
 
 use collscope_debug::file::FileKind;
@@ -91,10 +92,22 @@ impl Reader {
         if let Some(d) = input.take_damage() {
             self.job.input_warning(format!("{name}: {d}"));
         }
+        if let Some((opened, now)) = input.grown() {
+            self.job.input_warning(format!(
+                "{name}: grew from {opened} to {now} bytes while read: the {opened} bytes it had when opened were \
+                 read (`serve --log {name} --follow` follows a log being written)"
+            ));
+        }
         Ok(())
     }
 
     /// Starts an input that arrives in pieces ([`Reader::feed`]), named `name` in the model.
+    /// Notes something about the input itself (a followed path that names no log file now): a warning of class
+    /// `input`.
+    pub fn input_warning(&mut self, text: String) {
+        self.job.input_warning(text);
+    }
+
     pub fn incoming(&mut self, name: &str) -> Incoming {
         Incoming { file: self.job.add_file(name), lineno: 0, lines: input::Lines::default() }
     }

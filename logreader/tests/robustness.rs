@@ -128,3 +128,84 @@ n:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 4294967295 cudaDev 0
     assert!(f.detail.len() < 1000, "{}", f.detail);
     assert!(s.findings.iter().any(|f| f.code == "init_hang"));
 }
+
+#[test]
+fn communicators_past_the_cap_are_counted_and_said_in_both_modes() {
+    use collscope_logreader::MAX_COMMUNICATORS;
+    let extra = 1000;
+    let mut log = String::new();
+    for c in 0..MAX_COMMUNICATORS + extra {
+        log += &format!(
+            "node0:1:1 [0] NCCL INFO comm 0x{:x} rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n",
+            0x1000 + c
+        );
+    }
+    let said = format!("more than {MAX_COMMUNICATORS} communicator rows (collscope's cap");
+    let check = |s: &Snapshot| {
+        assert_eq!(s.communicators.len(), MAX_COMMUNICATORS);
+        let w = s.warnings.iter().find(|w| w.text.contains(&said)).expect("the cap is said");
+        assert!(w.text.contains(&format!("{extra} more communicator lines were not kept")), "{}", w.text);
+        assert_eq!((s.nranks, s.nnodes), (Some(8), Some(1)), "lines past the cap still count");
+    };
+    check(&read(log.as_bytes(), false));
+    // Followed: fed in pieces, each snapshot on the way says it too.
+    let mut r = Reader::new(Options::default());
+    let mut input = r.incoming("t.log");
+    for piece in log.as_bytes().chunks(1 << 20) {
+        r.feed(&mut input, piece);
+    }
+    check(&r.snapshot());
+    r.end(input);
+    check(&r.finish());
+}
+
+#[test]
+fn a_host_token_glued_after_junk_is_found_by_its_end_and_overlong_ones_name_no_host() {
+    let long = "h".repeat(300);
+    let log = format!(
+        "node7:1:1 [0] NCCL INFO NCCL version 2.28.9\n\
+         ####node7:1:2 [0] NCCL INFO NCCL version 2.28.9\n\
+         {long}:1:3 [0] NCCL INFO NCCL version 2.28.9\n"
+    );
+    let s = read(log.as_bytes(), false);
+    assert_eq!(s.hosts, ["node7"], "the junk before a known host is not a host; a 300-byte token is none");
+}
+
+#[test]
+fn a_system_print_past_what_is_kept_is_counted_and_said() {
+    // 140,000 GPUs behind their own PCI switches: 280,002 nodes, past the 262,144 kept of all prints.
+    let p = "node0:1:1 [0] NCCL INFO ";
+    let mut log = format!("{p}=== System : maxBw 24.0 totalBw 24.0 ===\n{p}CPU/0-0 (1/1/3)\n");
+    for g in 0..140_000u64 {
+        let bus = 0x10000 + g * 0x100;
+        log += &format!("{p}+ PCI[24.0] - PCI/0-{bus:x} (1000c03000000000)\n");
+        log += &format!("{p}              + PCI[24.0] - GPU/0-{:x} ({g})\n", bus + 0x10);
+    }
+    let s = read(log.as_bytes(), false);
+    let nodes: usize = s.topology.iter().map(|t| t.nodes.len()).sum();
+    assert_eq!(nodes, 1 << 18);
+    let w = s.warnings.iter().find(|w| w.text.contains("the `=== System` prints hold more than collscope keeps"));
+    let w = w.expect("the cap is said");
+    assert!(w.text.contains("262144 nodes") && w.text.contains("17857 more were not kept"), "{}", w.text);
+}
+
+#[test]
+fn ring_rows_are_looked_up_not_scanned_and_capped_and_said() {
+    // A million ranks' neighbour lines on one channel (each was compared with every one kept before: quadratic),
+    // then ring lines on more channels than are kept.
+    let rows = (1u32 << 20) + 10;
+    let mut log = String::with_capacity(rows as usize * 48);
+    for r in 1..=rows {
+        log += &format!("node0:1:1 [0] NCCL INFO Ring 00 : {} -> {r} -> {}\n", r - 1, r + 1);
+    }
+    for ch in 0..1100 {
+        log += &format!("node0:1:1 [0] NCCL INFO Ring {ch:02} : 0 -> 1 -> 2\n");
+    }
+    let s = read(log.as_bytes(), false);
+    assert_eq!(s.rings.len(), 1024);
+    assert_eq!(s.rings[0].neighbours.len(), 1 << 20);
+    let w = s.warnings.iter().find(|w| w.text.contains("more than collscope keeps of the rings")).expect("said");
+    // 10 neighbour lines past the cap on channel 0, and those of channels 1 to 1023 (the cap was reached); the
+    // 76 channels past 1024 are dropped as rings.
+    assert!(w.text.contains("76 ring rows") && w.text.contains("1033 ring neighbour rows"), "{}", w.text);
+}

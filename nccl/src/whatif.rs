@@ -19,6 +19,12 @@ pub enum WhatIfError {
     Env(#[from] collscope_debug::env::EnvError),
     #[error("--nics {0}: the machine has no GPU on a PCIe switch to put a NIC beside")]
     Nics(u32),
+    #[error(
+        "--nics {0}: expected at most {max} (NCCL's NCCL_TOPO_MAX_NODES, NET nodes in one system, NCCL 2.28.9 \
+         src/include/graph.h)",
+        max = crate::topo::MAX_NODES_PER_TYPE
+    )]
+    TooManyNics(u32),
 }
 
 /// One change to the environment or the machine.
@@ -97,6 +103,9 @@ pub fn apply(topology: &Topology, env: &Env, edits: &[Edit]) -> Result<(Topology
 /// Keeps the first `n` NETs (with their NICs), or adds NIC+NET pairs like the first one, each on the PCI
 /// switch of the next GPU without a NIC on its switch.
 fn set_nics(t: &mut Topology, n: u32) -> Result<(), WhatIfError> {
+    if n as usize > crate::topo::MAX_NODES_PER_TYPE {
+        return Err(WhatIfError::TooManyNics(n));
+    }
     let nets: Vec<usize> = t.nodes_of(NodeType::NET).map(|(i, _)| i).collect();
     let n = n as usize;
     if n < nets.len() {
@@ -246,6 +255,8 @@ mod tests {
 
         let pcie = preset("hgx-pcie");
         let nets = pcie.nodes_of(NodeType::NET).count() as u32;
+        let e = apply(&pcie, &env, &[Edit::Nics(4_000_000_000)]).unwrap_err().to_string();
+        assert!(e.contains("--nics 4000000000: expected at most 576 (NCCL's NCCL_TOPO_MAX_NODES"), "{e}");
         let (more, _) = apply(&pcie, &env, &[Edit::Nics(nets + 2)]).unwrap();
         assert_eq!(more.nodes_of(NodeType::NET).count() as u32, nets + 2);
         let w = what_if(&pcie, 2, &[1 << 30], &env, &[Edit::Nics(nets + 2)]).unwrap();

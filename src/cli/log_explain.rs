@@ -4,11 +4,12 @@
 
 use crate::cli::sizes;
 use crate::cli::whatif::{self, WhatIfArgs};
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use collscope_debug::env::Env;
 use collscope_logreader::Options;
 use collscope_model::{NodeType, Snapshot, Topology};
+use collscope_nccl::graph::plan::MAX_MODEL_NODES;
 use collscope_nccl::replay::{self, Comparison, Context, Facts, PathCheck};
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
@@ -85,10 +86,17 @@ fn printed(s: &Snapshot) -> Option<&Topology> {
     s.topology.iter().find(|t| t.nodes_of(NodeType::GPU).next().is_some())
 }
 
-/// Nodes of the communicator: printed, else from ranks over GPUs, else 2 when a graph leaves the node.
-fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> u32 {
+/// Nodes of the communicator: printed, else from ranks over GPUs, else 2 when a graph leaves the node. A printed
+/// count past the model's bound is refused before any work grows with it.
+fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> Result<u32> {
     if let Some(n) = s.nnodes {
-        return n.max(1);
+        if n > MAX_MODEL_NODES {
+            bail!(
+                "the log's nNodes {n}: the model builds at most {MAX_MODEL_NODES} nodes (its bound: the largest \
+                 NCCL job published runs on 2,048 nodes; see the README's log explain section)"
+            );
+        }
+        return Ok(n.max(1));
     }
     let leaves = s.graphs.iter().any(|g| g.channels.iter().any(|c| !c.inter.is_empty()));
     let n = match s.nranks {
@@ -97,7 +105,7 @@ fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> u32 {
         _ => 1,
     };
     notes.push(format!("nodes: not printed; {n} assumed (--topo-file and the log's ranks decide it)"));
-    n
+    Ok(n)
 }
 
 pub fn run(args: ExplainArgs) -> Result<()> {
@@ -191,7 +199,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let mut what_if = None;
     if let Some((t, facts)) = topology {
         let gpus = t.nodes_of(NodeType::GPU).count();
-        let n = nodes(&log, gpus, &mut notes);
+        let n = nodes(&log, gpus, &mut notes)?;
         if let Some(r) = log.nranks.filter(|&r| r as usize != gpus * n as usize) {
             notes.push(format!(
                 "shape: the log's communicator has {r} ranks; the model runs {n} node(s) x {gpus} GPU(s), one rank each"
@@ -202,7 +210,8 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             facts.unwrap_or((sm, t.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|x| x.gdr))));
         machine =
             Some(Machine { source: t.source.clone(), host: t.host.clone(), nodes: n, gpus_per_node: gpus, sm, gdr });
-        let ex = collscope_nccl::explain(&t, n, &sizes, &env, false)?;
+        let ex = collscope_nccl::explain(&t, n, &sizes, &env, false)
+            .with_context(|| format!("the model of {n} node(s) of the log's machine"))?;
         if !edits.is_empty() {
             what_if = Some(collscope_nccl::whatif::what_if(&t, n, &sizes, &env, &edits)?);
         }

@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use collscope_debug::env::Env;
-use collscope_debug::file::FileKind;
+use collscope_debug::file::{FileError, FileKind};
 use collscope_logreader::{Incoming, Options, Reader};
 use collscope_model::Source;
 use collscope_telemetry::tail::{Piece, Tail};
@@ -109,40 +109,59 @@ fn is_gzip(path: &std::path::Path) -> bool {
         && magic == [0x1f, 0x8b]
 }
 
-/// One followed path: its tail, the file it names now as the reader's input, and how often it restarted.
+/// One followed path: its tail, the file it names now as the reader's input, how often it restarted, and what it
+/// names when that is no file (a device or FIFO put in its place), until it names a file again.
 struct Followed {
     tail: Tail,
     input: Option<Incoming>,
     restarts: u32,
+    not_a_file: Option<FileKind>,
 }
 
 impl Followed {
-    /// Feeds what the file gained to `reader`: true when anything changed, and whether the budget ran out.
+    /// Feeds what the file gained to `reader`: true when anything changed, and whether the budget ran out. A path
+    /// that names a device or FIFO now is waited on as a missing file is, and said once (stderr and a warning of
+    /// class `input`): reading it could block or never end, and exiting would end the server.
     fn take(&mut self, reader: &mut Reader) -> anyhow::Result<(bool, bool)> {
         let path = self.tail.path().display().to_string();
         let mut changed = false;
-        let read = self
-            .tail
-            .poll(POLL_BUDGET, |piece| {
-                changed = true;
-                match piece {
-                    Piece::Bytes(bytes) => {
-                        // After a rotation or truncation the path names new text, read as another file.
-                        let input = self.input.get_or_insert_with(|| match self.restarts {
-                            0 => reader.incoming(&path),
-                            n => reader.incoming(&format!("{path} (rotation {n})")),
-                        });
-                        reader.feed(input, bytes);
-                    }
-                    Piece::Restart => {
-                        if let Some(input) = self.input.take() {
-                            reader.end(input);
-                        }
-                        self.restarts += 1;
-                    }
+        let polled = self.tail.poll(POLL_BUDGET, |piece| {
+            changed = true;
+            match piece {
+                Piece::Bytes(bytes) => {
+                    // After a rotation or truncation the path names new text, read as another file.
+                    let input = self.input.get_or_insert_with(|| match self.restarts {
+                        0 => reader.incoming(&path),
+                        n => reader.incoming(&format!("{path} (rotation {n})")),
+                    });
+                    reader.feed(input, bytes);
                 }
-            })
-            .with_context(|| format!("following '{path}'"))?;
+                Piece::Restart => {
+                    if let Some(input) = self.input.take() {
+                        reader.end(input);
+                    }
+                    self.restarts += 1;
+                }
+            }
+        });
+        let read = match polled {
+            Err(FileError::NotRegular(kind)) => {
+                if self.not_a_file.replace(kind) != Some(kind) {
+                    let text = format!(
+                        "following '{path}': it names {kind} now, not a log file; waiting for it to name a file \
+                         again (what was read stays)"
+                    );
+                    eprintln!("collscope: warning: {text}");
+                    reader.input_warning(text);
+                    changed = true;
+                }
+                0
+            }
+            polled => {
+                self.not_a_file = None;
+                polled.with_context(|| format!("following '{path}'"))?
+            }
+        };
         Ok((changed, read == POLL_BUDGET))
     }
 }
@@ -153,7 +172,7 @@ impl Followed {
 fn follow(telemetry: &Telemetry, paths: &[PathBuf], poll: Duration) -> anyhow::Result<()> {
     let mut reader = Reader::new(Options::default());
     let mut followed: Vec<Followed> =
-        paths.iter().map(|p| Followed { tail: Tail::new(p), input: None, restarts: 0 }).collect();
+        paths.iter().map(|p| Followed { tail: Tail::new(p), input: None, restarts: 0, not_a_file: None }).collect();
     let mut pending = false;
     let mut next_read = Instant::now();
     while !STOP.load(Ordering::Relaxed) {

@@ -11,7 +11,13 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
-        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank)) {
+        // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
+        if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
+            return;
+        }
+        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank))
+            && (self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank))
+        {
             self.rank_host.entry(rank).or_insert_with(|| key.place());
         }
     }
@@ -66,10 +72,15 @@ impl Job {
         self.cite(Cite::Version(v.to_string()), at);
     }
 
-    fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> usize {
+    /// The communicator's row, added on its first line; `None` (counted) past [`MAX_COMMUNICATORS`].
+    fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> Option<usize> {
         let id = (key.place(), key.pid.unwrap_or(0), comm.to_string());
         if let Some(&i) = self.comm_index.get(&id) {
-            return i;
+            return Some(i);
+        }
+        if self.snap.communicators.len() >= MAX_COMMUNICATORS {
+            self.dropped.communicators += 1;
+            return None;
         }
         self.snap.communicators.push(Communicator {
             comm: Some(comm.to_string()),
@@ -80,7 +91,7 @@ impl Job {
         });
         let i = self.snap.communicators.len() - 1;
         self.comm_index.insert(id, i);
-        i
+        Some(i)
     }
 
     /// Remembers which rank printed a communicator pointer: a COLL line names its communicator, not its rank.
@@ -231,7 +242,7 @@ impl Job {
                 if let Some(n) = complete_ring(&r.order, r.truncated) {
                     self.size.ring = Some(self.size.ring.map_or(n, |m| m.max(n)));
                 }
-                let i = self.ring(r.channel);
+                let Some(i) = self.ring(r.channel) else { return true };
                 let ring = &mut self.snap.rings[i];
                 if r.order.len() > ring.order.len() || (ring.truncated && !r.truncated && !r.order.is_empty()) {
                     ring.order = r.order;
@@ -242,11 +253,17 @@ impl Job {
                 self.learn_rank(key, me);
                 self.saw_rank(prev.max(next));
                 self.size.ring_pair |= prev == next && prev != me;
-                let i = self.ring(ch);
-                let n = &mut self.snap.rings[i].neighbours;
-                if !n.contains(&(prev, me, next)) {
-                    n.push((prev, me, next));
+                let Some(i) = self.ring(ch) else { return true };
+                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks.
+                if self.neighbours_seen.contains(&(ch, prev, me, next)) {
+                    return true;
                 }
+                if self.neighbours_seen.len() >= MAX_ROWS {
+                    self.dropped.row("ring neighbour");
+                    return true;
+                }
+                self.neighbours_seen.insert((ch, prev, me, next));
+                self.snap.rings[i].neighbours.push((prev, me, next));
             }
             Event::Trees(entries) => {
                 for t in entries {
@@ -254,7 +271,9 @@ impl Job {
                     if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
                         self.saw_rank(m);
                     }
-                    if self.tree_seen.insert((t.channel, t.rank)) {
+                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&(t.channel, t.rank)) {
+                        self.dropped.row("tree");
+                    } else if self.tree_seen.insert((t.channel, t.rank)) {
                         self.snap.trees.push(Tree {
                             channel: t.channel,
                             rank: t.rank,
@@ -302,7 +321,8 @@ impl Job {
             }
             Event::CommInit(c) => {
                 self.learn_rank(key, c.rank);
-                let i = self.comm_slot(key, &c.comm);
+                self.printed_nranks(c.nranks, "nranks (Init line)");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
                 self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
@@ -316,7 +336,6 @@ impl Job {
                 } else if comm.state == CommState::Unknown {
                     comm.state = CommState::Initializing;
                 }
-                self.printed_nranks(c.nranks, "nranks (Init line)");
                 self.streams.entry(stream).or_default().comm = Some(i);
                 if !c.complete {
                     self.cite(Cite::InitStart(i), at);
@@ -324,7 +343,9 @@ impl Job {
             }
             Event::CommInfo(c) => {
                 self.learn_rank(key, c.rank);
-                let i = self.comm_slot(key, &c.comm);
+                self.printed_nranks(c.nranks, "nRanks");
+                self.printed_nnodes(c.nnodes, "nNodes");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
                 self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
                 let comm = &mut self.snap.communicators[i];
                 comm.rank = Some(c.rank);
@@ -332,8 +353,6 @@ impl Job {
                 comm.nnodes = Some(c.nnodes);
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
-                self.printed_nranks(c.nranks, "nRanks");
-                self.printed_nnodes(c.nnodes, "nNodes");
                 self.streams.entry(stream).or_default().comm = Some(i);
             }
             Event::CommSize { nranks, nnodes } => {
@@ -360,9 +379,10 @@ impl Job {
                 self.cite(Cite::Env(name), at);
             }
             Event::TopoSystem { max_bw, total_bw } => {
-                let t = self.topo_slot(key);
-                self.snap.topology[t].max_bw = max_bw;
-                self.snap.topology[t].total_bw = total_bw;
+                if let Some(t) = self.topo_slot(key) {
+                    self.snap.topology[t].max_bw = max_bw;
+                    self.snap.topology[t].total_bw = total_bw;
+                }
                 self.streams.entry(stream).or_default().tree.clear();
             }
             Event::TopoLine(line) => self.tree_line(key, stream, line),
@@ -375,14 +395,19 @@ impl Job {
         true
     }
 
-    fn ring(&mut self, channel: u32) -> usize {
+    /// The ring of `channel`; `None` (counted) past [`MAX_RINGS`] channels.
+    fn ring(&mut self, channel: u32) -> Option<usize> {
         if let Some(&i) = self.ring_index.get(&channel) {
-            return i;
+            return Some(i);
+        }
+        if self.snap.rings.len() >= MAX_RINGS {
+            self.dropped.row("ring");
+            return None;
         }
         self.snap.rings.push(Ring { channel, ..Ring::default() });
         let i = self.snap.rings.len() - 1;
         self.ring_index.insert(channel, i);
-        i
+        Some(i)
     }
 
     fn connection(&mut self, at: &At, key: &ProcKey, stream: StreamKey, c: Connection) {
@@ -411,9 +436,14 @@ impl Job {
         h.word(c.direction as u64);
         h.word(c.transport.id() as u64);
         h.bytes(c.mode.as_deref().unwrap_or("").as_bytes());
-        if !self.conn_seen.insert(h.0) {
+        if self.conn_seen.contains(&h.0) {
             return;
         }
+        if self.conn_seen.len() >= MAX_ROWS {
+            self.dropped.row("connection");
+            return;
+        }
+        self.conn_seen.insert(h.0);
         let comm = comm_idx.and_then(|i| self.snap.communicators[i].comm.clone());
         self.snap.connections.push(Connection { comm, ..c });
     }

@@ -11,13 +11,60 @@ use crate::classify;
 use crate::envelope::{self, Envelope, Level, Line};
 use crate::input::{Text, MAX_LINE};
 use crate::message::{self, Event};
-use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source};
+use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source, Warning};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
 const MAX_UNPARSED: usize = 10_000;
 const MAX_DECISIONS: usize = 100_000;
+/// Hosts listed: five times the hosts of a 100,000-GPU job at 8 GPUs a host. Past it hosts are counted, not
+/// listed, and a warning says how many.
+pub const MAX_HOSTS: usize = 65_536;
+/// Communicator rows (one per rank that prints it): 16,384 ranks with 8 communicators each. Past it they are
+/// counted, not kept (about 450 bytes each, so the table stays under 60 MB).
+pub const MAX_COMMUNICATORS: usize = 131_072;
+/// Printing threads (and processes, and ranks placed on a host) remembered: 16,384 ranks with 4 threads each
+/// (main, proxy, proxy progress, service), at about 1 KiB each with the process and its devices. Lines of threads
+/// past it are still read, without the per-thread state (repeat detection, prints in progress).
+pub const MAX_THREADS: usize = 65_536;
+/// The longest host name (DNS's 253 characters, with room): a longer token names no host, so matching a
+/// token's end against the known hosts costs at most this many lookups.
+const MAX_HOST_LEN: usize = 255;
+/// Nodes, links and paths kept of the `=== System` prints, all hosts together: NCCL's largest system holds 3,456
+/// nodes (`NCCL_TOPO_MAX_NODES` 576 of each of 6 types), a DGX about 40 with 640 paths, so these hold thousands of
+/// hosts' prints (about 40, 20 and 120 MB at most). Past them, what is left out is counted and said.
+const MAX_TOPO_NODES: usize = 1 << 18;
+const MAX_TOPO_LINKS: usize = 1 << 19;
+const MAX_TOPO_PATHS: usize = 1 << 21;
+/// Ring rows, one per channel: NCCL's `MAXCHANNELS` is 64 (2.28.9 `src/include/device.h`); room for other builds.
+const MAX_RINGS: usize = 1024;
+/// Rows of each per-rank table (ring neighbours, tree entries, connections): 16,384 ranks x 64 channels.
+const MAX_ROWS: usize = 1 << 20;
+/// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
+const MAX_HOSTS_COUNTED: usize = 1 << 20;
+/// The stream that threads past [`MAX_THREADS`] share.
+const OVERFLOW_STREAM: StreamKey = u64::MAX;
+
+impl Dropped {
+    fn row(&mut self, table: &'static str) {
+        *self.rows.entry(table).or_default() += 1;
+    }
+}
+
+/// What the caps left out, said in warnings at the end.
+#[derive(Default, Clone)]
+struct Dropped {
+    /// Hashes of the hosts not listed, themselves capped at [`MAX_HOSTS_COUNTED`] (past it: "at least").
+    hosts: FastSet<u64>,
+    communicators: u64,
+    /// Lines of threads past [`MAX_THREADS`].
+    thread_lines: u64,
+    /// Rows of the per-channel and per-rank tables past [`MAX_RINGS`] and [`MAX_ROWS`], by table.
+    rows: BTreeMap<&'static str, u64>,
+    /// Nodes, links and paths of `=== System` prints past [`MAX_TOPO_NODES`], [`MAX_TOPO_LINKS`], [`MAX_TOPO_PATHS`].
+    topology: u64,
+}
 
 /// Who printed a line, for attributing ranks: the file stands in for the host when the prefix was stripped.
 /// `id` hashes the rest, so lookups need no allocation.
@@ -104,7 +151,11 @@ impl std::hash::Hasher for FastHash {
 
 impl FastHash {
     fn word(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        let x = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        // The product's high bits folded down: without it, words that differ only in their last bytes (`host1234`
+        // and `host1235`) differ only in the high bits, which the next word's bytes can cancel, and two hosts
+        // shared one thread (hundreds of times in 300,000 host names).
+        self.0 = x ^ (x >> 32);
     }
     fn bytes(&mut self, b: &[u8]) {
         let mut chunks = b.chunks_exact(8);
@@ -227,6 +278,8 @@ pub struct Job {
     conn_seen: FastSet<u64>,
     ring_index: HashMap<u32, usize>,
     tree_seen: FastSet<(u32, u32)>,
+    /// (channel, prev, rank, next) of the ring neighbour lines kept.
+    neighbours_seen: FastSet<(u32, u32, u32, u32)>,
     decision_index: FastMap<(Collective, u64, u8, u8, Option<u32>), usize>,
     unnamed_seen: FastSet<(u64, u8, u8, Option<u32>)>,
     ops: ops::OpHistories,
@@ -240,6 +293,7 @@ pub struct Job {
     matrix: Option<Option<table::MatrixColumns>>,
     /// Files that had a line cut (each is warned about once).
     cut_files: FastSet<usize>,
+    dropped: Dropped,
 }
 
 impl Job {
@@ -268,6 +322,7 @@ impl Job {
             conn_seen: FastSet::default(),
             ring_index: HashMap::new(),
             tree_seen: FastSet::default(),
+            neighbours_seen: FastSet::default(),
             decision_index: FastMap::default(),
             unnamed_seen: FastSet::default(),
             ops: ops::OpHistories::default(),
@@ -277,6 +332,7 @@ impl Job {
             pending: None,
             matrix: None,
             cut_files: FastSet::default(),
+            dropped: Dropped::default(),
         }
     }
 
@@ -354,12 +410,14 @@ impl Job {
 
     /// How many bytes of `env`'s host token belong to whatever was glued before the host: the part in front of a
     /// known host name it ends with.
+    /// The known hosts are looked up by hash, one lookup for each end of the token up to [`MAX_HOST_LEN`] bytes, so
+    /// the cost does not grow with the hosts known (a scan of them was quadratic in hosts).
     fn glued_junk(&self, env: &Envelope) -> usize {
         let Some(raw) = env.host else { return 0 };
-        if self.snap.hosts.iter().any(|h| h == raw) {
-            return 0;
-        }
-        self.snap.hosts.iter().filter(|h| raw.ends_with(h.as_str())).map(|h| raw.len() - h.len()).min().unwrap_or(0)
+        (raw.len().saturating_sub(MAX_HOST_LEN)..raw.len())
+            .filter(|&i| raw.is_char_boundary(i))
+            .find(|&i| self.host_hashes.contains(&hash_of(&raw.as_bytes()[i..])))
+            .unwrap_or(0)
     }
 
     /// The host of a line: as printed, or the known host its token ends with when something was glued before it
@@ -370,7 +428,8 @@ impl Job {
         if self.host_hashes.contains(&h) {
             return Some((raw, h));
         }
-        let clean = raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'<' | b'>'));
+        let clean = raw.len() <= MAX_HOST_LEN
+            && raw.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'<' | b'>'));
         let junk = self.glued_junk(env);
         if junk > 0 || !clean {
             self.facts.stats.garbled_lines += 1;
@@ -393,6 +452,7 @@ impl Job {
         let stream = h.0;
         // The thread is known from the prefix: its message alone tells a repeat.
         let line = hash_of(env.msg.as_bytes());
+        let full = self.streams.len() >= MAX_THREADS;
         let thread = match self.streams.get_mut(&stream) {
             Some(s) if s.last_line == line => {
                 self.facts.stats.duplicate_lines += 1;
@@ -402,12 +462,21 @@ impl Job {
                 s.last_line = line;
                 s.thread
             }
+            None if full => {
+                self.dropped.thread_lines += 1;
+                let thread = self.new_thread(env, file);
+                return Some(self.who_is(env, file, thread, OVERFLOW_STREAM));
+            }
             None => {
                 let thread = self.new_thread(env, file);
                 self.streams.insert(stream, Stream { thread, last_line: line, ..Stream::default() });
                 thread
             }
         };
+        Some(self.who_is(env, file, thread, stream))
+    }
+
+    fn who_is<'a>(&self, env: &Envelope<'a>, file: usize, thread: Thread, stream: StreamKey) -> Who<'a> {
         let host = env.host.filter(|_| thread.host_ok).map(|raw| &raw[thread.junk..]);
         let key = ProcKey {
             id: thread.proc,
@@ -416,7 +485,7 @@ impl Job {
             pid: env.pid,
             dev: env.dev,
         };
-        Some(Who { host, key, stream })
+        Who { host, key, stream }
     }
 
     /// A thread printing for the first time: its host (junk glued before it left out) and process, counted.
@@ -431,12 +500,15 @@ impl Job {
             None => (None, file as u64 ^ 0x9e37_79b9_7f4a_7c15),
         };
         let key = ProcKey::new(host, place, env, file);
-        if !self.procs.contains_key(&key.id) {
-            if let Some(h) = host {
-                if self.host_hashes.insert(place) {
-                    self.snap.hosts.push(h.to_string());
-                }
+        if let Some(h) = host.filter(|_| !self.host_hashes.contains(&place)) {
+            if self.snap.hosts.len() < MAX_HOSTS {
+                self.host_hashes.insert(place);
+                self.snap.hosts.push(h.to_string());
+            } else if self.dropped.hosts.len() < MAX_HOSTS_COUNTED {
+                self.dropped.hosts.insert(place);
             }
+        }
+        if !self.procs.contains_key(&key.id) && self.procs.len() < MAX_THREADS {
             if let Some(d) = key.dev.filter(|&d| (0..1024).contains(&d)) {
                 self.size.devs.entry(key.place()).or_default().insert(d);
             }
@@ -494,11 +566,64 @@ impl Job {
     /// Called at the end of the input.
     pub fn finish_lines(&mut self) {
         self.flush_pending();
+        self.say_dropped();
         let streams: Vec<StreamKey> = self.streams.keys().copied().collect();
         for s in streams {
             self.close_prints(s);
         }
         self.snap.ops = self.ops.records().into();
+    }
+
+    /// Says what the caps left out, as warnings of class `input` (past the warnings' own cap: there are five at
+    /// most).
+    fn say_dropped(&mut self) {
+        let d = &self.dropped;
+        let hosts = match d.hosts.len() {
+            0 => None,
+            n if n >= MAX_HOSTS_COUNTED => Some(format!("at least {n}")),
+            n => Some(n.to_string()),
+        };
+        let said = [
+            hosts.map(|n| {
+                format!(
+                    "more than {MAX_HOSTS} hosts (collscope's cap on the host list): {n} more are not listed; their \
+                     lines are read"
+                )
+            }),
+            (d.communicators > 0).then(|| {
+                format!(
+                    "more than {MAX_COMMUNICATORS} communicator rows (collscope's cap, one row per rank printing a \
+                     communicator): {} more communicator lines were not kept",
+                    d.communicators
+                )
+            }),
+            (d.thread_lines > 0).then(|| {
+                format!(
+                    "more than {MAX_THREADS} printing threads (collscope's cap): {} lines of the threads past it were \
+                     read without per-thread state (repeats not dropped, multi-line prints not joined)",
+                    d.thread_lines
+                )
+            }),
+            (d.topology > 0).then(|| {
+                format!(
+                    "the `=== System` prints hold more than collscope keeps of them ({MAX_TOPO_NODES} nodes, \
+                     {MAX_TOPO_LINKS} links, {MAX_TOPO_PATHS} paths, all hosts together): {} more were not kept",
+                    d.topology
+                )
+            }),
+            (!d.rows.is_empty()).then(|| {
+                let rows: Vec<String> = d.rows.iter().map(|(t, n)| format!("{n} {t} rows")).collect();
+                format!(
+                    "more than collscope keeps of the rings ({MAX_RINGS} channels) and the per-rank tables ({MAX_ROWS} \
+                     rows each): {} not kept",
+                    rows.join(", ")
+                )
+            }),
+        ];
+        for text in said.into_iter().flatten() {
+            let class = classify::INPUT.to_string();
+            self.snap.warnings.push(Warning { rank: None, host: None, line: None, text, class, source: None });
+        }
     }
 
     fn flush_pending(&mut self) {

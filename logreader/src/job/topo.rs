@@ -64,10 +64,16 @@ fn busid(local: u64) -> String {
 }
 
 impl Job {
-    pub(super) fn topo_slot(&mut self, key: &ProcKey) -> usize {
+    /// The printed topology of `key`'s host; `None` (counted) once the printed topologies hold
+    /// [`MAX_TOPO_NODES`] nodes.
+    pub(super) fn topo_slot(&mut self, key: &ProcKey) -> Option<usize> {
         let place = key.place();
         if let Some(&i) = self.topo.by_place.get(&place) {
-            return i;
+            return Some(i);
+        }
+        if self.topo.nodes.len() >= MAX_TOPO_NODES {
+            self.dropped.topology += 1;
+            return None;
         }
         self.snap.topology.push(Topology {
             host: key.host.map(str::to_string),
@@ -76,22 +82,30 @@ impl Job {
         });
         let i = self.snap.topology.len() - 1;
         self.topo.by_place.insert(place, i);
-        i
+        Some(i)
     }
 
-    fn topo_node(&mut self, topo: usize, node: NodeRef) -> usize {
+    /// A node of printed topology `topo`; `None` (counted) past [`MAX_TOPO_NODES`] in all of them.
+    fn topo_node(&mut self, topo: usize, node: NodeRef) -> Option<usize> {
         if let Some(&i) = self.topo.nodes.get(&(topo, node)) {
-            return i;
+            return Some(i);
+        }
+        if self.topo.nodes.len() >= MAX_TOPO_NODES {
+            self.dropped.topology += 1;
+            return None;
         }
         let t = &mut self.snap.topology[topo];
         t.nodes.push(Node { kind: node.kind, id: node.id, cpu: None, pci: None, gpu: None, net: None });
         let i = t.nodes.len() - 1;
         self.topo.nodes.insert((topo, node), i);
-        i
+        Some(i)
     }
 
     fn link(&mut self, topo: usize, from: usize, to: usize, kind: LinkType, bw: f64) {
-        if self.topo.links.insert((topo, from, to, kind.id())) {
+        let key = (topo, from, to, kind.id());
+        if self.topo.links.len() >= MAX_TOPO_LINKS && !self.topo.links.contains(&key) {
+            self.dropped.topology += 1;
+        } else if self.topo.links.insert(key) {
             self.snap.topology[topo].links.push(Link { from, to, kind, bw });
         }
     }
@@ -99,8 +113,8 @@ impl Job {
     /// A line of the system tree: the node, what NCCL knows of it, and the link from the node above it (found by
     /// the column its `+` is printed in).
     pub(super) fn tree_line(&mut self, key: &ProcKey, stream: StreamKey, line: TopoLine) {
-        let t = self.topo_slot(key);
-        let n = self.topo_node(t, line.node);
+        let Some(t) = self.topo_slot(key) else { return };
+        let Some(n) = self.topo_node(t, line.node) else { return };
         let node = &mut self.snap.topology[t].nodes[n];
         match line.attrs {
             NodeAttrs::None => {}
@@ -159,11 +173,13 @@ impl Job {
     }
 
     pub(super) fn path(&mut self, key: &ProcKey, p: PathLine) {
-        let t = self.topo_slot(key);
-        let from = self.topo_node(t, p.from);
+        let Some(t) = self.topo_slot(key) else { return };
+        let Some(from) = self.topo_node(t, p.from) else { return };
         for (to, hops, bw, kind) in p.to {
-            let to = self.topo_node(t, to);
-            if self.topo.paths.insert((t, from, to)) {
+            let Some(to) = self.topo_node(t, to) else { continue };
+            if self.topo.paths.len() >= MAX_TOPO_PATHS && !self.topo.paths.contains(&(t, from, to)) {
+                self.dropped.topology += 1;
+            } else if self.topo.paths.insert((t, from, to)) {
                 self.snap.topology[t].paths.push(Path { from, to, kind, bw, hops, links: vec![] });
             }
         }

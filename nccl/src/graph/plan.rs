@@ -52,13 +52,35 @@ impl Plan {
     }
 }
 
+/// The most nodes the model builds a communicator of. NCCL takes any `int`, but the largest NCCL job published
+/// with its shape is 16,384 H100s on 2,048 nodes of 8 (Llama 3, "The Llama 3 Herd of Models", 2024); the
+/// model's rings, trees and listings grow with nodes (some steps quadratically), and this bound keeps a
+/// `topo explain` or `log explain` within seconds and a few hundred MB.
+pub const MAX_MODEL_NODES: u32 = 2048;
+/// The most ranks (nodes x GPUs per node) the model builds a communicator of: [`MAX_MODEL_NODES`] nodes of 16
+/// GPUs, twice the largest published job, for the same reason.
+pub const MAX_MODEL_RANKS: u64 = 32_768;
+
 /// Computes graphs and channels for `nnodes` nodes shaped like `topo`, one rank per GPU.
 pub fn plan(topo: &Topology, nnodes: u32, env: &Env) -> Result<Plan, GraphError> {
     if nnodes == 0 {
         return Err(GraphError::Input("the node count must be at least 1".into()));
     }
+    if nnodes > MAX_MODEL_NODES {
+        return Err(GraphError::Input(format!(
+            "{nnodes} nodes: the model builds at most {MAX_MODEL_NODES} (collscope's bound, the largest NCCL job \
+             published; NCCL itself takes any int)"
+        )));
+    }
     let sys = System::new(topo, nnodes, &crate::topo::TopoEnv::from_env(env)?)?;
     let ngpus = sys.ngpus();
+    let nranks = u64::from(nnodes) * ngpus as u64;
+    if nranks > MAX_MODEL_RANKS {
+        return Err(GraphError::Input(format!(
+            "{nnodes} nodes x {ngpus} GPUs = {nranks} ranks: the model builds at most {MAX_MODEL_RANKS} ranks \
+             (collscope's bound: 2,048 nodes of 16 GPUs, twice the largest NCCL job published)"
+        )));
+    }
     let mut lines = Vec::new();
     let run = |req: &Request, lines: &mut Vec<InfoLine>| -> Result<Found, GraphError> {
         let f = compute_on(sys.clone(), req, env)?;
@@ -141,6 +163,21 @@ mod tests {
 
     fn has(p: &Plan, text: &str) -> bool {
         p.lines.iter().any(|l| l.text == text)
+    }
+
+    #[test]
+    fn a_communicator_past_the_models_bounds_is_refused_before_any_work() {
+        let e = plan(&preset("dgx-h100"), MAX_MODEL_NODES + 1, &Env::default()).unwrap_err().to_string();
+        assert!(e.contains("2049 nodes") && e.contains("at most 2048"), "{e}");
+        // 2,048 nodes of 32 GPUs pass the node bound but not the rank bound.
+        let mut wide = preset("dgx-h100");
+        let gpus: Vec<_> = wide.nodes.iter().filter(|n| n.gpu.is_some()).cloned().collect();
+        for (i, mut g) in gpus.into_iter().cycle().take(24).enumerate() {
+            g.id.local += 0x100_0000 * (i as u64 + 1);
+            wide.nodes.push(g);
+        }
+        let e = plan(&wide, MAX_MODEL_NODES, &Env::default()).unwrap_err().to_string();
+        assert!(e.contains("= 65536 ranks") && e.contains("at most 32768 ranks"), "{e}");
     }
 
     #[test]

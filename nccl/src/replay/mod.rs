@@ -125,6 +125,7 @@ pub fn rebuild(printed: &Topology, facts: Facts, env: &TopoEnv) -> Result<Rebuil
     if printed.nodes_of(NodeType::GPU).next().is_none() {
         return Err(ReplayError::NoGpu(name));
     }
+    crate::topo::check_size(printed, &format!("the `=== System` print of {name}"))?;
     let order = order(printed);
     let mut new_of = vec![0; order.len()];
     for (new, &old) in order.iter().enumerate() {
@@ -342,6 +343,31 @@ mod tests {
         let r = rebuild(&as_printed(&consumer), Facts::default(), &env).unwrap();
         assert!(r.p2p_refused && r.notes.iter().any(|n| n.contains("NVML")), "{:?}", r.notes);
         assert_eq!(r.paths.matched, r.paths.compared, "{:?}", r.paths.differences);
+    }
+
+    #[test]
+    fn a_print_past_nccls_node_limit_is_refused_naming_it() {
+        let mut t = as_printed(&preset("dgx-h100"));
+        t.host = Some("node7".into());
+        let gpu = t.nodes.iter().find(|n| n.kind == NodeType::GPU).unwrap().clone();
+        let have = t.nodes_of(NodeType::GPU).count();
+        for i in have..crate::topo::MAX_NODES_PER_TYPE + 1 {
+            let mut g = gpu.clone();
+            g.id.local = 0x1000_0000 + i as u64;
+            t.nodes.push(g);
+        }
+        let e = rebuild(&t, Facts::default(), &TopoEnv::default()).unwrap_err().to_string();
+        assert!(e.contains("node7") && e.contains("577 GPU nodes"), "{e}");
+        assert!(e.contains("limit of 576 (NCCL_TOPO_MAX_NODES"), "{e}");
+    }
+
+    #[test]
+    fn a_node_with_more_links_than_nccls_limit_is_refused() {
+        let mut t = as_printed(&preset("dgx-h100"));
+        let l = t.links[0].clone();
+        t.links.extend(std::iter::repeat_n(l, crate::topo::MAX_LINKS_PER_NODE + 1));
+        let e = crate::topo::check_size(&t, "print").unwrap_err().to_string();
+        assert!(e.contains("NCCL_TOPO_MAX_LINKS") && e.contains("limit of 576"), "{e}");
     }
 
     #[test]

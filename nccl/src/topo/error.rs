@@ -38,6 +38,12 @@ pub enum TopoError {
     #[error("topology detection failed reading '{path}': {source}")]
     Detect { path: String, source: std::io::Error },
 
+    #[error(
+        "{origin}: {count} {what}, more than NCCL's limit of {limit} ({constant}, NCCL 2.28.9): NCCL could not \
+         build this machine, so it is not modelled"
+    )]
+    TooLarge { origin: String, count: usize, what: String, limit: usize, constant: &'static str },
+
     #[error("topology is inconsistent: {0}")]
     Inconsistent(String),
 

@@ -37,7 +37,7 @@ pub use settings::TopoEnv;
 pub use xml::TopoXml;
 
 use collscope_debug::env::Env;
-use collscope_model::Topology;
+use collscope_model::{NodeType, Topology};
 use std::path::PathBuf;
 
 /// Where a topology comes from.
@@ -93,8 +93,48 @@ pub fn build(xml: &TopoXml, env: &TopoEnv) -> Result<Topology, TopoError> {
     if !detected && !xml.origin.starts_with("preset:") {
         topology.source = format!("file:{}", xml.origin);
     }
+    check_size(&topology, &xml.origin)?;
     paths::compute(&mut topology, env)?;
     Ok(topology)
+}
+
+/// NCCL's `NCCL_TOPO_MAX_NODES`: nodes of one type in one system (2.28.9 `src/include/graph.h`, v2.28.9-1).
+pub const MAX_NODES_PER_TYPE: usize = 576;
+/// NCCL's `NCCL_TOPO_MAX_LINKS`: links of one node (2.28.9 `src/graph/topo.h`, v2.28.9-1).
+pub const MAX_LINKS_PER_NODE: usize = 576;
+
+/// Refuses a topology larger than NCCL's `ncclTopoSystem` can hold, before any work grows with it (paths are
+/// quadratic in nodes): `what` names where it came from.
+pub fn check_size(topology: &Topology, what: &str) -> Result<(), TopoError> {
+    for kind in NodeType::ALL.iter().copied() {
+        let n = topology.nodes_of(kind).count();
+        if n > MAX_NODES_PER_TYPE {
+            return Err(TopoError::TooLarge {
+                origin: what.to_string(),
+                count: n,
+                what: format!("{kind} nodes"),
+                limit: MAX_NODES_PER_TYPE,
+                constant: "NCCL_TOPO_MAX_NODES",
+            });
+        }
+    }
+    let mut links = vec![0usize; topology.nodes.len()];
+    for l in &topology.links {
+        if let Some(c) = links.get_mut(l.from) {
+            *c += 1;
+        }
+    }
+    if let Some((i, &n)) = links.iter().enumerate().find(|(_, &n)| n > MAX_LINKS_PER_NODE) {
+        let node = &topology.nodes[i];
+        return Err(TopoError::TooLarge {
+            origin: what.to_string(),
+            count: n,
+            what: format!("links from {}/{:x}-{:x}", node.kind, node.id.system, node.id.local),
+            limit: MAX_LINKS_PER_NODE,
+            constant: "NCCL_TOPO_MAX_LINKS",
+        });
+    }
+    Ok(())
 }
 
 /// The XML as NCCL writes it.

@@ -13,6 +13,7 @@ use clap::Args;
 use collscope_debug::env::Env;
 use collscope_debug::{self as debug, DebugConfig, Level, Logger, Origin, Subsys};
 use collscope_model::Topology;
+use collscope_nccl::graph::plan::MAX_MODEL_NODES;
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv};
 use collscope_nccl::whatif::WhatIf;
@@ -111,16 +112,26 @@ pub(crate) fn model(
     sizes: &[u64],
     log: bool,
 ) -> Result<Explained> {
+    check_nodes(nodes)?;
     let env = Env::from_process();
     let topology = load_topology(source, nranks_per_node, &env)?;
-    Ok(collscope_nccl::explain(&topology, nodes, sizes, &env, log)?)
+    collscope_nccl::explain(&topology, nodes, sizes, &env, log).with_context(|| format!("--nodes {nodes}"))
+}
+
+/// `--nodes` within the model's bound, refused before any work grows with it.
+fn check_nodes(nodes: u32) -> Result<()> {
+    if !(1..=MAX_MODEL_NODES).contains(&nodes) {
+        bail!(
+            "--nodes {nodes}: expected 1 to {MAX_MODEL_NODES} (the model's bound: the largest NCCL job published \
+             runs on 2,048 nodes; see the README's topo explain section)"
+        );
+    }
+    Ok(())
 }
 
 pub fn run(args: ExplainArgs) -> Result<()> {
     install_logger(args.log)?;
-    if args.nodes == 0 {
-        bail!("--nodes must be at least 1");
-    }
+    check_nodes(args.nodes)?;
     let sizes = sizes::parse(&args.sizes)?;
     if args.log {
         debug::show_version();
@@ -128,7 +139,8 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let edits = args.what_if.edits()?;
     let env = with_version(Env::from_process(), args.nccl_version);
     let topology = load_topology(&args.source, args.nranks_per_node, &env)?;
-    let ex = collscope_nccl::explain(&topology, args.nodes, &sizes, &env, args.log)?;
+    let ex = collscope_nccl::explain(&topology, args.nodes, &sizes, &env, args.log)
+        .with_context(|| format!("--nodes {}", args.nodes))?;
     let what_if = if edits.is_empty() {
         None
     } else {
