@@ -112,6 +112,30 @@ fn hgx_pcie_shows_why_ll128_is_off() {
     assert!(v["disabled"]["AllReduce"]["Ring"]["LL128"][0].as_str().unwrap().contains("LL128 disabled"));
 }
 
+/// Each decision shows busbw beside algbw, by nccl-tests' factors for the 8 ranks: AllReduce 2(n-1)/n = 1.75,
+/// AllGather and ReduceScatter (n-1)/n = 0.875, Broadcast and Reduce 1.
+#[test]
+fn decisions_show_busbw_beside_algbw() {
+    let out = explain(&["--preset", "dgx-a100", "--sizes", "1G"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let header = text.lines().find(|l| l.contains("algo/proto")).expect("the decisions' header");
+    assert!(header.contains("algbw GB/s  busbw GB/s"), "{header}");
+    let mut seen = 0;
+    for (coll, factor) in
+        [("AllReduce", 1.75), ("AllGather", 0.875), ("ReduceScatter", 0.875), ("Broadcast", 1.0), ("Reduce", 1.0)]
+    {
+        let at = text.lines().position(|l| l.trim() == coll).unwrap_or_else(|| panic!("{coll} in {text}"));
+        let row = text.lines().nth(at + 2).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        // size (2 words), algo/proto, ch, time, algbw, busbw
+        let (algbw, busbw): (f64, f64) = (cols[5].parse().unwrap(), cols[6].parse().unwrap());
+        assert!(algbw > 1.0 && (busbw - algbw * factor).abs() < 0.01, "{coll}: {row}");
+        seen += 1;
+    }
+    assert_eq!(seen, 5);
+}
+
 #[test]
 fn forcing_ring_on_nvswitch_costs_bandwidth() {
     let v = json(&["--preset", "dgx-h100", "--sizes", "64K,1G"], &[("NCCL_ALGO", "ring")]);

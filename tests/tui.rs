@@ -539,8 +539,12 @@ impl Demo {
     }
 
     fn get(&self, path: &str) -> Option<String> {
+        self.get_from(0, path)
+    }
+
+    fn get_from(&self, rank: u16, path: &str) -> Option<String> {
         let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().ok()?;
-        client.get(format!("{}{path}", self.url(0))).send().ok()?.text().ok()
+        client.get(format!("{}{path}", self.url(rank))).send().ok()?.text().ok()
     }
 
     fn job(&self) -> Option<JobView> {
@@ -621,6 +625,80 @@ fn channels_show_the_share_of_bytes_the_demos_registered_buffers_moved_in_place(
     }
     t.keys(&["q"]);
     t.wait_for(&["EXIT=0"]);
+}
+
+/// A Channels or Rings row's cells after its transport label: `-` (unknown) or a number with its unit.
+fn cells_after(row: &str, label: &str) -> Vec<Option<String>> {
+    let words: Vec<&str> = row.split_whitespace().collect();
+    let at = words.iter().position(|w| w.starts_with(label)).unwrap_or_else(|| panic!("no {label} in {row}"));
+    let mut out = Vec::new();
+    let mut rest = words[at + 1..].iter();
+    while let Some(w) = rest.next() {
+        out.push((*w != "-").then(|| format!("{w} {}", rest.next().copied().unwrap_or(""))));
+    }
+    out
+}
+
+/// Polls the TUI's screen until `f` finds what it wants on it (within [`DEMO_WAIT`]).
+fn poll_screen<T>(t: &Tmux, what: &str, mut f: impl FnMut(&str) -> Option<T>) -> T {
+    let deadline = Instant::now() + DEMO_WAIT;
+    loop {
+        let screen = t.screen();
+        if let Some(v) = f(&screen) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}:\n{screen}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every edge number is the shown rank's, and a receive has its transport: rank 2's `/metrics` counts what it
+/// received over SHM (no `transport="unknown"`); in a TUI connected to rank 0, `>` `>` `>` (rank 2) makes
+/// Channels list rank 2's own ends, what it sent on its edge to the next rank and what it received from the one
+/// before, and Rings shows a rate on rank 2's own edge and none on the edges rank 2 does not send on.
+#[test]
+fn a_receive_has_its_transport_and_the_edge_views_show_the_chosen_ranks_numbers() {
+    let demo = Demo::start(&[]);
+    let metrics = demo.poll("rank 2's received bytes", |d| {
+        let m = d.get_from(2, "/metrics")?;
+        m.lines()
+            .any(|l| l.starts_with("collscope_channel_bytes_total{") && l.contains("direction=\"recv\""))
+            .then_some(m)
+    });
+    let bytes: Vec<&str> = metrics.lines().filter(|l| l.starts_with("collscope_channel_bytes_total{")).collect();
+    assert!(bytes.iter().all(|l| !l.contains("transport=\"unknown\"")), "{metrics}");
+    assert!(bytes.iter().any(|l| l.contains("direction=\"recv\"") && l.contains("transport=\"SHM\"")), "{metrics}");
+    let snap: Snapshot = serde_json::from_str(&demo.get_from(2, "/api/v1/snapshot").unwrap()).unwrap();
+    let ring = snap.rings.iter().find(|r| r.channel == 0).expect("rank 2's ring on channel 0");
+    let at = ring.order.iter().position(|&r| r == 2).unwrap();
+    let n = ring.order.len();
+    let (prev, next) = (ring.order[(at + n - 1) % n], ring.order[(at + 1) % n]);
+
+    let t = Tmux::start("edges", &["tui", "--connect", &demo.url(0)]);
+    t.wait_for(&["Job: 4 ranks, showing the connected rank"]);
+    t.keys(&["4", ">", ">", ">"]);
+    t.wait_for(&["showing rank 2", "ch  peer      dir  transport"]);
+    let sent_row = format!("{:<3} {:<9} {:<4} SHM", "00", format!("2 -> {next}"), "");
+    let recv_row = format!("{:<3} {:<9} {:<4} SHM", "00", format!("{prev} -> 2"), "recv");
+    poll_screen(&t, "rank 2's sent and received bytes on channel 0", |screen| {
+        let sent = screen.lines().find(|l| l.starts_with(&sent_row)).map(|l| cells_after(l, "SHM"))?;
+        let recv = screen.lines().find(|l| l.starts_with(&recv_row)).map(|l| cells_after(l, "SHM"))?;
+        // gdr, sent, received, rate: rank 2 counts what it sent to `next` and what it received from `prev`.
+        (sent[1].is_some() && recv[2].is_some()).then_some(())
+    });
+    t.keys(&["2"]);
+    poll_screen(&t, "a rate on rank 2's own edge in Rings, none on the others", |screen| {
+        // Edge rows, right of the channel list: `src -> dst transport rate [unit] history`.
+        let rows: Vec<Vec<&str>> = screen
+            .lines()
+            .map(|l| l.rsplit('│').next().unwrap_or(l).split_whitespace().collect::<Vec<_>>())
+            .filter(|w| w.len() >= 5 && w[1] == "->" && w[0].parse::<u32>().is_ok())
+            .collect();
+        let own = rows.iter().find(|w| (w[0], w[2]) == ("2", next.to_string().as_str()))?;
+        let others: Vec<_> = rows.iter().filter(|w| w[0] != "2").collect();
+        let moving = own[4].parse::<f64>().is_ok_and(|r| r > 0.0);
+        (moving && others.len() == 3 && others.iter().all(|w| w[4] == "-")).then_some(())
+    });
 }
 
 /// kill -9 of one rank: within 10 s a surviving rank's snapshot, its `/metrics` and the TUI's Findings view

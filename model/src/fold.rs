@@ -12,7 +12,8 @@
 //! - decisions and warnings are appended;
 //! - kernel channels are upserted by (comm, rank, channel): totals, so a report with fewer calls than the kept
 //!   one is late and changes nothing; the profiler plugin's counters replace the last ones;
-//! - traffic changes no snapshot list (rates are the reader's: the TUI's edges, telemetry's counters);
+//! - traffic is summed by channel end (rank, channel, peer, direction): bytes, bytes moved in place and seconds
+//!   add up, a transport named once stays; rates are the reader's (the TUI's edges, telemetry's counters);
 //! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
 
 use super::comm::Communicator;
@@ -20,6 +21,7 @@ use super::diag::Finding;
 use super::events::{Event, InitFacts};
 use super::graph::ChannelCounts;
 use super::ops::{KernelChannel, OpRecord, OpState, ProxyOp};
+use super::ChannelTraffic;
 use super::Snapshot;
 
 /// Calls kept (finished and in flight).
@@ -43,6 +45,8 @@ pub const MAX_RINGS: usize = 1024;
 pub const MAX_TREES: usize = 65536;
 pub const MAX_GRAPHS: usize = 1024;
 pub const MAX_TOPOLOGIES: usize = 1024;
+/// Channel ends (rank, channel, peer, direction) whose traffic totals are kept, as many as connections.
+pub const MAX_TRAFFIC: usize = MAX_CONNECTIONS;
 /// Kernel channels (comm, rank, channel) kept: 64 channels of 128 local ranks.
 pub const MAX_KERNEL_CHANNELS: usize = 8192;
 
@@ -124,7 +128,33 @@ impl Finding {
     }
 }
 
+impl ChannelTraffic {
+    /// The same end of the same channel: (rank, channel, peer, direction).
+    pub fn same_end(&self, other: &ChannelTraffic) -> bool {
+        (self.rank, self.channel, self.peer, self.direction) == (other.rank, other.channel, other.peer, other.direction)
+    }
+}
+
 impl Snapshot {
+    /// The running totals of `t`'s channel end, once traffic was folded in.
+    pub fn traffic_total(&self, t: &ChannelTraffic) -> Option<&ChannelTraffic> {
+        self.traffic.iter().find(|o| o.same_end(t))
+    }
+
+    fn add_traffic(&mut self, t: &ChannelTraffic) {
+        let Some(total) = self.traffic.iter_mut().find(|o| o.same_end(t)) else {
+            push_bounded(&mut self.traffic, t.clone(), MAX_TRAFFIC);
+            return;
+        };
+        total.bytes = total.bytes.saturating_add(t.bytes);
+        total.in_place_bytes = match (total.in_place_bytes, t.in_place_bytes) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+        total.seconds += t.seconds;
+        total.transport = total.transport.or(t.transport);
+    }
+
     /// Applies one event within the default [`Bounds`].
     pub fn apply(&mut self, event: &Event) -> Applied {
         self.apply_within(event, &Bounds::DEFAULT)
@@ -137,7 +167,8 @@ impl Snapshot {
             Event::OpEnqueued(op) | Event::OpCompleted(op) => self.upsert_op(op, bounds.ops, &mut out),
             Event::Proxy(p) => self.upsert_proxy(p, bounds.proxy, &mut out),
             Event::ProxyTally(t) => self.upsert_proxy(&t.last, bounds.proxy, &mut out),
-            Event::Traffic(_) | Event::Snapshot => {}
+            Event::Traffic(t) => self.add_traffic(t),
+            Event::Snapshot => {}
             Event::Connection(c) => {
                 if !self.connections.contains(c) {
                     push_bounded(&mut self.connections, c.clone(), bounds.connections);
@@ -319,7 +350,7 @@ mod tests {
     use super::*;
     use crate::{
         Algorithm, ChannelTraffic, Collective, CommState, Connection, DataType, Decision, Direction, Protocol,
-        Severity, Source, Warning,
+        Severity, Source, Transport, Warning,
     };
 
     fn snap() -> Snapshot {
@@ -479,21 +510,28 @@ mod tests {
     }
 
     #[test]
-    fn traffic_and_snapshot_events_change_no_list() {
+    fn traffic_is_summed_by_channel_end_and_the_snapshot_event_changes_nothing() {
         let mut s = snap();
-        let t = ChannelTraffic {
+        let t = |direction, transport, bytes, in_place_bytes| ChannelTraffic {
             rank: 0,
             channel: 0,
             peer: 1,
-            direction: Direction::Send,
-            transport: None,
-            bytes: 10,
-            in_place_bytes: None,
-            seconds: 0.1,
+            direction,
+            transport,
+            bytes,
+            in_place_bytes,
+            seconds: 0.5,
         };
-        assert_eq!(s.apply(&Event::Traffic(t)), Applied::default());
+        assert_eq!(s.apply(&Event::Traffic(t(Direction::Send, None, 10, Some(4)))), Applied::default());
+        s.apply(&Event::Traffic(t(Direction::Send, Some(Transport::Shm), 30, Some(1))));
+        s.apply(&Event::Traffic(t(Direction::Send, None, 5, None)));
+        s.apply(&Event::Traffic(t(Direction::Recv, None, 7, None)));
+        let before = s.clone();
         assert_eq!(s.apply(&Event::Snapshot), Applied::default());
-        assert_eq!(s, snap());
+        assert_eq!(s, before);
+        let sent = ChannelTraffic { seconds: 1.5, ..t(Direction::Send, Some(Transport::Shm), 45, Some(5)) };
+        assert_eq!(s.traffic, vec![sent, t(Direction::Recv, None, 7, None)]);
+        assert_eq!(s.traffic_total(&t(Direction::Recv, None, 0, None)).map(|t| t.bytes), Some(7));
     }
 
     #[test]

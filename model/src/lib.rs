@@ -113,6 +113,10 @@ pub struct Snapshot {
     pub rings: Vec<Ring>,
     pub trees: Vec<Tree>,
     pub connections: Vec<Connection>,
+    /// Bytes each channel end moved so far: live traffic summed by (rank, channel, peer, direction), so a rank's
+    /// snapshot carries its own edges' totals (readers take rates from their growth).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traffic: Vec<ChannelTraffic>,
     pub tuning: TuningTable,
     pub decisions: Vec<Decision>,
     pub env: Vec<EnvSetting>,
@@ -155,6 +159,7 @@ impl Snapshot {
             rings: Vec::new(),
             trees: Vec::new(),
             connections: Vec::new(),
+            traffic: Vec::new(),
             tuning: TuningTable::new(),
             decisions: Vec::new(),
             env: Vec::new(),

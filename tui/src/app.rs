@@ -36,6 +36,36 @@ pub enum ReplayCmd {
     Seek(f64),
 }
 
+/// How the rank strip orders a job's ranks (`o` cycles): by rank unless the user asks, so the lines stay put
+/// while states change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StripOrder {
+    #[default]
+    Rank,
+    /// Stuck ranks (failed, not answering, named by an error finding) first, then the straggler, then by rank.
+    State,
+    /// The oldest call in flight first (in whole seconds, then by rank), ranks with none last.
+    Age,
+}
+
+impl StripOrder {
+    pub fn next(self) -> Self {
+        match self {
+            StripOrder::Rank => StripOrder::State,
+            StripOrder::State => StripOrder::Age,
+            StripOrder::Age => StripOrder::Rank,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StripOrder::Rank => "rank",
+            StripOrder::State => "state",
+            StripOrder::Age => "age",
+        }
+    }
+}
+
 /// How far `,` and `.` move a replay.
 pub const SEEK_STEP_S: f64 = 10.0;
 
@@ -58,6 +88,8 @@ pub struct App {
     pub follow_ops: bool,
     /// The rank of the job whose snapshot the views show (`<`/`>`); `None`: the connected process's.
     pub rank: Option<u32>,
+    /// The rank strip's order (`o`).
+    pub strip_order: StripOrder,
     pub quit: bool,
     /// Findings: how many lines the open detail is scrolled.
     pub scroll: u16,
@@ -83,6 +115,7 @@ impl Default for App {
             detail: false,
             follow_ops: true,
             rank: None,
+            strip_order: StripOrder::Rank,
             quit: false,
             scroll: 0,
             ops_paused: None,

@@ -229,11 +229,11 @@ pub fn live() -> crate::Live {
     let mut live = crate::Live::with_snapshot("fixture", snapshot());
     let e34 = EdgeKey { channel: 0, src: 3, dst: 4 };
     let e01 = EdgeKey { channel: 0, src: 0, dst: 1 };
-    live.traffic.set_total(e34, 0);
-    live.traffic.set_total(e01, 0);
+    live.traffic.set_total(e34, 0, None);
+    live.traffic.set_total(e01, 0, None);
     live.traffic.sample(0.0);
-    live.traffic.set_total(e34, 1_000_000_000);
-    live.traffic.set_total(e01, 10_000_000_000);
+    live.traffic.set_total(e34, 1_000_000_000, None);
+    live.traffic.set_total(e01, 10_000_000_000, None);
     live.traffic.sample(1.0);
     live.link = crate::LinkState::Live { following: true };
     live

@@ -2,7 +2,8 @@
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
 use crate::traffic::{EdgeKey, Traffic};
-use collscope_model::{Direction, Event, JobView, Snapshot, Source};
+use collscope_model::{ChannelTraffic, Direction, Event, JobView, Snapshot, Source};
+use std::time::Instant;
 
 /// The link to the source.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,9 +55,9 @@ pub enum Update {
 #[derive(Debug, Clone)]
 pub struct Live {
     pub snapshot: Snapshot,
-    /// Bytes per edge as its sender reported them, with rates.
+    /// Bytes per edge as its sender reported them, with rates: the totals of the snapshot shown.
     pub traffic: Traffic,
-    /// Bytes per edge as its receiver reported them.
+    /// Bytes per edge as its receiver reported them (the snapshot shown).
     pub received: Traffic,
     pub link: LinkState,
     /// What the source is, for the title bar ("log x.log", "http://...").
@@ -69,6 +70,8 @@ pub struct Live {
     pub shown_rank: Option<u32>,
     /// The connected process's snapshot, kept up to date while another rank's is shown.
     home: Option<Snapshot>,
+    /// The clock another rank's rates are taken on, as its snapshots arrive.
+    clock: Instant,
 }
 
 impl Live {
@@ -83,6 +86,7 @@ impl Live {
             job: None,
             shown_rank: None,
             home: None,
+            clock: Instant::now(),
         }
     }
 
@@ -98,6 +102,9 @@ impl Live {
         match update {
             Update::Snapshot(s) => {
                 *self.home_mut() = *s;
+                if self.home.is_none() {
+                    self.take_totals();
+                }
                 self.add_job_findings();
             }
             Update::Event(e) => self.apply_event(*e),
@@ -114,6 +121,9 @@ impl Live {
             Update::RankSnapshot { rank, snapshot } => {
                 if self.shown_rank == Some(rank) {
                     self.snapshot = *snapshot;
+                    // Its rates are its totals' growth between two of its snapshots.
+                    self.take_totals();
+                    self.traffic.sample(self.clock.elapsed().as_secs_f64());
                     self.add_job_findings();
                 }
             }
@@ -138,7 +148,21 @@ impl Live {
             }
         }
         self.shown_rank = rank;
+        // Every number is the shown rank's: its edges start over from its own totals.
+        self.traffic.clear();
+        self.received.clear();
+        if rank.is_none() {
+            self.take_totals();
+        }
         self.add_job_findings();
+    }
+
+    /// Sets every edge from the traffic totals of the snapshot shown.
+    fn take_totals(&mut self) {
+        for t in &self.snapshot.traffic {
+            let (edges, key) = edge(&mut self.traffic, &mut self.received, t);
+            edges.set_total(key, t.bytes, t.in_place_bytes);
+        }
     }
 
     /// The connected process's snapshot, wherever it is kept now.
@@ -163,26 +187,36 @@ impl Live {
         }
     }
 
-    /// Folds one event into the snapshot (the model's one fold) and the sender's traffic into the edge rates.
+    /// Folds one event into the connected process's snapshot (the model's one fold); while that snapshot is
+    /// shown, traffic moves its edge to the end's new total.
     fn apply_event(&mut self, event: Event) {
-        // Both ends report a transfer; the sender's report counts for the edge.
-        if let Event::Traffic(t) = &event {
-            if t.direction != Direction::Recv {
-                self.traffic.add(EdgeKey { channel: t.channel, src: t.rank, dst: t.peer }, t.bytes, t.in_place_bytes);
-            } else {
-                self.received.add(EdgeKey { channel: t.channel, src: t.peer, dst: t.rank }, t.bytes, t.in_place_bytes);
-            }
-        }
         // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.
         self.home_mut().apply(&event);
+        if let (Event::Traffic(t), None) = (&event, &self.home) {
+            if let Some(total) = self.snapshot.traffic_total(t) {
+                let (edges, key) = edge(&mut self.traffic, &mut self.received, total);
+                edges.set_total(key, total.bytes, total.in_place_bytes);
+            }
+        }
     }
 
-    /// Takes a traffic rate sample (the UI calls it once a second).
+    /// Takes a traffic rate sample of the connected process's edges (the UI calls it once a second); another
+    /// rank's are sampled as its snapshots arrive.
     pub fn sample(&mut self, now: f64) {
-        if !self.traffic.is_empty() {
+        if self.home.is_none() && !self.traffic.is_empty() {
             self.traffic.sample(now);
             self.generation += 1;
         }
+    }
+}
+
+/// The edge a channel end's traffic is on, among the sender's counts (`sent`) or the receiver's (`received`):
+/// both ends report a transfer.
+fn edge<'a>(sent: &'a mut Traffic, received: &'a mut Traffic, t: &ChannelTraffic) -> (&'a mut Traffic, EdgeKey) {
+    if t.direction == Direction::Recv {
+        (received, EdgeKey { channel: t.channel, src: t.peer, dst: t.rank })
+    } else {
+        (sent, EdgeKey { channel: t.channel, src: t.rank, dst: t.peer })
     }
 }
 
@@ -245,5 +279,47 @@ mod tests {
         live.apply(Update::Event(Box::new(Event::Connection(c.clone()))));
         live.apply(Update::Event(Box::new(Event::Connection(c))));
         assert_eq!(live.snapshot.connections.len(), 1);
+    }
+
+    #[test]
+    fn another_ranks_edges_come_from_its_own_snapshots_totals() {
+        use collscope_model::{ChannelTraffic, Transport};
+        let end = |rank, peer, direction, bytes| ChannelTraffic {
+            rank,
+            channel: 0,
+            peer,
+            direction,
+            transport: Some(Transport::Shm),
+            bytes,
+            in_place_bytes: Some(bytes / 2),
+            seconds: 0.1,
+        };
+        let e01 = EdgeKey { channel: 0, src: 0, dst: 1 };
+        let (e23, e12) = (EdgeKey { channel: 0, src: 2, dst: 3 }, EdgeKey { channel: 0, src: 1, dst: 2 });
+        let mut live = Live::new("test");
+        live.apply(Update::Event(Box::new(Event::Traffic(end(0, 1, Direction::Send, 1000)))));
+        assert_eq!(live.traffic.get(e01).unwrap().bytes, 1000);
+        live.show_rank(Some(2));
+        assert!(live.traffic.is_empty() && live.received.is_empty(), "rank 0's edges are not rank 2's");
+        let rank2 = |sent, received| {
+            let mut s = Snapshot::new(Source::Runtime);
+            s.traffic = vec![end(2, 3, Direction::Send, sent), end(2, 1, Direction::Recv, received)];
+            Update::RankSnapshot { rank: 2, snapshot: Box::new(s) }
+        };
+        live.apply(rank2(5000, 4000));
+        // The connected rank's traffic goes on into its own snapshot only.
+        live.apply(Update::Event(Box::new(Event::Traffic(end(0, 1, Direction::Send, 1000)))));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        live.apply(rank2(9000, 8000));
+        live.sample(100.0);
+        assert!(live.traffic.get(e01).is_none());
+        let sent = live.traffic.get(e23).unwrap();
+        assert_eq!((sent.bytes, sent.in_place), (9000, Some(4500)));
+        assert!(sent.rate > 0.0 && sent.history.len() == 1, "{sent:?}");
+        assert_eq!(live.received.get(e12).unwrap().bytes, 8000);
+        // Back to the connected rank: its totals, all of them.
+        live.show_rank(None);
+        assert!(live.traffic.get(e23).is_none() && live.received.is_empty());
+        assert_eq!(live.traffic.get(e01).unwrap().bytes, 2000);
     }
 }

@@ -34,22 +34,15 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// Sets the cumulative byte count of an edge (counters only grow; a smaller value means the source restarted).
-    pub fn set_total(&mut self, key: EdgeKey, bytes: u64) {
+    /// Sets the cumulative byte count of an edge, `in_place` of them moved in place where the source tells
+    /// (counters only grow; a smaller value means the source restarted).
+    pub fn set_total(&mut self, key: EdgeKey, bytes: u64, in_place: Option<u64>) {
         let edge = self.edges.entry(key).or_default();
         if bytes < edge.bytes {
             edge.last = None;
         }
         edge.bytes = bytes;
-    }
-
-    /// Adds bytes to an edge's cumulative count, `in_place` of them moved in place where the source tells.
-    pub fn add(&mut self, key: EdgeKey, bytes: u64, in_place: Option<u64>) {
-        let edge = self.edges.entry(key).or_default();
-        edge.bytes = edge.bytes.saturating_add(bytes);
-        if let Some(n) = in_place {
-            edge.in_place = Some(edge.in_place.unwrap_or(0).saturating_add(n));
-        }
+        edge.in_place = in_place;
     }
 
     /// Takes a rate sample of every edge at time `now` (seconds on any monotonic clock).
@@ -97,33 +90,31 @@ mod tests {
     #[test]
     fn rate_is_bytes_over_interval_and_history_is_bounded() {
         let mut t = Traffic::default();
-        t.set_total(K, 1000);
+        t.set_total(K, 1000, None);
         t.sample(0.0);
         assert_eq!(t.get(K).unwrap().rate, 0.0, "no rate before two samples");
-        t.set_total(K, 3000);
+        t.set_total(K, 3000, None);
         t.sample(0.5);
         assert_eq!(t.get(K).unwrap().rate, 4000.0);
-        for i in 0..(HISTORY + 5) {
-            t.add(K, 100, Some(25));
-            t.sample(1.0 + i as f64);
+        for i in 1..=(HISTORY as u64 + 5) {
+            t.set_total(K, 3000 + 100 * i, Some(25 * i));
+            t.sample(i as f64);
         }
         let e = t.get(K).unwrap();
         assert_eq!(e.history.len(), HISTORY);
         assert_eq!(e.rate, 100.0);
         assert_eq!(t.total_rate(), 100.0);
         assert_eq!(e.in_place, Some(25 * (HISTORY as u64 + 5)));
-        t.add(K, 100, None);
-        assert_eq!(t.get(K).unwrap().in_place, Some(25 * (HISTORY as u64 + 5)), "a source that does not tell");
     }
 
     #[test]
     fn counter_reset_does_not_give_a_negative_or_huge_rate() {
         let mut t = Traffic::default();
-        t.set_total(K, 5000);
+        t.set_total(K, 5000, None);
         t.sample(0.0);
-        t.set_total(K, 10);
+        t.set_total(K, 10, None);
         t.sample(1.0);
-        t.set_total(K, 110);
+        t.set_total(K, 110, None);
         t.sample(2.0);
         assert_eq!(t.get(K).unwrap().rate, 100.0);
     }

@@ -492,8 +492,9 @@ impl Comm {
                     _ => Subsys::NET,
                 };
                 nccl_info!(Subsys::INIT | sub, "{line}");
-                self.records.push_connection(est.record.clone());
             }
+            // Both ends keep theirs, the receiver's too where only the sender prints a line (P2P, SHM).
+            self.records.push_connection(est.record.clone());
             self.guards.extend(est.guard);
             if kind == model::Transport::Shm {
                 est.mem.attach_windows(self.windows.conn(w.peer));
@@ -1106,10 +1107,14 @@ mod tests {
         assert_eq!(op.enqueued_us, op.started_us, "a blocking call is enqueued as it starts");
         let (start, end, us) = (op.started_us.unwrap(), op.completed_us.unwrap(), op.duration_us.unwrap());
         assert!((end - start).abs_diff(us as u64) <= 1, "the end is the start plus the measured duration");
-        let conns = recs[0].connections();
-        // Rank 0 sends to rank 1 on each of the two channels.
-        assert_eq!(conns.len(), 2);
-        assert!(conns.iter().all(|c| c.src == 0 && c.dst == 1 && c.mode.as_deref() == Some("direct pointer")));
+        let (recvs, sends): (Vec<_>, Vec<_>) =
+            recs[0].connections().into_iter().partition(|c| c.direction == model::Direction::Recv);
+        // Rank 0 sends to rank 1 on each of the two channels (the lines it prints) and keeps the ends it
+        // receives from rank 1 on, with their transport.
+        assert_eq!(sends.len(), 2);
+        assert!(sends.iter().all(|c| c.src == 0 && c.dst == 1 && c.mode.as_deref() == Some("direct pointer")));
+        assert_eq!(recvs.len(), 2, "{recvs:?}");
+        assert!(recvs.iter().all(|c| (c.src, c.dst, c.transport) == (1, 0, model::Transport::P2p)), "{recvs:?}");
     }
 
     #[test]
@@ -1383,7 +1388,10 @@ mod tests {
 
     #[test]
     fn eager_connection_connects_rings_trees_and_one_shots_pairs_at_init() {
-        let sends = |comms: &[Comm]| comms.iter().map(|c| c.records().connections().len()).sum::<usize>();
+        let sends = |comms: &[Comm]| {
+            let conns = comms.iter().flat_map(|c| c.records().connections());
+            conns.filter(|k| k.direction != model::Direction::Recv).count()
+        };
         let comms = threads(4, &[("NCCL_RUNTIME_CONNECT", "0"), ("COLLSCOPE_ONESHOT_MAX", "0")]);
         // Ring alone: one send per rank and channel (8); the trees add sends to neighbours off the ring.
         let total = sends(&comms);

@@ -92,6 +92,12 @@ pub fn record(spec: &ConnSpec, src: u32, dst: u32, transport: model::Transport, 
     }
 }
 
+/// The receiving end's record of a connection whose line only the sender prints (P2P, SHM): kept by the
+/// receiver's rank so its received traffic has a transport and its own connections list the end.
+pub fn recv_record(spec: &ConnSpec, transport: model::Transport, mode: &str) -> Connection {
+    Connection { direction: model::Direction::Recv, ..record(spec, spec.peer.rank, spec.me.rank, transport, mode) }
+}
+
 /// The transports a communicator tries, in NCCL's order, after `NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`.
 pub fn default_chain(
     env: &collscope_debug::env::Env,

@@ -3,7 +3,7 @@
 //! step that is a plain copy of the sender's buffer is not copied at all: the receiver reads it there
 //! (`Direct::P2pRead`).
 
-use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
+use super::{record, recv_record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
 use crate::transport::conn::{ConnMem, Direct};
 use collscope_model as model;
@@ -53,7 +53,7 @@ impl Transport for P2pTransport {
         mem.allow_direct(Direct::P2pRead);
         let key = NEXT.fetch_add(1, Ordering::Relaxed);
         registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, mem.clone());
-        let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::P2p, "direct pointer");
+        let record = recv_record(spec, model::Transport::P2p, "direct pointer");
         Ok((Box::new(P2pRecv { mem, record }), key.to_le_bytes().to_vec()))
     }
 }

@@ -5,7 +5,7 @@
 //! the creator's own drop otherwise.
 
 use super::segment::{create_segment, open_segment, shm_err, sweep_stale_segments};
-use super::{record, ConnSpec, Established, PeerInfo, Pending, Transport};
+use super::{record, recv_record, ConnSpec, Established, PeerInfo, Pending, Transport};
 use crate::error::{Result, RuntimeError};
 use crate::transport::conn::ConnMem;
 use collscope_debug::{nccl_trace, Subsys};
@@ -61,7 +61,7 @@ impl Transport for ShmTransport {
         let (map, guard) = create_segment(spec.sizes.region_bytes())?;
         let name = guard.as_str().to_string();
         let mem = ConnMem::from_map(map, spec.sizes, Some(Box::new(guard)));
-        let record = record(spec, spec.peer.rank, spec.me.rank, model::Transport::Shm, "direct/direct");
+        let record = recv_record(spec, model::Transport::Shm, "direct/direct");
         Ok((Box::new(ShmRecv { mem: Arc::new(mem), record }), name.into_bytes()))
     }
 }

@@ -185,9 +185,10 @@ mod tests {
     fn wide_terminals_widen_the_table_and_add_received_bytes_and_the_share_moved_in_place() {
         let app = App { tab: Tab::Channels, ..App::default() };
         let mut live = fixture::live();
-        live.received.add(crate::traffic::EdgeKey { channel: 0, src: 3, dst: 4 }, 3 << 20, None);
+        live.received.set_total(crate::traffic::EdgeKey { channel: 0, src: 3, dst: 4 }, 3 << 20, None);
         // A quarter of what 0 sent to 1 moved in place; 3 -> 4's source does not tell.
-        live.traffic.add(crate::traffic::EdgeKey { channel: 0, src: 0, dst: 1 }, 0, Some(2_500_000_000));
+        let e01 = crate::traffic::EdgeKey { channel: 0, src: 0, dst: 1 };
+        live.traffic.set_total(e01, 10_000_000_000, Some(2_500_000_000));
         let lines = render(&app, &live, 200, 60);
         let text = screen(&lines);
         assert!(lines[1].contains("received") && lines[1].ends_with("in place rate history"), "{text}");

@@ -23,6 +23,7 @@ const HELP: &[(&str, &str)] = &[
     ("Esc", "clear the filter, close evidence"),
     ("Enter", "show the evidence and the fix of a finding; j/k then scroll it"),
     ("< >", "previous / next rank of a live job (the rank strip)"),
+    ("o", "order the rank strip by rank, state (stuck, then slow first) or age of the call in flight"),
     ("P , .", "pause / resume a replay; back / forward 10 s"),
     ("?", "this help"),
     ("q", "quit"),

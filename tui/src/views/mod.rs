@@ -124,6 +124,7 @@ impl App {
             }
             Key::Char('>') => self.step_rank(1, &snapshot.endpoints),
             Key::Char('<') => self.step_rank(-1, &snapshot.endpoints),
+            Key::Char('o') => self.strip_order = self.strip_order.next(),
             Key::Char('P') => self.replay_cmd = Some(ReplayCmd::TogglePause),
             Key::Char(',') => self.replay_cmd = Some(ReplayCmd::Seek(-SEEK_STEP_S)),
             Key::Char('.') => self.replay_cmd = Some(ReplayCmd::Seek(SEEK_STEP_S)),
@@ -185,7 +186,7 @@ pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
     ])
     .areas(frame.area());
     draw_top(frame, top, app, live);
-    strip::draw(frame, ranks, live);
+    strip::draw(frame, ranks, app, live);
     app.tab.view().draw(frame, body, app, live);
     frame.render_widget(Paragraph::new(help::bar(app)).style(style::dim()), bottom);
     if app.show_help {

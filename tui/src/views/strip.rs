@@ -1,8 +1,10 @@
 //! The rank strip of a live job, above every view: one line per rank (host, state, last completed call, the
 //! call in flight and its age, bus bandwidth, p50/p99 duration), the stuck ranks (named by an error finding,
-//! failed or not answering) in red, the slow one (the straggler) in yellow, the one shown marked `>`.
+//! failed or not answering) in red, the slow one (the straggler) in yellow, the one shown marked `>`; in the
+//! order the user chose (`o`: rank, state, age), by rank until then.
 
 use super::style;
+use crate::app::{App, StripOrder};
 use crate::live::Live;
 use collscope_model::{CommProgress, JobView, RankState, RankSummary, Severity};
 use ratatui::layout::Rect;
@@ -39,11 +41,30 @@ fn state(r: &RankSummary) -> &'static str {
     }
 }
 
+/// The communicator with the oldest call in flight, which says most about the rank.
+fn oldest(r: &RankSummary) -> Option<&CommProgress> {
+    let age = |c: &&CommProgress| c.in_flight.as_ref().map_or(-1.0, |f| f.age_s);
+    r.comms.iter().filter(|c| c.in_flight.is_some()).max_by(|a, b| age(a).total_cmp(&age(b)))
+}
+
+/// The ranks in `order`.
+fn ordered(job: &JobView, order: StripOrder) -> Vec<&RankSummary> {
+    let mut ranks: Vec<&RankSummary> = job.ranks.iter().collect();
+    match order {
+        StripOrder::Rank => ranks.sort_by_key(|r| r.rank),
+        StripOrder::State => ranks.sort_by_key(|r| (!stuck(job, r), !slow(job, r), r.rank)),
+        // Whole seconds: calls that started together keep their ranks' order as their ages grow.
+        StripOrder::Age => ranks.sort_by_key(|r| {
+            let age = oldest(r).and_then(|c| c.in_flight.as_ref()).map(|f| f.age_s as u64);
+            (std::cmp::Reverse(age), r.rank)
+        }),
+    }
+    ranks
+}
+
 fn line(r: &RankSummary, shown: bool) -> String {
     // The communicator with the oldest call in flight says most; else the first.
-    let age = |c: &&CommProgress| c.in_flight.as_ref().map_or(-1.0, |f| f.age_s);
-    let comm = r.comms.iter().filter(|c| c.in_flight.is_some()).max_by(|a, b| age(a).total_cmp(&age(b)));
-    let comm = comm.or(r.comms.first());
+    let comm = oldest(r).or(r.comms.first());
     let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
     let running = comm
         .and_then(|c| c.in_flight.as_ref())
@@ -64,14 +85,13 @@ fn line(r: &RankSummary, shown: bool) -> String {
     )
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, live: &Live) {
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
-    let title = format!("Job: {} ranks, showing {shown} (< > switch)", job.ranks.len());
+    let order = app.strip_order.as_str();
+    let title = format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len());
     let mut lines = vec![Line::styled(format!("{title:<64}GB/s p50/p99 ms"), style::bold())];
-    // Stuck and slow ranks first, so a big job's strip shows them.
-    let mut ranks: Vec<&RankSummary> = job.ranks.iter().collect();
-    ranks.sort_by_key(|r| (!stuck(job, r), !slow(job, r), r.rank));
+    let ranks = ordered(job, app.strip_order);
     let room = (area.height as usize).saturating_sub(1);
     let fit = if ranks.len() > room { room.saturating_sub(1) } else { ranks.len() };
     for r in &ranks[..fit] {
@@ -92,7 +112,7 @@ pub fn draw(frame: &mut Frame, area: Rect, live: &Live) {
 
 #[cfg(test)]
 mod tests {
-    use crate::app::App;
+    use crate::app::{App, Key, StripOrder};
     use crate::fixture;
     use crate::live::Update;
     use crate::views::testing::render;
@@ -124,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn every_rank_has_a_line_and_the_stuck_one_comes_first_with_its_finding_shown() {
+    fn every_rank_has_a_line_and_by_state_the_stuck_one_comes_first_with_its_finding_shown() {
         let mut live = fixture::live();
         let gone = RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into() };
         let stuck = Finding {
@@ -143,15 +163,58 @@ mod tests {
             RankSummary::unreachable(&gone, "timed out".into()),
         ];
         live.apply(Update::Job(Box::new(JobView { ranks, findings: vec![stuck.clone()] })));
-        let lines = render(&App::default(), &live, 80, 24);
+        let lines = render(&App { strip_order: StripOrder::State, ..App::default() }, &live, 80, 24);
         crate::views::testing::assert_fits(&lines);
         let strip = &lines[1..6];
-        assert!(strip[0].starts_with("Job: 4 ranks"), "{strip:?}");
+        assert!(strip[0].starts_with("Job: 4 ranks, showing the connected rank (< >, o: by state)"), "{strip:?}");
         assert!(strip[1].starts_with(" r3   node2   no answer"), "{strip:?}");
         assert_eq!(strip[2], " r0   node1   running   #41     AllReduce #42 5.0s           1.50    0.9/4.0");
         assert!(live.snapshot.findings.contains(&stuck), "the job's findings are in the Findings view");
         // A new job view replaces the old one's findings.
         live.apply(Update::Job(Box::default()));
         assert!(!live.snapshot.findings.contains(&stuck));
+    }
+
+    /// The rank of each strip line, top to bottom.
+    fn order(app: &App, live: &crate::Live) -> Vec<String> {
+        let lines = render(app, live, 80, 24);
+        crate::views::testing::assert_fits(&lines);
+        lines[2..6].iter().map(|l| l[1..4].trim().to_string()).collect()
+    }
+
+    #[test]
+    fn the_strip_keeps_the_order_chosen_across_refreshes_and_o_cycles_it() {
+        let mut live = fixture::live();
+        let slow = |rank| Finding {
+            code: "straggler".into(),
+            severity: Severity::Warning,
+            rank: Some(rank),
+            title: format!("rank {rank} is slow"),
+            detail: String::new(),
+            evidence: vec![],
+            fix: String::new(),
+        };
+        // A hang as the job view refreshes: the calls age, and the straggler named changes.
+        let view = |t: f64, straggler| JobView {
+            ranks: vec![rank(0, Some((42, 3.2 + t))), rank(1, None), rank(2, Some((42, 3.7 + t))), rank(3, None)],
+            findings: vec![slow(straggler)],
+        };
+        let mut app = App::default();
+        for (t, straggler) in [(0.0, 3), (1.0, 1), (2.0, 3)] {
+            live.apply(Update::Job(Box::new(view(t, straggler))));
+            assert_eq!(order(&app, &live), ["r0", "r1", "r2", "r3"], "by rank, whatever changes");
+        }
+        assert!(render(&app, &live, 80, 24)[1].contains("(< >, o: by rank)"));
+        app.key(Key::Char('o'), &live.snapshot);
+        assert_eq!(app.strip_order, StripOrder::State);
+        assert_eq!(order(&app, &live), ["r3", "r0", "r1", "r2"], "the straggler first");
+        app.key(Key::Char('o'), &live.snapshot);
+        // By age: 5.7 s and 5.2 s are 5 whole seconds, so those two stay by rank; ranks with no call last.
+        assert_eq!(order(&app, &live), ["r0", "r2", "r1", "r3"]);
+        live.apply(Update::Job(Box::new(view(2.5, 3))));
+        assert_eq!(order(&app, &live), ["r2", "r0", "r1", "r3"], "6.2 s is older than 5.7 s");
+        assert!(render(&app, &live, 80, 24)[1].contains("(< >, o: by age)"));
+        app.key(Key::Char('o'), &live.snapshot);
+        assert_eq!(order(&app, &live), ["r0", "r1", "r2", "r3"]);
     }
 }

@@ -216,29 +216,36 @@ fn off(out: &mut String, ex: &Extras) {
     }
 }
 
-fn decisions(out: &mut String, choices: &[Choice]) {
-    let _ = writeln!(out, "\nDecisions (per call, alone in its launch)");
+/// Each call's predicted time with its algorithm bandwidth and the bus bandwidth planners compare (nccl-tests'
+/// busbw: algbw times the collective's factor for `nranks`, `doc/PERFORMANCE.md`).
+fn decisions(out: &mut String, choices: &[Choice], nranks: u32) {
+    let _ = writeln!(
+        out,
+        "\nDecisions (per call, alone in its launch; busbw = algbw x nccl-tests' factor for {nranks} ranks)"
+    );
     let mut last: Option<Collective> = None;
     for c in choices {
         if last != Some(c.coll) {
             let _ = writeln!(
                 out,
-                "  {}\n  {:>9}  {:<16} {:>3} {:>11} {:>9}  {:<24} why",
-                c.coll, "size", "algo/proto", "ch", "time us", "GB/s", "runner-up"
+                "  {}\n  {:>9}  {:<16} {:>3} {:>11} {:>11} {:>11}  {:<24} why",
+                c.coll, "size", "algo/proto", "ch", "time us", "algbw GB/s", "busbw GB/s", "runner-up"
             );
             last = Some(c.coll);
         }
         let algbw = c.bytes as f64 / (c.time.time_us * 1000.0).max(f64::MIN_POSITIVE);
+        let busbw = algbw * c.coll.bus_bw_factor(nranks.max(1));
         let runner = c.runner_up().map_or("-".into(), |(a, p, t)| format!("{a}/{p} {:.1} us", t.time_us));
         let why = c.deciding_term();
         let _ = writeln!(
             out,
-            "  {:>9}  {:<16} {:>3} {:>11.1} {:>9.2}  {:<24} {why}",
+            "  {:>9}  {:<16} {:>3} {:>11.1} {:>11.2} {:>11.2}  {:<24} {why}",
             human(c.bytes),
             format!("{}/{}", c.algo, c.proto),
             c.n_channels,
             c.time.time_us,
             algbw,
+            busbw,
             runner
         );
     }
@@ -291,7 +298,7 @@ pub fn render(ex: &Explained, full: bool) -> String {
     }
     let _ = writeln!(out, "  {}", model.thresholds_line());
     off(&mut out, &ex.extras);
-    decisions(&mut out, &ex.choices);
+    decisions(&mut out, &ex.choices, model.input.n_ranks);
     for r in &ex.extras.refused {
         let _ = writeln!(out, "  {} {}: {}", r.coll, human(r.bytes), r.error);
     }
