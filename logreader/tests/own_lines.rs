@@ -3,7 +3,8 @@
 
 use collscope_logreader::message::{parse, CommInfo, CommInit, DecisionLine, Event};
 use collscope_model::lines::{
-    channel_counts_line, comm_info_line, decision_line, graph_line, init_complete_line, init_timings_line, INIT_PHASES,
+    channel_counts_line, comm_info_line, connected_rings_line, decision_line, graph_line, init_complete_line,
+    init_timings_line, INIT_PHASES,
 };
 use collscope_model::{Algorithm, ChannelCounts, Collective, Graph, InitTimings, PathType, Pattern, Protocol};
 
@@ -95,4 +96,14 @@ fn decisions_read_back_for_every_algorithm_and_protocol() {
         decision_line(Collective::AllReduce, 1048576, Algorithm::Ring, Protocol::Simple, (0, 1)),
         "AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}"
     );
+}
+
+#[test]
+fn connected_rings_reads_back() {
+    for (pxn, gdr) in [(false, false), (false, true), (true, true)] {
+        let line = connected_rings_line(pxn, gdr);
+        let Some(Event::ConnectedRings { pxn: p, gdr: g }) = parse(&line) else { panic!("{line}") };
+        assert_eq!((p, g), (Some(pxn), Some(gdr)), "{line}");
+    }
+    assert_eq!(connected_rings_line(true, false), "Connected all rings, use ring PXN 1 GDR 0");
 }

@@ -9,8 +9,8 @@
 //!
 //! The init and call lines the log reader parses in `logreader::message` have their formatters here too, so
 //! the runtime and the NCCL model write them in one place: [`comm_info_line`], [`graph_line`],
-//! [`channel_counts_line`], [`init_complete_line`], [`init_timings_line`] and [`decision_line`] (their
-//! round-trip tests are the log reader's, `logreader/tests/own_lines.rs`).
+//! [`channel_counts_line`], [`init_complete_line`], [`init_timings_line`], [`connected_rings_line`] and
+//! [`decision_line`] (their round-trip tests are the log reader's, `logreader/tests/own_lines.rs`).
 
 use crate::comm::InitTimings;
 use crate::connection::{Connection, Direction};
@@ -399,6 +399,12 @@ fn proto_upper(p: Protocol) -> &'static str {
         Protocol::Ll128 => "LL128",
         Protocol::Simple => "SIMPLE",
     }
+}
+
+/// `Connected all rings, use ring PXN 0 GDR 1` (INFO, INIT; NCCL 2.28.9 `src/transport/generic.cc`,
+/// `ncclTransportRingConnect`).
+pub fn connected_rings_line(pxn: bool, gdr: bool) -> String {
+    format!("Connected all rings, use ring PXN {} GDR {}", u8::from(pxn), u8::from(gdr))
 }
 
 /// The choice NCCL prints per call (INFO, TUNING; NCCL 2.28.9 `src/enqueue.cc`, `scheduleCollTasksToPlan`):
