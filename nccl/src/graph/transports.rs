@@ -55,6 +55,16 @@ impl Ctx<'_> {
         (rank / self.k, self.gpus[(rank % self.k) as usize])
     }
 
+    /// The rank of GPU node `gpu` on node `node`.
+    fn rank_on(&self, node: u32, gpu: usize) -> Result<u32, GraphError> {
+        let local = self
+            .gpus
+            .iter()
+            .position(|&g| g == gpu)
+            .ok_or_else(|| GraphError::Internal(format!("GPU {} has no rank", self.topo.nodes[gpu].name())))?;
+        Ok(node * self.k + local as u32)
+    }
+
     fn dev(&self, rank: u32) -> i32 {
         let (_, g) = self.local(rank);
         self.topo.nodes[g].gpu.as_ref().map_or(-1, |a| a.dev)
@@ -102,10 +112,7 @@ impl Ctx<'_> {
                 let read = if read { "/read" } else { "" };
                 let mode = match p.intermediate {
                     Some(i) => {
-                        let local = self.gpus.iter().position(|&g| g == i).ok_or_else(|| {
-                            GraphError::Internal(format!("intermediate GPU {} has no rank", self.topo.nodes[i].name()))
-                        })? as u32;
-                        let rank = node1 * self.k + local;
+                        let rank = self.rank_on(node1, i)?;
                         format!("indirect/{rank}[{}]{read}", self.dev(rank))
                     }
                     None if self.cumem => format!("CUMEM{read}"),
@@ -134,8 +141,7 @@ impl Ctx<'_> {
             let proxy = if direction == Direction::Send {
                 let via =
                     topo_paths::pxn_proxy(self.topo, gpu, net).map_err(|e| GraphError::Internal(e.to_string()))?;
-                let local = self.gpus.iter().position(|&g| g == via).unwrap_or((rank % self.k) as usize) as u32;
-                Some(rank / self.k * self.k + local).filter(|&p| p != rank)
+                Some(self.rank_on(rank / self.k, via)?).filter(|&p| p != rank)
             } else {
                 None
             };
