@@ -2,7 +2,7 @@
 //! and clear errors for bad paths.
 
 use collscope_testkit::Proc;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -158,6 +158,39 @@ fn topo_explain_log_reads_back() {
     assert!(!v["rings"].as_array().unwrap().is_empty());
     assert!(!v["tuning"]["AllReduce"].as_object().unwrap().is_empty());
     assert!(v["decisions"].as_array().unwrap().iter().any(|d| d["coll"] == "AllReduce" && d["bytes"] == 1048576));
+
+    // Every ring edge of the model reaches the log's connections with its transport: P2P (CUMEM: H100s, one
+    // process per GPU) inside a node, NET/IB/k with GPUDirect RDMA on both ends between nodes.
+    let conns = v["connections"].as_array().unwrap();
+    let find = |ch: &Value, src: u64, dst: u64, dir: &str| {
+        conns.iter().find(|c| &c["channel"] == ch && c["src"] == src && c["dst"] == dst && c["direction"] == dir)
+    };
+    let mut edges = 0;
+    for ring in v["rings"].as_array().unwrap() {
+        let order: Vec<u64> = ring["order"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
+        assert_eq!(order.len(), 16);
+        for (i, &src) in order.iter().enumerate() {
+            let dst = order[(i + 1) % order.len()];
+            edges += 1;
+            if src / 8 == dst / 8 {
+                let c = find(&ring["channel"], src, dst, "both").unwrap_or_else(|| panic!("{src} -> {dst}: {ring}"));
+                assert_eq!((&c["transport"], &c["mode"]), (&json!("P2P"), &json!("CUMEM")), "{c}");
+            } else {
+                for dir in ["send", "recv"] {
+                    let c = find(&ring["channel"], src, dst, dir).unwrap_or_else(|| panic!("{src} -> {dst} {dir}"));
+                    assert_eq!((&c["transport"], &c["net"], &c["gdrdma"]), (&json!("NET"), &json!("IB"), &json!(true)));
+                }
+            }
+        }
+    }
+    assert!(edges >= 16 * 16, "{edges} ring edges");
+    assert!(log.contains("NCCL INFO Connected all rings, use ring PXN 0 GDR 1"));
+    // Tree edges too: each rank and its parent, both ways.
+    for t in v["trees"].as_array().unwrap().iter().filter(|t| t["up"].as_i64().unwrap() >= 0) {
+        let (rank, up) = (t["rank"].as_u64().unwrap(), t["up"].as_u64().unwrap());
+        let dir = if rank / 8 == up / 8 { "both" } else { "send" };
+        assert!(find(&t["channel"], rank, up, dir).is_some() && find(&t["channel"], up, rank, dir).is_some(), "{t}");
+    }
 }
 
 #[test]

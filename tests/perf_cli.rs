@@ -156,3 +156,67 @@ fn demo_runs_a_checked_training_loop() {
     assert!(out.contains("step    1"), "{out}");
     assert!(out.contains("done: 2 steps"), "{out}");
 }
+
+/// The logs `collscope perf` on 2 processes writes with `NCCL_DEBUG=INFO` and `subsys` (None: NCCL's default),
+/// all processes' files joined, with the table it printed.
+fn perf_log(subsys: Option<&str>) -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("collscope-perf-log-{}-{}", std::process::id(), subsys.unwrap_or("")));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("nccl.%p.log").to_string_lossy().into_owned();
+    let mut env = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", file.as_str())];
+    if let Some(s) = subsys {
+        env.push(("NCCL_DEBUG_SUBSYS", s));
+    }
+    // `common::run` clears NCCL_DEBUG; this run sets it.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_collscope"));
+    cmd.args(["perf", "all_reduce", "--nranks", "2", "--launch", "processes", "--transport", "socket"])
+        .args(["-b", "8", "-e", "1K", "-f", "8", "-n", "1", "-w", "0"])
+        .env_remove("NCCL_DEBUG_SUBSYS")
+        .envs(env)
+        .env("COLLSCOPE_TIMEOUT_S", "60");
+    let o = collscope_testkit::output(&mut cmd, collscope_testkit::DEADLINE);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let mut log = String::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        log.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    (log, out)
+}
+
+#[test]
+fn the_tuning_table_is_logged_at_rank_0_and_read_back() {
+    let (log, out) = perf_log(Some("INIT,TUNING"));
+    assert_clean_table(&out, "", 3);
+    // NCCL 2.28.9's layout (src/graph/tuning.cc), once: rank 0 only, three blocks of three algorithms.
+    let rows = |head: &str| log.lines().filter(|l| l.contains(&format!("NCCL INFO {head}"))).count();
+    assert_eq!(rows("  Algorithm   |"), 3, "{log}");
+    assert_eq!(rows(" Max NThreads |"), 3, "{log}");
+    assert_eq!(rows("    AllReduce |"), 3, "{log}");
+    // BOOTSTRAP is not in the mask: NCCL prints `Bootstrap: Using` under that subsystem only.
+    assert!(!log.contains("Bootstrap: Using"), "{log}");
+
+    // `log analyze` reads the table back into the runtime's own cells: Ring is priced for AllReduce and
+    // AllGather, and the algorithms it does not run stay at 0.
+    let p = std::env::temp_dir().join(format!("collscope-perf-tuning-{}.log", std::process::id()));
+    std::fs::write(&p, &log).unwrap();
+    let (ok, json, err) = common::run(&["log", "analyze", p.to_str().unwrap(), "--json", "--no-fail"], &[]);
+    let _ = std::fs::remove_file(&p);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["unparsed_nccl_lines"], serde_json::json!([]), "{}", v["unparsed_nccl_lines"]);
+    let cell = |coll: &str, algo: &str| v["tuning"][coll][algo]["Simple"].clone();
+    assert!(cell("AllReduce", "Ring")["bw_gbps"].as_f64().unwrap() > 0.0, "{}", v["tuning"]);
+    assert!(cell("AllGather", "Ring")["bw_gbps"].as_f64().unwrap() > 0.0, "{}", v["tuning"]);
+    assert!(cell("AllReduce", "NVLS").is_null() || cell("AllReduce", "NVLS")["bw_gbps"] == 0.0, "{}", v["tuning"]);
+}
+
+#[test]
+fn bootstrap_interface_is_logged_under_nccls_default_subsystems() {
+    let (log, _) = perf_log(None);
+    assert!(log.contains("NCCL INFO Bootstrap: Using "), "{log}");
+    // TUNING is not a default subsystem.
+    assert!(!log.contains("Max NThreads"), "{log}");
+}

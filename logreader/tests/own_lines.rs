@@ -3,7 +3,8 @@
 
 use collscope_logreader::message::{parse, CommInfo, CommInit, DecisionLine, Event};
 use collscope_model::lines::{
-    channel_counts_line, comm_info_line, decision_line, graph_line, init_complete_line, init_timings_line, INIT_PHASES,
+    channel_counts_line, comm_info_line, connected_rings_line, decision_line, graph_line, init_complete_line,
+    init_timings_line, tuning_table_lines, INIT_PHASES,
 };
 use collscope_model::{Algorithm, ChannelCounts, Collective, Graph, InitTimings, PathType, Pattern, Protocol};
 
@@ -95,4 +96,47 @@ fn decisions_read_back_for_every_algorithm_and_protocol() {
         decision_line(Collective::AllReduce, 1048576, Algorithm::Ring, Protocol::Simple, (0, 1)),
         "AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}"
     );
+}
+
+#[test]
+fn connected_rings_reads_back() {
+    for (pxn, gdr) in [(false, false), (false, true), (true, true)] {
+        let line = connected_rings_line(pxn, gdr);
+        let Some(Event::ConnectedRings { pxn: p, gdr: g }) = parse(&line) else { panic!("{line}") };
+        assert_eq!((p, g), (Some(pxn), Some(gdr)), "{line}");
+    }
+    assert_eq!(connected_rings_line(true, false), "Connected all rings, use ring PXN 1 GDR 0");
+}
+
+#[test]
+fn the_tuning_table_reads_back_cell_by_cell() {
+    // Every cell distinct: (lat, bw) from its place; bandwidth 0 (a cell that is off) for NVLS.
+    let cell = |ci: usize, a: Algorithm, p: Protocol| {
+        let lat = (ci * 100 + a.id() * 10 + p.id()) as f64 + 0.5;
+        (lat, if a == Algorithm::Nvls { 0.0 } else { lat + 1.0 })
+    };
+    let origin = collscope_debug::Origin { host: "node0".into(), pid: 7 };
+    let text: Vec<String> = tuning_table_lines(|a, _| 64 * (a.id() as u32 + 1), cell)
+        .iter()
+        .map(|l| collscope_debug::format_line(collscope_debug::Level::Info, &origin, 7, 0, ("t.rs", 1), None, 0.0, l))
+        .collect();
+    assert_eq!(text.len(), 3 * (3 + Collective::TUNED.len()), "three blocks of headers, threads and rows");
+    let mut reader = collscope_logreader::Reader::new(collscope_logreader::Options { strict: true });
+    reader.read_bytes("table.log", text.join("\n").as_bytes());
+    let s = reader.finish();
+    assert!(s.unparsed_nccl_lines.is_empty(), "{:?}", s.unparsed_nccl_lines);
+    for (ci, coll) in Collective::TUNED.iter().enumerate() {
+        for &a in Algorithm::NCCL {
+            for &p in Protocol::ALL {
+                let (lat, bw) = cell(ci, a, p);
+                let got = s.tuning.get(coll).and_then(|t| t.get(&a)).and_then(|t| t.get(&p));
+                if bw > 0.0 {
+                    let got = got.unwrap_or_else(|| panic!("{coll:?} {a:?} {p:?} missing"));
+                    assert_eq!((got.lat_us, got.bw_gbps), (lat, bw), "{coll:?} {a:?} {p:?}");
+                } else {
+                    assert!(got.is_none_or(|c| c.bw_gbps == 0.0), "{coll:?} {a:?} {p:?}: {got:?}");
+                }
+            }
+        }
+    }
 }

@@ -9,8 +9,8 @@
 //!
 //! The init and call lines the log reader parses in `logreader::message` have their formatters here too, so
 //! the runtime and the NCCL model write them in one place: [`comm_info_line`], [`graph_line`],
-//! [`channel_counts_line`], [`init_complete_line`], [`init_timings_line`] and [`decision_line`] (their
-//! round-trip tests are the log reader's, `logreader/tests/own_lines.rs`).
+//! [`channel_counts_line`], [`init_complete_line`], [`init_timings_line`], [`connected_rings_line`],
+//! [`tuning_table_lines`] and [`decision_line`] (their round-trip tests are the log reader's, `logreader/tests/own_lines.rs`).
 
 use crate::comm::InitTimings;
 use crate::connection::{Connection, Direction};
@@ -399,6 +399,57 @@ fn proto_upper(p: Protocol) -> &'static str {
         Protocol::Ll128 => "LL128",
         Protocol::Simple => "SIMPLE",
     }
+}
+
+/// `Connected all rings, use ring PXN 0 GDR 1` (INFO, INIT; NCCL 2.28.9 `src/transport/generic.cc`,
+/// `ncclTransportRingConnect`).
+pub fn connected_rings_line(pxn: bool, gdr: bool) -> String {
+    format!("Connected all rings, use ring PXN {} GDR {}", u8::from(pxn), u8::from(gdr))
+}
+
+/// The TUNING table rank 0 prints at init (INFO, TUNING; NCCL 2.28.9 `src/graph/tuning.cc`,
+/// `ncclTopoTuneModel`), one string per line: NCCL's algorithms three to a block, each block an `Algorithm |`
+/// header, a `Protocol |` header (three algorithms' worth even in a short last block, as NCCL prints it), the
+/// `Max NThreads |` row and one row of `latency/bandwidth` cells per tuned collective. `max_threads` and `cell`
+/// give a cell's threads and its (latency in us, bandwidth in GB/s); `cell` takes the collective's row in
+/// [`Collective::TUNED`].
+pub fn tuning_table_lines(
+    max_threads: impl Fn(Algorithm, Protocol) -> u32,
+    cell: impl Fn(usize, Algorithm, Protocol) -> (f64, f64),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for algos in Algorithm::NCCL.chunks(3) {
+        let mut line = String::from("  Algorithm   |");
+        for a in algos {
+            line.push_str(&format!(" {:>14}   {:>14}   {:>14} |", "", a.as_str(), ""));
+        }
+        out.push(line);
+        let mut line = String::from("  Protocol    |");
+        for _ in 0..3 {
+            for p in Protocol::ALL {
+                line.push_str(&format!(" {:>14} |", p.as_str()));
+            }
+        }
+        out.push(line);
+        let mut line = String::from(" Max NThreads |");
+        for &a in algos {
+            for &p in Protocol::ALL {
+                line.push_str(&format!(" {:>14} |", max_threads(a, p)));
+            }
+        }
+        out.push(line);
+        for (ci, coll) in Collective::TUNED.iter().enumerate() {
+            let mut line = format!("{:>13} |", coll.as_str());
+            for &a in algos {
+                for &p in Protocol::ALL {
+                    let (lat, bw) = cell(ci, a, p);
+                    line.push_str(&format!("{lat:8.1}/{bw:6.1} |"));
+                }
+            }
+            out.push(line);
+        }
+    }
+    out
 }
 
 /// The choice NCCL prints per call (INFO, TUNING; NCCL 2.28.9 `src/enqueue.cc`, `scheduleCollTasksToPlan`):

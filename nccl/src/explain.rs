@@ -1,5 +1,6 @@
 //! Everything NCCL 2.28.9 would decide at init for a communicator of N identical nodes, as the model
-//! (`Snapshot` with `Source::Model`): graphs, channels, rings, trees, the tuning table and, per collective and
+//! (`Snapshot` with `Source::Model`): graphs, channels, rings, trees, each ring and tree edge's transport
+//! (`connections`), the tuning table and, per collective and
 //! size, the algorithm, protocol and channels it would pick with the runner-up; plus what only an explanation
 //! carries ([`Extras`]): why table cells are off, calls NCCL would refuse, and what `NCCL_ALGO`/`NCCL_PROTO`
 //! forcing costs against the default. `topo explain` prints it; the TUI and any other consumer can show it.
@@ -132,7 +133,7 @@ fn kind_channels(model: &TuningModel, c: &Choice) -> u32 {
 
 /// Explains a communicator of `nnodes` copies of `topology` (one rank per GPU) for float32 calls of every
 /// tuned collective at `sizes` (NCCL's nBytes). With `log`, prints NCCL's INFO lines on the way (graphs,
-/// connect, the tuning table, one TUNING line per call), as an NCCL_DEBUG=INFO log of this communicator would.
+/// connect, each ring and tree edge's transport, the tuning table, one TUNING line per call), as an NCCL_DEBUG=INFO log of this communicator would.
 pub fn explain(
     topology: &Topology,
     nnodes: u32,
@@ -154,6 +155,21 @@ pub fn explain(
         // NCCL prints the system and its paths (`ncclTopoPrint`) before the search.
         crate::topo::print::log_system(topology);
         plan.emit();
+    }
+    // Then each rank's transport setup (which logs its GPUDirect RDMA decisions) prints its edges, before the
+    // tuning model runs.
+    let edges = plan.connections(topology, env)?;
+    if log && model.input.n_ranks > 1 {
+        for e in &edges.rings {
+            nccl_info!(e.subsys, "{}", e.line());
+        }
+        nccl_info!(Subsys::INIT, "{}", edges.rings_line());
+        for e in &edges.trees {
+            nccl_info!(e.subsys, "{}", e.line());
+        }
+        nccl_info!(Subsys::INIT, "Connected all trees");
+    }
+    if log {
         model.log();
     }
 
@@ -204,6 +220,7 @@ pub fn explain(
     snapshot.nnodes = Some(nnodes);
     snapshot.topology = vec![topology.clone()];
     plan.fill(&mut snapshot);
+    snapshot.connections = edges.all().map(|e| e.conn.clone()).collect();
     snapshot.tuning = model.table();
     snapshot.decisions = choices.iter().map(Choice::decision).collect();
     snapshot.env = env.settings();
@@ -223,6 +240,7 @@ pub fn explain(
 mod tests {
     use super::*;
     use crate::graph::testing::preset;
+    use collscope_model::Transport;
 
     #[test]
     fn dgx_h100_two_nodes_is_a_model_snapshot() {
@@ -236,6 +254,16 @@ mod tests {
         assert_eq!(s.rings.len() as u32, s.channels.coll.unwrap());
         assert_eq!(s.rings[0].order.len(), 16, "rings cross both nodes");
         assert!(!s.trees.is_empty());
+        // Every ring edge has its modelled transport: P2P inside a node, NET with GPUDirect RDMA between.
+        for r in &s.rings {
+            for (i, &src) in r.order.iter().enumerate() {
+                let dst = r.order[(i + 1) % r.order.len()];
+                let c = s.connections.iter().find(|c| (c.channel, c.src, c.dst) == (r.channel, src, dst)).unwrap();
+                let net = src / 8 != dst / 8;
+                assert_eq!(c.transport, if net { Transport::Net } else { Transport::P2p }, "{c:?}");
+                assert_eq!(c.gdrdma, net.then_some(true), "{c:?}");
+            }
+        }
         assert!(s.tuning[&Collective::AllReduce][&Algorithm::Ring].contains_key(&Protocol::Simple));
         // Five collectives x two sizes, each with the choice it came from.
         assert_eq!(s.decisions.len(), 10);

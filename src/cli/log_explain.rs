@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use collscope_debug::env::Env;
 use collscope_logreader::Options;
-use collscope_model::{NodeType, Snapshot, Topology};
+use collscope_model::{NodeType, Snapshot, Topology, Transport};
 use collscope_nccl::graph::plan::MAX_MODEL_NODES;
 use collscope_nccl::replay::{self, Comparison, Context, Facts, PathCheck};
 use collscope_nccl::topo::settings::VERSION_VAR;
@@ -159,7 +159,11 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             Some((t, None))
         }
         (None, Some(p)) => {
-            let facts = Facts { sm: args.sm, gdr: collscope_logreader::gdrdma(&log) };
+            // Support shows in any NET connection using it; one without may only be too far from its NIC
+            // (`ncclTopoCheckGdr`'s distance), as on a PCIe machine whose rings cross to another NIC.
+            let mut net = log.connections.iter().filter(|c| c.transport == Transport::Net).peekable();
+            let gdr = net.peek().is_some().then(|| net.any(|c| c.gdrdma == Some(true)));
+            let facts = Facts { sm: args.sm, gdr };
             let r = replay::rebuild(p, facts, &topo_env)?;
             notes.extend(r.notes.iter().cloned());
             ctx.host = p.host.clone();

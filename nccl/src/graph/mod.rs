@@ -22,12 +22,14 @@ pub mod search;
 pub mod system;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod transports;
 pub mod trees;
 pub mod xml;
 
 pub use compute::{compute, speed_array, Request};
 pub use connect::{align, connect, CommShape, Connected, Graphs};
 pub use plan::{plan, Plan};
+pub use transports::{Connections, Edge};
 
 use collscope_debug::env::EnvError;
 use collscope_model::Graph;

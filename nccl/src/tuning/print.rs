@@ -12,43 +12,10 @@ use collscope_model::{Algorithm, Collective, Protocol};
 impl TuningModel {
     /// The TUNING table, one string per INFO line.
     pub fn table_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let n_algos = Algorithm::NCCL.len();
-        for block in 0..n_algos.div_ceil(3) {
-            let algos: Vec<Algorithm> = (0..3).filter_map(|ba| Algorithm::NCCL.get(block * 3 + ba).copied()).collect();
-            let mut line = String::from("  Algorithm   |");
-            for a in &algos {
-                line.push_str(&format!(" {:>14}   {:>14}   {:>14} |", "", a.as_str(), ""));
-            }
-            out.push(line);
-            // NCCL prints three algorithms' worth of protocol headers even in a short last block.
-            let mut line = String::from("  Protocol    |");
-            for _ in 0..3 {
-                for p in Protocol::ALL {
-                    line.push_str(&format!(" {:>14} |", p.as_str()));
-                }
-            }
-            out.push(line);
-            let mut line = String::from(" Max NThreads |");
-            for a in &algos {
-                for p in Protocol::ALL {
-                    line.push_str(&format!(" {:>14} |", self.max_threads[a.id()][p.id()]));
-                }
-            }
-            out.push(line);
-            for (ci, coll) in Collective::TUNED.iter().enumerate() {
-                let mut line = format!("{:>13} |", coll.as_str());
-                for a in &algos {
-                    for p in Protocol::ALL {
-                        let lat = self.latencies[ci][a.id()][p.id()] as f64;
-                        let bw = self.bandwidths[ci][a.id()][p.id()] as f64;
-                        line.push_str(&format!("{lat:8.1}/{bw:6.1} |"));
-                    }
-                }
-                out.push(line);
-            }
-        }
-        out
+        collscope_model::lines::tuning_table_lines(
+            |a, p| self.max_threads[a.id()][p.id()],
+            |ci, a, p| (self.latencies[ci][a.id()][p.id()] as f64, self.bandwidths[ci][a.id()][p.id()] as f64),
+        )
     }
 
     /// `Enabled NCCL Func/Proto/Algo Matrix:` followed by the matrix NCCL embeds in the same message.

@@ -10,8 +10,8 @@ use crate::transport::{PeerInfo, Transport};
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
 use collscope_model::{
-    self as model, lines, Algorithm, ChannelCounts, Communicator, Graph, InitFacts, PathType, Pattern, Protocol, Ring,
-    Topology, Tree,
+    self as model, lines, Algorithm, ChannelCounts, Collective, Communicator, Graph, InitFacts, PathType, Pattern,
+    Protocol, Ring, Topology, Tree,
 };
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
 use std::sync::{Arc, OnceLock};
@@ -166,6 +166,17 @@ pub(crate) fn log_facts(f: &InitFacts, c: &Communicator, handle: &str) {
         })
         .collect();
     nccl_info!(Subsys::INIT, "{}", lines::trees_line(&trees));
+    // NCCL 2.28.9 `ncclTopoTuneModel` prints the table on rank 0 of a communicator of more than one rank. One
+    // host thread runs each channel (`workers`); cells the runtime does not price print 0, as NCCL's do.
+    if f.rank == 0 && n(c.nranks) > 1 {
+        let cell = |ci: usize, a, p| {
+            let cell = f.tuning.get(&Collective::TUNED[ci]).and_then(|t| t.get(&a)).and_then(|t| t.get(&p));
+            cell.map_or((0.0, 0.0), |c| (c.lat_us, c.bw_gbps))
+        };
+        for line in lines::tuning_table_lines(|_, _| 1, cell) {
+            nccl_info!(Subsys::TUNING, "{line}");
+        }
+    }
     nccl_info!(Subsys::INIT, "{}", lines::channel_counts_line(&f.channels));
 }
 

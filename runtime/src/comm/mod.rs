@@ -578,7 +578,7 @@ impl Comm {
                     "collscope extension: connected every pair of ranks for OneShot ({sends} sends and {recvs} receives added)"
                 )
             }
-            _ => nccl_info!(Subsys::INIT, "Connected all rings, use ring PXN 0 GDR 0"),
+            _ => nccl_info!(Subsys::INIT, "{}", lines::connected_rings_line(false, false)),
         }
         Ok(())
     }
