@@ -261,7 +261,12 @@ fn bootstrap_interface(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
 }
 
 fn p2p_refused_shm(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
-    let shm = snap.connections.iter().filter(|c| c.transport == Transport::Shm).count();
+    // Each SHM connection once: a live rank also lists the receiving ends it holds (NCCL prints only the sender).
+    let shm = snap
+        .connections
+        .iter()
+        .filter(|c| c.transport == Transport::Shm && c.direction != collscope_model::Direction::Recv)
+        .count();
     if shm == 0 && evidence.get(&Cite::P2pDisabled).is_empty() {
         return Vec::new();
     }

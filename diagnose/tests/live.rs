@@ -66,3 +66,32 @@ fn a_quiet_model_has_no_findings() {
     s.nnodes = Some(1);
     assert!(collscope_diagnose::diagnose(&s, &Evidence::default()).is_empty());
 }
+
+#[test]
+fn a_live_ranks_receiving_ends_do_not_count_twice_as_shm_connections() {
+    let mut s = Snapshot::new(Source::Runtime);
+    s.nranks = Some(2);
+    s.env.push(EnvSetting { name: "NCCL_P2P_DISABLE".into(), value: "1".into(), rank: Some(0) });
+    // Rank 0 of two processes: its sending end to rank 1 and its receiving end from rank 1, on each of 2 channels.
+    for channel in 0..2 {
+        for (src, dst, direction) in [(0, 1, Direction::Both), (1, 0, Direction::Recv)] {
+            s.connections.push(Connection {
+                channel,
+                src,
+                dst,
+                direction,
+                transport: collscope_model::Transport::Shm,
+                mode: None,
+                net: None,
+                device: None,
+                gdrdma: None,
+                proxy_rank: None,
+                shared: false,
+                comm: None,
+            });
+        }
+    }
+    let findings = collscope_diagnose::diagnose(&s, &Evidence::default());
+    let shm = findings.iter().find(|f| f.code == "p2p_refused_shm").expect("p2p_refused_shm finding");
+    assert!(shm.detail.starts_with("2 connections use SHM instead of P2P: NCCL_P2P_DISABLE is set"), "{}", shm.detail);
+}
