@@ -46,7 +46,9 @@ mkdir -p "$out"
 bin=${ANCHOR_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/collscope-anchors}
 [ -x "$bin/mpi_allreduce" ] && [ -x "$bin/gloo_allreduce" ] || bash "$anchors" build >&2
 (cd "$root" && cargo build --release --quiet --bin collscope --example tcp_bound --example shm_ring --example crosscore)
-cs="$root/target/release/collscope"
+# Where cargo put them: CARGO_TARGET_DIR when set (relative to the repository, where cargo ran), else target/.
+release="$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/release"
+cs="$release/collscope"
 # Small sizes: many iterations; large: fewer, but 30 (with 10, one descheduled call moved a 4-rank figure by up
 # to 30 % between repetitions on 2 cores, for collscope and Open MPI alike). Quick mode cuts the work again.
 # collscope steps sizes by CF (the anchors always by 2; compare.py compares the sizes both have).
@@ -57,7 +59,7 @@ export COLLSCOPE_TIMEOUT_S=${COLLSCOPE_TIMEOUT_S:-120}
 # SETTLE_S seconds for the rate to reach half the best seen (the first five probes set it), as it would for any
 # other guest's burst, and is probed again after; compare.py names those that still ran so and how long runs waited.
 probe() {
-  "$root/target/release/examples/crosscore" 2> /dev/null | awk '$1 == "crosscore_gbps" && $2 ~ /^[0-9.]+$/ {print $2}'
+  "$release/examples/crosscore" 2> /dev/null | awk '$1 == "crosscore_gbps" && $2 ~ /^[0-9.]+$/ {print $2}'
 }
 best_xcore=0
 for _ in 1 2 3 4 5; do best_xcore=$(probe | awk -v b="$best_xcore" '{b = $1 > b ? $1 : b} END {print b}'); done
@@ -119,7 +121,7 @@ by_size() { # REP MINB MAXB SPEC... (SPEC: "NAME COLL NRANKS LAUNCH TRANSPORT FR
       if [ "$s" -lt "$from" ]; then continue; fi
       if [ "$coll" = ring ]; then
         # Under a deadline: a rank that fails leaves the others waiting (each gives up after a minute).
-        measure "$name.$rep@$s" timeout 600 "$root/target/release/examples/shm_ring" "$n" $s $s $li \
+        measure "$name.$rep@$s" timeout 600 "$release/examples/shm_ring" "$n" $s $s $li \
           || echo "plain ring $name failed, see $out/$name.$rep@$s.err" >&2
       else
         perf "$name" "$rep@$s" "$coll" "$n" "$launch" "$transport" $s $s $li $lw
@@ -132,7 +134,7 @@ anchor() { # NAME REP KIND NRANKS MINB MAXB ITERS WARMUP
 }
 tcp_bound() { # NAME REP NRANKS MINB MAXB ITERS [reduce] [ring]
   # Under a deadline: a transfer thread that fails leaves the others waiting at the next round's barrier.
-  measure "$1.$2" timeout 600 "$root/target/release/examples/tcp_bound" "${@:3}" \
+  measure "$1.$2" timeout 600 "$release/examples/tcp_bound" "${@:3}" \
     || echo "TCP bound $1 failed, see $out/$1.$2.err" >&2
 }
 # The machine's own limit, for compare.py's share of the memory bound: copy and add-reduce rates, and the cores.

@@ -18,8 +18,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 (cd "$root" && cargo build --release --quiet --bin collscope && cargo build --release --quiet -p collscope-profiler)
-bin=$root/target/release/collscope
-plugin=${plugin:-$root/target/release/libcollscope_profiler.so}
+# Where cargo put them: CARGO_TARGET_DIR when set (relative to the repository, where cargo ran), else target/.
+release="$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/release"
+bin=$release/collscope
+plugin=${plugin:-$release/libcollscope_profiler.so}
 [ -f "$plugin" ] || { echo "bench/profiler_overhead.sh: no plugin at $plugin" >&2; exit 2; }
 
 # One run: the out-of-place time (us) perf prints for SIZE.

@@ -26,7 +26,7 @@ TEST_BIN=${COLLSCOPE_TEST_BIN:-}
 if [ -z "$BIN" ] && command -v cargo >/dev/null; then
   step "build (release, feature cuda)"
   timeout 240 cargo build --release --bin collscope
-  BIN=target/release/collscope
+  BIN="$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/collscope"
   step "GPU kernels vs CPU kernels, shared-GPU AllReduce"
   timeout 240 cargo test --release -p collscope-runtime --lib cuda:: -- --nocapture
 elif [ -n "$TEST_BIN" ]; then
