@@ -140,10 +140,12 @@ impl Reader {
         self.job.finish_lines();
         infer::infer(&mut self.job);
         let mut job = self.job;
+        let inferred = infer::ring_edges(&mut job);
         job.evidence.multi_node = job.size.multi_node;
         job.snap.source = Source::Log { files: job.files.clone() };
         job.snap.log = Some(job.facts);
         job.snap.findings = collscope_diagnose::diagnose(&job.snap, &job.evidence);
+        job.snap.connections.extend(inferred);
         job.snap
     }
 }
