@@ -143,6 +143,8 @@ fn ring_edges_without_connection_lines_are_inferred() {
             gpu-b:102:102 [0] NCCL INFO Channel 00/0 : 2[0] -> 3[1] via P2P/CUMEM/read\n";
     let mut r = Reader::new(Options { strict: true });
     r.read_bytes("two_hosts", log.as_bytes());
+    // What is read so far, for a follower, holds the printed lines only (its connections only grow).
+    assert_eq!(r.snapshot().connections.iter().map(|c| c.inferred).collect::<Vec<_>>(), [false, false]);
     let s = r.finish();
     let edge = |ch: u32, src: u32, dst: u32| {
         let c: Vec<_> = s.connections.iter().filter(|c| (c.channel, c.src, c.dst) == (ch, src, dst)).collect();
