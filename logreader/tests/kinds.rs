@@ -166,3 +166,17 @@ fn ring_edges_without_connection_lines_are_inferred() {
     let why = s.log.as_ref().and_then(|l| l.inferred.iter().find(|i| i.fact == "connections"));
     assert!(why.is_some_and(|i| i.value == "8" && i.reason.contains("over IB")), "{why:?}");
 }
+/// Issue 49 on a real NCCL 2.5 log without hosts (one rank's print of 16 ranks on 2 nodes): P2P, SHM and the NET
+/// receive from 15 put ranks 0..7 on one whole node, so 7 -> 8 leaves it and is NET, inferred; 8 -> 9 stays unknown.
+#[test]
+fn a_ring_edge_leaving_a_whole_node_is_inferred_net() {
+    let Some(dir) = collscope_testkit::fixtures("issue 49's real log") else { return };
+    let s = collscope_logreader::read_paths(&[dir.join("007_nccl-392.log")], Options { strict: false }).unwrap();
+    let edge = |ch: u32, src: u32, dst: u32| s.connections.iter().find(|c| (c.channel, c.src, c.dst) == (ch, src, dst));
+    for ch in [0, 1] {
+        let c = edge(ch, 7, 8).expect("7 -> 8 inferred");
+        assert_eq!((c.transport, c.net.as_deref(), c.inferred), (Transport::Net, Some("IB"), true), "{c:?}");
+        assert!(edge(ch, 8, 9).is_none());
+        assert!(edge(ch, 15, 0).is_some_and(|c| !c.inferred), "the printed line stays");
+    }
+}

@@ -108,15 +108,16 @@ fn channels(s: &Snapshot) -> String {
 
 /// Connections per edge kind, each in its colour.
 fn transports(s: &Snapshot) -> Line<'static> {
-    let mut counts: BTreeMap<String, (usize, EdgeKind)> = BTreeMap::new();
+    // Printed kinds first, then the inferred ones (`NET?`).
+    let mut counts: BTreeMap<(bool, String), (usize, EdgeKind)> = BTreeMap::new();
     for c in &s.connections {
-        counts.entry(edge_tag(Some(c))).or_insert((0, EdgeKind::of(Some(c)))).0 += 1;
+        counts.entry((c.inferred, edge_tag(Some(c)))).or_insert((0, EdgeKind::of(Some(c)))).0 += 1;
     }
     let mut spans = vec![Span::styled(format!("{:<12}", "Transports"), bold())];
     if counts.is_empty() {
         spans.push(Span::raw("-"));
     }
-    for (tag, (n, kind)) in counts {
+    for ((_, tag), (n, kind)) in counts {
         spans.push(Span::styled(format!("{tag} x{n}  "), kind.style()));
     }
     Line::from(spans)
