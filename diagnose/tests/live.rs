@@ -88,6 +88,7 @@ fn a_live_ranks_receiving_ends_do_not_count_twice_as_shm_connections() {
                 proxy_rank: None,
                 shared: false,
                 comm: None,
+                inferred: false,
             });
         }
     }

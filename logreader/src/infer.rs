@@ -3,7 +3,7 @@
 //! says, the fact stays unknown (a single excerpt of one rank is not a job of one rank).
 
 use crate::job::{Job, Place};
-use collscope_model::{Direction, Inference, NodeType, Transport};
+use collscope_model::{Connection, Direction, Inference, NodeType, Transport};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn note(job: &mut Job, fact: &str, value: impl ToString, reason: String) {
@@ -26,6 +26,89 @@ pub fn infer(job: &mut Job) {
             note(job, "channels.coll", n, "not printed; from the ring channel prints".into());
         }
     }
+}
+
+/// Connections for the ring edges no connection line covers, each marked inferred: between two nodes (two hosts,
+/// or one rank outside a whole node's ranks) NET, NCCL's only transport off a node, over the job's network where
+/// the log names one; within a node the kind the log prints for the same pair on another channel, else none (P2P
+/// or SHM cannot be told apart).
+/// Returned rather than added, so that the diagnosis rules, which count printed connections, do not see them.
+pub fn ring_edges(job: &mut Job) -> Vec<Connection> {
+    let s = &job.snap;
+    let covered: BTreeSet<(u32, u32, u32)> = s.connections.iter().map(|c| (c.channel, c.src, c.dst)).collect();
+    let mut by_pair: BTreeMap<(u32, u32), &Connection> = BTreeMap::new();
+    for c in s.connections.iter().filter(|c| c.transport != Transport::Net) {
+        by_pair.entry((c.src, c.dst)).or_insert(c);
+    }
+    let host = |r: u32| match job.rank_host.get(&r) {
+        Some(Place::Host(h)) => Some(h.as_str()),
+        _ => None,
+    };
+    // Ranks known to share a node; a group as large as a node's exact rank count is the whole node, so a rank
+    // outside it is on another (a log without hosts: one rank's print of a 2-node ring).
+    let groups = same_node_groups(job);
+    let group = |r: u32| groups.iter().find(|g| g.contains(&r));
+    // Ranks per node: printed or counted, else the job's ranks over its nodes (as `nnodes` concluded them).
+    let even = match (s.nranks, s.nnodes) {
+        (Some(r), Some(n)) if n > 0 && r.is_multiple_of(n) => Some(r / n),
+        _ => None,
+    };
+    let per_node = Local::of(job).exact.map(|(l, _)| l).or(even).map(|l| l as usize);
+    let outside_whole_node = |a: u32, b: u32| group(a).is_some_and(|g| Some(g.len()) == per_node && !g.contains(&b));
+    let other_node = |a: u32, b: u32| {
+        matches!((host(a), host(b)), (Some(x), Some(y)) if x != y)
+            || outside_whole_node(a, b)
+            || outside_whole_node(b, a)
+    };
+    let same_node = |a: u32, b: u32| group(a).is_some_and(|g| g.contains(&b));
+    let mut out: Vec<Connection> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let (mut net, mut local) = (0usize, 0usize);
+    for ring in &s.rings {
+        let n = ring.order.len();
+        let edges = if ring.truncated {
+            n.saturating_sub(1)
+        } else if n >= 2 {
+            n
+        } else {
+            0
+        };
+        for i in 0..edges {
+            let (src, dst) = (ring.order[i], ring.order[(i + 1) % n]);
+            let key = (ring.channel, src, dst);
+            if src == dst || covered.contains(&key) || !seen.insert(key) {
+                continue;
+            }
+            let conn = match (other_node(src, dst), same_node(src, dst)) {
+                (true, _) => {
+                    net += 1;
+                    let mut c = Connection::new(ring.channel, src, dst, Direction::Send, Transport::Net);
+                    c.mode.clone_from(&s.network);
+                    c.net.clone_from(&s.network);
+                    c
+                }
+                (false, true) => match by_pair.get(&(src, dst)) {
+                    Some(&printed) => {
+                        local += 1;
+                        Connection { channel: ring.channel, device: None, ..printed.clone() }
+                    }
+                    None => continue,
+                },
+                (false, false) => continue,
+            };
+            out.push(Connection { inferred: true, ..conn });
+        }
+    }
+    if !out.is_empty() {
+        let reason = format!(
+            "no connection line for {} ring edge(s): {net} between two nodes taken as NET{}, {local} within a node \
+             given the kind the log prints for the same pair on another channel",
+            out.len(),
+            job.snap.network.as_deref().map_or(String::new(), |n| format!(" over {n}")),
+        );
+        note(job, "connections", out.len(), reason);
+    }
+    out
 }
 
 /// What the log says about ranks per node: exactly (printed, or every GPU of a node seen), or at least.

@@ -130,20 +130,27 @@ impl Reader {
         });
     }
 
-    /// The snapshot of what was read so far; reading can go on.
+    /// The snapshot of what was read so far; reading can go on. Without inferred connections: a follower takes
+    /// the connections as a list that only grows, and an inferred one goes when its line is read.
     pub fn snapshot(&self) -> Snapshot {
-        Reader { job: self.job.clone() }.finish()
+        Reader { job: self.job.clone() }.conclude(false)
     }
 
     /// Concludes: inferred facts, findings, and the snapshot.
-    pub fn finish(mut self) -> Snapshot {
+    pub fn finish(self) -> Snapshot {
+        self.conclude(true)
+    }
+
+    fn conclude(mut self, edges: bool) -> Snapshot {
         self.job.finish_lines();
         infer::infer(&mut self.job);
         let mut job = self.job;
+        let inferred = if edges { infer::ring_edges(&mut job) } else { Vec::new() };
         job.evidence.multi_node = job.size.multi_node;
         job.snap.source = Source::Log { files: job.files.clone() };
         job.snap.log = Some(job.facts);
         job.snap.findings = collscope_diagnose::diagnose(&job.snap, &job.evidence);
+        job.snap.connections.extend(inferred);
         job.snap
     }
 }

@@ -2,6 +2,7 @@
 //! release its name gives): what the reader must get out of it.
 
 use collscope_logreader::{Options, Reader};
+use collscope_model::Transport;
 use serde_json::Value;
 use std::path::Path;
 
@@ -122,4 +123,60 @@ fn item9_no_gdrdma_quotes_the_reason_the_log_gives() {
     let f = s["findings"].as_array().unwrap().iter().find(|f| f["code"] == "no_gdrdma_reported").expect("finding");
     assert!(f["detail"].as_str().unwrap().contains("disabling GDR"), "{f}");
     assert!(f["evidence"].as_array().unwrap().iter().any(|l| l["text"].as_str().unwrap().ends_with("disabling GDR")));
+}
+
+/// Issue 49: ring edges no connection line covers get a connection inferred from the hosts, marked so.
+#[test]
+fn ring_edges_without_connection_lines_are_inferred() {
+    let mut log = String::from("gpu-a:100:100 [0] NCCL INFO Using network IB\n");
+    for (rank, host, dev) in [(0, "gpu-a", 0), (1, "gpu-a", 1), (2, "gpu-b", 0), (3, "gpu-b", 1)] {
+        let (pid, comm) = (100 + rank, 0x10 + rank);
+        log += &format!(
+            "{host}:{pid}:{pid} [{dev}] NCCL INFO ncclCommInitRankConfig comm 0x{comm:x} rank {rank} nranks 4 \
+             cudaDev {dev} nvmlDev {dev} busId 1b000 commId 0x6b1f - Init START\n"
+        );
+    }
+    log += "gpu-a:100:100 [0] NCCL INFO Channel 00/03 :    0   1   2   3\n\
+            gpu-a:100:100 [0] NCCL INFO Channel 01/03 :    0   1   2   3\n\
+            gpu-a:100:100 [0] NCCL INFO Channel 02/03 :    1   0   3   2\n\
+            gpu-a:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n\
+            gpu-b:102:102 [0] NCCL INFO Channel 00/0 : 2[0] -> 3[1] via P2P/CUMEM/read\n";
+    let mut r = Reader::new(Options { strict: true });
+    r.read_bytes("two_hosts", log.as_bytes());
+    // What is read so far, for a follower, holds the printed lines only (its connections only grow).
+    assert_eq!(r.snapshot().connections.iter().map(|c| c.inferred).collect::<Vec<_>>(), [false, false]);
+    let s = r.finish();
+    let edge = |ch: u32, src: u32, dst: u32| {
+        let c: Vec<_> = s.connections.iter().filter(|c| (c.channel, c.src, c.dst) == (ch, src, dst)).collect();
+        assert!(c.len() <= 1, "one connection per edge: {c:?}");
+        c.first().map(|c| (c.transport, c.mode.clone(), c.inferred))
+    };
+    let p2p = |inferred| Some((Transport::P2p, Some("CUMEM/read".to_string()), inferred));
+    let net = Some((Transport::Net, Some("IB".to_string()), true));
+    for ch in [0, 1] {
+        assert_eq!(edge(ch, 1, 2), net, "channel {ch}: between hosts is NET, inferred");
+        assert_eq!(edge(ch, 3, 0), net, "channel {ch}");
+    }
+    // Printed lines stay as printed; the same pair on another channel takes their kind, inferred.
+    assert_eq!((edge(0, 0, 1), edge(0, 2, 3)), (p2p(false), p2p(false)));
+    assert_eq!((edge(1, 0, 1), edge(1, 2, 3)), (p2p(true), p2p(true)));
+    // Within a host with nothing said of the pair: unknown (P2P or SHM cannot be told).
+    assert_eq!((edge(2, 1, 0), edge(2, 3, 2)), (None, None));
+    assert_eq!((edge(2, 0, 3), edge(2, 2, 1)), (net.clone(), net));
+    let why = s.log.as_ref().and_then(|l| l.inferred.iter().find(|i| i.fact == "connections"));
+    assert!(why.is_some_and(|i| i.value == "8" && i.reason.contains("over IB")), "{why:?}");
+}
+/// Issue 49 on a real NCCL 2.5 log without hosts (one rank's print of 16 ranks on 2 nodes): P2P, SHM and the NET
+/// receive from 15 put ranks 0..7 on one whole node, so 7 -> 8 leaves it and is NET, inferred; 8 -> 9 stays unknown.
+#[test]
+fn a_ring_edge_leaving_a_whole_node_is_inferred_net() {
+    let Some(dir) = collscope_testkit::fixtures("issue 49's real log") else { return };
+    let s = collscope_logreader::read_paths(&[dir.join("007_nccl-392.log")], Options { strict: false }).unwrap();
+    let edge = |ch: u32, src: u32, dst: u32| s.connections.iter().find(|c| (c.channel, c.src, c.dst) == (ch, src, dst));
+    for ch in [0, 1] {
+        let c = edge(ch, 7, 8).expect("7 -> 8 inferred");
+        assert_eq!((c.transport, c.net.as_deref(), c.inferred), (Transport::Net, Some("IB"), true), "{c:?}");
+        assert!(edge(ch, 8, 9).is_none());
+        assert!(edge(ch, 15, 0).is_some_and(|c| !c.inferred), "the printed line stays");
+    }
 }

@@ -47,6 +47,9 @@ pub struct Connection {
     pub shared: bool,
     /// Communicator this connection belongs to.
     pub comm: Option<String>,
+    /// Concluded from what the log does say (a ring edge between hosts is NET), not printed by NCCL.
+    #[serde(default)]
+    pub inferred: bool,
 }
 
 impl Connection {
@@ -66,6 +69,7 @@ impl Connection {
             proxy_rank: None,
             shared: false,
             comm: None,
+            inferred: false,
         }
     }
 

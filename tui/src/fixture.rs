@@ -45,6 +45,7 @@ fn conn(channel: u32, src: u32, dst: u32, transport: Transport, mode: &str, gdr:
         proxy_rank: None,
         shared: false,
         comm: Some("0x1".into()),
+        inferred: false,
     }
 }
 

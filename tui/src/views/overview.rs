@@ -1,6 +1,6 @@
 //! Overview: the job, its network and transports, GPUDirect RDMA, init timings and the top findings.
 
-use super::style::{bold, fmt_rate, severity_style, wrap_line, EdgeKind};
+use super::style::{bold, edge_tag, fmt_rate, severity_style, wrap_line, EdgeKind};
 use crate::live::Live;
 use collscope_model::{Severity, Snapshot, Source, Transport};
 use ratatui::layout::Rect;
@@ -108,25 +108,31 @@ fn channels(s: &Snapshot) -> String {
 
 /// Connections per edge kind, each in its colour.
 fn transports(s: &Snapshot) -> Line<'static> {
-    let mut counts: BTreeMap<&str, (usize, EdgeKind)> = BTreeMap::new();
+    // Printed kinds first, then the inferred ones (`NET?`).
+    let mut counts: BTreeMap<(bool, String), (usize, EdgeKind)> = BTreeMap::new();
     for c in &s.connections {
-        let kind = EdgeKind::of(Some(c));
-        counts.entry(kind.tag()).or_insert((0, kind)).0 += 1;
+        counts.entry((c.inferred, edge_tag(Some(c)))).or_insert((0, EdgeKind::of(Some(c)))).0 += 1;
     }
     let mut spans = vec![Span::styled(format!("{:<12}", "Transports"), bold())];
     if counts.is_empty() {
         spans.push(Span::raw("-"));
     }
-    for (tag, (n, kind)) in counts {
+    for ((_, tag), (n, kind)) in counts {
         spans.push(Span::styled(format!("{tag} x{n}  "), kind.style()));
     }
     Line::from(spans)
 }
 
 fn gdr(s: &Snapshot) -> String {
-    let net: Vec<_> = s.connections.iter().filter(|c| c.transport == Transport::Net).collect();
+    // An inferred connection's GDR state is unknown: the share is of the printed ones.
+    let net: Vec<_> = s.connections.iter().filter(|c| c.transport == Transport::Net && !c.inferred).collect();
     if net.is_empty() {
-        return "no NET connections".into();
+        return if s.connections.iter().any(|c| c.inferred) {
+            "unknown: NET inferred, not printed"
+        } else {
+            "no NET connections"
+        }
+        .into();
     }
     let on = net.iter().filter(|c| c.gdrdma == Some(true)).count();
     let gpus_gdr = s.topology.iter().flat_map(|t| &t.nodes).filter_map(|n| n.gpu.as_ref()).filter(|g| g.gdr).count();

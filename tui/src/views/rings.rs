@@ -1,7 +1,7 @@
 //! Rings: per channel, the ring as a cycle of ranks grouped by host, each edge tagged and coloured by its
 //! transport, with the full transport and live rate per edge below.
 
-use super::style::{bold, dim, edge_connection, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
+use super::style::{bold, dim, edge_connection, edge_tag, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
 use crate::app::{ring_channels, App, Key};
 use crate::live::Live;
 use crate::rings::{ring_paths, RingPath};
@@ -89,15 +89,16 @@ fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], closed: bool, width: u
             host = Some(h);
         }
         let next = order[(i + 1) % order.len()];
-        let kind = EdgeKind::of(edge_connection(s, channel, rank, next));
+        let conn = edge_connection(s, channel, rank, next);
+        let (kind, tag) = (EdgeKind::of(conn), edge_tag(conn));
         let rank_text = format!("{rank}");
         let last = i + 1 == order.len();
         let edge_text = if last && !closed {
             String::new()
         } else if last {
-            format!(" ─{}▶ ↺ {next}", kind.tag())
+            format!(" ─{tag}▶ ↺ {next}")
         } else {
-            format!(" ─{}▶ ", kind.tag())
+            format!(" ─{tag}▶ ")
         };
         let need = rank_text.len() + edge_text.chars().count();
         if used + need > width && used > host_width + 1 {

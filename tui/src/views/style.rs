@@ -76,7 +76,20 @@ pub fn transport_label(c: &Connection) -> String {
     if c.shared && !mode.contains("Shared") {
         s.push_str("/Shared");
     }
+    if c.inferred {
+        s.push_str(" (inferred)");
+    }
     s
+}
+
+/// The short tag drawn on a ring edge, `?` after it when the connection was inferred, not printed (`NET?`).
+pub fn edge_tag(conn: Option<&Connection>) -> String {
+    let tag = EdgeKind::of(conn).tag();
+    if conn.is_some_and(|c| c.inferred) {
+        format!("{tag}?")
+    } else {
+        tag.to_string()
+    }
 }
 
 /// The connection carrying data from `src` to `dst` on `channel`: a send line of `src`, a receive line of `dst`,
@@ -241,5 +254,9 @@ mod tests {
         c.proxy_rank = Some(1);
         c.shared = true;
         assert_eq!(transport_label(&c), "NET/IB/0(1)/GDRDMA/Shared");
+        c.inferred = true;
+        assert_eq!(transport_label(&c), "NET/IB/0(1)/GDRDMA/Shared (inferred)");
+        assert_eq!(edge_tag(Some(&c)), "NET+GDR?");
+        assert_eq!(edge_tag(None), "?");
     }
 }

@@ -4,13 +4,14 @@
 use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
 use crate::app::{tree_channels, App, Key};
 use crate::live::Live;
-use collscope_model::{Snapshot, Tree};
+use collscope_model::{RankState, Snapshot, Tree};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
+fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+    let s = &live.snapshot;
     let channels = tree_channels(s);
     if channels.is_empty() {
         frame.render_widget(Paragraph::new(format!("No trees in {} yet.", s.source.describe())), area);
@@ -27,12 +28,24 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let known = |r: i32| nodes.iter().any(|t| t.rank as i32 == r);
     for root in nodes.iter().filter(|t| t.up < 0 || !known(t.up)) {
         if root.up >= 0 {
-            lines.push(Line::styled(format!("(parent {} not in {})", root.up, s.source.describe()), dim()));
+            lines.push(Line::styled(parent_note(live, root.up as u32), dim()));
         }
         subtree(s, &nodes, root, "", true, true, &mut lines);
     }
     let skip = app.row.min(lines.len().saturating_sub(main.height as usize));
     frame.render_widget(Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>()), main);
+}
+
+/// Where a parent whose tree line the shown snapshot lacks is: a live snapshot is one process's, so a parent in
+/// another rank of the job is there, and only a parent the job does not list is missing.
+fn parent_note(live: &Live, up: u32) -> String {
+    let summary = live.job.as_ref().and_then(|j| j.ranks.iter().find(|r| r.rank == up));
+    let listed = summary.is_some() || live.snapshot.endpoints.iter().any(|e| e.rank == up);
+    match summary.map(|r| r.state) {
+        Some(RankState::Unreachable) => format!("(parent {up}: a rank of the job that does not answer)"),
+        _ if listed => format!("(parent {up}: another rank of the job; its tree line is in its own snapshot, < >)"),
+        _ => format!("(parent {up} not in {})", live.snapshot.source.describe()),
+    }
 }
 
 fn subtree(
@@ -91,7 +104,7 @@ impl super::View for Trees {
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
-        draw(frame, area, app, &live.snapshot)
+        draw(frame, area, app, live)
     }
 
     fn rows(&self, app: &App, s: &Snapshot) -> usize {
@@ -108,6 +121,7 @@ mod tests {
     use crate::app::{App, Tab};
     use crate::fixture;
     use crate::views::testing::*;
+    use collscope_model::{JobView, RankEndpoint, RankState, RankSummary};
 
     #[test]
     fn trees_show_parents_children_and_edge_transports() {
@@ -122,5 +136,27 @@ mod tests {
         let text = screen(&render(&app, &fixture::live(), 80, 24));
         assert!(text.contains("│4 node-b"), "{text}");
         assert!(text.contains("││ └─▶ 6 (no tree line)"), "{text}");
+    }
+
+    /// A live snapshot is one process's: a parent that is another rank of the job is not missing (issue 49).
+    #[test]
+    fn a_parent_in_another_rank_of_the_live_job_is_not_said_missing() {
+        let mut live = fixture::live();
+        live.snapshot.trees.retain(|t| t.channel == 0 && t.rank == 2);
+        let parent = live.snapshot.trees[0].up;
+        let app = App { tab: Tab::Trees, ..App::default() };
+        let missing = format!("(parent {parent} not in {})", live.snapshot.source.describe());
+        assert!(screen(&render(&app, &live, 100, 24)).contains(&missing), "no job view: nothing says it exists");
+        let endpoint = RankEndpoint { rank: parent as u32, host: "node-a".into(), url: "http://127.0.0.1:1".into() };
+        let mut rank = RankSummary::unreachable(&endpoint, String::new());
+        rank.state = RankState::Idle;
+        live.job = Some(JobView { ranks: vec![rank.clone()], findings: Vec::new() });
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(!text.contains(&missing), "{text}");
+        assert!(text.contains(&format!("(parent {parent}: another rank of the job")), "{text}");
+        rank.state = RankState::Unreachable;
+        live.job = Some(JobView { ranks: vec![rank], findings: Vec::new() });
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(text.contains(&format!("(parent {parent}: a rank of the job that does not answer)")), "{text}");
     }
 }
