@@ -705,5 +705,5 @@ fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
     tui.keys(&["7"]);
     tui.wait_for(&[format!("{calls} operations"), "AllReduce".to_string()]);
     tui.keys(&["5"]);
-    tui.wait_for(&["Where steps waited", "0 -> 1"]);
+    tui.wait_for(&["Where proxy steps waited", "0 -> 1"]);
 }

@@ -7,6 +7,7 @@ pub mod app;
 #[cfg(test)]
 mod fixture;
 pub mod live;
+pub mod proxy_waits;
 pub mod rings;
 pub mod source;
 pub mod terminal;

@@ -1,6 +1,7 @@
 //! What the TUI knows right now: the latest snapshot from the source, live traffic, and the state of the link to
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
+use crate::proxy_waits::ProxyWaits;
 use crate::traffic::{EdgeKey, Traffic};
 use collscope_model::{ChannelTraffic, Direction, Event, JobView, Snapshot, Source};
 use std::time::Instant;
@@ -59,6 +60,8 @@ pub struct Live {
     pub traffic: Traffic,
     /// Bytes per edge as its receiver reported them (the snapshot shown).
     pub received: Traffic,
+    /// Where the shown rank's proxy steps waited, since this view began watching it and recently.
+    pub waits: ProxyWaits,
     pub link: LinkState,
     /// What the source is, for the title bar ("log x.log", "http://...").
     pub source_label: String,
@@ -80,6 +83,7 @@ impl Live {
             snapshot: Snapshot::new(Source::Runtime),
             traffic: Traffic::default(),
             received: Traffic::default(),
+            waits: ProxyWaits::default(),
             link: LinkState::Connecting,
             source_label: source_label.into(),
             generation: 0,
@@ -93,6 +97,7 @@ impl Live {
     pub fn with_snapshot(source_label: impl Into<String>, snapshot: Snapshot) -> Self {
         let mut live = Live::new(source_label);
         live.snapshot = snapshot;
+        live.take_waits();
         live.link = LinkState::Ended;
         live
     }
@@ -104,6 +109,7 @@ impl Live {
                 *self.home_mut() = *s;
                 if self.home.is_none() {
                     self.take_totals();
+                    self.take_waits();
                 }
                 self.add_job_findings();
             }
@@ -123,7 +129,10 @@ impl Live {
                     self.snapshot = *snapshot;
                     // Its rates are its totals' growth between two of its snapshots.
                     self.take_totals();
-                    self.traffic.sample(self.clock.elapsed().as_secs_f64());
+                    self.take_waits();
+                    let now = self.clock.elapsed().as_secs_f64();
+                    self.traffic.sample(now);
+                    self.waits.sample(now);
                     self.add_job_findings();
                 }
             }
@@ -151,8 +160,10 @@ impl Live {
         // Every number is the shown rank's: its edges start over from its own totals.
         self.traffic.clear();
         self.received.clear();
+        self.waits.clear();
         if rank.is_none() {
             self.take_totals();
+            self.take_waits();
         }
         self.add_job_findings();
     }
@@ -162,6 +173,13 @@ impl Live {
         for t in &self.snapshot.traffic {
             let (edges, key) = edge(&mut self.traffic, &mut self.received, t);
             edges.set_total(key, t.bytes, t.in_place_bytes);
+        }
+    }
+
+    /// Takes the proxy rows of the snapshot shown as reports (those already taken add nothing).
+    fn take_waits(&mut self) {
+        for p in &self.snapshot.proxy {
+            self.waits.observe(p);
         }
     }
 
@@ -188,24 +206,36 @@ impl Live {
     }
 
     /// Folds one event into the connected process's snapshot (the model's one fold); while that snapshot is
-    /// shown, traffic moves its edge to the end's new total.
+    /// shown, traffic moves its edge to the end's new total and proxy reports add to its waits.
     fn apply_event(&mut self, event: Event) {
         // `Event::Snapshot`: the source fetches the new snapshot and sends it as `Update::Snapshot`.
         self.home_mut().apply(&event);
-        if let (Event::Traffic(t), None) = (&event, &self.home) {
-            if let Some(total) = self.snapshot.traffic_total(t) {
-                let (edges, key) = edge(&mut self.traffic, &mut self.received, total);
-                edges.set_total(key, total.bytes, total.in_place_bytes);
+        if self.home.is_some() {
+            return;
+        }
+        match &event {
+            Event::Traffic(t) => {
+                if let Some(total) = self.snapshot.traffic_total(t) {
+                    let (edges, key) = edge(&mut self.traffic, &mut self.received, total);
+                    edges.set_total(key, total.bytes, total.in_place_bytes);
+                }
             }
+            Event::Proxy(p) => self.waits.observe(p),
+            Event::ProxyTally(t) => self.waits.tally(t),
+            _ => {}
         }
     }
 
-    /// Takes a traffic rate sample of the connected process's edges (the UI calls it once a second); another
-    /// rank's are sampled as its snapshots arrive.
+    /// Takes a traffic rate sample of the connected process's edges and a sample of its proxy waits (the UI
+    /// calls it once a second); another rank's are sampled as its snapshots arrive.
     pub fn sample(&mut self, now: f64) {
-        if self.home.is_none() && !self.traffic.is_empty() {
-            self.traffic.sample(now);
-            self.generation += 1;
+        if self.home.is_none() {
+            let before = self.waits.recent();
+            self.waits.sample(now);
+            if !self.traffic.is_empty() || self.waits.recent() != before {
+                self.traffic.sample(now);
+                self.generation += 1;
+            }
         }
     }
 }
@@ -321,5 +351,32 @@ mod tests {
         live.show_rank(None);
         assert!(live.traffic.get(e23).is_none() && live.received.is_empty());
         assert_eq!(live.traffic.get(e01).unwrap().bytes, 2000);
+    }
+
+    #[test]
+    fn proxy_waits_are_the_shown_ranks_own_and_a_snapshot_reread_adds_nothing() {
+        use collscope_model::{ProxyOp, ProxyWait};
+        let op = |rank, seq, secs| ProxyOp {
+            rank,
+            seq,
+            waits: vec![(ProxyWait::WaitingForRecv, secs)],
+            ..ProxyOp::default()
+        };
+        let recv = |live: &Live| live.waits.total()[ProxyWait::WaitingForRecv.index()];
+        let mut live = Live::new("test");
+        live.apply(Update::Event(Box::new(Event::Proxy(op(0, 1, 0.5)))));
+        live.apply(Update::Event(Box::new(Event::Proxy(op(0, 2, 0.25)))));
+        // The process's snapshot holds the connection's latest call, already counted.
+        live.apply(Update::Snapshot(Box::new(live.snapshot.clone())));
+        assert_eq!(recv(&live), 0.75);
+        live.show_rank(Some(2));
+        assert_eq!(recv(&live), 0.0, "rank 0's waits are not rank 2's");
+        let mut s = Snapshot::new(Source::Runtime);
+        s.proxy = vec![op(2, 7, 2.0)];
+        live.apply(Update::RankSnapshot { rank: 2, snapshot: Box::new(s) });
+        live.apply(Update::Event(Box::new(Event::Proxy(op(0, 3, 1.0)))));
+        assert_eq!(recv(&live), 2.0);
+        live.show_rank(None);
+        assert_eq!(recv(&live), 1.0, "back on rank 0, it starts over from its snapshot's rows: the latest call");
     }
 }

@@ -1,17 +1,18 @@
 //! Proxy: the NET sub-operations (one per channel, peer and direction: its latest call), in flight first with
 //! their call and age, the oldest one that stopped moving flagged, finished ones for `FINISHED_KEEP_S` after
-//! their last step; then where their steps waited, over the time window those sub-operations span.
+//! their last step; then where steps waited since this view began watching and over the last `RECENT_S` seconds
+//! (`crate::proxy_waits`), each column named by its window.
 
 use super::style::{bar, bold, dim, selected};
 use crate::app::App;
 use crate::live::{LinkState, Live};
-use collscope_model::{ProxyOp, ProxyWait, Snapshot};
+use crate::proxy_waits::{WaitSecs, RECENT_S};
+use collscope_model::{ProxyOp, ProxyWait, Snapshot, Source, Transport};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 /// How long a finished sub-operation stays listed after its last step (seconds).
@@ -71,13 +72,33 @@ fn now_us(live: &Live) -> u64 {
     }
 }
 
-fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot, now_us: u64) {
+/// Why the view has no sub-operation to list, in the source's terms.
+fn empty_reason(s: &Snapshot) -> String {
+    let transports: Vec<Transport> = s.connections.iter().map(|c| c.transport).collect();
+    match s.source {
+        Source::Log { .. } => "No proxy progress in this source (logs do not carry it).".into(),
+        Source::Model { .. } => "No proxy progress in a model (nothing runs).".into(),
+        Source::Runtime | Source::Profiler if !transports.is_empty() && !transports.contains(&Transport::Net) => {
+            let mut names: Vec<&str> = transports.iter().map(|t| t.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            format!(
+                "No NET connection: the proxy thread only serves NET (this rank's connections are {}).",
+                names.join(", ")
+            )
+        }
+        Source::Runtime | Source::Profiler => "No proxy sub-operation reported yet.".into(),
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live, now_us: u64) {
+    let s = &live.snapshot;
     if s.proxy.is_empty() {
-        frame.render_widget(Paragraph::new("No proxy progress in this source (logs do not carry it)."), area);
+        frame.render_widget(Paragraph::new(empty_reason(s)), area);
         return;
     }
     let list = listing(s, now_us);
-    let waits_height = ProxyWait::ALL.len() as u16 + 2;
+    let waits_height = ProxyWait::ALL.len() as u16 + 3;
     let [table, waits] = Layout::vertical([Constraint::Min(3), Constraint::Length(waits_height)]).areas(area);
     let running = list.rows.iter().filter(|p| p.done < p.n_steps).count();
     let mut lines = vec![
@@ -129,27 +150,42 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot, now_us: u64) {
     }
     frame.render_widget(Paragraph::new(lines), table);
 
-    // The breakdown covers what is listed; its window runs from the first step of the oldest to the last step.
-    let counted: Vec<&ProxyOp> = if list.rows.is_empty() { s.proxy.iter().collect() } else { list.rows.clone() };
-    let mut totals: BTreeMap<ProxyWait, f64> = BTreeMap::new();
-    for (w, secs) in counted.iter().flat_map(|p| &p.waits) {
-        *totals.entry(*w).or_default() += secs;
-    }
-    let sum: f64 = totals.values().sum();
-    let from = counted.iter().filter_map(|p| p.started_us).min();
-    let to = counted.iter().filter_map(|p| p.updated_us).max();
-    let window = match (from, to) {
-        (Some(f), Some(t)) => format!("over the last {}", age(secs_between(f, now_us.max(t)))),
-        _ => "since their start (this source has no times)".into(),
-    };
-    let title = format!("Where steps waited: {sum:.2} s in {} sub-operations, {window}", counted.len());
-    let mut lines = vec![Line::styled(title, bold())];
+    // A followed live source is sampled once a second; elsewhere the view's clock says nothing of the job's.
+    let followed = matches!(live.link, LinkState::Live { following: true });
+    let recent = live.waits.recent().filter(|_| followed);
+    let total = live.waits.total();
+    let mut lines = vec![
+        Line::styled("Where proxy steps waited (seconds summed over sub-operations)", bold()),
+        Line::styled(
+            format!(
+                "{:<26} {:<25} {}",
+                "",
+                "since start",
+                match recent {
+                    Some((span, _)) => format!("last {}", age(span)),
+                    None if followed => format!("last {RECENT_S:.0} s: no sample yet"),
+                    None => format!("last {RECENT_S:.0} s: not followed"),
+                }
+            ),
+            bold(),
+        ),
+    ];
     for w in ProxyWait::ALL {
-        let secs = totals.get(&w).copied().unwrap_or(0.0);
-        let frac = if sum > 0.0 { secs / sum } else { 0.0 };
-        lines.push(Line::raw(format!("{:<26} {} {:>5.1}% {secs:>7.3} s", wait_name(w), bar(frac, 30), frac * 100.0)));
+        let mut line = format!("{:<26} {}", wait_name(w), share(&total, w));
+        if let Some((_, r)) = &recent {
+            line.push_str(&format!(" {}", share(r, w)));
+        }
+        lines.push(Line::raw(line));
     }
     frame.render_widget(Paragraph::new(lines), waits);
+}
+
+/// `████···· 48.2% 1.234 s`: one state's share of the window's wait seconds, and its seconds.
+fn share(secs: &WaitSecs, w: ProxyWait) -> String {
+    let sum: f64 = secs.iter().sum();
+    let v = secs[w.index()];
+    let frac = if sum > 0.0 { v / sum } else { 0.0 };
+    format!("{} {:>5.1}% {v:>7.3} s", bar(frac, 8), frac * 100.0)
 }
 
 /// `███··· 48`: a 6-cell bar and the count.
@@ -181,7 +217,7 @@ impl super::View for Proxy {
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, app: &App, live: &Live) {
-        draw(frame, area, app, &live.snapshot, now_us(live))
+        draw(frame, area, app, live, now_us(live))
     }
 
     fn rows(&self, _app: &App, s: &Snapshot) -> usize {
@@ -194,9 +230,9 @@ mod tests {
     use super::{listing, FINISHED_KEEP_S};
     use crate::app::{App, Tab};
     use crate::fixture;
-    use crate::live::LinkState;
+    use crate::live::{LinkState, Live, Update};
     use crate::views::testing::*;
-    use collscope_model::{ProxyOp, Snapshot, Source};
+    use collscope_model::{Connection, Direction, Event, ProxyOp, ProxyWait, Snapshot, Source, Transport};
 
     fn sub(seq: u64, channel: u32, done: u64, started_s: f64, updated_s: f64) -> ProxyOp {
         let us = |s: f64| Some((s * 1e6) as u64);
@@ -245,13 +281,73 @@ mod tests {
         );
         assert!(text.contains("     3  450 ms 00 3 -> 4   send █████·  48 ████··  40 ███···  32    64"), "{text}");
         assert!(text.contains("     3  440 ms 00 4 <- 3   recv ██████  64 ███···  36 ███···  30    64"), "{text}");
-        assert!(text.contains("Where steps waited: 0.80 s in 2 sub-operations, over the last 450 ms"), "{text}");
-        assert!(text.contains("waiting for peer (credit)  ███████████···················  37.5%   0.300 s"), "{text}");
+        // Read to its end, the view's clock says nothing of the job's: no recent window, the total only.
+        assert!(text.contains("since start               last 10 s: not followed"), "{text}");
+        assert!(text.contains("waiting for peer (credit)  ███·····  37.5%   0.300 s\n"), "{text}");
         assert!(!text.contains("STUCK"), "{text}");
         // Followed live, long after the fixture's steps: the oldest in-flight one is flagged.
         let text = screen(&render(&app, &fixture::live(), 80, 24));
         let stuck: Vec<&str> = text.lines().filter(|l| l.contains("STUCK")).collect();
         assert!(stuck.len() == 1 && stuck[0].contains("3 -> 4"), "{text}");
         assert_fits(&render(&app, &fixture::live(), 80, 24));
+    }
+
+    #[test]
+    fn a_followed_job_shows_its_last_ten_seconds_beside_the_total_each_named_by_its_window() {
+        let app = App { tab: Tab::Proxy, ..App::default() };
+        let mut live = Live::new("test");
+        live.apply(Update::Link(LinkState::Live { following: true }));
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(text.contains("No proxy sub-operation reported yet."), "{text}");
+        // Ten seconds waiting for the peer, then ten waiting for data, one call a second on one connection.
+        for s in 0..=20u64 {
+            let (wait, other) = if s <= 10 {
+                (ProxyWait::WaitingForPeer, ProxyWait::WaitingForData)
+            } else {
+                (ProxyWait::WaitingForData, ProxyWait::WaitingForPeer)
+            };
+            let op = ProxyOp { seq: s, waits: vec![(wait, 1.0), (other, 0.0)], ..sub(s, 0, 8, 0.0, 0.0) };
+            live.apply(Update::Event(Box::new(Event::Proxy(op))));
+            live.sample(s as f64);
+        }
+        let text = screen(&render(&app, &live, 80, 24));
+        assert!(text.contains("since start               last 10.0 s"), "{text}");
+        assert!(
+            text.contains("waiting for data (GPU)     ████····  47.6%  10.000 s ████████ 100.0%  10.000 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("waiting for peer (credit)  ████····  52.4%  11.000 s ········   0.0%   0.000 s"),
+            "{text}"
+        );
+        assert_fits(&render(&app, &live, 80, 24));
+    }
+
+    #[test]
+    fn without_sub_operations_the_view_says_why_in_the_sources_terms() {
+        let app = App { tab: Tab::Proxy, ..App::default() };
+        let mut s = Snapshot::new(Source::Runtime);
+        s.connections = vec![
+            Connection::new(0, 0, 1, Direction::Send, Transport::Shm),
+            Connection::new(1, 0, 1, Direction::Send, Transport::P2p),
+            Connection::new(2, 0, 1, Direction::Send, Transport::Shm),
+        ];
+        let mut live = Live::with_snapshot("test", s.clone());
+        live.link = LinkState::Live { following: true };
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(
+            text.contains(
+                "No NET connection: the proxy thread only serves NET (this rank's connections are P2P, SHM)."
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("logs do not carry it"), "{text}");
+        // A NET connection whose sub-operations have not been reported yet is not said to be missing.
+        s.connections.push(Connection::new(3, 0, 2, Direction::Send, Transport::Net));
+        let text = screen(&render(&app, &Live::with_snapshot("test", s), 100, 24));
+        assert!(text.contains("No proxy sub-operation reported yet."), "{text}");
+        let log = Snapshot::new(Source::Log { files: vec!["a.log".into()] });
+        let text = screen(&render(&app, &Live::with_snapshot("test", log), 100, 24));
+        assert!(text.contains("No proxy progress in this source (logs do not carry it)."), "{text}");
     }
 }

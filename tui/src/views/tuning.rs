@@ -4,7 +4,7 @@
 use super::style::{bold, dim, fmt_bytes, fmt_us};
 use crate::app::{tuned_collectives, App, Key};
 use crate::live::Live;
-use collscope_model::{Algorithm, Protocol, Snapshot, TuningCell};
+use collscope_model::{Algorithm, Collective, Protocol, Snapshot, TuningCell};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -62,6 +62,20 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
             };
             lines.push(Line::raw(format!("  {upto} {}/{}", algo.as_str(), proto.as_str())));
         }
+        // The runtime chooses its extension on its own terms (a size bound, its channel counts), which this
+        // first-order model does not price: where it ran, say so beside the model's best cells.
+        for ((algo, proto), (from, to)) in extension_runs(s, coll) {
+            lines.push(Line::styled(
+                format!(
+                    "  {:>9} .. {:<9} {}/{} ran: collscope's extension",
+                    fmt_bytes(from),
+                    fmt_bytes(to),
+                    algo.as_str(),
+                    proto.as_str()
+                ),
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        }
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled("Recent calls", bold()));
@@ -81,6 +95,17 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     }
     lines.extend(recent.into_iter().map(Line::raw));
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// The sizes (smallest, largest) at which the runtime's decisions chose an extension algorithm for `coll`, by
+/// (algorithm, protocol).
+fn extension_runs(s: &Snapshot, coll: Collective) -> BTreeMap<(Algorithm, Protocol), (u64, u64)> {
+    let mut out: BTreeMap<(Algorithm, Protocol), (u64, u64)> = BTreeMap::new();
+    for d in s.decisions.iter().filter(|d| d.coll == coll && d.algo.is_extension()) {
+        let range = out.entry((d.algo, d.proto)).or_insert((d.bytes, d.bytes));
+        *range = (range.0.min(d.bytes), range.1.max(d.bytes));
+    }
+    out
 }
 
 /// Blue (slow) to red (fast).
@@ -148,7 +173,7 @@ mod tests {
     use crate::app::{App, Tab};
     use crate::fixture;
     use crate::views::testing::*;
-    use collscope_model::Collective;
+    use collscope_model::Decision;
 
     #[test]
     fn crossovers_follow_lat_plus_bytes_over_bw() {
@@ -192,5 +217,43 @@ mod tests {
         let text = screen(&render(&app, &live, 80, 24));
         assert!(text.contains("OneShot            8.0/5.0"), "{text}");
         assert!(text.contains("OneShot: a collscope extension, not an NCCL algorithm"), "{text}");
+    }
+
+    #[test]
+    fn best_cells_by_size_include_the_extension_where_the_runtime_chose_it() {
+        let app = App { tab: Tab::Tuning, ..App::default() };
+        let mut snap = fixture::snapshot();
+        // Slower than Tree/LL at every size in the first-order model, yet what the runtime ran.
+        let cell = TuningCell { lat_us: 30.0, bw_gbps: 1.0 };
+        snap.tuning
+            .entry(Collective::AllReduce)
+            .or_default()
+            .entry(Algorithm::OneShot)
+            .or_default()
+            .insert(Protocol::Ll, cell);
+        let text = screen(&render(&app, &crate::Live::with_snapshot("fixture", snap.clone()), 80, 40));
+        assert!(!text.contains("ran: collscope's extension"), "not chosen, not listed: {text}");
+        let decision = |bytes, algo| Decision {
+            coll: Collective::AllReduce,
+            bytes,
+            algo,
+            proto: Protocol::Ll,
+            n_channels: 1,
+            time_us: None,
+            runner_up: None,
+            reason: None,
+            datatype: None,
+            rank: Some(0),
+        };
+        snap.decisions.extend([
+            decision(8, Algorithm::OneShot),
+            decision(16 << 10, Algorithm::OneShot),
+            decision(1 << 20, Algorithm::Tree),
+        ]);
+        snap.decisions.push(Decision { coll: Collective::AllGather, ..decision(1 << 30, Algorithm::OneShot) });
+        let text = screen(&render(&app, &crate::Live::with_snapshot("fixture", snap), 80, 40));
+        let best = text.split("Best cell by size").nth(1).unwrap_or_default();
+        assert!(best.contains("        8 B .. 16.0 KiB  OneShot/LL ran: collscope's extension"), "{text}");
+        assert!(!best.contains("1.0 GiB"), "another collective's decision: {text}");
     }
 }
