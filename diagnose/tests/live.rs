@@ -75,21 +75,7 @@ fn a_live_ranks_receiving_ends_do_not_count_twice_as_shm_connections() {
     // Rank 0 of two processes: its sending end to rank 1 and its receiving end from rank 1, on each of 2 channels.
     for channel in 0..2 {
         for (src, dst, direction) in [(0, 1, Direction::Both), (1, 0, Direction::Recv)] {
-            s.connections.push(Connection {
-                channel,
-                src,
-                dst,
-                direction,
-                transport: collscope_model::Transport::Shm,
-                mode: None,
-                net: None,
-                device: None,
-                gdrdma: None,
-                proxy_rank: None,
-                shared: false,
-                comm: None,
-                inferred: false,
-            });
+            s.connections.push(Connection::new(channel, src, dst, direction, collscope_model::Transport::Shm));
         }
     }
     let findings = collscope_diagnose::diagnose(&s, &Evidence::default());
