@@ -133,9 +133,10 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
             Transport::Net => format!("NET/{} (between nodes)", c.net.as_deref().unwrap_or("?")),
             t => t.to_string(),
         };
+        let label = if c.inferred { format!("{label}, inferred: no line printed it") } else { label };
         *kinds.entry(label).or_default() += 1;
     }
-    if kinds.is_empty() {
+    if !s.connections.iter().any(|c| !c.inferred) {
         let _ = writeln!(o, "  no connection lines in the log");
     }
     for (k, n) in kinds {
@@ -143,7 +144,7 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
     }
 
     let _ = writeln!(o, "\n== GPUDirect RDMA");
-    let net: Vec<_> = s.connections.iter().filter(|c| c.transport == Transport::Net).collect();
+    let net: Vec<_> = s.connections.iter().filter(|c| c.transport == Transport::Net && !c.inferred).collect();
     let with = net.iter().filter(|c| c.gdrdma == Some(true)).count();
     let state = match gdrdma(s) {
         None => "no NET connections".to_string(),

@@ -161,7 +161,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         (None, Some(p)) => {
             // Support shows in any NET connection using it; one without may only be too far from its NIC
             // (`ncclTopoCheckGdr`'s distance), as on a PCIe machine whose rings cross to another NIC.
-            let mut net = log.connections.iter().filter(|c| c.transport == Transport::Net).peekable();
+            let mut net = log.connections.iter().filter(|c| c.transport == Transport::Net && !c.inferred).peekable();
             let gdr = net.peek().is_some().then(|| net.any(|c| c.gdrdma == Some(true)));
             let facts = Facts { sm: args.sm, gdr };
             let r = replay::rebuild(p, facts, &topo_env)?;
