@@ -67,7 +67,9 @@ fn many_channels_scroll_in_the_channel_list() {
     let app = App { tab: Tab::Rings, channel: 3, ..App::default() };
     let text = view(&live, app);
     assert!(text.contains(">ch 03") && text.contains("Channel 03: 2 ranks"), "{text}");
-    assert!(text.contains(" 0 ─?▶ 1 ─?▶ ↺ 0"), "{text}");
+    // Two nodes and no connection line: each edge is inferred NET, and marked so.
+    assert!(text.contains(" 0 ─NET?▶ 1 ─NET?▶ ↺ 0"), "{text}");
+    assert!(text.contains("0 -> 1     NET (inferred)"), "{text}");
 }
 
 #[test]
