@@ -299,6 +299,7 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
     assert!(replaced, "the shipped config lists 127.0.0.1 targets");
     let dir = temp_dir("prometheus");
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    std::fs::copy(root().join("dashboards/alerts.yml"), dir.join("alerts.yml")).unwrap();
     let web = format!("127.0.0.1:{}", free_port());
     let _prometheus = Proc::spawn(
         Command::new("prometheus")
@@ -334,7 +335,38 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
         assert!(value > 0.0, "{q}: {result:?}");
         assert_eq!(result[0]["metric"]["job"], "collscope");
     }
+    // Every shipped alert evaluates against the real series without an error (a vector matching that the
+    // demo's labels make ambiguous would show here, not in promtool's unit tests).
+    let rules = wait_for("Prometheus to evaluate the shipped alerts", || {
+        let text = client().get(format!("http://{web}/api/v1/rules")).send().ok()?.text().ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let rules: Vec<serde_json::Value> = v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        rules.iter().all(|r| r["health"] != "unknown").then_some(rules)
+    });
+    assert!(rules.len() >= 10, "{rules:?}");
+    for r in &rules {
+        assert_eq!(r["health"], "ok", "{}: {}", r["name"], r["lastError"]);
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_shipped_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    for args in [&["check", "rules", "alerts.yml"][..], &["test", "rules", "alerts.test.yml"]] {
+        let mut cmd = Command::new("promtool");
+        cmd.args(args).current_dir(root().join("dashboards"));
+        let out = collscope_testkit::output(&mut cmd, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Metric family names a PromQL expression uses (histogram series names map to their family).

@@ -193,6 +193,7 @@ mod tests {
             comms: vec![CommProgress {
                 comm: None,
                 last_completed: last,
+                last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
                     seq,
                     coll: Collective::AllReduce,

@@ -56,6 +56,9 @@ pub struct InFlight {
 pub struct CommProgress {
     pub comm: Option<String>,
     pub last_completed: Option<u64>,
+    /// When the latest call completed (microseconds since the UNIX epoch): what a "no progress" alert reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completed_us: Option<u64>,
     pub in_flight: Option<InFlight>,
     /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
     pub recent_starts: Vec<(u64, u64)>,
@@ -119,11 +122,13 @@ impl RankSummary {
             let p = by_comm.entry(o.comm.as_deref()).or_insert_with(|| CommProgress {
                 comm: o.comm.as_deref().map(str::to_string),
                 last_completed: None,
+                last_completed_us: None,
                 in_flight: None,
                 recent_starts: Vec::new(),
             });
             if o.state == OpState::Completed {
                 p.last_completed = p.last_completed.max(Some(o.seq));
+                p.last_completed_us = p.last_completed_us.max(o.completed_us);
             }
             let began = o.started_us.or(o.enqueued_us);
             if o.state.in_flight() && p.in_flight.as_ref().is_none_or(|f| o.seq < f.seq) {
@@ -187,6 +192,7 @@ mod tests {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
             if seq < 39 {
                 o.state = OpState::Completed;
+                o.completed_us = Some(seq * 1000 + 500);
                 o.duration_us = Some(seq as f64);
                 o.busbw_gbps = Some(2.0);
             }
@@ -197,7 +203,7 @@ mod tests {
         let r = &sums[0];
         assert_eq!((r.rank, r.state, r.host.as_deref()), (1, RankState::Running, Some("h1")));
         let c = &r.comms[0];
-        assert_eq!(c.last_completed, Some(38));
+        assert_eq!((c.last_completed, c.last_completed_us), (Some(38), Some(38_500)));
         let f = c.in_flight.as_ref().unwrap();
         assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
         assert_eq!(c.recent_starts.len(), MAX_RECENT);

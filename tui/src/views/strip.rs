@@ -128,6 +128,7 @@ mod tests {
             comms: vec![CommProgress {
                 comm: None,
                 last_completed: Some(41),
+                last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
                     seq,
                     coll: Collective::AllReduce,
