@@ -42,6 +42,7 @@ pub struct JobRule {
 
 pub const JOB_RULES: &[JobRule] = &[
     JobRule { code: "rank_not_arrived", check: job::not_arrived },
+    JobRule { code: "collective_mismatch", check: job::mismatch },
     JobRule { code: "straggler", check: job::straggler },
     JobRule { code: "rank_unreachable", check: job::unreachable },
 ];

@@ -3,7 +3,7 @@
 //! merges from every rank into a [`JobView`] with the job-level findings.
 
 use super::diag::Finding;
-use super::names::Collective;
+use super::names::{Collective, DataType, RedOp};
 use super::ops::OpState;
 use super::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -62,6 +62,23 @@ pub struct CommProgress {
     pub in_flight: Option<InFlight>,
     /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
     pub recent_starts: Vec<(u64, u64)>,
+    /// What each of the latest calls was, oldest first: ranks that called different things at one sequence
+    /// number (PyTorch Flight Recorder's mismatch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_calls: Vec<CallSig>,
+}
+
+/// What a rank called at one sequence number: the fields every rank of a collective must agree on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSig {
+    pub seq: u64,
+    pub coll: Collective,
+    pub count: u64,
+    pub datatype: DataType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<RedOp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<i32>,
 }
 
 /// One rank's summary: what `/api/v1/summary` serves and `/api/v1/job` merges.
@@ -125,6 +142,7 @@ impl RankSummary {
                 last_completed_us: None,
                 in_flight: None,
                 recent_starts: Vec::new(),
+                recent_calls: Vec::new(),
             });
             if o.state == OpState::Completed {
                 p.last_completed = p.last_completed.max(Some(o.seq));
@@ -138,12 +156,18 @@ impl RankSummary {
             if let Some(t) = began {
                 p.recent_starts.push((o.seq, t));
             }
+            let sig =
+                CallSig { seq: o.seq, coll: o.coll, count: o.count, datatype: o.datatype, op: o.op, root: o.root };
+            p.recent_calls.push(sig);
         }
         let mut comms: Vec<CommProgress> = by_comm.into_values().take(MAX_COMMS).collect();
         for c in &mut comms {
             c.recent_starts.sort_unstable();
             let cut = c.recent_starts.len().saturating_sub(MAX_RECENT);
             c.recent_starts.drain(..cut);
+            c.recent_calls.sort_unstable_by_key(|c| c.seq);
+            let cut = c.recent_calls.len().saturating_sub(MAX_RECENT);
+            c.recent_calls.drain(..cut);
         }
         let mut durations: Vec<f64> = ops.iter().filter_map(|o| o.duration_us).collect();
         durations.sort_by(f64::total_cmp);
@@ -208,6 +232,9 @@ mod tests {
         assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
         assert_eq!(c.recent_starts.len(), MAX_RECENT);
         assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
+        assert_eq!(c.recent_calls.len(), MAX_RECENT);
+        let last = c.recent_calls.last().unwrap();
+        assert_eq!((last.seq, last.coll, last.count, last.datatype), (40, Collective::AllReduce, 256, DataType::F32));
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
         let json = serde_json::to_value(&sums[0]).unwrap();
         assert_eq!(json["state"], "running");

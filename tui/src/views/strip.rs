@@ -136,6 +136,7 @@ mod tests {
                     age_s,
                 }),
                 recent_starts: vec![],
+                recent_calls: Vec::new(),
             }],
             busbw_gbps: Some(1.5),
             p50_us: Some(900.0),
