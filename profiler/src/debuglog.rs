@@ -58,6 +58,8 @@ pub(crate) struct DebugLog {
     read: u64,
     /// Bytes fed since the last conclusion.
     fresh: bool,
+    /// Among them a connection line: concluded at once, so the traffic drained next carries its transport.
+    urgent: bool,
     concluded: Option<Instant>,
     /// Connections the log reader has that were handed on (it only appends them).
     conns_sent: usize,
@@ -84,20 +86,21 @@ impl DebugLog {
             input,
             read: 0,
             fresh: false,
+            urgent: false,
             concluded: None,
             conns_sent: 0,
             facts_sent: None,
         }
     }
 
-    /// Reads what the file gained (at most [`CHUNK`] bytes) and, when due or `now_all` (the last drain), hands on
-    /// the rings, trees and connections not handed on yet. `rank` is this process's rank (of its first
+    /// Reads what the file gained (at most [`CHUNK`] bytes) and, when due, when it holds a connection line or
+    /// when `now_all` (the last drain), hands on the rings, trees and connections not handed on yet. `rank` is this process's rank (of its first
     /// communicator); `comms` name the log's communicators as the plugin does.
     pub(crate) fn poll(&mut self, rank: u32, comms: &[Known], now_all: bool) -> Found {
         let mut found = Found { warning: self.read_more(), events: Vec::new() };
         let due = self.concluded.is_none_or(|at| at.elapsed() >= CONCLUDE_EVERY);
-        if self.fresh && (due || now_all || found.warning.is_some()) {
-            self.fresh = false;
+        if self.fresh && (due || now_all || self.urgent || found.warning.is_some()) {
+            (self.fresh, self.urgent) = (false, false);
             self.concluded = Some(Instant::now());
             found.events = self.events(&self.reader.snapshot(), rank, comms);
         }
@@ -159,6 +162,9 @@ impl DebugLog {
             self.reader.feed(&mut self.input, bytes);
             self.read += bytes.len() as u64;
             self.fresh = true;
+            // Every connection line says `via` (`src/transport/{p2p,shm,net}.cc`); one cut between two reads waits
+            // for the next conclusion.
+            self.urgent |= bytes.windows(5).any(|w| w == b" via ");
         }
     }
 
@@ -249,8 +255,14 @@ nodeA:7:9 [0] NCCL INFO Trees [0] 1/2/-1->0->-1 [1] 1/-1/-1->0->2
         assert_eq!(trees, [(0, 0, -1, vec![1, 2, -1]), (1, 0, 2, vec![1, -1, -1])]);
         assert!(log.poll(0, &comms, true).events.is_empty(), "nothing new, nothing handed on");
 
-        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(CONN.as_bytes()).unwrap();
-        let found = log.poll(0, &comms, true);
+        let append = |line: &str| {
+            std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(line.as_bytes()).unwrap()
+        };
+        append("nodeA:7:9 [0] NCCL INFO P2P Chunksize set to 131072\n");
+        assert!(log.poll(0, &comms, false).events.is_empty(), "read, and concluded when due");
+        append(CONN);
+        // Just concluded, but a connection line is handed on at once (`now_all` false).
+        let found = log.poll(0, &comms, false);
         let [Event::Connection(c)] = &found.events[..] else { panic!("{:?}", found.events) };
         assert_eq!((c.channel, c.src, c.dst, c.direction, c.transport), (0, 0, 1, Direction::Both, Transport::P2p));
         assert_eq!(c.comm.as_deref(), Some("world"), "the log's communicator by its commId");
