@@ -6,8 +6,8 @@
 pub mod job;
 
 use collscope_model::{
-    Cite, Collective, Evidence, Finding, GdrCheck, JobView, LineRef, LogFacts, Severity, Snapshot, Source, Transport,
-    Warning,
+    evidence, Cite, Collective, Evidence, Finding, GdrCheck, JobView, LineRef, LogFacts, Severity, Snapshot, Source,
+    Transport, Warning,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -118,23 +118,14 @@ fn log_args(snap: &Snapshot) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
-/// A disabled check's place: host, the GPU as printed, the NIC.
-fn gdr_place(g: &GdrCheck) -> String {
-    let mut out = g.host.clone().unwrap_or_else(|| "host ?".to_string());
-    if let Some(gpu) = &g.gpu {
-        out.push_str(&format!(" {gpu}"));
-    }
-    if let Some(nic) = g.hca_name.as_deref().or(g.hca.as_deref()) {
-        out.push_str(&format!("{}HCA {nic}", if g.gpu.is_some() { " / " } else { " " }));
-    }
-    out
-}
-
-/// The checks that leave a GPU (or a NIC) without GPUDirect RDMA, each (host, GPU, NIC) once: a per-GPU check
-/// counts unless NCCL enabled it for that GPU with another NIC (it checks every NIC, and uses the near one).
-fn gdr_off(snap: &Snapshot) -> Vec<&GdrCheck> {
+/// The checks that disabled GPUDirect RDMA, each (host, GPU, NIC) once. Without connection lines to show it
+/// off (`connections_off`), a per-GPU check counts only if NCCL enabled no other NIC for that GPU: it checks
+/// every NIC, and uses the near one.
+fn gdr_off(snap: &Snapshot, connections_off: bool) -> Vec<&GdrCheck> {
     let checks: Vec<&GdrCheck> = log(snap).iter().flat_map(|l| &l.gdr_checks).collect();
-    let on = |g: &GdrCheck| checks.iter().any(|e| e.enabled && e.host == g.host && e.gpu == g.gpu && e.gpu.is_some());
+    let on = |g: &GdrCheck| {
+        !connections_off && checks.iter().any(|e| e.enabled && e.host == g.host && e.gpu == g.gpu && e.gpu.is_some())
+    };
     let mut seen = BTreeSet::new();
     checks
         .iter()
@@ -144,7 +135,10 @@ fn gdr_off(snap: &Snapshot) -> Vec<&GdrCheck> {
         .collect()
 }
 
-/// Why GPUDirect RDMA is off, from the first check that printed the reason: (code, why, fix).
+const REPORTED_FIX: &str = "Follow what that line reports: the network plugin's or driver's requirements for \
+     GPUDirect RDMA (its documentation names the module, library or setting it needs).";
+
+/// Why one check disabled GPUDirect RDMA, with its line quoted: (code, why, fix).
 fn gdr_reason(g: &GdrCheck, level: Option<&str>) -> (&'static str, String, &'static str) {
     let reason = g.reason.as_deref().unwrap_or("");
     let quote = g.line.as_ref().map_or(String::new(), |l| format!(": `{}`", l.text.trim()));
@@ -186,8 +180,7 @@ fn gdr_reason(g: &GdrCheck, level: Option<&str>) -> (&'static str, String, &'sta
     (
         "no_gdrdma_reported",
         format!("the {} says why{quote}", g.net.as_deref().map_or("log".to_string(), |n| format!("NET/{n} network"))),
-        "Follow what that line reports: the network plugin's or driver's requirements for GPUDirect RDMA (its \
-         documentation names the module, library or setting it needs).",
+        REPORTED_FIX,
     )
 }
 
@@ -198,7 +191,7 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         .filter(|c| c.transport == Transport::Net && c.net.as_deref() != Some("Socket"))
         .collect();
     let without = net.iter().filter(|c| c.gdrdma == Some(false)).count();
-    let off = gdr_off(snap);
+    let off = gdr_off(snap, without > 0);
     // Without connection lines, NCCL's own checks decide; on a job known to be one node they do not matter.
     let single = snap.nnodes == Some(1) && !multi_node(snap, evidence);
     if without == 0 && (!net.is_empty() || off.is_empty() || single) {
@@ -228,12 +221,7 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         gdr_reason(g, level)
     } else if let Some(l) = said {
         ev.push(l.clone());
-        (
-            "no_gdrdma_reported",
-            format!("the log says why: `{}`", l.text.trim()),
-            "Follow what that line reports: the network plugin's or driver's requirements for GPUDirect RDMA (its \
-             documentation names the module, library or setting it needs).",
-        )
+        ("no_gdrdma_reported", format!("the log says why: `{}`", l.text.trim()), REPORTED_FIX)
     } else if level.is_some() || read.is_some() || env(snap, "NCCL_GDR_DISABLE").is_some() {
         ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into()), Cite::Env("NCCL_NET_GDR_READ".into())]));
         let mut set: Vec<String> = level.map(|l| format!("NCCL_NET_GDR_LEVEL={l}")).into_iter().collect();
@@ -269,7 +257,7 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         let places: Vec<String> = off
             .iter()
             .take(8)
-            .map(|g| format!("{} ({})", gdr_place(g), g.reason.as_deref().unwrap_or("disabled, no reason printed")))
+            .map(|g| format!("{} ({})", g.place(), g.reason.as_deref().unwrap_or("disabled, no reason printed")))
             .collect();
         let more = off.len().saturating_sub(places.len());
         detail.push_str(&format!(
@@ -364,8 +352,10 @@ fn one_machine(snap: &Snapshot) -> Option<String> {
     if hosts.len() < 2 || comms.iter().any(|c| c.local_ranks.is_none_or(|l| l != 1)) {
         return None;
     }
+    // Loopback and a machine-local bridge (docker0 gives 172.17.0.2 to the first container of every machine)
+    // repeat across machines; another shared address is one machine's (host networking).
     let mut by_address: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for b in &snap.bootstrap {
+    for b in snap.bootstrap.iter().filter(|b| !suspicious_interface(&b.name) && !b.address.starts_with("127.")) {
         if let Some(h) = b.host.as_deref() {
             by_address.entry(b.address.as_str()).or_default().insert(h);
         }
@@ -388,6 +378,8 @@ fn one_machine(snap: &Snapshot) -> Option<String> {
     None
 }
 
+/// NCCL groups ranks into nodes by host hash: the host name and boot id, or NCCL_HOSTID (NCCL 2.28.9
+/// `src/misc/utils.cc`, getHostHash); P2P and SHM also need the peers' processes and memory in sight.
 fn same_machine(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     let Some(why) = one_machine(snap) else { return Vec::new() };
     let n = snap.communicators.iter().filter_map(|c| c.host.as_deref()).collect::<BTreeSet<_>>().len();
@@ -680,18 +672,29 @@ fn init_hang(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     if stuck.is_empty() {
         return Vec::new();
     }
-    let completed = comms.iter().any(|c| c.state == CommState::Ready);
-    // An excerpt may simply end after Init START: a hang needs other ranks that moved on, or errors and
-    // timeouts printed after it.
-    let later = !snap.warnings.is_empty();
+    let started: BTreeSet<u32> = stuck.iter().filter_map(|&i| comms[i].rank).collect();
+    let nranks = stuck.iter().filter_map(|&i| comms[i].nranks).max().unwrap_or(0);
+    let ids: BTreeSet<&str> = stuck.iter().filter_map(|&i| comms[i].comm_id.as_deref()).collect();
+    // An excerpt may simply end after Init START: a hang needs other ranks of that communicator that completed
+    // (by its commId, or without one the same size and another rank), or errors printed after the START.
+    let completed = comms.iter().any(|c| {
+        c.state == CommState::Ready
+            && match c.comm_id.as_deref() {
+                Some(id) if !ids.is_empty() => ids.contains(id),
+                _ => c.nranks == Some(nranks) && c.rank.is_some_and(|r| !started.contains(&r)),
+            }
+    });
+    let starts: Vec<&LineRef> = stuck.iter().flat_map(|&i| evidence.get(&Cite::InitStart(i))).collect();
+    let later = snap
+        .warnings
+        .iter()
+        .filter_map(|w| w.line.as_ref())
+        .any(|w| w.file == evidence::LIVE || starts.iter().any(|s| s.file == w.file && s.line < w.line));
     if !completed && !later {
         return Vec::new();
     }
-    let started: BTreeSet<u32> = stuck.iter().filter_map(|&i| comms[i].rank).collect();
     let ranks: Vec<String> = started.iter().map(u32::to_string).collect();
     // Ranks of the same communicator that printed neither START nor COMPLETE never arrived (or were not logged).
-    let nranks = stuck.iter().filter_map(|&i| comms[i].nranks).max().unwrap_or(0);
-    let ids: BTreeSet<&str> = stuck.iter().filter_map(|&i| comms[i].comm_id.as_deref()).collect();
     let present: BTreeSet<u32> = comms
         .iter()
         .filter(|c| c.comm_id.as_deref().is_some_and(|id| ids.contains(id)))
@@ -913,7 +916,10 @@ fn peers_gone(snap: &Snapshot, evidence: &Evidence) -> Option<(Vec<String>, Vec<
     let ws: Vec<&Warning> =
         snap.warnings.iter().filter(|w| w.class != "peer" && PEER_GONE.iter().any(|m| w.text.contains(m))).collect();
     let closed: Vec<&collscope_model::PeerClosed> = log(snap).iter().flat_map(|l| &l.peers_closed).collect();
-    if ws.is_empty() && closed.is_empty() {
+    // A closed proxy connection alone is also a process that exited without destroying its communicator, as
+    // many jobs do at their end: it names the dead peer only beside a failure.
+    let failed = snap.warnings.iter().any(|w| w.class != "input" && w.class != "peer");
+    if ws.is_empty() && (closed.is_empty() || !failed) {
         return None;
     }
     let mut who: BTreeSet<String> = BTreeSet::new();

@@ -220,6 +220,13 @@ fn no_gdrdma_quotes_the_reason_the_log_printed() {
     // 2.18 and later print no reason on the per-NIC line: NET/IB found neither peer memory nor DMA-BUF.
     let s = read(&["a:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'", net]);
     assert!(finding(&s, "no_gdrdma_no_module").detail.contains("nvidia-peermem"));
+    // A network plugin that says so, in its words.
+    let s = read(&[
+        "a:1:1 [0] NCCL INFO NET/OFI Could not disable CUDA API usage for HMEM, disabling GDR",
+        "a:1:1 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/AWS Libfabric/0",
+    ]);
+    let f = finding(&s, "no_gdrdma_reported");
+    assert!(f.detail.contains("NET/OFI network says why") && f.detail.contains("disabling GDR`"), "{}", f.detail);
     // NCCL_NET_GDR_READ=0 turns it off for sends.
     let s = read(&["a:1:1 [0] NCCL INFO NCCL_NET_GDR_READ set by environment to 0.", net]);
     assert!(finding(&s, "no_gdrdma_env").detail.contains("NCCL_NET_GDR_READ=0 (no GDR for sends)"));
@@ -283,6 +290,14 @@ fn two_pods_on_one_machine_are_told_so_not_to_install_ib() {
     let f = finding(&s, "same_machine");
     assert!(f.detail.contains("same address 10.131.0.5") && f.fix.contains("NCCL_HOSTID"), "{}", f.detail);
     assert!(!has(&s, "socket_not_ib"), "{:?}", codes(&s));
+    // docker0's first address repeats on every machine: no sign of one machine.
+    let s = read(&[
+        "n1:7:7 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>",
+        "n2:8:8 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.2<0>",
+        "n1:7:9 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+        "n2:8:9 [0] NCCL INFO comm 0x2 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+    ]);
+    assert!(!has(&s, "same_machine"), "{:?}", codes(&s));
     // Distinct GPUs without a shared address: inferred, and said so.
     let s = read(&[
         "pod-a:7:9 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
@@ -318,8 +333,13 @@ fn an_excerpt_that_ends_at_init_start_is_no_hang() {
     let start =
         "a:1:1 [0] NCCL INFO ncclCommInitRank comm 0x10 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0x99 - Init START";
     assert!(!has(&read(&[start]), "init_hang"));
+    // Another communicator that completed before, or an error before the START, shows nothing about this one.
+    let other = "a:1:1 [0] NCCL INFO ncclCommInitRank comm 0x20 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0x77 - Init COMPLETE";
+    let warn = "a:1:1 [0] bootstrap.cc:1 NCCL WARN Bootstrap : no socket interface found";
+    let s = read(&[other, warn, start]);
+    assert!(!has(&s, "init_hang"), "{:?}", codes(&s));
     // An error after it: time passed and init did not finish.
-    let s = read(&[start, "a:1:1 [0] bootstrap.cc:1 NCCL WARN Bootstrap : no socket interface found"]);
+    let s = read(&[start, warn]);
     assert!(has(&s, "init_hang"), "{:?}", codes(&s));
 }
 
@@ -365,6 +385,12 @@ fn a_dead_peer_is_not_a_watchdog_timeout() {
     assert_eq!(w.severity, Severity::Warning, "a consequence");
     assert!(w.detail.contains("peer_died"), "{}", w.detail);
     assert_eq!(s.findings[0].code, "peer_died", "the cause comes first: {:?}", codes(&s));
+    // At the end of a job that did not destroy its communicators the same line is no failure.
+    let s = read(&[
+        "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+        "a:1:5 [0] NCCL INFO [Service thread] Connection closed by localRank 1",
+    ]);
+    assert!(s.findings.is_empty(), "{:?}", codes(&s));
     // A broken pipe to a known address names that host; NCCL's remote error string says a process exited.
     let s = read(&[
         "b:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",

@@ -60,6 +60,20 @@ pub struct GdrCheck {
     pub line: Option<LineRef>,
 }
 
+impl GdrCheck {
+    /// Where the check was made, in words: the host, the GPU as printed, the NIC (`node01 GPU 2 / HCA 0`).
+    pub fn place(&self) -> String {
+        let mut out = self.host.clone().unwrap_or_else(|| "host ?".to_string());
+        if let Some(gpu) = &self.gpu {
+            out.push_str(&format!(" {gpu}"));
+        }
+        if let Some(nic) = self.hca_name.as_deref().or(self.hca.as_deref()) {
+            out.push_str(&format!("{}HCA {nic}", if self.gpu.is_some() { " / " } else { " " }));
+        }
+        out
+    }
+}
+
 /// How a GPU Direct RDMA line names the GPU: NCCL changed it over releases (`src/transport/net_ib.cu` in 2.3,
 /// `src/transport/net.cc` in 2.4 and 2.5, `src/graph/paths.cc` since 2.6; 2.28.9 prints the rank).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
