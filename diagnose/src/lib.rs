@@ -218,6 +218,9 @@ fn no_gdrdma(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
     };
     let (code, why, fix) = if let Some(g) = off.iter().min_by_key(rank) {
         ev.extend(off.iter().filter_map(|g| g.line.clone()).take(Evidence::MAX_PER_KIND));
+        if g.distance.is_some() {
+            ev.extend(cite(evidence, &[Cite::Env("NCCL_NET_GDR_LEVEL".into())]));
+        }
         gdr_reason(g, level)
     } else if let Some(l) = said {
         ev.push(l.clone());
@@ -287,7 +290,12 @@ fn single_node(snap: &Snapshot, evidence: &Evidence) -> bool {
     if multi_node(snap, evidence) {
         return false;
     }
-    snap.nnodes == Some(1) || snap.communicators.iter().any(|c| c.local_ranks.is_some() && c.local_ranks == c.nranks)
+    // A communicator of the whole job (not a node-local split) whose ranks are all local.
+    snap.nnodes == Some(1)
+        || snap
+            .communicators
+            .iter()
+            .any(|c| c.local_ranks.is_some() && c.local_ranks == c.nranks && c.nranks == snap.nranks)
 }
 
 /// `Failed to open libibverbs.so[.1]`: a WARN before 2.12 (`src/misc/ibvwrap.cc`), INFO since; harmless where

@@ -209,7 +209,9 @@ fn no_gdrdma_quotes_the_reason_the_log_printed() {
     assert!(f.fix.contains("`collscope log explain t.log --gdr on`") && !f.fix.contains("LOG "), "{}", f.fix);
     // 2.28.9: too far, and no connection lines at all.
     let far = "a:1:1 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 0 / HCA 0 (distance 6 > 4)";
-    let f = finding(&read(&[far]), "no_gdrdma_distance").clone();
+    let level = "a:1:1 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to PIX";
+    let f = finding(&read(&[level, far]), "no_gdrdma_distance").clone();
+    assert!(f.detail.contains("(NCCL_NET_GDR_LEVEL=PIX)") && f.evidence.iter().any(|l| l.text == level), "{f:?}");
     assert!(f.detail.contains("no NET connection lines") && f.detail.contains("(distance 6 > 4)`"), "{}", f.detail);
     assert!(f.detail.contains("a GPU of rank 0 / HCA 0 (distance 6 > 4)"), "{}", f.detail);
     // ... but not when NCCL enabled it for that GPU with another NIC, nor on a job known to be one node.
