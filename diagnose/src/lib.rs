@@ -966,10 +966,12 @@ fn peer_died(snap: &Snapshot, evidence: &Evidence) -> Vec<Finding> {
         Severity::Error,
         "A peer process died",
         format!(
-            "The log says {named} went away (remote process exited, connection closed or broken pipe): the ranks              that waited on it fail or time out as a consequence, not as the cause."
+            "The log says {named} went away (remote process exited, connection closed or broken pipe): the ranks \
+             that waited on it fail or time out as a consequence, not as the cause."
         ),
         ev,
-        "Read that process's own output for why it exited (an exception, CUDA error, out of memory, the OOM killer          in `dmesg`, a signal from the scheduler); timeouts on the other ranks follow from it.",
+        "Read that process's own output for why it exited (an exception, CUDA error, out of memory, the OOM killer \
+         in `dmesg`, a signal from the scheduler); timeouts on the other ranks follow from it.",
     )]
 }
 

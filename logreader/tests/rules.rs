@@ -382,6 +382,7 @@ fn a_dead_peer_is_not_a_watchdog_timeout() {
     ]);
     let f = finding(&s, "peer_died");
     assert!(f.detail.contains("rank 1 (local rank 1 on a)"), "{}", f.detail);
+    assert!(!f.detail.contains("  ") && !f.fix.contains("  "), "{f:?}");
     assert_eq!(f.severity, Severity::Error);
     let w = finding(&s, "watchdog_timeout");
     assert_eq!(w.severity, Severity::Warning, "a consequence");
