@@ -156,14 +156,10 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
         for g in l.gdr_checks.iter().take(6) {
             let _ = writeln!(
                 o,
-                "  {} for {}{}{}",
+                "  {} for {}{}",
                 if g.enabled { "enabled" } else { "disabled" },
-                g.rank.map_or(String::new(), |r| format!("rank {r} / ")),
-                g.hca_name.as_deref().or(g.hca.as_deref()).map_or(String::new(), |h| format!("HCA {h}")),
-                g.reason.as_deref().map_or(String::new(), |r| match (g.distance, g.level) {
-                    (Some(d), Some(lv)) => format!(" (distance {d}, level {lv})"),
-                    _ => format!(" ({r})"),
-                })
+                g.place(),
+                g.reason.as_deref().map_or(String::new(), |r| format!(" ({r})"))
             );
         }
     }

@@ -5,7 +5,7 @@ use super::*;
 use crate::message::{setup, GdrLine};
 use collscope_model::{
     BootstrapInterface, ChannelCounts, CommState, Communicator, Connection, Direction, EnvSetting, GdrCheck, NetDevice,
-    Ring, Transport, Tree, Warning,
+    PeerClosed, Ring, Transport, Tree, Warning,
 };
 
 impl Job {
@@ -121,6 +121,19 @@ impl Job {
         }
     }
 
+    /// A benchmark's `# Rank N ... on HOST device D` line: it lists every rank, so the job has at least N+1
+    /// ranks, on as many nodes as hosts named (all on one host: one node).
+    pub(super) fn bench_rank(&mut self, text: &str) {
+        let Some((rank, host)) = message::bench::rank_line(text) else { return };
+        const SOURCE: &str = "the benchmark's `# Rank` lines";
+        self.printed_nranks(rank.saturating_add(1), SOURCE);
+        if self.first_time(13, &[host.as_bytes()]) {
+            self.bench_hosts += 1;
+            let n = self.bench_hosts;
+            self.printed_nnodes(n, SOURCE);
+        }
+    }
+
     /// Whether the fact made of `parts` (under `tag`) is new; lists the model keeps deduplicated go through it
     /// rather than comparing with every element kept.
     pub(super) fn first_time(&mut self, tag: u64, parts: &[&[u8]]) -> bool {
@@ -135,6 +148,8 @@ impl Job {
         let check = GdrCheck {
             host: host.map(str::to_string),
             rank: g.rank.or(rank),
+            gpu: g.gpu,
+            net: g.net,
             hca: g.hca,
             hca_name: g.hca_name,
             enabled: g.enabled,
@@ -144,10 +159,13 @@ impl Job {
             line: None,
         };
         let mut id = FastHash(1);
-        for text in [&check.host, &check.hca, &check.hca_name, &check.reason] {
+        for text in [&check.host, &check.hca, &check.hca_name, &check.reason, &check.net] {
             id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
         }
-        for n in [check.rank, check.distance, check.level] {
+        id.bytes(check.gpu.as_ref().map_or(String::new(), |g| format!("{g:?}")).as_bytes());
+        // A line that names its GPU is the same check whether or not its process's rank was known yet.
+        let rank = if check.gpu.is_some() { g.rank } else { check.rank };
+        for n in [rank, check.distance, check.level] {
             id.word(n.map_or(u64::MAX, u64::from));
         }
         id.word(check.enabled.into());
@@ -389,6 +407,14 @@ impl Job {
             Event::TopoEnd => self.streams.entry(stream).or_default().tree.clear(),
             Event::Path(p) => self.path(key, p),
             Event::P2pDisabled => self.cite(Cite::P2pDisabled, at),
+            Event::PeerClosed(local_rank) => {
+                let host = key.host.unwrap_or("").as_bytes();
+                if self.first_time(12, &[host, &local_rank.to_le_bytes()]) {
+                    let host = key.host.map(str::to_string);
+                    self.facts.peers_closed.push(PeerClosed { host, local_rank, seen_by: rank });
+                }
+                self.cite(Cite::PeerClosed, at);
+            }
             Event::Ll128Disabled => self.cite(Cite::Ll128Disabled, at),
             Event::ChannelsLimited => self.cite(Cite::ChannelsLimited, at),
         }

@@ -294,6 +294,8 @@ pub struct Job {
     /// Files that had a line cut (each is warned about once).
     cut_files: FastSet<usize>,
     dropped: Dropped,
+    /// Hosts a benchmark's `# Rank` lines named.
+    bench_hosts: u32,
 }
 
 impl Job {
@@ -333,6 +335,7 @@ impl Job {
             matrix: None,
             cut_files: FastSet::default(),
             dropped: Dropped::default(),
+            bench_hosts: 0,
         }
     }
 
@@ -551,6 +554,9 @@ impl Job {
         if self.last_context.insert(at.file, hash) == Some(hash) && !text.is_empty() {
             self.facts.stats.duplicate_lines += 1;
             return;
+        }
+        if text.trim_start().starts_with('#') {
+            self.bench_rank(text);
         }
         let said = classify::context(text);
         if said.error {

@@ -2,6 +2,8 @@
 //! hand-written parser runs only on its candidates. Formats follow NCCL 2.28.9 and the older forms seen in real
 //! logs (2.4 to 2.27), RCCL's additions, and the network plugins' lines that name themselves.
 
+pub mod bench;
+pub mod failure;
 pub mod setup;
 pub mod topo;
 pub mod tuning;
@@ -102,6 +104,8 @@ pub enum Event {
     ChannelsLimited,
     /// `init.cc:1089 -> 2`: an error code passed up the stack.
     ErrorTrace,
+    /// `[Service thread] Connection closed by localRank 1`: that local rank's process went away.
+    PeerClosed(u32),
     /// Understood, nothing to keep.
     Known,
 }

@@ -5,7 +5,7 @@
 
 use super::scan::{field, find, Scan};
 use super::Event;
-use collscope_model::{ChannelCounts, NetDevice, PluginNote};
+use collscope_model::{ChannelCounts, GdrGpu, NetDevice, PluginNote};
 
 /// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
 /// ... - Init START|COMPLETE`.
@@ -48,7 +48,8 @@ pub struct NvlsComm {
 pub struct GdrLine {
     pub net: Option<String>,
     pub enabled: bool,
-    /// Per GPU/HCA lines: the rank and the NIC.
+    /// Per GPU/HCA lines: the GPU as printed, the rank where that is what it names, and the NIC.
+    pub gpu: Option<GdrGpu>,
     pub rank: Option<u32>,
     pub hca: Option<String>,
     pub hca_name: Option<String>,
@@ -216,9 +217,15 @@ fn comm_size(text: &str) -> Option<Event> {
     Some(Event::CommSize { nranks, nnodes })
 }
 
-/// `GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)` (2.5-2.8: rank[dev]), `... for GPU 1b000 /
-/// HCA 0 (distance 4 > 3)` (2.9-2.27: bus id), `... for GPU 3 / HCA 1b000 (distance 4 <= 5), read 1 mode Default`
-/// (2.28: rank, NIC id), and the per-HCA `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`.
+/// Every form NCCL printed: per GPU and NIC, `NET/IB : GPU Direct RDMA Disabled for GPU 0 / HCA mlx4_0 (not
+/// supported by GPU)` and `... (distance 4 >= 3)` (2.3: CUDA device, HCA name, `src/transport/net_ib.cu`),
+/// `NET/IB : ... for GPU 2[2] / HCA 0 (distance 3 >= 2)` and `... for GPU 2[2] / HCA 0 'mlx5_0' (no module or not
+/// supported by GPU)` (2.4: cudaDev[nvmlDev], `src/transport/net.cc`, `net_ib.cc`), `NET/IB : ... for GPU 1b000 /
+/// HCA 0 (distance 4 >= 3)` (2.5: bus id), `GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 > 4)`
+/// (2.6-2.23: bus id, `src/graph/paths.cc`), `... for GPU 3 / HCA 1b000 (distance 4 <= 5), read 1 mode Default`
+/// (2.24 to 2.28.9: rank, NIC id); and per NIC, `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`
+/// (2.5-2.17 `net_ib.cc`) and `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'` (2.18 to 2.28.9
+/// `src/graph/topo.cc`: the network offers neither peer memory nor DMA-BUF).
 fn gdr(msg: &str) -> Option<Event> {
     let net = msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string);
     let at = find(msg, "GPU Direct RDMA ")?;
@@ -234,37 +241,60 @@ fn gdr(msg: &str) -> Option<Event> {
         _ => return None,
     };
     s.lit(" for ")?;
-    if s.eat("GPU ") {
+    let mut line = GdrLine { net, enabled, reason, ..GdrLine::default() };
+    let hca = if s.eat("GPU ") {
         let gpu = s.word()?;
         s.lit(" / HCA ")?;
         let hca = s.word()?;
-        s.lit(" (distance ")?;
-        let distance = s.num()?;
-        s.ws().word()?;
-        let level = s.ws().num()?;
-        // A rank is a small decimal; 2.9-2.27 print the GPU's bus id (`1b000`) instead.
-        let rank = gpu.split('[').next().filter(|g| g.len() < 4 || gpu.contains('[')).and_then(|g| g.parse().ok());
-        let (hca, reason) = (Some(hca.to_string()), Some("distance".to_string()));
-        return Some(Event::Gdr(GdrLine {
-            net,
-            enabled,
-            rank,
-            hca,
-            distance: Some(distance),
-            level: Some(level),
-            reason,
-            ..GdrLine::default()
-        }));
+        line.gpu = Some(gdr_gpu(gpu, hca, line.net.is_some())?);
+        line.rank = match line.gpu {
+            Some(GdrGpu::Rank(r)) => Some(r),
+            _ => None,
+        };
+        hca
+    } else {
+        s.lit("HCA ")?;
+        s.word()?
+    };
+    // 2.3 names the HCA (`mlx4_0`); later releases number it and may add the name in quotes.
+    if hca.bytes().all(|b| b.is_ascii_hexdigit()) {
+        line.hca = Some(hca.to_string());
+    } else {
+        line.hca_name = Some(hca.to_string());
     }
-    s.lit("HCA ")?;
-    let hca = Some(s.num::<u32>()?.to_string());
-    s.lit(" '")?;
-    let hca_name = Some(s.until("'")?.to_string());
-    s.lit("'")?;
+    if s.eat(" '") {
+        line.hca_name = Some(s.until("'")?.to_string());
+        s.lit("'")?;
+    }
     if s.eat(" (") {
-        reason = reason.or_else(|| s.until(")").map(str::to_string));
+        let inside = s.until(")")?;
+        let mut d = Scan::new(inside);
+        if d.eat("distance ") {
+            line.distance = Some(d.num()?);
+            d.ws().word()?;
+            line.level = Some(d.ws().num()?);
+            line.reason = Some(inside.to_string());
+        } else {
+            line.reason = line.reason.or_else(|| Some(inside.to_string()));
+        }
     }
-    Some(Event::Gdr(GdrLine { net, enabled, hca, hca_name, reason, ..GdrLine::default() }))
+    Some(Event::Gdr(line))
+}
+
+/// The GPU of a per-GPU line: `2[2]` is 2.4's cudaDev[nvmlDev]; with a `NET/..` lead a plain number is 2.3's CUDA
+/// device when the HCA is a name, else 2.5's bus id; without it, 2.24's rank is a small decimal and 2.6-2.23 print
+/// the bus id (`1b000`).
+fn gdr_gpu(gpu: &str, hca: &str, net_lead: bool) -> Option<GdrGpu> {
+    if let Some((dev, _)) = gpu.split_once('[') {
+        return dev.parse().ok().map(GdrGpu::Device);
+    }
+    let named_hca = !hca.bytes().all(|b| b.is_ascii_hexdigit());
+    let small = gpu.len() < 4 && gpu.bytes().all(|b| b.is_ascii_digit());
+    Some(match (net_lead, named_hca, small) {
+        (true, true, true) => GdrGpu::Device(gpu.parse().ok()?),
+        (false, _, true) => GdrGpu::Rank(gpu.parse().ok()?),
+        _ => GdrGpu::BusId(gpu.to_string()),
+    })
 }
 
 fn comm_init(body: &str) -> Option<Event> {
@@ -400,6 +430,7 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         "Bootstrap" => bootstrap(body).unwrap_or(Event::Known),
         "Using" => using(body)?,
         "GPU" => gdr(body)?,
+        "[Service" => super::failure::service_thread(body)?,
         "GDRDMA" => Event::Gdr(GdrLine {
             enabled: false,
             reason: Some("no peer-memory module (memory_peers)".into()),
@@ -595,12 +626,35 @@ mod tests {
             Some(Event::Gdr(g)) => g,
             e => panic!("{m}: {e:?}"),
         };
+        // 2.4: cudaDev[nvmlDev], a device and not a rank.
         let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)");
-        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, Some(2), Some(3), Some(2)));
+        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, None, Some(3), Some(2)));
+        assert_eq!(g.gpu, Some(GdrGpu::Device(2)));
         let g = gdr("GPU Direct RDMA Enabled for GPU 1 / HCA 3 (distance 4 <= 5), read 1 mode Default");
         assert!(g.enabled && g.hca.as_deref() == Some("3") && g.rank == Some(1));
+        assert_eq!(g.gpu, Some(GdrGpu::Rank(1)));
         let g = gdr("GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 > 4)");
-        assert_eq!((g.rank, g.distance), (None, Some(5)));
+        assert_eq!((g.rank, g.distance, g.gpu), (None, Some(5), Some(GdrGpu::BusId("1b000".into()))));
+        // 2.3: the CUDA device and the HCA's name, with the reason in words or the distance.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 0 / HCA mlx4_0 (not supported by GPU)");
+        assert_eq!((g.gpu, g.rank), (Some(GdrGpu::Device(0)), None));
+        assert_eq!((g.hca_name.as_deref(), g.reason.as_deref()), (Some("mlx4_0"), Some("not supported by GPU")));
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 1 / HCA mlx5_0 (distance 6 >= 4)");
+        assert_eq!((g.distance, g.level, g.hca_name.as_deref()), (Some(6), Some(4), Some("mlx5_0")));
+        // 2.4's per-HCA check names the device and the HCA.
+        let g =
+            gdr("NET/IB : GPU Direct RDMA Disabled for GPU 3[3] / HCA 1 'mlx5_1' (no module or not supported by GPU)");
+        assert_eq!(
+            (g.gpu, g.hca.as_deref(), g.hca_name.as_deref()),
+            (Some(GdrGpu::Device(3)), Some("1"), Some("mlx5_1"))
+        );
+        assert_eq!(g.reason.as_deref(), Some("no module or not supported by GPU"));
+        // 2.5: the bus id behind the network's name.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 4 >= 3)");
+        assert_eq!(g.gpu, Some(GdrGpu::BusId("1b000".into())));
+        // 2.18 and later: per HCA, no reason printed.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'");
+        assert_eq!((g.enabled, g.hca.as_deref(), g.reason, g.gpu), (false, Some("1"), None, None));
         let g = gdr("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)");
         assert_eq!((g.enabled, g.reason.as_deref(), g.hca_name.as_deref()), (false, Some("no module"), Some("mlx5_0")));
         let g = gdr("NET/IB : GPU Direct RDMA (nvidia-peermem) enabled for HCA 0 'mlx5_0'");
