@@ -105,6 +105,7 @@ fn nodes(s: &Snapshot, t: &Topology, notes: &mut Vec<String>) -> Result<u32> {
     Ok(n)
 }
 
+/// The node count the log prints or implies.
 fn nodes_of_log(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> Result<u32> {
     if let Some(n) = s.nnodes {
         if n > MAX_MODEL_NODES {
@@ -200,11 +201,10 @@ pub fn run(args: ExplainArgs) -> Result<()> {
                     break 'rebuilt None;
                 }
             };
-            let p = p.clone();
-            replay::renumber_graphs(&mut log, p.host.as_deref(), &r.printed_ranks);
+            ctx.host = p.host.clone();
+            replay::renumber_graphs(&mut log, ctx.host.as_deref(), &r.printed_ranks);
             findings = r.findings.clone();
             notes.extend(r.notes.iter().cloned());
-            ctx.host = p.host.clone();
             if r.sm_inferred {
                 ctx.assumed_sm = Some(r.sm);
             }
@@ -248,10 +248,10 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             ));
         }
         let sm = t.nodes_of(NodeType::GPU).find_map(|(_, g)| g.gpu.as_ref().map(|g| g.sm)).unwrap_or(0);
-        let has_net = t.nodes_of(NodeType::NET).next().is_some();
         let (sm, gdr) =
             facts.unwrap_or((sm, t.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|x| x.gdr))));
-        let gdr = has_net.then_some(gdr);
+        // Without a network device there is no GPUDirect RDMA to speak of.
+        let gdr = t.nodes_of(NodeType::NET).next().is_some().then_some(gdr);
         machine =
             Some(Machine { source: t.source.clone(), host: t.host.clone(), nodes: n, gpus_per_node: gpus, sm, gdr });
         match collscope_nccl::explain(&t, n, &sizes, &env, false) {

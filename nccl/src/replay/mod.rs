@@ -72,8 +72,8 @@ pub struct MachineFinding {
 /// that narrow, so the figure is what the platform reports, not the link.
 const SLOW_PCI_BW: f64 = 3.0;
 
-/// Findings from the printed machine (`printed`, the log's nodes and links) and the paths the model computed
-/// on it (`model`, whose GPUs carry the ranks in `printed_ranks`).
+/// Findings from the printed machine (`printed`, the log's nodes, links and paths) and, where it prints no
+/// GPU-NET path, those the model computes on it (`model`, whose GPUs had the ranks in `printed_ranks`).
 fn findings(printed: &Topology, model: &Topology, printed_ranks: &[Option<i32>]) -> Vec<MachineFinding> {
     let mut out = Vec::new();
     let pci: Vec<&Link> = printed.links.iter().filter(|l| l.kind == LinkType::PCI).collect();
@@ -100,6 +100,8 @@ fn findings(printed: &Topology, model: &Topology, printed_ranks: &[Option<i32>])
             .iter()
             .filter_map(|l| endpoint(l).map(|i| format!("{} PCI[{:.1}]", printed.nodes[i].name(), l.bw)))
             .collect();
+        // The log reader keeps a PCI link both ways.
+        names.sort();
         names.dedup();
         if !names.is_empty() {
             out.push(MachineFinding {
@@ -660,6 +662,47 @@ mod tests {
         t.links.extend(std::iter::repeat_n(l, crate::topo::MAX_LINKS_PER_NODE + 1));
         let e = crate::topo::check_size(&t, "print").unwrap_err().to_string();
         assert!(e.contains("NCCL_TOPO_MAX_LINKS") && e.contains("limit of 576"), "{e}");
+    }
+
+    #[test]
+    fn a_partial_print_of_global_ranks_is_completed_with_notes() {
+        let mut t = as_printed(&preset("dgx-a100"));
+        // Global ranks 8-15, and the tree cut below its CPUs: no link reaches a CPU.
+        for g in t.nodes.iter_mut().filter_map(|n| n.gpu.as_mut()) {
+            g.rank = g.rank.map(|r| r + 8);
+        }
+        let cpus: Vec<usize> = t.nodes_of(NodeType::CPU).map(|(i, _)| i).collect();
+        t.links.retain(|l| !cpus.contains(&l.from) && !cpus.contains(&l.to));
+        let r = rebuild(&t, Facts::default(), &TopoEnv::default()).unwrap();
+        assert_eq!(r.printed_ranks, (8..16).map(Some).collect::<Vec<_>>());
+        let ranks: Vec<Option<i32>> =
+            r.topology.nodes_of(NodeType::GPU).map(|(_, n)| n.gpu.as_ref().unwrap().rank).collect();
+        assert_eq!(ranks, (0..8).map(Some).collect::<Vec<_>>());
+        let notes = r.notes.join("\n");
+        assert!(notes.contains("by rank 8 9 10 11 12 13 14 15"), "{notes}");
+        assert!(notes.contains("under no CPU") && notes.contains("hangs them from CPU/"), "{notes}");
+        let ex = crate::explain(&r.topology, 2, &[1 << 20], &collscope_debug::env::Env::default(), false).unwrap();
+
+        let mut log = ex.snapshot.clone();
+        log.graphs[0].channels[0].intra = vec![8, 15, 3];
+        renumber_graphs(&mut log, None, &r.printed_ranks);
+        assert_eq!(log.graphs[0].channels[0].intra, [0, 7, -1], "a rank the print lacks is unknown");
+    }
+
+    #[test]
+    fn machine_findings_name_hidden_pci_speeds_and_slow_nics() {
+        let mut t = as_printed(&preset("dgx-a100"));
+        let r = rebuild(&t, Facts::default(), &TopoEnv::default()).unwrap();
+        assert!(r.findings.iter().all(|f| f.kind == FindingKind::NoNearNic), "{:?}", r.findings);
+        for l in t.links.iter_mut().filter(|l| l.kind == LinkType::PCI) {
+            l.bw = 0.1875;
+        }
+        let slow_nic = t.nodes.iter_mut().find_map(|n| n.net.as_mut()).unwrap();
+        slow_nic.bw /= 8.0;
+        let r = rebuild(&t, Facts::default(), &TopoEnv::default()).unwrap();
+        let kinds: Vec<FindingKind> = r.findings.iter().map(|f| f.kind).collect();
+        assert!(kinds.contains(&FindingKind::HiddenPciSpeed) && kinds.contains(&FindingKind::SlowNic), "{kinds:?}");
+        assert!(r.findings[0].message.contains("every PCI link in the print reads PCI[0.2]"), "{:?}", r.findings);
     }
 
     #[test]
