@@ -173,8 +173,18 @@ fn the_machine_print_raises_findings() {
     let v = explain(dir.path(), "plain.log", &log, &[]);
     assert_eq!(v["findings"].as_array().map(Vec::len), Some(0), "{}", v["findings"]);
 
-    let vm = log.replace("PCI[48.0]", "PCI[0.2]");
+    // The same machine with every PCI link read as 2.5 GT/s x1, printed by the model as NCCL prints it.
+    let xml = dir.path().join("dgx-h100.xml");
+    ok(&["topo", "dump", "--preset", "dgx-h100", "-o", xml.to_str().unwrap()]);
+    let speeds = std::fs::read_to_string(&xml).unwrap();
+    let vm_xml = speeds
+        .replace(r#"link_speed="32.0 GT/s PCIe" link_width="16""#, r#"link_speed="2.5 GT/s PCIe" link_width="1""#);
+    assert_ne!(vm_xml, speeds, "the edit found the PCI links");
+    std::fs::write(&xml, vm_xml).unwrap();
+    let vm = ok(&["topo", "explain", "--topo-file", xml.to_str().unwrap(), "--nodes", "2", "--log", "--sizes", "64K"]);
+    assert!(vm.contains("+ PCI[0.2] - GPU/0-1b000"), "{vm}");
     let v = explain(dir.path(), "vm.log", &vm, &[]);
+    assert!(!notes(&v).contains("partial print"), "a whole print: {}", notes(&v));
     let kinds: Vec<&str> = v["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
     assert_eq!(kinds, ["hidden_pci_speed"], "{}", v["findings"]);
     assert!(!log.contains("PCI[0.2]"));
