@@ -10,7 +10,7 @@ use collscope_debug::env::Env;
 use collscope_logreader::Options;
 use collscope_model::{NodeType, Snapshot, Topology, Transport};
 use collscope_nccl::graph::plan::MAX_MODEL_NODES;
-use collscope_nccl::replay::{self, Comparison, Context, Facts, PathCheck};
+use collscope_nccl::replay::{self, Comparison, Context, Facts, MachineFinding, PathCheck, ReplayError};
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
 use collscope_nccl::whatif::WhatIf;
@@ -55,7 +55,8 @@ struct Machine {
     nodes: u32,
     gpus_per_node: usize,
     sm: u32,
-    gdr: bool,
+    /// GPUDirect RDMA; None where the machine has no network device to use it with.
+    gdr: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -68,6 +69,8 @@ struct Report<'a> {
     /// Fields that match or whose difference has a cause, over compared fields.
     explained_ratio: Option<f64>,
     notes: Vec<String>,
+    /// What the machine print shows that NCCL's choices depend on.
+    findings: Vec<MachineFinding>,
     machine: Option<Machine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     paths: Option<PathCheck>,
@@ -86,9 +89,24 @@ fn printed(s: &Snapshot) -> Option<&Topology> {
     s.topology.iter().find(|t| t.nodes_of(NodeType::GPU).next().is_some())
 }
 
-/// Nodes of the communicator: printed, else from ranks over GPUs, else 2 when a graph leaves the node. A printed
-/// count past the model's bound is refused before any work grows with it.
-fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> Result<u32> {
+/// Nodes of the communicator: printed, else from ranks over GPUs, else 2 when a graph leaves the node; one when
+/// the machine has no network device to connect more. A printed count past the model's bound is refused before
+/// any work grows with it.
+fn nodes(s: &Snapshot, t: &Topology, notes: &mut Vec<String>) -> Result<u32> {
+    let gpus = t.nodes_of(NodeType::GPU).count();
+    let n = nodes_of_log(s, gpus, notes)?;
+    if n > 1 && t.nodes_of(NodeType::NET).next().is_none() {
+        notes.push(format!(
+            "nodes: the log implies {n} but its machine has no network device to connect them (the print omits \
+             the NICs, or the job ran on one host); the model runs one node (--topo-file with the NICs models {n})"
+        ));
+        return Ok(1);
+    }
+    Ok(n)
+}
+
+/// The node count the log prints or implies.
+fn nodes_of_log(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> Result<u32> {
     if let Some(n) = s.nnodes {
         if n > MAX_MODEL_NODES {
             bail!(
@@ -111,10 +129,15 @@ fn nodes(s: &Snapshot, gpus: usize, notes: &mut Vec<String>) -> Result<u32> {
 pub fn run(args: ExplainArgs) -> Result<()> {
     let sizes = sizes::parse(&args.sizes)?;
     let edits = args.what_if.edits()?;
-    let log = collscope_logreader::read_paths(&args.paths, Options { strict: false }).context("reading the logs")?;
+    let mut log =
+        collscope_logreader::read_paths(&args.paths, Options { strict: false }).context("reading the logs")?;
     collscope_logreader::expect_nccl_lines(&log, &args.paths)?;
+    if log.log.as_ref().is_some_and(|f| f.rccl) {
+        return print_report(&args, rccl(&log));
+    }
     let mut env = Env::from_pairs(log.env.iter().map(|e| (e.name.clone(), e.value.clone())));
-    let log_version = version_of(&log);
+    let log_version = version_of(&log).map(str::to_string);
+    let log_version = log_version.as_deref();
     let mut notes = Vec::new();
     let mut ctx = Context::default();
     // The release whose constants the model runs: --nccl-version, else the log's own.
@@ -146,6 +169,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     // The machine: a topology file, else the log's print.
     let mut machine = None;
     let mut paths = None;
+    let mut findings = Vec::new();
     let topology = match (&args.topo_file, printed(&log)) {
         (Some(f), _) => {
             let (xml, overlay) = topo::load_noting(&TopoSource::File(f.clone()))?;
@@ -158,15 +182,29 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             }
             Some((t, None))
         }
-        (None, Some(p)) => {
+        (None, Some(p)) => 'rebuilt: {
             // Support shows in any NET connection using it; one without may only be too far from its NIC
             // (`ncclTopoCheckGdr`'s distance), as on a PCIe machine whose rings cross to another NIC.
             let mut net = log.connections.iter().filter(|c| c.transport == Transport::Net && !c.inferred).peekable();
             let gdr = net.peek().is_some().then(|| net.any(|c| c.gdrdma == Some(true)));
             let facts = Facts { sm: args.sm, gdr };
-            let r = replay::rebuild(p, facts, &topo_env)?;
-            notes.extend(r.notes.iter().cloned());
+            let r = match replay::rebuild(p, facts, &topo_env) {
+                Ok(r) => r,
+                Err(e @ ReplayError::Topo(topo::TopoError::TooLarge { .. })) => return Err(e.into()),
+                Err(e) => {
+                    let why = format!(
+                        "the log's `=== System` print could not be rebuilt into a machine ({e}); pass --topo-file \
+                         with the machine"
+                    );
+                    notes.push(why.clone());
+                    ctx.unmodelled = Some(why);
+                    break 'rebuilt None;
+                }
+            };
             ctx.host = p.host.clone();
+            replay::renumber_graphs(&mut log, ctx.host.as_deref(), &r.printed_ranks);
+            findings = r.findings.clone();
+            notes.extend(r.notes.iter().cloned());
             if r.sm_inferred {
                 ctx.assumed_sm = Some(r.sm);
             }
@@ -203,7 +241,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let mut what_if = None;
     if let Some((t, facts)) = topology {
         let gpus = t.nodes_of(NodeType::GPU).count();
-        let n = nodes(&log, gpus, &mut notes)?;
+        let n = nodes(&log, &t, &mut notes)?;
         if let Some(r) = log.nranks.filter(|&r| r as usize != gpus * n as usize) {
             notes.push(format!(
                 "shape: the log's communicator has {r} ranks; the model runs {n} node(s) x {gpus} GPU(s), one rank each"
@@ -212,14 +250,26 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         let sm = t.nodes_of(NodeType::GPU).find_map(|(_, g)| g.gpu.as_ref().map(|g| g.sm)).unwrap_or(0);
         let (sm, gdr) =
             facts.unwrap_or((sm, t.nodes_of(NodeType::NET).any(|(_, n)| n.net.as_ref().is_some_and(|x| x.gdr))));
+        // Without a network device there is no GPUDirect RDMA to speak of.
+        let gdr = t.nodes_of(NodeType::NET).next().is_some().then_some(gdr);
         machine =
             Some(Machine { source: t.source.clone(), host: t.host.clone(), nodes: n, gpus_per_node: gpus, sm, gdr });
-        let ex = collscope_nccl::explain(&t, n, &sizes, &env, false)
-            .with_context(|| format!("the model of {n} node(s) of the log's machine"))?;
-        if !edits.is_empty() {
-            what_if = Some(collscope_nccl::whatif::what_if(&t, n, &sizes, &env, &edits)?);
+        match collscope_nccl::explain(&t, n, &sizes, &env, false) {
+            Ok(ex) => {
+                if !edits.is_empty() {
+                    what_if = Some(collscope_nccl::whatif::what_if(&t, n, &sizes, &env, &edits)?);
+                }
+                model = Some(ex);
+            }
+            Err(e) => {
+                let why = format!(
+                    "the model could not run on {n} node(s) of the log's machine ({e}); pass --topo-file with the \
+                     machine"
+                );
+                notes.push(why.clone());
+                ctx.unmodelled = Some(why);
+            }
         }
-        model = Some(ex);
     } else if !edits.is_empty() {
         notes.push("what-if: needs the machine (--topo-file), which the log does not print".into());
     }
@@ -241,11 +291,37 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         explained_ratio: ratio(explained),
         comparisons,
         notes,
+        findings,
         machine,
         paths,
         what_if,
         model: model.as_ref(),
     };
+    print_report(&args, report)
+}
+
+/// An RCCL log: its search and tuning are AMD's, which the replay does not model, so nothing is compared.
+fn rccl(log: &Snapshot) -> Report<'_> {
+    Report {
+        log_version: version_of(log),
+        model_version: MODEL_VERSION,
+        comparisons: Vec::new(),
+        match_ratio: None,
+        explained_ratio: None,
+        notes: vec![
+            "RCCL: the log is RCCL's (AMD's fork of NCCL, for ROCm GPUs); the replay models NVIDIA NCCL's search, \
+             connect and tuning, not RCCL's, so nothing is compared (log analyze reads the log)"
+                .into(),
+        ],
+        findings: Vec::new(),
+        machine: None,
+        paths: None,
+        what_if: None,
+        model: None,
+    }
+}
+
+fn print_report(args: &ExplainArgs, report: Report) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -270,8 +346,18 @@ fn text(r: &Report) -> String {
             m.nodes,
             m.gpus_per_node,
             m.sm,
-            if m.gdr { "on" } else { "off" }
+            match m.gdr {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "n/a: no network device",
+            }
         );
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(o, "\nFindings from the machine print");
+        for f in &r.findings {
+            let _ = writeln!(o, "  - {}", f.message);
+        }
     }
     let _ = writeln!(o, "\nNotes");
     for n in &r.notes {
