@@ -15,8 +15,18 @@ pub struct LogStats {
     pub nccl_lines: u64,
     /// Lines of other programs, kept as context.
     pub context_lines: u64,
-    /// A line identical to one of the lines just before it.
+    /// A line its thread (host, pid and tid printed) printed just before: an echo (output captured twice), dropped.
     pub duplicate_lines: u64,
+    /// A line identical to the one before it, kept as data: its thread unknown (no prefix), or a per-call line
+    /// (each call prints its decision again).
+    #[serde(default)]
+    pub repeated_lines: u64,
+    /// NCCL messages read without NCCL's `host:pid:tid [dev] NCCL INFO` prefix (a pasted excerpt).
+    #[serde(default)]
+    pub bare_lines: u64,
+    /// Stretches of such lines (between prefixed lines of a file), each read as one anonymous process.
+    #[serde(default)]
+    pub bare_processes: u64,
     /// Two lines written into one, or control characters inside a line.
     pub garbled_lines: u64,
     /// A line that continues the NCCL line before it.

@@ -11,6 +11,9 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
+        if key.anonymous() {
+            return;
+        }
         // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
         if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
             return;
@@ -34,9 +37,11 @@ impl Job {
         host: Option<&str>,
         text: &str,
         location: Option<&str>,
+        anonymous: bool,
     ) {
-        // The same line again (same printer, same words) says nothing new.
-        if !self.first_time(7, &[at.text.as_bytes()]) {
+        // The same line again (same printer, same words) says nothing new; a line without a printer may be another
+        // rank's (the repeat rule in `Job::who`).
+        if !anonymous && !self.first_time(7, &[at.text.as_bytes()]) {
             return;
         }
         let class = classify::classify(text, location);

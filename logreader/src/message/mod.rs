@@ -138,6 +138,49 @@ pub fn parse(msg: &str) -> Option<Event> {
     }
 }
 
+/// Parses a message printed without NCCL's prefix (pasted bare, or a prefix stripped). Outside a run of such
+/// messages only those whose first bytes and grammar are NCCL's alone count: lines the dispatch knows only as
+/// words (`Setting affinity ...`, `Loading ...`, `Tuner ...`), a `=====` rule or an error trace
+/// could be any program's. `in_run`: the line right before was a bare NCCL message, so these are read too.
+pub fn parse_bare(msg: &str, in_run: bool) -> Option<Event> {
+    let ev = parse(msg)?;
+    if in_run {
+        return Some(ev);
+    }
+    let own = match &ev {
+        Event::Known => own_word(first_word(msg.trim_start())),
+        Event::ErrorTrace | Event::TopoEnd | Event::ChannelsLimited => false,
+        Event::Plugin(_) => first_word(msg.trim_start()) != "Tuner",
+        _ => true,
+    };
+    own.then_some(ev)
+}
+
+/// First words of messages read as [`Event::Known`] that no other program prints: NCCL's proxy handshake
+/// (2.28.9 `src/proxy.cc`), its network and NVLS lines, RCCL's own.
+fn own_word(word: &str) -> bool {
+    matches!(
+        word,
+        "[Proxy"
+            | "ProxyCall"
+            | "sendConnect"
+            | "recvConnect"
+            | "cudaDriverVersion"
+            | "MNNVL"
+            | "NVLS"
+            | "Connected"
+            | "Librccl"
+            | "MSCCL"
+            | "GDRCOPY"
+            | "TOPO/NET"
+            | "minCTAs"
+            | "latencyinter"
+            | "Dmabuf"
+            | "DMA-BUF"
+            | "DMA_BUF"
+    ) || ["ncclProxy", "ncclPoll", "proxyUDS", "NET/", "ncclComm"].iter().any(|p| word.starts_with(p))
+}
+
 /// The first word: up to a space, or up to a `:` that a space follows (`AllReduce: ...`).
 fn first_word(s: &str) -> &str {
     let b = s.as_bytes();
@@ -261,6 +304,13 @@ mod tests {
             e => panic!("{e:?}"),
         }
         assert_eq!(parse("Frobnicating the widgets"), None);
+        // Without a prefix: NCCL's own grammar alone, unless a bare NCCL message came just before.
+        assert!(matches!(parse_bare("Ring 00 : 6 -> 2 [receive] via NET/IB/0", false), Some(Event::Conn(_))));
+        for other in ["Setting affinity for GPU 0 to ffff", "==========", "Tuner ready", "main.c:12 -> 3"] {
+            assert_eq!(parse_bare(other, false), None, "{other}");
+            assert!(parse_bare(other, true).is_some(), "{other}");
+        }
+        assert_eq!(parse_bare("| a | b |", true), None);
         assert_eq!(parse(""), None);
     }
 }
