@@ -39,6 +39,8 @@ pub enum Cite {
     Version(String),
     /// A communicator's init start, by its index in the snapshot's communicators.
     InitStart(usize),
+    /// `[Service thread] Connection closed by localRank N`: a proxy lost a local rank (its end, or its death).
+    PeerClosed,
 }
 
 /// The file name of a quote that no log holds: a decision collscope's runtime made while it ran.

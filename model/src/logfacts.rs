@@ -124,4 +124,26 @@ pub struct LogFacts {
     pub max_threads: BTreeMap<Algorithm, BTreeMap<Protocol, u32>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unnamed_decisions: Vec<UnnamedDecision>,
+    /// What NCCL's memory traces (`NCCL_DEBUG_SUBSYS=ALLOC`) say it allocated, all processes together.
+    #[serde(default, skip_serializing_if = "Allocations::is_empty")]
+    pub allocations: Allocations,
+    /// Topology detection's notes as printed (`Topology detection : could not read ...`, a NIC `Attaching to
+    /// first CPU`, `Loading topology file ...`), distinct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_notes: Vec<String>,
+}
+
+/// Allocations NCCL's memory traces printed: how many, and their bytes, on GPUs and in host memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocations {
+    pub device_calls: u64,
+    pub device_bytes: u64,
+    pub host_calls: u64,
+    pub host_bytes: u64,
+}
+
+impl Allocations {
+    pub fn is_empty(&self) -> bool {
+        self.device_calls == 0 && self.host_calls == 0
+    }
 }

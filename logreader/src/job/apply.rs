@@ -37,13 +37,9 @@ impl Job {
         host: Option<&str>,
         text: &str,
         location: Option<&str>,
-        anonymous: bool,
     ) {
-        // The same line again (same printer, same words) says nothing new; a line without a printer may be another
-        // rank's (the repeat rule in `Job::who`).
-        if !anonymous && !self.first_time(7, &[at.text.as_bytes()]) {
-            return;
-        }
+        // Repeats are data: an echo of the line just before from the same thread was dropped already (the repeat
+        // rule in `Job::who`); the same error again later is the job failing again.
         let class = classify::classify(text, location);
         if self.snap.warnings.len() < MAX_WARNINGS {
             self.snap.warnings.push(Warning {
@@ -176,6 +172,7 @@ impl Job {
                 self.facts.rccl = true;
                 self.version(at, &v, rank.map(|r| format!("rank {r}")));
             }
+            Event::RcclLine => self.facts.rccl = true,
             Event::Rccl { comm, nranks, inner } => {
                 self.facts.rccl = true;
                 self.printed_nranks(nranks, "RCCL's nRanks");
@@ -359,6 +356,39 @@ impl Job {
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
                 self.streams.entry(stream).or_default().comm = Some(i);
+            }
+            Event::CommEnd(c) => {
+                self.learn_rank(key, c.rank);
+                self.printed_nranks(c.nranks, "an Abort/Destroy COMPLETE line's nranks");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
+                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let comm = &mut self.snap.communicators[i];
+                comm.rank = Some(c.rank);
+                comm.nranks = Some(c.nranks);
+                comm.cuda_dev = Some(c.cuda_dev);
+                comm.bus_id = c.bus_id.or(comm.bus_id.take());
+                comm.state = CommState::Destroyed;
+            }
+            Event::PeerClosed(_) => self.cite(Cite::PeerClosed, at),
+            Event::ProxyCall { comm, rank: r } => {
+                self.learn_rank(key, r);
+                self.comm_rank.insert(Self::comm_rank_key(key, &comm), r);
+            }
+            Event::Alloc(a) => {
+                let t = &mut self.facts.allocations;
+                let (calls, bytes) = if a.device {
+                    (&mut t.device_calls, &mut t.device_bytes)
+                } else {
+                    (&mut t.host_calls, &mut t.host_bytes)
+                };
+                *calls += 1;
+                *bytes = bytes.saturating_add(a.bytes);
+            }
+            Event::TopologyNote(note) => {
+                let notes = &mut self.facts.topology_notes;
+                if notes.len() < Evidence::MAX_PER_KIND && !notes.contains(&note) {
+                    notes.push(note);
+                }
             }
             Event::CommSize { nranks, nnodes } => {
                 self.printed_nranks(nranks, "a plugin's \"comm with N ranks\"");

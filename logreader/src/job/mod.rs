@@ -598,7 +598,7 @@ impl Job {
         let said = classify::context(text);
         if said.error {
             let rank = launcher_rank.or_else(|| bracket_rank(text));
-            self.warning(at, rank, None, text.trim(), None, false);
+            self.warning(at, rank, None, text.trim(), None);
         }
         if let Some(v) = said.version {
             self.facts.rccl |= said.rccl;
@@ -740,10 +740,7 @@ impl Job {
             self.learn_rank(&who.key, r);
         }
         match env.level {
-            Level::Warn => {
-                let anonymous = who.key.anonymous();
-                self.warning(at, rank, who.host, env.msg.trim_end(), env.location, anonymous)
-            }
+            Level::Warn => self.warning(at, rank, who.host, env.msg.trim_end(), env.location),
             Level::Version => {
                 if let Some(v) = message::setup::version(env.msg) {
                     self.version(at, &v, printer(who.host, env, rank));

@@ -13,7 +13,7 @@ pub use collscope_model::scan;
 use collscope_model::{ChannelCounts, Graph, NetDevice, PluginNote};
 
 pub use conn::{RingOrder, TreeEntry};
-pub use setup::{CommInfo, CommInit, GdrLine, NvlsComm};
+pub use setup::{Alloc, CommEnd, CommInfo, CommInit, GdrLine, NvlsComm};
 pub use topo::{GraphToken, NodeAttrs, NodeRef, PathLine, TopoLine};
 pub use tuning::{CollLine, DecisionLine, TableLine};
 
@@ -22,6 +22,8 @@ pub enum Event {
     Version(String),
     /// RCCL's `RCCL version : 2.20.5-HEAD:...` (the NCCL API version it follows).
     RcclVersion(String),
+    /// Another line only RCCL prints (`HIP version  : ...`, `ROCr version 1.14`, `[node_id = ...]`).
+    RcclLine,
     /// RCCL appends `comm 0x... nRanks NN [busId ...]` to NCCL's lines: the communicator's size, and the line.
     Rccl {
         comm: String,
@@ -66,6 +68,19 @@ pub enum Event {
     NvlsComm(NvlsComm),
     CommInit(CommInit),
     CommInfo(CommInfo),
+    /// `comm 0x.. rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE` (or `Destroy`).
+    CommEnd(CommEnd),
+    /// `[Service thread] Connection closed by localRank N`.
+    PeerClosed(u32),
+    /// `ProxyCall UDS comm 0x.. rank R ...`: the rank printing, and its communicator.
+    ProxyCall {
+        comm: String,
+        rank: u32,
+    },
+    /// A memory trace (`Cuda Alloc Size N pointer P`, ...).
+    Alloc(Alloc),
+    /// A topology detection note (`Topology detection : could not read ...`, `Loading topology file ...`).
+    TopologyNote(String),
     /// A plugin's `comm with 16 ranks and 2 nodes`.
     CommSize {
         nranks: u32,
@@ -151,6 +166,8 @@ pub fn parse_bare(msg: &str, in_run: bool) -> Option<Event> {
         Event::Known => own_word(first_word(msg.trim_start())),
         Event::ErrorTrace | Event::TopoEnd | Event::ChannelsLimited => false,
         Event::Plugin(_) => first_word(msg.trim_start()) != "Tuner",
+        // `HIP version` alone could be any HIP program's; RCCL's banner pads it (`HIP version  : `).
+        Event::RcclLine => !msg.starts_with("HIP version") || msg.starts_with("HIP version  : "),
         _ => true,
     };
     own.then_some(ev)
