@@ -73,6 +73,10 @@ fn repeats_are_data_unless_one_thread_printed_the_line_twice_in_a_row() {
     assert_eq!(s.warnings.len(), 4);
     let stats = s.log.unwrap().stats;
     assert_eq!((stats.repeated_lines, stats.duplicate_lines), (3, 0));
+    // A line repeated without end is listed 64 times, so later errors still find room.
+    let s = read_text("warn3.log", &(warn.repeat(100) + "NCCL WARN Cuda failure 'out of memory'\n"));
+    assert_eq!(s.warnings.len(), 65);
+    assert_eq!(s.warnings[64].class, "cuda");
     // One thread: twice in a row is an echo; again after another line is the error again.
     let w = "h:1:2 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer\n";
     let s = read_text("warn2.log", &format!("{w}{w}h:1:2 [0] NCCL INFO Connected all trees\n{w}"));

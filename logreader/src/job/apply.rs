@@ -39,9 +39,15 @@ impl Job {
         location: Option<&str>,
     ) {
         // Repeats are data: an echo of the line just before from the same thread was dropped already (the repeat
-        // rule in `Job::who`); the same error again later is the job failing again.
-        let class = classify::classify(text, location);
+        // rule in `Job::who`); the same error again later is the job failing again. A line repeated past
+        // `MAX_REPEATED_WARNINGS` times is not kept again, so that it cannot crowd later errors out of the list.
         if self.snap.warnings.len() < MAX_WARNINGS {
+            let times = self.warning_times.entry(hash_of(at.text.as_bytes())).or_default();
+            *times += 1;
+            if *times > MAX_REPEATED_WARNINGS {
+                return self.gdr_warning(at, rank, host, text);
+            }
+            let class = classify::classify(text, location);
             self.snap.warnings.push(Warning {
                 rank,
                 host: host.map(str::to_string),
@@ -51,6 +57,11 @@ impl Job {
                 source: location.map(str::to_string),
             });
         }
+        self.gdr_warning(at, rank, host, text);
+    }
+
+    /// A warning that says GPUDirect RDMA is off (a plugin's).
+    fn gdr_warning(&mut self, at: &At, rank: Option<u32>, host: Option<&str>, text: &str) {
         if setup::says_gdr_off(text) {
             let gdr = GdrLine { enabled: false, reason: Some(kept(text)), ..GdrLine::default() };
             self.gdr(at, host, rank, gdr);

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
+/// Times one warning line (its text, prefix included) is listed: past it its repeats are not listed again.
+const MAX_REPEATED_WARNINGS: u32 = 64;
 const MAX_UNPARSED: usize = 10_000;
 const MAX_DECISIONS: usize = 100_000;
 /// Hosts listed: five times the hosts of a 100,000-GPU job at 8 GPUs a host. Past it hosts are counted, not
@@ -304,6 +306,8 @@ pub struct Job {
     bare_proc: u64,
     bare_open: Option<usize>,
     bare_last: Option<(usize, u64)>,
+    /// Times each warning line was kept (while the list is under its cap).
+    warning_times: FastMap<u64, u32>,
 }
 
 impl Job {
@@ -346,6 +350,7 @@ impl Job {
             bare_proc: 0,
             bare_open: None,
             bare_last: None,
+            warning_times: FastMap::default(),
         }
     }
 

@@ -245,15 +245,7 @@ fn named(word: &str, body: &str) -> Option<Event> {
 /// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
 fn has_rccl_tail(body: &str) -> bool {
     let b = body.as_bytes();
-    let tail = &b[b.len().saturating_sub(32)..];
-    let mut from = 0;
-    while let Some(i) = memchr::memchr(b'n', &tail[from..]) {
-        if tail[from + i..].starts_with(b"nRanks ") {
-            return true;
-        }
-        from += i + 1;
-    }
-    false
+    b[b.len().saturating_sub(32)..].windows(7).any(|w| w == b"nRanks ")
 }
 
 /// RCCL's `... comm 0x55d3 nRanks 16 [busId 29000]` after a line NCCL also prints (RCCL 2.20 `src/init.cc`,
