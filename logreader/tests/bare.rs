@@ -186,3 +186,13 @@ fn each_stretch_of_bare_lines_is_one_anonymous_process_tied_to_no_rank() {
     assert!(s.env.iter().all(|e| e.rank.is_none()), "{:?}", s.env);
     assert_eq!(s.hosts, ["host1"]);
 }
+
+#[test]
+fn a_bare_line_between_every_two_prefixed_ones_keeps_the_thread_table_bounded() {
+    let text = "h:1:2 [0] NCCL INFO Connected all trees\nNCCL version 2.5.6+cuda10.2\n".repeat(70_000);
+    let s = read("many.log", &text);
+    let log = s.log.unwrap();
+    assert_eq!(log.stats.bare_processes, 70_000);
+    // Past 65,536 printing threads a warning would say so: every stretch's thread went when it ended.
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}

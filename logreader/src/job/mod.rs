@@ -408,7 +408,7 @@ impl Job {
                 if env.host.is_some() || env.dev.is_some() || env.pid.is_some() {
                     // A prefixed line ends the stretch of bare messages before it.
                     if self.bare_open == Some(at.file) {
-                        self.bare_open = None;
+                        self.end_bare(at.file);
                     }
                 } else {
                     // `NCCL WARN ...`, `NCCL version ...` alone: bare too.
@@ -474,19 +474,19 @@ impl Job {
     /// repeat is data: without a thread (bare messages, a stripped prefix) identical lines are as likely different
     /// ranks' or calls'. Both are counted: `duplicate_lines` dropped, `repeated_lines` kept.
     fn who<'a>(&mut self, env: &Envelope<'a>, file: usize, repeatable: bool) -> Option<Who<'a>> {
-        let mut h = FastHash::default();
-        match env.host {
-            Some(raw) => h.bytes(raw.as_bytes()),
-            None => h.word(file as u64),
-        }
-        let anonymous = env.host.is_none() && env.pid.is_none() && env.dev.is_none();
-        if anonymous {
-            h.word(self.bare_proc);
-        }
-        h.word(env.pid.map_or(u64::MAX, u64::from));
-        h.word(env.tid.map_or(u64::MAX, u64::from));
-        h.word(env.dev.map_or(u64::MAX, |d| d as u64));
-        let stream = h.0;
+        let stream = if env.host.is_none() && env.pid.is_none() && env.dev.is_none() {
+            self.bare_stream(file)
+        } else {
+            let mut h = FastHash::default();
+            match env.host {
+                Some(raw) => h.bytes(raw.as_bytes()),
+                None => h.word(file as u64),
+            }
+            h.word(env.pid.map_or(u64::MAX, u64::from));
+            h.word(env.tid.map_or(u64::MAX, u64::from));
+            h.word(env.dev.map_or(u64::MAX, |d| d as u64));
+            h.0
+        };
         // The thread is known from the prefix: its message alone tells a repeat.
         let line = hash_of(env.msg.as_bytes());
         let full = self.streams.len() >= MAX_THREADS;
@@ -625,8 +625,30 @@ impl Job {
         true
     }
 
+    /// The thread of the current stretch's anonymous process in `file`.
+    fn bare_stream(&self, file: usize) -> StreamKey {
+        let mut h = FastHash(0x6261_7265);
+        h.word(file as u64);
+        h.word(self.bare_proc);
+        h.0
+    }
+
+    /// Ends the open stretch of bare lines: its anonymous process prints no more, so its thread's state goes (a
+    /// log with a bare line between every two prefixed ones must not fill the thread table).
+    fn end_bare(&mut self, file: usize) {
+        self.bare_open = None;
+        let stream = self.bare_stream(file);
+        self.close_prints(stream);
+        if let Some(s) = self.streams.remove(&stream) {
+            self.procs.remove(&s.thread.proc);
+        }
+    }
+
     /// Counts a bare NCCL line, in the stretch open in its file or a new one.
     fn open_bare(&mut self, at: &At) {
+        if let Some(other) = self.bare_open.filter(|&f| f != at.file) {
+            self.end_bare(other);
+        }
         if self.bare_open != Some(at.file) {
             self.bare_proc += 1;
             self.bare_open = Some(at.file);

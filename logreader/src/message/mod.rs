@@ -221,7 +221,7 @@ fn digits(body: &str) -> Option<Event> {
     if scan::find(body, " Bytes -> Algo ").is_some() {
         return tuning::decision(body).map(Event::Decision);
     }
-    if body.contains(" coll channels") {
+    if scan::find(body, " coll channels").is_some() {
         return setup::channel_counts(body);
     }
     if let Some(tokens) = topo::graph_channel(body) {

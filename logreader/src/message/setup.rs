@@ -209,7 +209,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
     if rest.starts_with("No device found") {
         return Some(Event::NetNoDevice(name.to_string()));
     }
-    if rest.contains("GPU Direct RDMA") {
+    if find(rest, "GPU Direct RDMA").is_some() {
         return gdr(msg);
     }
     if let Some(size) = comm_size(rest) {
@@ -485,7 +485,9 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         // After the words above: their lines need no substring search.
         w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
-        _ if body.contains(" connected via C2C link") || body.contains(" is too low, leaving it set at ") => {
+        _ if find(body, " connected via C2C link").is_some()
+            || find(body, " is too low, leaving it set at ").is_some() =>
+        {
             Event::Known
         }
         _ => return None,
