@@ -185,7 +185,6 @@ fn own_word(word: &str) -> bool {
             | "cudaDriverVersion"
             | "MNNVL"
             | "NVLS"
-            | "Connected"
             | "Librccl"
             | "MSCCL"
             | "GDRCOPY"
@@ -315,7 +314,9 @@ mod tests {
         assert_eq!(parse("Frobnicating the widgets"), None);
         // Without a prefix: NCCL's own grammar alone, unless a bare NCCL message came just before.
         assert!(matches!(parse_bare("Ring 00 : 6 -> 2 [receive] via NET/IB/0", false), Some(Event::Conn(_))));
-        for other in ["Setting affinity for GPU 0 to ffff", "==========", "Tuner ready", "main.c:12 -> 3"] {
+        for other in
+            ["Setting affinity for GPU 0 to ffff", "==========", "Tuner ready", "main.c:12 -> 3", "Connected to db"]
+        {
             assert_eq!(parse_bare(other, false), None, "{other}");
             assert!(parse_bare(other, true).is_some(), "{other}");
         }
