@@ -15,8 +15,18 @@ pub struct LogStats {
     pub nccl_lines: u64,
     /// Lines of other programs, kept as context.
     pub context_lines: u64,
-    /// A line identical to one of the lines just before it.
+    /// A line its thread (host, pid and tid printed) printed just before: an echo (output captured twice), dropped.
     pub duplicate_lines: u64,
+    /// A line identical to the one before it, kept as data: its thread unknown (no prefix), or a per-call line
+    /// (each call prints its decision again).
+    #[serde(default)]
+    pub repeated_lines: u64,
+    /// NCCL messages read without NCCL's `host:pid:tid [dev] NCCL INFO` prefix (a pasted excerpt).
+    #[serde(default)]
+    pub bare_lines: u64,
+    /// Stretches of such lines (between prefixed lines of a file), each read as one anonymous process.
+    #[serde(default)]
+    pub bare_processes: u64,
     /// Two lines written into one, or control characters inside a line.
     pub garbled_lines: u64,
     /// A line that continues the NCCL line before it.
@@ -160,6 +170,13 @@ pub struct LogFacts {
     /// Peers whose proxy connection closed (each host and local rank once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers_closed: Vec<PeerClosed>,
+    /// What NCCL's memory traces (`NCCL_DEBUG_SUBSYS=ALLOC`) say it allocated, all processes together.
+    #[serde(default, skip_serializing_if = "Allocations::is_empty")]
+    pub allocations: Allocations,
+    /// Topology detection's notes as printed (`Topology detection : could not read ...`, a NIC `Attaching to
+    /// first CPU`, `Loading topology file ...`), distinct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_notes: Vec<String>,
 }
 
 /// `[Service thread] Connection closed by localRank 1` (NCCL 2.28.9 `src/proxy.cc`): a process on `host` saw
@@ -170,4 +187,19 @@ pub struct PeerClosed {
     pub local_rank: u32,
     /// The rank of the process that printed it, where known.
     pub seen_by: Option<u32>,
+}
+
+/// Allocations NCCL's memory traces printed: how many, and their bytes, on GPUs and in host memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocations {
+    pub device_calls: u64,
+    pub device_bytes: u64,
+    pub host_calls: u64,
+    pub host_bytes: u64,
+}
+
+impl Allocations {
+    pub fn is_empty(&self) -> bool {
+        self.device_calls == 0 && self.host_calls == 0
+    }
 }

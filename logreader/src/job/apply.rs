@@ -11,6 +11,9 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
+        if key.anonymous() {
+            return;
+        }
         // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
         if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
             return;
@@ -35,12 +38,16 @@ impl Job {
         text: &str,
         location: Option<&str>,
     ) {
-        // The same line again (same printer, same words) says nothing new.
-        if !self.first_time(7, &[at.text.as_bytes()]) {
-            return;
-        }
-        let class = classify::classify(text, location);
+        // Repeats are data: an echo of the line just before from the same thread was dropped already (the repeat
+        // rule in `Job::who`); the same error again later is the job failing again. A line repeated past
+        // `MAX_REPEATED_WARNINGS` times is not kept again, so that it cannot crowd later errors out of the list.
         if self.snap.warnings.len() < MAX_WARNINGS {
+            let times = self.warning_times.entry(hash_of(at.text.as_bytes())).or_default();
+            *times += 1;
+            if *times > MAX_REPEATED_WARNINGS {
+                return self.gdr_warning(at, rank, host, text);
+            }
+            let class = classify::classify(text, location);
             self.snap.warnings.push(Warning {
                 rank,
                 host: host.map(str::to_string),
@@ -50,6 +57,11 @@ impl Job {
                 source: location.map(str::to_string),
             });
         }
+        self.gdr_warning(at, rank, host, text);
+    }
+
+    /// A warning that says GPUDirect RDMA is off (a plugin's).
+    fn gdr_warning(&mut self, at: &At, rank: Option<u32>, host: Option<&str>, text: &str) {
         if setup::says_gdr_off(text) {
             let gdr = GdrLine { enabled: false, reason: Some(kept(text)), ..GdrLine::default() };
             self.gdr(at, host, rank, gdr);
@@ -189,6 +201,7 @@ impl Job {
                 self.facts.rccl = true;
                 self.version(at, &v, rank.map(|r| format!("rank {r}")));
             }
+            Event::RcclLine => self.facts.rccl = true,
             Event::Rccl { comm, nranks, inner } => {
                 self.facts.rccl = true;
                 self.printed_nranks(nranks, "RCCL's nRanks");
@@ -372,6 +385,38 @@ impl Job {
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
                 self.streams.entry(stream).or_default().comm = Some(i);
+            }
+            Event::CommEnd(c) => {
+                self.learn_rank(key, c.rank);
+                self.printed_nranks(c.nranks, "an Abort/Destroy COMPLETE line's nranks");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
+                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let comm = &mut self.snap.communicators[i];
+                comm.rank = Some(c.rank);
+                comm.nranks = Some(c.nranks);
+                comm.cuda_dev = Some(c.cuda_dev);
+                comm.bus_id = c.bus_id.or(comm.bus_id.take());
+                comm.state = CommState::Destroyed;
+            }
+            Event::ProxyCall { comm, rank: r } => {
+                self.learn_rank(key, r);
+                self.comm_rank.insert(Self::comm_rank_key(key, &comm), r);
+            }
+            Event::Alloc(a) => {
+                let t = &mut self.facts.allocations;
+                let (calls, bytes) = if a.device {
+                    (&mut t.device_calls, &mut t.device_bytes)
+                } else {
+                    (&mut t.host_calls, &mut t.host_bytes)
+                };
+                *calls += 1;
+                *bytes = bytes.saturating_add(a.bytes);
+            }
+            Event::TopologyNote(note) => {
+                let notes = &mut self.facts.topology_notes;
+                if notes.len() < Evidence::MAX_PER_KIND && !notes.contains(&note) {
+                    notes.push(note);
+                }
             }
             Event::CommSize { nranks, nnodes } => {
                 self.printed_nranks(nranks, "a plugin's \"comm with N ranks\"");

@@ -22,6 +22,26 @@ pub struct CommInit {
     pub complete: bool,
 }
 
+/// `comm 0x55d3 rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE` (or `- Destroy COMPLETE`): a communicator
+/// ended (NCCL 2.28.9 `src/init.cc`, `ncclCommAbort` and `ncclCommDestroy`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommEnd {
+    pub comm: String,
+    pub rank: u32,
+    pub nranks: u32,
+    pub cuda_dev: i32,
+    pub bus_id: Option<String>,
+    /// `Abort` (after an error, or a framework's shutdown) rather than `Destroy`.
+    pub abort: bool,
+}
+
+/// What a memory trace (`NCCL_DEBUG_SUBSYS=ALLOC`) allocated: bytes, on the GPU or in host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alloc {
+    pub device: bool,
+    pub bytes: u64,
+}
+
 /// `comm 0x... rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommInfo {
@@ -190,7 +210,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
     if rest.starts_with("No device found") {
         return Some(Event::NetNoDevice(name.to_string()));
     }
-    if rest.contains("GPU Direct RDMA") {
+    if find(rest, "GPU Direct RDMA").is_some() {
         return gdr(msg);
     }
     if let Some(size) = comm_size(rest) {
@@ -299,6 +319,21 @@ fn gdr_gpu(gpu: &str, hca: &str, net_lead: bool) -> Option<GdrGpu> {
 
 fn comm_init(body: &str) -> Option<Event> {
     let tail = body.trim_end();
+    for (end, abort) in [(" - Abort COMPLETE", true), (" - Destroy COMPLETE", false)] {
+        if tail.ends_with(end) {
+            let mut s = Scan::new(body);
+            s.lit("comm ")?;
+            let comm = s.word()?.to_string();
+            s.lit(" rank ")?;
+            let rank = s.num()?;
+            s.lit(" nranks ")?;
+            let nranks = s.num()?;
+            s.lit(" cudaDev ")?;
+            let cuda_dev = s.num()?;
+            let bus_id = field(body, "busId").map(str::to_string);
+            return Some(Event::CommEnd(CommEnd { comm, rank, nranks, cuda_dev, bus_id, abort }));
+        }
+    }
     let complete = if tail.ends_with("Init COMPLETE") {
         true
     } else if tail.ends_with("Init START") {
@@ -436,7 +471,13 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
             reason: Some("no peer-memory module (memory_peers)".into()),
             ..GdrLine::default()
         }),
-        "RCCL" => Event::RcclVersion(rccl_version(body)?),
+        "RCCL" => rccl_version(body).map(Event::RcclVersion).or_else(|| rccl_line(body))?,
+        "HIP" | "ROCm" | "ROCr" | "Librccl" | "[node_id" | "[rocprofiler-sdk-rccl][" => rccl_line(body)?,
+        "ProxyCall" => proxy_call(body).unwrap_or(Event::Known),
+        "Topology" => topology_note(body)?,
+        "Loading" => topology_note(body).unwrap_or(Event::Known),
+        "CUMEM" | "Mem" => alloc(body)?,
+        "Allocated" => alloc(body).unwrap_or(Event::Known),
         "TUNER/Plugin" => plugin("tuner", &body[word.len()..]),
         "PROFILER/Plugin" => plugin("profiler", &body[word.len()..]),
         "ENV/Plugin" => plugin("env", &body[word.len()..]),
@@ -465,68 +506,78 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         "User" if body.starts_with("User asked for a ") => Event::ChannelsLimited,
         "Enabled" if body.starts_with("Enabled NCCL Func/Proto/Algo Matrix") => Event::MatrixStart,
         w if w.starts_with("NET/") => net_line(w, body)?,
-        "Setting"
-        | "Launch"
-        | "cudaDriverVersion"
-        | "Allocated"
-        | "Threads"
-        | "Comm"
-        | "CC"
-        | "MNNVL"
-        | "RAS"
-        | "DMA-BUF"
-        | "Dmabuf"
-        | "DMA_BUF"
-        | "Check"
-        | "Communicator"
-        | "rank"
-        | "Freeing"
-        | "Search"
-        | "latencyinter"
-        | "Loading"
-        | "Paths"
-        | "PXN"
-        | "Dump"
-        | "Proxy"
-        | "ProxyCall"
-        | "[Proxy"
-        | "sendConnect"
-        | "recvConnect"
-        | "Received"
-        | "New"
-        | "UDS"
-        | "Invalid"
-        | "minCTAs"
-        | "Found"
-        | "Plugin"
-        | "Hostname"
-        | "Librccl"
-        | "HIP"
-        | "ROCm"
-        | "ROCr"
-        | "External"
-        | "Unloading"
-        | "Failed"
-        | "GDRCOPY"
-        | "TOPO/NET"
-        | "##"
-        | "Skipping"
-        | "P2P"
-        | "Disabling"
-        | "Could"
-        | "Initialized"
-        | "Memory"
-        | "MSCCL"
-        | "Enabled"
-        | "[rocprofiler-sdk-rccl][" => Event::Known,
+        "Setting" | "Launch" | "cudaDriverVersion" | "Threads" | "Comm" | "CC" | "MNNVL" | "RAS" | "DMA-BUF"
+        | "Dmabuf" | "DMA_BUF" | "Check" | "Communicator" | "rank" | "Freeing" | "Search" | "latencyinter"
+        | "Paths" | "PXN" | "Dump" | "Proxy" | "[Proxy" | "sendConnect" | "recvConnect" | "Received" | "New"
+        | "UDS" | "Invalid" | "minCTAs" | "Found" | "Plugin" | "Hostname" | "External" | "Unloading" | "Failed"
+        | "GDRCOPY" | "TOPO/NET" | "##" | "Skipping" | "P2P" | "Disabling" | "Could" | "Initialized" | "Memory"
+        | "MSCCL" | "Enabled" => Event::Known,
         // After the words above: their lines need no substring search.
-        w if w.contains(".c") || w.contains(".h") => error_trace(body)?,
+        w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
-        _ if body.contains(" connected via C2C link") || body.contains(" is too low, leaving it set at ") => {
+        _ if find(body, " connected via C2C link").is_some()
+            || find(body, " is too low, leaving it set at ").is_some() =>
+        {
             Event::Known
         }
         _ => return None,
     })
+}
+
+/// NCCL 2.28.9's memory traces (`src/include/alloc.h`, `src/misc/utils.cc`, `src/misc/shmutils.cc`):
+/// `FILE:LINE Cuda Alloc Size N pointer P`, `FILE:LINE Cuda Host Alloc Size N ...`, `FILE:LINE Ib Alloc Size N ...`,
+/// `FILE:LINE memory stack [non-]hunk malloc(N)`, `CUMEM Host Alloc Size N ...`, `Mem Realloc old size A, new size
+/// B ...` (B counted) and `Allocated N bytes of shared memory in PATH`. `body` starts at what follows `FILE:LINE`.
+pub fn alloc(body: &str) -> Option<Event> {
+    let body = body.trim_start();
+    let size = |lead: &str, device: bool| {
+        let mut s = Scan::new(body.strip_prefix(lead)?);
+        Some(Event::Alloc(Alloc { device, bytes: s.num()? }))
+    };
+    size("Cuda Alloc Size ", true)
+        .or_else(|| size("Cuda Host Alloc Size ", false))
+        .or_else(|| size("Ib Alloc Size ", false))
+        .or_else(|| size("CUMEM Host Alloc Size ", false))
+        .or_else(|| size("memory stack hunk malloc(", false))
+        .or_else(|| size("memory stack non-hunk malloc(", false))
+        .or_else(|| size("Allocated ", false).filter(|_| body.contains(" bytes of shared memory in ")))
+        .or_else(|| {
+            let i = find(body, ", new size ")?;
+            body.starts_with("Mem Realloc old size ").then_some(())?;
+            let mut s = Scan::new(&body[i + 11..]);
+            Some(Event::Alloc(Alloc { device: false, bytes: s.num()? }))
+        })
+}
+
+/// `ProxyCall UDS comm 0x55e100 rank 0 tpRank 1(1) reqSize 8 ...` (2.28.9 `src/proxy.cc`): the rank calling its
+/// proxy, and its communicator.
+fn proxy_call(body: &str) -> Option<Event> {
+    let mut s = Scan::new(body.strip_prefix("ProxyCall UDS comm ")?);
+    let comm = s.word()?.to_string();
+    s.lit(" rank ")?;
+    Some(Event::ProxyCall { comm, rank: s.num()? })
+}
+
+/// Topology detection's notes (2.28.9 `src/graph/xml.cc`): `Topology detection : could not read PATH, ignoring`,
+/// `Topology detection: network path (name = N) PATH is not a PCI device (SUBSYSTEM). Attaching to first CPU`, and
+/// `Loading topology file PATH` (`NCCL_TOPO_FILE`).
+fn topology_note(body: &str) -> Option<Event> {
+    (body.starts_with("Topology detection") || body.starts_with("Loading topology file "))
+        .then(|| Event::TopologyNote(body.trim_end().to_string()))
+}
+
+/// RCCL's own lines (RCCL `src/init.cc` `showVersion`, `src/graph/topo.cc`): `RCCL version 2.6.4+hip3.5` (before
+/// RCCL 2.18), `HIP version  : 6.2.41133-dd7f95766`, `ROCm version : 6.2.0.0-...`, `Librccl path : ...`,
+/// `ROCr version 1.14`, `[node_id = 4; gpu_id = 9962; ...]`.
+fn rccl_line(body: &str) -> Option<Event> {
+    if let Some(v) = body.strip_prefix("RCCL version ").filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
+        return Some(Event::RcclVersion(v.split_ascii_whitespace().next()?.to_string()));
+    }
+    let rccl =
+        ["HIP version", "ROCm version", "ROCr version", "Librccl path", "[node_id = ", "[rocprofiler-sdk-rccl]["]
+            .iter()
+            .any(|p| body.starts_with(p));
+    rccl.then_some(Event::RcclLine)
 }
 
 /// `Bootstrap : Using [0]br0:10.10.0.1<0>`, `Bootstrap: Using eth0:10.0.0.1<0>`.
@@ -729,9 +780,12 @@ mod tests {
             Some(Event::ConnectedRings { pxn: Some(false), gdr: Some(true) })
         );
         assert_eq!(parse("RCCL version : 2.20.5-HEAD:7a83a05"), Some(Event::RcclVersion("2.20.5".into())));
+        assert_eq!(
+            parse("ProxyCall UDS comm 0x1 rank 3 tpRank 1(1) reqSize 8"),
+            Some(Event::ProxyCall { comm: "0x1".into(), rank: 3 })
+        );
         for known in [
             "[Proxy Service] Device 0 CPU core 12",
-            "ProxyCall UDS comm 0x1 rank 0 tpRank 1(1) reqSize 8",
             "P2P Chunksize set to 131072",
             "Setting affinity for GPU 0 to ffff",
         ] {
