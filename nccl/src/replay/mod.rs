@@ -8,6 +8,8 @@
 //! which NCCL routes through the CPU without it), and the links NCCL keeps both ways but prints once.
 
 pub mod compare;
+pub mod printed;
+pub mod verify;
 
 pub use compare::{compare, Comparison, Context, Kind};
 
