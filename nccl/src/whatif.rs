@@ -319,18 +319,17 @@ fn graph_changes(before: &Explained, after: &Explained) -> Vec<GraphChange> {
     out
 }
 
+/// An algorithm and protocol, one cell of NCCL's table.
+type Cell = (Algorithm, Protocol);
+
 /// `Algo/Proto` of the choice at `bytes`, if any.
-fn pick_at(m: &TuningModel, coll: Collective, bytes: u64) -> Option<(Algorithm, Protocol)> {
+fn pick_at(m: &TuningModel, coll: Collective, bytes: u64) -> Option<Cell> {
     m.choose(&CallInfo::new(coll, bytes)).ok().map(|c| (c.algo, c.proto))
 }
 
 /// Each switch of `m`'s choice for `coll` over `sizes` (ascending): the pair and the smallest size (to the byte,
 /// by bisection between the sizes) that picks the larger-size side.
-fn switches_of(
-    m: &TuningModel,
-    coll: Collective,
-    sizes: &[u64],
-) -> Vec<((Algorithm, Protocol), (Algorithm, Protocol), u64)> {
+fn switches_of(m: &TuningModel, coll: Collective, sizes: &[u64]) -> Vec<(Cell, Cell, u64)> {
     let mut out = Vec::new();
     for w in sizes.windows(2) {
         let (Some(a), Some(b)) = (pick_at(m, coll, w[0]), pick_at(m, coll, w[1])) else { continue };
@@ -354,12 +353,7 @@ fn switches_of(
 }
 
 /// The cells' terms (latency, bandwidth) that differ between the two models, for the cells of a switch.
-fn moved_terms(
-    before: &TuningModel,
-    after: &TuningModel,
-    coll: Collective,
-    cells: [(Algorithm, Protocol); 2],
-) -> Vec<String> {
+fn moved_terms(before: &TuningModel, after: &TuningModel, coll: Collective, cells: [Cell; 2]) -> Vec<String> {
     let mut out = Vec::new();
     for (a, p) in cells {
         let (lb, la) = (before.latency(coll, a, p), after.latency(coll, a, p));
@@ -380,7 +374,7 @@ fn switches(before: &Explained, after: &Explained, sizes: &[u64]) -> Vec<Switch>
     let mut sizes = sizes.to_vec();
     sizes.sort_unstable();
     sizes.dedup();
-    let name = |(a, p): (Algorithm, Protocol)| format!("{a}/{p}");
+    let name = |(a, p): Cell| format!("{a}/{p}");
     let mut out = Vec::new();
     for coll in Collective::TUNED {
         let (sb, sa) = (switches_of(&before.model, coll, &sizes), switches_of(&after.model, coll, &sizes));
