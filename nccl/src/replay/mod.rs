@@ -11,6 +11,8 @@
 //! (hidden PCIe speeds, slow NICs, GPUs far from any NIC) is a [`MachineFinding`].
 
 pub mod compare;
+pub mod printed;
+pub mod verify;
 
 pub use compare::{compare, Comparison, Context, Kind};
 
