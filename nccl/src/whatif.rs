@@ -186,6 +186,11 @@ pub fn what_if(
     let before = explain(topology, nnodes, sizes, env, false)?;
     let (t, e) = apply(topology, env, edits)?;
     let after = explain(&t, nnodes, sizes, &e, false)?;
+    Ok(WhatIf { edits: edits.to_vec(), rows: rows(&before, &after) })
+}
+
+/// Per call either model chose for, the choice before and after.
+pub fn rows(before: &crate::Explained, after: &crate::Explained) -> Vec<Row> {
     let pick = |ex: &crate::Explained, coll, bytes| {
         ex.choices.iter().find(|c| c.coll == coll && c.bytes == bytes).map(Pick::from)
     };
@@ -194,11 +199,11 @@ pub fn what_if(
         if rows.iter().any(|r| r.coll == c.coll && r.bytes == c.bytes) {
             continue;
         }
-        let (b, a) = (pick(&before, c.coll, c.bytes), pick(&after, c.coll, c.bytes));
+        let (b, a) = (pick(before, c.coll, c.bytes), pick(after, c.coll, c.bytes));
         let speedup = b.as_ref().zip(a.as_ref()).map(|(b, a)| b.time_us / a.time_us.max(f64::MIN_POSITIVE));
         rows.push(Row { coll: c.coll, bytes: c.bytes, before: b, after: a, speedup });
     }
-    Ok(WhatIf { edits: edits.to_vec(), rows })
+    rows
 }
 
 #[cfg(test)]
