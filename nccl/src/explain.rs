@@ -190,7 +190,8 @@ pub fn explain(
             match &choice {
                 Ok(c) => {
                     choices.push(c.clone());
-                    if log {
+                    // A one-rank call never reaches the tuner's TUNING line (`ncclLaunchOneRank`).
+                    if log && !c.one_rank {
                         let kind = kind_channels(&model, c);
                         let range = channel_range(c, count, ELEM, n_ranks, kind, profile.min_traffic_per_channel);
                         nccl_info!(Subsys::TUNING, "{}", c.tuning_line(count * ELEM, range));
@@ -213,7 +214,7 @@ pub fn explain(
     }
 
     let mut snapshot = Snapshot::new(Source::Model { topology: topology.source.clone() });
-    // The topology and search constants are the release's; the tuning tables are 2.28.9's for every release.
+    // The topology, search and tuning follow the release (`VersionProfile::describe` says what does not).
     snapshot.nccl_version = Some(profile.version.to_string());
     snapshot.collscope_version = Some(env!("CARGO_PKG_VERSION").to_string());
     snapshot.nranks = Some(n_ranks);
@@ -344,6 +345,21 @@ mod tests {
         };
         let d = explain(&preset("dgx-a100"), 1, &[1 << 20], &Env::default(), false).unwrap();
         assert_eq!(json(&d), json(&a100_at("2.28.9")));
+    }
+
+    #[test]
+    fn one_rank_copies() {
+        // NCCL 2.28.9 src/enqueue.cc: with nRanks == 1 a call goes to ncclLaunchOneRank, no algorithm or channel.
+        let xml = r#"<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+          <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16">
+            <gpu dev="0" sm="80" rank="0" gdr="1"/></pci></cpu></system>"#;
+        let ex = explain(&crate::graph::testing::from_xml(xml), 1, &[8, 1 << 30], &Env::default(), false).unwrap();
+        assert!(!ex.choices.is_empty());
+        for c in &ex.choices {
+            assert!(c.one_rank && c.n_channels == 0 && c.n_threads == 0, "{c:?}");
+            assert!(c.reason().contains("copies the buffer"), "{}", c.reason());
+        }
+        assert!(ex.snapshot.decisions.iter().all(|d| d.n_channels == 0));
     }
 
     #[test]

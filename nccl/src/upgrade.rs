@@ -4,11 +4,13 @@
 //! the other does not, and per collective and size the choice and predicted time on both sides.
 
 use crate::explain::{explain, ExplainError, Explained};
-use crate::topo::TopoEnv;
-use crate::version::NcclVersion;
+use crate::topo::{paths, TopoEnv, TopoError};
+use crate::version::{NcclVersion, VersionProfile};
 use crate::whatif::{rows, Row};
 use collscope_debug::env::Env;
-use collscope_model::{Algorithm, ChannelCounts, Collective, Graph, PathType, Pattern, Protocol, Topology};
+use collscope_model::{
+    Algorithm, ChannelCounts, Collective, Graph, LinkType, NodeType, PathType, Pattern, Protocol, Topology,
+};
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +19,8 @@ pub enum UpgradeError {
     Explain(#[from] ExplainError),
     #[error(transparent)]
     Env(#[from] collscope_debug::env::EnvError),
+    #[error(transparent)]
+    Topo(#[from] TopoError),
 }
 
 /// One release's side: the machine as that release builds it (link bandwidths differ by release) and the
@@ -81,6 +85,29 @@ pub struct Upgrade {
     pub channels: Option<(ChannelCounts, ChannelCounts)>,
     pub cells: Vec<CellChange>,
     pub rows: Vec<Row>,
+}
+
+/// A machine whose NVLinks carry release `from`'s per-link figure (as a log of that release prints them),
+/// with release `to`'s instead (`ncclTopoNVLinkBw`, by the GPU's compute capability), and its paths
+/// recomputed under `env`. Other links keep their figures.
+pub fn with_release_nvlinks(
+    t: &Topology,
+    from: &VersionProfile,
+    to: &VersionProfile,
+    env: &TopoEnv,
+) -> Result<Topology, TopoError> {
+    let mut out = t.clone();
+    let sm = |i: usize| t.nodes[i].gpu.as_ref().map(|g| g.sm);
+    for l in out.links.iter_mut().filter(|l| l.kind == LinkType::NVL) {
+        let gpu = sm(l.from)
+            .or_else(|| sm(l.to))
+            .filter(|_| t.nodes[l.from].kind == NodeType::GPU || t.nodes[l.to].kind == NodeType::GPU);
+        if let Some(sm) = gpu {
+            l.bw *= to.nvlink_bw(sm) / from.nvlink_bw(sm);
+        }
+    }
+    paths::compute(&mut out, env)?;
+    Ok(out)
 }
 
 /// Why a cell is off, or None when the model runs it.
@@ -169,6 +196,18 @@ mod tests {
         let same = upgrade(Side { topology: &tb, env: &eb }, Side { topology: &tb, env: &eb }, 2, &sizes).unwrap();
         assert!(same.graphs.is_empty() && same.channels.is_none() && same.cells.is_empty());
         assert!(same.rows.iter().all(|r| r.speedup == Some(1.0)));
+    }
+
+    #[test]
+    fn nvlinks_take_the_other_releases_figure() {
+        // SM80: 20 GB/s per NVLink from v2.18.1-1, 22 before (src/graph/topo.h).
+        let (t, env) = side("dgx-a100", "2.28.9");
+        let (from, to) = (VersionProfile::default(), "2.17.1".parse::<VersionProfile>().unwrap());
+        let old = with_release_nvlinks(&t, &from, &to, &TopoEnv::from_env(&env).unwrap()).unwrap();
+        let (built, _) = side("dgx-a100", "2.17.1");
+        let nvl = |t: &Topology| t.links.iter().filter(|l| l.kind == LinkType::NVL).map(|l| l.bw).collect::<Vec<_>>();
+        assert_eq!(nvl(&old), nvl(&built));
+        assert_ne!(nvl(&old), nvl(&t));
     }
 
     #[test]

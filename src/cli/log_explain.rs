@@ -13,6 +13,7 @@ use collscope_nccl::graph::plan::MAX_MODEL_NODES;
 use collscope_nccl::replay::{self, Comparison, Context, Facts, PathCheck};
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
+use collscope_nccl::upgrade::{self, Side, Upgrade};
 use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 use serde::Serialize;
@@ -40,6 +41,10 @@ pub struct ExplainArgs {
     /// (default: the version the log prints, else 2.28.9).
     #[arg(long, value_name = "X.Y[.Z]")]
     pub nccl_version: Option<NcclVersion>,
+    /// Compare with another NCCL release: what moving from the log's release to it changes (graphs,
+    /// channels, the cells offered, each call's choice and predicted time).
+    #[arg(long, value_name = "X.Y[.Z]")]
+    pub vs: Option<NcclVersion>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
     /// Print JSON: comparisons, match_ratio, notes, the machine, what_if and the model.
@@ -73,6 +78,8 @@ struct Report<'a> {
     paths: Option<PathCheck>,
     #[serde(skip_serializing_if = "Option::is_none")]
     what_if: Option<WhatIf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<Upgrade>,
     model: Option<&'a Explained>,
 }
 
@@ -201,6 +208,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
 
     let mut model = None;
     let mut what_if = None;
+    let mut upgrade = None;
     if let Some((t, facts)) = topology {
         let gpus = t.nodes_of(NodeType::GPU).count();
         let n = nodes(&log, gpus, &mut notes)?;
@@ -219,9 +227,17 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         if !edits.is_empty() {
             what_if = Some(collscope_nccl::whatif::what_if(&t, n, &sizes, &env, &edits)?);
         }
+        if let Some(vs) = args.vs {
+            let vs_env = env.with(VERSION_VAR, &vs.to_string());
+            let vs_topo_env = TopoEnv::from_env(&vs_env)?;
+            notes.extend(vs_topo_env.profile.note.clone());
+            let vs_t = upgrade::with_release_nvlinks(&t, &topo_env.profile, &vs_topo_env.profile, &vs_topo_env)?;
+            let (before, after) = (Side { topology: &t, env: &env }, Side { topology: &vs_t, env: &vs_env });
+            upgrade = Some(upgrade::upgrade(before, after, n, &sizes)?);
+        }
         model = Some(ex);
-    } else if !edits.is_empty() {
-        notes.push("what-if: needs the machine (--topo-file), which the log does not print".into());
+    } else if !edits.is_empty() || args.vs.is_some() {
+        notes.push("what-if and --vs: need the machine (--topo-file), which the log does not print".into());
     }
 
     let comparisons = replay::compare(&log, model.as_ref(), &ctx);
@@ -244,6 +260,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         machine,
         paths,
         what_if,
+        upgrade,
         model: model.as_ref(),
     };
     if args.json {
@@ -307,6 +324,9 @@ fn text(r: &Report) -> String {
     );
     if let Some(w) = &r.what_if {
         o.push_str(&whatif::render(w));
+    }
+    if let Some(u) = &r.upgrade {
+        o.push_str(&crate::cli::topo::upgrade::render(u));
     }
     o
 }
