@@ -430,18 +430,7 @@ pub fn what_if(
     let before = explain(topology, nnodes, sizes, env, false)?;
     let (t, e, mut notes) = apply(topology, env, edits)?;
     let after = explain(&t, nnodes, sizes, &e, false)?;
-    let pick = |ex: &crate::Explained, coll, bytes| {
-        ex.choices.iter().find(|c| c.coll == coll && c.bytes == bytes).map(Pick::from)
-    };
-    let mut rows: Vec<Row> = Vec::new();
-    for c in before.choices.iter().chain(&after.choices) {
-        if rows.iter().any(|r| r.coll == c.coll && r.bytes == c.bytes) {
-            continue;
-        }
-        let (b, a) = (pick(&before, c.coll, c.bytes), pick(&after, c.coll, c.bytes));
-        let speedup = b.as_ref().zip(a.as_ref()).map(|(b, a)| b.time_us / a.time_us.max(f64::MIN_POSITIVE));
-        rows.push(Row { coll: c.coll, bytes: c.bytes, before: b, after: a, speedup });
-    }
+    let rows = rows(&before, &after);
     let graphs = graph_changes(&before, &after);
     let (b, a) = (&before.snapshot.channels, &after.snapshot.channels);
     if b != a {
@@ -457,6 +446,23 @@ pub fn what_if(
     notes.extend(edits.iter().filter_map(|e| unpriced(e, graphs.is_empty() && b == a, rows_same)));
     let switches = switches(&before, &after, sizes);
     Ok(WhatIf { edits: edits.to_vec(), rows, notes, graphs, switches, sizes_from_log: false })
+}
+
+/// Per call either model chose for, the choice before and after.
+pub fn rows(before: &crate::Explained, after: &crate::Explained) -> Vec<Row> {
+    let pick = |ex: &crate::Explained, coll, bytes| {
+        ex.choices.iter().find(|c| c.coll == coll && c.bytes == bytes).map(Pick::from)
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for c in before.choices.iter().chain(&after.choices) {
+        if rows.iter().any(|r| r.coll == c.coll && r.bytes == c.bytes) {
+            continue;
+        }
+        let (b, a) = (pick(before, c.coll, c.bytes), pick(after, c.coll, c.bytes));
+        let speedup = b.as_ref().zip(a.as_ref()).map(|(b, a)| b.time_us / a.time_us.max(f64::MIN_POSITIVE));
+        rows.push(Row { coll: c.coll, bytes: c.bytes, before: b, after: a, speedup });
+    }
+    rows
 }
 
 #[cfg(test)]

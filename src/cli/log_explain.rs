@@ -18,6 +18,7 @@ use collscope_nccl::replay::{self, Comparison, Context, Facts, Kind, MachineFind
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv, TopoSource};
 use collscope_nccl::tuning::CallInfo;
+use collscope_nccl::upgrade::{self, Side, Upgrade};
 use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 use serde::Serialize;
@@ -54,6 +55,10 @@ pub struct ExplainArgs {
     /// (default: the version the log prints, else 2.28.9).
     #[arg(long, value_name = "X.Y[.Z]")]
     pub nccl_version: Option<NcclVersion>,
+    /// Compare with another NCCL release: what moving from the log's release to it changes (graphs,
+    /// channels, the cells offered, each call's choice and predicted time).
+    #[arg(long, value_name = "X.Y[.Z]")]
+    pub vs: Option<NcclVersion>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
     /// Print JSON: comparisons, match_ratio, notes, the machine, what_if and the model.
@@ -92,6 +97,8 @@ struct Report<'a> {
     paths: Option<PathCheck>,
     #[serde(skip_serializing_if = "Option::is_none")]
     what_if: Option<WhatIf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<Upgrade>,
     model: Option<&'a Explained>,
 }
 
@@ -303,6 +310,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let mut what_if = None;
     let mut fields = Vec::new();
     let not_compared: Vec<String>;
+    let mut upgrade = None;
     if let Some((t, facts)) = topology {
         let gpus = t.nodes_of(NodeType::GPU).count();
         let host = ctx.host.clone();
@@ -457,6 +465,15 @@ pub fn run(args: ExplainArgs) -> Result<()> {
                     }
                     what_if = Some(w);
                 }
+                if let Some(vs) = args.vs {
+                    let vs_env = env.with(VERSION_VAR, &vs.to_string());
+                    let vs_topo_env = TopoEnv::from_env(&vs_env)?;
+                    notes.extend(vs_topo_env.profile.note.clone());
+                    let vs_t =
+                        upgrade::with_release_nvlinks(&t, &topo_env.profile, &vs_topo_env.profile, &vs_topo_env)?;
+                    let (before, after) = (Side { topology: &t, env: &env }, Side { topology: &vs_t, env: &vs_env });
+                    upgrade = Some(upgrade::upgrade(before, after, n, &sizes)?);
+                }
                 model = Some(m.searched);
             }
             Err(e) => {
@@ -471,8 +488,10 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         }
     } else {
         not_compared = replay::compare(&log, None, &ctx).not_compared;
-        if !edits.is_empty() {
-            notes.push("what-if: needs the machine (--preset or --topo-file), which the log does not print".into());
+        if !edits.is_empty() || args.vs.is_some() {
+            notes.push(
+                "what-if and --vs: need the machine (--preset or --topo-file), which the log does not print".into(),
+            );
         }
     }
 
@@ -497,6 +516,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         machine,
         paths,
         what_if,
+        upgrade,
         model: model.as_ref(),
     };
     print_report(&args, report)
@@ -520,6 +540,7 @@ fn rccl(log: &Snapshot) -> Report<'_> {
         machine: None,
         paths: None,
         what_if: None,
+        upgrade: None,
         model: None,
     }
 }
@@ -613,6 +634,9 @@ fn text(r: &Report) -> String {
     }
     if let Some(w) = &r.what_if {
         o.push_str(&whatif::render(w));
+    }
+    if let Some(u) = &r.upgrade {
+        o.push_str(&crate::cli::topo::upgrade::render(u));
     }
     o
 }
