@@ -329,7 +329,10 @@ pub fn run(args: ExplainArgs) -> Result<()> {
         };
         // The log reader's node count when it concluded rather than read it: a guess, as ours is.
         let reader_guess = log.log.as_ref().and_then(|f| f.inferred.iter().find(|i| i.fact == "nnodes"));
-        let printed_nodes = log.nnodes.filter(|_| reader_guess.is_none());
+        // Counts past the model's bound are refused before any work grows with them (not degraded to a note).
+        let printed_nodes =
+            log.nnodes.filter(|_| reader_guess.is_none()).map(|n| check_nodes(n, "the log's nNodes")).transpose()?;
+        let asked_nodes = args.nodes.map(|n| check_nodes(n, "--nodes")).transpose()?;
         let guess = match (log.nnodes, reader_guess) {
             (Some(n), Some(_)) => check_nodes(n, "the log's inferred nNodes")?,
             _ => guess_nodes(&log, gpus),
@@ -350,13 +353,10 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             })
         };
         let mut choose = || -> Result<(u32, Modelled, bool)> {
-            Ok(match (args.nodes, printed_nodes) {
-                (Some(n), _) => {
-                    let n = check_nodes(n, "--nodes")?;
-                    (n, model_of(&log, &t, n, &sizes_for(n), &env, host.as_deref())?, false)
-                }
+            Ok(match (asked_nodes, printed_nodes) {
+                (Some(n), _) => (n, model_of(&log, &t, n, &sizes_for(n), &env, host.as_deref())?, false),
                 (None, Some(n)) => {
-                    let n = on_one_host(check_nodes(n, "the log's nNodes")?, &mut notes);
+                    let n = on_one_host(n, &mut notes);
                     (n, model_of(&log, &t, n, &sizes_for(n), &env, host.as_deref())?, false)
                 }
                 (None, None) => {

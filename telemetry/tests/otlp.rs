@@ -230,6 +230,8 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
     rec.push(Event::OpEnqueued(call(1, OpState::Enqueued)));
     rec.push(Event::OpCompleted(call(1, OpState::Completed)));
     rec.push(Event::OpCompleted(call(2, OpState::Failed)));
+    // The call kept last completed: the communicator's last completion is a gauge.
+    rec.push(Event::OpCompleted(call(3, OpState::Completed)));
     rec.push(Event::Proxy(proxy(true)));
     rec.push(Event::Traffic(ChannelTraffic {
         rank: 0,
