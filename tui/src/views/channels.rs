@@ -66,7 +66,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             Some(false) => "no",
             None => "-",
         };
-        let traffic = live.traffic.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
+        let traffic = live.sent_on(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let (bytes, rate, hist) = match traffic {
             Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, hw)),
             None => ("-".into(), "-".into(), String::new()),
@@ -77,7 +77,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         } else {
             String::new()
         };
-        let received = live.received.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
+        let received = live.received_on(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let received = received.map_or("-".into(), |t| fmt_bytes(t.bytes));
         let mut label = transport_label(c);
         if label.chars().count() > tw {
