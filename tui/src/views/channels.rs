@@ -1,7 +1,7 @@
 //! Channels: every connection as channel x peer x direction with bytes sent (the sender's count) and received
 //! (the receiver's), rate, a rate sparkline, transport and GDR, wider columns on wider terminals (which also show
-//! the share of the sent bytes moved in place, where the source tells); for a modelled machine, which has no
-//! connections, the channel counts and each graph's channels.
+//! the share of the sent bytes moved in place, where the source tells); for a machine without connections (a
+//! model computed on one GPU), the channel counts and each graph's channels.
 
 use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_label, EdgeKind};
 use crate::app::App;
