@@ -40,8 +40,15 @@ ALLOWED = {
     # The job-level rules run where `/api/v1/job` merges the ranks.
     "collscope-telemetry": {"collscope-model", "collscope-debug", "collscope-diagnose"},
     "collscope-tui": {"collscope-model", "collscope-debug", "collscope-logreader"},
-    # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime.
-    "collscope-profiler": {"collscope-model", "collscope-debug", "collscope-telemetry", "collscope-profiler-abi"},
+    # The NCCL profiler plugin is loaded into other programs' processes (NCCL's): never the runtime. It reads NCCL's
+    # debug file with the log reader (the rings, trees and connections).
+    "collscope-profiler": {
+        "collscope-model",
+        "collscope-debug",
+        "collscope-logreader",
+        "collscope-telemetry",
+        "collscope-profiler-abi",
+    },
     "collscope": {
         "collscope-model",
         "collscope-debug",

@@ -132,6 +132,26 @@ fn json_from_stdin_has_the_shared_keys() {
     assert_eq!(v["unparsed_nccl_lines"], serde_json::json!([]), "listed only with --strict");
 }
 
+/// Issue 50: a pasted excerpt without prefixes is a log (not "no NCCL line"), and the report says how it was read;
+/// an RCCL log says RCCL in the report and the JSON.
+#[test]
+fn bare_excerpts_and_rccl_logs_say_what_they_are() {
+    let bare = "NCCL version 2.24.3+cuda12.2\nRing 00 : 6 -> 2 [receive] via NET/IB/0\n";
+    let out = collscope(&["log", "analyze", "-", "--no-fail"], Some(bare));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("NCCL version   2.24.3+cuda12.2"), "{text}");
+    assert!(text.contains("without prefix 2 NCCL lines") && text.contains("1 stretch(es)"), "{text}");
+    let rccl = "RCCL version : 2.20.5-HEAD:7a83a05\n\
+                mi300-a:1201:1201 [0] NCCL INFO Bootstrap : Using ens51np0:10.20.0.1<0>\n";
+    let out = collscope(&["log", "analyze", "-", "--no-fail"], Some(rccl));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("RCCL version   2.20.5 (RCCL"), "{text}");
+    let out = collscope(&["log", "analyze", "-", "--json", "--no-fail"], Some(rccl));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!((&v["log"]["rccl"], &v["nccl_version"]), (&json!(true), &json!("2.20.5")));
+}
+
 #[test]
 fn bad_paths_and_missing_arguments_are_clear_errors() {
     let out = collscope(&["log", "analyze", "/nonexistent/nccl.log"], None);

@@ -70,9 +70,10 @@ fn differences_carry_their_cause() {
     let bad = mismatches(&v);
     let ring = bad.iter().find(|c| c["field"] == "Ring nChannels").expect("the ring's channel count differs");
     assert_eq!((ring["log"].as_str(), ring["model"].as_str()), (Some("6"), Some("8")));
-    assert!(ring["cause"].as_str().unwrap().contains("NCCL 2.18.3"), "{ring}");
+    // The model ran 2.18.3's constants and still differs: the version is a hint, not a verified cause.
+    assert!(ring.get("cause").is_none() && ring["hint"].as_str().unwrap().contains("NCCL 2.18.3"), "{ring}");
     assert!(v["match_ratio"].as_f64().unwrap() < 1.0);
-    assert_eq!(v["explained_ratio"], 1.0);
+    assert!(v["explained_ratio"].as_f64().unwrap() < 1.0);
     // The model ran the log's release: 2.18.3's constants, said in the notes.
     let notes = v["notes"].to_string();
     assert!(notes.contains("the model ran NCCL 2.18.3's constants (SM90 NVLink 20 GB/s"), "{notes}");
@@ -100,16 +101,15 @@ fn differences_carry_their_cause() {
     let graphs_only = log.lines().filter(|l| !printed_system(l)).collect::<Vec<_>>().join("\n");
     std::fs::write(&path, &graphs_only).unwrap();
     let v = json(&["log", "explain", path.to_str().unwrap(), "--json"]);
-    assert_eq!(v["match_ratio"], 0.0, "{}", v["notes"]);
-    assert_eq!(v["explained_ratio"], 1.0);
-    assert!(v["notes"].to_string().contains("prints no topology"), "{}", v["notes"]);
+    assert!(v["match_ratio"].is_null() && v["explained_ratio"].is_null(), "{}", v["notes"]);
+    assert!(v["notes"].to_string().contains("prints no machine"), "{}", v["notes"]);
     let xml = dir.path().join("dgx-a100.xml");
     ok(&["topo", "dump", "--preset", "dgx-a100", "-o", xml.to_str().unwrap()]);
     let v = json(&["log", "explain", path.to_str().unwrap(), "--topo-file", xml.to_str().unwrap(), "--json"]);
-    // NCCL 2.28 names a channel's GPUs by PCI id; without the print their ranks are unknown, and said so.
-    let bad = mismatches(&v);
-    assert!(bad.iter().all(|c| c["field"].as_str().unwrap().ends_with("channels")), "{bad:?}");
-    assert!(bad.iter().all(|c| c["cause"].as_str().unwrap().contains("without their ranks")), "{bad:?}");
+    // NCCL 2.28 names a channel's GPUs by PCI id; without the print their ranks are unknown: the orders are
+    // not compared, and said so.
+    assert!(mismatches(&v).is_empty(), "{:?}", mismatches(&v));
+    assert!(v["not_compared"].to_string().contains("without their ranks"), "{}", v["not_compared"]);
     assert_eq!(v["explained_ratio"], 1.0);
 }
 
@@ -121,7 +121,7 @@ fn what_if_from_a_log_and_from_topo_explain() {
     let rows = v["what_if"]["rows"].as_array().unwrap();
     let ar = rows.iter().find(|r| r["coll"] == "AllReduce").unwrap();
     assert!(ar["speedup"].as_f64().unwrap() < 1.0, "fewer NICs, slower: {ar}");
-    let text = ok(&["log", "explain", log.to_str().unwrap(), "--set", "NCCL_ALGO=tree", "--sizes", "64M"]);
+    let text = ok(&["log", "explain", log.to_str().unwrap(), "--set", "NCCL_ALGO=tree"]);
     assert!(text.contains("What if: NCCL_ALGO=tree"), "{text}");
     assert!(text.contains("your 64 MB AllReduce would be predicted at"), "{text}");
 
@@ -144,7 +144,7 @@ fn bad_what_if_flags_are_named() {
     }
 }
 
-/// Real NCCL logs that print graphs: every compared field matches or names its cause.
+/// Real NCCL logs that print graphs: fields are compared, and a cause is counted only where one verified.
 #[test]
 fn real_logs_with_graphs() {
     let Some(dir) = collscope_testkit::fixtures("real logs for log explain") else { return };
@@ -157,26 +157,35 @@ fn real_logs_with_graphs() {
         }
         seen += 1;
         let v = json(&["log", "explain", path.to_str().unwrap(), "--json"]);
-        assert!(v["comparisons"].as_array().is_some_and(|c| !c.is_empty()), "{}", path.display());
-        assert_eq!(v["explained_ratio"], 1.0, "{}: {:?}", path.display(), mismatches(&v));
+        if v["comparisons"].as_array().is_some_and(|c| c.is_empty()) {
+            // No machine printed: nothing compared, said, and no ratio claimed.
+            assert!(v["not_compared"].as_array().is_some_and(|n| !n.is_empty()), "{}", path.display());
+            assert!(v["match_ratio"].is_null() && v["explained_ratio"].is_null(), "{}", path.display());
+            continue;
+        }
+        let (m, e) = (v["match_ratio"].as_f64().unwrap(), v["explained_ratio"].as_f64().unwrap());
+        assert!(m <= e && e <= 1.0, "{}: {m} {e}", path.display());
+        let caused = v["comparisons"].as_array().unwrap().iter().filter(|c| c.get("cause").is_some()).count();
+        let total = v["comparisons"].as_array().unwrap().len() as f64;
+        assert!((e - m - caused as f64 / total).abs() < 1e-9, "{}", path.display());
     }
     assert!(seen > 0, "no fixture prints a graph");
 }
 
 /// The log reader's 2x2 fixture prints GPU-NIC paths as PXB through one PCIe switch, where NCCL computes PIX
-/// from the links it prints: the graphs then differ, and say why.
+/// from the links it prints: the graphs then differ, and hint why (no re-run can verify a fact the print lacks).
 #[test]
-fn printed_paths_unlike_the_links_are_the_named_cause() {
+fn printed_paths_unlike_the_links_are_the_named_hint() {
     let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("logreader/tests/data/init_2x2_2.28.log");
     let v = json(&["log", "explain", log.to_str().unwrap(), "--json"]);
     assert_eq!((v["machine"]["nodes"].as_u64(), v["machine"]["sm"].as_u64()), (Some(2), Some(80)));
     assert!(v["paths"]["matched"].as_u64() < v["paths"]["compared"].as_u64(), "{}", v["paths"]);
     let bad = mismatches(&v);
     let ring = bad.iter().find(|c| c["field"] == "Ring type inter").expect("PXB against PIX");
-    assert!(ring["cause"].as_str().unwrap().contains("printed paths differ"), "{ring}");
+    assert!(ring["hint"].as_str().unwrap().contains("printed paths differ"), "{ring}");
     let collnet = bad.iter().find(|c| c["field"] == "Tree graph").expect("the CollNet chain graph");
-    assert!(collnet["cause"].as_str().unwrap().contains("CollNet"), "{collnet}");
-    assert_eq!(v["explained_ratio"], 1.0);
+    assert!(collnet["hint"].as_str().unwrap().contains("CollNet"), "{collnet}");
+    assert!(v["explained_ratio"].as_f64().unwrap() < 1.0);
 }
 
 /// `log` with the line NCCL prints for each rank's communicator (`nNodes` included) after its version line.

@@ -220,3 +220,54 @@ fn bootstrap_interface_is_logged_under_nccls_default_subsystems() {
     // TUNING is not a default subsystem.
     assert!(!log.contains("Max NThreads"), "{log}");
 }
+
+/// The NCCL log reader that reference text 000 builds (`nccl_log_reader.py`, its regular expressions taken from
+/// NCCL's own format strings) reads a collscope runtime log as it reads NCCL's: the bootstrap interface and the
+/// tuning table come out. The reader is taken from the text at run time (never copied into this repository);
+/// `cost_model` is the text's earlier article, stood in for by its one formula.
+#[test]
+fn the_reference_texts_nccl_log_reader_gets_bootstrap_and_the_tuning_table() {
+    let Some(texts) = collscope_testkit::shared("reference/texts", "reference text 000's NCCL log reader") else {
+        return;
+    };
+    let article = std::fs::read_dir(&texts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("000_")))
+        .expect("reference text 000");
+    let text = std::fs::read_to_string(&article).unwrap();
+    let start = text.find("#!/usr/bin/env python3").expect("the reader's first line");
+    let end = start + text[start..].find("    else: report(").expect("the reader's last line");
+    let end = end + text[end..].find('\n').unwrap_or(text.len() - end);
+    let python = std::process::Command::new("python3").arg("--version").output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: reference text 000's NCCL log reader (needs python3)");
+        return;
+    }
+
+    let (log, _) = perf_log(Some("INIT,BOOTSTRAP,GRAPH,TUNING"));
+    let dir = std::env::temp_dir().join(format!("collscope-reference-reader-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("nccl_log_reader.py"), &text[start..end]).unwrap();
+    // The article's alpha-beta ring: T = 2(n-1)a + 2(n-1)/n * S/b, in us with S in bytes and b in GB/s.
+    std::fs::write(
+        dir.join("cost_model.py"),
+        "def ring_allreduce_time(n, s, a, b):\n    return 2*(n-1)*a + 2*(n-1)/n * s/(b*1e3)\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("job.log"), &log).unwrap();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.current_dir(&dir).args(["nccl_log_reader.py", "job.log", "--json"]);
+    let o = collscope_testkit::output(&mut cmd, collscope_testkit::DEADLINE);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let boot = v["boot"][0][0].as_str().unwrap_or_default();
+    assert!(boot.contains(':') && boot.ends_with("<0>"), "bootstrap interface: {}", v["boot"]);
+    // Every Ring/Simple cell of AllReduce read with a positive bandwidth, as `log analyze` reads it.
+    let ring = &v["tuning"]["AllReduce"]["Ring+Simple"];
+    assert!(ring[1].as_f64().is_some_and(|bw| bw > 0.0), "tuning: {}", v["tuning"]);
+    assert!(v["rings"].as_array().is_some_and(|r| !r.is_empty()), "rings: {}", v["rings"]);
+}

@@ -707,3 +707,56 @@ fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
     tui.keys(&["5"]);
     tui.wait_for(&["Where proxy steps waited", "0 -> 1"]);
 }
+
+/// Issue 49, real processes: collscope's runtime writes NCCL's lines to NCCL's debug file (`NCCL_DEBUG_FILE` with
+/// `%h.%p`: one a process) and collscope's plugin, loaded in each rank, follows its own process's file. Each rank's
+/// plugin snapshot then has the rings (rank 0's ring orders; the others' neighbours, under GRAPH), its trees and
+/// its printed connections, and every byte of its traffic sits on a printed connection's edge with its transport.
+#[test]
+fn the_plugin_reads_each_ranks_rings_trees_and_connections_from_its_debug_file() {
+    use collscope_model::{Snapshot, Transport};
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_ports(4);
+    let mut cmd = perf_cmd("processes", &[("NCCL_PROFILER_PLUGIN", &collscope_plugin())]);
+    cmd.env("NCCL_DEBUG_SUBSYS", "INIT,ENV,GRAPH")
+        .env("NCCL_DEBUG_FILE", dir.path().join("nccl.%h.%p.log"))
+        .env("COLLSCOPE_TELEMETRY", "0")
+        .env("COLLSCOPE_PROFILER_METRICS", "1")
+        .env("COLLSCOPE_METRICS_ADDR", format!("127.0.0.1:{base}"))
+        .env("COLLSCOPE_RENDEZVOUS_DIR", dir.path().join("rendezvous"))
+        .env("COLLSCOPE_PROFILER_LINGER_S", "120")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _perf = Proc::spawn(&mut cmd, LIMIT);
+    for rank in 0..4u32 {
+        let url = format!("http://127.0.0.1:{}/api/v1/snapshot", base + rank as u16);
+        let snap = poll(&format!("rank {rank}'s structure and traffic at {url}"), collscope_testkit::DEADLINE, || {
+            let snap: Snapshot = get(&url).and_then(|b| serde_json::from_str(&b).ok()).ok_or("no snapshot")?;
+            let whole = !snap.rings.is_empty()
+                && !snap.connections.is_empty()
+                && !snap.traffic.is_empty()
+                && snap.traffic.iter().all(|t| t.transport.is_some());
+            whole.then_some(snap).ok_or("not yet")
+        });
+        let mine =
+            |r: &collscope_model::Ring| r.order.contains(&rank) || r.neighbours.iter().any(|&(_, me, _)| me == rank);
+        assert!(snap.rings.iter().all(mine), "rank {rank}: {:?}", snap.rings);
+        if rank == 0 {
+            assert!(snap.rings.iter().all(|r| r.order.len() == 4), "rank 0 prints the orders: {:?}", snap.rings);
+        }
+        assert!(snap.trees.iter().any(|t| t.rank == rank), "rank {rank}: {:?}", snap.trees);
+        assert!(
+            snap.connections.iter().all(|c| c.transport == Transport::Net && !c.inferred),
+            "rank {rank}: NET/Socket, printed: {:?}",
+            snap.connections
+        );
+        for t in &snap.traffic {
+            let on_edge = snap.connections.iter().any(|c| {
+                c.channel == t.channel && [c.src, c.dst].contains(&t.rank) && [c.src, c.dst].contains(&t.peer)
+            });
+            assert!(t.rank == rank && on_edge, "rank {rank}: {t:?} on no printed edge: {:?}", snap.connections);
+            assert_eq!(t.transport, Some(Transport::Net), "{t:?}");
+        }
+    }
+}

@@ -299,29 +299,9 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
     assert!(replaced, "the shipped config lists 127.0.0.1 targets");
     let dir = temp_dir("prometheus");
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let web = format!("127.0.0.1:{}", free_port());
-    let _prometheus = Proc::spawn(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address={web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-        live::LIFE,
-    );
-    let query = |q: &str| -> Vec<serde_json::Value> {
-        let encoded: String = q
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let r = client().get(format!("http://{web}/api/v1/query?query={encoded}")).send();
-        let Ok(r) = r else { return Vec::new() };
-        let v: serde_json::Value = r.text().ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
-        v["data"]["result"].as_array().cloned().unwrap_or_default()
-    };
+    std::fs::copy(root().join("dashboards/alerts.yml"), dir.join("alerts.yml")).unwrap();
+    let (_prometheus, web) = prometheus(&dir);
+    let query = |q: &str| promql(&web, q);
     for q in [
         "collscope_collective_operations_total > 0",
         "collscope_collective_bus_bandwidth_bytes_per_second > 0",
@@ -334,6 +314,123 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
         assert!(value > 0.0, "{q}: {result:?}");
         assert_eq!(result[0]["metric"]["job"], "collscope");
     }
+    // Every shipped alert evaluates against the real series without an error (a vector matching that the
+    // demo's labels make ambiguous would show here, not in promtool's unit tests).
+    let rules = wait_for("Prometheus to evaluate the shipped alerts", || {
+        let text = client().get(format!("http://{web}/api/v1/rules")).send().ok()?.text().ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let rules: Vec<serde_json::Value> = v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        rules.iter().all(|r| r["health"] != "unknown").then_some(rules)
+    });
+    assert!(rules.len() >= 10, "{rules:?}");
+    for r in &rules {
+        assert_eq!(r["health"], "ok", "{}: {}", r["name"], r["lastError"]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_shipped_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    for args in [&["check", "rules", "alerts.yml"][..], &["test", "rules", "alerts.test.yml"]] {
+        let mut cmd = Command::new("promtool");
+        cmd.args(args).current_dir(root().join("dashboards"));
+        let out = collscope_testkit::output(&mut cmd, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A real Prometheus on `dir/prometheus.yml`, its data in `dir/data`, serving its API on a free loopback port.
+fn prometheus(dir: &Path) -> (Proc, String) {
+    let web = format!("127.0.0.1:{}", free_port());
+    let proc = Proc::spawn(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        live::LIFE,
+    );
+    (proc, web)
+}
+
+/// The result of an instant PromQL query (empty until Prometheus answers).
+fn promql(web: &str, q: &str) -> Vec<serde_json::Value> {
+    let encoded: String = q
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let r = client().get(format!("http://{web}/api/v1/query?query={encoded}")).send();
+    let Ok(r) = r else { return Vec::new() };
+    let v: serde_json::Value = r.text().ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// Prometheus finds every rank of a 4-process demo through the target files the ranks write
+/// (`COLLSCOPE_PROMETHEUS_SD_DIR`), no port listed anywhere; a rank that ends cleanly takes its file away.
+#[test]
+fn prometheus_discovers_every_rank_of_a_demo_through_the_target_files_the_ranks_write() {
+    let dir = temp_dir("file-sd");
+    let sd = dir.join("targets");
+    std::fs::create_dir_all(&sd).unwrap();
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: collscope\n    file_sd_configs:\n      \
+         - files: ['{}/*.json']\n        refresh_interval: 1s\n",
+        sd.display()
+    );
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    let sd_env = sd.to_str().unwrap();
+    let args = ["demo", "--no-tui", "--launch", "processes", "--nranks", "4", "--transport", "socket"];
+    let (_demo, _) = live::start_with(
+        &[&args[..], &["--grad-mib", "1", "--duration", "120", "--metrics-addr", "127.0.0.1:0"]].concat(),
+        &[("COLLSCOPE_PROMETHEUS_SD_DIR", sd_env)],
+    );
+    let (_prometheus, web) = prometheus(&dir);
+    let up = wait_for("Prometheus to find 4 ranks up", || {
+        let r = promql(&web, "up == 1");
+        (r.len() == 4).then_some(r)
+    });
+    let ranks: BTreeSet<String> = wait_for("every rank's job info", || {
+        let r = promql(&web, "collscope_communicator_info");
+        let ranks: BTreeSet<String> =
+            r.iter().filter_map(|s| s["metric"]["rank"].as_str().map(str::to_string)).collect();
+        (ranks.len() == 4).then_some(ranks)
+    });
+    assert_eq!(ranks, ["0", "1", "2", "3"].map(String::from).into(), "{up:?}");
+    assert_eq!(std::fs::read_dir(&sd).unwrap().count(), 4, "one file per rank process");
+
+    // A short demo that ends by itself leaves no file behind.
+    let clean = dir.join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let (ok, _, err) = collscope(
+        &[
+            "demo",
+            "--no-tui",
+            "--nranks",
+            "2",
+            "--launch",
+            "processes",
+            "--steps",
+            "2",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        &[("COLLSCOPE_PROMETHEUS_SD_DIR", clean.to_str().unwrap())],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read_dir(&clean).unwrap().count(), 0, "the ranks took their target files away");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

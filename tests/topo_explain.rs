@@ -263,9 +263,11 @@ fn nccl_version_selects_the_release_constants() {
         links.iter().find(|l| l["kind"] == "NVL").unwrap()["bw"].as_f64().unwrap()
     };
     assert_eq!((nvl(&old), nvl(&new), nvl(&default)), (264.0, 240.0, 240.0));
-    let ring = |v: &Value| v["graphs"][0]["n_channels"].as_u64().unwrap();
-    assert_eq!((ring(&old), ring(&new)), (13, 12));
-    assert_eq!(cell(&old, "Broadcast", "Ring", "Simple").1, "260.0", "13 channels x 20 GB/s");
+    // The search's speeds inside a node: 44/30/22 up to 2.17 (v2.17.1-1 src/graph/search.cc), 40/30/20 from
+    // 2.18.1: 12 rings at 22 GB/s, then 12 at 20.
+    let ring =
+        |v: &Value| (v["graphs"][0]["n_channels"].as_u64().unwrap(), v["graphs"][0]["bw_intra"].as_f64().unwrap());
+    assert_eq!((ring(&old), ring(&new)), ((12, 22.0), (12, 20.0)));
     assert_eq!(cell(&new, "Broadcast", "Ring", "Simple").1, "240.0");
     assert_eq!((old["nccl_version"].as_str(), default["nccl_version"].as_str()), (Some("2.17.1"), Some("2.28.9")));
 

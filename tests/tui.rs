@@ -517,6 +517,11 @@ const DEMO_WAIT: Duration = Duration::from_secs(90);
 
 impl Demo {
     fn start(env: &[(&str, &str)]) -> Demo {
+        Demo::start_with(env, &[])
+    }
+
+    /// [`Demo::start`] with more `demo` arguments.
+    fn start_with(env: &[(&str, &str)], args: &[&str]) -> Demo {
         let base = free_ports(4);
         let addr = format!("127.0.0.1:{base}");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -532,6 +537,7 @@ impl Demo {
             "--metrics-addr",
             &addr,
         ])
+        .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -801,4 +807,21 @@ fn a_stopped_rank_is_named_as_not_arrived_at_the_call_the_others_wait_in() {
     assert!(waiting.iter().any(named), "{} is not a call the others wait in: {waiting:?}", finding.title);
     assert!(finding.detail.contains("rank 2 does not answer"), "{}", finding.detail);
     assert!(took < Duration::from_secs(TIMEOUT_S), "{took:?}");
+}
+
+/// `demo --fault mismatch`: rank 1 broadcasts where the others all-reduce; rank 0's job view names rank 1, the
+/// sequence number and what differs, while the ranks wait (as NCCL's ranks would) rather than abort.
+#[test]
+fn a_rank_that_calls_another_collective_is_named_with_the_sequence_number_and_what_differs() {
+    let timeout = "60";
+    let demo = Demo::start_with(
+        &[("COLLSCOPE_TIMEOUT_S", timeout), ("COLLSCOPE_PEER_TIMEOUT", timeout)],
+        &["--fault", "mismatch:rank=1,step=3"],
+    );
+    let f = demo.poll("rank 0's job view to find the mismatch", |d| {
+        d.job()?.findings.into_iter().find(|f| f.code == "collective_mismatch")
+    });
+    assert_eq!(f.rank, Some(1), "{f:?}");
+    assert!(f.title.starts_with("rank 1 called Broadcast where rank 0,2,3 called AllReduce at #"), "{}", f.title);
+    assert!(f.detail.contains("collective Broadcast vs AllReduce, op - vs sum, root 0 vs -"), "{}", f.detail);
 }

@@ -29,6 +29,8 @@ pub enum FileKind {
     BlockDevice,
     Fifo,
     Socket,
+    /// Seen only where links are not followed.
+    Symlink,
     Other,
 }
 
@@ -40,6 +42,7 @@ impl std::fmt::Display for FileKind {
             FileKind::BlockDevice => "a block device",
             FileKind::Fifo => "a FIFO",
             FileKind::Socket => "a socket",
+            FileKind::Symlink => "a symbolic link (not followed)",
             FileKind::Other => "not a file",
         })
     }
@@ -60,28 +63,46 @@ impl FileKind {
             FileKind::Fifo
         } else if t.is_socket() {
             FileKind::Socket
+        } else if t.is_symlink() {
+            FileKind::Symlink
         } else {
             FileKind::Other
         })
     }
 }
 
-/// Opens `path` (following symlinks) for reading if it is a regular file. Opened non-blocking, so a FIFO is
-/// refused at once instead of waiting for a writer; the check is on the opened file, so a path swapped in
-/// between cannot slip past it.
+/// Opens `path` (following symlinks) for reading if it is a regular file; see [`open_regular_with`].
 pub fn open_regular(path: &Path) -> Result<File, FileError> {
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    open_regular_with(path, std::fs::OpenOptions::new().read(true), true)
+}
+
+/// Opens `path` with `opts` if it is a regular file, never waiting: opened non-blocking, so a FIFO without a
+/// peer is refused at once instead of waiting for one; without following a final link unless `follow` (another
+/// user's link in a shared folder would choose the file). The check is on the opened file, so a path swapped in
+/// between cannot slip past it. The descriptor comes back blocking, its other flags (`O_APPEND`) kept.
+pub fn open_regular_with(path: &Path, opts: &mut std::fs::OpenOptions, follow: bool) -> Result<File, FileError> {
+    let flags = if follow { libc::O_NONBLOCK } else { libc::O_NONBLOCK | libc::O_NOFOLLOW };
+    let file = match opts.custom_flags(flags).open(path) {
+        Ok(f) => f,
+        // ELOOP for a link, ENXIO for a FIFO without a reader: say what the path is rather than errno's words.
+        Err(e) => {
+            let seen = if follow { std::fs::metadata(path) } else { std::fs::symlink_metadata(path) };
+            return Err(match seen.ok().and_then(|m| FileKind::of(m.file_type())) {
+                Some(kind) => FileError::NotRegular(kind),
+                None => FileError::Io(e),
+            });
+        }
+    };
     if let Some(kind) = FileKind::of(file.metadata()?.file_type()) {
         return Err(FileError::NotRegular(kind));
     }
-    // Reads of a regular file do not block anyway; clear the flag so the descriptor is a plain one.
-    nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()))
-        .map_err(std::io::Error::from)?;
+    let fd = file.as_raw_fd();
+    let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) & !nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(std::io::Error::from)?;
     Ok(file)
 }
 
-/// The bytes of the regular file `path`, refusing one longer than `limit` (the length is not trusted: sysfs and
-/// procfs report sizes that are not the content's).
 pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     let mut bytes = Vec::new();
     open_regular(path)?.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
@@ -100,6 +121,26 @@ pub fn read_small_string(path: &Path, limit: u64) -> Result<String, FileError> {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_file_opened_to_append_stays_appending_and_blocking_and_a_fifo_or_link_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("nccl.log");
+        let f = open_regular_with(&log, std::fs::OpenOptions::new().create(true).append(true), true).unwrap();
+        let flags = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        assert_eq!((flags & libc::O_NONBLOCK, flags & libc::O_APPEND), (0, libc::O_APPEND));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let started = Instant::now();
+        let e = open_regular_with(&fifo, std::fs::OpenOptions::new().append(true), true).unwrap_err();
+        assert!(matches!(e, FileError::NotRegular(FileKind::Fifo)), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let e = open_regular_with(&link, std::fs::OpenOptions::new().read(true), false).unwrap_err();
+        assert_eq!(e.to_string(), "it is a symbolic link (not followed), not a regular file");
+        assert!(open_regular_with(&link, std::fs::OpenOptions::new().read(true), true).is_ok());
+    }
 
     #[test]
     fn reads_a_small_file_and_refuses_a_larger_one() {

@@ -17,6 +17,7 @@ pub use subsys::{Level, Subsys};
 use std::cell::Cell;
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -223,13 +224,16 @@ impl Logger {
                 DebugConfig::default()
             });
         let sink: Box<dyn Write + Send> = match &config.file {
-            Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
-                Ok(f) => Box::new(f),
-                Err(e) => {
-                    eprintln_whole!("collscope: cannot open NCCL_DEBUG_FILE '{path}': {e}; logging to stdout");
-                    Box::new(std::io::stdout())
+            // Never waiting on a FIFO without a reader (a process loading collscope would hang in that open).
+            Some(path) => {
+                match file::open_regular_with(Path::new(path), OpenOptions::new().create(true).append(true), true) {
+                    Ok(f) => Box::new(f),
+                    Err(e) => {
+                        eprintln_whole!("collscope: cannot open NCCL_DEBUG_FILE '{path}': {e}; logging to stdout");
+                        Box::new(std::io::stdout())
+                    }
                 }
-            },
+            }
             None => Box::new(std::io::stdout()),
         };
         Logger::new(config, origin, sink)

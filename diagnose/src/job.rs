@@ -2,8 +2,8 @@
 //! concludes after a hang, live, from every rank's summary in a [`JobView`]: which ranks have not arrived at
 //! the call the others wait in, which rank arrives last at most calls, which rank does not answer.
 
-use collscope_model::{CommProgress, Finding, JobView, RankState, RankSummary, Severity};
-use std::collections::BTreeSet;
+use collscope_model::{CallSig, Collective, CommProgress, Finding, JobView, RankState, RankSummary, Severity};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How long ranks wait in one call before the ranks that have not reached it are named.
 pub const NOT_ARRIVED_AFTER_S: f64 = 3.0;
@@ -88,6 +88,82 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
                      on that rank, or a long step before the call (py-spy dump / gdb on it); COLLSCOPE_TIMEOUT_S \
                      bounds how long the others wait",
                     r.rank
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// What differs between two calls at one sequence number, as `field A vs B` (empty: they agree).
+fn differences(a: &CallSig, b: &CallSig) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = |name: &str, x: String, y: String| {
+        if x != y {
+            out.push(format!("{name} {x} vs {y}"));
+        }
+    };
+    field("collective", a.coll.to_string(), b.coll.to_string());
+    field("count", a.count.to_string(), b.count.to_string());
+    field("datatype", a.datatype.to_string(), b.datatype.to_string());
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    field("op", opt(a.op.map(|o| o.to_string())), opt(b.op.map(|o| o.to_string())));
+    field("root", opt(a.root.map(|r| r.to_string())), opt(b.root.map(|r| r.to_string())));
+    out
+}
+
+/// Ranks that called different things at the same sequence number of one communicator (PyTorch's "rank 7 ran
+/// BROADCAST where rank 3 ran ALLREDUCE at SeqNum 80078"): the first such number per communicator, since every
+/// later call follows from it. The call most ranks made is the reference; point-to-point calls differ by design.
+pub fn mismatch(job: &JobView) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for comm in comms(job) {
+        let mut by_seq: BTreeMap<u64, Vec<(u32, &CallSig)>> = BTreeMap::new();
+        for r in &job.ranks {
+            for c in progress(r, comm).map_or(&[][..], |p| &p.recent_calls[..]) {
+                if !matches!(c.coll, Collective::Send | Collective::Recv | Collective::SendRecv) {
+                    by_seq.entry(c.seq).or_default().push((r.rank, c));
+                }
+            }
+        }
+        let Some((seq, calls)) = by_seq.into_iter().find(|(_, calls)| calls.iter().any(|(_, c)| *c != calls[0].1))
+        else {
+            continue;
+        };
+        // The call most ranks made (ties: the one the lowest rank made).
+        let reference = calls
+            .iter()
+            .map(|(_, c)| *c)
+            .max_by_key(|c| {
+                (
+                    calls.iter().filter(|(_, d)| d == c).count(),
+                    std::cmp::Reverse(calls.iter().position(|(_, d)| d == c)),
+                )
+            })
+            .unwrap_or(calls[0].1);
+        let agree: Vec<u32> = calls.iter().filter(|(_, c)| *c == reference).map(|(r, _)| *r).collect();
+        for (rank, call) in calls.iter().filter(|(_, c)| *c != reference) {
+            out.push(Finding {
+                code: "collective_mismatch".into(),
+                severity: Severity::Error,
+                rank: Some(*rank),
+                title: format!(
+                    "rank {rank} called {} where rank {} called {} at #{seq}",
+                    call.coll,
+                    list(&agree),
+                    reference.coll
+                ),
+                detail: format!(
+                    "at sequence number {seq}{}, rank {rank} and rank {} differ: {}; a collective needs the same call \
+                     on every rank, so they wait for each other until the timeout or read the wrong data",
+                    comm_name(comm),
+                    list(&agree),
+                    differences(call, reference).join(", ")
+                ),
+                evidence: Vec::new(),
+                fix: format!(
+                    "Make every rank issue the same collectives in the same order with the same sizes: look for a \
+                     branch that depends on the rank (or on data only rank {rank} sees) before sequence number {seq}"
                 ),
             });
         }
@@ -193,6 +269,7 @@ mod tests {
             comms: vec![CommProgress {
                 comm: None,
                 last_completed: last,
+                last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
                     seq,
                     coll: Collective::AllReduce,
@@ -200,6 +277,7 @@ mod tests {
                     age_s,
                 }),
                 recent_starts: starts,
+                recent_calls: Vec::new(),
             }],
             busbw_gbps: None,
             p50_us: None,
@@ -207,6 +285,60 @@ mod tests {
             error: None,
             edges: Default::default(),
         }
+    }
+
+    fn sig(seq: u64, coll: Collective, count: u64) -> CallSig {
+        let reduces = matches!(coll, Collective::AllReduce);
+        CallSig {
+            seq,
+            coll,
+            count,
+            datatype: collscope_model::DataType::F32,
+            op: reduces.then_some(collscope_model::RedOp::Sum),
+            root: matches!(coll, Collective::Broadcast).then_some(0),
+        }
+    }
+
+    #[test]
+    fn the_first_call_ranks_disagree_on_is_a_mismatch_naming_both_sides_and_the_fields() {
+        let mut job = JobView::default();
+        for r in 0..4 {
+            let mut summary = rank(r, Some(5), None, Vec::new());
+            let calls = &mut summary.comms[0].recent_calls;
+            calls.extend((1..=5).map(|seq| sig(seq, Collective::AllReduce, 256)));
+            // Rank 2 broadcasts where the others reduce, and everything after differs too.
+            calls.push(if r == 2 { sig(6, Collective::Broadcast, 2) } else { sig(6, Collective::AllReduce, 2) });
+            calls.push(sig(7, Collective::AllGather, u64::from(r) + 1));
+            // Point-to-point calls name different peers and sizes by design.
+            calls.push(sig(8, if r % 2 == 0 { Collective::Send } else { Collective::Recv }, u64::from(r)));
+            job.ranks.push(summary);
+        }
+        let found = mismatch(&job);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let f = &found[0];
+        assert_eq!((f.code.as_str(), f.rank), ("collective_mismatch", Some(2)));
+        assert_eq!(f.title, "rank 2 called Broadcast where rank 0,1,3 called AllReduce at #6");
+        assert!(f.detail.contains("collective Broadcast vs AllReduce, op - vs sum, root 0 vs -"), "{}", f.detail);
+
+        // Calls that agree raise nothing.
+        for r in &mut job.ranks {
+            r.comms[0].recent_calls.truncate(5);
+        }
+        assert!(mismatch(&job).is_empty());
+    }
+
+    #[test]
+    fn between_two_ranks_the_lowest_ranks_call_is_the_reference() {
+        let mut job = JobView::default();
+        for (r, count) in [(0, 1024), (1, 2048)] {
+            let mut summary = rank(r, None, Some((1, 4.0)), Vec::new());
+            summary.comms[0].recent_calls.push(sig(1, Collective::AllReduce, count));
+            job.ranks.push(summary);
+        }
+        let found = mismatch(&job);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].rank, Some(1));
+        assert!(found[0].detail.contains("count 2048 vs 1024"), "{}", found[0].detail);
     }
 
     #[test]

@@ -39,6 +39,8 @@ fn a_live_job_gets_the_findings_a_log_would() {
     assert!(gdr.detail.starts_with("2 of 2 NET connections stage through host memory"), "{}", gdr.detail);
     assert_eq!(gdr.evidence.len(), 1);
     assert_eq!(gdr.evidence[0].file, collscope_model::evidence::LIVE);
+    // No log to run the what-if on: no command with a placeholder for one.
+    assert!(!gdr.fix.contains("log explain"), "{}", gdr.fix);
 
     // Two nodes: bootstrapping over docker0 breaks the job, and errors come first.
     assert_eq!(findings[0].code, "bootstrap_interface");

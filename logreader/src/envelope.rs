@@ -16,6 +16,9 @@ pub enum Level {
     Call,
     /// `NCCL version ...` printed without a prefix.
     Version,
+    /// A message without NCCL's prefix at all (`Ring 00 : 6 -> 2 [receive] via NET/IB/0` pasted bare): read as
+    /// INFO when the message dispatch knows its first bytes ([`crate::message::parse_bare`]).
+    Bare,
 }
 
 /// One NCCL line, split.
@@ -63,7 +66,8 @@ fn standard(line: &str) -> Option<Envelope<'_>> {
         let v = b[from..from + n].iter().try_fold(0u32, |v, &c| v.checked_mul(10)?.checked_add(u32::from(c - b'0')));
         (from + n, v.filter(|_| n > 0))
     };
-    let colon = memchr::memchr(b':', &b[..b.len().min(256)])?;
+    // A plain loop: the host name is a few bytes, shorter than memchr's set-up pays for.
+    let colon = b[..b.len().min(256)].iter().position(|&c| c == b':')?;
     if colon == 0 || !b[..colon].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
         return None;
     }
@@ -141,6 +145,50 @@ pub fn split(line: &str) -> Line<'_> {
         return Line::Nccl(env);
     }
     Line::Other { launcher_rank: launcher_rank(line), text: line }
+}
+
+/// A line without NCCL's prefix, as a candidate bare message: a launcher's prefix in front of it (`[1,0]<stdout>:`,
+/// `[rank3]:`, `3: `) is taken off, the message's own indentation (the system tree's) kept.
+pub fn bare(line: &str) -> Envelope<'_> {
+    let launcher = launcher_end(line);
+    Envelope {
+        host: None,
+        pid: None,
+        tid: None,
+        dev: None,
+        level: Level::Bare,
+        location: None,
+        launcher_rank: launcher.map(|(rank, _)| rank),
+        msg: &line[launcher.map_or(0, |(_, end)| end)..],
+        start: 0,
+    }
+}
+
+/// A launcher's prefix at the start of `line` (Open MPI's `[1,3]<stdout>:`, torchrun's `[rank3]:`, `srun -l`'s
+/// `3: `): the rank it names and where the line goes on after it.
+fn launcher_end(line: &str) -> Option<(u32, usize)> {
+    let b = line.as_bytes();
+    let digits = |from: usize| b[from.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let rank = |from: usize, n: usize| line.get(from..from + n)?.parse().ok();
+    match b.first()? {
+        b'[' if b.starts_with(b"[rank") => {
+            let n = digits(5);
+            let end = 5 + n;
+            (b.get(end..end + 2) == Some(b"]:")).then_some(())?;
+            Some((rank(5, n)?, end + 2 + usize::from(b.get(end + 2) == Some(&b' '))))
+        }
+        b'[' => {
+            let close = memmem::find(&b[..b.len().min(32)], b">:")?;
+            let (_, r) = line[1..close].split_once("]<")?.0.split_once(',')?;
+            Some((r.trim().parse().ok()?, close + 2))
+        }
+        c if c.is_ascii_digit() => {
+            let n = digits(0);
+            (n <= 6 && b.get(n..n + 2) == Some(b": ")).then_some(())?;
+            Some((rank(0, n)?, n + 2))
+        }
+        _ => None,
+    }
 }
 
 /// A bare version line has nothing but a launcher prefix (or nothing) before it.
@@ -368,6 +416,26 @@ mod tests {
         assert_eq!((e.level, e.msg, e.launcher_rank), (Level::Version, "NCCL version 2.5.6+cuda10.2", Some(0)));
         let e = nccl("[0] misc/socket.cc:518 NCCL WARN Net : Call to recv failed : Connection reset by peer  ");
         assert_eq!((e.dev, e.location), (Some(0), Some("misc/socket.cc:518")));
+    }
+
+    #[test]
+    fn bare_messages_lose_only_a_launcher_prefix() {
+        let b = bare("[1,3]<stdout>:Ring 00 : 6 -> 2 [receive] via NET/IB/0");
+        assert_eq!(
+            (b.level, b.launcher_rank, b.msg),
+            (Level::Bare, Some(3), "Ring 00 : 6 -> 2 [receive] via NET/IB/0")
+        );
+        let b = bare("[rank5]: comm 0x1 rank 5 nRanks 8 nNodes 1 localRanks 8 localRank 5 MNNVL 0");
+        assert_eq!((b.launcher_rank, b.msg.starts_with("comm ")), (Some(5), true));
+        let b = bare("12: Trees [0] 1/-1/-1->0->-1");
+        assert_eq!((b.launcher_rank, b.msg), (Some(12), "Trees [0] 1/-1/-1->0->-1"));
+        let b = bare("  CPU/0-0 (1/1/143)");
+        assert_eq!((b.launcher_rank, b.msg), (None, "  CPU/0-0 (1/1/143)"));
+        assert_eq!(
+            bare("32768 Bytes -> Algo 0 proto 0 time 30.599243").msg,
+            "32768 Bytes -> Algo 0 proto 0 time 30.599243"
+        );
+        assert_eq!(bare("[x]<stdout>:y").launcher_rank, None);
     }
 
     #[test]

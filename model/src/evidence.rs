@@ -39,6 +39,8 @@ pub enum Cite {
     Version(String),
     /// A communicator's init start, by its index in the snapshot's communicators.
     InitStart(usize),
+    /// A peer process went away: `[Service thread] Connection closed by localRank 1`.
+    PeerClosed,
 }
 
 /// The file name of a quote that no log holds: a decision collscope's runtime made while it ran.

@@ -6,7 +6,7 @@ use super::connection::Connection;
 use super::diag::Finding;
 use super::events::ChannelTraffic;
 use super::graph::Tree;
-use super::names::Collective;
+use super::names::{Collective, DataType, RedOp};
 use super::ops::OpState;
 use super::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -62,9 +62,29 @@ pub struct InFlight {
 pub struct CommProgress {
     pub comm: Option<String>,
     pub last_completed: Option<u64>,
+    /// When the latest call completed (microseconds since the UNIX epoch): what a "no progress" alert reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completed_us: Option<u64>,
     pub in_flight: Option<InFlight>,
     /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
     pub recent_starts: Vec<(u64, u64)>,
+    /// What each of the latest calls was, oldest first: ranks that called different things at one sequence
+    /// number (PyTorch Flight Recorder's mismatch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_calls: Vec<CallSig>,
+}
+
+/// What a rank called at one sequence number: the fields every rank of a collective must agree on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSig {
+    pub seq: u64,
+    pub coll: Collective,
+    pub count: u64,
+    pub datatype: DataType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<RedOp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<i32>,
 }
 
 /// One rank's summary: what `/api/v1/summary` serves and `/api/v1/job` merges.
@@ -155,11 +175,14 @@ impl RankSummary {
             let p = by_comm.entry(o.comm.as_deref()).or_insert_with(|| CommProgress {
                 comm: o.comm.as_deref().map(str::to_string),
                 last_completed: None,
+                last_completed_us: None,
                 in_flight: None,
                 recent_starts: Vec::new(),
+                recent_calls: Vec::new(),
             });
             if o.state == OpState::Completed {
                 p.last_completed = p.last_completed.max(Some(o.seq));
+                p.last_completed_us = p.last_completed_us.max(o.completed_us);
             }
             let began = o.started_us.or(o.enqueued_us);
             if o.state.in_flight() && p.in_flight.as_ref().is_none_or(|f| o.seq < f.seq) {
@@ -169,12 +192,18 @@ impl RankSummary {
             if let Some(t) = began {
                 p.recent_starts.push((o.seq, t));
             }
+            let sig =
+                CallSig { seq: o.seq, coll: o.coll, count: o.count, datatype: o.datatype, op: o.op, root: o.root };
+            p.recent_calls.push(sig);
         }
         let mut comms: Vec<CommProgress> = by_comm.into_values().take(MAX_COMMS).collect();
         for c in &mut comms {
             c.recent_starts.sort_unstable();
             let cut = c.recent_starts.len().saturating_sub(MAX_RECENT);
             c.recent_starts.drain(..cut);
+            c.recent_calls.sort_unstable_by_key(|c| c.seq);
+            let cut = c.recent_calls.len().saturating_sub(MAX_RECENT);
+            c.recent_calls.drain(..cut);
         }
         let mut durations: Vec<f64> = ops.iter().filter_map(|o| o.duration_us).collect();
         durations.sort_by(f64::total_cmp);
@@ -256,6 +285,7 @@ mod tests {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
             if seq < 39 {
                 o.state = OpState::Completed;
+                o.completed_us = Some(seq * 1000 + 500);
                 o.duration_us = Some(seq as f64);
                 o.busbw_gbps = Some(2.0);
             }
@@ -266,11 +296,14 @@ mod tests {
         let r = &sums[0];
         assert_eq!((r.rank, r.state, r.host.as_deref()), (1, RankState::Running, Some("h1")));
         let c = &r.comms[0];
-        assert_eq!(c.last_completed, Some(38));
+        assert_eq!((c.last_completed, c.last_completed_us), (Some(38), Some(38_500)));
         let f = c.in_flight.as_ref().unwrap();
         assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
         assert_eq!(c.recent_starts.len(), MAX_RECENT);
         assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
+        assert_eq!(c.recent_calls.len(), MAX_RECENT);
+        let last = c.recent_calls.last().unwrap();
+        assert_eq!((last.seq, last.coll, last.count, last.datatype), (40, Collective::AllReduce, 256, DataType::F32));
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
         assert_eq!(r.edges, RankEdges::default(), "no connections, trees or traffic yet");
         let json = serde_json::to_value(&sums[0]).unwrap();

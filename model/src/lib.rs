@@ -31,8 +31,10 @@ pub use events::{ChannelTraffic, Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
-pub use job::{CommProgress, InFlight, JobView, RankEdges, RankEndpoint, RankState, RankSummary};
-pub use logfacts::{GdrCheck, Inference, LogFacts, LogStats, PluginNote, UnnamedDecision};
+pub use job::{CallSig, CommProgress, InFlight, JobView, RankEdges, RankEndpoint, RankState, RankSummary};
+pub use logfacts::{
+    Allocations, GdrCheck, GdrGpu, Inference, LogFacts, LogStats, PeerClosed, PluginNote, UnnamedDecision,
+};
 pub use names::{Algorithm, Collective, DataType, Protocol, RedOp, Severity, Transport, UnknownName};
 pub use ops::{KernelChannel, OpRecord, OpState, ProxyOp, ProxyTally, ProxyWait};
 pub use topology::{Link, LinkType, Node, NodeId, NodeType, Path, PathType, Topology};

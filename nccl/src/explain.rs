@@ -193,7 +193,8 @@ pub fn explain(
             match &choice {
                 Ok(c) => {
                     choices.push(c.clone());
-                    if log {
+                    // A one-rank call never reaches the tuner's TUNING line (`ncclLaunchOneRank`).
+                    if log && !c.one_rank {
                         let kind = kind_channels(&model, c);
                         let range = channel_range(c, count, ELEM, n_ranks, kind, profile.min_traffic_per_channel);
                         nccl_info!(Subsys::TUNING, "{}", c.tuning_line(count * ELEM, range));
@@ -216,7 +217,7 @@ pub fn explain(
     }
 
     let mut snapshot = Snapshot::new(Source::Model { topology: topology.source.clone() });
-    // The topology and search constants are the release's; the tuning tables are 2.28.9's for every release.
+    // The topology, search and tuning follow the release (`VersionProfile::describe` says what does not).
     snapshot.nccl_version = Some(profile.version.to_string());
     snapshot.collscope_version = Some(env!("CARGO_PKG_VERSION").to_string());
     snapshot.nranks = Some(n_ranks);
@@ -374,8 +375,10 @@ mod tests {
         assert_eq!((nvl(&old), nvl(&new)), (264.0, 240.0));
         let ring = |e: &Explained| e.snapshot.graphs[0].clone();
         let (r_old, r_new) = (ring(&old), ring(&new));
-        // 264 GB/s per GPU fits 13 rings at 20 GB/s, 240 GB/s 12.
-        assert_eq!((r_old.n_channels, r_new.n_channels), (13, 12));
+        // 2.17's search starts inside a node at 44/30/22 GB/s (v2.17.1-1 src/graph/search.cc): 264 GB/s per
+        // GPU fits 12 rings at 22; 2.18's at 40/30/20: 240 GB/s fits 12 at 20.
+        assert_eq!((r_old.n_channels, r_old.bw_intra), (12, 22.0));
+        assert_eq!((r_new.n_channels, r_new.bw_intra), (12, 20.0));
         assert_ne!(old.snapshot.tuning, new.snapshot.tuning);
         // The default is 2.28.9 and the same as asking for it (but for the variable that asks).
         let json = |e: &Explained| {
@@ -385,6 +388,21 @@ mod tests {
         };
         let d = explain(&preset("dgx-a100"), 1, &[1 << 20], &Env::default(), false).unwrap();
         assert_eq!(json(&d), json(&a100_at("2.28.9")));
+    }
+
+    #[test]
+    fn one_rank_copies() {
+        // NCCL 2.28.9 src/enqueue.cc: with nRanks == 1 a call goes to ncclLaunchOneRank, no algorithm or channel.
+        let xml = r#"<system version="1"><cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+          <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16">
+            <gpu dev="0" sm="80" rank="0" gdr="1"/></pci></cpu></system>"#;
+        let ex = explain(&crate::graph::testing::from_xml(xml), 1, &[8, 1 << 30], &Env::default(), false).unwrap();
+        assert!(!ex.choices.is_empty());
+        for c in &ex.choices {
+            assert!(c.one_rank && c.n_channels == 0 && c.n_threads == 0, "{c:?}");
+            assert!(c.reason().contains("copies the buffer"), "{}", c.reason());
+        }
+        assert!(ex.snapshot.decisions.iter().all(|d| d.n_channels == 0));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod graph;
 pub mod replay;
 pub mod topo;
 pub mod tuning;
+pub mod upgrade;
 pub mod version;
 pub mod whatif;
 

@@ -7,7 +7,10 @@ use crate::topo::bandwidth::{
     CPU_MODEL_INTEL_SRP, CPU_MODEL_YONGFENG, CPU_VENDOR_AMD, CPU_VENDOR_INTEL, CPU_VENDOR_ZHAOXIN, ERP_QPI_BW, LOC_BW,
     P9_BW, SM60_NVLINK_BW, SM86_NVLINK_BW, SRP_QPI_BW, YONGFENG_ZPI_BW, ZPI_BW,
 };
-use crate::tuning::constants::{TunerConstants, NCCL_2_12, NCCL_2_14, NCCL_2_18, NCCL_2_28_9};
+use crate::tuning::constants::{
+    TunerConstants, NCCL_2_12, NCCL_2_14, NCCL_2_15, NCCL_2_17, NCCL_2_18, NCCL_2_18_3, NCCL_2_19, NCCL_2_21,
+    NCCL_2_23, NCCL_2_25, NCCL_2_27, NCCL_2_28_3, NCCL_2_28_9,
+};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -67,6 +70,88 @@ pub const OLDEST: NcclVersion = NcclVersion::new(2, 12, 0);
 pub const NEWEST: NcclVersion = NcclVersion::new(2, 29, 7);
 /// The release the search and tuning follow.
 pub const DEFAULT: NcclVersion = NcclVersion::new(2, 28, 9);
+
+/// The search's per-channel speeds (GB/s), fast to slow, inside a node and across nodes, per release
+/// (`speedArrayIntra`/`Inter`, `sm90SpeedArray*` from 2.16.5, `sm100SpeedArray*` from 2.25.1;
+/// `src/graph/search.cc` at each tag named).
+type Speeds = (&'static [f64], &'static [f64]);
+const SPEED_INTRA_2_12: &[f64] = &[44.0, 30.0, 22.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0];
+const SPEED_INTRA_2_18: &[f64] = &[40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0];
+/// v2.12.7-1 to v2.14.3-1.
+const SPEEDS_2_12: Speeds = (
+    SPEED_INTRA_2_12,
+    &[48.0, 30.0, 24.0, 22.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+);
+/// v2.15.1-1 to v2.17.1-1.
+const SPEEDS_2_15: Speeds = (
+    SPEED_INTRA_2_12,
+    &[48.0, 30.0, 28.0, 24.0, 22.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+);
+/// v2.18.1-1 to v2.29.7-1.
+const SPEEDS_2_18: Speeds = (
+    SPEED_INTRA_2_18,
+    &[48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+);
+/// sm90, v2.16.5-1 and v2.17.1-1.
+const SM90_2_16_5: Speeds = (
+    &[66.0, 33.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0],
+    &[48.0, 45.0, 30.0, 24.0, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+);
+const SM90_INTRA_2_18: &[f64] = &[60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0];
+const SM90_INTRA_2_19: &[f64] = &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0];
+const SM90_INTRA_2_21: &[f64] = &[60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0];
+const SM90_INTER_2_18_3: &[f64] =
+    &[48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12];
+const SM90_INTER_2_19_3: &[f64] =
+    &[48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12];
+/// sm90, v2.18.1-1.
+const SM90_2_18: Speeds =
+    (SM90_INTRA_2_18, &[48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12]);
+const SM100_INTRA_2_27: &[f64] = &[90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0];
+const SM100_INTRA_2_29: &[f64] = &[90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0];
+const SM100_INTER_2_27_6: &[f64] =
+    &[96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12];
+
+/// (generic, sm90, sm100) speeds of a release; a generation without its own arrays takes the older ones.
+fn speed_tables(v: NcclVersion) -> (Speeds, Option<Speeds>, Option<Speeds>) {
+    let from = |minor, patch| v >= NcclVersion::new(2, minor, patch);
+    let sm90 = match () {
+        _ if from(21, 0) => Some((SM90_INTRA_2_21, SM90_INTER_2_19_3)),
+        _ if from(19, 3) => Some((SM90_INTRA_2_19, SM90_INTER_2_19_3)),
+        _ if from(19, 0) => Some((SM90_INTRA_2_19, SM90_INTER_2_18_3)),
+        _ if from(18, 3) => Some((SM90_INTRA_2_18, SM90_INTER_2_18_3)),
+        _ if from(18, 0) => Some(SM90_2_18),
+        _ if from(16, 5) => Some(SM90_2_16_5),
+        _ => None,
+    };
+    let sm100: Option<Speeds> = match () {
+        _ if from(29, 7) => Some((
+            SM100_INTRA_2_29,
+            &[
+                96.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
+                0.12,
+            ],
+        )),
+        _ if from(29, 0) => Some((SM100_INTRA_2_29, SM100_INTER_2_27_6)),
+        _ if from(27, 6) => Some((SM100_INTRA_2_27, SM100_INTER_2_27_6)),
+        _ if from(27, 5) => Some((
+            SM100_INTRA_2_27,
+            &[48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+        )),
+        _ if from(27, 0) => Some((
+            SM100_INTRA_2_27,
+            &[47.9, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12],
+        )),
+        _ if from(25, 0) => Some((&[90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0], SM90_INTER_2_19_3)),
+        _ => None,
+    };
+    let generic = match () {
+        _ if from(18, 0) => SPEEDS_2_18,
+        _ if from(15, 0) => SPEEDS_2_15,
+        _ => SPEEDS_2_12,
+    };
+    (generic, sm90, sm100)
+}
 
 /// The per-release constants; every field names the release that changed it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -154,16 +239,43 @@ impl VersionProfile {
         }
     }
 
-    /// The tuning model's constants and latency rules of this release (`src/graph/tuning.cc`): Tree/Ring
-    /// `baseLat`/`hwLat` and the latency/bandwidth rules changed in 2.14.3, 2.18.1 and 2.23.4; 2.23 to 2.29 are
-    /// 2.28.9's.
+    /// The tuning model's constants and rules of this release (`src/graph/tuning.cc` at each tag): Tree/Ring
+    /// `baseLat`/`hwLat`, the latency rules (2.14.3, 2.18.1, 2.23.4), Ring/LL's share (2.21.5), Hopper's LL
+    /// cap (2.21.5), the NVLS/NVLSTree rules and latencies (2.17.1, 2.18.1, 2.18.3, 2.19.1, 2.21.5, 2.27.3,
+    /// 2.28.3, 2.28.9), LL128's generations (2.15.1, 2.25.1, 2.27.3), the algorithms that exist (NVLS 2.17.1,
+    /// NVLSTree 2.18.1, PAT 2.23.4) and the Blackwell column (2.25.1, 2.28.3). 2.29 is 2.28.9's.
     pub fn tuner_constants(&self) -> &'static TunerConstants {
-        let from = |minor| self.version >= NcclVersion::new(2, minor, 0);
+        let from = |minor, patch| self.version >= NcclVersion::new(2, minor, patch);
         match () {
-            _ if from(23) => &NCCL_2_28_9,
-            _ if from(18) => &NCCL_2_18,
-            _ if from(14) => &NCCL_2_14,
+            _ if from(28, 9) => &NCCL_2_28_9,
+            _ if from(28, 0) => &NCCL_2_28_3,
+            _ if from(27, 0) => &NCCL_2_27,
+            _ if from(25, 0) => &NCCL_2_25,
+            _ if from(23, 0) => &NCCL_2_23,
+            _ if from(21, 0) => &NCCL_2_21,
+            _ if from(19, 0) => &NCCL_2_19,
+            _ if from(18, 3) => &NCCL_2_18_3,
+            _ if from(18, 0) => &NCCL_2_18,
+            _ if from(17, 0) => &NCCL_2_17,
+            _ if from(15, 0) => &NCCL_2_15,
+            _ if from(14, 0) => &NCCL_2_14,
             _ => &NCCL_2_12,
+        }
+    }
+
+    /// The speeds the search tries for the oldest GPU's compute capability `comp_cap`, inside one node or
+    /// across nodes (`ncclTopoCompute`: `ccMin >= 100` sm100's, `>= 90` sm90's, where the release has them).
+    pub fn speed_array(&self, comp_cap: u32, inter: bool) -> &'static [f64] {
+        let (generic, sm90, sm100) = speed_tables(self.version);
+        let tables = match (comp_cap >= 100, comp_cap >= 90) {
+            (true, _) => sm100.or(sm90).unwrap_or(generic),
+            (false, true) => sm90.unwrap_or(generic),
+            _ => generic,
+        };
+        if inter {
+            tables.1
+        } else {
+            tables.0
         }
     }
 
@@ -204,9 +316,16 @@ impl VersionProfile {
     pub fn describe(&self) -> String {
         let differences = self.differences();
         let what = if differences.is_empty() { "as 2.28.9's".to_string() } else { differences.join(", ") };
+        // What is still 2.28.9's: the search's rules (not its speeds), CollNet's and PAT's tuning rows; before
+        // 2.18 also the bus bandwidth ceilings (235 GB/s Ampere, 370 Hopper) and the single LL128 per-channel cap
+        // (v2.17.1-1 src/graph/tuning.cc).
+        let old = if self.version < NcclVersion::new(2, 18, 0) {
+            ", and 2.12-2.17's bus bandwidth ceilings and single LL128 cap are not modelled"
+        } else {
+            ""
+        };
         format!(
-            "NCCL {}'s constants ({what}); search rules, bandwidth tables and CollNet/NVLS/PAT latencies are NCCL \
-             {DEFAULT}'s",
+            "NCCL {}'s constants ({what}); search rules and CollNet/PAT tuning rows are NCCL {DEFAULT}'s{old}",
             self.version
         )
     }
@@ -238,10 +357,10 @@ impl VersionProfile {
         }
         let tuning = self.tuner_constants();
         if tuning.version != d.tuner_constants().version {
-            out.push(format!(
-                "Tree/Ring latency tables and tuning rules of NCCL {} (2.28.9's from 2.23.4)",
-                tuning.version
-            ));
+            out.push(format!("tuning tables and rules of NCCL {} ({})", tuning.version, tuning.source));
+        }
+        if speed_tables(self.version) != speed_tables(d.version) {
+            out.push(format!("the search's speed tables of NCCL {} (src/graph/search.cc)", self.version));
         }
         if self.min_traffic_per_channel != d.min_traffic_per_channel {
             out.push(format!("MinTrafficPerChannel {}K (32K from 2.29)", self.min_traffic_per_channel >> 10));
@@ -299,6 +418,38 @@ mod tests {
     }
 
     #[test]
+    fn speed_arrays_follow_compute_capability_and_release() {
+        let d = VersionProfile::default();
+        assert_eq!(d.speed_array(80, false)[0], 40.0);
+        assert_eq!(d.speed_array(86, true)[0], 48.0);
+        assert_eq!(d.speed_array(90, false)[0], 60.0);
+        assert_eq!(d.speed_array(90, true)[1], 45.0);
+        assert_eq!(d.speed_array(100, false)[0], 90.0);
+        assert_eq!(d.speed_array(100, true)[2], 45.1);
+        assert_eq!(*d.speed_array(80, true).last().unwrap(), 0.12);
+        // v2.12.12-1 src/graph/search.cc: 44/30/22 inside a node (DGX-1's 22 GB/s links), no sm90 arrays.
+        assert_eq!(at("2.12.12").speed_array(70, false)[..3], [44.0, 30.0, 22.0]);
+        assert_eq!(at("2.12.12").speed_array(90, false)[0], 44.0);
+        assert_eq!(at("2.12.12").speed_array(80, true)[2], 24.0);
+        // v2.15.1-1 adds 28 across nodes; v2.16.5-1 the sm90 arrays; v2.18.1-1 40/30/20.
+        assert_eq!(at("2.15.1").speed_array(80, true)[2], 28.0);
+        assert_eq!((at("2.16.2").speed_array(90, false)[0], at("2.16.5").speed_array(90, false)[0]), (44.0, 66.0));
+        assert_eq!(at("2.18.1").speed_array(70, false)[..3], [40.0, 30.0, 20.0]);
+        // sm90: 50 from v2.19.1-1, 22 across nodes from v2.19.3-1, 11 from v2.21.5-1.
+        assert_eq!((at("2.18.6").speed_array(90, false)[1], at("2.19.1").speed_array(90, false)[1]), (40.0, 50.0));
+        assert_eq!((at("2.19.1").speed_array(90, true)[6], at("2.19.3").speed_array(90, true)[6]), (20.0, 22.0));
+        assert!(!at("2.20.5").speed_array(90, false).contains(&11.0));
+        assert!(at("2.21.5").speed_array(90, false).contains(&11.0));
+        // sm100: sm90's before v2.25.1-1; 47.9 at v2.27.3-1, 45.1 from v2.27.5-1, 96 from v2.27.6-1, 80 in v2.29.7-1.
+        assert_eq!(at("2.24.3").speed_array(100, false)[0], 60.0);
+        assert_eq!(at("2.25.1").speed_array(100, false).len(), 10);
+        assert_eq!(
+            ["2.27.3", "2.27.5", "2.27.6", "2.29.7"].map(|v| at(v).speed_array(100, true)[..2].to_vec()),
+            [vec![47.9, 45.0], vec![48.0, 45.1], vec![96.0, 48.0], vec![96.0, 80.0]]
+        );
+    }
+
+    #[test]
     fn channels_and_inter_cpu_bandwidth_by_release() {
         assert_eq!((at("2.24.3").max_channels, at("2.25.1").max_channels), (32, 64));
         let amd = CpuKind { arch: CPU_ARCH_X86, vendor: CPU_VENDOR_AMD, model: -1 };
@@ -330,9 +481,12 @@ mod tests {
         assert_eq!((new.version, new.max_channels), (NEWEST, 64));
         assert!(at("2.29.2").note.is_none() && at("2.29.9").note.is_none() && at("2.12").note.is_none());
         assert_eq!(at("2.29.9").version.to_string(), "2.29.9");
-        assert_eq!(at("2.17.1").differences().len(), 7, "{:?}", at("2.17.1").differences());
-        assert!(at("2.28.3").describe().starts_with("NCCL 2.28.3's constants (as 2.28.9's)"));
-        assert!(at("2.29.2").describe().starts_with("NCCL 2.29.2's constants (MinTrafficPerChannel 32K"));
+        assert_eq!(at("2.17.1").differences().len(), 8, "{:?}", at("2.17.1").differences());
+        assert!(at("2.28.9").describe().starts_with("NCCL 2.28.9's constants (as 2.28.9's)"));
+        // v2.28.7-1 src/graph/tuning.cc: NVLSTree's NET latency 14 us, not 2.28.9's 20.9.
+        assert!(at("2.28.3").describe().contains("tuning tables and rules of NCCL 2.28.3-2.28.7"));
+        let d = at("2.29.2").describe();
+        assert!(d.contains("MinTrafficPerChannel 32K") && d.contains("speed tables of NCCL 2.29.2"), "{d}");
         assert!(at("2.24.3").describe().contains("MAXCHANNELS 32"), "{}", at("2.24.3").describe());
     }
 }

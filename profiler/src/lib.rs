@@ -8,17 +8,22 @@
 //! allocation and no lock on NCCL's threads; a drain thread turns the records into model events for a [`Sink`].
 //! A panic never reaches NCCL: the plugin disables itself and NCCL carries on.
 //!
+//! The rings, trees and connections (which NCCL's events do not carry) come from NCCL's debug file, followed by
+//! the drain thread with collscope's log reader ([`debuglog`](crate)).
+//!
 //! At the first `init` it starts collscope's telemetry (`collscope_telemetry::Telemetry`, its own thread) fed by
 //! the plugin's [`feed`](crate) (calls as completed-call events, counted once), and leaves this rank's URL in a
 //! rendezvous folder so `/api/v1/job` reaches the other ranks; the server stops at the last `finalize`.
 //!
 //! Environment: `NCCL_PROFILE_EVENT_MASK` (NCCL's variable; default [`DEFAULT_MASK`]), `COLLSCOPE_PROFILER_DUMP`
 //! (append the output to this file, one JSON object a line), `COLLSCOPE_PROFILER_METRICS` (`0`: no server),
-//! `COLLSCOPE_METRICS_ADDR` (+ local rank) and the rest of telemetry's settings, `COLLSCOPE_RENDEZVOUS_DIR`. `collscope_profiler_counters` is collscope's own C
+//! `COLLSCOPE_METRICS_ADDR` (+ local rank) and the rest of telemetry's settings, `COLLSCOPE_RENDEZVOUS_DIR`; NCCL's
+//! `NCCL_DEBUG` and `NCCL_DEBUG_FILE` (the debug file read). `collscope_profiler_counters` is collscope's own C
 //! symbol (see `include/collscope_profiler.h`), not part of NCCL's API.
 
 pub mod abi;
 mod clock;
+mod debuglog;
 mod event;
 mod feed;
 mod machine;

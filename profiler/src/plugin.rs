@@ -6,6 +6,7 @@ use crate::abi::{
     DebugLogger, NcclResult, NCCL_INIT, NCCL_INTERNAL_ERROR, NCCL_INVALID_USAGE, NCCL_LOG_INFO, NCCL_LOG_WARN,
     NCCL_PROFILE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
 };
+use crate::debuglog::{DebugLog, Known};
 use crate::event::{Start, Update};
 use crate::feed::FEED;
 use crate::machine::{self, CommInfo, Context, Shared, DETACHED, SIZES};
@@ -133,6 +134,9 @@ struct Plugin {
     sinks: Mutex<Vec<Box<dyn Sink>>>,
     /// What the drain thread last handed on besides the rings (locked after `state`).
     reported: Mutex<Reported>,
+    /// NCCL's debug file, where the rings, trees and connections are (set at the first `init`; None when NCCL
+    /// writes none). Locked alone, by whoever drains.
+    debug_log: OnceLock<Option<Mutex<DebugLog>>>,
 }
 
 #[derive(Default)]
@@ -261,6 +265,7 @@ impl Plugin {
             state: Mutex::new(State::default()),
             sinks: Mutex::new(vec![Box::new(&FEED)]),
             reported: Mutex::default(),
+            debug_log: OnceLock::new(),
         }
     }
 
@@ -309,6 +314,10 @@ impl Plugin {
             host: hostname(),
             version: nccl_version(),
         };
+        self.debug_log.get_or_init(|| {
+            let get = |k: &str| std::env::var(k).ok();
+            DebugLog::from_env(get, &collscope_debug::sys::hostname(), std::process::id()).map(Mutex::new)
+        });
         let summary = format!(
             "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
             comm.name, comm.rank, comm.nranks, settings.mask
@@ -455,8 +464,13 @@ impl Plugin {
             reported.counters = Some((now, c));
         }
         drop(reported);
+        let structure = self.follow_debug_log(&contexts, last);
         let mut sinks = lock(&self.sinks);
         let sinks: &mut Vec<Box<dyn Sink>> = &mut sinks;
+        // The connections go before the traffic on them, so telemetry names each edge's transport at once.
+        for ev in structure {
+            sinks.deliver(ev);
+        }
         drain_detached(&self.shared.out, sinks);
         for c in contexts.iter().filter(|c| !c.departed()) {
             drain_context(c, sinks);
@@ -468,6 +482,19 @@ impl Plugin {
             sinks.deliver(Event::Endpoints(all));
         }
         sinks.flush();
+    }
+
+    /// The rings, trees and connections NCCL's debug file gained since the last drain (all of them when `last`),
+    /// as model events; a problem with the file is one warning through NCCL's logger.
+    fn follow_debug_log(&self, contexts: &[Arc<Context>], last: bool) -> Vec<Event> {
+        let (Some(Some(log)), Some(first)) = (self.debug_log.get(), contexts.first()) else { return Vec::new() };
+        let known: Vec<Known> =
+            contexts.iter().map(|c| Known { comm_id: c.comm.comm_id, name: &c.comm.name }).collect();
+        let found = lock(log).poll(first.comm.rank, &known, last);
+        if let Some(w) = &found.warning {
+            self.log(NCCL_LOG_WARN, w);
+        }
+        found.events
     }
 
     fn disable(&self) {

@@ -162,7 +162,7 @@ impl Rendezvous {
 /// An endpoint file's text, when it is a regular file (not a link: opened without following one, and without
 /// waiting on a FIFO), this user's and at most [`MAX_FILE`] bytes.
 fn read_endpoint(path: &Path) -> Option<String> {
-    let file: File = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    let file: File = collscope_debug::file::open_regular_with(path, OpenOptions::new().read(true), false).ok()?;
     let m = file.metadata().ok()?;
     if !m.is_file() || m.uid() != nix::unistd::geteuid().as_raw() || m.len() > MAX_FILE {
         return None;

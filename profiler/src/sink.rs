@@ -2,12 +2,10 @@
 //! collscope's telemetry (`feed`).
 
 use crate::output::Sink;
-use collscope_debug::file::FileKind;
+use collscope_debug::file::{self, FileError, FileKind};
 use collscope_model::Event;
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +22,7 @@ pub enum DumpError {
     #[error("COLLSCOPE_PROFILER_DUMP: cannot open '{path}' for appending: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("COLLSCOPE_PROFILER_DUMP: '{path}' is {what}: expected a regular file (or none, to create one)")]
-    NotRegular { path: PathBuf, what: String },
+    NotRegular { path: PathBuf, what: FileKind },
 }
 
 impl JsonlSink {
@@ -32,32 +30,13 @@ impl JsonlSink {
     /// FIFO without a reader would hold `init` forever) and without following a link (another user's link in
     /// a shared folder would make this process write where they chose), then taken only if a regular file.
     pub fn open(path: &Path) -> Result<Self, DumpError> {
-        let io = |source| DumpError::Io { path: path.to_path_buf(), source };
-        let not_regular = |what: String| DumpError::NotRegular { path: path.to_path_buf(), what };
-        let file = match OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(path)
-        {
-            Ok(f) => f,
-            // ELOOP for a link, ENXIO for a FIFO without a reader: say what the path is rather than errno's words.
-            Err(e) => {
-                return Err(match std::fs::symlink_metadata(path) {
-                    Ok(m) if m.file_type().is_symlink() => not_regular("a symbolic link (not followed)".into()),
-                    Ok(m) => FileKind::of(m.file_type()).map_or_else(|| io(e), |k| not_regular(k.to_string())),
-                    Err(_) => io(e),
-                })
-            }
-        };
-        if let Some(kind) = FileKind::of(file.metadata().map_err(io)?.file_type()) {
-            return Err(not_regular(kind.to_string()));
-        }
-        // A regular file's writes do not block anyway: clear the flag (keeping O_APPEND) for a plain descriptor.
-        let flags = fcntl(file.as_raw_fd(), FcntlArg::F_GETFL).map_err(|e| io(e.into()))?;
-        let flags = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
-        fcntl(file.as_raw_fd(), FcntlArg::F_SETFL(flags)).map_err(|e| io(e.into()))?;
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true).mode(0o600);
+        let file = file::open_regular_with(path, &mut opts, false).map_err(|e| match e {
+            FileError::NotRegular(what) => DumpError::NotRegular { path: path.to_path_buf(), what },
+            FileError::Io(source) => DumpError::Io { path: path.to_path_buf(), source },
+            other => DumpError::Io { path: path.to_path_buf(), source: std::io::Error::other(other) },
+        })?;
         Ok(JsonlSink { path: path.to_path_buf(), file: BufWriter::with_capacity(1 << 16, file), failed: false })
     }
 
@@ -99,6 +78,8 @@ impl Sink for JsonlSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::fcntl::{fcntl, FcntlArg};
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
     use std::time::{Duration, Instant};
 

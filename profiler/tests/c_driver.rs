@@ -2,12 +2,12 @@
 //! (`tests/driver.c`, compiled here with `cc`) that dlopens it and calls it the way NCCL does, through NCCL's
 //! own struct layouts (`tests/nccl_profiler.h`).
 
-use collscope_model::{CommState, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot};
+use collscope_model::{CommState, Direction, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot, Transport};
 use collscope_profiler::abi::{net_socket_v1 as sock, v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
 use collscope_testkit::{output, Proc, DEADLINE};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
@@ -376,7 +376,7 @@ struct Held {
     proc: Proc,
     /// The base URL of the plugin's telemetry, as it logged it through NCCL's logger.
     url: String,
-    /// "lingering" once the plugin logged that its last finalize serves on.
+    /// "lingering" once the plugin logged that its last finalize serves on; each warning about NCCL's debug file.
     later: mpsc::Receiver<String>,
     stderr: JoinHandle<String>,
 }
@@ -414,6 +414,7 @@ fn hold(release: &Path, rendezvous: &Path, rank: u32, nranks: u32, extra: &[(&st
     let (said, stderr) = watch(proc.take_stderr(), |l| {
         let url = l.split("telemetry at ").nth(1).and_then(|u| u.split("/metrics").next()).map(str::to_string);
         url.or_else(|| l.contains("serving the final figures").then(|| "lingering".to_string()))
+            .or_else(|| l.contains("NCCL's debug file").then(|| l.to_string()))
     });
     let (held, _stdout) = watch(proc.take_stdout(), |l| (l == "held").then(String::new));
     let url = said.recv_timeout(DEADLINE).expect("the plugin logs where it serves");
@@ -654,4 +655,144 @@ fn with_an_otlp_endpoint_the_plugin_pushes_its_metrics_there_by_the_last_finaliz
         metrics.len()
     );
     assert!(metrics.iter().any(|b| has(b, "collscope.kernel.channel.time")), "{log}");
+}
+
+/// Rank 0's NCCL debug file as NCCL 2.28.9 writes it before the profiler's `init` (`src/init.cc`): a 4-rank,
+/// 2-node communicator (ranks 0 and 1 on this node), its ring orders (`src/graph/rings.cc`, rank 0 only) and its
+/// trees; then, after `init`, the connections of its ring (`src/transport/p2p.cc`, `src/transport/net.cc`).
+const RANK0_INIT: &str = "\
+nodeA:4242:4242 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>
+nodeA:4242:4242 [0] NCCL INFO NCCL version 2.28.9+cuda12.9
+nodeA:4242:4242 [0] NCCL INFO ncclCommInitRank comm 0x55d0c0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 commId 0x4e1d - Init START
+nodeA:4242:4242 [0] NCCL INFO comm 0x55d0c0 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0
+nodeA:4242:4242 [0] NCCL INFO Channel 00/02 : 0 1 2 3
+nodeA:4242:4242 [0] NCCL INFO Channel 01/02 : 0 1 2 3
+nodeA:4242:4242 [0] NCCL INFO Trees [0] 1/2/-1->0->-1 [1] 1/-1/-1->0->2
+nodeA:4242:4242 [0] NCCL INFO P2P Chunksize set to 131072
+nodeA:4242:4242 [0] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [receive] via NET/IB/0/GDRDMA
+nodeA:4242:4242 [0] NCCL INFO Channel 01/0 : 3[1] -> 0[0] [receive] via NET/IB/1/GDRDMA
+nodeA:4242:4242 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+nodeA:4242:4242 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+nodeA:4242:4242 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1
+";
+
+/// A tree's connection, set up later (runtime connection: at the first call that uses the tree).
+const RANK0_LATER: &str = "nodeA:4242:4242 [0] NCCL INFO Channel 01/0 : 0[0] -> 2[0] [send] via NET/IB/1/GDRDMA\n";
+
+/// Issue 49: given NCCL's debug file (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_FILE` with `%h`), the plugin's snapshot has
+/// the job's rings, trees and connections with their transports, and the proxy operations' bytes on the right
+/// edge (channel, this rank, peer) with that edge's transport; a connection printed later is read later.
+#[test]
+fn nccls_debug_file_gives_the_plugin_rings_trees_connections_and_the_traffic_on_each_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+    let host = collscope_debug::sys::hostname();
+    let log = dir.path().join(format!("nccl.{host}.log"));
+    std::fs::write(&log, RANK0_INIT).unwrap();
+    let pattern = dir.path().join("nccl.%h.log");
+    let env = [("NCCL_DEBUG", Path::new("INFO")), ("NCCL_DEBUG_FILE", pattern.as_path())];
+    let mut held = hold(&release, &rendezvous, 0, 4, &env);
+    let url = format!("{}/api/v1/snapshot", held.url);
+    // 3 AllReduces, each 4 steps of 64 KiB a channel: sent to the ring's next rank, received from its previous.
+    let bytes = 3 * 4 * 65536;
+    let all_moved = |s: Snapshot| s.traffic.len() == 4 && s.traffic.iter().all(|t| t.bytes == bytes);
+    let body = poll(&url, |t| serde_json::from_str::<Snapshot>(t).is_ok_and(all_moved));
+    let snap: Snapshot = serde_json::from_str(&body).unwrap();
+
+    let rings: Vec<_> = snap.rings.iter().map(|r| (r.channel, r.order.clone())).collect();
+    assert_eq!(rings, [(0, vec![0, 1, 2, 3]), (1, vec![0, 1, 2, 3])], "{body}");
+    let trees: Vec<_> = snap.trees.iter().map(|t| (t.channel, t.rank, t.up, t.down.clone())).collect();
+    assert_eq!(trees, [(0, 0, -1, vec![1, 2, -1]), (1, 0, 2, vec![1, -1, -1])], "{body}");
+    let conns: Vec<_> = snap
+        .connections
+        .iter()
+        .map(|c| (c.channel, c.src, c.dst, c.direction, c.transport, c.device, c.gdrdma, c.comm.as_deref()))
+        .collect();
+    let (net, p2p, held_comm) = (Transport::Net, Transport::P2p, Some("held"));
+    assert_eq!(
+        conns,
+        [
+            (0, 3, 0, Direction::Recv, net, Some(0), Some(true), held_comm),
+            (1, 3, 0, Direction::Recv, net, Some(1), Some(true), held_comm),
+            (0, 0, 1, Direction::Both, p2p, None, None, held_comm),
+            (1, 0, 1, Direction::Both, p2p, None, None, held_comm),
+        ],
+        "the communicator by its commId, named as the plugin names it: {body}"
+    );
+    assert!(snap.connections.iter().all(|c| !c.inferred), "printed, not inferred");
+    let mut traffic: Vec<_> =
+        snap.traffic.iter().map(|t| (t.channel, t.rank, t.peer, t.direction, t.transport, t.bytes)).collect();
+    traffic.sort_by_key(|t| (t.0, t.3));
+    assert_eq!(
+        traffic,
+        [
+            (0, 0, 1, Direction::Send, Some(p2p), bytes),
+            (0, 0, 3, Direction::Recv, Some(net), bytes),
+            (1, 0, 1, Direction::Send, Some(p2p), bytes),
+            (1, 0, 3, Direction::Recv, Some(net), bytes),
+        ],
+        "{body}"
+    );
+
+    std::fs::OpenOptions::new().append(true).open(&log).unwrap().write_all(RANK0_LATER.as_bytes()).unwrap();
+    let body = poll(&url, |t| serde_json::from_str::<Snapshot>(t).is_ok_and(|s| s.connections.len() == 5));
+    let snap: Snapshot = serde_json::from_str(&body).unwrap();
+    let later = snap.connections.last().map(|c| (c.channel, c.src, c.dst, c.direction, c.transport));
+    assert_eq!(later, Some((1, 0, 2, Direction::Send, net)), "read as NCCL printed it: {body}");
+
+    std::fs::write(&release, "").unwrap();
+    let status = held.proc.wait();
+    let stderr = held.stderr.join().unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("debug file"), "no warning about the file: {stderr}");
+}
+
+/// Reads the FIFO `path` until `stop`, without blocking: NCCL opens its debug file for writing (`fopen(.., "w")`,
+/// and so does collscope's logger in the plugin), which waits for a reader.
+fn fifo_reader(path: &Path, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> JoinHandle<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if !matches!(f.read(&mut buf), Ok(n) if n > 0) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    })
+}
+
+/// The debug file is untrusted: a FIFO (read by someone else), or a file far larger than any init's lines, neither
+/// blocks nor breaks NCCL's init or the plugin's other output; each is one warning through NCCL's logger naming it.
+#[test]
+fn a_debug_file_that_is_a_fifo_or_huge_is_one_warning_and_nccl_carries_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("nccl.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = fifo_reader(&fifo, stop.clone());
+    let huge = dir.path().join("nccl.huge");
+    std::fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+    for (file, said) in [(&fifo, "it is a FIFO, not a regular file"), (&huge, "reached 67108864 bytes")] {
+        let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+        let _ = std::fs::remove_file(&release);
+        let env = [("NCCL_DEBUG", Path::new("INFO")), ("NCCL_DEBUG_FILE", file.as_path())];
+        // `hold` returns once the driver ran its calls: init was not held up.
+        let mut held = hold(&release, &rendezvous, 0, 4, &env);
+        let warning = held.later.recv_timeout(DEADLINE).expect("a warning about the debug file");
+        assert!(warning.contains(&format!("'{}' ", file.display())) && warning.contains(said), "{warning}");
+        let url = format!("{}/api/v1/snapshot", held.url);
+        let done = |s: Snapshot| s.ops.iter().filter(|o| o.state == collscope_model::OpState::Completed).count() == 3;
+        let body = poll(&url, |t| serde_json::from_str::<Snapshot>(t).is_ok_and(done));
+        let snap: Snapshot = serde_json::from_str(&body).unwrap();
+        assert!(done(snap.clone()), "the calls still reach telemetry: {body}");
+        assert!(snap.rings.is_empty() && snap.trees.is_empty() && snap.connections.is_empty(), "{body}");
+        std::fs::write(&release, "").unwrap();
+        let status = held.proc.wait();
+        let stderr = held.stderr.join().unwrap();
+        assert!(status.success(), "{stderr}");
+        assert_eq!(stderr.matches("NCCL's debug file").count(), 1, "one warning: {stderr}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
 }

@@ -241,13 +241,15 @@ struct proxyWork {
   void* coll;
 };
 
-/* The proxy thread's share of the AllReduce: send and receive on two channels, then each channel's kernel. */
+/* The proxy thread's share of the AllReduce: send to the ring's next rank and receive from its previous one on two
+ * channels (ring 0 1 .. n-1), then each channel's kernel. */
 static void* proxyThread(void* arg) {
   struct proxyWork* w = arg;
   void* ops[4];
+  int next = (gRank + 1) % gNranks, prev = (gRank + gNranks - 1) % gNranks;
   for (int c = 0; c < 2; c++) {
-    ops[2 * c] = w->o->proxyOp(w->ctx, w->coll, getpid(), c, 2, 4, 1);
-    ops[2 * c + 1] = w->o->proxyOp(w->ctx, w->coll, getpid(), c, 0, 4, 0);
+    ops[2 * c] = w->o->proxyOp(w->ctx, w->coll, getpid(), c, next, 4, 1);
+    ops[2 * c + 1] = w->o->proxyOp(w->ctx, w->coll, getpid(), c, prev, 4, 0);
     CHECK(ops[2 * c] && ops[2 * c + 1], "proxy ops of channel %d", c);
   }
   for (int c = 0; c < 2; c++) {
@@ -555,6 +557,7 @@ int main(int argc, char** argv) {
   } else if (strcmp(argv[2], "hold") == 0 && argc > 3) {
     if (getenv("DRIVER_RANK")) gRank = atoi(getenv("DRIVER_RANK"));
     if (getenv("DRIVER_NRANKS")) gNranks = atoi(getenv("DRIVER_NRANKS"));
+    if (gNranks < 1) gNranks = 1;
     hold(&v6, argv[3]);
   } else {
     scenario(&v6);

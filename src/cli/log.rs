@@ -82,7 +82,12 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
         }
     };
     let _ = writeln!(o, "== Job");
-    let _ = writeln!(o, "  NCCL version   {}", opt(&s.nccl_version));
+    if s.log.as_ref().is_some_and(|l| l.rccl) {
+        let _ =
+            writeln!(o, "  RCCL version   {} (RCCL, AMD's NCCL: the NCCL release it follows)", opt(&s.nccl_version));
+    } else {
+        let _ = writeln!(o, "  NCCL version   {}", opt(&s.nccl_version));
+    }
     let _ = writeln!(o, "  ranks          {}{}", opt(&s.nranks), inferred("nranks"));
     let _ = writeln!(o, "  nodes          {}{}", opt(&s.nnodes), inferred("nnodes"));
     let _ = writeln!(o, "  hosts          {}", list(s.hosts.iter().cloned(), 8));
@@ -92,10 +97,18 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
         let st = &l.stats;
         let _ = writeln!(
             o,
-            "  lines          {} ({} NCCL, {} other; {} duplicate, {} wrapped, {} truncated, {} garbled, {} not UTF-8, {} not understood)",
-            st.lines, st.nccl_lines, st.context_lines, st.duplicate_lines, st.wrapped_lines, st.truncated_lines,
-            st.garbled_lines, st.invalid_utf8_lines, st.unparsed_nccl_lines
+            "  lines          {} ({} NCCL, {} other; {} duplicate, {} repeated kept, {} wrapped, {} truncated, {} garbled, {} not UTF-8, {} not understood)",
+            st.lines, st.nccl_lines, st.context_lines, st.duplicate_lines, st.repeated_lines, st.wrapped_lines,
+            st.truncated_lines, st.garbled_lines, st.invalid_utf8_lines, st.unparsed_nccl_lines
         );
+        if st.bare_lines > 0 {
+            let _ = writeln!(
+                o,
+                "  without prefix {} NCCL lines had no `host:pid:tid [dev] NCCL INFO`: each of their {} stretch(es) read \
+                 as one anonymous process, tied to no host or rank",
+                st.bare_lines, st.bare_processes
+            );
+        }
     }
 
     let _ = writeln!(o, "\n== Network");
@@ -156,14 +169,10 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
         for g in l.gdr_checks.iter().take(6) {
             let _ = writeln!(
                 o,
-                "  {} for {}{}{}",
+                "  {} for {}{}",
                 if g.enabled { "enabled" } else { "disabled" },
-                g.rank.map_or(String::new(), |r| format!("rank {r} / ")),
-                g.hca_name.as_deref().or(g.hca.as_deref()).map_or(String::new(), |h| format!("HCA {h}")),
-                g.reason.as_deref().map_or(String::new(), |r| match (g.distance, g.level) {
-                    (Some(d), Some(lv)) => format!(" (distance {d}, level {lv})"),
-                    _ => format!(" ({r})"),
-                })
+                g.place(),
+                g.reason.as_deref().map_or(String::new(), |r| format!(" ({r})"))
             );
         }
     }
@@ -216,7 +225,16 @@ pub fn report(s: &Snapshot, strict: bool) -> String {
     } else {
         let _ = writeln!(o, "  no tuning table in the log (printed by rank 0 with NCCL_DEBUG_SUBSYS=TUNING)");
     }
-    let _ = writeln!(o, "  {} per-call decisions", s.decisions.len());
+    let unnamed = s.log.as_ref().map_or(0, |l| l.unnamed_decisions.len());
+    if unnamed > 0 {
+        let _ = writeln!(
+            o,
+            "  {} per-call decisions, and {unnamed} that name no collective (`N Bytes -> Algo A proto P time T`)",
+            s.decisions.len()
+        );
+    } else {
+        let _ = writeln!(o, "  {} per-call decisions", s.decisions.len());
+    }
     for d in s.decisions.iter().take(5) {
         let _ = writeln!(o, "    {} {} bytes -> {}/{} on {} channels", d.coll, d.bytes, d.algo, d.proto, d.n_channels);
     }

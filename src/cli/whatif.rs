@@ -12,9 +12,12 @@ pub struct WhatIfArgs {
     /// What if this NCCL variable were set (repeatable): NCCL_NET_GDR_LEVEL=SYS, NCCL_ALGO=ring, ...
     #[arg(long = "set", value_name = "VAR=VALUE")]
     pub set: Vec<String>,
-    /// What if each node had N NICs (the first N kept, or more added beside GPUs without one).
+    /// What if each node had N NICs (the first N in NCCL's order kept, or more added beside GPUs without one).
     #[arg(long, value_name = "N")]
     pub nics: Option<u32>,
+    /// What if every NIC ran at this speed, Gb/s (200 for HDR InfiniBand, 400 for NDR).
+    #[arg(long, value_name = "GBPS")]
+    pub nic_speed: Option<f64>,
     /// What if GPUs and NICs supported GPUDirect RDMA (on) or not (off).
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     pub gdr: Option<bool>,
@@ -45,22 +48,34 @@ impl WhatIfArgs {
             out.push(Edit::Set { name: name.to_string(), value: value.to_string() });
         }
         out.extend(self.nics.map(Edit::Nics));
+        out.extend(self.nic_speed.map(Edit::NicSpeed));
         out.extend(self.gdr.map(Edit::Gdr));
         out.extend(self.p2p.map(Edit::P2p));
         Ok(out)
     }
 }
 
-/// The before/after table, led by the sentence for the largest AllReduce.
+/// The before/after table, led by the sentence for the largest AllReduce ("your" only for a call the log
+/// printed), then what the edits did, the graphs they changed and the sizes where a choice switches.
 pub fn render(w: &WhatIf) -> String {
     let edits: Vec<String> = w.edits.iter().map(ToString::to_string).collect();
     let edits = edits.join(", ");
     let mut out = format!("\nWhat if: {edits}\n");
+    for n in &w.notes {
+        let _ = writeln!(out, "  - {n}");
+    }
+    if !w.graphs.is_empty() {
+        let _ = writeln!(out, "  graphs changed (before -> after):");
+        for g in &w.graphs {
+            let _ = writeln!(out, "    {:?} {}: {} -> {}", g.pattern, g.field, g.before, g.after);
+        }
+    }
     let big = w.rows.iter().filter(|r| r.coll == Collective::AllReduce).max_by_key(|r| r.bytes);
     if let Some((r, (b, a))) = big.and_then(|r| Some((r, (r.before.as_ref()?, r.after.as_ref()?)))) {
+        let whose = if w.sizes_from_log { "your" } else { "a" };
         let _ = writeln!(
             out,
-            "  with {edits}, your {} AllReduce would be predicted at {:.1} us instead of {:.1} us ({}/{} -> {}/{})",
+            "  with {edits}, {whose} {} AllReduce would be predicted at {:.1} us instead of {:.1} us ({}/{} -> {}/{})",
             human(r.bytes),
             a.time_us,
             b.time_us,
@@ -85,6 +100,22 @@ pub fn render(w: &WhatIf) -> String {
             pick(&r.after),
             r.speedup.map_or("-".into(), |s| format!("x{s:.2}"))
         );
+    }
+    if !w.switches.is_empty() {
+        let _ = writeln!(out, "  where the choice switches (the smallest size that picks the second):");
+        let at = |s: Option<u64>| s.map_or("none".to_string(), human);
+        for s in &w.switches {
+            let moved = if s.moved.is_empty() { String::new() } else { format!(": {}", s.moved.join(", ")) };
+            let _ = writeln!(
+                out,
+                "    {:<13} {} -> {} at {} before, {} after{moved}",
+                s.coll.as_str(),
+                s.from,
+                s.to,
+                at(s.before),
+                at(s.after)
+            );
+        }
     }
     out
 }

@@ -120,6 +120,23 @@ pub const IN_FLIGHT: Metric = Metric {
     kind: Kind::UpDownCounter,
     labels: &[label!("rank")],
 };
+/// Zero while nothing is in flight, so a rank that has not arrived shows beside the ranks that wait for it.
+pub const IN_FLIGHT_AGE: Metric = Metric {
+    prom: Some("collscope_collective_in_flight_oldest_age_seconds"),
+    otel: Some("collscope.collective.in_flight.oldest_age"),
+    help: "Age of the oldest call begun and not completed, per rank and communicator (0: none in flight).",
+    unit: "s",
+    kind: Kind::Gauge,
+    labels: &[label!("rank"), label!("comm")],
+};
+pub const LAST_COMPLETION: Metric = Metric {
+    prom: Some("collscope_collective_last_completion_timestamp_seconds"),
+    otel: Some("collscope.collective.last_completion"),
+    help: "When the latest call completed, per rank and communicator (seconds since the UNIX epoch).",
+    unit: "s",
+    kind: Kind::Gauge,
+    labels: &[label!("rank"), label!("comm")],
+};
 pub const CHANNEL_BYTES: Metric = Metric {
     prom: Some("collscope_channel_bytes_total"),
     otel: Some("collscope.channel.io"),
@@ -328,6 +345,8 @@ pub const ALL: &[Metric] = &[
     BUSBW,
     ALGBW,
     IN_FLIGHT,
+    IN_FLIGHT_AGE,
+    LAST_COMPLETION,
     CHANNEL_BYTES,
     CHANNEL_IN_PLACE_BYTES,
     CHANNEL_SECONDS,
@@ -357,12 +376,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_metric_a_dashboard_queries_is_in_the_catalogue() {
+    fn every_metric_a_dashboard_or_an_alert_queries_is_in_the_catalogue() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
         let mut queried = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "json") {
+            // Dashboards (json) and alerting rules with their tests (yml).
+            if path.extension().is_none_or(|e| e != "json" && e != "yml") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();

@@ -14,6 +14,7 @@ use crate::otel::OtelConfig;
 use collscope_debug::env::{Env, EnvError};
 use collscope_model::Bounds;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The port served when `COLLSCOPE_METRICS_ADDR` gives none.
@@ -45,6 +46,10 @@ pub struct TelemetryConfig {
     /// view, rarely enough that reading costs the ranks nothing measurable).
     pub drain_interval: Duration,
     pub otel: Option<OtelConfig>,
+    /// `COLLSCOPE_PROMETHEUS_SD_DIR`: where this server writes its Prometheus target file ([`crate::discovery`]).
+    pub sd_dir: Option<PathBuf>,
+    /// The labels Prometheus gives that target (`collscope_job`: the Slurm job, where there is one).
+    pub sd_labels: Vec<(&'static str, String)>,
     /// [`HEADER_TIMEOUT`], [`MAX_CONNECTIONS`], [`MAX_STREAMS`] and [`WRITE_TIMEOUT`], smaller in tests.
     pub header_timeout: Duration,
     pub max_connections: usize,
@@ -123,6 +128,8 @@ impl TelemetryConfig {
             queue_capacity: collscope_model::observe::DEFAULT_CAPACITY,
             drain_interval: Duration::from_millis(100),
             otel: None,
+            sd_dir: None,
+            sd_labels: Vec::new(),
             header_timeout: HEADER_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             max_streams: MAX_STREAMS,
@@ -165,6 +172,9 @@ impl TelemetryConfig {
                 .map(|r| port_for(addr, r).map(|p| SocketAddr::new(addr.ip(), p)))
                 .collect::<Result<_, _>>()?;
         }
+        cfg.sd_dir = env.str("COLLSCOPE_PROMETHEUS_SD_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
+        cfg.sd_labels =
+            lookup("SLURM_JOB_ID").filter(|v| !v.is_empty()).map(|j| ("collscope_job", j)).into_iter().collect();
         cfg.otel = lookup("OTEL_EXPORTER_OTLP_ENDPOINT").filter(|v| !v.is_empty()).map(|endpoint| OtelConfig {
             endpoint,
             service_name: lookup("OTEL_SERVICE_NAME").filter(|v| !v.is_empty()).unwrap_or_else(|| "collscope".into()),

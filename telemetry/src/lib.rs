@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod catalogue;
 pub mod config;
+pub mod discovery;
 mod job;
 pub mod labels;
 pub mod otel;
@@ -43,6 +44,8 @@ pub enum TelemetryError {
     Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Otel(#[from] OtelError),
+    #[error(transparent)]
+    Discovery(#[from] discovery::DiscoveryError),
 }
 
 /// A running telemetry server. Dropping it stops the server; [`Telemetry::shutdown`] also reports whether the
@@ -52,6 +55,8 @@ pub struct Telemetry {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
+    /// Where Prometheus discovers this server, removed with it.
+    _target: Option<discovery::TargetFile>,
 }
 
 impl Telemetry {
@@ -69,6 +74,10 @@ impl Telemetry {
         let listener = std::net::TcpListener::bind(bind).map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
+        let target = match &cfg.sd_dir {
+            Some(dir) => Some(discovery::TargetFile::write(dir, &reachable_host(addr), addr.port(), &cfg.sd_labels)?),
+            None => None,
+        };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(TelemetryError::Thread)?;
         let listener = {
             let _in_runtime = rt.enter();
@@ -109,7 +118,7 @@ impl Telemetry {
                 })
             })
             .map_err(TelemetryError::Thread)?;
-        Ok(Telemetry { shared, addr, stop, thread: Some(thread) })
+        Ok(Telemetry { shared, addr, stop, thread: Some(thread), _target: target })
     }
 
     /// Where the server listens.
@@ -124,11 +133,7 @@ impl Telemetry {
 
     /// The URL other hosts reach this server at: [`Telemetry::url`], with this host's name for a wildcard address.
     pub fn reachable_url(&self) -> String {
-        if self.addr.ip().is_unspecified() {
-            format!("http://{}:{}", collscope_debug::sys::hostname(), self.addr.port())
-        } else {
-            self.url()
-        }
+        format!("http://{}:{}", reachable_host(self.addr), self.addr.port())
     }
 
     /// Runs `f` on the state (to add facts, ingest a snapshot, or read it).
@@ -158,6 +163,15 @@ impl Telemetry {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// The host other machines reach `addr` at: this host's name for a wildcard address, else the address itself.
+fn reachable_host(addr: SocketAddr) -> String {
+    match addr.ip() {
+        ip if ip.is_unspecified() => collscope_debug::sys::hostname(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
     }
 }
 

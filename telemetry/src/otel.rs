@@ -10,7 +10,7 @@ use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
     self as model, Algorithm, ChannelTraffic, Collective, KernelChannel, OpRecord, OpState, ProfilerCounters, ProxyOp,
-    Snapshot, Warning,
+    RankSummary, Snapshot, Warning,
 };
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};
@@ -68,6 +68,8 @@ struct Instruments {
     busbw: Gauge<f64>,
     algbw: Gauge<f64>,
     in_flight: UpDownCounter<i64>,
+    in_flight_age: Gauge<f64>,
+    last_completion: Gauge<f64>,
     channel_io: Counter<u64>,
     channel_in_place: Counter<u64>,
     channel_time: Counter<f64>,
@@ -121,6 +123,8 @@ impl Instruments {
                 .with_unit(in_flight.unit)
                 .with_description(in_flight.help)
                 .build(),
+            in_flight_age: f64_gauge(&cat::IN_FLIGHT_AGE),
+            last_completion: f64_gauge(&cat::LAST_COMPLETION),
             channel_io: u64_counter(&cat::CHANNEL_BYTES),
             channel_in_place: u64_counter(&cat::CHANNEL_IN_PLACE_BYTES),
             channel_time: f64_counter(&cat::CHANNEL_SECONDS),
@@ -397,6 +401,19 @@ impl MetricSink for Otel {
             }
         }
         self.m.proxy_appended.add(c.proxy_appended_ops, &cat::PROXY_APPENDED.attrs([]));
+    }
+
+    fn progress(&mut self, ranks: &[RankSummary]) {
+        for r in ranks {
+            for c in &r.comms {
+                let attrs =
+                    cat::IN_FLIGHT_AGE.attrs([r.rank.to_string().into(), sink::comm_label(c).to_string().into()]);
+                self.m.in_flight_age.record(c.in_flight.as_ref().map_or(0.0, |f| f.age_s), &attrs);
+                if let Some(us) = c.last_completed_us {
+                    self.m.last_completion.record(us as f64 / 1e6, &attrs);
+                }
+            }
+        }
     }
 
     fn facts(&mut self, snap: &Snapshot) {

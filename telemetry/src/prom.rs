@@ -6,7 +6,7 @@ use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Direction, KernelChannel, ProfilerCounters, Protocol, ProxyOp, ProxyWait,
-    Snapshot, Transport, Warning,
+    RankSummary, Snapshot, Transport, Warning,
 };
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
@@ -56,6 +56,8 @@ pub struct PromMetrics {
     busbw: GaugeVec,
     algbw: GaugeVec,
     in_flight: IntGaugeVec,
+    in_flight_age: GaugeVec,
+    last_completion: GaugeVec,
     channel_bytes: IntCounterVec,
     channel_in_place: IntCounterVec,
     channel_seconds: CounterVec,
@@ -118,6 +120,8 @@ impl PromMetrics {
             busbw: gauge(&cat::BUSBW)?,
             algbw: gauge(&cat::ALGBW)?,
             in_flight: int_gauge(&cat::IN_FLIGHT)?,
+            in_flight_age: gauge(&cat::IN_FLIGHT_AGE)?,
+            last_completion: gauge(&cat::LAST_COMPLETION)?,
             channel_bytes: int_counter(&cat::CHANNEL_BYTES)?,
             channel_in_place: int_counter(&cat::CHANNEL_IN_PLACE_BYTES)?,
             channel_seconds: counter(&cat::CHANNEL_SECONDS)?,
@@ -279,6 +283,21 @@ impl MetricSink for PromMetrics {
             }
         }
         self.proxy_appended.inc_by(c.proxy_appended_ops);
+    }
+
+    fn progress(&mut self, ranks: &[RankSummary]) {
+        self.in_flight_age.reset();
+        self.last_completion.reset();
+        for r in ranks {
+            let rank = r.rank.to_string();
+            for c in &r.comms {
+                let values = [rank.as_str(), sink::comm_label(c)];
+                self.in_flight_age.with_label_values(&values).set(c.in_flight.as_ref().map_or(0.0, |f| f.age_s));
+                if let Some(us) = c.last_completed_us {
+                    self.last_completion.with_label_values(&values).set(us as f64 / 1e6);
+                }
+            }
+        }
     }
 
     fn facts(&mut self, snap: &Snapshot) {

@@ -6,7 +6,7 @@
 
 use crate::aggregate::merge_expositions;
 use crate::job::{self, MAX_METRICS_BYTES, PEER_TIMEOUT};
-use crate::state::State;
+use crate::state::{now_us, State};
 use axum::extract::State as Shared_;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -291,10 +291,6 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     }
     texts.push(up);
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], merge_expositions(&texts)).into_response()
-}
-
-fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// This process's ranks, summarised.

@@ -4,8 +4,8 @@
 use crate::labels;
 use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
-    Algorithm, ChannelTraffic, Collective, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters, Protocol,
-    ProxyOp, Snapshot, Warning,
+    Algorithm, ChannelTraffic, Collective, CommProgress, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters,
+    Protocol, ProxyOp, RankSummary, Snapshot, Warning,
 };
 use std::collections::BTreeMap;
 
@@ -102,6 +102,14 @@ pub trait MetricSink {
     /// The facts that are states, not counts (connections, communicators, init timings, findings): replaced
     /// as a whole from the snapshot.
     fn facts(&mut self, snap: &Snapshot);
+    /// Each rank's progress per communicator now (the oldest call in flight, the latest completion), replaced as a
+    /// whole: what hang and no-progress alerts read.
+    fn progress(&mut self, ranks: &[RankSummary]);
+}
+
+/// The `comm` label of a communicator's progress.
+pub fn comm_label(p: &CommProgress) -> &str {
+    p.comm.as_deref().unwrap_or("unknown")
 }
 
 /// The profiler plugin's counters as (reason, count) of [`crate::catalogue::PROFILER_LOST`].

@@ -9,7 +9,7 @@ use crate::sink::{Calls, MetricSink};
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
     Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
-    ProfilerCounters, Protocol, ProxyOp, ProxyWait, Snapshot, Source, Transport,
+    ProfilerCounters, Protocol, ProxyOp, ProxyWait, RankSummary, Snapshot, Source, Transport,
 };
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -128,6 +128,11 @@ fn profiler_growth(now: &ProfilerCounters, before: Option<&ProfilerCounters>) ->
         proxy_append_seconds: secs(now.proxy_append_seconds, b.proxy_append_seconds),
         proxy_appended_ops: now.proxy_appended_ops.saturating_sub(b.proxy_appended_ops),
     }
+}
+
+/// Microseconds since the UNIX epoch, the clock of the model's call times.
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// How far telemetry has read one communicator's records: the last operation taken and the totals as last
@@ -427,6 +432,9 @@ impl State {
     pub fn tick(&mut self) {
         self.refresh_facts();
         if let Some(o) = self.otel.as_mut() {
+            o.progress(&RankSummary::of(&self.snap, now_us()));
+        }
+        if let Some(o) = self.otel.as_mut() {
             o.tick();
         }
     }
@@ -448,6 +456,7 @@ impl State {
     /// The Prometheus exposition, facts brought up to date first.
     pub fn metrics_text(&mut self) -> Result<String, prometheus::Error> {
         self.refresh_facts();
+        self.prom.progress(&RankSummary::of(&self.snap, now_us()));
         self.prom.encode()
     }
 
@@ -551,6 +560,27 @@ mod tests {
         assert_eq!(value(&text, &format!("collscope_collective_bus_bandwidth_bytes_per_second{bw}")), Some(3e9));
         assert_eq!(value(&text, "collscope_collectives_in_flight{rank=\"0\"}"), Some(0.0));
         assert_eq!(st.snapshot().ops.len(), 2);
+    }
+
+    #[test]
+    fn each_communicator_has_its_oldest_call_in_flight_and_its_last_completion_as_gauges() {
+        let mut st = state(Bounds::default());
+        st.apply(Event::OpCompleted(op(0, 1, 8, OpState::Completed)));
+        st.apply(Event::OpEnqueued(op(0, 2, 8, OpState::Enqueued)));
+        st.apply(Event::OpCompleted(op(1, 1, 8, OpState::Completed)));
+        let text = st.metrics_text().unwrap();
+        let age = |text: &str, rank: u32| {
+            value(text, &format!("collscope_collective_in_flight_oldest_age_seconds{{comm=\"0x1\",rank=\"{rank}\"}}"))
+        };
+        // Rank 0 began call 2 at 1 ms past the epoch: decades ago. Rank 1 has nothing in flight: 0, not absent,
+        // so an alert sees the rank the others wait for.
+        assert!(age(&text, 0).is_some_and(|s| s > 1e9), "{text}");
+        assert_eq!(age(&text, 1), Some(0.0), "{text}");
+        let done = "collscope_collective_last_completion_timestamp_seconds{comm=\"0x1\",rank=\"1\"}";
+        assert_eq!(value(&text, done), Some(0.00151), "{text}");
+        st.apply(Event::OpCompleted(op(0, 2, 8, OpState::Completed)));
+        let text = st.metrics_text().unwrap();
+        assert_eq!(age(&text, 0), Some(0.0), "{text}");
     }
 
     #[test]

@@ -5,12 +5,15 @@ use super::*;
 use crate::message::{setup, GdrLine};
 use collscope_model::{
     BootstrapInterface, ChannelCounts, CommState, Communicator, Connection, Direction, EnvSetting, GdrCheck, NetDevice,
-    Ring, Transport, Tree, Warning,
+    PeerClosed, Ring, Transport, Tree, Warning,
 };
 
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
+        if key.anonymous() {
+            return;
+        }
         // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
         if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
             return;
@@ -35,12 +38,16 @@ impl Job {
         text: &str,
         location: Option<&str>,
     ) {
-        // The same line again (same printer, same words) says nothing new.
-        if !self.first_time(7, &[at.text.as_bytes()]) {
-            return;
-        }
-        let class = classify::classify(text, location);
+        // Repeats are data: an echo of the line just before from the same thread was dropped already (the repeat
+        // rule in `Job::who`); the same error again later is the job failing again. A line repeated past
+        // `MAX_REPEATED_WARNINGS` times is not kept again, so that it cannot crowd later errors out of the list.
         if self.snap.warnings.len() < MAX_WARNINGS {
+            let times = self.warning_times.entry(hash_of(at.text.as_bytes())).or_default();
+            *times += 1;
+            if *times > MAX_REPEATED_WARNINGS {
+                return self.gdr_warning(at, rank, host, text);
+            }
+            let class = classify::classify(text, location);
             self.snap.warnings.push(Warning {
                 rank,
                 host: host.map(str::to_string),
@@ -50,6 +57,11 @@ impl Job {
                 source: location.map(str::to_string),
             });
         }
+        self.gdr_warning(at, rank, host, text);
+    }
+
+    /// A warning that says GPUDirect RDMA is off (a plugin's).
+    fn gdr_warning(&mut self, at: &At, rank: Option<u32>, host: Option<&str>, text: &str) {
         if setup::says_gdr_off(text) {
             let gdr = GdrLine { enabled: false, reason: Some(kept(text)), ..GdrLine::default() };
             self.gdr(at, host, rank, gdr);
@@ -121,6 +133,19 @@ impl Job {
         }
     }
 
+    /// A benchmark's `# Rank N ... on HOST device D` line: it lists every rank, so the job has at least N+1
+    /// ranks, on as many nodes as hosts named (all on one host: one node).
+    pub(super) fn bench_rank(&mut self, text: &str) {
+        let Some((rank, host)) = message::bench::rank_line(text) else { return };
+        const SOURCE: &str = "the benchmark's `# Rank` lines";
+        self.printed_nranks(rank.saturating_add(1), SOURCE);
+        if self.first_time(13, &[host.as_bytes()]) {
+            self.bench_hosts += 1;
+            let n = self.bench_hosts;
+            self.printed_nnodes(n, SOURCE);
+        }
+    }
+
     /// Whether the fact made of `parts` (under `tag`) is new; lists the model keeps deduplicated go through it
     /// rather than comparing with every element kept.
     pub(super) fn first_time(&mut self, tag: u64, parts: &[&[u8]]) -> bool {
@@ -135,6 +160,8 @@ impl Job {
         let check = GdrCheck {
             host: host.map(str::to_string),
             rank: g.rank.or(rank),
+            gpu: g.gpu,
+            net: g.net,
             hca: g.hca,
             hca_name: g.hca_name,
             enabled: g.enabled,
@@ -144,10 +171,13 @@ impl Job {
             line: None,
         };
         let mut id = FastHash(1);
-        for text in [&check.host, &check.hca, &check.hca_name, &check.reason] {
+        for text in [&check.host, &check.hca, &check.hca_name, &check.reason, &check.net] {
             id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
         }
-        for n in [check.rank, check.distance, check.level] {
+        id.bytes(check.gpu.as_ref().map_or(String::new(), |g| format!("{g:?}")).as_bytes());
+        // A line that names its GPU is the same check whether or not its process's rank was known yet.
+        let rank = if check.gpu.is_some() { g.rank } else { check.rank };
+        for n in [rank, check.distance, check.level] {
             id.word(n.map_or(u64::MAX, u64::from));
         }
         id.word(check.enabled.into());
@@ -171,6 +201,7 @@ impl Job {
                 self.facts.rccl = true;
                 self.version(at, &v, rank.map(|r| format!("rank {r}")));
             }
+            Event::RcclLine => self.facts.rccl = true,
             Event::Rccl { comm, nranks, inner } => {
                 self.facts.rccl = true;
                 self.printed_nranks(nranks, "RCCL's nRanks");
@@ -355,6 +386,38 @@ impl Job {
                 comm.local_rank = Some(c.local_rank);
                 self.streams.entry(stream).or_default().comm = Some(i);
             }
+            Event::CommEnd(c) => {
+                self.learn_rank(key, c.rank);
+                self.printed_nranks(c.nranks, "an Abort/Destroy COMPLETE line's nranks");
+                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
+                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let comm = &mut self.snap.communicators[i];
+                comm.rank = Some(c.rank);
+                comm.nranks = Some(c.nranks);
+                comm.cuda_dev = Some(c.cuda_dev);
+                comm.bus_id = c.bus_id.or(comm.bus_id.take());
+                comm.state = CommState::Destroyed;
+            }
+            Event::ProxyCall { comm, rank: r } => {
+                self.learn_rank(key, r);
+                self.comm_rank.insert(Self::comm_rank_key(key, &comm), r);
+            }
+            Event::Alloc(a) => {
+                let t = &mut self.facts.allocations;
+                let (calls, bytes) = if a.device {
+                    (&mut t.device_calls, &mut t.device_bytes)
+                } else {
+                    (&mut t.host_calls, &mut t.host_bytes)
+                };
+                *calls += 1;
+                *bytes = bytes.saturating_add(a.bytes);
+            }
+            Event::TopologyNote(note) => {
+                let notes = &mut self.facts.topology_notes;
+                if notes.len() < Evidence::MAX_PER_KIND && !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
             Event::CommSize { nranks, nnodes } => {
                 self.printed_nranks(nranks, "a plugin's \"comm with N ranks\"");
                 self.printed_nnodes(nnodes, "a plugin's \"and M nodes\"");
@@ -389,6 +452,14 @@ impl Job {
             Event::TopoEnd => self.streams.entry(stream).or_default().tree.clear(),
             Event::Path(p) => self.path(key, p),
             Event::P2pDisabled => self.cite(Cite::P2pDisabled, at),
+            Event::PeerClosed(local_rank) => {
+                let host = key.host.unwrap_or("").as_bytes();
+                if self.first_time(12, &[host, &local_rank.to_le_bytes()]) {
+                    let host = key.host.map(str::to_string);
+                    self.facts.peers_closed.push(PeerClosed { host, local_rank, seen_by: rank });
+                }
+                self.cite(Cite::PeerClosed, at);
+            }
             Event::Ll128Disabled => self.cite(Cite::Ll128Disabled, at),
             Event::ChannelsLimited => self.cite(Cite::ChannelsLimited, at),
         }

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Caps on lists that could otherwise grow with the input.
 const MAX_WARNINGS: usize = 10_000;
+/// Times one warning line (its text, prefix included) is listed: past it its repeats are not listed again.
+const MAX_REPEATED_WARNINGS: u32 = 64;
 const MAX_UNPARSED: usize = 10_000;
 const MAX_DECISIONS: usize = 100_000;
 /// Hosts listed: five times the hosts of a 100,000-GPU job at 8 GPUs a host. Past it hosts are counted, not
@@ -85,6 +87,11 @@ impl<'a> ProcKey<'a> {
         h.word(env.pid.map_or(u64::MAX, u64::from));
         h.word(env.dev.map_or(u64::MAX, |d| d as u64));
         ProcKey { id: h.0, host, file, pid: env.pid, dev: env.dev }
+    }
+
+    /// A process that printed no host, pid nor device (bare messages): nothing places it or ties it to a rank.
+    fn anonymous(&self) -> bool {
+        self.host.is_none() && self.pid.is_none() && self.dev.is_none()
     }
 
     /// The host, or the file standing in for it.
@@ -294,6 +301,15 @@ pub struct Job {
     /// Files that had a line cut (each is warned about once).
     cut_files: FastSet<usize>,
     dropped: Dropped,
+    /// Hosts a benchmark's `# Rank` lines named.
+    bench_hosts: u32,
+    /// Bare messages: the anonymous process of the current stretch (counted), the file it is open in, and the
+    /// last bare message's place (file, line), which weak messages must follow (see `message::parse_bare`).
+    bare_proc: u64,
+    bare_open: Option<usize>,
+    bare_last: Option<(usize, u64)>,
+    /// Times each warning line was kept (while the list is under its cap).
+    warning_times: FastMap<u64, u32>,
 }
 
 impl Job {
@@ -333,6 +349,11 @@ impl Job {
             matrix: None,
             cut_files: FastSet::default(),
             dropped: Dropped::default(),
+            bench_hosts: 0,
+            bare_proc: 0,
+            bare_open: None,
+            bare_last: None,
+            warning_times: FastMap::default(),
         }
     }
 
@@ -387,6 +408,15 @@ impl Job {
             Line::Nccl(env) => {
                 self.matrix = None;
                 self.facts.stats.nccl_lines += 1;
+                if env.host.is_some() || env.dev.is_some() || env.pid.is_some() {
+                    // A prefixed line ends the stretch of bare messages before it.
+                    if self.bare_open == Some(at.file) {
+                        self.end_bare(at.file);
+                    }
+                } else {
+                    // `NCCL WARN ...`, `NCCL version ...` alone: bare too.
+                    self.open_bare(at);
+                }
                 self.flush_pending();
                 // Two processes writing into one line: each record on its own, where the first can be told apart.
                 if let Some(Line::Nccl(second)) = envelope::has_marker(env.msg).then(|| envelope::split(env.msg)) {
@@ -438,25 +468,40 @@ impl Job {
         Some((raw, h))
     }
 
-    /// Who printed a line, through its thread's cached answer; `None` for a line its thread printed just before
-    /// (a log copied into itself, output captured twice), which is dropped.
-    fn who<'a>(&mut self, env: &Envelope<'a>, file: usize) -> Option<Who<'a>> {
-        let mut h = FastHash::default();
-        match env.host {
-            Some(raw) => h.bytes(raw.as_bytes()),
-            None => h.word(file as u64),
-        }
-        h.word(env.pid.map_or(u64::MAX, u64::from));
-        h.word(env.tid.map_or(u64::MAX, u64::from));
-        h.word(env.dev.map_or(u64::MAX, |d| d as u64));
-        let stream = h.0;
+    /// Who printed a line, through its thread's cached answer; `None` for a line its thread printed just before,
+    /// which is dropped.
+    ///
+    /// The rule for repeats: a line is an echo (output captured twice, a log copied into itself) only when one
+    /// process printed it twice in a row from one thread, its host, pid and tid printed, and it is no per-call
+    /// line (`repeatable`: each call prints its decision again, the same for calls of one size). Every other
+    /// repeat is data: without a thread (bare messages, a stripped prefix) identical lines are as likely different
+    /// ranks' or calls'. Both are counted: `duplicate_lines` dropped, `repeated_lines` kept.
+    fn who<'a>(&mut self, env: &Envelope<'a>, file: usize, repeatable: bool) -> Option<Who<'a>> {
+        let stream = if env.host.is_none() && env.pid.is_none() && env.dev.is_none() {
+            self.bare_stream(file)
+        } else {
+            let mut h = FastHash::default();
+            match env.host {
+                Some(raw) => h.bytes(raw.as_bytes()),
+                None => h.word(file as u64),
+            }
+            h.word(env.pid.map_or(u64::MAX, u64::from));
+            h.word(env.tid.map_or(u64::MAX, u64::from));
+            h.word(env.dev.map_or(u64::MAX, |d| d as u64));
+            h.0
+        };
         // The thread is known from the prefix: its message alone tells a repeat.
         let line = hash_of(env.msg.as_bytes());
         let full = self.streams.len() >= MAX_THREADS;
+        let echo = !repeatable && env.pid.is_some() && env.tid.is_some();
         let thread = match self.streams.get_mut(&stream) {
-            Some(s) if s.last_line == line => {
+            Some(s) if s.last_line == line && echo => {
                 self.facts.stats.duplicate_lines += 1;
                 return None;
+            }
+            Some(s) if s.last_line == line => {
+                self.facts.stats.repeated_lines += 1;
+                s.thread
             }
             Some(s) => {
                 s.last_line = line;
@@ -497,6 +542,9 @@ impl Job {
         };
         let (host, place) = match resolved {
             Some((h, hash)) => (Some(h), hash),
+            None if env.pid.is_none() && env.dev.is_none() => {
+                (None, (file as u64 ^ 0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ self.bare_proc)
+            }
             None => (None, file as u64 ^ 0x9e37_79b9_7f4a_7c15),
         };
         let key = ProcKey::new(host, place, env, file);
@@ -546,11 +594,17 @@ impl Job {
             self.pending = Some(p);
             self.flush_pending();
         }
+        if self.bare(at, text) {
+            return;
+        }
         self.facts.stats.context_lines += 1;
         let hash = hash_of(text.as_bytes());
         if self.last_context.insert(at.file, hash) == Some(hash) && !text.is_empty() {
             self.facts.stats.duplicate_lines += 1;
             return;
+        }
+        if text.trim_start().starts_with('#') {
+            self.bench_rank(text);
         }
         let said = classify::context(text);
         if said.error {
@@ -561,6 +615,53 @@ impl Job {
             self.facts.rccl |= said.rccl;
             self.version(at, v, launcher_rank.map(|r| format!("rank {r}")));
         }
+    }
+
+    /// A line without NCCL's prefix that is an NCCL message (`message::parse_bare` says which are). Each stretch of
+    /// them between prefixed NCCL lines of a file is read as one anonymous process: with no host, pid or thread
+    /// printed nothing says which process printed which line, so none is split off, joined to a known process,
+    /// tied to one rank or placed on a host.
+    fn bare(&mut self, at: &At, text: &str) -> bool {
+        let env = envelope::bare(text);
+        let in_run = at.line > 0 && self.bare_last == Some((at.file, at.line - 1));
+        let Some(ev) = message::parse_bare(env.msg, in_run) else { return false };
+        self.facts.stats.nccl_lines += 1;
+        self.open_bare(at);
+        self.nccl_event(at, &env, ev);
+        true
+    }
+
+    /// The thread of the current stretch's anonymous process in `file`.
+    fn bare_stream(&self, file: usize) -> StreamKey {
+        let mut h = FastHash(0x6261_7265);
+        h.word(file as u64);
+        h.word(self.bare_proc);
+        h.0
+    }
+
+    /// Ends the open stretch of bare lines: its anonymous process prints no more, so its thread's state goes (a
+    /// log with a bare line between every two prefixed ones must not fill the thread table).
+    fn end_bare(&mut self, file: usize) {
+        self.bare_open = None;
+        let stream = self.bare_stream(file);
+        self.close_prints(stream);
+        if let Some(s) = self.streams.remove(&stream) {
+            self.procs.remove(&s.thread.proc);
+        }
+    }
+
+    /// Counts a bare NCCL line, in the stretch open in its file or a new one.
+    fn open_bare(&mut self, at: &At) {
+        if let Some(other) = self.bare_open.filter(|&f| f != at.file) {
+            self.end_bare(other);
+        }
+        if self.bare_open != Some(at.file) {
+            self.bare_proc += 1;
+            self.bare_open = Some(at.file);
+            self.facts.stats.bare_processes += 1;
+        }
+        self.bare_last = Some((at.file, at.line));
+        self.facts.stats.bare_lines += 1;
     }
 
     /// Called at the end of the input.
@@ -648,7 +749,7 @@ impl Job {
             match message::parse(env.msg) {
                 Some(ev) => self.nccl_event(at, env, ev),
                 None => {
-                    let Some(who) = self.who(env, at.file) else { return };
+                    let Some(who) = self.who(env, at.file, false) else { return };
                     let key = who.key;
                     let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
                     self.pending = Some(Pending {
@@ -666,7 +767,7 @@ impl Job {
             }
             return;
         }
-        let Some(who) = self.who(env, at.file) else { return };
+        let Some(who) = self.who(env, at.file, false) else { return };
         let rank = env.launcher_rank.or_else(|| self.procs.get(&who.key.id).copied().flatten());
         if let Some(r) = env.launcher_rank {
             self.learn_rank(&who.key, r);
@@ -693,7 +794,7 @@ impl Job {
     }
 
     fn nccl_event(&mut self, at: &At, env: &Envelope, ev: Event) {
-        let Some(who) = self.who(env, at.file) else { return };
+        let Some(who) = self.who(env, at.file, matches!(ev, Event::Decision(_))) else { return };
         let key = who.key;
         let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
         if let Some(r) = env.launcher_rank {

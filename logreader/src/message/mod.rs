@@ -2,6 +2,8 @@
 //! hand-written parser runs only on its candidates. Formats follow NCCL 2.28.9 and the older forms seen in real
 //! logs (2.4 to 2.27), RCCL's additions, and the network plugins' lines that name themselves.
 
+pub mod bench;
+pub mod failure;
 pub mod setup;
 pub mod topo;
 pub mod tuning;
@@ -13,7 +15,7 @@ pub use collscope_model::scan;
 use collscope_model::{ChannelCounts, Graph, NetDevice, PluginNote};
 
 pub use conn::{RingOrder, TreeEntry};
-pub use setup::{CommInfo, CommInit, GdrLine, NvlsComm};
+pub use setup::{Alloc, CommEnd, CommInfo, CommInit, GdrLine, NvlsComm};
 pub use topo::{GraphToken, NodeAttrs, NodeRef, PathLine, TopoLine};
 pub use tuning::{CollLine, DecisionLine, TableLine};
 
@@ -22,6 +24,8 @@ pub enum Event {
     Version(String),
     /// RCCL's `RCCL version : 2.20.5-HEAD:...` (the NCCL API version it follows).
     RcclVersion(String),
+    /// Another line only RCCL prints (`HIP version  : ...`, `ROCr version 1.14`, `[node_id = ...]`).
+    RcclLine,
     /// RCCL appends `comm 0x... nRanks NN [busId ...]` to NCCL's lines: the communicator's size, and the line.
     Rccl {
         comm: String,
@@ -66,6 +70,17 @@ pub enum Event {
     NvlsComm(NvlsComm),
     CommInit(CommInit),
     CommInfo(CommInfo),
+    /// `comm 0x.. rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE` (or `Destroy`).
+    CommEnd(CommEnd),
+    /// `ProxyCall UDS comm 0x.. rank R ...`: the rank printing, and its communicator.
+    ProxyCall {
+        comm: String,
+        rank: u32,
+    },
+    /// A memory trace (`Cuda Alloc Size N pointer P`, ...).
+    Alloc(Alloc),
+    /// A topology detection note (`Topology detection : could not read ...`, `Loading topology file ...`).
+    TopologyNote(String),
     /// A plugin's `comm with 16 ranks and 2 nodes`.
     CommSize {
         nranks: u32,
@@ -102,6 +117,8 @@ pub enum Event {
     ChannelsLimited,
     /// `init.cc:1089 -> 2`: an error code passed up the stack.
     ErrorTrace,
+    /// `[Service thread] Connection closed by localRank 1`: that local rank's process went away.
+    PeerClosed(u32),
     /// Understood, nothing to keep.
     Known,
 }
@@ -138,6 +155,50 @@ pub fn parse(msg: &str) -> Option<Event> {
     }
 }
 
+/// Parses a message printed without NCCL's prefix (pasted bare, or a prefix stripped). Outside a run of such
+/// messages only those whose first bytes and grammar are NCCL's alone count: lines the dispatch knows only as
+/// words (`Setting affinity ...`, `Loading ...`, `Tuner ...`), a `=====` rule or an error trace
+/// could be any program's. `in_run`: the line right before was a bare NCCL message, so these are read too.
+pub fn parse_bare(msg: &str, in_run: bool) -> Option<Event> {
+    let ev = parse(msg)?;
+    if in_run {
+        return Some(ev);
+    }
+    let own = match &ev {
+        Event::Known => own_word(first_word(msg.trim_start())),
+        Event::ErrorTrace | Event::TopoEnd | Event::ChannelsLimited => false,
+        Event::Plugin(_) => first_word(msg.trim_start()) != "Tuner",
+        // `HIP version` alone could be any HIP program's; RCCL's banner pads it (`HIP version  : `).
+        Event::RcclLine => !msg.starts_with("HIP version") || msg.starts_with("HIP version  : "),
+        _ => true,
+    };
+    own.then_some(ev)
+}
+
+/// First words of messages read as [`Event::Known`] that no other program prints: NCCL's proxy handshake
+/// (2.28.9 `src/proxy.cc`), its network and NVLS lines, RCCL's own.
+fn own_word(word: &str) -> bool {
+    matches!(
+        word,
+        "[Proxy"
+            | "ProxyCall"
+            | "sendConnect"
+            | "recvConnect"
+            | "cudaDriverVersion"
+            | "MNNVL"
+            | "NVLS"
+            | "Librccl"
+            | "MSCCL"
+            | "GDRCOPY"
+            | "TOPO/NET"
+            | "minCTAs"
+            | "latencyinter"
+            | "Dmabuf"
+            | "DMA-BUF"
+            | "DMA_BUF"
+    ) || ["ncclProxy", "ncclPoll", "proxyUDS", "NET/", "ncclComm"].iter().any(|p| word.starts_with(p))
+}
+
 /// The first word: up to a space, or up to a `:` that a space follows (`AllReduce: ...`).
 fn first_word(s: &str) -> &str {
     let b = s.as_bytes();
@@ -161,7 +222,7 @@ fn digits(body: &str) -> Option<Event> {
     if scan::find(body, " Bytes -> Algo ").is_some() {
         return tuning::decision(body).map(Event::Decision);
     }
-    if body.contains(" coll channels") {
+    if scan::find(body, " coll channels").is_some() {
         return setup::channel_counts(body);
     }
     if let Some(tokens) = topo::graph_channel(body) {
@@ -185,15 +246,7 @@ fn named(word: &str, body: &str) -> Option<Event> {
 /// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
 fn has_rccl_tail(body: &str) -> bool {
     let b = body.as_bytes();
-    let tail = &b[b.len().saturating_sub(32)..];
-    let mut from = 0;
-    while let Some(i) = memchr::memchr(b'n', &tail[from..]) {
-        if tail[from + i..].starts_with(b"nRanks ") {
-            return true;
-        }
-        from += i + 1;
-    }
-    false
+    b[b.len().saturating_sub(32)..].windows(7).any(|w| w == b"nRanks ")
 }
 
 /// RCCL's `... comm 0x55d3 nRanks 16 [busId 29000]` after a line NCCL also prints (RCCL 2.20 `src/init.cc`,
@@ -261,6 +314,15 @@ mod tests {
             e => panic!("{e:?}"),
         }
         assert_eq!(parse("Frobnicating the widgets"), None);
+        // Without a prefix: NCCL's own grammar alone, unless a bare NCCL message came just before.
+        assert!(matches!(parse_bare("Ring 00 : 6 -> 2 [receive] via NET/IB/0", false), Some(Event::Conn(_))));
+        for other in
+            ["Setting affinity for GPU 0 to ffff", "==========", "Tuner ready", "main.c:12 -> 3", "Connected to db"]
+        {
+            assert_eq!(parse_bare(other, false), None, "{other}");
+            assert!(parse_bare(other, true).is_some(), "{other}");
+        }
+        assert_eq!(parse_bare("| a | b |", true), None);
         assert_eq!(parse(""), None);
     }
 }

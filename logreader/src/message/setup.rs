@@ -5,7 +5,7 @@
 
 use super::scan::{field, find, Scan};
 use super::Event;
-use collscope_model::{ChannelCounts, NetDevice, PluginNote};
+use collscope_model::{ChannelCounts, GdrGpu, NetDevice, PluginNote};
 
 /// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
 /// ... - Init START|COMPLETE`.
@@ -20,6 +20,26 @@ pub struct CommInit {
     /// The communicator split from (`ncclCommSplit ... parent 0x..`).
     pub parent: Option<String>,
     pub complete: bool,
+}
+
+/// `comm 0x55d3 rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE` (or `- Destroy COMPLETE`): a communicator
+/// ended (NCCL 2.28.9 `src/init.cc`, `ncclCommAbort` and `ncclCommDestroy`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommEnd {
+    pub comm: String,
+    pub rank: u32,
+    pub nranks: u32,
+    pub cuda_dev: i32,
+    pub bus_id: Option<String>,
+    /// `Abort` (after an error, or a framework's shutdown) rather than `Destroy`.
+    pub abort: bool,
+}
+
+/// What a memory trace (`NCCL_DEBUG_SUBSYS=ALLOC`) allocated: bytes, on the GPU or in host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alloc {
+    pub device: bool,
+    pub bytes: u64,
 }
 
 /// `comm 0x... rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
@@ -48,7 +68,8 @@ pub struct NvlsComm {
 pub struct GdrLine {
     pub net: Option<String>,
     pub enabled: bool,
-    /// Per GPU/HCA lines: the rank and the NIC.
+    /// Per GPU/HCA lines: the GPU as printed, the rank where that is what it names, and the NIC.
+    pub gpu: Option<GdrGpu>,
     pub rank: Option<u32>,
     pub hca: Option<String>,
     pub hca_name: Option<String>,
@@ -189,7 +210,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
     if rest.starts_with("No device found") {
         return Some(Event::NetNoDevice(name.to_string()));
     }
-    if rest.contains("GPU Direct RDMA") {
+    if find(rest, "GPU Direct RDMA").is_some() {
         return gdr(msg);
     }
     if let Some(size) = comm_size(rest) {
@@ -216,9 +237,15 @@ fn comm_size(text: &str) -> Option<Event> {
     Some(Event::CommSize { nranks, nnodes })
 }
 
-/// `GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)` (2.5-2.8: rank[dev]), `... for GPU 1b000 /
-/// HCA 0 (distance 4 > 3)` (2.9-2.27: bus id), `... for GPU 3 / HCA 1b000 (distance 4 <= 5), read 1 mode Default`
-/// (2.28: rank, NIC id), and the per-HCA `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`.
+/// Every form NCCL printed: per GPU and NIC, `NET/IB : GPU Direct RDMA Disabled for GPU 0 / HCA mlx4_0 (not
+/// supported by GPU)` and `... (distance 4 >= 3)` (2.3: CUDA device, HCA name, `src/transport/net_ib.cu`),
+/// `NET/IB : ... for GPU 2[2] / HCA 0 (distance 3 >= 2)` and `... for GPU 2[2] / HCA 0 'mlx5_0' (no module or not
+/// supported by GPU)` (2.4: cudaDev[nvmlDev], `src/transport/net.cc`, `net_ib.cc`), `NET/IB : ... for GPU 1b000 /
+/// HCA 0 (distance 4 >= 3)` (2.5: bus id), `GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 > 4)`
+/// (2.6-2.23: bus id, `src/graph/paths.cc`), `... for GPU 3 / HCA 1b000 (distance 4 <= 5), read 1 mode Default`
+/// (2.24 to 2.28.9: rank, NIC id); and per NIC, `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)`
+/// (2.5-2.17 `net_ib.cc`) and `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'` (2.18 to 2.28.9
+/// `src/graph/topo.cc`: the network offers neither peer memory nor DMA-BUF).
 fn gdr(msg: &str) -> Option<Event> {
     let net = msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string);
     let at = find(msg, "GPU Direct RDMA ")?;
@@ -234,41 +261,79 @@ fn gdr(msg: &str) -> Option<Event> {
         _ => return None,
     };
     s.lit(" for ")?;
-    if s.eat("GPU ") {
+    let mut line = GdrLine { net, enabled, reason, ..GdrLine::default() };
+    let hca = if s.eat("GPU ") {
         let gpu = s.word()?;
         s.lit(" / HCA ")?;
         let hca = s.word()?;
-        s.lit(" (distance ")?;
-        let distance = s.num()?;
-        s.ws().word()?;
-        let level = s.ws().num()?;
-        // A rank is a small decimal; 2.9-2.27 print the GPU's bus id (`1b000`) instead.
-        let rank = gpu.split('[').next().filter(|g| g.len() < 4 || gpu.contains('[')).and_then(|g| g.parse().ok());
-        let (hca, reason) = (Some(hca.to_string()), Some("distance".to_string()));
-        return Some(Event::Gdr(GdrLine {
-            net,
-            enabled,
-            rank,
-            hca,
-            distance: Some(distance),
-            level: Some(level),
-            reason,
-            ..GdrLine::default()
-        }));
+        line.gpu = Some(gdr_gpu(gpu, hca, line.net.is_some())?);
+        line.rank = match line.gpu {
+            Some(GdrGpu::Rank(r)) => Some(r),
+            _ => None,
+        };
+        hca
+    } else {
+        s.lit("HCA ")?;
+        s.word()?
+    };
+    // 2.3 names the HCA (`mlx4_0`); later releases number it and may add the name in quotes.
+    if hca.bytes().all(|b| b.is_ascii_hexdigit()) {
+        line.hca = Some(hca.to_string());
+    } else {
+        line.hca_name = Some(hca.to_string());
     }
-    s.lit("HCA ")?;
-    let hca = Some(s.num::<u32>()?.to_string());
-    s.lit(" '")?;
-    let hca_name = Some(s.until("'")?.to_string());
-    s.lit("'")?;
+    if s.eat(" '") {
+        line.hca_name = Some(s.until("'")?.to_string());
+        s.lit("'")?;
+    }
     if s.eat(" (") {
-        reason = reason.or_else(|| s.until(")").map(str::to_string));
+        let inside = s.until(")")?;
+        let mut d = Scan::new(inside);
+        if d.eat("distance ") {
+            line.distance = Some(d.num()?);
+            d.ws().word()?;
+            line.level = Some(d.ws().num()?);
+            line.reason = Some(inside.to_string());
+        } else {
+            line.reason = line.reason.or_else(|| Some(inside.to_string()));
+        }
     }
-    Some(Event::Gdr(GdrLine { net, enabled, hca, hca_name, reason, ..GdrLine::default() }))
+    Some(Event::Gdr(line))
+}
+
+/// The GPU of a per-GPU line: `2[2]` is 2.4's cudaDev[nvmlDev]; with a `NET/..` lead a plain number is 2.3's CUDA
+/// device when the HCA is a name, else 2.5's bus id; without it, 2.24's rank is a small decimal and 2.6-2.23 print
+/// the bus id (`1b000`).
+fn gdr_gpu(gpu: &str, hca: &str, net_lead: bool) -> Option<GdrGpu> {
+    if let Some((dev, _)) = gpu.split_once('[') {
+        return dev.parse().ok().map(GdrGpu::Device);
+    }
+    let named_hca = !hca.bytes().all(|b| b.is_ascii_hexdigit());
+    let small = gpu.len() < 4 && gpu.bytes().all(|b| b.is_ascii_digit());
+    Some(match (net_lead, named_hca, small) {
+        (true, true, true) => GdrGpu::Device(gpu.parse().ok()?),
+        (false, _, true) => GdrGpu::Rank(gpu.parse().ok()?),
+        _ => GdrGpu::BusId(gpu.to_string()),
+    })
 }
 
 fn comm_init(body: &str) -> Option<Event> {
     let tail = body.trim_end();
+    for (end, abort) in [(" - Abort COMPLETE", true), (" - Destroy COMPLETE", false)] {
+        if tail.ends_with(end) {
+            let mut s = Scan::new(body);
+            s.lit("comm ")?;
+            let comm = s.word()?.to_string();
+            s.lit(" rank ")?;
+            let rank = s.num()?;
+            s.lit(" nranks ")?;
+            let nranks = s.num()?;
+            s.lit(" cudaDev ")?;
+            let cuda_dev = s.num()?;
+            let bus_id = field(body, "busId").map(str::to_string);
+            return Some(Event::CommEnd(CommEnd { comm, rank, nranks, cuda_dev, bus_id, abort }));
+        }
+    }
     let complete = if tail.ends_with("Init COMPLETE") {
         true
     } else if tail.ends_with("Init START") {
@@ -400,12 +465,19 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         "Bootstrap" => bootstrap(body).unwrap_or(Event::Known),
         "Using" => using(body)?,
         "GPU" => gdr(body)?,
+        "[Service" => super::failure::service_thread(body)?,
         "GDRDMA" => Event::Gdr(GdrLine {
             enabled: false,
             reason: Some("no peer-memory module (memory_peers)".into()),
             ..GdrLine::default()
         }),
-        "RCCL" => Event::RcclVersion(rccl_version(body)?),
+        "RCCL" => rccl_version(body).map(Event::RcclVersion).or_else(|| rccl_line(body))?,
+        "HIP" | "ROCm" | "ROCr" | "Librccl" | "[node_id" | "[rocprofiler-sdk-rccl][" => rccl_line(body)?,
+        "ProxyCall" => proxy_call(body).unwrap_or(Event::Known),
+        "Topology" => topology_note(body)?,
+        "Loading" => topology_note(body).unwrap_or(Event::Known),
+        "CUMEM" | "Mem" => alloc(body)?,
+        "Allocated" => alloc(body).unwrap_or(Event::Known),
         "TUNER/Plugin" => plugin("tuner", &body[word.len()..]),
         "PROFILER/Plugin" => plugin("profiler", &body[word.len()..]),
         "ENV/Plugin" => plugin("env", &body[word.len()..]),
@@ -434,68 +506,78 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         "User" if body.starts_with("User asked for a ") => Event::ChannelsLimited,
         "Enabled" if body.starts_with("Enabled NCCL Func/Proto/Algo Matrix") => Event::MatrixStart,
         w if w.starts_with("NET/") => net_line(w, body)?,
-        "Setting"
-        | "Launch"
-        | "cudaDriverVersion"
-        | "Allocated"
-        | "Threads"
-        | "Comm"
-        | "CC"
-        | "MNNVL"
-        | "RAS"
-        | "DMA-BUF"
-        | "Dmabuf"
-        | "DMA_BUF"
-        | "Check"
-        | "Communicator"
-        | "rank"
-        | "Freeing"
-        | "Search"
-        | "latencyinter"
-        | "Loading"
-        | "Paths"
-        | "PXN"
-        | "Dump"
-        | "Proxy"
-        | "ProxyCall"
-        | "[Proxy"
-        | "sendConnect"
-        | "recvConnect"
-        | "Received"
-        | "New"
-        | "UDS"
-        | "Invalid"
-        | "minCTAs"
-        | "Found"
-        | "Plugin"
-        | "Hostname"
-        | "Librccl"
-        | "HIP"
-        | "ROCm"
-        | "ROCr"
-        | "External"
-        | "Unloading"
-        | "Failed"
-        | "GDRCOPY"
-        | "TOPO/NET"
-        | "##"
-        | "Skipping"
-        | "P2P"
-        | "Disabling"
-        | "Could"
-        | "Initialized"
-        | "Memory"
-        | "MSCCL"
-        | "Enabled"
-        | "[rocprofiler-sdk-rccl][" => Event::Known,
+        "Setting" | "Launch" | "cudaDriverVersion" | "Threads" | "Comm" | "CC" | "MNNVL" | "RAS" | "DMA-BUF"
+        | "Dmabuf" | "DMA_BUF" | "Check" | "Communicator" | "rank" | "Freeing" | "Search" | "latencyinter"
+        | "Paths" | "PXN" | "Dump" | "Proxy" | "[Proxy" | "sendConnect" | "recvConnect" | "Received" | "New"
+        | "UDS" | "Invalid" | "minCTAs" | "Found" | "Plugin" | "Hostname" | "External" | "Unloading" | "Failed"
+        | "GDRCOPY" | "TOPO/NET" | "##" | "Skipping" | "P2P" | "Disabling" | "Could" | "Initialized" | "Memory"
+        | "MSCCL" | "Enabled" => Event::Known,
         // After the words above: their lines need no substring search.
-        w if w.contains(".c") || w.contains(".h") => error_trace(body)?,
+        w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
-        _ if body.contains(" connected via C2C link") || body.contains(" is too low, leaving it set at ") => {
+        _ if find(body, " connected via C2C link").is_some()
+            || find(body, " is too low, leaving it set at ").is_some() =>
+        {
             Event::Known
         }
         _ => return None,
     })
+}
+
+/// NCCL 2.28.9's memory traces (`src/include/alloc.h`, `src/misc/utils.cc`, `src/misc/shmutils.cc`):
+/// `FILE:LINE Cuda Alloc Size N pointer P`, `FILE:LINE Cuda Host Alloc Size N ...`, `FILE:LINE Ib Alloc Size N ...`,
+/// `FILE:LINE memory stack [non-]hunk malloc(N)`, `CUMEM Host Alloc Size N ...`, `Mem Realloc old size A, new size
+/// B ...` (B counted) and `Allocated N bytes of shared memory in PATH`. `body` starts at what follows `FILE:LINE`.
+pub fn alloc(body: &str) -> Option<Event> {
+    let body = body.trim_start();
+    let size = |lead: &str, device: bool| {
+        let mut s = Scan::new(body.strip_prefix(lead)?);
+        Some(Event::Alloc(Alloc { device, bytes: s.num()? }))
+    };
+    size("Cuda Alloc Size ", true)
+        .or_else(|| size("Cuda Host Alloc Size ", false))
+        .or_else(|| size("Ib Alloc Size ", false))
+        .or_else(|| size("CUMEM Host Alloc Size ", false))
+        .or_else(|| size("memory stack hunk malloc(", false))
+        .or_else(|| size("memory stack non-hunk malloc(", false))
+        .or_else(|| size("Allocated ", false).filter(|_| body.contains(" bytes of shared memory in ")))
+        .or_else(|| {
+            let i = find(body, ", new size ")?;
+            body.starts_with("Mem Realloc old size ").then_some(())?;
+            let mut s = Scan::new(&body[i + 11..]);
+            Some(Event::Alloc(Alloc { device: false, bytes: s.num()? }))
+        })
+}
+
+/// `ProxyCall UDS comm 0x55e100 rank 0 tpRank 1(1) reqSize 8 ...` (2.28.9 `src/proxy.cc`): the rank calling its
+/// proxy, and its communicator.
+fn proxy_call(body: &str) -> Option<Event> {
+    let mut s = Scan::new(body.strip_prefix("ProxyCall UDS comm ")?);
+    let comm = s.word()?.to_string();
+    s.lit(" rank ")?;
+    Some(Event::ProxyCall { comm, rank: s.num()? })
+}
+
+/// Topology detection's notes (2.28.9 `src/graph/xml.cc`): `Topology detection : could not read PATH, ignoring`,
+/// `Topology detection: network path (name = N) PATH is not a PCI device (SUBSYSTEM). Attaching to first CPU`, and
+/// `Loading topology file PATH` (`NCCL_TOPO_FILE`).
+fn topology_note(body: &str) -> Option<Event> {
+    (body.starts_with("Topology detection") || body.starts_with("Loading topology file "))
+        .then(|| Event::TopologyNote(body.trim_end().to_string()))
+}
+
+/// RCCL's own lines (RCCL `src/init.cc` `showVersion`, `src/graph/topo.cc`): `RCCL version 2.6.4+hip3.5` (before
+/// RCCL 2.18), `HIP version  : 6.2.41133-dd7f95766`, `ROCm version : 6.2.0.0-...`, `Librccl path : ...`,
+/// `ROCr version 1.14`, `[node_id = 4; gpu_id = 9962; ...]`.
+fn rccl_line(body: &str) -> Option<Event> {
+    if let Some(v) = body.strip_prefix("RCCL version ").filter(|v| v.starts_with(|c: char| c.is_ascii_digit())) {
+        return Some(Event::RcclVersion(v.split_ascii_whitespace().next()?.to_string()));
+    }
+    let rccl =
+        ["HIP version", "ROCm version", "ROCr version", "Librccl path", "[node_id = ", "[rocprofiler-sdk-rccl]["]
+            .iter()
+            .any(|p| body.starts_with(p));
+    rccl.then_some(Event::RcclLine)
 }
 
 /// `Bootstrap : Using [0]br0:10.10.0.1<0>`, `Bootstrap: Using eth0:10.0.0.1<0>`.
@@ -595,12 +677,35 @@ mod tests {
             Some(Event::Gdr(g)) => g,
             e => panic!("{m}: {e:?}"),
         };
+        // 2.4: cudaDev[nvmlDev], a device and not a rank.
         let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 2[2] / HCA 0 (distance 3 >= 2)");
-        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, Some(2), Some(3), Some(2)));
+        assert_eq!((g.enabled, g.rank, g.distance, g.level), (false, None, Some(3), Some(2)));
+        assert_eq!(g.gpu, Some(GdrGpu::Device(2)));
         let g = gdr("GPU Direct RDMA Enabled for GPU 1 / HCA 3 (distance 4 <= 5), read 1 mode Default");
         assert!(g.enabled && g.hca.as_deref() == Some("3") && g.rank == Some(1));
+        assert_eq!(g.gpu, Some(GdrGpu::Rank(1)));
         let g = gdr("GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 > 4)");
-        assert_eq!((g.rank, g.distance), (None, Some(5)));
+        assert_eq!((g.rank, g.distance, g.gpu), (None, Some(5), Some(GdrGpu::BusId("1b000".into()))));
+        // 2.3: the CUDA device and the HCA's name, with the reason in words or the distance.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 0 / HCA mlx4_0 (not supported by GPU)");
+        assert_eq!((g.gpu, g.rank), (Some(GdrGpu::Device(0)), None));
+        assert_eq!((g.hca_name.as_deref(), g.reason.as_deref()), (Some("mlx4_0"), Some("not supported by GPU")));
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 1 / HCA mlx5_0 (distance 6 >= 4)");
+        assert_eq!((g.distance, g.level, g.hca_name.as_deref()), (Some(6), Some(4), Some("mlx5_0")));
+        // 2.4's per-HCA check names the device and the HCA.
+        let g =
+            gdr("NET/IB : GPU Direct RDMA Disabled for GPU 3[3] / HCA 1 'mlx5_1' (no module or not supported by GPU)");
+        assert_eq!(
+            (g.gpu, g.hca.as_deref(), g.hca_name.as_deref()),
+            (Some(GdrGpu::Device(3)), Some("1"), Some("mlx5_1"))
+        );
+        assert_eq!(g.reason.as_deref(), Some("no module or not supported by GPU"));
+        // 2.5: the bus id behind the network's name.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 4 >= 3)");
+        assert_eq!(g.gpu, Some(GdrGpu::BusId("1b000".into())));
+        // 2.18 and later: per HCA, no reason printed.
+        let g = gdr("NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'");
+        assert_eq!((g.enabled, g.hca.as_deref(), g.reason, g.gpu), (false, Some("1"), None, None));
         let g = gdr("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)");
         assert_eq!((g.enabled, g.reason.as_deref(), g.hca_name.as_deref()), (false, Some("no module"), Some("mlx5_0")));
         let g = gdr("NET/IB : GPU Direct RDMA (nvidia-peermem) enabled for HCA 0 'mlx5_0'");
@@ -675,9 +780,12 @@ mod tests {
             Some(Event::ConnectedRings { pxn: Some(false), gdr: Some(true) })
         );
         assert_eq!(parse("RCCL version : 2.20.5-HEAD:7a83a05"), Some(Event::RcclVersion("2.20.5".into())));
+        assert_eq!(
+            parse("ProxyCall UDS comm 0x1 rank 3 tpRank 1(1) reqSize 8"),
+            Some(Event::ProxyCall { comm: "0x1".into(), rank: 3 })
+        );
         for known in [
             "[Proxy Service] Device 0 CPU core 12",
-            "ProxyCall UDS comm 0x1 rank 0 tpRank 1(1) reqSize 8",
             "P2P Chunksize set to 131072",
             "Setting affinity for GPU 0 to ffff",
         ] {

@@ -9,32 +9,6 @@ use super::{Found, GraphError, InfoLine, MAX_CHANNELS};
 use collscope_debug::env::Env;
 use collscope_model::{Graph, GraphChannel, PathType, Pattern, Topology};
 
-/// Per-channel speeds (GB/s) tried inside one node, from fast to slow (`speedArrayIntra`).
-pub const SPEED_INTRA: [f64; 13] = [40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0];
-/// Across nodes (`speedArrayInter`).
-pub const SPEED_INTER: [f64; 19] =
-    [48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12];
-/// sm_90 (`sm90SpeedArrayIntra`/`Inter`).
-pub const SPEED_INTRA_SM90: [f64; 11] = [60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0];
-pub const SPEED_INTER_SM90: [f64; 17] =
-    [48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12];
-/// sm_100 and newer.
-pub const SPEED_INTRA_SM100: [f64; 11] = [90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0];
-pub const SPEED_INTER_SM100: [f64; 18] =
-    [96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12];
-
-/// The speed array NCCL uses for a compute capability, inside one node or across nodes.
-pub fn speed_array(comp_cap: u32, inter: bool) -> &'static [f64] {
-    match (comp_cap >= 100, comp_cap >= 90, inter) {
-        (true, _, false) => &SPEED_INTRA_SM100,
-        (true, _, true) => &SPEED_INTER_SM100,
-        (false, true, false) => &SPEED_INTRA_SM90,
-        (false, true, true) => &SPEED_INTER_SM90,
-        (false, false, false) => &SPEED_INTRA,
-        (false, false, true) => &SPEED_INTER,
-    }
-}
-
 /// `NCCL_SEARCH_GLOBAL_TIMEOUT`, `NCCL_SEARCH_TIMEOUT`, `_TREE`, `_SAMECHANNELS`: search step budgets.
 const GLOBAL_TIMEOUT: i64 = 1 << 19;
 const TIMEOUT: i64 = 1 << 14;
@@ -216,7 +190,7 @@ pub(crate) fn compute_on(mut sys: System, req: &Request, env: &Env) -> Result<Fo
     }
 
     let mut tmp = graph.clone();
-    let speeds = speed_array(cc_min, sys.inter);
+    let speeds = sys.profile.speed_array(cc_min, sys.inter);
     let mut pass = 1;
     let mut speed_index = 0;
     let max_bw = sys.max_bw;
@@ -460,17 +434,6 @@ mod tests {
     fn pattern_line(topo: &Topology, req: &Request, nnodes: u32) -> String {
         let f = compute(topo, req, nnodes, &Env::default()).unwrap();
         f.lines.iter().find(|l| l.text.starts_with("Pattern")).unwrap().text.clone()
-    }
-
-    #[test]
-    fn speed_arrays_follow_compute_capability() {
-        assert_eq!(speed_array(80, false)[0], 40.0);
-        assert_eq!(speed_array(86, true)[0], 48.0);
-        assert_eq!(speed_array(90, false)[0], 60.0);
-        assert_eq!(speed_array(90, true)[1], 45.0);
-        assert_eq!(speed_array(100, false)[0], 90.0);
-        assert_eq!(speed_array(100, true)[2], 45.1);
-        assert_eq!(*speed_array(80, true).last().unwrap(), 0.12);
     }
 
     #[test]

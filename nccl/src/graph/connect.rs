@@ -210,6 +210,16 @@ pub fn connect(graphs: &Graphs, shape: &CommShape, env: &Env) -> Result<Connecte
                 g.channels.iter().map(|c| c.intra.len()).collect::<Vec<_>>()
             )));
         }
+        // Ranks inside a node are 0..k (a print's global ranks are renumbered before the search).
+        if let Some(r) =
+            g.channels.iter().flat_map(|c| &c.intra).find(|&&r| usize::try_from(r).map_or(true, |r| r >= k))
+        {
+            return Err(GraphError::Input(format!(
+                "pattern {} graph names rank {r}, outside the node's ranks 0-{}",
+                g.pattern.id(),
+                k - 1
+            )));
+        }
     }
     let global = |node: usize, local: i32| (node * k) as i32 + local;
 
@@ -510,6 +520,17 @@ mod tests {
         let shape =
             CommShape { nnodes, ranks_per_node: 8, min_comp_cap: 80, p2p_local_peer_channels: 24, net_count_by_bw: 0 };
         (g, shape)
+    }
+
+    #[test]
+    fn a_graph_naming_a_rank_outside_the_node_is_an_error_not_a_panic() {
+        // A print that names GPUs by global rank (8-15) gave graphs of ranks 8-15 to an 8-GPU node.
+        let (mut g, shape) = a100(2);
+        g.ring = graph(Pattern::Ring, 12, 20.0, &[8, 9, 10, 11, 12, 13, 14, 17], 0);
+        let e = connect(&g, &shape, &Env::default()).unwrap_err().to_string();
+        assert!(e.contains("names rank 8, outside the node's ranks 0-7"), "{e}");
+        g.ring = graph(Pattern::Ring, 12, 20.0, &[0, 1, 2, 3, 4, 5, 6, -1], 0);
+        assert!(connect(&g, &shape, &Env::default()).is_err());
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod transports;
 pub mod trees;
 pub mod xml;
 
-pub use compute::{compute, speed_array, Request};
+pub use compute::{compute, Request};
 pub use connect::{align, connect, CommShape, Connected, Graphs};
 pub use plan::{plan, Plan};
 pub use transports::{Connections, Edge};

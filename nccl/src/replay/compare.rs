@@ -1,10 +1,12 @@
 //! What NCCL printed against what the model predicts, field by field: each graph's pattern, channel count,
 //! bandwidths, path types and channel orders, the channel counts, the tuning table's cells and the per-call
-//! decisions; each difference with its cause where one is known (the NCCL version, a fact the log lacks).
+//! decisions. A difference's `cause` is set only where re-running the model with the named version or fact
+//! removes it ([`super::verify`]); what the context suggests but no re-run showed is a `hint`, never counted
+//! as explained.
 
 use crate::tuning::CallInfo;
 use crate::Explained;
-use collscope_model::{DataType, Graph, Pattern, Snapshot, Source};
+use collscope_model::{DataType, Graph, Pattern, Snapshot};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -26,9 +28,20 @@ pub struct Comparison {
     pub model: String,
     #[serde(rename = "match")]
     pub matched: bool,
-    /// Why they differ, where known.
+    /// Why they differ: a version or fact whose re-run gives the log's value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// What may explain the difference, not verified by a re-run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The fields compared, and what the log printed that could not be.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Compared {
+    pub fields: Vec<Comparison>,
+    /// What was not compared, and why.
+    pub not_compared: Vec<String>,
 }
 
 /// What the causes of differences are drawn from.
@@ -55,13 +68,13 @@ fn close(a: f64, b: f64) -> bool {
 struct Out<'a> {
     ctx: &'a Context,
     v: Vec<Comparison>,
+    skipped: Vec<String>,
 }
 
 impl Out<'_> {
     fn push(&mut self, kind: Kind, field: String, log: String, model: String, matched: bool) {
-        let matched = matched && self.ctx.unmodelled.is_none();
-        let cause = (!matched).then(|| cause(self.ctx, kind, &field)).flatten();
-        self.v.push(Comparison { kind, field, log, model, matched, cause });
+        let hint = (!matched).then(|| hint(self.ctx, kind, &field)).flatten();
+        self.v.push(Comparison { kind, field, log, model, matched, cause: None, hint });
     }
 
     /// A field compared as printed: equal values match.
@@ -70,22 +83,21 @@ impl Out<'_> {
         self.push(kind, field, log.to_string(), model.to_string(), matched);
     }
 
-    /// A difference whose cause the field itself shows.
-    fn differs(&mut self, kind: Kind, field: String, log: String, model: String, cause: &str) {
-        self.v.push(Comparison { kind, field, log, model, matched: false, cause: Some(cause.into()) });
+    /// A difference the field itself suggests a reason for.
+    fn differs(&mut self, kind: Kind, field: String, log: String, model: String, hint: &str) {
+        self.v.push(Comparison { kind, field, log, model, matched: false, cause: None, hint: Some(hint.into()) });
     }
 }
 
-fn cause(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
-    if ctx.unmodelled.is_some() {
-        return ctx.unmodelled.clone();
-    }
+fn hint(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
     if let Some(v) = &ctx.other_version {
         let what = match kind {
-            Kind::Graph | Kind::Channels => "the search and connect rules",
-            Kind::Tuning | Kind::Decision => "the tuning constants and formulas",
+            Kind::Graph | Kind::Channels => "search and connect rules",
+            Kind::Tuning | Kind::Decision => "tuning constants and formulas",
         };
-        return Some(format!("version: the log is NCCL {v}, the model's {what} are NCCL 2.28.9's"));
+        return Some(format!(
+            "version: the log is NCCL {v}; where its {what} differ from those the model ran, they may explain it"
+        ));
     }
     match (kind, ctx.assumed_sm) {
         (Kind::Tuning | Kind::Decision, Some(sm)) => Some(format!(
@@ -101,7 +113,7 @@ fn cause(ctx: &Context, kind: Kind, field: &str) -> Option<String> {
     }
 }
 
-fn pattern_name(p: Pattern) -> &'static str {
+pub(crate) fn pattern_name(p: Pattern) -> &'static str {
     match p {
         Pattern::BalancedTree => "BalancedTree",
         Pattern::SplitTree => "SplitTree",
@@ -115,10 +127,10 @@ fn pattern_name(p: Pattern) -> &'static str {
 const COLLNET: &str = "missing fact: NCCL searched a CollNet graph, so its network supports CollNet (a SHARP \
                        plugin) with NCCL_COLLNET_ENABLE=1; the model's NICs do not say so";
 
-const UNKNOWN_RANKS: &str = "missing fact: the log names the channels' GPUs by PCI id without their ranks \
-                             (NCCL 2.28 prints ranks in the `=== System` tree only)";
+const UNKNOWN_RANKS: &str = "the log names the channels' GPUs by PCI id without their ranks (NCCL 2.28 prints \
+                             ranks in the `=== System` tree only)";
 
-fn orders(g: &Graph) -> String {
+pub(crate) fn orders(g: &Graph) -> String {
     let mut s = String::new();
     for (i, c) in g.channels.iter().enumerate() {
         if i > 0 {
@@ -149,9 +161,7 @@ fn graphs(o: &mut Out, log: &Snapshot, model: &Snapshot) {
             let (log, model) = ("searched".to_string(), "not searched".to_string());
             match g.pattern {
                 // init.cc (2.28.9) searches these only with CollNet on a network that supports it.
-                Pattern::Tree | Pattern::CollnetDirect
-                    if o.ctx.other_version.is_none() && o.ctx.unmodelled.is_none() =>
-                {
+                Pattern::Tree | Pattern::CollnetDirect if o.ctx.other_version.is_none() => {
                     o.differs(Kind::Graph, field, log, model, COLLNET)
                 }
                 _ => o.push(Kind::Graph, field, log, model, false),
@@ -171,8 +181,8 @@ fn graphs(o: &mut Out, log: &Snapshot, model: &Snapshot) {
         // NVLS prints the first GPU of each channel only; a log excerpt may hold part of the channels.
         if g.pattern != Pattern::Nvls && !g.channels.is_empty() {
             let (a, b) = (orders(g), orders(m));
-            if a != b && g.channels.iter().any(|c| c.intra.contains(&-1)) {
-                o.differs(Kind::Graph, f("channels"), a, b, UNKNOWN_RANKS);
+            if g.channels.iter().any(|c| c.intra.contains(&-1)) {
+                o.skipped.push(format!("{name} channel orders: {UNKNOWN_RANKS}"));
             } else {
                 o.push(Kind::Graph, f("channels"), a.clone(), b.clone(), a == b);
             }
@@ -221,7 +231,7 @@ fn tuning(o: &mut Out, log: &Snapshot, model: &Snapshot) {
 /// Per-call decisions compared, at most: a log of a long run repeats the same few calls.
 const MAX_DECISIONS: usize = 64;
 
-fn decisions(o: &mut Out, log: &Snapshot, ex: Option<&Explained>) {
+fn decisions(o: &mut Out, log: &Snapshot, ex: &Explained) {
     let mut seen = Vec::new();
     for d in &log.decisions {
         if seen.contains(&(d.coll, d.bytes)) || seen.len() >= MAX_DECISIONS {
@@ -231,21 +241,15 @@ fn decisions(o: &mut Out, log: &Snapshot, ex: Option<&Explained>) {
         // NCCL prints count x type size per rank (`enqueue.cc`); the tuner's nBytes gathers AllGather and
         // ReduceScatter over the ranks.
         let datatype = d.datatype.unwrap_or(DataType::F32);
-        let n_ranks = ex.map_or(1, |ex| ex.model.input.n_ranks);
-        let nbytes = CallInfo::bytes_for(d.coll, d.bytes / datatype.size() as u64, datatype, n_ranks);
+        let nbytes = CallInfo::bytes_for(d.coll, d.bytes / datatype.size() as u64, datatype, ex.model.input.n_ranks);
         let call = CallInfo { datatype, ..CallInfo::new(d.coll, nbytes) };
         let field = format!("{} {} B", d.coll, d.bytes);
-        match ex.map(|ex| ex.model.choose(&call)) {
-            None => o.push(
-                Kind::Decision,
-                format!("{field} algorithm"),
-                format!("{}/{}", d.algo, d.proto),
-                "-".into(),
-                false,
-            ),
-            Some(Ok(c)) => {
-                let (a, b) = (format!("{}/{}", d.algo, d.proto), format!("{}/{}", c.algo, c.proto));
-                o.push(Kind::Decision, format!("{field} algorithm"), a.clone(), b.clone(), a == b);
+        let printed = format!("{}/{}", d.algo, d.proto);
+        match ex.model.choose(&call) {
+            Ok(c) => {
+                let model = format!("{}/{}", c.algo, c.proto);
+                let same = printed == model;
+                o.push(Kind::Decision, format!("{field} algorithm"), printed, model, same);
                 o.push(
                     Kind::Decision,
                     format!("{field} channels"),
@@ -254,28 +258,42 @@ fn decisions(o: &mut Out, log: &Snapshot, ex: Option<&Explained>) {
                     d.n_channels == c.n_channels,
                 );
             }
-            Some(Err(e)) => o.push(
-                Kind::Decision,
-                format!("{field} algorithm"),
-                format!("{}/{}", d.algo, d.proto),
-                e.to_string(),
-                false,
-            ),
+            Err(e) => o.push(Kind::Decision, format!("{field} algorithm"), printed, e.to_string(), false),
         }
     }
 }
 
-/// Every field the log printed that the model predicts, in the log's order of kinds; without a model
-/// (`ex` None) every field is listed as a difference whose cause is `ctx.unmodelled`.
-pub fn compare(log: &Snapshot, ex: Option<&Explained>, ctx: &Context) -> Vec<Comparison> {
-    let mut o = Out { ctx, v: Vec::new() };
-    let none = Snapshot::new(Source::Model { topology: String::new() });
-    let model = ex.map_or(&none, |ex| &ex.snapshot);
+/// What the log printed, by kind, for what is left uncompared.
+fn printed_kinds(log: &Snapshot) -> Vec<&'static str> {
+    let c = &log.channels;
+    let counts = [c.coll, c.collnet, c.nvls, c.p2p, c.p2p_per_peer].iter().any(Option::is_some);
+    [
+        (!log.graphs.is_empty(), "graphs"),
+        (counts, "channel counts"),
+        (!log.tuning.is_empty(), "tuning table"),
+        (!log.decisions.is_empty(), "per-call decisions"),
+    ]
+    .into_iter()
+    .filter_map(|(has, what)| has.then_some(what))
+    .collect()
+}
+
+/// Every field the log printed that the model predicts, in the log's order of kinds. Without a model (`ex`
+/// None) nothing is compared, and what the log printed is listed as not compared with `ctx.unmodelled`.
+pub fn compare(log: &Snapshot, ex: Option<&Explained>, ctx: &Context) -> Compared {
+    let mut o = Out { ctx, v: Vec::new(), skipped: Vec::new() };
+    let Some(ex) = ex else {
+        let why = ctx.unmodelled.as_deref().unwrap_or("no model");
+        let kinds = printed_kinds(log);
+        let not_compared = if kinds.is_empty() { Vec::new() } else { vec![format!("{}: {why}", kinds.join(", "))] };
+        return Compared { fields: Vec::new(), not_compared };
+    };
+    let model = &ex.snapshot;
     graphs(&mut o, log, model);
     channels(&mut o, log, model);
     tuning(&mut o, log, model);
     decisions(&mut o, log, ex);
-    o.v
+    Compared { fields: o.v, not_compared: o.skipped }
 }
 
 #[cfg(test)]
@@ -297,9 +315,9 @@ mod tests {
     }
 
     #[test]
-    fn the_model_against_itself_matches_and_a_change_is_found_with_its_cause() {
+    fn the_model_against_itself_matches_and_a_change_is_found_with_a_hint_only() {
         let ex = crate::explain(&preset("dgx-a100"), 2, &[1 << 10, 1 << 26], &Env::default(), false).unwrap();
-        let v = compare(&as_logged(&ex), Some(&ex), &Context::default());
+        let v = compare(&as_logged(&ex), Some(&ex), &Context::default()).fields;
         assert!(v.iter().any(|c| c.kind == Kind::Graph && c.field == "Ring channels"));
         assert!(v.iter().any(|c| c.kind == Kind::Tuning) && v.iter().any(|c| c.kind == Kind::Decision));
         assert!(v.iter().all(|c| c.matched), "{:?}", v.iter().find(|c| !c.matched));
@@ -308,43 +326,69 @@ mod tests {
         log.graphs[0].n_channels += 1;
         log.channels.coll = Some(7);
         let ctx = Context { other_version: Some("2.18.3".into()), ..Context::default() };
-        let v = compare(&log, Some(&ex), &ctx);
+        let v = compare(&log, Some(&ex), &ctx).fields;
         let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert_eq!((bad[0].field.as_str(), bad[0].log.as_str()), ("Ring nChannels", "9"));
-        assert!(bad.iter().all(|c| c.cause.as_deref().is_some_and(|c| c.contains("2.18.3"))), "{bad:?}");
+        // The version is named, as a hint: no re-run showed it.
+        assert!(bad.iter().all(|c| c.cause.is_none() && c.hint.as_deref().is_some_and(|c| c.contains("2.18.3"))));
         let json = serde_json::to_value(bad[0]).unwrap();
-        // Without a model every printed field is a difference with the reason.
-        let ctx = Context { unmodelled: Some("no topology".into()), ..Context::default() };
-        let v = compare(&log, None, &ctx);
-        assert!(!v.is_empty() && v.iter().all(|c| !c.matched && c.cause.as_deref() == Some("no topology")));
         assert_eq!((json["kind"].as_str(), json["match"].as_bool()), (Some("graph"), Some(false)));
+        assert!(json.get("cause").is_none() && json["hint"].is_string(), "{json}");
+        // Without a model nothing is compared; what the log printed is said not compared, with the reason.
+        let ctx = Context { unmodelled: Some("no topology".into()), ..Context::default() };
+        let c = compare(&log, None, &ctx);
+        assert!(c.fields.is_empty());
+        assert_eq!(c.not_compared, vec!["graphs, channel counts, tuning table, per-call decisions: no topology"]);
     }
 
     #[test]
-    fn paths_unlike_the_printed_ones_explain_what_the_search_found() {
+    fn cells_off_in_both_are_equal() {
+        let ex = crate::explain(&preset("hgx-pcie"), 1, &[1 << 20], &Env::default(), false).unwrap();
+        let mut log = as_logged(&ex);
+        // NCCL prints a latency in a cell it turned off; the model keeps no such cell.
+        let off = collscope_model::TuningCell { lat_us: 7.5, bw_gbps: 0.0 };
+        let ar = log.tuning.get_mut(&Collective::AllReduce).unwrap();
+        ar.entry(collscope_model::Algorithm::CollNetDirect).or_default().insert(collscope_model::Protocol::Simple, off);
+        let v = compare(&log, Some(&ex), &Context::default()).fields;
+        let cell = v.iter().find(|c| c.field == "AllReduce CollNetDirect/Simple").unwrap();
+        assert!(cell.matched && cell.log == "off" && cell.model == "off", "{cell:?}");
+    }
+
+    #[test]
+    fn channel_orders_without_ranks_are_not_compared() {
+        let ex = crate::explain(&preset("dgx-a100"), 1, &[1 << 20], &Env::default(), false).unwrap();
+        let mut log = as_logged(&ex);
+        log.graphs[0].channels[0].intra[0] = -1;
+        let c = compare(&log, Some(&ex), &Context::default());
+        assert!(c.fields.iter().all(|f| f.field != "Ring channels" && f.matched), "{:?}", c.fields);
+        assert!(c.not_compared.iter().any(|n| n.starts_with("Ring channel orders") && n.contains("PCI id")));
+    }
+
+    #[test]
+    fn paths_unlike_the_printed_ones_hint_at_what_the_search_found() {
         let ex = crate::explain(&preset("hgx-pcie"), 2, &[1 << 20], &Env::default(), false).unwrap();
         let mut log = as_logged(&ex);
         log.graphs[0].n_channels += 1;
         let ctx = Context { path_differences: Some("2 of 9 printed paths differ".into()), ..Context::default() };
-        let v = compare(&log, Some(&ex), &ctx);
+        let v = compare(&log, Some(&ex), &ctx).fields;
         let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
         assert_eq!(bad.len(), 1, "{bad:?}");
-        assert!(bad[0].cause.as_deref().unwrap().contains("2 of 9 printed paths differ"), "{bad:?}");
+        assert!(bad[0].hint.as_deref().unwrap().contains("2 of 9 printed paths differ"), "{bad:?}");
     }
 
     #[test]
-    fn an_assumed_compute_capability_explains_tuning_differences_only() {
+    fn an_assumed_compute_capability_hints_at_tuning_differences_only() {
         let ex = crate::explain(&preset("hgx-pcie"), 1, &[1 << 20], &Env::default(), false).unwrap();
         let mut log = as_logged(&ex);
         log.decisions[0].n_channels += 1;
         log.graphs[0].bw_intra += 3.0;
-        let v = compare(&log, Some(&ex), &Context { assumed_sm: Some(80), ..Context::default() });
+        let v = compare(&log, Some(&ex), &Context { assumed_sm: Some(80), ..Context::default() }).fields;
         let bad: Vec<_> = v.iter().filter(|c| !c.matched).collect();
         assert_eq!(bad.len(), 2, "{bad:?}");
         let graph = bad.iter().find(|c| c.kind == Kind::Graph).unwrap();
-        assert!(graph.cause.is_none(), "a graph does not depend on the tuning tables");
+        assert!(graph.hint.is_none(), "a graph does not depend on the tuning tables");
         let dec = bad.iter().find(|c| c.kind == Kind::Decision).unwrap();
-        assert!(dec.cause.as_deref().unwrap().contains("SM80 assumed"));
+        assert!(dec.hint.as_deref().unwrap().contains("SM80 assumed"));
     }
 }

@@ -89,6 +89,9 @@ pub struct Choice {
     pub time: AlgoTime,
     /// `[algo][proto]` costs that were compared.
     pub costs: Vec<Vec<Cost>>,
+    /// A one-rank communicator: NCCL runs no algorithm but copies (or reduces in place) the buffer
+    /// (`ncclLaunchOneRank`, NCCL 2.28.9 src/enqueue.cc); no channels, no threads.
+    pub one_rank: bool,
 }
 
 impl Choice {
@@ -132,6 +135,9 @@ impl Choice {
 
     /// Why this cell won, in words: its time split into latency and bandwidth terms against the runner-up's.
     pub fn reason(&self) -> String {
+        if self.one_rank {
+            return "one rank: NCCL runs no algorithm and copies the buffer (ncclLaunchOneRank)".into();
+        }
         let me = &self.time;
         let head = format!(
             "{}/{} {:.1} us = {:.1} us latency + {:.1} us at {:.1} GB/s",
@@ -317,8 +323,10 @@ impl TuningModel {
             collscope_debug::nccl_warn!("{msg}");
             return Err(TuningError::NoAlgorithm(msg));
         };
-        let (n_channels, n_threads) = self.channels_and_threads(algo, proto, call.bytes);
-        Ok(Choice { coll: call.coll, bytes: call.bytes, algo, proto, n_channels, n_threads, time, costs })
+        let one_rank = self.input.n_ranks == 1;
+        let (n_channels, n_threads) =
+            if one_rank { (0, 0) } else { self.channels_and_threads(algo, proto, call.bytes) };
+        Ok(Choice { coll: call.coll, bytes: call.bytes, algo, proto, n_channels, n_threads, time, costs, one_rank })
     }
 
     /// The channel and thread reduction of `topoGetAlgoInfo`.

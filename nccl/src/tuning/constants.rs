@@ -49,6 +49,36 @@ pub enum Ll128MixedCompCap {
     From(u32),
 }
 
+/// The compute capabilities LL128 is enabled on by default (`ncclTopoTuneModel`'s LL128 rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ll128CompCaps {
+    /// Exactly these (a `switch (minCompCap)` up to 2.26).
+    Listed(&'static [u32]),
+    /// Every compute capability from 7.0 (2.27.3 on: `minCompCap < 70` is the only rule).
+    From70,
+}
+
+impl std::fmt::Display for Ll128CompCaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ll128CompCaps::Listed(caps) => {
+                let caps: Vec<String> = caps.iter().map(|c| format!("SM{c}")).collect();
+                write!(f, "{}", caps.join(", "))
+            }
+            Ll128CompCaps::From70 => write!(f, "SM70 and newer"),
+        }
+    }
+}
+
+impl Ll128CompCaps {
+    pub fn allows(self, comp_cap: u32) -> bool {
+        match self {
+            Ll128CompCaps::Listed(caps) => caps.contains(&comp_cap),
+            Ll128CompCaps::From70 => comp_cap >= 70,
+        }
+    }
+}
+
 /// Every number the tuning model uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TunerConstants {
@@ -99,6 +129,12 @@ pub struct TunerConstants {
     pub pat_net_latency_divisor: f64,
     pub pat_rank_latency: f64,
     pub ll128_mixed_comp_cap: Ll128MixedCompCap,
+    /// The GPU generations LL128 runs on by default.
+    pub ll128_comp_caps: Ll128CompCaps,
+    /// The newest generation column the release knows: a newer GPU takes this one's values.
+    pub newest_comp_cap_idx: CompCapIdx,
+    /// Algorithms this release does not have, each with the release that brought it.
+    pub absent: &'static [(Algorithm, &'static str)],
     pub threads: ThreadConstants,
     /// The latency and bandwidth rules of `ncclTopoTuneModel` that changed between releases.
     pub rules: TuneRules,
@@ -120,6 +156,38 @@ pub struct TuneRules {
     pub ring_allreduce_inter_steps_2n: bool,
     /// With one rank per node the NET latency is Tree's ("latencies are fully exposed"): from 2.23.4.
     pub ppn1_tree_net_latency: bool,
+    /// The share of the bus bandwidth Ring/LL gets.
+    pub ring_ll: RingLl,
+    /// How NVLS and NVLSTree turn the graph's bandwidth into a bus bandwidth and an algorithm bandwidth.
+    pub nvls_bw: NvlsBw,
+    /// AllGather/ReduceScatter cells of algorithms other than Ring keep their bus bandwidth (no bus to
+    /// algorithm conversion): from 2.23.4; before, NVLS AllGather/ReduceScatter took NVLS's ratio.
+    pub ag_rs_keep_bus_bw: bool,
+}
+
+/// Ring/LL's bus bandwidth, before the `llMaxBw` cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingLl {
+    /// Up to 2.20: a quarter across nodes and for AllReduce and Reduce, a third otherwise.
+    QuarterOrThird,
+    /// From 2.21.5: half.
+    Half,
+}
+
+/// The NVLS/NVLSTree bandwidth rule of `ncclTopoTuneModel`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NvlsBw {
+    /// 2.17 and 2.18: the graph's bandwidth as for other algorithms (`bwIntra` up to 2 nodes, `bwInter`
+    /// beyond), times `nvls_ratio` for NVLS and `0.70 * nNodes / (2 * (nNodes - 1))` for NVLSTree.
+    Plain { nvls_ratio: f64 },
+    /// 2.19 to 2.26: `min(bwIntra, bwInter)` (NVLSTree: half `bwInter` beyond 2 nodes), times 5/6.
+    Min,
+    /// 2.27: as `Min`, but NVLS AllGather/ReduceScatter take `min(bwIntra * (ppn-1)/ppn, 0.9 * bwInter)`.
+    MinAgRs,
+    /// From 2.28.3: `bwIntra * nvlsEfficiency * (nCh-1)/nCh` (doubled for AllReduce, else times
+    /// (ppn-1)/ppn), capped by `bwInter` (doubled for NVLSTree up to 2 nodes) and NVLSTree's per-channel
+    /// maximum; at least 2 channels; the ring's `nRanks/nsteps` ratio.
+    Efficiency,
 }
 
 /// `interLat` from the NET latency and the graph's `latencyInter`.
@@ -138,6 +206,9 @@ const RULES_2_23: TuneRules = TuneRules {
     ring_net_overhead: true,
     ring_allreduce_inter_steps_2n: false,
     ppn1_tree_net_latency: true,
+    ring_ll: RingLl::Half,
+    nvls_bw: NvlsBw::Efficiency,
+    ag_rs_keep_bus_bw: true,
 };
 
 /// Thread counts and per-thread work thresholds (`src/include/device.h`, `comm.h`).
@@ -270,13 +341,16 @@ pub const NCCL_2_28_9: TunerConstants = TunerConstants {
     pat_net_latency_divisor: 3.5,
     pat_rank_latency: 2.8,
     ll128_mixed_comp_cap: Ll128MixedCompCap::Never,
+    ll128_comp_caps: Ll128CompCaps::From70,
+    newest_comp_cap_idx: CompCapIdx::Blackwell,
+    absent: &[],
     threads: THREADS_2_28,
     rules: RULES_2_23,
 };
 
 /// 2.28.9's constants with the Tree and Ring rows of `baseLat` and `hwLat` (`[NVLINK, PCI, NET][Tree, Ring]`)
-/// and the latency and bandwidth rules of an older release. The CollNet, NVLS and PAT rows, the bandwidth
-/// tables and the thread counts stay 2.28.9's.
+/// and the latency and bandwidth rules of an older release; the callers then set what else the release
+/// changed. The CollNet and PAT rows and the thread counts stay 2.28.9's.
 const fn older(
     version: &'static str,
     source: &'static str,
@@ -299,6 +373,28 @@ const fn older(
     c
 }
 
+/// `c` with the NVLS and NVLSTree Simple latencies over NVLink and NET (`hwLat[NVLINK|NET][NVLS|NVLSTree]`).
+const fn nvls_latencies(mut c: TunerConstants, nvlink: [f64; 2], net: [f64; 2]) -> TunerConstants {
+    let (nvls, tree, simple) = (Algorithm::Nvls as usize, Algorithm::NvlsTree as usize, Protocol::Simple as usize);
+    c.hw_latencies[Hw::Nvlink as usize][nvls][simple] = nvlink[0];
+    c.hw_latencies[Hw::Nvlink as usize][tree][simple] = nvlink[1];
+    c.hw_latencies[Hw::Net as usize][nvls][simple] = net[0];
+    c.hw_latencies[Hw::Net as usize][tree][simple] = net[1];
+    c
+}
+
+/// `llMaxBws` up to 2.20.5: Hopper on one node had Ampere's 87.7 GB/s (141 from 2.21.5).
+const LL_MAX_BWS_2_20: PerGeneration = [[39.0, 39.0, 20.4], [87.7, 22.5, 19.0], [87.7, 22.5, 19.0], [87.7, 22.5, 19.0]];
+
+/// 2.25 to 2.27's Blackwell rows: twice Hopper's (v2.27.7-1 src/graph/tuning.cc); 2.28.3 retuned them.
+const fn blackwell_2_25(mut c: TunerConstants) -> TunerConstants {
+    let b = CompCapIdx::Blackwell as usize;
+    c.per_ch_max_ring_ll128_bws[b] = [2.0 * 36.7, 2.0 * 36.7, 2.0 * 36.7];
+    c.per_ch_max_tree_ll128_bws[b] = [2.0 * 36.7, 2.0 * 36.7, 2.0 * 29.0];
+    c.per_ch_max_tree_bws[b] = [2.0 * 38.7, 2.0 * 41.4, 2.0 * 36.0];
+    c
+}
+
 const RULES_2_17: TuneRules = TuneRules {
     ring_ll128_low_ppn_efficiency: Some(0.7),
     ll_multi_node_intra_factor: Some(1.8),
@@ -306,42 +402,168 @@ const RULES_2_17: TuneRules = TuneRules {
     ring_net_overhead: false,
     ring_allreduce_inter_steps_2n: true,
     ppn1_tree_net_latency: false,
+    ring_ll: RingLl::QuarterOrThird,
+    nvls_bw: NvlsBw::Plain { nvls_ratio: 0.75 },
+    ag_rs_keep_bus_bw: false,
 };
 
-/// NCCL 2.12 and 2.13 (v2.12.7-1 to v2.13.4-1): Ring over NET Simple 28 us.
-pub const NCCL_2_12: TunerConstants = older(
+const RULES_2_18: TuneRules = TuneRules {
+    ring_ll128_low_ppn_efficiency: Some(0.7),
+    ll_multi_node_intra_factor: None,
+    inter_latency: InterLatency::AddedWithFlush,
+    ring_net_overhead: true,
+    ring_allreduce_inter_steps_2n: true,
+    ppn1_tree_net_latency: false,
+    ring_ll: RingLl::QuarterOrThird,
+    nvls_bw: NvlsBw::Plain { nvls_ratio: 0.75 },
+    ag_rs_keep_bus_bw: false,
+};
+
+const NO_NVLS: &[(Algorithm, &str)] =
+    &[(Algorithm::Nvls, "2.17.1"), (Algorithm::NvlsTree, "2.18.1"), (Algorithm::Pat, "2.23.4")];
+const NO_NVLS_TREE: &[(Algorithm, &str)] = &[(Algorithm::NvlsTree, "2.18.1"), (Algorithm::Pat, "2.23.4")];
+const NO_PAT: &[(Algorithm, &str)] = &[(Algorithm::Pat, "2.23.4")];
+/// LL128's default generations, `switch (minCompCap)` (v2.14.3-1, v2.15.1-1, v2.25.1-1 src/graph/tuning.cc).
+const LL128_2_12: Ll128CompCaps = Ll128CompCaps::Listed(&[70, 80]);
+const LL128_2_15: Ll128CompCaps = Ll128CompCaps::Listed(&[70, 80, 90]);
+const LL128_2_25: Ll128CompCaps = Ll128CompCaps::Listed(&[70, 80, 90, 100]);
+
+const BASE_2_12: TunerConstants = older(
     "2.12-2.13",
-    "NVIDIA/nccl v2.12.12-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+    "NVIDIA/nccl v2.12.12-1 src/graph/tuning.cc",
     [[4.4, 4.4, 0.0], [3.6, 10.0, 8.4]],
     [[[0.52, 1.25, 28.0], [0.47, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 28.0]]],
     RULES_2_17,
 );
 
-/// NCCL 2.14 to 2.17 (v2.14.3-1 to v2.17.1-1): Ring over NET Simple 9.6 us.
-pub const NCCL_2_14: TunerConstants = older(
-    "2.14-2.17",
-    "NVIDIA/nccl v2.17.1-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+/// NCCL 2.12 and 2.13 (v2.12.7-1 to v2.13.4-1): Ring over NET Simple 28 us; no NVLS, NVLSTree or PAT;
+/// LL128 on SM70 and SM80 only.
+pub const NCCL_2_12: TunerConstants = TunerConstants {
+    ll_max_bws: LL_MAX_BWS_2_20,
+    ll128_comp_caps: LL128_2_12,
+    newest_comp_cap_idx: CompCapIdx::Hopper,
+    absent: NO_NVLS,
+    ..BASE_2_12
+};
+
+const BASE_2_14: TunerConstants = older(
+    "2.14",
+    "NVIDIA/nccl v2.14.3-1 src/graph/tuning.cc",
     [[4.4, 4.4, 0.0], [3.6, 10.0, 8.4]],
     [[[0.52, 1.25, 28.0], [0.47, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 9.6]]],
     RULES_2_17,
 );
 
-/// NCCL 2.18 to 2.22 (v2.18.1-1 to v2.22.3-1): new base latencies, NVLink LL 0.6, Ring over NET Simple 14 us,
-/// `latencyInter` added (twice for Simple), the net overhead floor on rings; Tree Simple still 28 us.
-pub const NCCL_2_18: TunerConstants = older(
-    "2.18-2.22",
-    "NVIDIA/nccl v2.22.3-1 src/graph/tuning.cc (Tree/Ring latencies; other tables 2.28.9's)",
+/// NCCL 2.14 (v2.14.3-1): Ring over NET Simple 9.6 us; LL128 still SM70/SM80 only.
+pub const NCCL_2_14: TunerConstants = TunerConstants {
+    ll_max_bws: LL_MAX_BWS_2_20,
+    ll128_comp_caps: LL128_2_12,
+    newest_comp_cap_idx: CompCapIdx::Hopper,
+    absent: NO_NVLS,
+    ..BASE_2_14
+};
+
+/// NCCL 2.15 and 2.16 (v2.15.1-1 to v2.16.5-1): 2.14's latencies; LL128 on SM90 too.
+pub const NCCL_2_15: TunerConstants = TunerConstants {
+    version: "2.15-2.16",
+    source: "NVIDIA/nccl v2.16.5-1 src/graph/tuning.cc",
+    ll128_comp_caps: LL128_2_15,
+    ..NCCL_2_14
+};
+
+/// NCCL 2.17 (v2.17.1-1): NVLS arrives, with no latency (`hwLat` NVLS rows 0) and ratio 0.75.
+pub const NCCL_2_17: TunerConstants = TunerConstants {
+    version: "2.17",
+    source: "NVIDIA/nccl v2.17.1-1 src/graph/tuning.cc",
+    absent: NO_NVLS_TREE,
+    ..nvls_latencies(NCCL_2_15, [0.0, 0.0], [0.0, 0.0])
+};
+
+const BASE_2_18: TunerConstants = older(
+    "2.18.1",
+    "NVIDIA/nccl v2.18.1-1 src/graph/tuning.cc",
     [[6.8, 14.0, 0.0], [6.6, 14.0, 8.4]],
     [[[0.6, 1.25, 28.0], [0.6, 1.9, 3.4]], [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]], [[5.0, 8.5, 28.0], [2.7, 4.0, 14.0]]],
-    TuneRules {
-        ring_ll128_low_ppn_efficiency: Some(0.7),
-        ll_multi_node_intra_factor: None,
-        inter_latency: InterLatency::AddedWithFlush,
-        ring_net_overhead: true,
-        ring_allreduce_inter_steps_2n: true,
-        ppn1_tree_net_latency: false,
-    },
+    RULES_2_18,
 );
+
+/// NCCL 2.18.1 (v2.18.1-1): new base latencies, NVLink LL 0.6, Ring over NET Simple 14 us, `latencyInter`
+/// added (twice for Simple), the net overhead floor on rings; Tree Simple still 28 us. NVLSTree arrives
+/// (NET 19 us, NVLS 18 us, nothing over NVLink).
+pub const NCCL_2_18: TunerConstants = TunerConstants {
+    ll_max_bws: LL_MAX_BWS_2_20,
+    ll128_comp_caps: LL128_2_15,
+    newest_comp_cap_idx: CompCapIdx::Hopper,
+    absent: NO_PAT,
+    ..nvls_latencies(BASE_2_18, [0.0, 0.0], [18.0, 19.0])
+};
+
+/// NCCL 2.18.3 to 2.18.6 (v2.18.3-1, v2.18.6-1): NVLS's ratio 5/6.
+pub const NCCL_2_18_3: TunerConstants = TunerConstants {
+    version: "2.18.3-2.18.6",
+    source: "NVIDIA/nccl v2.18.6-1 src/graph/tuning.cc",
+    rules: TuneRules { nvls_bw: NvlsBw::Plain { nvls_ratio: 5.0 / 6.0 }, ..RULES_2_18 },
+    ..NCCL_2_18
+};
+
+/// NCCL 2.19 and 2.20 (v2.19.1-1 to v2.20.5-1): NVLS/NVLSTree take `min(bwIntra, bwInter)`, 23 us over
+/// NVLink, NVLSTree 14 us over NET; Ring/LL still a quarter or a third of the bus bandwidth, and Hopper
+/// still Ampere's LL cap.
+pub const NCCL_2_19: TunerConstants = TunerConstants {
+    version: "2.19-2.20",
+    source: "NVIDIA/nccl v2.19.4-1 src/graph/tuning.cc",
+    rules: TuneRules { nvls_bw: NvlsBw::Min, ..RULES_2_18 },
+    ..nvls_latencies(NCCL_2_18, [23.0, 23.0], [18.0, 14.0])
+};
+
+/// NCCL 2.21 and 2.22 (v2.21.5-1, v2.22.3-1): Ring/LL half the bus bandwidth, Hopper's LL cap 141 GB/s,
+/// NVLS 25 us over NVLink.
+pub const NCCL_2_21: TunerConstants = TunerConstants {
+    version: "2.21-2.22",
+    source: "NVIDIA/nccl v2.22.3-1 src/graph/tuning.cc",
+    ll_max_bws: NCCL_2_28_9.ll_max_bws,
+    rules: TuneRules { ring_ll: RingLl::Half, nvls_bw: NvlsBw::Min, ..RULES_2_18 },
+    ..nvls_latencies(NCCL_2_18, [25.0, 25.0], [18.0, 14.0])
+};
+
+/// NCCL 2.23 and 2.24 (v2.23.4-1, v2.24.3-1): 2.28.9's Tree/Ring latencies and rules and PAT, with the
+/// NVLS rule of 2.19, NVLSTree 14 us over NET, LL128 on SM70/80/90, no Blackwell column.
+pub const NCCL_2_23: TunerConstants = TunerConstants {
+    version: "2.23-2.24",
+    source: "NVIDIA/nccl v2.24.3-1 src/graph/tuning.cc",
+    ll128_comp_caps: LL128_2_15,
+    newest_comp_cap_idx: CompCapIdx::Hopper,
+    rules: TuneRules { nvls_bw: NvlsBw::Min, ..RULES_2_23 },
+    ..nvls_latencies(NCCL_2_28_9, [25.0, 25.0], [18.0, 14.0])
+};
+
+/// NCCL 2.25 and 2.26 (v2.25.1-1 to v2.26.6-1): Blackwell's column (twice Hopper's) and LL128 on SM100.
+pub const NCCL_2_25: TunerConstants = TunerConstants {
+    version: "2.25-2.26",
+    source: "NVIDIA/nccl v2.26.6-1 src/graph/tuning.cc",
+    ll128_comp_caps: LL128_2_25,
+    newest_comp_cap_idx: CompCapIdx::Blackwell,
+    ..blackwell_2_25(NCCL_2_23)
+};
+
+/// NCCL 2.27 (v2.27.3-1 to v2.27.7-1): LL128 on every generation from SM70; NVLS AllGather/ReduceScatter
+/// bounded by `bwIntra * (ppn-1)/ppn` and 0.9 `bwInter`.
+pub const NCCL_2_27: TunerConstants = TunerConstants {
+    version: "2.27",
+    source: "NVIDIA/nccl v2.27.7-1 src/graph/tuning.cc",
+    ll128_comp_caps: Ll128CompCaps::From70,
+    rules: TuneRules { nvls_bw: NvlsBw::MinAgRs, ..RULES_2_23 },
+    ..NCCL_2_25
+};
+
+/// NCCL 2.28.3 and 2.28.7 (v2.28.3-1, v2.28.7-1): 2.28.9's tables and NVLS rule, but NVLSTree over NET
+/// 14 us (20.9 in 2.28.9) and Blackwell's NVLSTree cap across 3+ nodes 43.1 (43.8).
+pub const NCCL_2_28_3: TunerConstants = TunerConstants {
+    version: "2.28.3-2.28.7",
+    source: "NVIDIA/nccl v2.28.7-1 src/graph/tuning.cc",
+    per_ch_max_nvls_tree_bws: [[26.5, 18.5, 10.0], [24.0, 23.6, 17.8], [0.0, 57.7, 45.5], [0.0, 96.0, 43.1]],
+    ..nvls_latencies(NCCL_2_28_9, [25.0, 25.0], [18.0, 14.0])
+};
 
 /// The later release reference text 001 (ch. 21) quotes from `src/tuning/cost_model.cc` (2.30 series): the
 /// Blackwell single-node LL bandwidth reads `2 * 141.2`, and LL128 is allowed across mixed generations when
@@ -355,7 +577,22 @@ pub const NCCL_2_30_TEXT001: TunerConstants = TunerConstants {
 };
 
 /// Every table collscope knows, newest last.
-pub const KNOWN: [&TunerConstants; 5] = [&NCCL_2_12, &NCCL_2_14, &NCCL_2_18, &NCCL_2_28_9, &NCCL_2_30_TEXT001];
+pub const KNOWN: [&TunerConstants; 14] = [
+    &NCCL_2_12,
+    &NCCL_2_14,
+    &NCCL_2_15,
+    &NCCL_2_17,
+    &NCCL_2_18,
+    &NCCL_2_18_3,
+    &NCCL_2_19,
+    &NCCL_2_21,
+    &NCCL_2_23,
+    &NCCL_2_25,
+    &NCCL_2_27,
+    &NCCL_2_28_3,
+    &NCCL_2_28_9,
+    &NCCL_2_30_TEXT001,
+];
 
 /// The table for a release name ("2.28.9", "2.30").
 pub fn for_version(version: &str) -> Option<&'static TunerConstants> {

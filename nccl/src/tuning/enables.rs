@@ -31,6 +31,14 @@ impl TuningModel {
         if min_cc < 70 {
             return Some(format!("compute capability {min_cc} is below 70"));
         }
+        // Up to 2.26 a list of generations (`switch (minCompCap)`, v2.26.6-1 src/graph/tuning.cc): SM86 and
+        // SM89 get no LL128.
+        if !self.constants.ll128_comp_caps.allows(min_cc) {
+            return Some(format!(
+                "NCCL {} enables LL128 by default only on {}, not SM{min_cc}",
+                self.constants.version, self.constants.ll128_comp_caps
+            ));
+        }
         if min_cc == 90
             && inp.cudart_version == 11080
             && coll == Collective::AllReduce
@@ -90,8 +98,9 @@ impl TuningModel {
                     if !reasons.is_empty() {
                         self.bandwidths[ci][a.id()][p.id()] = 0.0;
                         let cell = &mut self.off[ci][a.id()][p.id()];
-                        // Cells that never exist for this collective/protocol keep only that reason.
-                        if cell.iter().any(|o| matches!(o, Off::NotServed | Off::SimpleOnly)) {
+                        // Cells that never exist for this collective/protocol/release keep only that reason.
+                        if cell.iter().any(|o| matches!(o, Off::NotServed | Off::SimpleOnly | Off::NotInRelease { .. }))
+                        {
                             continue;
                         }
                         for r in reasons {

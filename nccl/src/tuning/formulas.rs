@@ -3,7 +3,7 @@
 //! conversion to algorithm bandwidth, and the base + per-hop latencies. The latency and bandwidth rules that
 //! changed since 2.12 are read from the constants' `rules`, not copied per release.
 
-use super::constants::{log2i, Hw, InterLatency};
+use super::constants::{log2i, Hw, InterLatency, NvlsBw, RingLl};
 use super::input::{CpuArch, CpuVendor};
 use super::model::{Off, TuningModel};
 use collscope_model::{Algorithm, Collective, PathType, Pattern, Protocol};
@@ -72,6 +72,9 @@ impl TuningModel {
     fn skipped(&self, coll: Collective, a: Algorithm, p: Protocol) -> Option<Off> {
         use Algorithm::*;
         use Collective::*;
+        if let Some(&(_, since)) = self.constants.absent.iter().find(|(absent, _)| *absent == a) {
+            return Some(Off::NotInRelease { release: self.constants.version, since });
+        }
         let served = match coll {
             Broadcast | Reduce => a == Ring,
             AllGather | ReduceScatter => matches!(a, Pat | Ring | Nvls | CollNetDirect),
@@ -130,27 +133,52 @@ impl TuningModel {
                     let collnet = matches!(a, Algorithm::CollNetDirect | Algorithm::CollNetChain);
                     let mut bw: f32 = if n_nodes <= 2 || collnet { g.bw_intra as f32 } else { g.bw_inter as f32 };
                     if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) {
-                        if nch < 2 {
-                            off.push(Off::NvlsChannels(nch));
-                            continue;
+                        let (intra, inter) = (g.bw_intra as f32, g.bw_inter as f32);
+                        // NVLSTree's share of bwInter beyond 2 nodes (v2.19.1-1 to v2.27.7-1).
+                        let tree_inter = if n_nodes <= 2 { inter } else { inter / 2.0 };
+                        match c.rules.nvls_bw {
+                            NvlsBw::Plain { .. } => {}
+                            NvlsBw::Min if a == Algorithm::Nvls => bw = intra.min(inter),
+                            NvlsBw::MinAgRs if a == Algorithm::Nvls && coll == Collective::AllReduce => {
+                                bw = intra.min(inter)
+                            }
+                            // v2.27.7-1: "allgather and reducescatter".
+                            NvlsBw::MinAgRs if a == Algorithm::Nvls => {
+                                bw = (intra * (ppn - 1.0) / ppn).min(inter * 0.9)
+                            }
+                            NvlsBw::Min | NvlsBw::MinAgRs => bw = intra.min(tree_inter),
+                            NvlsBw::Efficiency => {
+                                if nch < 2 {
+                                    off.push(Off::NvlsChannels(nch));
+                                    continue;
+                                }
+                                let mut intra_bw = intra * c.nvls_efficiency[cc] as f32 * (nch - 1) as f32 / nch as f32;
+                                if coll == Collective::AllReduce {
+                                    intra_bw *= 2.0;
+                                } else {
+                                    intra_bw *= (ppn - 1.0) / ppn;
+                                }
+                                let inter_bw = inter * if n_nodes <= 2 && a == Algorithm::NvlsTree { 2.0 } else { 1.0 };
+                                let cap = if a == Algorithm::NvlsTree { per_ch_nvls_tree as f32 } else { f32::MAX };
+                                bw = intra_bw.min(inter_bw).min(cap);
+                            }
                         }
-                        let mut intra_bw =
-                            g.bw_intra as f32 * c.nvls_efficiency[cc] as f32 * (nch - 1) as f32 / nch as f32;
-                        if coll == Collective::AllReduce {
-                            intra_bw *= 2.0;
-                        } else {
-                            intra_bw *= (ppn - 1.0) / ppn;
-                        }
-                        let inter_bw =
-                            g.bw_inter as f32 * if n_nodes <= 2 && a == Algorithm::NvlsTree { 2.0 } else { 1.0 };
-                        let cap = if a == Algorithm::NvlsTree { per_ch_nvls_tree as f32 } else { f32::MAX };
-                        bw = intra_bw.min(inter_bw).min(cap);
                     }
                     let mut bus_bw: f32 = nch as f32 * bw;
                     let nchf = nch as f64;
                     match (a, p) {
                         (Algorithm::Ring, Protocol::Ll) => {
-                            bus_bw = ll_max_bw.min(bus_bw as f64 * c.ring_ll_efficiency) as f32;
+                            let share = match c.rules.ring_ll {
+                                RingLl::Half => c.ring_ll_efficiency,
+                                // v2.20.5-1: a quarter across nodes, for AllReduce and Reduce; else a third.
+                                RingLl::QuarterOrThird
+                                    if n_nodes > 1 || matches!(coll, Collective::AllReduce | Collective::Reduce) =>
+                                {
+                                    1.0 / 4.0
+                                }
+                                RingLl::QuarterOrThird => 1.0 / 3.0,
+                            };
+                            bus_bw = ll_max_bw.min(bus_bw as f64 * share) as f32;
                         }
                         (Algorithm::Ring, Protocol::Ll128) => {
                             let eff = match c.rules.ring_ll128_low_ppn_efficiency {
@@ -226,12 +254,26 @@ impl TuningModel {
                             off.push(Off::CollnetAgRs(why));
                         }
                     }
-                    // Bus bandwidth to algorithm bandwidth.
-                    if !(a != Algorithm::Ring && ag_rs) {
-                        let ratio: f32 = if matches!(a, Algorithm::Ring | Algorithm::Nvls | Algorithm::NvlsTree) {
-                            (n_ranks as f64 / nsteps as f64) as f32
-                        } else {
-                            0.5
+                    // Bus bandwidth to algorithm bandwidth. Up to 2.22 only CollNetDirect's AllGather/ReduceScatter
+                    // kept theirs (v2.22.3-1); from 2.23.4 every algorithm but Ring's does.
+                    let keep = if c.rules.ag_rs_keep_bus_bw {
+                        a != Algorithm::Ring && ag_rs
+                    } else {
+                        a == Algorithm::CollNetDirect && ag_rs
+                    };
+                    if !keep {
+                        let ring_ratio = (n_ranks as f64 / nsteps as f64) as f32;
+                        let ratio: f32 = match (a, c.rules.nvls_bw) {
+                            (Algorithm::Ring, _) => ring_ratio,
+                            (Algorithm::Nvls | Algorithm::NvlsTree, NvlsBw::Efficiency) => ring_ratio,
+                            (Algorithm::Nvls | Algorithm::NvlsTree, NvlsBw::Min | NvlsBw::MinAgRs) => 5.0 / 6.0,
+                            (Algorithm::Nvls, NvlsBw::Plain { nvls_ratio }) => nvls_ratio as f32,
+                            // v2.18.6-1; NVLSTree is off on one node, where this divides by zero.
+                            (Algorithm::NvlsTree, NvlsBw::Plain { .. }) if n_nodes > 1 => {
+                                (0.70 * n_nodes as f64 / (2.0 * (n_nodes as f64 - 1.0))) as f32
+                            }
+                            (Algorithm::NvlsTree, NvlsBw::Plain { .. }) => 1.0,
+                            _ => 0.5,
                         };
                         bus_bw *= ratio;
                     }

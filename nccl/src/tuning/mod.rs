@@ -25,4 +25,6 @@ pub use model::{Off, TuningModel};
 pub use params::{TuningError, TuningParams};
 
 #[cfg(test)]
+mod releases;
+#[cfg(test)]
 mod tests;

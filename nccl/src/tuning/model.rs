@@ -18,6 +18,11 @@ pub type CellTable<T> = [[[T; 3]; 7]; 5];
 pub enum Off {
     /// The algorithm does not implement this collective.
     NotServed,
+    /// The release modelled does not have the algorithm: the release and the one that brought it.
+    NotInRelease {
+        release: &'static str,
+        since: &'static str,
+    },
     /// The algorithm runs only with Simple.
     SimpleOnly,
     /// PAT is off: the reason.
@@ -46,6 +51,9 @@ impl fmt::Display for Off {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Off::NotServed => write!(f, "the algorithm does not implement this collective"),
+            Off::NotInRelease { release, since } => {
+                write!(f, "NCCL {release} does not have this algorithm (it arrived in {since})")
+            }
             Off::SimpleOnly => write!(f, "the algorithm runs only with the Simple protocol"),
             Off::Pat(why) => write!(f, "PAT disabled: {why}"),
             Off::NvlsChannels(n) => write!(f, "NVLS needs at least 2 NVLS channels, the search found {n}"),
@@ -176,8 +184,9 @@ impl TuningModel {
         Ok(m)
     }
 
+    /// The generation column of the tables; a GPU newer than the release knows takes the newest column.
     pub fn comp_cap_idx(&self) -> CompCapIdx {
-        CompCapIdx::of(self.input.min_comp_cap)
+        CompCapIdx::of(self.input.min_comp_cap).min(self.constants.newest_comp_cap_idx)
     }
 
     pub fn latency(&self, coll: Collective, a: Algorithm, p: Protocol) -> f32 {

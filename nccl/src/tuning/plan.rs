@@ -82,7 +82,17 @@ mod tests {
 
     fn choice(coll: Collective, proto: Protocol, n_channels: u32) -> Choice {
         let time = AlgoTime { lat_us: 0.0, lat_count: 1, bw_gbps: 1.0, time_us: 0.0 };
-        Choice { coll, bytes: 0, algo: Algorithm::Ring, proto, n_channels, n_threads: 512, time, costs: vec![] }
+        Choice {
+            coll,
+            bytes: 0,
+            algo: Algorithm::Ring,
+            proto,
+            n_channels,
+            n_threads: 512,
+            time,
+            costs: vec![],
+            one_rank: false,
+        }
     }
 
     /// `MinTrafficPerChannel` from 2.23 to 2.28; 2.29 doubled it.

@@ -3,6 +3,7 @@
 //! Rank 0 prints one line per step and a summary. On a terminal the launcher shows the TUI connected to rank 0's
 //! telemetry instead (`--no-tui` keeps the plain output).
 
+mod fault;
 mod training;
 
 use super::ranks::{self, Background, Job, LaunchMode, TransportChoice};
@@ -11,6 +12,7 @@ use clap::Args;
 use collscope_debug::env::Env;
 use collscope_telemetry::{LocalRank, TelemetryConfig};
 use collscope_tui::SourceSpec;
+use fault::Fault;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,6 +44,10 @@ pub struct DemoArgs {
     /// Do not open the terminal UI (it opens by default when stdout is a terminal and ranks run as processes).
     #[arg(long)]
     pub no_tui: bool,
+    /// Cause a failure to see what it looks like: mismatch[:rank=R,step=S], slow:rank=R,factor=F,
+    /// stop:rank=R,secs=N[,step=S], kill:rank=R[,step=S].
+    #[arg(long)]
+    pub fault: Option<Fault>,
 }
 
 /// How long a rank whose training failed keeps serving its telemetry before it ends.
@@ -99,12 +105,21 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     if args.steps == Some(0) {
         bail!("--steps must be at least 1");
     }
+    if let Some(f) = &args.fault {
+        if f.needs_processes() && args.launch != LaunchMode::Processes {
+            bail!("--fault {f:?} stops or kills a process: run the ranks as processes (--launch processes)");
+        }
+        if f.rank() >= args.nranks && ranks::launched()?.is_none() {
+            bail!("--fault names rank {}, but the demo runs ranks 0 to {}", f.rank(), args.nranks.saturating_sub(1));
+        }
+    }
     let cfg = TrainingConfig {
         grad_elems: args.grad_mib << 18,
         bucket_elems: 1 << 18,
         fsdp_shard: 1 << 16,
         max_steps: args.steps,
         max_duration,
+        fault: args.fault,
     };
     let tui = tui_url(args)?;
     let background = tui.as_ref().map(|_| Background {

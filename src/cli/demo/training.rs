@@ -3,6 +3,7 @@
 //! ReduceScatter of their gradients (FSDP), and small AllReduces (loss, gradient norm, the stop decision).
 //! Every result is checked, so the loop doubles as a soak test.
 
+use super::fault::Fault;
 use collscope_model::RedOp;
 use collscope_runtime::{Comm, Registration, SharedBuf};
 use collscope_runtime::{Result, RuntimeError};
@@ -21,6 +22,8 @@ pub struct TrainingConfig {
     pub max_steps: Option<u64>,
     /// ...or once this much time passed (rank 0's clock decides, for everyone).
     pub max_duration: Option<Duration>,
+    /// A failure to cause (`demo --fault`).
+    pub fault: Option<Fault>,
 }
 
 impl Default for TrainingConfig {
@@ -31,6 +34,7 @@ impl Default for TrainingConfig {
             fsdp_shard: 256 << 10,
             max_steps: None,
             max_duration: Some(Duration::from_secs(15)),
+            fault: None,
         }
     }
 }
@@ -109,7 +113,11 @@ fn train(
     let nf = n as f32;
     // Sum over ranks of (r + 1): what a reduced value built from "rank + 1" must be.
     let ranks_sum = (n * (n + 1) / 2) as f32;
+    let mut last_step = Duration::ZERO;
     for step in 0.. {
+        if let Some(f) = &cfg.fault {
+            f.before_step(rank, step, last_step);
+        }
         let t = Instant::now();
         let (mut colls, mut bytes) = (0u32, 0u64);
         let base = (step % 5) as f32;
@@ -151,14 +159,18 @@ fn train(
         let done_here = rank == 0
             && (cfg.max_steps.is_some_and(|m| step + 1 >= m) || cfg.max_duration.is_some_and(|d| start.elapsed() >= d));
         let mut small = [(rank + 1) as f32 * 0.5 / (1.0 + step as f32), if done_here { 1.0 } else { 0.0 }];
-        comm.all_reduce_in_place(&mut small, RedOp::Sum)?;
+        if cfg.fault.is_some_and(|f| f.mismatches(rank, step)) {
+            comm.broadcast_in_place(&mut small, 0)?;
+        } else {
+            comm.all_reduce_in_place(&mut small, RedOp::Sum)?;
+        }
         let mut norm = [grads[0] * grads[0]];
         comm.all_reduce_in_place(&mut norm, RedOp::Max)?;
         colls += 2;
         bytes += 12;
 
-        let report =
-            StepReport { step, secs: t.elapsed().as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
+        last_step = t.elapsed();
+        let report = StepReport { step, secs: last_step.as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
         on_step(&report);
         reports.push(report);
         if small[1] > 0.0 {
@@ -184,6 +196,7 @@ mod tests {
             fsdp_shard: 1_000,
             max_steps: Some(3),
             max_duration: None,
+            fault: None,
         };
         let steps: Vec<Vec<StepReport>> = std::thread::scope(|s| {
             let hs: Vec<_> = comms

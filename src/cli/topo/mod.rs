@@ -2,6 +2,7 @@
 //! (`--topo-file`, `NCCL_TOPO_FILE`) or detection of this host.
 
 pub mod explain;
+pub(crate) mod upgrade;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};

@@ -128,6 +128,7 @@ mod tests {
             comms: vec![CommProgress {
                 comm: None,
                 last_completed: Some(41),
+                last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
                     seq,
                     coll: Collective::AllReduce,
@@ -135,6 +136,7 @@ mod tests {
                     age_s,
                 }),
                 recent_starts: vec![],
+                recent_calls: Vec::new(),
             }],
             busbw_gbps: Some(1.5),
             p50_us: Some(900.0),

@@ -16,6 +16,7 @@ use collscope_model::Topology;
 use collscope_nccl::graph::plan::MAX_MODEL_NODES;
 use collscope_nccl::topo::settings::VERSION_VAR;
 use collscope_nccl::topo::{self, TopoEnv};
+use collscope_nccl::upgrade::{Side, Upgrade};
 use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 
@@ -48,16 +49,23 @@ pub struct ExplainArgs {
     /// (default 2.28.9).
     #[arg(long, value_name = "X.Y[.Z]")]
     pub nccl_version: Option<NcclVersion>,
+    /// Compare with another NCCL release: what moving to it changes (graphs, channels, the cells offered,
+    /// each call's choice and predicted time).
+    #[arg(long, value_name = "X.Y[.Z]")]
+    pub vs: Option<NcclVersion>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
 }
 
-/// `--json` with a what-if: the model's keys and `what_if`.
+/// `--json` with a what-if or `--vs`: the model's keys, `what_if` and `upgrade`.
 #[derive(serde::Serialize)]
 struct WithWhatIf<'a> {
     #[serde(flatten)]
     model: &'a Explained,
-    what_if: &'a WhatIf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    what_if: Option<&'a WhatIf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<&'a Upgrade>,
 }
 
 /// Installs the process logger before anything logs: with `--log`, INFO on stdout (every subsystem unless
@@ -146,15 +154,31 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     } else {
         Some(collscope_nccl::whatif::what_if(&topology, args.nodes, &sizes, &env, &edits)?)
     };
-    match (&what_if, args.json) {
-        (Some(w), true) => println!("{}", serde_json::to_string_pretty(&WithWhatIf { model: &ex, what_if: w })?),
-        (None, true) => println!("{}", serde_json::to_string_pretty(&ex)?),
-        _ if args.log => {}
-        _ => {
-            print!("{}", text::render(&ex, args.full));
-            if let Some(w) = &what_if {
-                print!("{}", whatif::render(w));
-            }
+    let upgrade = match args.vs {
+        Some(vs) => {
+            // The other release builds the machine too: its link bandwidths are its own.
+            let vs_env = with_version(env.clone(), Some(vs));
+            let vs_topology = load_topology(&args.source, args.nranks_per_node, &vs_env)?;
+            let (before, after) =
+                (Side { topology: &topology, env: &env }, Side { topology: &vs_topology, env: &vs_env });
+            Some(collscope_nccl::upgrade::upgrade(before, after, args.nodes, &sizes)?)
+        }
+        None => None,
+    };
+    if args.json {
+        if what_if.is_none() && upgrade.is_none() {
+            println!("{}", serde_json::to_string_pretty(&ex)?);
+        } else {
+            let all = WithWhatIf { model: &ex, what_if: what_if.as_ref(), upgrade: upgrade.as_ref() };
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        }
+    } else if !args.log {
+        print!("{}", text::render(&ex, args.full));
+        if let Some(w) = &what_if {
+            print!("{}", whatif::render(w));
+        }
+        if let Some(u) = &upgrade {
+            print!("{}", super::upgrade::render(u));
         }
     }
     Ok(())

@@ -223,6 +223,11 @@ fn decisions(out: &mut String, choices: &[Choice], nranks: u32) {
         out,
         "\nDecisions (per call, alone in its launch; busbw = algbw x nccl-tests' factor for {nranks} ranks)"
     );
+    if nranks == 1 {
+        // NCCL 2.28.9 src/enqueue.cc: a one-rank communicator's calls go to ncclLaunchOneRank.
+        let _ = writeln!(out, "  one rank: NCCL runs no algorithm; each call copies its buffer (ncclLaunchOneRank)");
+        return;
+    }
     let mut last: Option<Collective> = None;
     for c in choices {
         if last != Some(c.coll) {

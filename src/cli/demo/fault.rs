@@ -1,0 +1,137 @@
+//! Failures on demand (`collscope demo --fault KIND[:key=value,...]`), so a user sees what each looks like in the
+//! TUI, the job view, `/metrics` and the findings before meeting it in a real job, and tests can cause them:
+//! - `mismatch[:rank=R,step=S]`: rank R broadcasts where the others all-reduce (PyTorch's classic hang);
+//! - `slow:rank=R,factor=F`: rank R takes F times as long before each step's collectives (a straggler);
+//! - `stop:rank=R,secs=N[,step=S]`: rank R's process is stopped (SIGSTOP) for N seconds, then resumes;
+//! - `kill:rank=R[,step=S]`: rank R's process is killed (SIGKILL) mid-training.
+//!
+//! Step S (default 3) is when it happens; rank R defaults to 1.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    Mismatch { rank: u32, step: u64 },
+    Slow { rank: u32, factor: f64 },
+    Stop { rank: u32, step: u64, secs: f64 },
+    Kill { rank: u32, step: u64 },
+}
+
+const GRAMMAR: &str =
+    "mismatch[:rank=R,step=S], slow:rank=R,factor=F, stop:rank=R,secs=N[,step=S] or kill:rank=R[,step=S]";
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, params) = s.split_once(':').unwrap_or((s, ""));
+        let (mut rank, mut step, mut factor, mut secs) = (1u32, 3u64, None, None);
+        for kv in params.split(',').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not key=value; expected {GRAMMAR}"))?;
+            let bad = |what: &str| format!("{k}={v}: expected {what}");
+            match k {
+                "rank" => rank = v.parse().map_err(|_| bad("a rank number"))?,
+                "step" => step = v.parse().map_err(|_| bad("a step number"))?,
+                "factor" => {
+                    factor = Some(
+                        v.parse::<f64>()
+                            .ok()
+                            .filter(|f| *f >= 1.0 && *f <= 100.0)
+                            .ok_or_else(|| bad("a factor from 1 to 100"))?,
+                    )
+                }
+                "secs" => {
+                    secs = Some(
+                        v.parse::<f64>()
+                            .ok()
+                            .filter(|s| *s > 0.0 && *s <= 3600.0)
+                            .ok_or_else(|| bad("seconds, up to 3600"))?,
+                    )
+                }
+                _ => return Err(format!("unknown key '{k}' in --fault {s}; expected {GRAMMAR}")),
+            }
+        }
+        let need =
+            |v: Option<f64>, key: &str| v.ok_or_else(|| format!("--fault {kind} needs {key}=...; expected {GRAMMAR}"));
+        match kind {
+            "mismatch" => Ok(Fault::Mismatch { rank, step }),
+            "slow" => Ok(Fault::Slow { rank, factor: need(factor, "factor")? }),
+            "stop" => Ok(Fault::Stop { rank, step, secs: need(secs, "secs")? }),
+            "kill" => Ok(Fault::Kill { rank, step }),
+            _ => Err(format!("unknown fault '{kind}'; expected {GRAMMAR}")),
+        }
+    }
+}
+
+impl Fault {
+    pub fn rank(&self) -> u32 {
+        match *self {
+            Fault::Mismatch { rank, .. }
+            | Fault::Slow { rank, .. }
+            | Fault::Stop { rank, .. }
+            | Fault::Kill { rank, .. } => rank,
+        }
+    }
+
+    /// Whether the fault acts on a whole process (so ranks must be processes, not threads of one).
+    pub fn needs_processes(&self) -> bool {
+        matches!(self, Fault::Stop { .. } | Fault::Kill { .. })
+    }
+
+    /// Before `step`'s collectives on `rank`, having taken `last_step` for the step before: stops or kills this
+    /// process, or sleeps to slow it down. A fault that cannot be caused is said, and training goes on.
+    pub fn before_step(&self, rank: u32, step: u64, last_step: Duration) {
+        if rank != self.rank() {
+            return;
+        }
+        if let Err(e) = self.cause(rank, step, last_step) {
+            eprintln!("collscope demo: --fault on rank {rank} could not be caused: {e}");
+        }
+    }
+
+    fn cause(&self, rank: u32, step: u64, last_step: Duration) -> std::io::Result<()> {
+        match *self {
+            Fault::Slow { factor, .. } => std::thread::sleep(last_step.mul_f64(factor - 1.0)),
+            Fault::Stop { step: s, secs, .. } if s == step => {
+                // A stopped process cannot wake itself: a child resumes it.
+                let pid = std::process::id();
+                std::process::Command::new("sh")
+                    .args(["-c", &format!("sleep {secs}; kill -CONT {pid}")])
+                    .stdin(std::process::Stdio::null())
+                    .spawn()?;
+                eprintln!("collscope demo: --fault: rank {rank} stops (SIGSTOP) for {secs} s at step {step}");
+                nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP).map_err(std::io::Error::from)?;
+            }
+            Fault::Kill { step: s, .. } if s == step => {
+                eprintln!("collscope demo: --fault: rank {rank} is killed (SIGKILL) at step {step}");
+                nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `rank` calls the wrong collective at `step`.
+    pub fn mismatches(&self, rank: u32, step: u64) -> bool {
+        matches!(*self, Fault::Mismatch { rank: r, step: s } if r == rank && s == step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_are_read_with_defaults_and_bad_ones_name_the_grammar() {
+        assert_eq!("mismatch".parse(), Ok(Fault::Mismatch { rank: 1, step: 3 }));
+        assert_eq!("mismatch:rank=2,step=5".parse(), Ok(Fault::Mismatch { rank: 2, step: 5 }));
+        assert_eq!("slow:rank=3,factor=2".parse(), Ok(Fault::Slow { rank: 3, factor: 2.0 }));
+        assert_eq!("stop:rank=2,secs=7".parse(), Ok(Fault::Stop { rank: 2, step: 3, secs: 7.0 }));
+        assert_eq!("kill:rank=0,step=1".parse(), Ok(Fault::Kill { rank: 0, step: 1 }));
+        for bad in ["slow:rank=1", "stop:rank=1,secs=0", "nap", "mismatch:rank", "kill:when=now", "slow:factor=1e9"] {
+            let e = bad.parse::<Fault>().unwrap_err();
+            assert!(e.contains("expected"), "{bad}: {e}");
+        }
+    }
+}
