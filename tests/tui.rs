@@ -105,18 +105,29 @@ fn replay_updates_the_ops_log_and_q_restores_the_terminal() {
 /// for it.
 #[test]
 fn a_modelled_machine_shows_its_rings_trees_channels_and_tuning() {
-    let t = Tmux::start("model", &["tui", "--preset", "dgx-h100", "--nodes", "4"]);
+    let t = Tmux::start_sized("model", (120, 50), &["tui", "--preset", "dgx-h100", "--nodes", "4"]);
     // The source's name shows at once; the model's facts once the binary has computed it and the TUI has it.
     let screen = t.wait_for(&["1Overview", "model preset:dgx-h100", "ranks 32"]);
     assert!(screen.lines().next().unwrap_or("").trim_end().ends_with("model"), "{screen}");
+    // The network and GPUDirect RDMA from the model's NET edges, each NIC of a node named.
+    let screen = t.wait_for(&["Network     IB  [0]mlx5_0:1/IB", "GDRDMA on "]);
+    assert!(!screen.contains("no NET connections"), "{screen}");
     t.keys(&["2"]);
-    // 4 nodes x 8 GPUs: every ring visits 32 ranks, leaving node 0 from GPU 1 into node 1 (crossNic 2).
-    t.wait_for(&[">ch 00", "Channel 00: 32 ranks"]);
+    // 4 nodes x 8 GPUs: every ring visits 32 ranks, leaving node 0 from GPU 1 into node 1 (crossNic 2), each
+    // node's ranks on a row of their own; every edge labelled, NET edges with their NIC and GPUDirect RDMA.
+    let screen = t.wait_for(&[">ch 00", "Channel 00: 32 ranks", "node0 ", "node3 ", "/GDRDMA mlx5_"]);
+    let rows = ring_rows(&screen);
+    assert_eq!(rows.len(), 32, "{screen}");
+    assert!(rows.iter().all(|r| r.2 != "?") && !screen.contains("─?▶"), "{screen}");
+    assert!(rows.iter().filter(|r| r.0 / 8 != r.1 / 8).all(|r| r.2.starts_with("NET/IB/")), "{screen}");
     t.keys(&["3"]);
-    t.wait_for(&["Channel 00 tree: parent -> children"]);
+    let screen = t.wait_for(&["Channel 00 tree: parent -> children", "NET/IB/"]);
+    assert!(!screen.contains("?▶") && !screen.contains("(parent"), "{screen}");
     t.keys(&["4"]);
     // NVLink inside a node, the graph's NIC with GPUDirect RDMA between nodes; nothing moved in a model.
-    t.wait_for(&["00  0 -> 7         P2P/CUMEM            -", "00  1 -> 9    send NET/IB/1/GDRDMA      yes"]);
+    let screen = t.wait_for(&["00  0 -> 7         P2P/CUMEM ", "00  1 -> 9    send NET/IB/1/GDRDMA mlx5_"]);
+    let net = screen.lines().find(|l| l.starts_with("00  1 -> 9    send NET/IB/1/GDRDMA mlx5_"));
+    assert!(net.is_some_and(|l| l.contains(" yes ")), "{screen}");
     t.keys(&["6"]);
     t.wait_for(&["AllReduce: latency us/bandwidth GB/s per cell", "NVLSTree", "Best cell by size"]);
     t.keys(&["q"]);
@@ -632,12 +643,13 @@ fn channels_show_the_share_of_bytes_the_demos_registered_buffers_moved_in_place(
     t.wait_for(&["EXIT=0"]);
 }
 
-/// A Channels or Rings row's cells after its transport label: `-` (unknown) or a number with its unit.
+/// A Channels row's cells after its transport label and GDR column: sent, received, rate, each `-` (unknown) or a
+/// number with its unit.
 fn cells_after(row: &str, label: &str) -> Vec<Option<String>> {
     let words: Vec<&str> = row.split_whitespace().collect();
     let at = words.iter().position(|w| w.starts_with(label)).unwrap_or_else(|| panic!("no {label} in {row}"));
     let mut out = Vec::new();
-    let mut rest = words[at + 1..].iter();
+    let mut rest = words[at + 2..].iter();
     while let Some(w) = rest.next() {
         out.push((*w != "-").then(|| format!("{w} {}", rest.next().copied().unwrap_or(""))));
     }
@@ -657,13 +669,25 @@ fn poll_screen<T>(t: &Tmux, what: &str, mut f: impl FnMut(&str) -> Option<T>) ->
     }
 }
 
-/// Every edge number is the shown rank's, and a receive has its transport: rank 2's `/metrics` counts what it
-/// received over SHM (no `transport="unknown"`); in a TUI connected to rank 0, `>` `>` `>` (rank 2) makes
-/// Channels list rank 2's own ends, what it sent on its edge to the next rank and what it received from the one
-/// before, and Rings shows a rate on rank 2's own edge and none on the edges rank 2 does not send on.
-#[test]
-fn a_receive_has_its_transport_and_the_edge_views_show_the_chosen_ranks_numbers() {
-    let demo = Demo::start(&[]);
+/// The Rings view's edge rows on `screen`, right of the channel list: (src, dst, transport, rate) with the rate
+/// in its unit's numbers, `None` for `-`.
+fn ring_rows(screen: &str) -> Vec<(u32, u32, String, Option<f64>)> {
+    screen
+        .lines()
+        .map(|l| l.rsplit('│').next().unwrap_or(l).split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() >= 5 && w[1] == "->" && w[0].parse::<u32>().is_ok())
+        .filter_map(|w| Some((w[0].parse().ok()?, w[2].parse().ok()?, w[3].to_string(), w[4].parse().ok())))
+        .collect()
+}
+
+/// The edge map of a live 4-rank demo on one host whose ranks connect over `transport` (`env` forces it), whole
+/// on any rank: rank 2's `/metrics` counts what it received over it (no `transport="unknown"`); a TUI connected
+/// to rank 0 draws channel 0's ring on one row, under the ranks' one host, every edge tagged `tag` (no `?`), and
+/// every edge row has its transport and a rate (the sender's count: rank 0's own, the others' from the job
+/// view); Trees has every rank's place (no parent left out); `>` `>` `>` (rank 2): its own edge to the next rank
+/// shows a rate and Channels lists what rank 2 sent on it and received from the rank before it.
+fn live_edge_map(name: &str, env: &[(&str, &str)], transport: &str, tag: &str) {
+    let demo = Demo::start(env);
     let metrics = demo.poll("rank 2's received bytes", |d| {
         let m = d.get_from(2, "/metrics")?;
         m.lines()
@@ -672,38 +696,66 @@ fn a_receive_has_its_transport_and_the_edge_views_show_the_chosen_ranks_numbers(
     });
     let bytes: Vec<&str> = metrics.lines().filter(|l| l.starts_with("collscope_channel_bytes_total{")).collect();
     assert!(bytes.iter().all(|l| !l.contains("transport=\"unknown\"")), "{metrics}");
-    assert!(bytes.iter().any(|l| l.contains("direction=\"recv\"") && l.contains("transport=\"SHM\"")), "{metrics}");
+    let recv = format!("transport=\"{transport}\"");
+    assert!(bytes.iter().any(|l| l.contains("direction=\"recv\"") && l.contains(&recv)), "{metrics}");
     let snap: Snapshot = serde_json::from_str(&demo.get_from(2, "/api/v1/snapshot").unwrap()).unwrap();
-    let ring = snap.rings.iter().find(|r| r.channel == 0).expect("rank 2's ring on channel 0");
-    let at = ring.order.iter().position(|&r| r == 2).unwrap();
-    let n = ring.order.len();
-    let (prev, next) = (ring.order[(at + n - 1) % n], ring.order[(at + 1) % n]);
+    let printed = snap.rings.iter().find(|r| r.channel == 0).expect("rank 2's ring on channel 0");
+    let n = printed.order.len();
+    let at = |rank| printed.order.iter().position(|&r| r == rank).unwrap();
+    let (prev, next) = (printed.order[(at(2) + n - 1) % n], printed.order[(at(2) + 1) % n]);
+    // The view draws the ring in its printed order, after the host's name (cut to 16 characters).
+    let order: Vec<String> = printed.order.iter().map(u32::to_string).collect();
+    let host: String =
+        snap.endpoints.iter().find(|e| e.rank == 0).expect("rank 0's host").host.chars().take(16).collect();
 
-    let t = Tmux::start("edges", &["tui", "--connect", &demo.url(0)]);
+    let t = Tmux::start_sized(name, (120, 30), &["tui", "--connect", &demo.url(0)]);
     t.wait_for(&["Job: 4 ranks, showing the connected rank"]);
-    t.keys(&["4", ">", ">", ">"]);
-    t.wait_for(&["showing rank 2", "ch  peer      dir  transport"]);
-    let sent_row = format!("{:<3} {:<9} {:<4} SHM", "00", format!("2 -> {next}"), "");
-    let recv_row = format!("{:<3} {:<9} {:<4} SHM", "00", format!("{prev} -> 2"), "recv");
-    poll_screen(&t, "rank 2's sent and received bytes on channel 0", |screen| {
-        let sent = screen.lines().find(|l| l.starts_with(&sent_row)).map(|l| cells_after(l, "SHM"))?;
-        let recv = screen.lines().find(|l| l.starts_with(&recv_row)).map(|l| cells_after(l, "SHM"))?;
-        // gdr, sent, received, rate: rank 2 counts what it sent to `next` and what it received from `prev`.
-        (sent[1].is_some() && recv[2].is_some()).then_some(())
-    });
     t.keys(&["2"]);
-    poll_screen(&t, "a rate on rank 2's own edge in Rings, none on the others", |screen| {
-        // Edge rows, right of the channel list: `src -> dst transport rate [unit] history`.
-        let rows: Vec<Vec<&str>> = screen
-            .lines()
-            .map(|l| l.rsplit('│').next().unwrap_or(l).split_whitespace().collect::<Vec<_>>())
-            .filter(|w| w.len() >= 5 && w[1] == "->" && w[0].parse::<u32>().is_ok())
-            .collect();
-        let own = rows.iter().find(|w| (w[0], w[2]) == ("2", next.to_string().as_str()))?;
-        let others: Vec<_> = rows.iter().filter(|w| w[0] != "2").collect();
-        let moving = own[4].parse::<f64>().is_ok_and(|r| r > 0.0);
-        (moving && others.len() == 3 && others.iter().all(|w| w[4] == "-")).then_some(())
+    let cycle = ring(&order.iter().map(String::as_str).collect::<Vec<_>>(), tag);
+    let every_edge = |screen: &str| {
+        let rows = ring_rows(screen);
+        let whole = screen.lines().any(|l| l.contains(&cycle) && l.contains(&host)) && !screen.contains("─?▶");
+        let moving = rows.len() == 4 && rows.iter().all(|r| r.2.starts_with(transport) && r.3.is_some_and(|v| v > 0.0));
+        (whole && moving).then_some(())
+    };
+    poll_screen(&t, "channel 0's ring under one host, every edge's transport and rate", every_edge);
+    t.keys(&["3"]);
+    poll_screen(&t, "every rank's place in channel 0's tree", |screen| {
+        (screen.contains("Channel 00 tree") && !screen.contains("(parent") && !screen.contains("no tree line"))
+            .then_some(())
     });
+    t.keys(&["2", ">", ">", ">"]);
+    t.wait_for(&["showing rank 2"]);
+    poll_screen(&t, "rank 2's own edge and every other edge with a rate", |screen| {
+        let rows = ring_rows(screen);
+        let own = rows.iter().any(|r| (r.0, r.1) == (2, next) && r.3.is_some_and(|v| v > 0.0));
+        (own && rows.len() == 4 && rows.iter().all(|r| r.3.is_some())).then_some(())
+    });
+    t.keys(&["4"]);
+    t.wait_for(&["ch  peer      dir  transport"]);
+    // A P2P or SHM line names both ends; NET has the sender's `send` and the receiver's `recv` line.
+    let (send, receive) = if transport == "NET" { ("send", "recv") } else { ("", "") };
+    let sent_row = format!("{:<3} {:<9} {:<4} {transport}", "00", format!("2 -> {next}"), send);
+    let recv_row = format!("{:<3} {:<9} {:<4} {transport}", "00", format!("{prev} -> 2"), receive);
+    poll_screen(&t, "rank 2's sent and received bytes on channel 0", |screen| {
+        let sent = screen.lines().find(|l| l.starts_with(&sent_row)).map(|l| cells_after(l, transport))?;
+        let recv = screen.lines().find(|l| l.starts_with(&recv_row)).map(|l| cells_after(l, transport))?;
+        // sent, received, rate: rank 2 counts what it sent to `next` and what it received from `prev`.
+        (sent[0].is_some() && recv[1].is_some()).then_some(())
+    });
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT=0"]);
+}
+
+#[test]
+fn the_edge_map_of_a_live_shm_job_is_whole_on_any_rank() {
+    live_edge_map("edges-shm", &[], "SHM", "SHM");
+}
+
+#[test]
+fn the_edge_map_of_a_live_net_socket_job_is_whole_on_any_rank() {
+    let env = [("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"), ("NCCL_NET", "Socket")];
+    live_edge_map("edges-net", &env, "NET", "NET");
 }
 
 /// kill -9 of one rank: within 10 s a surviving rank's snapshot, its `/metrics` and the TUI's Findings view

@@ -283,6 +283,7 @@ mod tests {
             p50_us: None,
             p99_us: None,
             error: None,
+            edges: Default::default(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! How each rank reaches each peer on each channel.
 
+use super::events::ChannelTraffic;
 use super::names::Transport;
+use super::Snapshot;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -38,6 +40,9 @@ pub struct Connection {
     pub net: Option<String>,
     /// NET device index.
     pub device: Option<u32>,
+    /// The NET device's name where the source knows it (`mlx5_0`, `eth0`).
+    #[serde(default)]
+    pub nic: Option<String>,
     /// `true` for `/GDRDMA`, `false` for a NET line without it, `None` where it does not apply.
     pub gdrdma: Option<bool>,
     /// PXN: the rank whose NIC carries the traffic (`NET/IB/0(1)`).
@@ -65,6 +70,7 @@ impl Connection {
             mode: None,
             net: None,
             device: None,
+            nic: None,
             gdrdma: None,
             proxy_rank: None,
             shared: false,
@@ -81,5 +87,79 @@ impl Connection {
             device: Some(device),
             ..Connection::new(channel, src, dst, direction, Transport::Net)
         }
+    }
+}
+
+/// One directed edge of a ring or tree, `src -> dst` on `channel`, as a snapshot knows it: the connection each end
+/// set up and what each end counted. The views read edges through [`Snapshot::edge`], never the lists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Edge<'a> {
+    /// The sender's connection (its `[send]` line, or a P2P/SHM line naming both ends).
+    pub send: Option<&'a Connection>,
+    /// The receiver's (its `[receive]` line).
+    pub recv: Option<&'a Connection>,
+    /// The bytes the sender counted sent on it.
+    pub sent: Option<&'a ChannelTraffic>,
+    /// The bytes the receiver counted received on it.
+    pub received: Option<&'a ChannelTraffic>,
+}
+
+impl<'a> Edge<'a> {
+    /// The connection that names the edge's transport: the sender's (its NIC, GDR and PXN are the sending
+    /// side's), else the receiver's.
+    pub fn connection(&self) -> Option<&'a Connection> {
+        self.send.or(self.recv)
+    }
+}
+
+impl Snapshot {
+    /// The edge `src -> dst` on `channel`.
+    pub fn edge(&self, channel: u32, src: u32, dst: u32) -> Edge<'_> {
+        let on = |c: &&Connection| c.channel == channel && c.src == src && c.dst == dst;
+        let end = |rank, peer, direction| {
+            self.traffic.iter().find(|t| (t.rank, t.channel, t.peer, t.direction) == (rank, channel, peer, direction))
+        };
+        Edge {
+            send: self.connections.iter().filter(on).find(|c| c.direction != Direction::Recv),
+            recv: self.connections.iter().filter(on).find(|c| c.direction == Direction::Recv),
+            sent: end(src, dst, Direction::Send),
+            received: end(dst, src, Direction::Recv),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Source;
+
+    #[test]
+    fn an_edge_has_each_ends_connection_and_count() {
+        let mut s = Snapshot::new(Source::Runtime);
+        let send = Connection { gdrdma: Some(true), ..Connection::net(1, 3, 4, Direction::Send, "IB", 0) };
+        let recv = Connection { gdrdma: Some(false), ..Connection::net(1, 3, 4, Direction::Recv, "IB", 1) };
+        let other = Connection::new(0, 3, 4, Direction::Both, Transport::P2p);
+        s.connections = vec![other.clone(), recv.clone(), send.clone()];
+        let end = |rank, peer, direction, bytes| ChannelTraffic {
+            rank,
+            channel: 1,
+            peer,
+            direction,
+            transport: Some(Transport::Net),
+            bytes,
+            in_place_bytes: None,
+            seconds: 0.0,
+        };
+        s.traffic = vec![end(4, 3, Direction::Recv, 7), end(3, 4, Direction::Send, 9), end(4, 3, Direction::Send, 1)];
+        let e = s.edge(1, 3, 4);
+        assert_eq!((e.send, e.recv, e.connection()), (Some(&send), Some(&recv), Some(&send)));
+        assert_eq!((e.sent.map(|t| t.bytes), e.received.map(|t| t.bytes)), (Some(9), Some(7)));
+        // Only the receiver's line: it names the transport.
+        s.connections.retain(|c| c.direction != Direction::Send);
+        assert_eq!(s.edge(1, 3, 4).connection(), Some(&recv));
+        // The other way is another edge.
+        let back = s.edge(1, 4, 3);
+        assert!(back.connection().is_none() && back.received.is_none());
+        assert_eq!(s.edge(0, 3, 4).connection(), Some(&other));
     }
 }

@@ -2,13 +2,15 @@
 //! job looks the same whichever of them shows it. The rules:
 //! - calls are upserted by (comm, rank, seq): a call's completion replaces its enqueued record in place;
 //! - proxy progress is upserted by (rank, channel, peer, direction): the latest sub-operation of each link;
-//! - connections are kept once each; communicators are upserted by (comm, rank) and fill the job's facts
+//! - connections are kept once each (another rank's, from a job view, too: [`Snapshot::merge_rank_edges`]);
+//!   communicators are upserted by (comm, rank) and fill the job's facts
 //!   (nranks and nnodes the largest reported, the NCCL version the first reported, hosts in order seen);
 //! - findings are keyed by what identifies them: the code plus the subject their title and detail name, so
 //!   two ranks' findings of one code both show and a repeated one replaces its earlier report;
 //! - a rank's init facts fill the job's facts: rings merge by channel (the longest order, each rank's
-//!   neighbours once), trees are upserted by (channel, rank), topologies by host, graphs are kept once each,
-//!   channel counts take the largest reported, tuning cells are set, the versions and network the first reported;
+//!   neighbours once), trees are upserted by (channel, rank) (another rank's from a job view too), topologies
+//!   by host, graphs are kept once each, channel counts take the largest reported, tuning cells are set, the
+//!   versions and network the first reported;
 //! - decisions and warnings are appended;
 //! - kernel channels are upserted by (comm, rank, channel): totals, so a report with fewer calls than the kept
 //!   one is late and changes nothing; the profiler plugin's counters replace the last ones;
@@ -17,9 +19,12 @@
 //! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
 
 use super::comm::Communicator;
+use super::connection::Connection;
 use super::diag::Finding;
 use super::events::{Event, InitFacts};
 use super::graph::ChannelCounts;
+use super::graph::Tree;
+use super::job::RankEdges;
 use super::ops::{KernelChannel, OpRecord, OpState, ProxyOp};
 use super::ChannelTraffic;
 use super::Snapshot;
@@ -169,12 +174,7 @@ impl Snapshot {
             Event::ProxyTally(t) => self.upsert_proxy(&t.last, bounds.proxy, &mut out),
             Event::Traffic(t) => self.add_traffic(t),
             Event::Snapshot => {}
-            Event::Connection(c) => {
-                if !self.connections.contains(c) {
-                    push_bounded(&mut self.connections, c.clone(), bounds.connections);
-                    out.facts_changed = true;
-                }
-            }
+            Event::Connection(c) => out.facts_changed |= self.add_connection(c, bounds.connections),
             Event::Communicator(c) => {
                 self.upsert_communicator(c, bounds);
                 out.facts_changed = true;
@@ -270,6 +270,37 @@ impl Snapshot {
 }
 
 impl Snapshot {
+    /// Keeps `c` once; whether it was new.
+    fn add_connection(&mut self, c: &Connection, bound: usize) -> bool {
+        if self.connections.contains(c) {
+            return false;
+        }
+        push_bounded(&mut self.connections, c.clone(), bound);
+        true
+    }
+
+    fn upsert_trees(&mut self, trees: &[Tree]) {
+        for t in trees {
+            match self.trees.iter_mut().find(|o| o.channel == t.channel && o.rank == t.rank) {
+                Some(existing) => existing.clone_from(t),
+                None => _ = push_bounded(&mut self.trees, t.clone(), MAX_TREES),
+            }
+        }
+    }
+
+    /// Takes another rank's edges from a job view (its summary): its connections kept once each and its tree
+    /// places upserted, as the rank's own events would; its traffic totals are not increments, so they stay
+    /// with the job view (the reader takes their rates). Whether anything changed.
+    pub fn merge_rank_edges(&mut self, e: &RankEdges) -> bool {
+        let mut changed = false;
+        for c in &e.connections {
+            changed |= self.add_connection(c, MAX_CONNECTIONS);
+        }
+        let trees_changed = e.trees.iter().any(|t| !self.trees.contains(t));
+        self.upsert_trees(&e.trees);
+        changed || trees_changed
+    }
+
     fn apply_init_facts(&mut self, f: &InitFacts) {
         if self.collscope_version.is_none() {
             self.collscope_version.clone_from(&f.collscope_version);
@@ -312,12 +343,7 @@ impl Snapshot {
                 }
             }
         }
-        for t in &f.trees {
-            match self.trees.iter_mut().find(|o| o.channel == t.channel && o.rank == t.rank) {
-                Some(existing) => existing.clone_from(t),
-                None => _ = push_bounded(&mut self.trees, t.clone(), MAX_TREES),
-            }
-        }
+        self.upsert_trees(&f.trees);
         for (coll, algos) in &f.tuning {
             let row = self.tuning.entry(*coll).or_default();
             for (algo, protos) in algos {
@@ -532,6 +558,20 @@ mod tests {
         let sent = ChannelTraffic { seconds: 1.5, ..t(Direction::Send, Some(Transport::Shm), 45, Some(5)) };
         assert_eq!(s.traffic, vec![sent, t(Direction::Recv, None, 7, None)]);
         assert_eq!(s.traffic_total(&t(Direction::Recv, None, 0, None)).map(|t| t.bytes), Some(7));
+    }
+
+    #[test]
+    fn another_ranks_edges_add_its_connections_and_tree_places_once() {
+        let mut s = Snapshot::new(Source::Runtime);
+        s.apply(&Event::Connection(conn(0)));
+        let tree = |up| crate::Tree { channel: 0, rank: 2, up, down: vec![3] };
+        let edges = crate::RankEdges { connections: vec![conn(0), conn(1)], trees: vec![tree(0)], traffic: vec![] };
+        assert!(s.merge_rank_edges(&edges));
+        assert_eq!((s.connections.clone(), s.trees.clone()), (vec![conn(0), conn(1)], vec![tree(0)]));
+        assert!(!s.merge_rank_edges(&edges), "the same edges again change nothing");
+        let moved = crate::RankEdges { trees: vec![tree(1)], ..crate::RankEdges::default() };
+        assert!(s.merge_rank_edges(&moved));
+        assert_eq!(s.trees, [tree(1)]);
     }
 
     #[test]

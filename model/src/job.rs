@@ -2,7 +2,10 @@
 //! can reach the others), and a bounded summary of one rank's progress ([`RankSummary`]) that `/api/v1/job`
 //! merges from every rank into a [`JobView`] with the job-level findings.
 
+use super::connection::Connection;
 use super::diag::Finding;
+use super::events::ChannelTraffic;
+use super::graph::Tree;
 use super::names::{Collective, DataType, RedOp};
 use super::ops::OpState;
 use super::Snapshot;
@@ -17,6 +20,9 @@ pub const MAX_COMMS: usize = 16;
 pub const MAX_RECENT: usize = 32;
 /// Job-level findings kept.
 pub const MAX_JOB_FINDINGS: usize = 64;
+/// Connections, tree places and channel ends' totals a rank's summary carries, each: a ring's send and receive
+/// and a tree's three peers both ways on 16 channels, so a summary stays well under 100 KiB.
+pub const MAX_RANK_EDGES: usize = 128;
 
 /// Where one rank serves its telemetry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +102,35 @@ pub struct RankSummary {
     /// Why the rank could not be summarised (unreachable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The rank's own part of the job's edge map, so a job view draws every rank's edges.
+    #[serde(default)]
+    pub edges: RankEdges,
+}
+
+/// What one rank knows of its edges: the connections it set up, its place in each channel's tree and what each
+/// of its channel ends moved so far (totals), each at most [`MAX_RANK_EDGES`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankEdges {
+    pub connections: Vec<Connection>,
+    pub trees: Vec<Tree>,
+    pub traffic: Vec<ChannelTraffic>,
+}
+
+impl RankEdges {
+    /// `rank`'s edges in `snap`: connections it is an end of, its tree places, its channel ends.
+    pub fn of(snap: &Snapshot, rank: u32) -> Self {
+        RankEdges {
+            connections: snap
+                .connections
+                .iter()
+                .filter(|c| c.src == rank || c.dst == rank)
+                .take(MAX_RANK_EDGES)
+                .cloned()
+                .collect(),
+            trees: snap.trees.iter().filter(|t| t.rank == rank).take(MAX_RANK_EDGES).cloned().collect(),
+            traffic: snap.traffic.iter().filter(|t| t.rank == rank).take(MAX_RANK_EDGES).cloned().collect(),
+        }
+    }
 }
 
 /// The whole job at one moment: every rank's summary and what the job-level rules conclude.
@@ -118,6 +153,7 @@ impl RankSummary {
             p50_us: None,
             p99_us: None,
             error: Some(error),
+            edges: RankEdges::default(),
         }
     }
 
@@ -191,6 +227,7 @@ impl RankSummary {
             p50_us: quantile(&durations, 0.5),
             p99_us: quantile(&durations, 0.99),
             error: None,
+            edges: RankEdges::of(snap, rank),
         }
     }
 }
@@ -204,6 +241,38 @@ fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Direction, Transport};
+
+    #[test]
+    fn a_ranks_edges_are_its_own_ends_and_bounded() {
+        let mut s = Snapshot::new(crate::Source::Runtime);
+        let conn = |ch, src, dst| Connection::new(ch, src, dst, Direction::Both, Transport::Shm);
+        s.connections = vec![conn(0, 0, 1), conn(0, 1, 2), conn(0, 2, 3)];
+        s.trees =
+            vec![Tree { channel: 0, rank: 1, up: 0, down: vec![2] }, Tree { channel: 0, rank: 2, up: 1, down: vec![] }];
+        let end = |rank, peer| ChannelTraffic {
+            rank,
+            channel: 0,
+            peer,
+            direction: Direction::Send,
+            transport: None,
+            bytes: 1,
+            in_place_bytes: None,
+            seconds: 0.0,
+        };
+        s.traffic = vec![end(1, 2), end(2, 3)];
+        let e = RankEdges::of(&s, 1);
+        assert_eq!(
+            (e.connections, e.trees, e.traffic),
+            (vec![conn(0, 0, 1), conn(0, 1, 2)], vec![s.trees[0].clone()], vec![end(1, 2)])
+        );
+        s.connections = (0..2 * MAX_RANK_EDGES as u32).map(|ch| conn(ch, 1, 2)).collect();
+        assert_eq!(RankEdges::of(&s, 1).connections.len(), MAX_RANK_EDGES);
+        // An older summary, without edges, still reads.
+        let old = serde_json::json!({"rank": 1, "host": null, "url": null, "state": "idle", "comms": [],
+            "busbw_gbps": null, "p50_us": null, "p99_us": null});
+        assert_eq!(serde_json::from_value::<RankSummary>(old).unwrap().edges, RankEdges::default());
+    }
     use crate::names::DataType;
     use crate::ops::OpRecord;
     use crate::Source;
@@ -236,6 +305,7 @@ mod tests {
         let last = c.recent_calls.last().unwrap();
         assert_eq!((last.seq, last.coll, last.count, last.datatype), (40, Collective::AllReduce, 256, DataType::F32));
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
+        assert_eq!(r.edges, RankEdges::default(), "no connections, trees or traffic yet");
         let json = serde_json::to_value(&sums[0]).unwrap();
         assert_eq!(json["state"], "running");
         assert_eq!(serde_json::from_value::<RankSummary>(json).unwrap(), sums[0]);

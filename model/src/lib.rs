@@ -25,13 +25,13 @@ pub mod tuning;
 use std::collections::VecDeque;
 
 pub use comm::{CommState, Communicator, InitTimings};
-pub use connection::{Connection, Direction, GdrState};
+pub use connection::{Connection, Direction, Edge, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
 pub use events::{ChannelTraffic, Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
-pub use job::{CallSig, CommProgress, InFlight, JobView, RankEndpoint, RankState, RankSummary};
+pub use job::{CallSig, CommProgress, InFlight, JobView, RankEdges, RankEndpoint, RankState, RankSummary};
 pub use logfacts::{
     Allocations, GdrCheck, GdrGpu, Inference, LogFacts, LogStats, PeerClosed, PluginNote, UnnamedDecision,
 };

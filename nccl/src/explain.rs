@@ -5,6 +5,7 @@
 //! carries ([`Extras`]): why table cells are off, calls NCCL would refuse, and what `NCCL_ALGO`/`NCCL_PROTO`
 //! forcing costs against the default. `topo explain` prints it; the TUI and any other consumer can show it.
 
+use crate::graph::transports::NET_NAME;
 use crate::graph::{self, GraphError};
 use crate::topo::TopoEnv;
 use crate::tuning::from_plan::input_from_plan;
@@ -12,7 +13,9 @@ use crate::tuning::plan::channel_range;
 use crate::tuning::{CallInfo, Choice, TuningError, TuningModel, TuningParams};
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
-use collscope_model::{Algorithm, Collective, DataType, Protocol, Snapshot, Source, Topology};
+use collscope_model::{
+    Algorithm, Collective, Communicator, DataType, NetDevice, NodeType, Protocol, Snapshot, Source, Topology, Transport,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -222,6 +225,35 @@ pub fn explain(
     snapshot.topology = vec![topology.clone()];
     plan.fill(&mut snapshot);
     snapshot.connections = edges.all().map(|e| e.conn.clone()).collect();
+    if snapshot.connections.iter().any(|c| c.transport == Transport::Net) {
+        // Every node is a copy of `topology`: its NICs, as NCCL's IB plugin lists them (`NET/IB : Using`).
+        snapshot.network = Some(NET_NAME.to_string());
+        snapshot.net_devices = topology
+            .nodes_of(NodeType::NET)
+            .filter_map(|(_, n)| n.net.as_ref())
+            .map(|a| NetDevice {
+                index: a.dev.max(0) as u32,
+                name: a.name.clone(),
+                port: Some(a.port),
+                link: Some(NET_NAME.to_string()),
+                host: None,
+            })
+            .collect();
+    }
+    // Ranks fill nodes in order, one per GPU (the graph's `rank / ranks_per_node`): each node named by its index.
+    let per_node = n_ranks / nnodes.max(1);
+    snapshot.hosts = (0..nnodes).map(node_name).collect();
+    snapshot.communicators = (0..n_ranks)
+        .map(|rank| Communicator {
+            rank: Some(rank),
+            nranks: Some(n_ranks),
+            nnodes: Some(nnodes),
+            local_ranks: Some(per_node),
+            local_rank: Some(rank % per_node.max(1)),
+            host: Some(node_name(rank / per_node.max(1))),
+            ..Communicator::default()
+        })
+        .collect();
     snapshot.tuning = model.table();
     snapshot.decisions = choices.iter().map(Choice::decision).collect();
     snapshot.env = env.settings();
@@ -237,11 +269,15 @@ pub fn explain(
     Ok(Explained { snapshot, extras, model, choices })
 }
 
+/// A modelled node's name, by its index.
+fn node_name(node: u32) -> String {
+    format!("node{node}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::graph::testing::preset;
-    use collscope_model::Transport;
 
     #[test]
     fn dgx_h100_two_nodes_is_a_model_snapshot() {
@@ -263,8 +299,15 @@ mod tests {
                 let net = src / 8 != dst / 8;
                 assert_eq!(c.transport, if net { Transport::Net } else { Transport::P2p }, "{c:?}");
                 assert_eq!(c.gdrdma, net.then_some(true), "{c:?}");
+                // A NET edge names its NIC as the topology does (the IB HCAs are mlx5_*).
+                assert_eq!(c.nic.as_deref().is_some_and(|n| n.starts_with("mlx5_")), net, "{c:?}");
             }
         }
+        // The network and its NICs, and each rank's node, for the views (Overview's Network, rings by host).
+        assert_eq!((s.network.as_deref(), s.net_devices.len()), (Some("IB"), 8));
+        assert_eq!(s.hosts, ["node0", "node1"]);
+        let host = |r: u32| s.communicators.iter().find(|c| c.rank == Some(r)).and_then(|c| c.host.clone());
+        assert_eq!((host(7).as_deref(), host(8).as_deref(), s.communicators.len()), (Some("node0"), Some("node1"), 16));
         assert!(s.tuning[&Collective::AllReduce][&Algorithm::Ring].contains_key(&Protocol::Simple));
         // Five collectives x two sizes, each with the choice it came from.
         assert_eq!(s.decisions.len(), 10);

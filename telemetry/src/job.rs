@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 /// How long `/metrics/aggregate` and `/api/v1/job` wait for each other rank (the whole answer, body included).
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(2);
-/// The most one rank's `/api/v1/summary` may send: a summary is well under 1 KiB a rank, and one process serves a
-/// handful of ranks (ranks as threads: a node's worth); 256 KiB leaves room and bounds 16 fetches to 4 MiB.
-pub(crate) const MAX_SUMMARY_BYTES: usize = 256 << 10;
+/// The most one rank's `/api/v1/summary` may send: a summary is under 100 KiB a rank (its progress in 1 KiB, its
+/// edges, `MAX_RANK_EDGES` of each kind, the rest), and one process serves a handful of ranks (ranks as threads:
+/// a node's worth); 1 MiB leaves room and bounds 16 fetches to 16 MiB.
+pub(crate) const MAX_SUMMARY_BYTES: usize = 1 << 20;
 /// The most one local rank's `/metrics` may send to `/metrics/aggregate`: tens of thousands of series.
 pub(crate) const MAX_METRICS_BYTES: usize = 16 << 20;
 /// Ranks asked at once: enough to hide a round trip, few enough that the answers' memory stays bounded.

@@ -41,6 +41,7 @@ fn conn(channel: u32, src: u32, dst: u32, transport: Transport, mode: &str, gdr:
         mode: Some(mode.into()),
         net,
         device: (transport == Transport::Net).then_some(mode.trim_start_matches("IB/").parse().unwrap_or(0)),
+        nic: None,
         gdrdma: gdr,
         proxy_rank: None,
         shared: false,

@@ -2,8 +2,9 @@
 //! the source. Sources send [`Update`]s; the UI thread applies them.
 
 use crate::proxy_waits::ProxyWaits;
-use crate::traffic::{EdgeKey, Traffic};
+use crate::traffic::{EdgeKey, EdgeTraffic, Traffic};
 use collscope_model::{ChannelTraffic, Direction, Event, JobView, Snapshot, Source};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// The link to the source.
@@ -60,6 +61,10 @@ pub struct Live {
     pub traffic: Traffic,
     /// Bytes per edge as its receiver reported them (the snapshot shown).
     pub received: Traffic,
+    /// Every rank's edges as the job view last summarised them (the sender's and the receiver's counts), with
+    /// rates between job views: the edges of ranks other than the one shown.
+    job_sent: Traffic,
+    job_received: Traffic,
     /// Where the shown rank's proxy steps waited, since this view began watching it and recently.
     pub waits: ProxyWaits,
     pub link: LinkState,
@@ -83,6 +88,8 @@ impl Live {
             snapshot: Snapshot::new(Source::Runtime),
             traffic: Traffic::default(),
             received: Traffic::default(),
+            job_sent: Traffic::default(),
+            job_received: Traffic::default(),
             waits: ProxyWaits::default(),
             link: LinkState::Connecting,
             source_label: source_label.into(),
@@ -121,6 +128,18 @@ impl Live {
             }
             Update::Job(job) => {
                 self.remove_job_findings();
+                let mut counted = (BTreeSet::new(), BTreeSet::new());
+                for t in job.ranks.iter().flat_map(|r| &r.edges.traffic) {
+                    let (edges, key) = edge(&mut self.job_sent, &mut self.job_received, t);
+                    edges.set_total(key, t.bytes, t.in_place_bytes);
+                    if t.direction == Direction::Recv { &mut counted.1 } else { &mut counted.0 }.insert(key);
+                }
+                // A rank the job view no longer counts (it stopped answering) has no rate, not its last one.
+                self.job_sent.retain(|k| counted.0.contains(k));
+                self.job_received.retain(|k| counted.1.contains(k));
+                let now = self.clock.elapsed().as_secs_f64();
+                self.job_sent.sample(now);
+                self.job_received.sample(now);
                 self.job = Some(*job);
                 self.add_job_findings();
             }
@@ -188,7 +207,8 @@ impl Live {
         self.home.as_mut().unwrap_or(&mut self.snapshot)
     }
 
-    /// The job-level findings are shown with the rank's own (the Findings view reads the snapshot).
+    /// The job-level findings are shown with the rank's own (the Findings view reads the snapshot), and every
+    /// rank's connections and tree places with its own (the edge views read the snapshot's edges).
     fn add_job_findings(&mut self) {
         if let Some(job) = &self.job {
             for f in &job.findings {
@@ -196,7 +216,20 @@ impl Live {
                     self.snapshot.findings.push(f.clone());
                 }
             }
+            for r in &job.ranks {
+                self.snapshot.merge_rank_edges(&r.edges);
+            }
         }
+    }
+
+    /// What the sender counted on `key`: the shown snapshot's own count, else the job view's.
+    pub fn sent_on(&self, key: EdgeKey) -> Option<&EdgeTraffic> {
+        self.traffic.get(key).or_else(|| self.job_sent.get(key))
+    }
+
+    /// What the receiver counted on `key`: the shown snapshot's own count, else the job view's.
+    pub fn received_on(&self, key: EdgeKey) -> Option<&EdgeTraffic> {
+        self.received.get(key).or_else(|| self.job_received.get(key))
     }
 
     fn remove_job_findings(&mut self) {
@@ -351,6 +384,54 @@ mod tests {
         live.show_rank(None);
         assert!(live.traffic.get(e23).is_none() && live.received.is_empty());
         assert_eq!(live.traffic.get(e01).unwrap().bytes, 2000);
+    }
+
+    /// The job view carries every rank's edges: their connections and tree places join the shown snapshot's, and
+    /// their counts give the edges the shown rank does not count a rate, from one job view to the next.
+    #[test]
+    fn the_job_views_edges_fill_the_edges_the_shown_rank_does_not_count() {
+        use collscope_model::{ChannelTraffic, Connection, RankEdges, RankSummary, Transport, Tree};
+        let end = |rank, peer, direction, bytes| ChannelTraffic {
+            rank,
+            channel: 0,
+            peer,
+            direction,
+            transport: Some(Transport::Shm),
+            bytes,
+            in_place_bytes: None,
+            seconds: 0.1,
+        };
+        let conn = |src, dst| Connection::new(0, src, dst, Direction::Both, Transport::Shm);
+        let job = |sent23: u64| {
+            let endpoint = collscope_model::RankEndpoint { rank: 2, host: "h".into(), url: "http://h:1".into() };
+            let mut rank2 = RankSummary::unreachable(&endpoint, String::new());
+            rank2.edges = RankEdges {
+                connections: vec![conn(2, 3)],
+                trees: vec![Tree { channel: 0, rank: 2, up: 1, down: vec![3] }],
+                traffic: vec![end(2, 3, Direction::Send, sent23), end(2, 1, Direction::Recv, 2 * sent23)],
+            };
+            Update::Job(Box::new(JobView { ranks: vec![rank2], findings: vec![] }))
+        };
+        let mut live = Live::new("test");
+        live.apply(Update::Event(Box::new(Event::Connection(conn(0, 1)))));
+        live.apply(Update::Event(Box::new(Event::Traffic(end(0, 1, Direction::Send, 1000)))));
+        live.apply(job(1000));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        live.apply(job(5000));
+        assert_eq!(live.snapshot.connections, [conn(0, 1), conn(2, 3)]);
+        assert_eq!(live.snapshot.trees.len(), 1);
+        let e23 = EdgeKey { channel: 0, src: 2, dst: 3 };
+        let sent = live.sent_on(e23).unwrap();
+        assert!(sent.bytes == 5000 && sent.rate > 0.0, "{sent:?}");
+        assert_eq!(live.received_on(EdgeKey { channel: 0, src: 1, dst: 2 }).unwrap().bytes, 10000);
+        // The shown rank's own count comes first.
+        assert_eq!(live.sent_on(EdgeKey { channel: 0, src: 0, dst: 1 }).unwrap().bytes, 1000);
+        // A fresh snapshot of the connected process keeps the job's edges beside its own.
+        live.apply(Update::Snapshot(Box::new(Snapshot::new(Source::Runtime))));
+        assert_eq!(live.snapshot.connections, [conn(2, 3)]);
+        // Rank 2 no longer summarised (it stopped answering): its edges have no rate, not their last one.
+        live.apply(Update::Job(Box::default()));
+        assert!(live.sent_on(e23).is_none());
     }
 
     #[test]

@@ -76,6 +76,11 @@ impl Traffic {
         self.edges.values().map(|e| e.rate).sum()
     }
 
+    /// Drops the edges `keep` says no to.
+    pub fn retain(&mut self, keep: impl Fn(&EdgeKey) -> bool) {
+        self.edges.retain(|k, _| keep(k));
+    }
+
     pub fn clear(&mut self) {
         self.edges.clear();
     }

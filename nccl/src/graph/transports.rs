@@ -15,7 +15,7 @@ use collscope_model::{Connection, Direction, Graph, NodeType, Topology, Transpor
 use std::collections::{HashMap, HashSet};
 
 /// The network NCCL's IB plugin calls itself; the modelled NICs are InfiniBand HCAs.
-const NET_NAME: &str = "IB";
+pub const NET_NAME: &str = "IB";
 
 /// One connection line NCCL prints: the connection, and the device numbers beside its ranks.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +135,8 @@ impl Ctx<'_> {
         let mut out = Vec::with_capacity(2);
         for (direction, rank, gpu) in [(Direction::Send, src, g1), (Direction::Recv, dst, g2)] {
             let net = self.net(graph, channel, rank)?;
-            let dev = self.topo.nodes[net].net.as_ref().map_or(0, |a| a.dev.max(0) as u32);
+            let attrs = self.topo.nodes[net].net.as_ref();
+            let dev = attrs.map_or(0, |a| a.dev.max(0) as u32);
             let gdr = self.gdr(gpu, net, direction == Direction::Send)?;
             // Only the sender goes through a proxy GPU (PXN); `ncclTopoGetIntermediateRank`.
             let proxy = if direction == Direction::Send {
@@ -159,6 +160,7 @@ impl Ctx<'_> {
                 mode: Some(spec),
                 gdrdma: Some(gdr != GdrMode::Disabled),
                 proxy_rank: proxy,
+                nic: attrs.map(|a| a.name.clone()),
                 ..Connection::net(channel, src, dst, direction, NET_NAME, dev)
             };
             out.push(Edge { conn, devs, subsys: Subsys::INIT | Subsys::NET });

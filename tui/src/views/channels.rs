@@ -1,7 +1,7 @@
 //! Channels: every connection as channel x peer x direction with bytes sent (the sender's count) and received
 //! (the receiver's), rate, a rate sparkline, transport and GDR, wider columns on wider terminals (which also show
-//! the share of the sent bytes moved in place, where the source tells); for a modelled machine, which has no
-//! connections, the channel counts and each graph's channels.
+//! the share of the sent bytes moved in place, where the source tells); for a machine without connections (a
+//! model computed on one GPU), the channel counts and each graph's channels.
 
 use super::style::{bold, fmt_bytes, fmt_rate, selected, sparkline, transport_label, EdgeKind};
 use crate::app::App;
@@ -66,7 +66,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
             Some(false) => "no",
             None => "-",
         };
-        let traffic = live.traffic.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
+        let traffic = live.sent_on(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let (bytes, rate, hist) = match traffic {
             Some(t) => (fmt_bytes(t.bytes), fmt_rate(t.rate), sparkline(&t.history, hw)),
             None => ("-".into(), "-".into(), String::new()),
@@ -77,7 +77,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
         } else {
             String::new()
         };
-        let received = live.received.get(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
+        let received = live.received_on(EdgeKey { channel: c.channel, src: c.src, dst: c.dst });
         let received = received.map_or("-".into(), |t| fmt_bytes(t.bytes));
         let mut label = transport_label(c);
         if label.chars().count() > tw {

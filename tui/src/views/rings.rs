@@ -1,7 +1,7 @@
 //! Rings: per channel, the ring as a cycle of ranks grouped by host, each edge tagged and coloured by its
 //! transport, with the full transport and live rate per edge below.
 
-use super::style::{bold, dim, edge_connection, edge_tag, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
+use super::style::{bold, dim, edge_tag, fmt_rate, rank_host, sparkline, transport_label, EdgeKind};
 use crate::app::{ring_channels, App, Key};
 use crate::live::Live;
 use crate::rings::{ring_paths, RingPath};
@@ -52,10 +52,10 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let room = (main.height as usize).saturating_sub(lines.len());
     let first = app.row.min(edges.len().saturating_sub(room.max(1)));
     for &(src, dst) in edges.iter().skip(first).take(room) {
-        let conn = edge_connection(s, channel, src, dst);
+        let conn = s.edge(channel, src, dst).connection();
         let kind = EdgeKind::of(conn);
         let label = conn.map(transport_label).unwrap_or_else(|| "?".into());
-        let (rate, hist) = match live.traffic.get(EdgeKey { channel, src, dst }) {
+        let (rate, hist) = match live.sent_on(EdgeKey { channel, src, dst }) {
             Some(t) => (fmt_rate(t.rate), sparkline(&t.history, 16)),
             None => ("-".into(), String::new()),
         };
@@ -89,7 +89,7 @@ fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], closed: bool, width: u
             host = Some(h);
         }
         let next = order[(i + 1) % order.len()];
-        let conn = edge_connection(s, channel, rank, next);
+        let conn = s.edge(channel, rank, next).connection();
         let (kind, tag) = (EdgeKind::of(conn), edge_tag(conn));
         let rank_text = format!("{rank}");
         let last = i + 1 == order.len();

@@ -142,6 +142,7 @@ mod tests {
             p50_us: Some(900.0),
             p99_us: Some(4000.0),
             error: None,
+            edges: Default::default(),
         }
     }
 

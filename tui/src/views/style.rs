@@ -76,6 +76,9 @@ pub fn transport_label(c: &Connection) -> String {
     if c.shared && !mode.contains("Shared") {
         s.push_str("/Shared");
     }
+    if let Some(nic) = &c.nic {
+        s.push_str(&format!(" {nic}"));
+    }
     if c.inferred {
         s.push_str(" (inferred)");
     }
@@ -92,15 +95,14 @@ pub fn edge_tag(conn: Option<&Connection>) -> String {
     }
 }
 
-/// The connection carrying data from `src` to `dst` on `channel`: a send line of `src`, a receive line of `dst`,
-/// or a line without direction.
-pub fn edge_connection(s: &Snapshot, channel: u32, src: u32, dst: u32) -> Option<&Connection> {
-    s.connections.iter().find(|c| c.channel == channel && c.src == src && c.dst == dst)
-}
-
-/// The host a rank runs on, from the communicators.
+/// The host a rank runs on, from the communicators, else from where the job's ranks serve (a live rank's
+/// snapshot has its own communicator only, and every rank's endpoint).
 pub fn rank_host(s: &Snapshot, rank: u32) -> Option<&str> {
-    s.communicators.iter().find(|c| c.rank == Some(rank)).and_then(|c| c.host.as_deref())
+    s.communicators
+        .iter()
+        .find(|c| c.rank == Some(rank))
+        .and_then(|c| c.host.as_deref())
+        .or_else(|| s.endpoints.iter().find(|e| e.rank == rank).map(|e| e.host.as_str()))
 }
 
 pub fn severity_style(sev: Severity) -> Style {

@@ -1,7 +1,7 @@
 //! Trees: per channel, the tree(s) as indented parent -> children, each edge tagged with its transport.
 //! NCCL's double binary tree is two such trees on alternate channels with the roles of the ranks swapped.
 
-use super::style::{bold, dim, edge_connection, rank_host, transport_label, EdgeKind};
+use super::style::{bold, dim, rank_host, transport_label, EdgeKind};
 use crate::app::{tree_channels, App, Key};
 use crate::live::Live;
 use collscope_model::{RankState, Snapshot, Tree};
@@ -62,7 +62,7 @@ fn subtree(
         spans.push(Span::styled(format!("{}", t.rank), bold()));
     } else {
         spans.push(Span::raw(format!("{prefix}{}", if last { "└─" } else { "├─" })));
-        let conn = edge_connection(s, t.channel, t.up as u32, t.rank);
+        let conn = s.edge(t.channel, t.up as u32, t.rank).connection();
         let kind = EdgeKind::of(conn);
         spans.push(Span::styled(
             format!("{}▶ ", conn.map(transport_label).unwrap_or_else(|| kind.tag().into())),
