@@ -1,6 +1,5 @@
 //! How each rank reaches each peer on each channel.
 
-use super::events::ChannelTraffic;
 use super::names::Transport;
 use super::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -126,6 +125,27 @@ impl Snapshot {
             received: end(dst, src, Direction::Recv),
         }
     }
+}
+
+/// One rank's traffic on one channel, summed over a call's steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelTraffic {
+    pub rank: u32,
+    pub channel: u32,
+    pub peer: u32,
+    /// `Send` or `Recv` as seen from `rank`.
+    pub direction: Direction,
+    /// How the channel reaches the peer; `None` lets telemetry take it from the connection records.
+    pub transport: Option<Transport>,
+    pub bytes: u64,
+    /// Of `bytes`, those no connection buffer carried: read where the sender had them or written where the
+    /// receiver wanted them (threads' P2P, registered SHM windows, NET sending from or receiving into the user's
+    /// buffer). The rest went through the slots, a copy on each side. `None` where the source does not tell (NCCL's
+    /// profiler plugin).
+    #[serde(default)]
+    pub in_place_bytes: Option<u64>,
+    /// Seconds the transfer took (first step posted to last step done).
+    pub seconds: f64,
 }
 
 #[cfg(test)]

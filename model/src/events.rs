@@ -3,11 +3,10 @@
 //! `{"kind": "op_completed", "data": {...}}`.
 
 use super::comm::Communicator;
-use super::connection::{Connection, Direction};
+use super::connection::{ChannelTraffic, Connection};
 use super::diag::{Finding, Warning};
 use super::graph::{ChannelCounts, Graph, Ring, Tree};
 use super::job::RankEndpoint;
-use super::names::Transport;
 use super::ops::{KernelChannel, OpRecord, ProxyOp, ProxyTally};
 use super::topology::Topology;
 use super::tuning::{Decision, TuningTable};
@@ -136,30 +135,10 @@ pub struct ProfilerCounters {
     pub proxy_appended_ops: u64,
 }
 
-/// One rank's traffic on one channel, summed over a call's steps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChannelTraffic {
-    pub rank: u32,
-    pub channel: u32,
-    pub peer: u32,
-    /// `Send` or `Recv` as seen from `rank`.
-    pub direction: Direction,
-    /// How the channel reaches the peer; `None` lets telemetry take it from the connection records.
-    pub transport: Option<Transport>,
-    pub bytes: u64,
-    /// Of `bytes`, those no connection buffer carried: read where the sender had them or written where the
-    /// receiver wanted them (threads' P2P, registered SHM windows, NET sending from or receiving into the user's
-    /// buffer). The rest went through the slots, a copy on each side. `None` where the source does not tell (NCCL's
-    /// profiler plugin).
-    #[serde(default)]
-    pub in_place_bytes: Option<u64>,
-    /// Seconds the transfer took (first step posted to last step done).
-    pub seconds: f64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Direction, Transport};
 
     #[test]
     fn events_are_tagged_with_snake_case_kinds() {

@@ -2,9 +2,8 @@
 //! can reach the others), and a bounded summary of one rank's progress ([`RankSummary`]) that `/api/v1/job`
 //! merges from every rank into a [`JobView`] with the job-level findings.
 
-use super::connection::Connection;
+use super::connection::{ChannelTraffic, Connection};
 use super::diag::Finding;
-use super::events::ChannelTraffic;
 use super::graph::Tree;
 use super::names::{Collective, DataType, RedOp};
 use super::ops::OpState;

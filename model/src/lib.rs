@@ -25,9 +25,9 @@ pub mod tuning;
 use std::collections::VecDeque;
 
 pub use comm::{CommState, Communicator, InitTimings};
-pub use connection::{Connection, Direction, Edge, GdrState};
+pub use connection::{ChannelTraffic, Connection, Direction, Edge, GdrState};
 pub use diag::{EnvSetting, Finding, LineRef, Warning};
-pub use events::{ChannelTraffic, Event, InitFacts, ProfilerCounters};
+pub use events::{Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
