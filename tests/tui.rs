@@ -822,6 +822,11 @@ fn a_rank_that_calls_another_collective_is_named_with_the_sequence_number_and_wh
         d.job()?.findings.into_iter().find(|f| f.code == "collective_mismatch")
     });
     assert_eq!(f.rank, Some(1), "{f:?}");
-    assert!(f.title.starts_with("rank 1 called Broadcast where rank 0,2,3 called AllReduce at #"), "{}", f.title);
-    assert!(f.detail.contains("collective Broadcast vs AllReduce, op - vs sum, root 0 vs -"), "{}", f.detail);
+    // The others' calls at that number may have left some ranks' windows of recent calls: at least one remains.
+    assert!(
+        f.title.starts_with("rank 1 called Broadcast where rank ") && f.title.contains(" called AllReduce at #"),
+        "{}",
+        f.title
+    );
+    assert!(f.detail.contains("differ: collective Broadcast vs AllReduce;"), "{}", f.detail);
 }

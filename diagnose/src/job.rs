@@ -95,26 +95,29 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
     out
 }
 
-/// What differs between two calls at one sequence number, as `field A vs B` (empty: they agree).
+/// What differs between two calls at one sequence number, as `field A vs B` (empty: they agree). The op and the
+/// root are compared only where both ranks' records have them (a call still in flight may not carry them yet).
 fn differences(a: &CallSig, b: &CallSig) -> Vec<String> {
     let mut out = Vec::new();
-    let mut field = |name: &str, x: String, y: String| {
-        if x != y {
-            out.push(format!("{name} {x} vs {y}"));
+    let mut field = |name: &str, x: Option<String>, y: Option<String>| {
+        if let (Some(x), Some(y)) = (x, y) {
+            if x != y {
+                out.push(format!("{name} {x} vs {y}"));
+            }
         }
     };
-    field("collective", a.coll.to_string(), b.coll.to_string());
-    field("count", a.count.to_string(), b.count.to_string());
-    field("datatype", a.datatype.to_string(), b.datatype.to_string());
-    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    field("op", opt(a.op.map(|o| o.to_string())), opt(b.op.map(|o| o.to_string())));
-    field("root", opt(a.root.map(|r| r.to_string())), opt(b.root.map(|r| r.to_string())));
+    field("collective", Some(a.coll.to_string()), Some(b.coll.to_string()));
+    field("count", Some(a.count.to_string()), Some(b.count.to_string()));
+    field("datatype", Some(a.datatype.to_string()), Some(b.datatype.to_string()));
+    field("op", a.op.map(|o| o.to_string()), b.op.map(|o| o.to_string()));
+    field("root", a.root.map(|r| r.to_string()), b.root.map(|r| r.to_string()));
     out
 }
 
 /// Ranks that called different things at the same sequence number of one communicator (PyTorch's "rank 7 ran
 /// BROADCAST where rank 3 ran ALLREDUCE at SeqNum 80078"): the first such number per communicator, since every
-/// later call follows from it. The call most ranks made is the reference; point-to-point calls differ by design.
+/// later call follows from it. The call most ranks agree with is the reference (ties: the lowest rank's);
+/// point-to-point calls differ by design.
 pub fn mismatch(job: &JobView) -> Vec<Finding> {
     let mut out = Vec::new();
     for comm in comms(job) {
@@ -126,23 +129,18 @@ pub fn mismatch(job: &JobView) -> Vec<Finding> {
                 }
             }
         }
-        let Some((seq, calls)) = by_seq.into_iter().find(|(_, calls)| calls.iter().any(|(_, c)| *c != calls[0].1))
+        let agree = |a: &CallSig, b: &CallSig| differences(a, b).is_empty();
+        let Some((seq, calls)) = by_seq.into_iter().find(|(_, calls)| calls.iter().any(|(_, c)| !agree(c, calls[0].1)))
         else {
             continue;
         };
-        // The call most ranks made (ties: the one the lowest rank made).
         let reference = calls
             .iter()
-            .map(|(_, c)| *c)
-            .max_by_key(|c| {
-                (
-                    calls.iter().filter(|(_, d)| d == c).count(),
-                    std::cmp::Reverse(calls.iter().position(|(_, d)| d == c)),
-                )
-            })
-            .unwrap_or(calls[0].1);
-        let agree: Vec<u32> = calls.iter().filter(|(_, c)| *c == reference).map(|(r, _)| *r).collect();
-        for (rank, call) in calls.iter().filter(|(_, c)| *c != reference) {
+            .enumerate()
+            .max_by_key(|&(i, (_, c))| (calls.iter().filter(|(_, d)| agree(c, d)).count(), std::cmp::Reverse(i)))
+            .map_or(calls[0].1, |(_, (_, c))| *c);
+        let alike: Vec<u32> = calls.iter().filter(|(_, c)| agree(c, reference)).map(|(r, _)| *r).collect();
+        for (rank, call) in calls.iter().filter(|(_, c)| !agree(c, reference)) {
             out.push(Finding {
                 code: "collective_mismatch".into(),
                 severity: Severity::Error,
@@ -150,14 +148,14 @@ pub fn mismatch(job: &JobView) -> Vec<Finding> {
                 title: format!(
                     "rank {rank} called {} where rank {} called {} at #{seq}",
                     call.coll,
-                    list(&agree),
+                    list(&alike),
                     reference.coll
                 ),
                 detail: format!(
                     "at sequence number {seq}{}, rank {rank} and rank {} differ: {}; a collective needs the same call \
                      on every rank, so they wait for each other until the timeout or read the wrong data",
                     comm_name(comm),
-                    list(&agree),
+                    list(&alike),
                     differences(call, reference).join(", ")
                 ),
                 evidence: Vec::new(),
@@ -318,8 +316,11 @@ mod tests {
         let f = &found[0];
         assert_eq!((f.code.as_str(), f.rank), ("collective_mismatch", Some(2)));
         assert_eq!(f.title, "rank 2 called Broadcast where rank 0,1,3 called AllReduce at #6");
-        assert!(f.detail.contains("collective Broadcast vs AllReduce, op - vs sum, root 0 vs -"), "{}", f.detail);
+        assert!(f.detail.contains("differ: collective Broadcast vs AllReduce;"), "{}", f.detail);
 
+        // A call still in flight carries no op yet: it agrees with the same call done.
+        job.ranks[3].comms[0].recent_calls[4].op = None;
+        assert_eq!(mismatch(&job).len(), 1);
         // Calls that agree raise nothing.
         for r in &mut job.ranks {
             r.comms[0].recent_calls.truncate(5);

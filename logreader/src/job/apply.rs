@@ -107,6 +107,26 @@ impl Job {
     }
 
     /// Remembers which rank printed a communicator pointer: a COLL line names its communicator, not its rank.
+    /// The communicator a line names with its rank and size (`source`: which line printed the size): the rank
+    /// learnt for the process, the size for the job, and the communicator's slot with both set.
+    fn comm_member(
+        &mut self,
+        key: &ProcKey,
+        comm: &str,
+        rank: u32,
+        nranks: u32,
+        source: &'static str,
+    ) -> Option<usize> {
+        self.learn_rank(key, rank);
+        self.printed_nranks(nranks, source);
+        let i = self.comm_slot(key, comm)?;
+        self.comm_rank.insert(Self::comm_rank_key(key, comm), rank);
+        let c = &mut self.snap.communicators[i];
+        c.rank = Some(rank);
+        c.nranks = Some(nranks);
+        Some(i)
+    }
+
     pub(super) fn comm_rank_key(key: &ProcKey, comm: &str) -> u64 {
         let mut h = FastHash::default();
         h.bytes(key.host.unwrap_or("").as_bytes());
@@ -351,13 +371,10 @@ impl Job {
                 }
             }
             Event::CommInit(c) => {
-                self.learn_rank(key, c.rank);
-                self.printed_nranks(c.nranks, "nranks (Init line)");
-                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
-                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let Some(i) = self.comm_member(key, &c.comm, c.rank, c.nranks, "nranks (Init line)") else {
+                    return true;
+                };
                 let comm = &mut self.snap.communicators[i];
-                comm.rank = Some(c.rank);
-                comm.nranks = Some(c.nranks);
                 comm.cuda_dev = Some(c.cuda_dev);
                 comm.bus_id = c.bus_id.or(comm.bus_id.take());
                 // A split communicator is named by its parent: its members share the parent's commId.
@@ -373,27 +390,18 @@ impl Job {
                 }
             }
             Event::CommInfo(c) => {
-                self.learn_rank(key, c.rank);
-                self.printed_nranks(c.nranks, "nRanks");
                 self.printed_nnodes(c.nnodes, "nNodes");
-                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
-                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let Some(i) = self.comm_member(key, &c.comm, c.rank, c.nranks, "nRanks") else { return true };
                 let comm = &mut self.snap.communicators[i];
-                comm.rank = Some(c.rank);
-                comm.nranks = Some(c.nranks);
                 comm.nnodes = Some(c.nnodes);
                 comm.local_ranks = Some(c.local_ranks);
                 comm.local_rank = Some(c.local_rank);
                 self.streams.entry(stream).or_default().comm = Some(i);
             }
             Event::CommEnd(c) => {
-                self.learn_rank(key, c.rank);
-                self.printed_nranks(c.nranks, "an Abort/Destroy COMPLETE line's nranks");
-                let Some(i) = self.comm_slot(key, &c.comm) else { return true };
-                self.comm_rank.insert(Self::comm_rank_key(key, &c.comm), c.rank);
+                let what = "an Abort/Destroy COMPLETE line's nranks";
+                let Some(i) = self.comm_member(key, &c.comm, c.rank, c.nranks, what) else { return true };
                 let comm = &mut self.snap.communicators[i];
-                comm.rank = Some(c.rank);
-                comm.nranks = Some(c.nranks);
                 comm.cuda_dev = Some(c.cuda_dev);
                 comm.bus_id = c.bus_id.or(comm.bus_id.take());
                 comm.state = CommState::Destroyed;
