@@ -287,6 +287,20 @@ fn edge<'a>(sent: &'a mut Traffic, received: &'a mut Traffic, t: &ChannelTraffic
 mod tests {
     use super::*;
     use crate::fixture::op as record;
+
+    /// What `rank` counted on channel 0 towards `peer` over SHM, half of it in place.
+    fn end(rank: u32, peer: u32, direction: Direction, bytes: u64) -> ChannelTraffic {
+        ChannelTraffic {
+            rank,
+            channel: 0,
+            peer,
+            direction,
+            transport: Some(collscope_model::Transport::Shm),
+            bytes,
+            in_place_bytes: Some(bytes / 2),
+            seconds: 0.1,
+        }
+    }
     use collscope_model::{Algorithm, Collective, OpRecord, OpState, Protocol};
 
     fn op(seq: u64, state: OpState) -> OpRecord {
@@ -346,17 +360,6 @@ mod tests {
 
     #[test]
     fn another_ranks_edges_come_from_its_own_snapshots_totals() {
-        use collscope_model::{ChannelTraffic, Transport};
-        let end = |rank, peer, direction, bytes| ChannelTraffic {
-            rank,
-            channel: 0,
-            peer,
-            direction,
-            transport: Some(Transport::Shm),
-            bytes,
-            in_place_bytes: Some(bytes / 2),
-            seconds: 0.1,
-        };
         let e01 = EdgeKey { channel: 0, src: 0, dst: 1 };
         let (e23, e12) = (EdgeKey { channel: 0, src: 2, dst: 3 }, EdgeKey { channel: 0, src: 1, dst: 2 });
         let mut live = Live::new("test");
@@ -390,17 +393,7 @@ mod tests {
     /// their counts give the edges the shown rank does not count a rate, from one job view to the next.
     #[test]
     fn the_job_views_edges_fill_the_edges_the_shown_rank_does_not_count() {
-        use collscope_model::{ChannelTraffic, Connection, RankEdges, RankSummary, Transport, Tree};
-        let end = |rank, peer, direction, bytes| ChannelTraffic {
-            rank,
-            channel: 0,
-            peer,
-            direction,
-            transport: Some(Transport::Shm),
-            bytes,
-            in_place_bytes: None,
-            seconds: 0.1,
-        };
+        use collscope_model::{Connection, RankEdges, RankSummary, Transport, Tree};
         let conn = |src, dst| Connection::new(0, src, dst, Direction::Both, Transport::Shm);
         let job = |sent23: u64| {
             let endpoint = collscope_model::RankEndpoint { rank: 2, host: "h".into(), url: "http://h:1".into() };

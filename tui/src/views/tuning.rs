@@ -205,32 +205,30 @@ mod tests {
         assert!(!text.contains("extension"), "{text}");
 
         // The runtime's own algorithm is named as collscope's, not NCCL's.
-        let mut snap = fixture::snapshot();
-        let cell = TuningCell { lat_us: 8.0, bw_gbps: 5.0 };
-        snap.tuning
-            .entry(Collective::AllReduce)
-            .or_default()
-            .entry(Algorithm::OneShot)
-            .or_default()
-            .insert(Protocol::Ll, cell);
+        let snap = with_one_shot(TuningCell { lat_us: 8.0, bw_gbps: 5.0 });
         let live = crate::Live::with_snapshot("fixture", snap);
         let text = screen(&render(&app, &live, 80, 24));
         assert!(text.contains("OneShot            8.0/5.0"), "{text}");
         assert!(text.contains("OneShot: a collscope extension, not an NCCL algorithm"), "{text}");
     }
 
-    #[test]
-    fn best_cells_by_size_include_the_extension_where_the_runtime_chose_it() {
-        let app = App { tab: Tab::Tuning, ..App::default() };
+    /// The fixture with the runtime's OneShot priced for AllReduce over LL at `cell`.
+    fn with_one_shot(cell: TuningCell) -> Snapshot {
         let mut snap = fixture::snapshot();
-        // Slower than Tree/LL at every size in the first-order model, yet what the runtime ran.
-        let cell = TuningCell { lat_us: 30.0, bw_gbps: 1.0 };
         snap.tuning
             .entry(Collective::AllReduce)
             .or_default()
             .entry(Algorithm::OneShot)
             .or_default()
             .insert(Protocol::Ll, cell);
+        snap
+    }
+
+    #[test]
+    fn best_cells_by_size_include_the_extension_where_the_runtime_chose_it() {
+        let app = App { tab: Tab::Tuning, ..App::default() };
+        // Slower than Tree/LL at every size in the first-order model, yet what the runtime ran.
+        let mut snap = with_one_shot(TuningCell { lat_us: 30.0, bw_gbps: 1.0 });
         let text = screen(&render(&app, &crate::Live::with_snapshot("fixture", snap.clone()), 80, 40));
         assert!(!text.contains("ran: collscope's extension"), "not chosen, not listed: {text}");
         let decision = |bytes, algo| Decision {
