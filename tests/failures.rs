@@ -3,7 +3,7 @@
 //! an abort. Every process runs under a deadline (`collscope_testkit::Proc`); each test checks the exit status,
 //! the error, the time taken, that no process of the job is left and that none left anything in /dev/shm.
 
-mod procs;
+use crate::procs;
 
 use collscope_testkit::{Proc, DEADLINE};
 use nix::sys::signal::Signal;

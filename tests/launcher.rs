@@ -5,7 +5,7 @@
 //! time; the helper runs under a `Proc` deadline, and the launcher and its ranks share the helper's process
 //! group, which the `Proc` kills at the end.
 
-mod procs;
+use crate::procs;
 
 use collscope_testkit::hold::{self, At};
 use collscope_testkit::{Proc, DEADLINE};
@@ -61,9 +61,8 @@ impl Held {
     /// `None`, after a line saying so, where ptrace is not permitted.
     fn start(at: &str, nth: usize) -> Option<Held> {
         let args = ["perf", "all_reduce", "--nranks", "3", "--launch", "processes", "-b", "8", "-e", "8", "-n", "5"];
-        let mut cmd = Command::new(std::env::current_exe().expect("this test binary"));
-        cmd.args(["hold_helper", "--exact", "--nocapture", "--test-threads", "1"])
-            .env(HOLD, format!("{at} {nth}"))
+        let mut cmd = collscope_testkit::own::rerun(&collscope_testkit::own::test_path(module_path!(), "hold_helper"));
+        cmd.env(HOLD, format!("{at} {nth}"))
             .env(ARGS, args.join("\x1f"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

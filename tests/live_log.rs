@@ -3,7 +3,7 @@
 //! connections and per-call decisions as the live snapshot the same run serves.
 
 #[allow(dead_code)]
-mod live;
+use crate::live;
 
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -1,6 +1,6 @@
 //! End-to-end: `collscope perf` as nccl-tests would be run, on threads and on processes, over each transport.
 
-mod common;
+use crate::common;
 
 fn collscope(args: &[&str]) -> (bool, String, String) {
     common::run(args, &[])

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-mod tmux;
+use crate::tmux;
 
 use tmux::Tmux;
 
@@ -24,7 +24,7 @@ fn shared_lib(name: &str, src: &str) -> PathBuf {
     let out = output(
         Command::new("cc")
             .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I"])
-            .arg(root.join("profiler/tests"))
+            .arg(root.join("plugins/profiler/tests"))
             .arg("-o")
             .arg(&so)
             .arg(root.join("tests/profiler").join(src)),
@@ -354,7 +354,7 @@ const NONE_CHILD: &str = "COLLSCOPE_TEST_NONE_CHILD";
 
 /// Communicators each have their own environment: in one process, two ranks (threads over NET/Socket) load the
 /// recorder, and two more whose environment says `NCCL_PROFILER_PLUGIN=none` run beside them without it, as the
-/// in-process overhead bench (`benches/profiler_overhead.rs`) needs. The job runs in a child process (this test
+/// in-process overhead bench (`bench/profiler_overhead.rs`) needs. The job runs in a child process (this test
 /// again), since the plugin is loaded once per process and reads `RECORDER_OUT` from the process environment.
 #[test]
 fn a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin() {
@@ -382,12 +382,14 @@ fn a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("recorded.txt");
     let out = output(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin"])
-            .env(NONE_CHILD, "1")
-            .env("RECORDER_OUT", &rec)
-            .env("COLLSCOPE_TIMEOUT_S", "60")
-            .env_remove("NCCL_PROFILER_PLUGIN"),
+        collscope_testkit::own::rerun(&collscope_testkit::own::test_path(
+            module_path!(),
+            "a_communicator_whose_environment_says_none_runs_without_the_loaded_plugin",
+        ))
+        .env(NONE_CHILD, "1")
+        .env("RECORDER_OUT", &rec)
+        .env("COLLSCOPE_TIMEOUT_S", "60")
+        .env_remove("NCCL_PROFILER_PLUGIN"),
         LIMIT,
     );
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

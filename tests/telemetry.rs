@@ -3,7 +3,7 @@
 //! Prometheus scraping it with the shipped scrape config, `promtool check metrics`, and the shipped Grafana
 //! dashboard's metric names found in live expositions. Every server binds a loopback port the OS picks.
 
-mod live;
+use crate::live;
 
 use collscope_testkit::Proc;
 use live::start;

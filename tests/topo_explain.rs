@@ -1,5 +1,5 @@
 //! `collscope topo explain` end to end on the shipped presets: the worked numbers of issue 3, checked against
-//! NCCL 2.28.9's formulas (see `nccl/src/tuning/tests.rs` for where reference text 000 slips).
+//! NCCL 2.28.9's formulas (see `core/nccl/src/tuning/tests.rs` for where reference text 000 slips).
 
 use serde_json::Value;
 use std::process::{Command, Output};

@@ -3,9 +3,9 @@
 //! program in the pane has a deadline too, so no server outlives a test that was itself killed. The log views
 //! are drawn from collscope's own NCCL logs, and also from a real NCCL log where `../shared` has them.
 
-mod live;
-mod procs;
-mod tmux;
+use crate::live;
+use crate::procs;
+use crate::tmux;
 
 use collscope_model::*;
 use collscope_testkit::{free_ports, output, Proc};

@@ -1,7 +1,7 @@
 //! End-to-end: `collscope tune calibrate` measures and writes a profile that `tune show` and communicators load;
 //! a bad profile stops a run naming the file.
 
-mod common;
+use crate::common;
 
 use common::run as collscope;
 

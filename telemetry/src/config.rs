@@ -74,7 +74,7 @@ pub struct LocalRank {
 }
 
 /// Each launcher's (rank, local rank) variables, in the order collscope's runtime reads them
-/// (`runtime/src/comm/launch.rs`): collscope's launcher, Open MPI, Slurm, torchrun.
+/// (`core/runtime/src/comm/launch.rs`): collscope's launcher, Open MPI, Slurm, torchrun.
 const LAUNCHERS: [(&str, &str); 4] = [
     ("COLLSCOPE_RANK", "COLLSCOPE_LOCAL_RANK"),
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),

@@ -1,5 +1,5 @@
-//! The job view's fetches ignore proxy variables (issue 48): in a process whose environment names a proxy (its
-//! own test binary, so setting the variables races no other test), a planted rank is asked directly and the
+//! The job view's fetches ignore proxy variables (issue 48): in a process whose environment names a proxy (a
+//! process of its own, so setting the variables races no other test), a planted rank is asked directly and the
 //! proxy sees nothing.
 
 use collscope_model::{Event, RankEndpoint, Source};
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 #[test]
 fn proxy_variables_are_not_honoured() {
+    collscope_testkit::own_process!(proxy_variables_are_not_honoured);
     let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
     let seen = Arc::new(AtomicUsize::new(0));

@@ -1,5 +1,5 @@
 //! The runtime reports to telemetry: real collectives on ranks as threads, seen through `/metrics`.
-//! (Its own test binary: it turns on the process's recorder.)
+//! (In a process of its own: it turns on the process's recorder.)
 
 use collscope_debug::env::Env;
 use collscope_model::{RedOp, Source};
@@ -13,6 +13,7 @@ fn value(text: &str, prefix: &str) -> f64 {
 
 #[test]
 fn collectives_connections_and_channel_traffic_reach_the_metrics() {
+    collscope_testkit::own_process!(collectives_connections_and_channel_traffic_reach_the_metrics);
     let t = Telemetry::start(
         &TelemetryConfig::new("127.0.0.1:0".parse().unwrap()),
         Source::Runtime,

@@ -1,5 +1,5 @@
-//! A call that never ends shows as in flight, in the snapshot and the gauge, until it ends (its own test
-//! binary: it turns on the process's recorder).
+//! A call that never ends shows as in flight, in the snapshot and the gauge, until it ends (in a process
+//! of its own: it turns on the process's recorder).
 
 use collscope_debug::env::Env;
 use collscope_model::{OpState, RedOp, Source};
@@ -20,6 +20,7 @@ fn in_flight(t: &Telemetry) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_hung_call_is_in_flight_until_it_ends() {
+    collscope_testkit::own_process!(a_hung_call_is_in_flight_until_it_ends);
     let t = Telemetry::start(
         &TelemetryConfig::new("127.0.0.1:0".parse().unwrap()),
         Source::Runtime,

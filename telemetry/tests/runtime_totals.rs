@@ -1,4 +1,4 @@
-//! Real communicators (ranks as threads) reporting to the process's recorder (its own test binary): every call reaches the counters
+//! Real communicators (ranks as threads) reporting to the process's recorder (in a process of its own): every call reaches the counters
 //! and the histogram exactly, however many calls happen between two reads, while the histories keep what
 //! the runtime's ring still held and count the rest as dropped; each channel's bytes say how many moved in place.
 
@@ -17,6 +17,7 @@ fn value(text: &str, prefix: &str) -> f64 {
 
 #[test]
 fn runtime_totals_reach_the_metrics_exactly_and_the_ring_overrun_counts_as_dropped() {
+    collscope_testkit::own_process!(runtime_totals_reach_the_metrics_exactly_and_the_ring_overrun_counts_as_dropped);
     let mut cfg = TelemetryConfig::new("127.0.0.1:0".parse().unwrap());
     // Read only when scraped, so the calls below all happen between two reads.
     cfg.drain_interval = Duration::from_secs(3600);

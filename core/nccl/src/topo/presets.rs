@@ -1,4 +1,4 @@
-//! Reference machines shipped as NCCL topology XML files (`nccl/presets/*.xml`), so `topo show --preset`
+//! Reference machines shipped as NCCL topology XML files (`core/nccl/presets/*.xml`), so `topo show --preset`
 //! and the graph search can reason about hardware collscope does not run on.
 
 use super::error::TopoError;

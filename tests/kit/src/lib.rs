@@ -7,8 +7,10 @@
 //!   which exist beside a developer's checkout but not beside a fresh clone. A test that needs them asks here and
 //!   skips with one line otherwise.
 //! - [`hold`]: a process of a job held stopped at its exec or its exit (ptrace), for the launcher's tests.
+//! - [`own`]: a test that needs a process of its own ([`own_process!`]) in a crate's one test binary.
 
 pub mod hold;
+pub mod own;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -171,7 +173,7 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8
 /// `../shared/PATH` beside the checkout, or `None` after printing one line that names the test's purpose (`what`)
 /// as skipped.
 pub fn shared(path: &str, what: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(path);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared").join(path);
     if dir.exists() {
         Some(dir)
     } else {

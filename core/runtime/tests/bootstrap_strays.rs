@@ -49,6 +49,7 @@ fn pour(s: &Socket, bytes: usize) -> usize {
 
 #[test]
 fn strangers_on_the_peer_listener_leave_the_rank_bounded_and_the_job_working() {
+    collscope_testkit::own_process!(strangers_on_the_peer_listener_leave_the_rank_bounded_and_the_job_working);
     let env = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "10")]);
     let id = UniqueId::create(&env).unwrap();
     let boots: Vec<TcpBootstrap> = std::thread::scope(|s| {

@@ -26,6 +26,7 @@ fn listening() -> BTreeSet<u16> {
 
 #[test]
 fn idle_connections_to_a_joining_ranks_listeners_do_not_stall_init() {
+    collscope_testkit::own_process!(idle_connections_to_a_joining_ranks_listeners_do_not_stall_init);
     let env = Env::from_pairs([("COLLSCOPE_TIMEOUT_S", "10")]);
     let id = UniqueId::create(&env).unwrap();
     let before = listening();

@@ -2,7 +2,7 @@
 //! as NCCL and its plugins share NCCL's headers (the plugin `collscope-profiler` exports the structs, the runtime
 //! loads any plugin through them). Written from NCCL 2.30.7 `src/include/plugin/nccl_profiler.h` (event bits,
 //! states) and `src/include/plugin/profiler/profiler_v{4,5,6}.h` (descriptors, state arguments, the plugin
-//! struct); `profiler/tests/nccl_profiler.h` holds the same layouts in C and a test compares every offset. The
+//! struct); `plugins/profiler/tests/nccl_profiler.h` holds the same layouts in C and a test compares every offset. The
 //! socket network's NetPlugin data is [`net_socket_v1`].
 
 pub mod net_socket_v1;

@@ -1,0 +1,17 @@
+//! collscope-logreader's integration tests, in one binary (one link instead of one per file): each file here is a module.
+//! Tests that need a process of their own say so with `collscope_testkit::own_process!`.
+
+mod bare;
+mod fixtures;
+mod kinds;
+mod line_kinds;
+mod own_format;
+mod own_lines;
+mod robustness;
+mod rules;
+
+#[test]
+fn every_test_file_is_declared_here() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    collscope_testkit::own::assert_every_test_file_declared(&dir, include_str!("main.rs"));
+}
