@@ -700,7 +700,11 @@ fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
             Err(job)
         }
     });
-    assert!(job["findings"].as_array().is_none_or(Vec::is_empty), "{job}");
+    // A straggler is a matter of timing: on a loaded host one rank process really is descheduled behind the
+    // others. Anything else is a false alarm on a healthy job.
+    let alarms: Vec<_> =
+        job["findings"].as_array().into_iter().flatten().filter(|f| f["code"] != "straggler").collect();
+    assert!(alarms.is_empty(), "{job}");
 
     let calls = want.values().sum::<f64>() as u64;
     let tui = Tmux::start("plugin", &["tui", "--connect", &format!("http://127.0.0.1:{base}")]);
