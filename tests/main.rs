@@ -19,6 +19,7 @@ mod log_explain_robust;
 mod netns;
 mod perf_cli;
 mod profiler_plugin;
+mod readme;
 mod telemetry;
 mod topo_cli;
 mod topo_explain;

@@ -28,13 +28,19 @@ impl Tmux {
 
     /// [`Tmux::start`] in a pane of (columns, rows).
     pub fn start_sized(name: &str, (cols, rows): (u16, u16), args: &[&str]) -> Tmux {
-        let socket = format!("collscope-{name}-{}", std::process::id());
         let bin = env!("CARGO_BIN_EXE_collscope");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let cmd = format!("timeout --foreground -s KILL 240 '{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
+        Tmux::start_shell(name, (cols, rows), &cmd)
+    }
+
+    /// A pane of (columns, rows) running the shell command `cmd`, which must bound itself and linger as
+    /// [`Tmux::start`]'s does.
+    pub fn start_shell(name: &str, (cols, rows): (u16, u16), cmd: &str) -> Tmux {
+        let socket = format!("collscope-{name}-{}", std::process::id());
         let mut t = Tmux { socket, socket_path: PathBuf::new() };
         let (x, y) = (cols.to_string(), rows.to_string());
-        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", &x, "-y", &y, "sh", "-c", &cmd]);
+        t.tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", &x, "-y", &y, "sh", "-c", cmd]);
         t.socket_path = PathBuf::from(t.tmux(&["display-message", "-p", "#{socket_path}"]).trim());
         t
     }
