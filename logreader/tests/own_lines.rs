@@ -1,5 +1,6 @@
-//! The init and call lines `collscope_model::lines` writes (for the runtime and the NCCL model) read back by
-//! the log reader's parsers into the values they were written from.
+//! The init and call lines `collscope_model::lines` writes (for the runtime and the NCCL model) read back
+//! through the log reader's dispatch (`message::parse`, a `Reader` for the table) into the values they were
+//! written from: the parsers are the model's, beside the formatters; these check the reader reaches them.
 
 use collscope_logreader::message::{parse, CommInfo, CommInit, DecisionLine, Event};
 use collscope_model::lines::{
