@@ -28,7 +28,7 @@ pub fn comm_info_line(comm: &str, rank: u32, nranks: u32, nnodes: u32, local_ran
     )
 }
 
-/// [`comm_info_line`]'s line, and those before 2.19 without ` MNNVL 0`.
+/// [`comm_info_line`]'s line, and older releases' without ` MNNVL 0`.
 pub fn comm_info(msg: &str) -> Option<CommInfo> {
     let mut s = Scan::new(msg);
     s.lit("comm ")?;
@@ -227,8 +227,8 @@ pub fn channel_counts(msg: &str) -> Option<ChannelCounts> {
     Some(cc)
 }
 
-/// What `Connected all rings` says: whether the ring uses PXN and GPUDirect RDMA, unknown where the line (before
-/// NCCL 2.12) does not say.
+/// What `Connected all rings` says: whether the ring uses PXN and GPUDirect RDMA, unknown where the line (older
+/// releases') does not say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectedRings {
     pub pxn: Option<bool>,

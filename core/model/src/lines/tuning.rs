@@ -126,8 +126,8 @@ fn cells(rest: &str) -> impl Iterator<Item = &str> {
     rest.split('|').map(str::trim).filter(|c| !c.is_empty())
 }
 
-/// A line of [`tuning_table_lines`]'s table, or of the older one-header layout (`Latency/AlgBw |    Tree/    LL
-/// | ...`, NCCL 2.4 to 2.18).
+/// A line of [`tuning_table_lines`]'s table, or of older releases' one-header layout (`Latency/AlgBw |    Tree/
+/// LL | ...`).
 pub fn table_line(msg: &str) -> Option<TableLine> {
     let (head, rest) = msg.split_once('|')?;
     match head.trim() {
