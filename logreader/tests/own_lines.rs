@@ -1,5 +1,6 @@
-//! The init and call lines `collscope_model::lines` writes (for the runtime and the NCCL model) read back by
-//! the log reader's parsers into the values they were written from.
+//! The init and call lines `collscope_model::lines` writes (for the runtime and the NCCL model) read back
+//! through the log reader's dispatch (`message::parse`, a `Reader` for the table) into the values they were
+//! written from: the parsers are the model's, beside the formatters; these check the reader reaches them.
 
 use collscope_logreader::message::{parse, CommInfo, CommInit, DecisionLine, Event};
 use collscope_model::lines::{
@@ -139,4 +140,33 @@ fn the_tuning_table_reads_back_cell_by_cell() {
             }
         }
     }
+}
+
+#[test]
+fn channel_counts_from_two_ranks_fold_as_a_live_jobs_do() {
+    // Rank 0 prints NCCL 2.28.9's five counts, rank 1 an older line with three, larger where both print one.
+    let r0 = ChannelCounts { coll: Some(2), collnet: Some(2), nvls: Some(0), p2p: Some(2), p2p_per_peer: Some(2) };
+    let r1 = ChannelCounts { coll: Some(4), p2p: Some(1), p2p_per_peer: Some(1), ..ChannelCounts::default() };
+    let line = |pid, dev, c: &ChannelCounts| {
+        let origin = collscope_debug::Origin { host: "node0".into(), pid };
+        let msg = if c.nvls.is_some() {
+            channel_counts_line(c)
+        } else {
+            format!("{} coll channels, {} p2p channels, {} p2p channels per peer", c.coll.unwrap(), c.p2p.unwrap(), 1)
+        };
+        collscope_debug::format_line(collscope_debug::Level::Info, &origin, pid, dev, ("init.cc", 1), None, 0.0, &msg)
+    };
+    let text = [line(7, 0, &r0), line(8, 1, &r1)].join("\n");
+    let mut reader = collscope_logreader::Reader::new(collscope_logreader::Options { strict: true });
+    reader.read_bytes("counts.log", text.as_bytes());
+    let s = reader.finish();
+
+    let mut live = collscope_model::Snapshot::new(collscope_model::Source::Runtime);
+    for channels in [r0, r1] {
+        let facts = collscope_model::InitFacts { channels, ..Default::default() };
+        live.apply(&collscope_model::Event::InitFacts(Box::new(facts)));
+    }
+    assert_eq!(s.channels, live.channels);
+    assert_eq!(s.channels.coll, Some(4), "the largest of the two ranks'");
+    assert_eq!(s.channels.collnet, Some(2), "printed by rank 0 alone");
 }

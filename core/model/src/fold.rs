@@ -45,7 +45,8 @@ pub const MAX_COMMUNICATORS: usize = 4096;
 pub const MAX_FINDINGS: usize = 1024;
 /// Host names kept.
 pub const MAX_HOSTS: usize = 4096;
-/// Init facts: rings (one per channel), tree places (channel, rank), graphs and host topologies kept.
+/// Init facts: rings (one per channel: NCCL's `MAXCHANNELS` is 64, 2.28.9 `src/include/device.h`, with room for
+/// other builds), tree places (channel, rank), graphs and host topologies kept.
 pub const MAX_RINGS: usize = 1024;
 pub const MAX_TREES: usize = 65536;
 pub const MAX_GRAPHS: usize = 1024;
@@ -54,6 +55,24 @@ pub const MAX_TOPOLOGIES: usize = 1024;
 pub const MAX_TRAFFIC: usize = MAX_CONNECTIONS;
 /// Kernel channels (comm, rank, channel) kept: 64 channels of 128 local ranks.
 pub const MAX_KERNEL_CHANNELS: usize = 8192;
+
+// A log's bounds, which the log reader keeps to (`logreader/src/job`): a log holds every rank's lines of a whole
+// job rather than one process's live view, so its lists are longer; and the reader keeps the *first* records up
+// to them and says how many it left out, where `Snapshot::apply` drops the oldest (a log's first lines, init and
+// the first failure, matter most; a live view's newest). Rings share `MAX_RINGS`; graphs, channel counts and
+// tuning cells go through `Snapshot::apply`.
+/// A log's warnings listed (each repeated line at most 64 times).
+pub const LOG_MAX_WARNINGS: usize = 10_000;
+/// A log's distinct decisions (collective, size, algorithm, protocol, rank), their repeats counted.
+pub const LOG_MAX_DECISIONS: usize = 100_000;
+/// A log's hosts listed: five times the hosts of a 100,000-GPU job at 8 GPUs a host. Past it hosts are counted, not
+/// listed, and a warning says how many.
+pub const LOG_MAX_HOSTS: usize = 65_536;
+/// A log's communicator rows (one per rank that prints it): 16,384 ranks with 8 communicators each. Past it they are
+/// counted, not kept (about 450 bytes each, so the table stays under 60 MB).
+pub const LOG_MAX_COMMUNICATORS: usize = 131_072;
+/// A log's rows of each per-rank table (ring neighbours, tree places, connections): 16,384 ranks x 64 channels.
+pub const LOG_MAX_ROWS: usize = 1 << 20;
 
 /// A list past its bound is cut to `bound - bound / SLACK`, so a list at its bound is not shifted on every
 /// event (a cut costs the length of the list; this spreads it over `bound / SLACK` events).

@@ -1,21 +1,22 @@
 //! NCCL's grammar of the lines both written by collscope (the runtime, the NCCL model) and read by the log
-//! reader, each kind's formatter beside its parser: connections (`Channel 00/0 : 0[0] -> 1[1] via
-//! P2P/IPC/read`, [`ConnLine`] / [`connection`]), ring orders (`Channel 00/02 :    0   1 ...`,
+//! reader, each kind's formatter beside its parser and a round-trip test: connections (`Channel 00/0 : 0[0] ->
+//! 1[1] via P2P/IPC/read`, [`ConnLine`] / [`connection`]), ring orders (`Channel 00/02 :    0   1 ...`,
 //! [`ring_order_line`] / [`ring_order`]), ring neighbours (`Ring 00 : 7 -> 0 -> 1`, [`ring_line`] /
-//! [`ring_neighbours`]) and trees ([`trees_line`] / [`trees`], [`tree`]). The formatters write NCCL 2.28.9's
-//! forms; the parsers read those of NCCL 2.4 to 2.28.9 (`src/transport/{p2p,shm,net,coll_net}.cc`,
-//! `src/init.cc`, `src/graph/connect.cc`, `src/graph/rings.cc`). Hand-parsed rather than by regex: these are
-//! most of a log's lines.
-//!
-//! The init and call lines the log reader parses in `logreader::message` have their formatters here too, so
-//! the runtime and the NCCL model write them in one place: [`comm_info_line`], [`graph_line`],
-//! [`channel_counts_line`], [`init_complete_line`], [`init_timings_line`], [`connected_rings_line`],
-//! [`tuning_table_lines`] and [`decision_line`] (their round-trip tests are the log reader's, `logreader/tests/own_lines.rs`).
+//! [`ring_neighbours`]) and trees ([`trees_line`] / [`trees`], [`tree`]) here; the init lines in [`init`]
+//! (communicator info, Init COMPLETE, Init timings, graphs, channel counts, `Connected all rings`) and the
+//! tuning table and per-call decisions in [`tuning`]. The formatters write NCCL 2.28.9's forms; the parsers
+//! read those of NCCL 2.4 to 2.28.9 (`src/transport/{p2p,shm,net,coll_net}.cc`, `src/init.cc`,
+//! `src/graph/connect.cc`, `src/graph/rings.cc`). Hand-parsed rather than by regex: these are most of a log's
+//! lines.
 
-use crate::comm::InitTimings;
+pub mod init;
+pub mod tuning;
+
+pub use init::*;
+pub use tuning::*;
+
 use crate::connection::{Connection, Direction};
-use crate::graph::{ChannelCounts, Graph};
-use crate::names::{Algorithm, Collective, Protocol, Transport};
+use crate::names::Transport;
 use crate::scan::{self, Scan};
 use std::fmt;
 
@@ -313,155 +314,6 @@ pub fn tree(msg: &str) -> Option<TreeEntry> {
     s.lit(" -> ")?;
     let down = children(s.rest().trim_end())?;
     Some(TreeEntry { channel, rank, up, down })
-}
-
-/// A communicator's place in the job (NCCL 2.28.9 `src/init.cc`, `initTransportsRank`):
-/// `comm 0x7f00 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0`.
-pub fn comm_info_line(comm: &str, rank: u32, nranks: u32, nnodes: u32, local_ranks: u32, local_rank: u32) -> String {
-    format!(
-        "comm {comm} rank {rank} nRanks {nranks} nNodes {nnodes} localRanks {local_ranks} localRank {local_rank} MNNVL 0"
-    )
-}
-
-/// The first line `ncclTopoPrintGraph` prints for a graph (NCCL 2.28.9 `src/graph/search.cc`):
-/// `Pattern 4, crossNic 0, nChannels 2, bw 10.000000/10.000000, type LOC/LOC, sameChannels 1`.
-pub fn graph_line(g: &Graph) -> String {
-    format!(
-        "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
-        g.pattern.id(),
-        g.cross_nic,
-        g.n_channels,
-        g.bw_intra,
-        g.bw_inter,
-        g.type_intra,
-        g.type_inter,
-        u8::from(g.same_channels)
-    )
-}
-
-/// NCCL 2.28.9 `src/init.cc`: `2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p
-/// channels per peer` (a count not known prints as 0).
-pub fn channel_counts_line(c: &ChannelCounts) -> String {
-    let n = |v: Option<u32>| v.unwrap_or(0);
-    format!(
-        "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
-        n(c.coll),
-        n(c.collnet),
-        n(c.nvls),
-        n(c.p2p),
-        n(c.p2p_per_peer)
-    )
-}
-
-/// The end of a communicator's init (NCCL 2.28.9 `src/init.cc`, `ncclCommInitRankFunc`):
-/// `ncclCommInitRank comm 0x7f00 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 0 commId 0x1c2b - Init COMPLETE`.
-pub fn init_complete_line(comm: &str, rank: u32, nranks: u32, cuda_dev: i32, bus_id: u64, comm_id: u64) -> String {
-    format!(
-        "ncclCommInitRank comm {comm} rank {rank} nranks {nranks} cudaDev {cuda_dev} nvmlDev {cuda_dev} busId {bus_id:x} \
-         commId {comm_id:#x} - Init COMPLETE"
-    )
-}
-
-/// NCCL's init phases in the order its `Init timings` line prints them (NCCL 2.28.9 `src/init.cc`).
-pub const INIT_PHASES: [&str; 7] = ["kernels", "alloc", "bootstrap", "allgathers", "topo", "graphs", "connections"];
-
-/// `Init timings - ncclCommInitRank: rank 0 nranks 2 total 0.01 (kernels 0.00, alloc 0.00, bootstrap 0.00,
-/// allgathers 0.00, topo 0.01, graphs 0.00, connections 0.00, rest 0.00)` (NCCL 2.28.9 `src/init.cc`): each of
-/// [`INIT_PHASES`] from `t` (0 when it has none), `rest` the total less their sum.
-pub fn init_timings_line(rank: u32, nranks: u32, t: &InitTimings) -> String {
-    let total = t.total.unwrap_or(0.0);
-    let phase = |name: &str| t.phases.iter().find(|(n, _)| n == name).map_or(0.0, |(_, v)| *v);
-    let mut parts: Vec<String> = INIT_PHASES.iter().map(|p| format!("{p} {:.2}", phase(p))).collect();
-    let sum: f64 = INIT_PHASES.iter().map(|p| phase(p)).sum();
-    parts.push(format!("rest {:.2}", total - sum));
-    format!("Init timings - ncclCommInitRank: rank {rank} nranks {nranks} total {total:.2} ({})", parts.join(", "))
-}
-
-/// `ncclAlgoToString` (NCCL 2.28.9 `src/enqueue.cc`).
-fn algo_upper(a: Algorithm) -> &'static str {
-    match a {
-        Algorithm::Tree => "TREE",
-        Algorithm::Ring => "RING",
-        Algorithm::CollNetDirect => "COLLNET_DIRECT",
-        Algorithm::CollNetChain => "COLLNET_CHAIN",
-        Algorithm::Nvls => "NVLS",
-        Algorithm::NvlsTree => "NVLS_TREE",
-        Algorithm::Pat => "PAT",
-        // collscope's extension, in the same style (NCCL never prints it).
-        Algorithm::OneShot => "ONESHOT",
-    }
-}
-
-/// `ncclProtoToString` (NCCL 2.28.9 `src/enqueue.cc`).
-fn proto_upper(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Ll => "LL",
-        Protocol::Ll128 => "LL128",
-        Protocol::Simple => "SIMPLE",
-    }
-}
-
-/// `Connected all rings, use ring PXN 0 GDR 1` (INFO, INIT; NCCL 2.28.9 `src/transport/generic.cc`,
-/// `ncclTransportRingConnect`).
-pub fn connected_rings_line(pxn: bool, gdr: bool) -> String {
-    format!("Connected all rings, use ring PXN {} GDR {}", u8::from(pxn), u8::from(gdr))
-}
-
-/// The TUNING table rank 0 prints at init (INFO, TUNING; NCCL 2.28.9 `src/graph/tuning.cc`,
-/// `ncclTopoTuneModel`), one string per line: NCCL's algorithms three to a block, each block an `Algorithm |`
-/// header, a `Protocol |` header (three algorithms' worth even in a short last block, as NCCL prints it), the
-/// `Max NThreads |` row and one row of `latency/bandwidth` cells per tuned collective. `max_threads` and `cell`
-/// give a cell's threads and its (latency in us, bandwidth in GB/s); `cell` takes the collective's row in
-/// [`Collective::TUNED`].
-pub fn tuning_table_lines(
-    max_threads: impl Fn(Algorithm, Protocol) -> u32,
-    cell: impl Fn(usize, Algorithm, Protocol) -> (f64, f64),
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for algos in Algorithm::NCCL.chunks(3) {
-        let mut line = String::from("  Algorithm   |");
-        for a in algos {
-            line.push_str(&format!(" {:>14}   {:>14}   {:>14} |", "", a.as_str(), ""));
-        }
-        out.push(line);
-        let mut line = String::from("  Protocol    |");
-        for _ in 0..3 {
-            for p in Protocol::ALL {
-                line.push_str(&format!(" {:>14} |", p.as_str()));
-            }
-        }
-        out.push(line);
-        let mut line = String::from(" Max NThreads |");
-        for &a in algos {
-            for &p in Protocol::ALL {
-                line.push_str(&format!(" {:>14} |", max_threads(a, p)));
-            }
-        }
-        out.push(line);
-        for (ci, coll) in Collective::TUNED.iter().enumerate() {
-            let mut line = format!("{:>13} |", coll.as_str());
-            for &a in algos {
-                for &p in Protocol::ALL {
-                    let (lat, bw) = cell(ci, a, p);
-                    line.push_str(&format!("{lat:8.1}/{bw:6.1} |"));
-                }
-            }
-            out.push(line);
-        }
-    }
-    out
-}
-
-/// The choice NCCL prints per call (INFO, TUNING; NCCL 2.28.9 `src/enqueue.cc`, `scheduleCollTasksToPlan`):
-/// `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}`.
-pub fn decision_line(coll: Collective, bytes: u64, algo: Algorithm, proto: Protocol, channels: (u32, u32)) -> String {
-    format!(
-        "{coll}: {bytes} Bytes -> Algo {} proto {} channel{{Lo..Hi}}={{{}..{}}}",
-        algo_upper(algo),
-        proto_upper(proto),
-        channels.0,
-        channels.1
-    )
 }
 
 #[cfg(test)]

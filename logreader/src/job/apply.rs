@@ -4,7 +4,7 @@
 use super::*;
 use crate::message::{setup, GdrLine};
 use collscope_model::{
-    BootstrapInterface, ChannelCounts, CommState, Communicator, Connection, Direction, EnvSetting, GdrCheck, NetDevice,
+    BootstrapInterface, CommState, Communicator, Connection, Direction, EnvSetting, GdrCheck, InitFacts, NetDevice,
     PeerClosed, Ring, Transport, Tree, Warning,
 };
 
@@ -334,20 +334,7 @@ impl Job {
                     }
                 }
             }
-            Event::ChannelCounts(cc) => {
-                let c = &mut self.snap.channels;
-                let max = |a: Option<u32>, b: Option<u32>| match (a, b) {
-                    (Some(x), Some(y)) => Some(x.max(y)),
-                    (x, y) => x.or(y),
-                };
-                *c = ChannelCounts {
-                    coll: max(c.coll, cc.coll),
-                    collnet: max(c.collnet, cc.collnet),
-                    nvls: max(c.nvls, cc.nvls),
-                    p2p: max(c.p2p, cc.p2p),
-                    p2p_per_peer: max(c.p2p_per_peer, cc.p2p_per_peer),
-                };
-            }
+            Event::ChannelCounts(channels) => self.fold_init(InitFacts { channels, ..InitFacts::default() }),
             Event::ThreadThresholds(t) => {
                 if !self.facts.thread_thresholds.contains(&t)
                     && self.facts.thread_thresholds.len() < Evidence::MAX_PER_KIND
@@ -472,6 +459,12 @@ impl Job {
             Event::ChannelsLimited => self.cite(Cite::ChannelsLimited, at),
         }
         true
+    }
+
+    /// Init facts whose rules are a live job's (graphs kept once each, channel counts the largest, tuning cells
+    /// set), folded through the model's one fold.
+    pub(super) fn fold_init(&mut self, facts: InitFacts) {
+        self.snap.apply(&collscope_model::Event::InitFacts(Box::new(facts)));
     }
 
     /// The ring of `channel`; `None` (counted) past [`MAX_RINGS`] channels.

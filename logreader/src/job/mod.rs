@@ -14,18 +14,14 @@ use crate::message::{self, Event};
 use collscope_model::{Cite, Collective, Evidence, LineRef, LogFacts, Snapshot, Source, Warning};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-/// Caps on lists that could otherwise grow with the input.
-const MAX_WARNINGS: usize = 10_000;
+/// Caps on the snapshot's lists, shared with the model's fold (`collscope_model::fold`, where each says why).
+pub use collscope_model::fold::{LOG_MAX_COMMUNICATORS as MAX_COMMUNICATORS, LOG_MAX_HOSTS as MAX_HOSTS};
+use collscope_model::fold::{
+    LOG_MAX_DECISIONS as MAX_DECISIONS, LOG_MAX_ROWS as MAX_ROWS, LOG_MAX_WARNINGS as MAX_WARNINGS, MAX_RINGS,
+};
 /// Times one warning line (its text, prefix included) is listed: past it its repeats are not listed again.
 const MAX_REPEATED_WARNINGS: u32 = 64;
 const MAX_UNPARSED: usize = 10_000;
-const MAX_DECISIONS: usize = 100_000;
-/// Hosts listed: five times the hosts of a 100,000-GPU job at 8 GPUs a host. Past it hosts are counted, not
-/// listed, and a warning says how many.
-pub const MAX_HOSTS: usize = 65_536;
-/// Communicator rows (one per rank that prints it): 16,384 ranks with 8 communicators each. Past it they are
-/// counted, not kept (about 450 bytes each, so the table stays under 60 MB).
-pub const MAX_COMMUNICATORS: usize = 131_072;
 /// Printing threads (and processes, and ranks placed on a host) remembered: 16,384 ranks with 4 threads each
 /// (main, proxy, proxy progress, service), at about 1 KiB each with the process and its devices. Lines of threads
 /// past it are still read, without the per-thread state (repeat detection, prints in progress).
@@ -39,10 +35,6 @@ const MAX_HOST_LEN: usize = 255;
 const MAX_TOPO_NODES: usize = 1 << 18;
 const MAX_TOPO_LINKS: usize = 1 << 19;
 const MAX_TOPO_PATHS: usize = 1 << 21;
-/// Ring rows, one per channel: NCCL's `MAXCHANNELS` is 64 (2.28.9 `src/include/device.h`); room for other builds.
-const MAX_RINGS: usize = 1024;
-/// Rows of each per-rank table (ring neighbours, tree entries, connections): 16,384 ranks x 64 channels.
-const MAX_ROWS: usize = 1 << 20;
 /// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
 const MAX_HOSTS_COUNTED: usize = 1 << 20;
 /// The stream that threads past [`MAX_THREADS`] share.

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::message::TableLine;
-use collscope_model::{Algorithm, Inference, Protocol, TuningCell};
+use collscope_model::{Algorithm, Inference, InitFacts, Protocol, TuningCell, TuningTable};
 
 const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
 
@@ -154,8 +154,9 @@ impl Job {
     fn cell(&mut self, coll: Collective, algo: Algorithm, proto: Protocol, (lat_us, bw_gbps): (f64, f64)) {
         // `0.0/0.0` is a cell NCCL never computed; a disabled cell keeps its latency.
         if lat_us > 0.0 || bw_gbps > 0.0 {
-            let row = self.snap.tuning.entry(coll).or_default();
-            row.entry(algo).or_default().insert(proto, TuningCell { lat_us, bw_gbps });
+            let mut tuning = TuningTable::new();
+            tuning.entry(coll).or_default().entry(algo).or_default().insert(proto, TuningCell { lat_us, bw_gbps });
+            self.fold_init(InitFacts { tuning, ..InitFacts::default() });
         }
     }
 

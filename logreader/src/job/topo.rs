@@ -3,7 +3,7 @@
 use super::*;
 use crate::message::{GraphToken, NodeAttrs, NodeRef, PathLine, TopoLine};
 use collscope_model::topology::{CpuAttrs, GpuAttrs, NetAttrs, PciAttrs};
-use collscope_model::{Graph, GraphChannel, Link, LinkType, Node, NodeId, NodeType, Path, Topology};
+use collscope_model::{Graph, GraphChannel, InitFacts, Link, LinkType, Node, NodeId, NodeType, Path, Topology};
 
 /// Where topologies, their nodes, links and paths are, for deduplication.
 #[derive(Default, Clone)]
@@ -269,8 +269,6 @@ impl Job {
         if graph.channels.iter().any(|c| !c.inter.is_empty()) {
             self.size.multi_node = true;
         }
-        if !self.snap.graphs.contains(&graph) && self.snap.graphs.len() < Evidence::MAX_PER_KIND * 64 {
-            self.snap.graphs.push(graph);
-        }
+        self.fold_init(InitFacts { graphs: vec![graph], ..InitFacts::default() });
     }
 }

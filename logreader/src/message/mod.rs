@@ -8,16 +8,17 @@ pub mod setup;
 pub mod topo;
 pub mod tuning;
 
-/// Connection, ring and tree lines: the contract's grammar, which the runtime writes with.
+/// The lines collscope writes too (connections, rings, trees, init lines, the tuning table, decisions): the
+/// model's grammar, each parser beside the formatter the runtime and the NCCL model write with.
 pub use collscope_model::lines as conn;
 /// The cursor every hand-written parser reads NCCL's printf formats with.
 pub use collscope_model::scan;
 use collscope_model::{ChannelCounts, Graph, NetDevice, PluginNote};
 
-pub use conn::{RingOrder, TreeEntry};
-pub use setup::{Alloc, CommEnd, CommInfo, CommInit, GdrLine, NvlsComm};
+pub use conn::{CommInfo, CommInit, DecisionLine, RingOrder, TableLine, TreeEntry};
+pub use setup::{Alloc, CommEnd, GdrLine, NvlsComm};
 pub use topo::{GraphToken, NodeAttrs, NodeRef, PathLine, TopoLine};
-pub use tuning::{CollLine, DecisionLine, TableLine};
+pub use tuning::CollLine;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -143,12 +144,12 @@ pub fn parse(msg: &str) -> Option<Event> {
         "Connected" => Some(setup::connected(body)),
         "NCCL" if body.starts_with("NCCL version ") => Some(Event::Version(setup::version(body)?)),
         _ if word.starts_with("NCCL_") || word.starts_with("RCCL_") => setup::env(body),
-        "Pattern" => topo::graph_head(body).map(Event::Graph),
+        "Pattern" => conn::graph(body).map(Event::Graph),
         "tunedColl" | "collnetColl" | "CBDColl" => tuning::rccl_enqueue(body).map(Event::Decision),
         _ if word.starts_with("===") => topo::system(body),
-        "Latency/AlgBw" | "Algorithm" | "Protocol" | "Max" => tuning::table_line(body).map(Event::Table),
+        "Latency/AlgBw" | "Algorithm" | "Protocol" | "Max" => conn::table_line(body).map(Event::Table),
         _ if word != "threadThresholds" && memchr::memchr(b'|', body.as_bytes()).is_some() => {
-            tuning::table_line(body).map(Event::Table)
+            conn::table_line(body).map(Event::Table)
         }
         _ if is_node(word) => topo::node_line(indent, body),
         _ => named(word, body).or_else(|| setup::misc(word, body)),
@@ -220,10 +221,10 @@ fn is_node(word: &str) -> bool {
 /// Messages that start with a number: channel counts, decisions, graph channels.
 fn digits(body: &str) -> Option<Event> {
     if scan::find(body, " Bytes -> Algo ").is_some() {
-        return tuning::decision(body).map(Event::Decision);
+        return conn::decision(body).map(Event::Decision);
     }
     if scan::find(body, " coll channels").is_some() {
-        return setup::channel_counts(body);
+        return conn::channel_counts(body).map(Event::ChannelCounts);
     }
     if let Some(tokens) = topo::graph_channel(body) {
         return Some(Event::GraphChannel(tokens));
@@ -238,7 +239,7 @@ fn named(word: &str, body: &str) -> Option<Event> {
         return tuning::coll(body).map(Event::Coll);
     }
     if rest.starts_with(|c: char| c.is_ascii_digit()) {
-        return tuning::decision(body).map(Event::Decision);
+        return conn::decision(body).map(Event::Decision);
     }
     None
 }
@@ -266,12 +267,6 @@ fn rccl(body: &str) -> Option<Event> {
     }
     let inner = parse(&body[..at])?;
     Some(Event::Rccl { comm: comm.to_string(), nranks, inner: Box::new(inner) })
-}
-
-/// `name: rest` at the first `": "` (a byte search: this runs on every COLL and TUNING line).
-pub(crate) fn split_colon(msg: &str) -> Option<(&str, &str)> {
-    let b = msg.as_bytes();
-    memchr::memchr_iter(b':', b).find(|&i| b.get(i + 1) == Some(&b' ')).map(|i| (&msg[..i], &msg[i + 2..]))
 }
 
 /// `Channel ...`, `Ring ...` and `CollNet ...`: a connection when it says ` via `, else a ring order or a

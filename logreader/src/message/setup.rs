@@ -1,26 +1,14 @@
 //! Init-time lines: version, bootstrap, network and plugins, GPUDirect RDMA, communicator init and timings,
 //! channel counts, NVLS, env settings (NCCL 2.28.9 `src/init.cc`, `src/bootstrap.cc`, `src/net.cc`,
 //! `src/plugin/*.cc`, `src/graph/{topo,paths,search,connect,tuning}.cc`, `src/transport/nvls.cc`,
-//! `src/misc/param.cc`, the older wordings of 2.4 to 2.27, RCCL's and the network plugins' own lines).
+//! `src/misc/param.cc`, the older wordings of 2.4 to 2.27, RCCL's and the network plugins' own lines). The init
+//! lines collscope writes too (communicator info, Init START/COMPLETE, Init timings, channel counts, `Connected
+//! all rings`) are parsed beside their formatters in `collscope_model::lines::init`.
 
+use super::conn::{self as lines, ConnectedRings, InitTimingsLine};
 use super::scan::{field, find, Scan};
 use super::Event;
-use collscope_model::{ChannelCounts, GdrGpu, NetDevice, PluginNote};
-
-/// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
-/// ... - Init START|COMPLETE`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CommInit {
-    pub comm: String,
-    pub rank: u32,
-    pub nranks: u32,
-    pub cuda_dev: i32,
-    pub bus_id: Option<String>,
-    pub comm_id: Option<String>,
-    /// The communicator split from (`ncclCommSplit ... parent 0x..`).
-    pub parent: Option<String>,
-    pub complete: bool,
-}
+use collscope_model::{GdrGpu, NetDevice, PluginNote};
 
 /// `comm 0x55d3 rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE` (or `- Destroy COMPLETE`): a communicator
 /// ended (NCCL 2.28.9 `src/init.cc`, `ncclCommAbort` and `ncclCommDestroy`).
@@ -40,17 +28,6 @@ pub struct CommEnd {
 pub struct Alloc {
     pub device: bool,
     pub bytes: u64,
-}
-
-/// `comm 0x... rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CommInfo {
-    pub comm: String,
-    pub rank: u32,
-    pub nranks: u32,
-    pub nnodes: u32,
-    pub local_ranks: u32,
-    pub local_rank: u32,
 }
 
 /// `NVLS comm 0x.. headRank 0 nHeads 8 [nvlsRanks 8] buffSize ...` (`src/transport/nvls.cc`; `nvlsRanks`, the
@@ -102,9 +79,8 @@ pub fn env(msg: &str) -> Option<Event> {
 }
 
 pub fn connected(msg: &str) -> Event {
-    if let Some(rest) = msg.strip_prefix("Connected all rings") {
-        let flag = |key| field(rest, key).map(|v| v.trim_matches(',') != "0");
-        return Event::ConnectedRings { pxn: flag("PXN"), gdr: flag("GDR") };
+    if let Some(ConnectedRings { pxn, gdr }) = lines::connected_rings(msg) {
+        return Event::ConnectedRings { pxn, gdr };
     }
     if msg.starts_with("Connected NVLS") {
         return Event::Nvls(true);
@@ -317,6 +293,7 @@ fn gdr_gpu(gpu: &str, hca: &str, net_lead: bool) -> Option<GdrGpu> {
     })
 }
 
+/// `... - Abort COMPLETE` / `- Destroy COMPLETE`, else the `Init START|COMPLETE` line `lines::comm_init` reads.
 fn comm_init(body: &str) -> Option<Event> {
     let tail = body.trim_end();
     for (end, abort) in [(" - Abort COMPLETE", true), (" - Destroy COMPLETE", false)] {
@@ -334,84 +311,13 @@ fn comm_init(body: &str) -> Option<Event> {
             return Some(Event::CommEnd(CommEnd { comm, rank, nranks, cuda_dev, bus_id, abort }));
         }
     }
-    let complete = if tail.ends_with("Init COMPLETE") {
-        true
-    } else if tail.ends_with("Init START") {
-        false
-    } else {
-        return None;
-    };
-    let num = |key| field(body, key)?.parse().ok();
-    let text = |key| field(body, key).map(str::to_string);
-    Some(Event::CommInit(CommInit {
-        comm: text("comm")?,
-        rank: num("rank")?,
-        nranks: num("nranks")?,
-        cuda_dev: field(body, "cudaDev")?.parse().ok()?,
-        bus_id: text("busId"),
-        comm_id: text("commId"),
-        parent: text("parent"),
-        complete,
-    }))
+    lines::comm_init(body).map(Event::CommInit)
 }
 
-fn comm_info(body: &str) -> Option<Event> {
-    let mut s = Scan::new(body);
-    s.lit("comm ")?;
-    let comm = s.word()?.to_string();
-    s.lit(" rank ")?;
-    let rank = s.num()?;
-    s.lit(" nRanks ")?;
-    let nranks = s.num()?;
-    s.lit(" nNodes ")?;
-    let nnodes = s.num()?;
-    s.lit(" localRanks ")?;
-    let local_ranks = s.num()?;
-    s.lit(" localRank ")?;
-    let local_rank = s.num()?;
-    Some(Event::CommInfo(CommInfo { comm, rank, nranks, nnodes, local_ranks, local_rank }))
-}
-
-/// `Init timings - ncclCommInitRank: rank 0 nranks 8 total 1.25 (kernels 0.10, alloc 0.02, ...)`.
+/// `Init timings - ...` as `lines::init_timings` reads it.
 fn timings(body: &str) -> Option<Event> {
-    let mut s = Scan::new(body);
-    s.lit("Init timings")?;
-    s.until(": rank ")?;
-    s.lit(": rank ")?;
-    let rank = s.num()?;
-    s.lit(" nranks ")?;
-    let nranks = s.num()?;
-    s.lit(" total ")?;
-    let total = s.float()?;
-    s.lit(" (")?;
-    let phases = s
-        .until(")")?
-        .split(", ")
-        .filter_map(|p| {
-            let (name, v) = p.trim().rsplit_once(' ')?;
-            Some((name.to_string(), v.parse().ok()?))
-        })
-        .collect();
+    let InitTimingsLine { rank, nranks, total, phases } = lines::init_timings(body)?;
     Some(Event::InitTimings { rank, nranks, total, phases })
-}
-
-/// `16 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer` and the
-/// older forms without some of them.
-pub fn channel_counts(msg: &str) -> Option<Event> {
-    let mut cc = ChannelCounts::default();
-    for part in msg.split(", ") {
-        let (n, what) = part.trim().split_once(' ')?;
-        let n = n.parse().ok()?;
-        match what {
-            "coll channels" => cc.coll = Some(n),
-            "collnet channels" => cc.collnet = Some(n),
-            "nvls channels" => cc.nvls = Some(n),
-            "p2p channels" => cc.p2p = Some(n),
-            "p2p channels per peer" => cc.p2p_per_peer = Some(n),
-            _ => return None,
-        }
-    }
-    Some(Event::ChannelCounts(cc))
 }
 
 /// `init.cc:1089 -> 2`, `group.cc:65 -> 2 [Async thread]`.
@@ -459,7 +365,7 @@ fn using(body: &str) -> Option<Event> {
 /// are listed so that `--strict` does not report them.
 pub fn misc(word: &str, body: &str) -> Option<Event> {
     Some(match word {
-        "comm" => comm_info(body).or_else(|| comm_init(body)).unwrap_or(Event::Known),
+        "comm" => lines::comm_info(body).map(Event::CommInfo).or_else(|| comm_init(body)).unwrap_or(Event::Known),
         w if w.starts_with("ncclComm") => comm_init(body).unwrap_or(Event::Known),
         "Init" => timings(body).unwrap_or(Event::Known),
         "Bootstrap" => bootstrap(body).unwrap_or(Event::Known),

@@ -1,10 +1,11 @@
 //! The topology and graph prints: the system tree (`ncclTopoPrint` in NCCL 2.28.9 `src/graph/topo.cc`), the
 //! paths from every GPU and NET (`printNodePaths` in `src/graph/paths.cc`), and the graphs the search found
-//! (`ncclTopoPrintGraph` in `src/graph/search.cc`), in their current and older (2.5 to 2.22) forms.
+//! (`ncclTopoPrintGraph` in `src/graph/search.cc`), in their current and older (2.5 to 2.22) forms. A graph's
+//! first line, which collscope writes too, is parsed beside its formatter (`collscope_model::lines::graph`).
 
 use super::scan::Scan;
 use super::Event;
-use collscope_model::{Graph, LinkType, NodeId, NodeType, PathType, Pattern};
+use collscope_model::{LinkType, NodeId, NodeType, PathType};
 
 /// A node as NCCL names it: `GPU/0-1b000` (2.23+: system id, local id) or `GPU/1B000` (older: the id alone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -179,41 +180,6 @@ fn path(from: NodeRef, rest: &str) -> Option<PathLine> {
     Some(PathLine { from, to })
 }
 
-/// `Pattern 4, crossNic 0, nChannels 1, bw 21.000000/21.000000, type NVL/PIX, sameChannels 1` (`speed` before
-/// 2.19).
-pub fn graph_head(body: &str) -> Option<Graph> {
-    let mut s = Scan::new(body);
-    s.lit("Pattern ")?;
-    let pattern = Pattern::from_id(s.num()?)?;
-    s.lit(", crossNic ")?;
-    let cross_nic = s.num()?;
-    s.lit(", nChannels ")?;
-    let n_channels = s.num()?;
-    s.lit(", ")?;
-    s.word()?;
-    let bw_intra = s.ws().float()?;
-    s.lit("/")?;
-    let bw_inter = s.float()?;
-    s.lit(", type ")?;
-    let type_intra = s.until("/")?.parse().ok()?;
-    s.lit("/")?;
-    let type_inter = s.until(",")?.parse().ok()?;
-    s.lit(", sameChannels ")?;
-    let same: u32 = s.num()?;
-    Some(Graph {
-        pattern,
-        n_channels,
-        bw_intra,
-        bw_inter,
-        type_intra,
-        type_inter,
-        same_channels: same != 0,
-        cross_nic,
-        channels: Vec::new(),
-        host: None,
-    })
-}
-
 /// ` 0 : NET/0-0 GPU/0-1b000 GPU/0-1c000 NET/0-0` (the leading channel number already at the start).
 pub fn graph_channel(body: &str) -> Option<Vec<GraphToken>> {
     let mut s = Scan::new(body);
@@ -301,7 +267,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((g.pattern, g.n_channels, g.type_intra), (Pattern::Ring, 1, PathType::NVL));
+        assert_eq!((g.pattern, g.n_channels, g.type_intra), (collscope_model::Pattern::Ring, 1, PathType::NVL));
         assert_eq!(
             parse(" 0 : GPU/0 GPU/1"),
             Some(Event::GraphChannel(vec![GraphToken::Rank(0), GraphToken::Rank(1)]))
