@@ -748,7 +748,8 @@ impl Comm {
                 let mut dry = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
                 dry.count_only = true;
                 let _ = algo_run(&mut dry, part);
-                c.channel_start(channel, ch.moved(), payload, |peer, send| ch.conn_mem(peer, send))
+                let steps = ch.moved().iter().map(|m| (m.peer, m.sent, m.bytes));
+                c.channel_start(channel, steps, payload, |peer, send| ch.conn_mem(peer, send))
             });
             let t0 = (channel != 0 && crate::observe::recorder::enabled()).then(Instant::now);
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);

@@ -15,7 +15,6 @@
 mod logger;
 pub mod net;
 
-use crate::device::prims::Moved;
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
 use collscope_model::{Algorithm, Collective, DataType, Protocol};
@@ -779,19 +778,19 @@ fn strerror(e: std::io::Error) -> String {
 
 impl Call {
     /// A channel worker begins: its proxy operations are posted, one per NET connection with steps in this
-    /// call (`steps`: steps per (peer, sent), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
+    /// call (`steps`: (peer, sent, steps), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
     /// the address of a connection's memory, which the proxy registered), and its KernelCh event starts.
     pub(crate) fn channel_start(
         &self,
         channel: u32,
-        steps: &[Moved],
+        steps: impl IntoIterator<Item = (u32, bool, u64)>,
         chunk: usize,
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> KernelCh {
         let p = &self.prof;
         if p.on(PROXY_OP_MASK) {
             let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
-            for &Moved { peer, sent: send, bytes: n, .. } in steps.iter().filter(|s| s.bytes > 0) {
+            for (peer, send, n) in steps.into_iter().filter(|&(_, _, n)| n > 0) {
                 let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
                 let op = abi::ProxyOp {
                     pid: p.pid,
