@@ -151,4 +151,4 @@ pub fn dump_if_requested(xml: &TopoXml, env: &Env) -> Result<Option<PathBuf>, To
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
