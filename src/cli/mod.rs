@@ -9,7 +9,6 @@ pub mod serve;
 pub mod sizes;
 pub mod telemetry;
 pub mod topo;
-mod trim;
 pub mod tui;
 pub mod tune;
 pub mod whatif;

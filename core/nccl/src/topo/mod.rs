@@ -29,6 +29,7 @@ pub mod paths;
 pub mod presets;
 pub mod print;
 pub mod settings;
+pub mod trim;
 pub mod xml;
 
 pub use error::TopoError;

@@ -105,7 +105,7 @@ fn load_topology(source: &SourceArgs, nranks_per_node: Option<u32>, env: &Env) -
         eprintln!("collscope: note: {n}");
     }
     if let Some(k) = nranks_per_node {
-        crate::cli::trim::keep_gpus(&mut xml, k)?;
+        topo::trim::keep_gpus(&mut xml, k).with_context(|| format!("--nranks-per-node {k}"))?;
     }
     let topo_env = TopoEnv::from_env(env)?;
     Ok(topo::build(&xml, &topo_env)?)
