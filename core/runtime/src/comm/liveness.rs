@@ -146,7 +146,7 @@ impl Liveness {
         let thread = std::thread::Builder::new()
             .name(format!("collscope Liveness{}", boot.rank()))
             .spawn(move || watch(peers, &sh, timeout))
-            .map_err(|e| BootstrapError::Protocol(format!("cannot start the liveness watchdog: {e}")))?;
+            .map_err(|source| BootstrapError::Io { what: "cannot start the liveness watchdog", source })?;
         Ok(Liveness { shared, thread: Some(thread) })
     }
 

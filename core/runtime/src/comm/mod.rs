@@ -241,14 +241,15 @@ impl Comm {
         }
         let t_env = started.elapsed();
         let me = local_peer_info(rank);
-        let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
+        let blob = serde_json::to_vec(&me)
+            .map_err(|source| RuntimeError::PeerInfo { what: "this rank's peer info".into(), source })?;
         let peers = boot
             .all_gather(&blob)?
             .iter()
             .enumerate()
             .map(|(r, b)| {
                 serde_json::from_slice::<PeerInfo>(b)
-                    .map_err(|e| RuntimeError::Bootstrap(format!("peer info of rank {r} is malformed: {e}")))
+                    .map_err(|source| RuntimeError::PeerInfo { what: format!("peer info of rank {r} is malformed"), source })
             })
             .collect::<Result<Vec<_>>>()?;
         let t_allgather = started.elapsed();

@@ -111,9 +111,10 @@ impl Workers {
                         job();
                     }
                 })
-                .map_err(|e| RuntimeError::Transport {
+                .map_err(|source| RuntimeError::TransportIo {
                     transport: "channel",
-                    msg: format!("cannot start a channel thread: {e}"),
+                    what: "cannot start a channel thread",
+                    source,
                 })?;
             self.workers.push(Worker { jobs, thread });
         }

@@ -26,8 +26,22 @@ pub enum CudaError {
     NoDriver,
     #[error("CUDA {call} failed: {msg}")]
     Driver { call: &'static str, msg: String },
-    #[error("NVRTC could not compile the collscope kernels for {arch}: {msg}")]
-    Compile { arch: String, msg: String },
+    /// A driver call's own error (cudarc's `DriverError`, boxed: the type exists only with feature `cuda`).
+    #[error("CUDA {call} failed: {source}")]
+    DriverFailed {
+        call: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// NVRTC's error (cudarc's `CompileError`, boxed as for `DriverFailed`).
+    #[error("NVRTC could not compile the collscope kernels for {arch}: {source}")]
+    Compile {
+        arch: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(transparent)]
+    Env(#[from] collscope_debug::env::EnvError),
     #[error("{0}")]
     Usage(String),
 }

@@ -210,7 +210,7 @@ impl ConnMem {
     /// Zeroed private memory (pages are committed only when touched).
     pub fn anonymous(sizes: BufSizes) -> Result<Self> {
         let map = MmapMut::map_anon(sizes.region_bytes())
-            .map_err(|e| RuntimeError::Transport { transport: "P2P", msg: format!("mmap failed: {e}") })?;
+            .map_err(|source| RuntimeError::TransportIo { transport: "P2P", what: "mmap failed", source })?;
         Ok(Self::from_map(map, sizes, None))
     }
 

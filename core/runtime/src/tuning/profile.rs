@@ -87,8 +87,12 @@ pub enum ProfileError {
     Read { path: PathBuf, source: collscope_debug::file::FileError },
     #[error("cannot write the tuning profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("{path} is not a collscope tuning profile ({msg}): expected the JSON `collscope tune calibrate` writes")]
-    Parse { path: PathBuf, msg: String },
+    #[error("{path} is not a collscope tuning profile ({source}): expected the JSON `collscope tune calibrate` writes")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("tuning profile {path}: {what}")]
     Invalid { path: PathBuf, what: String },
 }
@@ -101,7 +105,7 @@ impl HostProfile {
     /// The profile in `text`, checked: every link the runtime has, every cell it implements, sane numbers.
     pub fn from_json(text: &str, path: &Path) -> Result<HostProfile, ProfileError> {
         let mut p: HostProfile = serde_json::from_str(text)
-            .map_err(|e| ProfileError::Parse { path: path.to_path_buf(), msg: e.to_string() })?;
+            .map_err(|source| ProfileError::Parse { path: path.to_path_buf(), source })?;
         p.validate().map_err(|what| ProfileError::Invalid { path: path.to_path_buf(), what })?;
         p.origin = path.display().to_string();
         Ok(p)

@@ -39,12 +39,12 @@ pub struct NetTransport<N: Net> {
 fn net_err(e: NetError) -> RuntimeError {
     match e {
         NetError::Env(e) => RuntimeError::Env(e),
-        other => RuntimeError::Transport { transport: "NET", msg: other.to_string() },
+        other => RuntimeError::TransportFailed { transport: "NET", source: Box::new(other) },
     }
 }
 
 fn add_err(e: AddError) -> RuntimeError {
-    RuntimeError::Transport { transport: "NET", msg: e.to_string() }
+    RuntimeError::TransportFailed { transport: "NET", source: Box::new(e) }
 }
 
 /// The rank's NET transport over one network, and the rank's proxy.
@@ -114,9 +114,10 @@ impl<N: Net> NetTransport<N> {
     pub fn new(net: &'static N, rank: u32, timeout: Duration) -> Result<NetTransport<N>> {
         nccl_info!(Subsys::INIT, "Using network {}", net.name());
         let ctl = SetupCtl { timeout, abort: Arc::new(AtomicBool::new(false)) };
-        let proxy = Proxy::new(rank).map_err(|e| RuntimeError::Transport {
+        let proxy = Proxy::new(rank).map_err(|source| RuntimeError::TransportIo {
             transport: "NET",
-            msg: format!("cannot create the proxy's eventfd: {e}"),
+            what: "cannot create the proxy's eventfd",
+            source,
         })?;
         Ok(NetTransport { net, dev: 0, proxy, ctl })
     }

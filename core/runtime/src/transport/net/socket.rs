@@ -53,6 +53,13 @@ pub enum NetError {
     BadHandle(String),
     #[error("NET/Socket : socket progress error with {peer}: {msg}")]
     Progress { peer: String, msg: String },
+    #[error("NET/Socket : socket progress error with {peer}: {what}: {source}")]
+    Thread {
+        peer: String,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<NetError> for api::NetError {
@@ -184,9 +191,10 @@ impl NetSocket {
         let acceptor = std::thread::Builder::new()
             .name("collscope NetAccept".into())
             .spawn(move || accept_all(&listener, nsocks, timeout, &abort))
-            .map_err(|e| NetError::Progress {
+            .map_err(|source| NetError::Thread {
                 peer: addr_string(&handle.addr),
-                msg: format!("cannot start acceptor: {e}"),
+                what: "cannot start acceptor",
+                source,
             })?;
         Ok((NetListener { acceptor, layout: self.clone(), handle }, handle))
     }
@@ -394,9 +402,10 @@ impl NetComm {
             let thread = std::thread::Builder::new()
                 .name(format!("collscope Sock{t}"))
                 .spawn(move || helper_loop(socks, rx, &err, &ab, &b))
-                .map_err(|e| NetError::Progress {
+                .map_err(|source| NetError::Thread {
                     peer: addr_string(&peer),
-                    msg: format!("cannot start helper: {e}"),
+                    what: "cannot start helper",
+                    source,
                 })?;
             helpers.push(Helper { queue: Some(tx), thread: Some(thread), error });
         }
