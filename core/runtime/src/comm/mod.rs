@@ -8,14 +8,14 @@
 
 pub mod affinity;
 mod facts;
-pub mod group;
+pub(crate) mod group;
 pub mod job;
 pub mod launch;
-pub mod liveness;
-pub mod select;
+pub(crate) mod liveness;
+pub(crate) mod select;
 mod stream;
 mod window;
-pub mod workers;
+pub(crate) mod workers;
 
 #[cfg(test)]
 mod matrix;

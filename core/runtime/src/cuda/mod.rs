@@ -8,7 +8,7 @@
 //! - [`buffer`] (feature `cuda`): `DeviceBuffer`, device memory tagged with its datatype.
 //! - [`collective`] (feature `cuda`): AllReduce across the GPUs of in-process ranks (P2P, local or host-staged).
 
-pub mod source;
+pub(crate) mod source;
 
 #[cfg(feature = "cuda")]
 pub mod buffer;
@@ -17,7 +17,7 @@ pub mod collective;
 #[cfg(feature = "cuda")]
 pub mod device;
 #[cfg(feature = "cuda")]
-pub mod kernels;
+pub(crate) mod kernels;
 
 /// Errors of the CUDA layer, each naming the driver or NVRTC call that failed.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use crate::error::Result;
 
 /// Geometry of one channel's share.
 #[derive(Debug, Clone, Copy)]
-pub struct Part {
+pub(crate) struct Part {
     /// First element of this channel's share and its length, in elements.
     pub off: usize,
     pub len: usize,
@@ -36,7 +36,7 @@ fn chunks(part: Part) -> impl Iterator<Item = (usize, usize)> {
 /// straight into its successor's destination when that is a thread of this process or a process whose window
 /// holds it (NCCL 2.28.9 `directRecvReduceCopyDirectSend`), and the successor copies nothing before passing it
 /// on.
-pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     p.expose_dst(dst, (part.off + part.len) * part.esize);
@@ -93,7 +93,7 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 ///   two rounds of waits a chunk, none chained) read 0.43-0.57x;
 /// - a hierarchical one (rings of four consecutive ranks, their reduced quarters swapped with the partner in the
 ///   other four, then gathered round the four) read 0.55-0.87x, with 80 context switches a 1 MiB call to 110-129.
-pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (es, r) = (part.esize, rank as usize);
     let row = part.chunk.min(part.len) * es;
@@ -132,7 +132,7 @@ pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: P
 }
 
 /// Tree AllReduce: reduce up the channel's tree, then broadcast down.
-pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let tree = p.ch.tree;
     let kids: Vec<u32> = tree.children().collect();
     let es = part.esize;
@@ -170,7 +170,7 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
 }
 
 /// Ring Broadcast from `root`: a chain starting at the root.
-pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
     if rank != root {
@@ -193,7 +193,7 @@ pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, p
 }
 
 /// Ring Reduce to `root`: a chain that starts after the root and ends at it.
-pub fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
     for (o, l) in chunks(part) {
@@ -212,7 +212,7 @@ pub fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part
 }
 
 /// Ring AllGather: `src` is this rank's block, `dst` holds every rank's block at `rank * count`.
-pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
@@ -236,7 +236,7 @@ pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 }
 
 /// Ring ReduceScatter: `src` holds every rank's block, `dst` receives this rank's reduced block.
-pub fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 /// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would
 /// cost more than a small step.
-pub type PeerMap<T> = FxHashMap<u32, T>;
+pub(crate) type PeerMap<T> = FxHashMap<u32, T>;
 
 /// One channel of a communicator: its ring and tree neighbours and its connections by peer.
-pub struct Channel {
+pub(crate) struct Channel {
     pub id: u32,
     pub ring_prev: u32,
     pub ring_next: u32,
@@ -30,7 +30,7 @@ pub struct Channel {
 
 /// What a channel moved to (`sent`) or from one peer in its latest call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Moved {
+pub(crate) struct Moved {
     pub peer: u32,
     pub sent: bool,
     /// Bytes, or steps where the call only counted them ([`Prims::count_only`]).
@@ -42,12 +42,12 @@ pub struct Moved {
 
 impl Channel {
     /// What the channel's latest call moved, per (peer, sent).
-    pub fn moved(&self) -> &[Moved] {
+    pub(crate) fn moved(&self) -> &[Moved] {
         &self.scratch.moved
     }
 
     /// The address of the memory of the connection to (`send`) or from `peer`: what names it to the proxy.
-    pub fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
+    pub(crate) fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
         let mem = if send { self.send.get(&peer).map(|e| &e.mem) } else { self.recv.get(&peer).map(|e| &e.mem) };
         mem.map(|m| Arc::as_ptr(m) as usize)
     }
@@ -55,7 +55,7 @@ impl Channel {
 
 /// Buffers the primitives keep from call to call, so a step allocates nothing.
 #[derive(Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// LL/LL128 steps unpacked, one per input peer.
     unpacked: Vec<Vec<u64>>,
     /// A reduction with no destination in memory that peers see.
@@ -100,20 +100,20 @@ const BLOCK_BYTES: usize = 16 << 10;
 
 /// A pointer into a user buffer that channel threads share; each channel touches its own range.
 #[derive(Debug, Clone, Copy)]
-pub struct Ptr(pub *mut u8);
+pub(crate) struct Ptr(pub *mut u8);
 // SAFETY: the algorithms give every channel disjoint ranges of the buffers.
 unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
 impl Ptr {
     /// The address `bytes` further on (only dereferenced by the unsafe primitives, within the buffer).
-    pub fn at(self, bytes: usize) -> *mut u8 {
+    pub(crate) fn at(self, bytes: usize) -> *mut u8 {
         self.0.wrapping_add(bytes)
     }
 }
 
 /// Everything a primitive needs besides its arguments.
-pub struct Prims<'a> {
+pub(crate) struct Prims<'a> {
     pub ch: &'a mut Channel,
     pub proto: Protocol,
     pub dt: Dtype,
@@ -130,7 +130,7 @@ pub struct Prims<'a> {
 }
 
 impl<'a> Prims<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ch: &'a mut Channel,
         proto: Protocol,
         dt: Dtype,
@@ -147,7 +147,7 @@ impl<'a> Prims<'a> {
     }
 
     /// What this channel sent to or received from each peer so far.
-    pub fn moved(&self) -> &[Moved] {
+    pub(crate) fn moved(&self) -> &[Moved] {
         self.ch.moved()
     }
 
@@ -175,7 +175,7 @@ impl<'a> Prims<'a> {
     /// # Safety
     /// Each region valid for its length, and nothing reads or writes it until its receive, but for sends from it
     /// whose bytes the peer's steps into it depend on (so the network took them before those steps arrive).
-    pub unsafe fn want_ahead(
+    pub(crate) unsafe fn want_ahead(
         &mut self,
         from: u32,
         before: impl IntoIterator<Item = usize>,
@@ -226,7 +226,7 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// `src`/`dst` must be valid for `nbytes` and aligned for the datatype; `dst` may equal `src`.
-    pub unsafe fn run(
+    pub(crate) unsafe fn run(
         &mut self,
         from: &[u32],
         to: &[u32],
@@ -515,7 +515,7 @@ impl<'a> Prims<'a> {
 
     /// OneShot's rows, `bytes` long, kept for the next call: a raw pointer, as the primitives that fill them
     /// borrow `self` mutably.
-    pub fn rows(&mut self, bytes: usize) -> *mut u8 {
+    pub(crate) fn rows(&mut self, bytes: usize) -> *mut u8 {
         let rows = &mut self.ch.scratch.rows;
         rows.resize(rows.len().max(bytes.div_ceil(8)), 0);
         rows.as_mut_ptr() as *mut u8
@@ -540,7 +540,7 @@ impl<'a> Prims<'a> {
     /// communicator is aborted and its proxy closes the connections still moving them; that is waited for too,
     /// within the timeout. A peer thread (or process, through windows) has no proxy to let go: its reads end with
     /// its own call, and the memory stays mapped for it (a window holds its segment).
-    pub fn finish(&mut self, r: Result<()>) -> Result<()> {
+    pub(crate) fn finish(&mut self, r: Result<()>) -> Result<()> {
         let (ch, w) = (&*self.ch, self.w);
         let r = r.and_then(|()| {
             self.wait_sent()?;
@@ -568,7 +568,7 @@ impl<'a> Prims<'a> {
 
     /// Waits until peers have read every step this channel posted from the sender's own memory (P2P read, NET
     /// from the user's buffer), so that memory may change.
-    pub fn wait_sent(&self) -> Result<()> {
+    pub(crate) fn wait_sent(&self) -> Result<()> {
         for e in self.ch.send.values() {
             let what =
                 || format!("steps to rank {} to be read in this rank's buffer on channel {}", e.peer, self.ch.id);
@@ -609,7 +609,7 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn recv_reduce_copy(
+    pub(crate) unsafe fn recv_reduce_copy(
         &mut self,
         from: &[u32],
         src: *const u8,
@@ -625,7 +625,7 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// As [`Prims::run_into`].
-    pub unsafe fn recv_reduce_copy_send(
+    pub(crate) unsafe fn recv_reduce_copy_send(
         &mut self,
         from: u32,
         to: u32,
@@ -641,7 +641,7 @@ impl<'a> Prims<'a> {
     /// long) when it is a thread of this process (P2P), or a process that maps it (SHM windows): tells it where
     /// `dst` is for this call. Every rank of the ring calls it at the start of the same calls, so their counts
     /// name the call.
-    pub fn expose_dst(&mut self, dst: Ptr, bytes: usize) {
+    pub(crate) fn expose_dst(&mut self, dst: Ptr, bytes: usize) {
         if self.count_only {
             return;
         }

@@ -18,7 +18,7 @@ fn ll_flag(step: u64) -> u64 {
 }
 
 /// Waits until the sender's current slot is free.
-pub fn wait_credit(end: &SendEnd, w: &Waiter, channel: u32) -> Result<()> {
+pub(crate) fn wait_credit(end: &SendEnd, w: &Waiter, channel: u32) -> Result<()> {
     w.wait_on(
         end.mem.head_bell(),
         || end.has_credit(),
@@ -78,7 +78,7 @@ pub unsafe fn write_step(end: &mut SendEnd, proto: Protocol, src: *const u8, len
 
 /// Waits for the receiver's current Simple step and returns where its `len` payload bytes lie: in the slot, or
 /// in the sender's buffer for a direct step. The caller reads them, then calls `end.release()`.
-pub fn read_simple(end: &RecvEnd, len: usize, w: &Waiter, channel: u32) -> Result<*const u8> {
+pub(crate) fn read_simple(end: &RecvEnd, len: usize, w: &Waiter, channel: u32) -> Result<*const u8> {
     debug_assert!(len > 0, "steps always carry data");
     let what = || format!("data from rank {} on channel {channel} (step {}, Simple)", end.peer, end.step);
     w.wait_on(end.mem.tail_bell(), || end.has_data(), what)?;
@@ -107,7 +107,7 @@ pub fn read_simple(end: &RecvEnd, len: usize, w: &Waiter, channel: u32) -> Resul
 }
 
 /// Where [`read_lines`] unpacks an LL/LL128 step's payload.
-pub enum Unpack<'a> {
+pub(crate) enum Unpack<'a> {
     /// Into the caller's scratch, in whole words (LL) or lines (LL128), of which the caller reads `len` bytes.
     Scratch(&'a mut Vec<u64>),
     /// Into the `len` bytes at this address, and not past them: the destination of a step that is its only
@@ -120,7 +120,7 @@ pub enum Unpack<'a> {
 ///
 /// # Safety
 /// An [`Unpack::Into`] address must be writable for `len` bytes.
-pub unsafe fn read_lines(
+pub(crate) unsafe fn read_lines(
     end: &RecvEnd,
     proto: Protocol,
     len: usize,

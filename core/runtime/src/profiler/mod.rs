@@ -13,7 +13,7 @@
 //! and each hook is one `Option` test. The proxy thread reports itself with ProxyCtrl events ([`Ctrl`]).
 
 mod logger;
-pub mod net;
+pub(crate) mod net;
 
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
