@@ -248,8 +248,10 @@ impl Comm {
             .iter()
             .enumerate()
             .map(|(r, b)| {
-                serde_json::from_slice::<PeerInfo>(b)
-                    .map_err(|source| RuntimeError::PeerInfo { what: format!("peer info of rank {r} is malformed"), source })
+                serde_json::from_slice::<PeerInfo>(b).map_err(|source| RuntimeError::PeerInfo {
+                    what: format!("peer info of rank {r} is malformed"),
+                    source,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let t_allgather = started.elapsed();
@@ -675,6 +677,8 @@ impl Comm {
         }
         let (kdt, kop) = (kernel_dtype(dt), kernel_op(op));
         if self.nranks == 1 {
+            // SAFETY: `src` and `dst` hold `count` elements, the caller's contract (`collective`); they are equal or
+            // apart, as a slice and a `&mut` slice are.
             unsafe { collscope_kernels::bytes::copy(dst, src, count * es) };
             return Ok(());
         }
@@ -830,6 +834,7 @@ impl Comm {
         let n = buf.len() / self.nranks as usize;
         Self::check_len(Collective::AllGather, "in-place", buf.len(), n * self.nranks as usize)?;
         let p = buf.as_mut_ptr();
+        // SAFETY: `check_len` made `buf` `nranks * n` long, so this rank's block starts inside it.
         let src = unsafe { p.add(self.rank as usize * n) } as *const u8;
         self.collective(Collective::AllGather, model_dtype(T::DTYPE), RedOp::Sum, 0, src, p as *mut u8, n)
     }
@@ -855,6 +860,7 @@ impl Comm {
         let n = buf.len() / self.nranks as usize;
         Self::check_len(Collective::ReduceScatter, "in-place", buf.len(), n * self.nranks as usize)?;
         let p = buf.as_mut_ptr();
+        // SAFETY: `check_len` made `buf` `nranks * n` long, so this rank's block starts inside it.
         let dst = unsafe { p.add(self.rank as usize * n) } as *mut u8;
         self.collective(Collective::ReduceScatter, model_dtype(T::DTYPE), op, 0, p as *const u8, dst, n)
     }

@@ -54,6 +54,10 @@ pub(crate) fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part
         };
         let r = rank as usize;
         let chunk_of = |j: usize| (r + n - j) % n;
+        // SAFETY: `src` and `dst` are the call's buffers of `part.count` elements ([`Ptr`]), aligned for the
+        // datatype, and `at` keeps every (offset, length) within `[part.off, part.off + part.len)` of them. The
+        // planned regions are the AllGather half's destinations, which nothing touches before their receives but
+        // the in-place sends their steps depend on, as `want_ahead` asks.
         unsafe {
             // The AllGather half's receives land in the destination even while this rank still reduces. None
             // can have arrived: each depends on what this rank sends below. In place, the first overwrites the
@@ -102,6 +106,9 @@ pub(crate) fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, 
     let in_place = src.0 == dst.0;
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's buffers ([`Ptr`]); each of the
+        // `n` rows is `row >= l` bytes of the `n * row` that `rows` sized, aligned for the datatype (the rows are
+        // u64s and `row` a whole number of elements).
         unsafe {
             for j in 1..n {
                 p.send(((r + j) % n) as u32, src.at(o), l)?;
@@ -142,10 +149,13 @@ pub(crate) fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> 
         // there). Planned only once it started, 8-53 % of them went into the slots, a parent being ahead (4 rank
         // processes over NET/Socket, 32 MB).
         let down = chunks(part).map(|(o, l)| (dst.at(o * es), l * es));
+        // SAFETY: the regions are `part`'s chunks of `dst`, the call's destination ([`Ptr`]); nothing touches
+        // them before their receives down but the sends up their steps depend on.
         unsafe { p.want_ahead(tree.up as u32, [], down) };
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if tree.up < 0 {
                 p.recv_reduce_copy(&kids, src.at(o), dst.at(o), l, true)?;
@@ -158,6 +168,7 @@ pub(crate) fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> 
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: as the reduction up: each chunk lies within `part` of `dst`.
         unsafe {
             if tree.up < 0 {
                 p.copy_send(&kids, dst.at(o), dst.at(o), l)?;
@@ -175,10 +186,13 @@ pub(crate) fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst:
     let es = part.esize;
     if rank != root {
         // Every receive of the call, planned at once as AllGather's: the chain does not wait for this rank.
+        // SAFETY: the regions are `part`'s chunks of `dst`, the call's destination ([`Ptr`]), which nothing but
+        // their receives touches on a rank other than the root.
         unsafe { p.want_ahead(prev, [], chunks(part).map(|(o, l)| (dst.at(o * es), l * es))) };
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if rank == root {
                 p.copy_send(&[next], src.at(o), dst.at(o), l)?;
@@ -198,6 +212,7 @@ pub(crate) fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Pt
     let es = part.esize;
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if prev == root {
                 p.send(next, src.at(o), l)?;
@@ -221,9 +236,12 @@ pub(crate) fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part
     // Every receive of the call lands in the destination, planned at once: the predecessor sends without
     // waiting for this rank, so a chunk's first steps may arrive before its receives begin.
     let gather = chunks(part).flat_map(|(o, l)| (1..n).map(move |j| (dst.at(block((r + n - j) % n, o)), l * es)));
+    // SAFETY: `dst` holds `nranks` blocks of `part.count` elements ([`Ptr`]) and the regions are `part`'s chunks
+    // of the other ranks' blocks, which nothing but their receives touches.
     unsafe { p.want_ahead(prev, [], gather) };
     for (o, l) in chunks(part) {
         let l = l * es;
+        // SAFETY: `src` is this rank's block and `dst` every rank's, each chunk within `part` of a block.
         unsafe {
             p.copy_send(&[next], src.at(o * es), dst.at(block(r, o)), l)?;
             for j in 1..n - 1 {
@@ -244,6 +262,8 @@ pub(crate) fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, 
     for (o, l) in chunks(part) {
         let l = l * es;
         let r = rank as usize;
+        // SAFETY: `src` holds `nranks` blocks of `part.count` elements and `dst` one ([`Ptr`]); each chunk lies
+        // within `part` of a block.
         unsafe {
             p.send(next, src.at(block((r + n - 1) % n, o)), l)?;
             for j in 2..n {

@@ -92,9 +92,12 @@ fn open(name: Option<&str>) -> Option<(libloading::Library, String)> {
 /// # Safety
 /// `sym` is the symbol of a `T` in `lib`, if it exists.
 unsafe fn symbol<T>(lib: &libloading::Library, sym: &str) -> Option<&'static T> {
-    let p = lib.get::<*const T>(sym.as_bytes()).ok()?;
-    // SAFETY: the library stays loaded for the life of the process ([`Plugin`]).
-    (*p).as_ref()
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        let p = lib.get::<*const T>(sym.as_bytes()).ok()?;
+        // SAFETY: the library stays loaded for the life of the process ([`Plugin`]).
+        (*p).as_ref()
+    }
 }
 
 /// The plugin struct's name, as NCCL prints it.
@@ -102,10 +105,13 @@ unsafe fn symbol<T>(lib: &libloading::Library, sym: &str) -> Option<&'static T> 
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
 unsafe fn name_of(p: *const c_char) -> String {
-    if p.is_null() {
-        "(null)".into()
-    } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if p.is_null() {
+            "(null)".into()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     }
 }
 
@@ -150,6 +156,7 @@ impl Handle {
 }
 // SAFETY: a handle is an opaque value the plugin hands out for use from any of NCCL's threads.
 unsafe impl Send for Handle {}
+// SAFETY: as for `Send`: the plugin's handles are for use from any thread.
 unsafe impl Sync for Handle {}
 
 /// One communicator's plugin context (`init` .. `finalize`).

@@ -21,7 +21,7 @@ use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 
 #[derive(Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The machine of every node; neither flag: NCCL_TOPO_FILE, else this host.
     #[command(flatten)]
     pub source: SourceArgs,
@@ -137,7 +137,7 @@ fn check_nodes(nodes: u32) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: ExplainArgs) -> Result<()> {
+pub(crate) fn run(args: ExplainArgs) -> Result<()> {
     install_logger(args.log)?;
     check_nodes(args.nodes)?;
     let sizes = sizes::parse(&args.sizes)?;

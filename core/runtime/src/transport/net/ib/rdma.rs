@@ -42,6 +42,7 @@ pub(crate) struct Device {
 
 // SAFETY: libibverbs objects may be used from any thread; the context and PD are only freed on drop.
 unsafe impl Send for Device {}
+// SAFETY: as for `Send`: libibverbs objects may be used from any thread.
 unsafe impl Sync for Device {}
 
 impl Device {
@@ -57,12 +58,14 @@ impl Device {
         for i in 0..n.max(0) as usize {
             // SAFETY: i < n entries; each device has a NUL-terminated name.
             let dev = unsafe { *list.add(i) };
+            // SAFETY: `dev` is a device of the list; its name is NUL-terminated.
             let this = unsafe { CStr::from_ptr(ffi::ibv_get_device_name(dev)) };
             if this.to_bytes() == name.as_bytes() {
                 // SAFETY: dev is valid until the list is freed; the context outlives the list.
                 ctx = unsafe { ffi::ibv_open_device(dev) };
                 if ctx.is_null() {
                     let e = VerbsError { call: "ibv_open_device", errno: errno() };
+                    // SAFETY: `list` came from ibv_get_device_list and is freed once, here before returning.
                     unsafe { ffi::ibv_free_device_list(list) };
                     return Err(e);
                 }
@@ -78,6 +81,7 @@ impl Device {
         let pd = unsafe { ffi::ibv_alloc_pd(ctx) };
         if pd.is_null() {
             let e = VerbsError { call: "ibv_alloc_pd", errno: errno() };
+            // SAFETY: `ctx` was opened above and nothing else holds it.
             unsafe { ffi::ibv_close_device(ctx) };
             return Err(e);
         }
