@@ -85,8 +85,8 @@ impl Shared {
         let len = Self::slots_at(n, sizes, rounds) + n * NCCL_STEPS as usize * slot;
         let len_nz = NonZeroUsize::new(len).ok_or("shm_ring: nothing to map")?;
         use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
-        // SAFETY: a fresh anonymous mapping, shared with the ranks forked after it; zeroed, as every word starts.
         let base =
+            // SAFETY: a fresh anonymous mapping, shared with the ranks forked after it; zeroed, as every word starts.
             unsafe { mmap_anonymous(None, len_nz, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED) }
                 .map_err(|e| format!("shm_ring: mmap of {len} bytes: {e}"))?;
         Ok(Shared { base: base.cast(), len, slot, n, sizes, rounds })

@@ -3,7 +3,7 @@
 //! bench/compare.py.
 
 /// The ranks, the sizes (MINBYTES doubled up to MAXBYTES) and the timed rounds at each size.
-pub struct Sweep {
+pub(crate) struct Sweep {
     pub nranks: usize,
     pub sizes: Vec<usize>,
     pub iters: usize,
@@ -12,7 +12,7 @@ pub struct Sweep {
 impl Sweep {
     /// `NRANKS MINBYTES MAXBYTES [ITERS]` (ITERS 5 when absent), or an error naming `prog`, the bad value and
     /// what was expected, with `usage`. NRANKS is at least 2 and at most `most_ranks` where that is given.
-    pub fn parse(prog: &str, usage: &str, args: &[String], most_ranks: Option<usize>) -> Result<Sweep, String> {
+    pub(crate) fn parse(prog: &str, usage: &str, args: &[String], most_ranks: Option<usize>) -> Result<Sweep, String> {
         if !(3..=4).contains(&args.len()) {
             return Err(usage.into());
         }
@@ -39,7 +39,7 @@ impl Sweep {
     /// the ITERS timed ones, all sizes' in turn. `seconds(round)` is how long a round lasted, from the first
     /// rank's start to the last one's end; busbw is that of a ring AllReduce of NRANKS; `wrong(i)` counts the
     /// elements found wrong at the `i`-th size.
-    pub fn print(&self, title: &str, seconds: impl Fn(usize) -> f64, wrong: impl Fn(usize) -> u64) {
+    pub(crate) fn print(&self, title: &str, seconds: impl Fn(usize) -> f64, wrong: impl Fn(usize) -> u64) {
         let (n, iters) = (self.nranks, self.iters);
         println!("# {title}, median of {iters}");
         println!("#       size    count  type  op    time_us        algbw        busbw  wrong");
@@ -58,7 +58,7 @@ impl Sweep {
 /// `floats` of `fill` in `store`, starting on a page boundary, as the runtime's slots (mmap) do: from `malloc`,
 /// 16 bytes into a page, a copy between such a buffer and a slot runs 16 bytes off modulo 4 KiB, where `rep
 /// movsb` crawls on AMD EPYC (4x slower rounds of shm_ring here; the kernel's copies out of a socket alike).
-pub fn page_aligned(store: &mut Vec<f32>, floats: usize, fill: f32) -> &mut [f32] {
+pub(crate) fn page_aligned(store: &mut Vec<f32>, floats: usize, fill: f32) -> &mut [f32] {
     *store = vec![fill; floats + 4096 / 4];
     let skip = (store.as_ptr() as usize).wrapping_neg() % 4096 / 4;
     &mut store[skip..skip + floats]

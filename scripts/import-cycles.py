@@ -8,8 +8,13 @@ of `a`, or one `a` re-exports) is a dependency on `a`'s file. `mod x;` only decl
 down into its own submodules (`pub use x::X`, `x::f()` in x's parent) are not counted: a parent is made of its
 children. x's `use super::Y` is a dependency of x on its parent.
 
-Prints each circle (strongly connected component of more than one file) with the references that close it, and
-exits 1 if there is any. Usage: import-cycles.py [REPO_ROOT]
+Folders are checked the same way: the folders of a crate's src are the nodes, and a folder depends on another
+when a file in it (or in a folder under it) depends on a file in the other (or under it); a folder and the folders
+under it are one part, so references between them do not count (a folder's circles are the file check's). The
+files directly in src belong to no folder.
+
+Prints each circle (strongly connected component of more than one file, or of more than one folder) with the
+references that close it, and exits 1 if there is any. Usage: import-cycles.py [REPO_ROOT]
 """
 import os
 import re
@@ -231,6 +236,46 @@ def crate_roots(repo):
                     yield os.path.join(dirpath, root)
 
 
+def folder_of(path, src):
+    """The folder (relative to src, as a tuple) a module file is part of: a module's own folder when it has one
+    (`m/mod.rs`, or `m.rs` beside `m/`), else the folder the file lies in; () for a file of src itself."""
+    d, name = os.path.split(path)
+    own = os.path.join(d, os.path.splitext(name)[0])
+    if name not in ("mod.rs", "lib.rs", "main.rs") and os.path.isdir(own):
+        d = own
+    rel = os.path.relpath(d, src)
+    return () if rel == "." else tuple(rel.split(os.sep))
+
+
+def folder_edges(edges, src):
+    """{folder: {folder it depends on: [(file, line, path as written)]}} from the file edges: each file edge
+    counts for every folder that holds its source and every folder that holds its target, but not between a
+    folder and one inside it (a folder is made of its subfolders)."""
+    out = {}
+    for f, targets in edges.items():
+        a = folder_of(f, src)
+        for to, refs in targets.items():
+            b = folder_of(to, src)
+            for i in range(1, len(a) + 1):
+                for j in range(1, len(b) + 1):
+                    x, y = a[:i], b[:j]
+                    if x[: len(y)] == y or y[: len(x)] == x:
+                        continue
+                    out.setdefault(x, {}).setdefault(y, []).extend((f, line, path) for line, path in refs)
+    return out
+
+
+def find_folder_cycles(repo):
+    """[(crate root, [folders in one circle], folder edges)] for every folder circle in every crate under `repo`."""
+    found = []
+    for root in crate_roots(repo):
+        src = os.path.dirname(root)
+        edges = folder_edges(Crate(root).edges(), src)
+        for comp in cycles({f: set(t) for f, t in edges.items()}):
+            found.append((root, comp, edges))
+    return found
+
+
 def find_cycles(repo):
     """[(crate root, [files in one circle], edges)] for every circle in every crate under `repo`."""
     found = []
@@ -252,8 +297,17 @@ def main(argv):
             for to in comp:
                 for line, path in edges[f].get(to, [])[:3]:
                     print(f"  {rel(f)}:{line} -> {rel(to)} ({path})")
-    print(f"{len(found)} import circle(s)")
-    return 1 if found else 0
+    folders = find_folder_cycles(repo)
+    for root, comp, edges in folders:
+        src = os.path.dirname(root)
+        name = lambda d: rel(os.path.join(src, *d)) + "/"  # noqa: E731
+        print(f"folder circle in {rel(root)}: " + " <-> ".join(name(d) for d in comp))
+        for d in comp:
+            for to in comp:
+                for f, line, path in edges[d].get(to, [])[:3]:
+                    print(f"  {name(d)} -> {name(to)}: {rel(f)}:{line} ({path})")
+    print(f"{len(found)} import circle(s), {len(folders)} folder circle(s)")
+    return 1 if found or folders else 0
 
 
 if __name__ == "__main__":

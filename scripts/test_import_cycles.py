@@ -76,6 +76,54 @@ class ImportCycles(unittest.TestCase):
         }
         self.assertEqual(self.circles(files), [["a.rs", "b.rs"]])
 
+    def folder_circles(self, files):
+        repo = self.crate(files)
+        return [["/".join(d) for d in comp] for _, comp, _ in ic.find_folder_cycles(repo)]
+
+    def test_folders_that_use_each_other_through_different_files_are_a_circle(self):
+        # No file circle: p/a.rs -> d/x.rs -> t/y.rs -> p/b.rs, but the folders p -> d -> t -> p close one.
+        files = {
+            "lib.rs": "mod p;\nmod d;\nmod t;\n",
+            "p/mod.rs": "mod a;\nmod b;\n",
+            "p/a.rs": "use crate::d::x::X;\n",
+            "p/b.rs": "pub struct B;\n",
+            "d/mod.rs": "pub mod x;\n",
+            "d/x.rs": "use crate::t::y::Y;\npub struct X;\n",
+            "t/mod.rs": "pub mod y;\n",
+            "t/y.rs": "use crate::p::b::B;\npub struct Y;\n",
+        }
+        self.assertEqual(self.circles(files), [])
+        self.assertEqual(self.folder_circles(files), [["d", "p", "t"]])
+        # One of them through the other: the circle is gone.
+        files["t/y.rs"] = "pub struct Y;\n"
+        self.assertEqual(self.folder_circles(files), [])
+
+    def test_a_folder_circle_is_printed_with_its_references(self):
+        files = {
+            "lib.rs": "mod p;\nmod q;\n",
+            "p/mod.rs": "mod a;\n",
+            "p/a.rs": "use crate::q::Q;\n",
+            "q.rs": "mod z;\n",
+            "q/z.rs": "use crate::p::a::A;\n",
+        }
+        repo = self.crate(files)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(ic.main(["import-cycles.py", repo]), 1)
+        self.assertIn("folder circle in c/src/lib.rs: c/src/p/ <-> c/src/q/", out.getvalue())
+        self.assertIn("c/src/p/ -> c/src/q/: c/src/p/a.rs:1 (crate::q::Q)", out.getvalue())
+        self.assertIn("1 folder circle(s)", out.getvalue())
+
+    def test_a_folder_using_its_subfolders_is_no_circle(self):
+        files = {
+            "lib.rs": "mod t;\n",
+            "t/mod.rs": "mod c;\nmod net;\npub enum E {}\n",
+            "t/c.rs": "use super::net::p::P;\npub struct C;\n",
+            "t/net/mod.rs": "pub mod p;\n",
+            "t/net/p.rs": "use crate::t::E;\npub struct P;\n",
+        }
+        self.assertEqual(self.folder_circles(files), [])
+
     def test_main_prints_each_circle_and_exits_1_or_0(self):
         repo = self.crate({"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\n", "b.rs": "use crate::a::A;\n"})
         out = io.StringIO()

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 /// Seconds per call of `iters` AllReduces of `elems` f32 on every rank at once, each rank a thread pinned to
 /// its core of `cpus` (as collscope's own launcher runs ranks when the cores suffice).
-pub fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: usize) -> f64 {
+pub(crate) fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: usize) -> f64 {
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for (r, c) in comms.iter_mut().enumerate() {
@@ -28,7 +28,7 @@ pub fn run(comms: &mut [Comm], cpus: &Option<Vec<usize>>, elems: usize, iters: u
 }
 
 /// The value at fraction `q` of `v` (sorted in place; nearest rank).
-pub fn quantile(v: &mut [f64], q: f64) -> f64 {
+pub(crate) fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * q).round() as usize]
 }

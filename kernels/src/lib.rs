@@ -308,11 +308,11 @@ mod f16_slices {
     use half::f16;
     use half::slice::HalfFloatSliceExt;
 
-    pub fn widen(src: &[f16], dst: &mut [f32]) {
+    pub(crate) fn widen(src: &[f16], dst: &mut [f32]) {
         src.convert_to_f32_slice(dst);
     }
 
-    pub fn narrow(src: &[f32], dst: &mut [f16]) {
+    pub(crate) fn narrow(src: &[f32], dst: &mut [f16]) {
         dst.convert_from_f32_slice(src);
     }
 }
@@ -322,13 +322,13 @@ mod f16_slices {
 mod bf16_slices {
     use half::bf16;
 
-    pub fn widen(src: &[bf16], dst: &mut [f32]) {
+    pub(crate) fn widen(src: &[bf16], dst: &mut [f32]) {
         for (d, s) in dst.iter_mut().zip(src) {
             *d = f32::from_bits((s.to_bits() as u32) << 16);
         }
     }
 
-    pub fn narrow(src: &[f32], dst: &mut [bf16]) {
+    pub(crate) fn narrow(src: &[f32], dst: &mut [bf16]) {
         for (d, s) in dst.iter_mut().zip(src) {
             let x = s.to_bits();
             let nan = x & 0x7fff_ffff > 0x7f80_0000;
@@ -410,7 +410,9 @@ pub mod bytes {
         nbytes: usize,
         post: Option<u32>,
     ) {
-        dispatch!(dt, reduce_typed(op, dst, a, b, nbytes, post))
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        // `reduce_typed` asks the same for the datatype `dt` names.
+        unsafe { dispatch!(dt, reduce_typed(op, dst, a, b, nbytes, post)) }
     }
 
     unsafe fn reduce_typed<T: Element>(
@@ -421,16 +423,20 @@ pub mod bytes {
         nbytes: usize,
         post: Option<u32>,
     ) {
-        let n = nbytes / std::mem::size_of::<T>();
-        let d = std::slice::from_raw_parts_mut(dst as *mut T, n);
-        let y = std::slice::from_raw_parts(b as *const T, n);
-        if std::ptr::eq(dst as *const u8, a) {
-            reduce_in_place(op, d, y);
-        } else {
-            super::reduce(op, d, std::slice::from_raw_parts(a as *const T, n), y);
-        }
-        if let Some(nranks) = post {
-            super::divide(op, d, nranks);
+        // SAFETY: as for `reduce`, whose contract this is, `T` being `dt`'s type: `dst`, `a` and `b` hold `n` aligned
+        // `T`s, and `b` overlaps neither (`a` may be `dst`, taken in place).
+        unsafe {
+            let n = nbytes / std::mem::size_of::<T>();
+            let d = std::slice::from_raw_parts_mut(dst as *mut T, n);
+            let y = std::slice::from_raw_parts(b as *const T, n);
+            if std::ptr::eq(dst as *const u8, a) {
+                reduce_in_place(op, d, y);
+            } else {
+                super::reduce(op, d, std::slice::from_raw_parts(a as *const T, n), y);
+            }
+            if let Some(nranks) = post {
+                super::divide(op, d, nranks);
+            }
         }
     }
 
@@ -439,12 +445,17 @@ pub mod bytes {
     /// # Safety
     /// `buf` must be valid for `nbytes` and aligned for `dt`.
     pub unsafe fn divide(dt: Dtype, op: Op, buf: *mut u8, nbytes: usize, nranks: u32) {
-        dispatch!(dt, divide_typed(op, buf, nbytes, nranks))
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        // `divide_typed` asks the same for the datatype `dt` names.
+        unsafe { dispatch!(dt, divide_typed(op, buf, nbytes, nranks)) }
     }
 
     unsafe fn divide_typed<T: Element>(op: Op, buf: *mut u8, nbytes: usize, nranks: u32) {
-        let n = nbytes / std::mem::size_of::<T>();
-        super::divide(op, std::slice::from_raw_parts_mut(buf as *mut T, n), nranks);
+        // SAFETY: as for `divide`, whose contract this is: `buf` holds `n` aligned `T`s.
+        unsafe {
+            let n = nbytes / std::mem::size_of::<T>();
+            super::divide(op, std::slice::from_raw_parts_mut(buf as *mut T, n), nranks);
+        }
     }
 
     /// `dst = src` (possibly the same memory, then nothing happens).
@@ -458,17 +469,21 @@ pub mod bytes {
     /// # Safety
     /// Both must be valid for `nbytes`; they must be equal or not overlap.
     pub unsafe fn copy(dst: *mut u8, src: *const u8, nbytes: usize) {
-        if std::ptr::eq(dst as *const u8, src) || nbytes == 0 {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        if nbytes >= VECTOR_COPY_MIN {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                return copy_avx2(dst, src, nbytes);
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        // AVX2 runs only where the CPU has it.
+        unsafe {
+            if std::ptr::eq(dst as *const u8, src) || nbytes == 0 {
+                return;
             }
-            return copy_sse2(dst, src, nbytes);
+            #[cfg(target_arch = "x86_64")]
+            if nbytes >= VECTOR_COPY_MIN {
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    return copy_avx2(dst, src, nbytes);
+                }
+                return copy_sse2(dst, src, nbytes);
+            }
+            std::ptr::copy_nonoverlapping(src, dst, nbytes);
         }
-        std::ptr::copy_nonoverlapping(src, dst, nbytes);
     }
 
     /// Below this, `memcpy` moves bytes with vector registers anyway (its `rep movsb` starts at 2-4 KiB).
@@ -479,30 +494,37 @@ pub mod bytes {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn copy_avx2(dst: *mut u8, src: *const u8, nbytes: usize) {
-        use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
-        let head = ((dst as usize).wrapping_neg() & 31).min(nbytes);
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 128 <= nbytes {
-            let (s, d) = (src.add(i) as *const __m256i, dst.add(i) as *mut __m256i);
-            let v = [
-                _mm256_loadu_si256(s),
-                _mm256_loadu_si256(s.add(1)),
-                _mm256_loadu_si256(s.add(2)),
-                _mm256_loadu_si256(s.add(3)),
-            ];
-            for (k, v) in v.into_iter().enumerate() {
-                _mm256_storeu_si256(d.add(k), v);
+        // SAFETY: the caller's contract (`copy`'s), and the CPU has AVX2 (`copy` checks): every load and store is
+        // inside the `nbytes` of `src` and `dst`.
+        unsafe {
+            use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+            let head = ((dst as usize).wrapping_neg() & 31).min(nbytes);
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let mut i = head;
+            while i + 128 <= nbytes {
+                let (s, d) = (src.add(i) as *const __m256i, dst.add(i) as *mut __m256i);
+                let v = [
+                    _mm256_loadu_si256(s),
+                    _mm256_loadu_si256(s.add(1)),
+                    _mm256_loadu_si256(s.add(2)),
+                    _mm256_loadu_si256(s.add(3)),
+                ];
+                for (k, v) in v.into_iter().enumerate() {
+                    _mm256_storeu_si256(d.add(k), v);
+                }
+                i += 128;
             }
-            i += 128;
+            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
         }
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
     }
 
     /// [`copy_avx2`] with SSE2's 16-byte moves, which every x86-64 has.
     #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn copy_sse2(dst: *mut u8, src: *const u8, nbytes: usize) {
-        sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_storeu_si128(d, v));
+        // SAFETY: the caller's contract (`copy`'s) is `sse2_rounds`'; SSE2 is baseline on x86-64.
+        unsafe {
+            sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_storeu_si128(d, v));
+        }
     }
 
     /// Copies the bytes up to the destination's next 16-byte boundary with `memcpy`, then 64-byte rounds of four
@@ -516,20 +538,28 @@ pub mod bytes {
         nbytes: usize,
         store: impl Fn(*mut std::arch::x86_64::__m128i, std::arch::x86_64::__m128i),
     ) {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128};
-        let head = ((dst as usize).wrapping_neg() & 15).min(nbytes);
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let mut i = head;
-        while i + 64 <= nbytes {
-            let (s, d) = (src.add(i) as *const __m128i, dst.add(i) as *mut __m128i);
-            let v =
-                [_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3))];
-            for (k, v) in v.into_iter().enumerate() {
-                store(d.add(k), v);
+        // SAFETY: the caller's contract (`copy`'s or `copy_streaming`'s): every load and store is inside the `nbytes`
+        // of `src` and `dst`, and `store` gets 16-byte aligned destinations.
+        unsafe {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+            let head = ((dst as usize).wrapping_neg() & 15).min(nbytes);
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let mut i = head;
+            while i + 64 <= nbytes {
+                let (s, d) = (src.add(i) as *const __m128i, dst.add(i) as *mut __m128i);
+                let v = [
+                    _mm_loadu_si128(s),
+                    _mm_loadu_si128(s.add(1)),
+                    _mm_loadu_si128(s.add(2)),
+                    _mm_loadu_si128(s.add(3)),
+                ];
+                for (k, v) in v.into_iter().enumerate() {
+                    store(d.add(k), v);
+                }
+                i += 64;
             }
-            i += 64;
+            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
         }
-        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), nbytes - i);
     }
 
     /// `dst = src` with streaming (non-temporal) stores where the CPU has them (x86-64: SSE2's `movntdq`, 64
@@ -540,11 +570,14 @@ pub mod bytes {
     /// # Safety
     /// Both must be valid for `nbytes` and must not overlap.
     pub unsafe fn copy_streaming(dst: *mut u8, src: *const u8, nbytes: usize) {
-        // Streaming stores take 16-byte aligned addresses: the head up to one goes the ordinary way.
-        #[cfg(target_arch = "x86_64")]
-        sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_stream_si128(d, v));
-        #[cfg(not(target_arch = "x86_64"))]
-        copy(dst, src, nbytes);
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        unsafe {
+            // Streaming stores take 16-byte aligned addresses: the head up to one goes the ordinary way.
+            #[cfg(target_arch = "x86_64")]
+            sse2_rounds(dst, src, nbytes, |d, v| std::arch::x86_64::_mm_stream_si128(d, v));
+            #[cfg(not(target_arch = "x86_64"))]
+            copy(dst, src, nbytes);
+        }
     }
 
     /// Orders every streaming store before this thread's later stores (x86-64 `sfence`), as streaming stores
@@ -580,6 +613,8 @@ mod tests {
                 let mut d = vec![T::from_index(0); len];
                 reduce_final(op, &mut d, &a, &b, 2);
                 let mut inplace = a.clone();
+                // SAFETY: `inplace`, `a` and `b` are `len` elements of `T` each, aligned for it; `inplace` is
+                // `dst` and `a` at once, which `reduce` allows, and `b` is apart.
                 unsafe {
                     bytes::reduce(
                         T::DTYPE,
@@ -655,6 +690,8 @@ mod tests {
         for off in 0..17 {
             for len in [0, 1, 15, 63, 64, 65, 80, 1000, 16_384 + 5] {
                 let mut dst = vec![0u8; len + 40];
+                // SAFETY: `dst` has `off + len` bytes and more (`off` < 17, 40 spare), `src` 20,000 from 3 on; two
+                // vectors do not overlap.
                 unsafe {
                     bytes::copy_streaming(dst.as_mut_ptr().add(off), src.as_ptr().add(3), len);
                 }
@@ -673,6 +710,8 @@ mod tests {
         {
             copies.push(("SSE2", bytes::copy_sse2));
             if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above; the closure passes on `Copy`'s contract, which each call
+                // below keeps.
                 copies.push(("AVX2", |d, s, n| unsafe { bytes::copy_avx2(d, s, n) }));
             }
         }
@@ -681,6 +720,8 @@ mod tests {
             for (s_off, d_off) in [(0, 0), (3, 0), (0, 16), (5, 31), (17, 1), (32, 32)] {
                 for len in [1, 31, 127, 255, 256, 257, 300, 1000, 4096 + 33, 16_384 + 5] {
                     let mut dst = vec![0u8; len + 64];
+                    // SAFETY: `dst` has `d_off + len` bytes (`d_off` <= 32, 64 spare) and `src` 20,000 past `s_off`
+                    // (<= 32); two vectors do not overlap.
                     unsafe { copy(dst.as_mut_ptr().add(d_off), src.as_ptr().add(s_off), len) };
                     let what = format!("{name}: source +{s_off}, destination +{d_off}, {len} bytes");
                     assert_eq!(&dst[d_off..d_off + len], &src[s_off..s_off + len], "{what}");
@@ -694,6 +735,8 @@ mod tests {
     fn byte_copy_is_a_no_op_on_the_same_buffer() {
         let mut v = [1u8, 2, 3];
         let src = [9u8, 8, 7];
+        // SAFETY: both arrays hold 3 bytes; a copy onto itself is equal pointers, which `copy` allows, and `src` is
+        // another array.
         unsafe {
             bytes::copy(v.as_mut_ptr(), v.as_ptr(), 3);
             assert_eq!(v, [1, 2, 3]);

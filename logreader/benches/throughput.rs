@@ -195,7 +195,7 @@ mod own {
     }
 
     /// One communicator's init and 2000 collectives: repeated, it is a long job's log.
-    pub fn lines() -> Vec<String> {
+    pub(crate) fn lines() -> Vec<String> {
         let comm = 0x7f00_0000_0000u64;
         let mut out = Vec::new();
         init(&mut out, comm);

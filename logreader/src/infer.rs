@@ -11,7 +11,7 @@ fn note(job: &mut Job, fact: &str, value: impl ToString, reason: String) {
 }
 
 /// Fills `nccl_version`, `nranks`, `nnodes`, `network` and channel counts.
-pub fn infer(job: &mut Job) {
+pub(crate) fn infer(job: &mut Job) {
     version(job);
     network(job);
     job.facts.nvls_used = job.nvls == Some(true);
@@ -33,7 +33,7 @@ pub fn infer(job: &mut Job) {
 /// the log names one; within a node the kind the log prints for the same pair on another channel, else none (P2P
 /// or SHM cannot be told apart).
 /// Returned rather than added, so that the diagnosis rules, which count printed connections, do not see them.
-pub fn ring_edges(job: &mut Job) -> Vec<Connection> {
+pub(crate) fn ring_edges(job: &mut Job) -> Vec<Connection> {
     let s = &job.snap;
     let covered: BTreeSet<(u32, u32, u32)> = s.connections.iter().map(|c| (c.channel, c.src, c.dst)).collect();
     let mut by_pair: BTreeMap<(u32, u32), &Connection> = BTreeMap::new();

@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
-pub enum LogCommand {
+pub(crate) enum LogCommand {
     /// Read NCCL_DEBUG=INFO logs (files, directories, `-` for stdin, .gz) as one job and diagnose it.
     Analyze {
         /// Log files or directories.
@@ -32,7 +32,7 @@ pub enum LogCommand {
     Explain(crate::cli::log_explain::ExplainArgs),
 }
 
-pub fn run(cmd: LogCommand) -> anyhow::Result<()> {
+pub(crate) fn run(cmd: LogCommand) -> anyhow::Result<()> {
     match cmd {
         LogCommand::Explain(args) => crate::cli::log_explain::run(args),
         LogCommand::Analyze { paths, json, strict, no_fail } => {
@@ -72,7 +72,7 @@ fn list(items: impl IntoIterator<Item = String>, max: usize) -> String {
 }
 
 /// The human report.
-pub fn report(s: &Snapshot, strict: bool) -> String {
+pub(crate) fn report(s: &Snapshot, strict: bool) -> String {
     let mut o = String::new();
     let inferred = |fact: &str| {
         if s.log.as_ref().is_some_and(|l| l.inferred.iter().any(|i| i.fact == fact)) {

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 const MODEL_VERSION: &str = "2.28.9";
 
 #[derive(Args, Debug)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// Log files or directories (as `log analyze` reads them).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
@@ -187,7 +187,7 @@ const SMS: [u32; 7] = [60, 70, 80, 86, 89, 90, 100];
 /// Node counts tried when the log prints none.
 const NODE_GUESSES: [u32; 4] = [1, 2, 4, 8];
 
-pub fn run(args: ExplainArgs) -> Result<()> {
+pub(crate) fn run(args: ExplainArgs) -> Result<()> {
     let asked_sizes = args.sizes.as_deref().map(sizes::parse).transpose()?;
     let edits = args.what_if.edits()?;
     let mut log =

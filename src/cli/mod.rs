@@ -1,15 +1,14 @@
 //! Subcommands of the `collscope` command line, one module each.
 
-pub mod demo;
-pub mod log;
-pub mod log_explain;
-pub mod perf;
-pub mod ranks;
-pub mod serve;
-pub mod sizes;
-pub mod telemetry;
-pub mod topo;
-mod trim;
-pub mod tui;
-pub mod tune;
-pub mod whatif;
+pub(crate) mod demo;
+pub(crate) mod log;
+pub(crate) mod log_explain;
+pub(crate) mod perf;
+pub(crate) mod ranks;
+pub(crate) mod serve;
+pub(crate) mod sizes;
+pub(crate) mod telemetry;
+pub(crate) mod topo;
+pub(crate) mod tui;
+pub(crate) mod tune;
+pub(crate) mod whatif;

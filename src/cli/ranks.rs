@@ -36,14 +36,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LaunchMode {
+pub(crate) enum LaunchMode {
     Threads,
     Processes,
 }
 
 /// Which transport connects ranks on this host (`auto` lets NCCL's order decide: P2P, SHM, NET).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportChoice {
+pub(crate) enum TransportChoice {
     Auto,
     P2p,
     Shm,
@@ -67,7 +67,7 @@ const TERM_GRACE: Duration = Duration::from_secs(5);
 const ENDING: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
 /// What a rank's body gets.
-pub struct Rank<'a> {
+pub(crate) struct Rank<'a> {
     pub comm: &'a mut Comm,
     pub local_rank: u32,
     /// The number of threads in this process that are ranks (nccl-tests' `nThread`).
@@ -76,7 +76,7 @@ pub struct Rank<'a> {
     pub init: Duration,
 }
 
-pub struct Job {
+pub(crate) struct Job {
     pub nranks: u32,
     pub launch: LaunchMode,
     pub transport: TransportChoice,
@@ -85,7 +85,7 @@ pub struct Job {
 }
 
 /// Rank processes started here while a TUI owns the terminal.
-pub struct Background {
+pub(crate) struct Background {
     /// Where they write their output instead of the terminal.
     pub output: PathBuf,
     /// Set (by the TUI's `q`) to end them.
@@ -93,7 +93,7 @@ pub struct Background {
 }
 
 /// The environment with `transport` applied (`NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`).
-pub fn transport_env(env: &Env, transport: TransportChoice) -> Env {
+pub(crate) fn transport_env(env: &Env, transport: TransportChoice) -> Env {
     match transport {
         TransportChoice::Auto => env.clone(),
         TransportChoice::P2p => env.with("NCCL_SHM_DISABLE", "1"),
@@ -103,12 +103,12 @@ pub fn transport_env(env: &Env, transport: TransportChoice) -> Env {
 }
 
 /// Whether a launcher started this process as one rank.
-pub fn launched() -> Result<Option<LaunchInfo>> {
+pub(crate) fn launched() -> Result<Option<LaunchInfo>> {
     Ok(detect(|k| std::env::var(k).ok())?)
 }
 
 /// Runs `body` on every rank and returns once all ended; the first rank error is returned.
-pub fn run(job: &Job, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
+pub(crate) fn run(job: &Job, body: impl Fn(Rank) -> Result<()> + Sync) -> Result<()> {
     let env = transport_env(&Env::from_process(), job.transport);
     if let Some(info) = launched()? {
         return run_launched(&info, env, body);

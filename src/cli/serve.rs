@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// NCCL log files or directories (with --follow: files), read as one job.
     #[arg(long = "log", required = true, num_args = 1..)]
     logs: Vec<PathBuf>,
@@ -46,13 +46,13 @@ fn stop_on_signals() -> anyhow::Result<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     let action = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // Safety: the handler only stores to an atomic, which is async-signal-safe.
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { sigaction(sig, &action) }.with_context(|| format!("installing a {sig} handler"))?;
     }
     Ok(())
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut env = Env::from_process();
     if let Some(addr) = &args.metrics_addr {
         env = env.with("COLLSCOPE_METRICS_ADDR", addr);

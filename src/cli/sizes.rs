@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 
 /// The default sweep: 8 B to 4 GiB, doubling.
-pub const DEFAULT: &str = "8:4G";
+pub(crate) const DEFAULT: &str = "8:4G";
 
 fn parse_size(tok: &str) -> Result<u64> {
     let t = tok.trim();
@@ -27,7 +27,7 @@ fn parse_size(tok: &str) -> Result<u64> {
 }
 
 /// Parses a `--sizes` list; every token that is not a size is named in the error.
-pub fn parse(list: &str) -> Result<Vec<u64>> {
+pub(crate) fn parse(list: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for tok in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         match tok.split_once(':') {
@@ -55,7 +55,7 @@ pub fn parse(list: &str) -> Result<Vec<u64>> {
 }
 
 /// `1.5 MB`-style text for tables.
-pub fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut v = bytes as f64;
     let mut u = 0;

@@ -14,7 +14,7 @@ use std::io::Write;
 
 /// Starts telemetry in a process that runs ranks (not in a launcher that only starts them), unless
 /// `COLLSCOPE_TELEMETRY=0`, and prints where it serves.
-pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Telemetry>> {
+pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Telemetry>> {
     let info = ranks::launched()?;
     if info.is_none() && launch != LaunchMode::Threads {
         return Ok(None);
@@ -71,6 +71,6 @@ pub fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Option<Te
 
 /// Whether the user chose the telemetry address (`--metrics-addr`, or `COLLSCOPE_METRICS_ADDR` in `env`), rather
 /// than taking collscope's default port.
-pub fn chosen(metrics_addr: Option<&str>, env: &Env) -> bool {
+pub(crate) fn chosen(metrics_addr: Option<&str>, env: &Env) -> bool {
     metrics_addr.is_some() || env.str("COLLSCOPE_METRICS_ADDR").is_some()
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("source").required(true).args(["log", "connect", "replay", "preset", "topo_file"])))]
 #[command(group(ArgGroup::new("machine").args(["preset", "topo_file"])))]
-pub struct TuiArgs {
+pub(crate) struct TuiArgs {
     /// Real NCCL_DEBUG=INFO log file(s) to read.
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub log: Vec<PathBuf>,
@@ -56,7 +56,7 @@ impl TuiArgs {
     }
 }
 
-pub fn run(args: TuiArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: TuiArgs) -> anyhow::Result<()> {
     if !std::io::stdout().is_terminal() {
         bail!("collscope tui draws on a terminal, but stdout is not one");
     }

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Instant;
 
 #[derive(Debug, Subcommand)]
-pub enum TuneCommand {
+pub(crate) enum TuneCommand {
     /// Measure this machine's latency and bandwidth per link, algorithm and protocol and write the profile.
     Calibrate(CalibrateArgs),
     /// Print the profile communicators load (COLLSCOPE_TUNING_FILE, the default file, or the built-in one).
@@ -29,7 +29,7 @@ pub enum TuneCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct CalibrateArgs {
+pub(crate) struct CalibrateArgs {
     /// Where to write the profile (default: $XDG_CACHE_HOME/collscope/tuning.json or ~/.cache/collscope/).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -45,7 +45,7 @@ pub struct CalibrateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// A profile file instead of the one communicators would load.
     #[arg(long)]
     pub file: Option<PathBuf>,
@@ -55,7 +55,7 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct MeasureArgs {
+pub(crate) struct MeasureArgs {
     #[arg(long, value_enum)]
     launch: LaunchMode,
     #[arg(long, value_enum)]
@@ -99,7 +99,7 @@ const MIN_BYTES: u64 = 1024;
 const BATCHES: u64 = 5;
 const CELL_ALGOS: [Algorithm; 2] = [Algorithm::Tree, Algorithm::Ring];
 
-pub fn run(cmd: TuneCommand) -> Result<()> {
+pub(crate) fn run(cmd: TuneCommand) -> Result<()> {
     match cmd {
         TuneCommand::Calibrate(a) => calibrate(&a),
         TuneCommand::Show(a) => show(&a),

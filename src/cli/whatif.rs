@@ -8,7 +8,7 @@ use collscope_nccl::whatif::{Edit, WhatIf};
 use std::fmt::Write as _;
 
 #[derive(Args, Debug, Default)]
-pub struct WhatIfArgs {
+pub(crate) struct WhatIfArgs {
     /// What if this NCCL variable were set (repeatable): NCCL_NET_GDR_LEVEL=SYS, NCCL_ALGO=ring, ...
     #[arg(long = "set", value_name = "VAR=VALUE")]
     pub set: Vec<String>,
@@ -36,7 +36,7 @@ fn on_off(s: &str) -> Result<bool, String> {
 
 impl WhatIfArgs {
     /// The edits in the order given by kind: variables, then the machine.
-    pub fn edits(&self) -> Result<Vec<Edit>> {
+    pub(crate) fn edits(&self) -> Result<Vec<Edit>> {
         let mut out = Vec::new();
         for s in &self.set {
             let Some((name, value)) = s.split_once('=') else {
@@ -57,7 +57,7 @@ impl WhatIfArgs {
 
 /// The before/after table, led by the sentence for the largest AllReduce ("your" only for a call the log
 /// printed), then what the edits did, the graphs they changed and the sizes where a choice switches.
-pub fn render(w: &WhatIf) -> String {
+pub(crate) fn render(w: &WhatIf) -> String {
     let edits: Vec<String> = w.edits.iter().map(ToString::to_string).collect();
     let edits = edits.join(", ");
     let mut out = format!("\nWhat if: {edits}\n");

@@ -52,13 +52,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic in one handler leaves the state usable (every update is a whole record): keep serving.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Takes what the runtime queued, and what its communicators' records gained, into the state.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let Some(rec) = self.recorder else { return };
         let mut events = self.spare.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
         rec.drain_into(&mut events);

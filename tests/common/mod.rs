@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// Runs the collscope binary with `args` and extra `env` (NCCL_DEBUG cleared, a 60 s collective timeout),
 /// killed at [`DEADLINE`]: (success, stdout, stderr).
-pub fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = collscope_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_collscope"))
             .args(args)

@@ -9,12 +9,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// How long a server a test starts may run; it is killed when the test ends, however it ends.
-pub const LIFE: Duration = Duration::from_secs(600);
+pub(crate) const LIFE: Duration = Duration::from_secs(600);
 
 /// What `collscope perf all_reduce` of one 8 B call on the ranks `RANKS` (`--nranks 4 --launch processes`) prints
 /// with `NCCL_DEBUG=INFO`: NCCL's INFO lines with nccl-tests' table between them. Every connection is made at init
 /// (`NCCL_RUNTIME_CONNECT=0`), so each ring edge has its line.
-pub fn own_log(ranks: &[&str]) -> String {
+pub(crate) fn own_log(ranks: &[&str]) -> String {
     let out = collscope_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_collscope"))
             .args(["perf", "all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"])
@@ -31,12 +31,12 @@ pub fn own_log(ranks: &[&str]) -> String {
 }
 
 /// Starts `collscope ARGS` and returns it with the base URL it printed first (`http://127.0.0.1:PORT`).
-pub fn start(args: &[&str]) -> (Proc, String) {
+pub(crate) fn start(args: &[&str]) -> (Proc, String) {
     start_with(args, &[])
 }
 
 /// [`start`] with `env` added to the environment.
-pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> (Proc, String) {
+pub(crate) fn start_with(args: &[&str], env: &[(&str, &str)]) -> (Proc, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
     cmd.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = Proc::spawn(&mut cmd, LIFE);

@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test file that shares this module uses a part of it
 
 /// The variables through which a launcher tells a process it is a rank: none may leak in from the caller.
-pub const LAUNCH_VARS: [&str; 14] = [
+pub(crate) const LAUNCH_VARS: [&str; 14] = [
     "RANK",
     "WORLD_SIZE",
     "LOCAL_RANK",
@@ -20,7 +20,7 @@ pub const LAUNCH_VARS: [&str; 14] = [
 ];
 
 /// (pid, parent pid, process group) of every live (not zombie) process.
-pub fn processes() -> Vec<(u32, u32, u32)> {
+pub(crate) fn processes() -> Vec<(u32, u32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| {
@@ -33,12 +33,12 @@ pub fn processes() -> Vec<(u32, u32, u32)> {
         .collect()
 }
 
-pub fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     processes().into_iter().filter(|p| p.1 == pid).map(|p| p.0).collect()
 }
 
 /// The process the launcher `launcher` started as rank `rank`, once it runs collscope (after exec).
-pub fn rank_process(launcher: u32, rank: u32) -> Option<u32> {
+pub(crate) fn rank_process(launcher: u32, rank: u32) -> Option<u32> {
     let mark = format!("COLLSCOPE_RANK={rank}");
     children_of(launcher).into_iter().find(|pid| {
         std::fs::read(format!("/proc/{pid}/environ"))

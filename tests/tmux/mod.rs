@@ -8,11 +8,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long one tmux command may take.
-pub const TMUX_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const TMUX_DEADLINE: Duration = Duration::from_secs(30);
 /// How long a wait for the screen may take.
-pub const SCREEN_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const SCREEN_WAIT: Duration = Duration::from_secs(30);
 
-pub struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
     /// The server's socket file, removed at the end (tmux leaves it behind).
     socket_path: PathBuf,
@@ -22,12 +22,12 @@ impl Tmux {
     /// Starts `collscope <args>` in an 80x24 pane. The shell around it prints the exit status and lingers, so a
     /// test can check that `q` left the normal screen behind. `timeout --foreground` keeps the terminal the
     /// program's and bounds it: the pane, and with it the server, ends within 5 minutes whatever happens.
-    pub fn start(name: &str, args: &[&str]) -> Tmux {
+    pub(crate) fn start(name: &str, args: &[&str]) -> Tmux {
         Tmux::start_sized(name, (80, 24), args)
     }
 
     /// [`Tmux::start`] in a pane of (columns, rows).
-    pub fn start_sized(name: &str, (cols, rows): (u16, u16), args: &[&str]) -> Tmux {
+    pub(crate) fn start_sized(name: &str, (cols, rows): (u16, u16), args: &[&str]) -> Tmux {
         let bin = env!("CARGO_BIN_EXE_collscope");
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let cmd = format!("timeout --foreground -s KILL 240 '{bin}' {}; echo EXIT=$?; sleep 60", quoted.join(" "));
@@ -36,7 +36,7 @@ impl Tmux {
 
     /// A pane of (columns, rows) running the shell command `cmd`, which must bound itself and linger as
     /// [`Tmux::start`]'s does.
-    pub fn start_shell(name: &str, (cols, rows): (u16, u16), cmd: &str) -> Tmux {
+    pub(crate) fn start_shell(name: &str, (cols, rows): (u16, u16), cmd: &str) -> Tmux {
         let socket = format!("collscope-{name}-{}", std::process::id());
         let mut t = Tmux { socket, socket_path: PathBuf::new() };
         let (x, y) = (cols.to_string(), rows.to_string());
@@ -45,24 +45,24 @@ impl Tmux {
         t
     }
 
-    pub fn tmux(&self, args: &[&str]) -> String {
+    pub(crate) fn tmux(&self, args: &[&str]) -> String {
         let out = output(Command::new("tmux").arg("-L").arg(&self.socket).args(args), TMUX_DEADLINE);
         assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    pub fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         for k in keys {
             self.tmux(&["send-keys", "-t", "t", k]);
         }
     }
 
-    pub fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", "t"])
     }
 
     /// Waits (up to [`SCREEN_WAIT`]) until every needle is on screen; returns the screen.
-    pub fn wait_for<S: AsRef<str>>(&self, needles: &[S]) -> String {
+    pub(crate) fn wait_for<S: AsRef<str>>(&self, needles: &[S]) -> String {
         let deadline = Instant::now() + SCREEN_WAIT;
         loop {
             let screen = self.screen();

@@ -4,7 +4,7 @@
 use crate::traffic::EdgeKey;
 use collscope_model::*;
 
-pub fn op(seq: u64, coll: Collective, bytes: u64, algo: Algorithm, proto: Protocol, state: OpState) -> OpRecord {
+pub(crate) fn op(seq: u64, coll: Collective, bytes: u64, algo: Algorithm, proto: Protocol, state: OpState) -> OpRecord {
     let done = state == OpState::Completed;
     OpRecord {
         comm: Some("0x1".into()),
@@ -54,7 +54,7 @@ fn tree(channel: u32, rank: u32, up: i32, down: &[i32]) -> Tree {
     Tree { channel, rank, up, down: down.to_vec() }
 }
 
-pub fn snapshot() -> Snapshot {
+pub(crate) fn snapshot() -> Snapshot {
     let mut s = Snapshot::new(Source::Log { files: vec!["job.log".into()] });
     s.nccl_version = Some("2.28.9+cuda12.9".into());
     s.nranks = Some(8);
@@ -227,7 +227,7 @@ pub fn snapshot() -> Snapshot {
 }
 
 /// Live traffic: edge 3->4 on channel 0 moves 1 GB/s, 0->1 moves 10 GB/s.
-pub fn live() -> crate::Live {
+pub(crate) fn live() -> crate::Live {
     let mut live = crate::Live::with_snapshot("fixture", snapshot());
     let e34 = EdgeKey { channel: 0, src: 3, dst: 4 };
     let e01 = EdgeKey { channel: 0, src: 0, dst: 1 };

@@ -6,6 +6,19 @@ use collscope_debug::env::EnvError;
 pub enum RuntimeError {
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// A bootstrap operation's own error (`bootstrap::tcp::BootstrapError`), boxed so this file names no
+    /// module of the runtime.
+    #[error("bootstrap: {source}")]
+    BootstrapFailed {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("bootstrap: {what}: {source}")]
+    PeerInfo {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("rank {rank}: timed out after {secs} s waiting for {what} (set COLLSCOPE_TIMEOUT_S to wait longer)")]
     Timeout { rank: u32, secs: u64, what: String },
     #[error("rank {rank}: aborted while waiting for {what}: {reason}")]
@@ -19,13 +32,27 @@ pub enum RuntimeError {
     #[error(transparent)]
     Env(#[from] EnvError),
     #[error("NCCL_TOPO_FILE: {0}")]
-    Topo(collscope_nccl::topo::TopoError),
+    Topo(#[source] collscope_nccl::topo::TopoError),
     #[error("shared memory segment {name}: {op} failed: {source}")]
     Shm { name: String, op: &'static str, source: std::io::Error },
     #[error("no transport connects rank {from} to rank {to} (P2P and SHM disabled or not applicable, no NET)")]
     NoTransport { from: u32, to: u32 },
     #[error("transport {transport}: {msg}")]
     Transport { transport: &'static str, msg: String },
+    #[error("transport {transport}: {what}: {source}")]
+    TransportIo {
+        transport: &'static str,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A transport's own error (NET's `NetError`, its proxy's `AddError`), boxed as for `BootstrapFailed`.
+    #[error("transport {transport}: {source}")]
+    TransportFailed {
+        transport: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{coll} #{seq} failed: {source}")]
     OpFailed { coll: collscope_model::Collective, seq: u64, source: Box<RuntimeError> },
     #[error("{what}: {detail}")]
@@ -44,7 +71,9 @@ impl RuntimeError {
                 "The rank it waited for is stopped, hung or much slower: look at its state (the job view's \
                  rank_not_arrived), or raise COLLSCOPE_TIMEOUT_S",
             ),
-            RuntimeError::Transport { .. } => (
+            RuntimeError::Transport { .. }
+            | RuntimeError::TransportIo { .. }
+            | RuntimeError::TransportFailed { .. } => (
                 "transport_error",
                 "Check the link between the ranks (interfaces, firewall, NCCL_SOCKET_IFNAME) and the peer's own output",
             ),

@@ -38,7 +38,7 @@ pub mod bootstrap;
 pub mod comm;
 pub mod cuda;
 pub mod device;
-pub mod error;
+pub(crate) mod error;
 pub mod observe;
 pub mod profiler;
 pub mod socket;

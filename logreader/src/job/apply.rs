@@ -69,7 +69,7 @@ impl Job {
     }
 
     /// A problem of the input itself, not of the job: a warning of class [`classify::INPUT`].
-    pub fn input_warning(&mut self, text: String) {
+    pub(crate) fn input_warning(&mut self, text: String) {
         if self.snap.warnings.len() < MAX_WARNINGS {
             let class = classify::INPUT.to_string();
             self.snap.warnings.push(Warning { rank: None, host: None, line: None, text, class, source: None });

@@ -97,7 +97,7 @@ impl<'a> ProcKey<'a> {
 
 /// Where a process ran: its host, or its file when the host was not printed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Place {
+pub(crate) enum Place {
     Host(String),
     File(usize),
 }
@@ -224,7 +224,7 @@ impl Stream {
 
 /// What the log says about the job's size, by source, for [`crate::infer`].
 #[derive(Default, Clone)]
-pub struct SizeFacts {
+pub(crate) struct SizeFacts {
     /// Largest rank count printed, and by what (`nranks`, `nRanks`, `[nranks=N]`, ...).
     pub nranks: Option<(u32, &'static str)>,
     pub nnodes: Option<(u32, &'static str)>,
@@ -243,7 +243,7 @@ pub struct SizeFacts {
 
 /// The job being assembled.
 #[derive(Clone)]
-pub struct Job {
+pub(crate) struct Job {
     pub strict: bool,
     pub files: Vec<String>,
     pub snap: Snapshot,
@@ -305,7 +305,7 @@ pub struct Job {
 }
 
 impl Job {
-    pub fn new(strict: bool) -> Self {
+    pub(crate) fn new(strict: bool) -> Self {
         Job {
             strict,
             files: Vec::new(),
@@ -349,7 +349,7 @@ impl Job {
         }
     }
 
-    pub fn add_file(&mut self, name: &str) -> usize {
+    pub(crate) fn add_file(&mut self, name: &str) -> usize {
         self.flush_pending();
         self.matrix = None;
         self.files.push(name.to_string());
@@ -361,7 +361,7 @@ impl Job {
     }
 
     /// Feeds one raw line. `cut` says the input reader truncated it.
-    pub fn line(&mut self, file: usize, lineno: u64, line: Text, cut: bool) {
+    pub(crate) fn line(&mut self, file: usize, lineno: u64, line: Text, cut: bool) {
         let raw = line.bytes();
         if cut && self.cut_files.insert(file) {
             let name = self.files.get(file).map_or("", String::as_str);
@@ -657,7 +657,7 @@ impl Job {
     }
 
     /// Called at the end of the input.
-    pub fn finish_lines(&mut self) {
+    pub(crate) fn finish_lines(&mut self) {
         self.flush_pending();
         self.say_dropped();
         let streams: Vec<StreamKey> = self.streams.keys().copied().collect();
@@ -802,14 +802,14 @@ impl Job {
 
 /// A line being handled: where it is, what it says, and its hash.
 #[derive(Clone, Copy)]
-pub struct At<'a> {
+pub(crate) struct At<'a> {
     pub file: usize,
     pub line: u64,
     pub text: &'a str,
 }
 
 impl At<'_> {
-    pub fn line_ref(&self, files: &[String]) -> LineRef {
+    pub(crate) fn line_ref(&self, files: &[String]) -> LineRef {
         LineRef { file: files.get(self.file).cloned().unwrap_or_default(), line: self.line, text: kept(self.text) }
     }
 }

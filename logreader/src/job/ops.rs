@@ -8,12 +8,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Calls kept per communicator: enough to see where a hung job stopped and what came before.
-pub const OP_HISTORY: usize = 64;
+pub(super) const OP_HISTORY: usize = 64;
 /// Communicators with a history; calls on more are counted as dropped.
 const MAX_HISTORIES: usize = 4096;
 
 #[derive(Default, Clone)]
-pub struct OpHistories {
+pub(super) struct OpHistories {
     by_comm: FastMap<u64, usize>,
     histories: Vec<VecDeque<OpRecord>>,
     pub dropped: u64,
@@ -50,7 +50,7 @@ impl OpHistories {
     }
 
     /// Every kept call, communicator by communicator in the order they first appeared.
-    pub fn records(&self) -> Vec<OpRecord> {
+    pub(super) fn records(&self) -> Vec<OpRecord> {
         self.histories.iter().flatten().cloned().collect()
     }
 }

@@ -9,7 +9,7 @@ use collscope_model::{Algorithm, Inference, InitFacts, Protocol, TuningCell, Tun
 const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
 
 /// The enabled matrix's columns: protocols, then algorithms.
-pub type MatrixColumns = (Vec<Protocol>, Vec<Algorithm>);
+pub(super) type MatrixColumns = (Vec<Protocol>, Vec<Algorithm>);
 
 /// Rows of a table whose header rows are not in the log, held until the table ends: which block a row belongs to
 /// is only known once the blocks that follow it are seen.
@@ -23,7 +23,7 @@ enum Held {
 
 /// One thread's table in progress.
 #[derive(Default, Clone)]
-pub struct Table {
+pub(super) struct Table {
     /// Columns a header row named, for the rows that follow it.
     cols: Vec<(Algorithm, Protocol)>,
     held: Vec<Held>,
@@ -33,7 +33,7 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn is_open(&self) -> bool {
+    pub(super) fn is_open(&self) -> bool {
         !self.held.is_empty()
     }
 

@@ -7,7 +7,7 @@ use collscope_model::{Graph, GraphChannel, InitFacts, Link, LinkType, Node, Node
 
 /// Where topologies, their nodes, links and paths are, for deduplication.
 #[derive(Default, Clone)]
-pub struct TopoIndex {
+pub(super) struct TopoIndex {
     by_place: HashMap<Place, usize>,
     nodes: FastMap<(usize, NodeRef), usize>,
     links: FastSet<(usize, usize, usize, u8)>,
@@ -16,14 +16,14 @@ pub struct TopoIndex {
 
 /// A graph being printed: its head line, then one line per channel.
 #[derive(Clone)]
-pub struct GraphBuild {
+pub(super) struct GraphBuild {
     graph: Graph,
     file: usize,
     channels: Vec<Vec<GraphToken>>,
 }
 
 impl GraphBuild {
-    pub fn new(graph: Graph, host: Option<String>, file: usize) -> Self {
+    pub(super) fn new(graph: Graph, host: Option<String>, file: usize) -> Self {
         GraphBuild { graph: Graph { host, ..graph }, file, channels: Vec::new() }
     }
 }

@@ -53,11 +53,14 @@ pub(crate) const PLUGIN_NAME: &CStr = c"collscope";
 /// `out` is NULL or valid for `size` bytes of writes.
 #[no_mangle]
 pub unsafe extern "C" fn collscope_profiler_counters(out: *mut Counters, size: usize) -> c_int {
-    if out.is_null() {
-        return -1;
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if out.is_null() {
+            return -1;
+        }
+        let Ok(c) = std::panic::catch_unwind(counters) else { return -1 };
+        let n = size.min(std::mem::size_of::<Counters>());
+        std::ptr::copy_nonoverlapping((&c as *const Counters).cast::<u8>(), out.cast::<u8>(), n);
+        0
     }
-    let Ok(c) = std::panic::catch_unwind(counters) else { return -1 };
-    let n = size.min(std::mem::size_of::<Counters>());
-    std::ptr::copy_nonoverlapping((&c as *const Counters).cast::<u8>(), out.cast::<u8>(), n);
-    0
 }

@@ -248,16 +248,19 @@ impl Shared {
 /// another process under PXN and is not read); parents are handles this plugin returned, NULL, or (for a proxy
 /// operation whose `pid` is not this process) never read.
 pub(crate) unsafe fn start(shared: &Shared, context: *const Context, d: Start) -> *mut c_void {
-    match d {
-        Start::Task(t) => context.as_ref().map_or(null_mut(), |c| c.start_task(t)),
-        Start::ProxyCtrl => context.as_ref().map_or(null_mut(), Context::start_ctrl),
-        Start::ProxyOp(op) => start_proxy(shared, op),
-        Start::ProxyStep { parent, step } => match slot_of::<ProxySlot>(parent, PROXY) {
-            Some((op, _)) => op.start_step(step),
-            None => null_mut(),
-        },
-        Start::KernelCh { parent, channel, p_timer } => start_kernel(parent, channel, p_timer),
-        Start::Ignored => null_mut(),
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        match d {
+            Start::Task(t) => context.as_ref().map_or(null_mut(), |c| c.start_task(t)),
+            Start::ProxyCtrl => context.as_ref().map_or(null_mut(), Context::start_ctrl),
+            Start::ProxyOp(op) => start_proxy(shared, op),
+            Start::ProxyStep { parent, step } => match slot_of::<ProxySlot>(parent, PROXY) {
+                Some((op, _)) => op.start_step(step),
+                None => null_mut(),
+            },
+            Start::KernelCh { parent, channel, p_timer } => start_kernel(parent, channel, p_timer),
+            Start::Ignored => null_mut(),
+        }
     }
 }
 
@@ -266,13 +269,17 @@ pub(crate) unsafe fn start(shared: &Shared, context: *const Context, d: Start) -
 /// # Safety
 /// `h` is NULL or a handle [`start`] returned whose context is alive.
 pub(crate) unsafe fn stop(h: *mut c_void) {
-    match kind_of(h) {
-        Some(TASK) => obj::<TaskSlot>(h).stop(tag(h)),
-        Some(PROXY) => obj::<ProxySlot>(h).stop(),
-        Some(STEP) => obj::<StepSlot>(h).stop(),
-        Some(KERNEL) => obj::<KernelSlot>(h).stop(),
-        Some(CTRL) => obj::<CtrlSlot>(h).stop(),
-        _ => {}
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    // `kind_of` names the object type a handle points to.
+    unsafe {
+        match kind_of(h) {
+            Some(TASK) => obj::<TaskSlot>(h).stop(tag(h)),
+            Some(PROXY) => obj::<ProxySlot>(h).stop(),
+            Some(STEP) => obj::<StepSlot>(h).stop(),
+            Some(KERNEL) => obj::<KernelSlot>(h).stop(),
+            Some(CTRL) => obj::<CtrlSlot>(h).stop(),
+            _ => {}
+        }
     }
 }
 
@@ -281,11 +288,15 @@ pub(crate) unsafe fn stop(h: *mut c_void) {
 /// # Safety
 /// As for [`stop`].
 pub(crate) unsafe fn record(h: *mut c_void, st: i32, u: Update) {
-    match kind_of(h) {
-        Some(STEP) => obj::<StepSlot>(h).record(st, u),
-        Some(KERNEL) if st == state::KERNEL_CH_STOP => obj::<KernelSlot>(h).p_stop.store(u.p_timer, Relaxed),
-        Some(CTRL) => obj::<CtrlSlot>(h).record(st, u),
-        _ => {}
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    // `kind_of` names the object type a handle points to.
+    unsafe {
+        match kind_of(h) {
+            Some(STEP) => obj::<StepSlot>(h).record(st, u),
+            Some(KERNEL) if st == state::KERNEL_CH_STOP => obj::<KernelSlot>(h).p_stop.store(u.p_timer, Relaxed),
+            Some(CTRL) => obj::<CtrlSlot>(h).record(st, u),
+            _ => {}
+        }
     }
 }
 
@@ -302,8 +313,12 @@ fn tag(h: *mut c_void) -> u64 {
 /// # Safety
 /// `h` is NULL or a handle of this plugin.
 unsafe fn kind_of(h: *mut c_void) -> Option<u8> {
-    let addr = h as usize & !TAG;
-    (addr != 0).then(|| *(addr as *const u8))
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on. A
+    // handle's object starts with its kind byte.
+    unsafe {
+        let addr = h as usize & !TAG;
+        (addr != 0).then(|| *(addr as *const u8))
+    }
 }
 
 /// The object behind `h`.
@@ -311,7 +326,8 @@ unsafe fn kind_of(h: *mut c_void) -> Option<u8> {
 /// # Safety
 /// `h` is a handle of this plugin to an object of type `T`.
 unsafe fn obj<'a, T>(h: *mut c_void) -> &'a T {
-    &*((h as usize & !TAG) as *const T)
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe { &*((h as usize & !TAG) as *const T) }
 }
 
 /// The object of kind `k` behind `h`, and the tag in its low bits.
@@ -319,7 +335,9 @@ unsafe fn obj<'a, T>(h: *mut c_void) -> &'a T {
 /// # Safety
 /// As for [`kind_of`]; `T` is the object type of kind `k`.
 unsafe fn slot_of<'a, T>(h: *mut c_void, k: u8) -> Option<(&'a T, u64)> {
-    (kind_of(h)? == k).then(|| (obj(h), tag(h)))
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on. `obj`
+    // is read only where the handle's kind is `k`.
+    unsafe { (kind_of(h)? == k).then(|| (obj(h), tag(h))) }
 }
 
 /// What a call's descriptor says, fixed while the call is open.
@@ -427,12 +445,19 @@ const _: () = assert!(
 // SAFETY: the raw pointers point into the Arc that owns the object; the rest is atomics, and `info` follows the
 // protocol on TaskSlot.
 unsafe impl Send for TaskSlot {}
+// SAFETY: as above.
 unsafe impl Sync for TaskSlot {}
+// SAFETY: as for TaskSlot: pointers into the owning Arc, and atomics.
 unsafe impl Send for ProxySlot {}
+// SAFETY: as for TaskSlot.
 unsafe impl Sync for ProxySlot {}
+// SAFETY: as for TaskSlot.
 unsafe impl Send for KernelSlot {}
+// SAFETY: as for TaskSlot.
 unsafe impl Sync for KernelSlot {}
+// SAFETY: as for TaskSlot.
 unsafe impl Send for CtrlSlot {}
+// SAFETY: as for TaskSlot.
 unsafe impl Sync for CtrlSlot {}
 
 impl TaskSlot {
@@ -577,12 +602,15 @@ impl TaskSlot {
 /// # Safety
 /// `parent` is NULL or a handle of this process's plugin.
 unsafe fn adopt<'a>(parent: *mut c_void, kernel: bool) -> Option<&'a TaskSlot> {
-    let (task, tag) = slot_of::<TaskSlot>(parent, TASK)?;
-    if task.acquire(tag, kernel) {
-        Some(task)
-    } else {
-        bump(&task.ctx().out.stats.orphans);
-        None
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        let (task, tag) = slot_of::<TaskSlot>(parent, TASK)?;
+        if task.acquire(tag, kernel) {
+            Some(task)
+        } else {
+            bump(&task.ctx().out.stats.orphans);
+            None
+        }
     }
 }
 
@@ -592,43 +620,46 @@ unsafe fn adopt<'a>(parent: *mut c_void, kernel: bool) -> Option<&'a TaskSlot> {
 /// # Safety
 /// As for [`start`].
 unsafe fn start_proxy(shared: &Shared, op: ProxyOpStart) -> *mut c_void {
-    let (slot, parent, seq) = if op.pid != clock::pid() {
-        let Some(slot) = shared.proxies.take() else {
-            bump(&shared.out.stats.dropped_events);
-            return null_mut();
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        let (slot, parent, seq) = if op.pid != clock::pid() {
+            let Some(slot) = shared.proxies.take() else {
+                bump(&shared.out.stats.dropped_events);
+                return null_mut();
+            };
+            (slot, None, 0)
+        } else {
+            let Some(task) = adopt(op.parent, false) else { return null_mut() };
+            let Some(slot) = task.ctx().proxies.take() else {
+                bump(&task.ctx().out.stats.dropped_events);
+                task.release();
+                return null_mut();
+            };
+            task.child_started();
+            (slot, Some(task), task.info().seq)
         };
-        (slot, None, 0)
-    } else {
-        let Some(task) = adopt(op.parent, false) else { return null_mut() };
-        let Some(slot) = task.ctx().proxies.take() else {
-            bump(&task.ctx().out.stats.dropped_events);
-            task.release();
-            return null_mut();
-        };
-        task.child_started();
-        (slot, Some(task), task.info().seq)
-    };
-    slot.parent.store(parent.map_or(0, |t| handle(t, 0) as usize), Relaxed);
-    slot.seq.store(seq, Relaxed);
-    slot.rank.store(op.rank, Relaxed);
-    slot.channel.store(op.channel, Relaxed);
-    slot.peer.store(op.peer, Relaxed);
-    slot.send.store(op.is_send, Relaxed);
-    slot.n_steps.store(op.n_steps, Relaxed);
-    for c in [&slot.posted, &slot.transmitted, &slot.done] {
-        c.store(0, Relaxed);
+        slot.parent.store(parent.map_or(0, |t| handle(t, 0) as usize), Relaxed);
+        slot.seq.store(seq, Relaxed);
+        slot.rank.store(op.rank, Relaxed);
+        slot.channel.store(op.channel, Relaxed);
+        slot.peer.store(op.peer, Relaxed);
+        slot.send.store(op.is_send, Relaxed);
+        slot.n_steps.store(op.n_steps, Relaxed);
+        for c in [&slot.posted, &slot.transmitted, &slot.done] {
+            c.store(0, Relaxed);
+        }
+        slot.bytes.store(0, Relaxed);
+        for w in &slot.waits {
+            w.store(0, Relaxed);
+        }
+        slot.first_step_ns.store(0, Relaxed);
+        slot.last_step_ns.store(0, Relaxed);
+        for s in &slot.steps {
+            s.busy.store(false, Relaxed);
+        }
+        slot.live.store(true, Relaxed);
+        handle(slot, 0)
     }
-    slot.bytes.store(0, Relaxed);
-    for w in &slot.waits {
-        w.store(0, Relaxed);
-    }
-    slot.first_step_ns.store(0, Relaxed);
-    slot.last_step_ns.store(0, Relaxed);
-    for s in &slot.steps {
-        s.busy.store(false, Relaxed);
-    }
-    slot.live.store(true, Relaxed);
-    handle(slot, 0)
 }
 
 impl ProxySlot {
@@ -781,23 +812,26 @@ impl StepSlot {
 /// # Safety
 /// `parent` is NULL or a handle of this plugin.
 unsafe fn start_kernel(parent: *mut c_void, channel: u8, p_timer: u64) -> *mut c_void {
-    // The channel counts towards its call's completion even when no object is left to time it.
-    let Some(task) = adopt(parent, true) else { return null_mut() };
-    let ctx = task.ctx();
-    let Some(slot) = ctx.kernels.take() else {
-        bump(&ctx.out.stats.dropped_events);
-        task.release();
-        return null_mut();
-    };
-    task.child_started();
-    if p_timer > 0 && p_timer < task.gpu_start.load(Relaxed) {
-        task.gpu_start.fetch_min(p_timer, Relaxed);
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        // The channel counts towards its call's completion even when no object is left to time it.
+        let Some(task) = adopt(parent, true) else { return null_mut() };
+        let ctx = task.ctx();
+        let Some(slot) = ctx.kernels.take() else {
+            bump(&ctx.out.stats.dropped_events);
+            task.release();
+            return null_mut();
+        };
+        task.child_started();
+        if p_timer > 0 && p_timer < task.gpu_start.load(Relaxed) {
+            task.gpu_start.fetch_min(p_timer, Relaxed);
+        }
+        slot.parent.store(handle(task, 0) as usize, Relaxed);
+        slot.channel.store(channel, Relaxed);
+        slot.p_start.store(p_timer, Relaxed);
+        slot.p_stop.store(0, Relaxed);
+        handle(slot, 0)
     }
-    slot.parent.store(handle(task, 0) as usize, Relaxed);
-    slot.channel.store(channel, Relaxed);
-    slot.p_start.store(p_timer, Relaxed);
-    slot.p_stop.store(0, Relaxed);
-    handle(slot, 0)
 }
 
 impl KernelSlot {

@@ -186,19 +186,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `context` and `mask` are NULL or valid for writes (`mask` is NCCL's `int`, alive as long as NCCL is loaded);
 /// `c.comm_name` is NULL or NUL-terminated.
 pub(crate) unsafe fn init(context: *mut *mut c_void, mask: *mut c_int, c: CommInit) -> NcclResult {
-    if context.is_null() || mask.is_null() {
-        return NCCL_INVALID_USAGE;
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if context.is_null() || mask.is_null() {
+            return NCCL_INVALID_USAGE;
+        }
+        *context = null_mut();
+        let p = &*PLUGIN;
+        if p.disabled.load(Relaxed) {
+            return NCCL_INTERNAL_ERROR;
+        }
+        *lock(&p.logger) = c.logfn;
+        catch_unwind(AssertUnwindSafe(|| p.init(context, mask, c))).unwrap_or_else(|_| {
+            p.disable();
+            NCCL_INTERNAL_ERROR
+        })
     }
-    *context = null_mut();
-    let p = &*PLUGIN;
-    if p.disabled.load(Relaxed) {
-        return NCCL_INTERNAL_ERROR;
-    }
-    *lock(&p.logger) = c.logfn;
-    catch_unwind(AssertUnwindSafe(|| p.init(context, mask, c))).unwrap_or_else(|_| {
-        p.disable();
-        NCCL_INTERNAL_ERROR
-    })
 }
 
 /// `startEvent`. `descr` reads NCCL's descriptor (inside the guard).
@@ -210,11 +213,14 @@ pub(crate) unsafe fn start(
     handle: *mut *mut c_void,
     descr: impl FnOnce() -> Start,
 ) -> NcclResult {
-    if handle.is_null() {
-        return NCCL_SUCCESS;
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if handle.is_null() {
+            return NCCL_SUCCESS;
+        }
+        *handle = null_mut();
+        PLUGIN.guard(|| *handle = machine::start(&PLUGIN.shared, context as *const Context, descr()))
     }
-    *handle = null_mut();
-    PLUGIN.guard(|| *handle = machine::start(&PLUGIN.shared, context as *const Context, descr()))
 }
 
 /// `stopEvent`.
@@ -222,7 +228,8 @@ pub(crate) unsafe fn start(
 /// # Safety
 /// See [`machine::stop`].
 pub(crate) unsafe fn stop(handle: *mut c_void) -> NcclResult {
-    PLUGIN.guard(|| machine::stop(handle))
+    // SAFETY: this function's contract is `machine::stop`'s.
+    unsafe { PLUGIN.guard(|| machine::stop(handle)) }
 }
 
 /// `recordEventState`. `update` reads NCCL's state arguments (inside the guard).
@@ -230,7 +237,8 @@ pub(crate) unsafe fn stop(handle: *mut c_void) -> NcclResult {
 /// # Safety
 /// See [`machine::record`].
 pub(crate) unsafe fn record(handle: *mut c_void, state: c_int, update: impl FnOnce() -> Update) -> NcclResult {
-    PLUGIN.guard(|| machine::record(handle, state, update()))
+    // SAFETY: this function's contract is `machine::record`'s.
+    unsafe { PLUGIN.guard(|| machine::record(handle, state, update())) }
 }
 
 /// `finalize`.
@@ -280,90 +288,93 @@ impl Plugin {
     /// # Safety
     /// As for [`init`].
     unsafe fn init(&self, context: *mut *mut c_void, mask: *mut c_int, c: CommInit) -> NcclResult {
-        crate::clock::calibrate();
-        let settings = match Settings::from_env() {
-            Ok(s) => s,
-            Err(e) => {
-                self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
-                return NCCL_INVALID_USAGE;
-            }
-        };
-        if let Some(path) = &settings.dump {
-            let mut st = lock(&self.state);
-            if !st.dump_open {
-                match JsonlSink::open(path) {
-                    Ok(s) => lock(&self.sinks).push(Box::new(s)),
-                    Err(e) => {
-                        self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
-                        return NCCL_SYSTEM_ERROR;
-                    }
-                }
-                st.dump_open = true;
-            }
-        }
-        let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
-            Some(n) if !n.is_empty() => Arc::from(n),
-            _ => Arc::from(format!("{:#x}", c.comm_id)),
-        };
-        let comm = CommInfo {
-            name,
-            comm_id: c.comm_id,
-            rank: c.rank.max(0) as u32,
-            nranks: c.nranks.max(0) as u32,
-            nnodes: c.n_nodes.max(0) as u32,
-            host: hostname(),
-            version: nccl_version(),
-        };
-        self.debug_log.get_or_init(|| {
-            let get = |k: &str| std::env::var(k).ok();
-            DebugLog::from_env(get, &collscope_debug::sys::hostname(), std::process::id()).map(Mutex::new)
-        });
-        let summary = format!(
-            "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
-            comm.name, comm.rank, comm.nranks, settings.mask
-        );
-        let (rank, nranks, host) = (comm.rank, comm.nranks, comm.host.clone());
-        let ctx = Context::new(comm, settings.mask, &SIZES);
-        let mut st = lock(&self.state);
-        if settings.metrics && st.server.is_none() && !st.serve_failed {
-            match self.serve(settings.linger) {
-                Ok(server) => {
-                    st.serve_failed = server.is_none();
-                    st.server = server;
-                }
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        unsafe {
+            crate::clock::calibrate();
+            let settings = match Settings::from_env() {
+                Ok(s) => s,
                 Err(e) => {
                     self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
                     return NCCL_INVALID_USAGE;
                 }
-            }
-        }
-        if let Some(server) = &st.server {
-            let me = RankEndpoint { rank, host: host.unwrap_or_default(), url: server.endpoint.clone() };
-            match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
-                Ok(r) => st.rendezvous.push(r),
-                Err(e) => {
-                    self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; the job view shows this rank only"))
+            };
+            if let Some(path) = &settings.dump {
+                let mut st = lock(&self.state);
+                if !st.dump_open {
+                    match JsonlSink::open(path) {
+                        Ok(s) => lock(&self.sinks).push(Box::new(s)),
+                        Err(e) => {
+                            self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
+                            return NCCL_SYSTEM_ERROR;
+                        }
+                    }
+                    st.dump_open = true;
                 }
             }
-        }
-        if st.drainer.is_none() && (st.dump_open || st.server.is_some()) {
-            match Drainer::start() {
-                Ok(d) => st.drainer = Some(d),
-                Err(e) => {
-                    self.log(NCCL_LOG_WARN, &format!("collscope profiler: cannot start its drain thread: {e}"));
-                    return NCCL_SYSTEM_ERROR;
+            let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
+                Some(n) if !n.is_empty() => Arc::from(n),
+                _ => Arc::from(format!("{:#x}", c.comm_id)),
+            };
+            let comm = CommInfo {
+                name,
+                comm_id: c.comm_id,
+                rank: c.rank.max(0) as u32,
+                nranks: c.nranks.max(0) as u32,
+                nnodes: c.n_nodes.max(0) as u32,
+                host: hostname(),
+                version: nccl_version(),
+            };
+            self.debug_log.get_or_init(|| {
+                let get = |k: &str| std::env::var(k).ok();
+                DebugLog::from_env(get, &collscope_debug::sys::hostname(), std::process::id()).map(Mutex::new)
+            });
+            let summary = format!(
+                "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
+                comm.name, comm.rank, comm.nranks, settings.mask
+            );
+            let (rank, nranks, host) = (comm.rank, comm.nranks, comm.host.clone());
+            let ctx = Context::new(comm, settings.mask, &SIZES);
+            let mut st = lock(&self.state);
+            if settings.metrics && st.server.is_none() && !st.serve_failed {
+                match self.serve(settings.linger) {
+                    Ok(server) => {
+                        st.serve_failed = server.is_none();
+                        st.server = server;
+                    }
+                    Err(e) => {
+                        self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; NCCL continues without it"));
+                        return NCCL_INVALID_USAGE;
+                    }
                 }
             }
+            if let Some(server) = &st.server {
+                let me = RankEndpoint { rank, host: host.unwrap_or_default(), url: server.endpoint.clone() };
+                match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
+                    Ok(r) => st.rendezvous.push(r),
+                    Err(e) => {
+                        self.log(NCCL_LOG_WARN, &format!("collscope profiler: {e}; the job view shows this rank only"))
+                    }
+                }
+            }
+            if st.drainer.is_none() && (st.dump_open || st.server.is_some()) {
+                match Drainer::start() {
+                    Ok(d) => st.drainer = Some(d),
+                    Err(e) => {
+                        self.log(NCCL_LOG_WARN, &format!("collscope profiler: cannot start its drain thread: {e}"));
+                        return NCCL_SYSTEM_ERROR;
+                    }
+                }
+            }
+            // SAFETY: NCCL's mask is an aligned `int` that outlives the plugin; NCCL reads it atomically.
+            AtomicI32::from_ptr(mask).store(settings.mask as c_int, Relaxed);
+            self.mask.store(mask, Relaxed);
+            *context = Arc::as_ptr(&ctx) as *mut c_void;
+            st.contexts.push(ctx);
+            st.live += 1;
+            drop(st);
+            self.log(NCCL_LOG_INFO, &summary);
+            NCCL_SUCCESS
         }
-        // SAFETY: NCCL's mask is an aligned `int` that outlives the plugin; NCCL reads it atomically.
-        AtomicI32::from_ptr(mask).store(settings.mask as c_int, Relaxed);
-        self.mask.store(mask, Relaxed);
-        *context = Arc::as_ptr(&ctx) as *mut c_void;
-        st.contexts.push(ctx);
-        st.live += 1;
-        drop(st);
-        self.log(NCCL_LOG_INFO, &summary);
-        NCCL_SUCCESS
     }
 
     fn finalize(&self, ctx: *const Context) {
@@ -551,8 +562,10 @@ fn nccl_version() -> Option<String> {
             if f.is_null() {
                 return None;
             }
+            // SAFETY: `f` is non-NULL and is `ncclGetVersion`, whose C type this is.
             let get: unsafe extern "C" fn(*mut c_int) -> c_int = unsafe { std::mem::transmute(f) };
             let mut code: c_int = 0;
+            // SAFETY: `get` is NCCL's `ncclGetVersion`, which writes one `int`.
             (unsafe { get(&mut code) } == NCCL_SUCCESS && code > 0).then(|| version_of(code as u32))
         })
         .clone()

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Fault {
+pub(crate) enum Fault {
     Mismatch { rank: u32, step: u64 },
     Slow { rank: u32, factor: f64 },
     Stop { rank: u32, step: u64, secs: f64 },
@@ -65,7 +65,7 @@ impl FromStr for Fault {
 }
 
 impl Fault {
-    pub fn rank(&self) -> u32 {
+    pub(crate) fn rank(&self) -> u32 {
         match *self {
             Fault::Mismatch { rank, .. }
             | Fault::Slow { rank, .. }
@@ -75,13 +75,13 @@ impl Fault {
     }
 
     /// Whether the fault acts on a whole process (so ranks must be processes, not threads of one).
-    pub fn needs_processes(&self) -> bool {
+    pub(crate) fn needs_processes(&self) -> bool {
         matches!(self, Fault::Stop { .. } | Fault::Kill { .. })
     }
 
     /// Before `step`'s collectives on `rank`, having taken `last_step` for the step before: stops or kills this
     /// process, or sleeps to slow it down. A fault that cannot be caused is said, and training goes on.
-    pub fn before_step(&self, rank: u32, step: u64, last_step: Duration) {
+    pub(crate) fn before_step(&self, rank: u32, step: u64, last_step: Duration) {
         if rank != self.rank() {
             return;
         }
@@ -113,7 +113,7 @@ impl Fault {
     }
 
     /// Whether `rank` calls the wrong collective at `step`.
-    pub fn mismatches(&self, rank: u32, step: u64) -> bool {
+    pub(crate) fn mismatches(&self, rank: u32, step: u64) -> bool {
         matches!(*self, Fault::Mismatch { rank: r, step: s } if r == rank && s == step)
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use training::{run_training, TrainingConfig};
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Ranks to start (ignored when a launcher started this process).
     #[arg(long, default_value_t = 4)]
     pub nranks: u32,
@@ -95,7 +95,7 @@ fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
     Ok(Some(format!("http://{rank0}")))
 }
 
-pub fn run(args: &DemoArgs) -> Result<()> {
+pub(crate) fn run(args: &DemoArgs) -> Result<()> {
     let max_duration = match (args.duration, args.steps) {
         (Some(d), _) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
         (Some(d), _) => Some(Duration::from_secs_f64(d)),

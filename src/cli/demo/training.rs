@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// Shape and length of the run.
 #[derive(Debug, Clone)]
-pub struct TrainingConfig {
+pub(super) struct TrainingConfig {
     /// Gradient elements (f32) reduced per step by the DDP part.
     pub grad_elems: usize,
     /// DDP bucket size in elements (PyTorch's default bucket is 25 MB).
@@ -41,7 +41,7 @@ impl Default for TrainingConfig {
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepReport {
+pub(super) struct StepReport {
     pub step: u64,
     pub secs: f64,
     /// Mean "loss" over ranks (an AllReduce of a scalar).
@@ -57,7 +57,7 @@ fn mismatch(what: &str, step: u64, detail: String) -> RuntimeError {
 
 /// Runs steps until the configured bound; `on_step` sees each step's report (every rank gets the same
 /// number of steps). Returns the reports.
-pub fn run_training(
+pub(super) fn run_training(
     comm: &mut Comm,
     cfg: &TrainingConfig,
     mut on_step: impl FnMut(&StepReport),

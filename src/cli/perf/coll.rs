@@ -10,7 +10,7 @@ use collscope_runtime::{Comm, Registration, SharedBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
-pub enum Bench {
+pub(crate) enum Bench {
     AllReduce,
     AllGather,
     ReduceScatter,
@@ -22,7 +22,7 @@ pub enum Bench {
 
 /// Element counts of one size (nccl-tests' `getCollByteCount`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub send: usize,
     pub recv: usize,
     /// The count the collective is called with (the table's `count` column).
@@ -32,7 +32,7 @@ pub struct Counts {
 impl Counts {
     /// Elements of the receive buffer of benchmark `b`: in-place ReduceScatter receives in a buffer as large as
     /// its input.
-    pub fn recv_len(self, b: Bench, in_place: bool) -> usize {
+    pub(crate) fn recv_len(self, b: Bench, in_place: bool) -> usize {
         if in_place && b == Bench::ReduceScatter {
             self.send
         } else {
@@ -43,19 +43,19 @@ impl Counts {
 
 impl Bench {
     /// The nccl-tests program name (`all_reduce_perf`).
-    pub fn program(self) -> String {
+    pub(crate) fn program(self) -> String {
         format!("{}_perf", self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default())
     }
 
-    pub fn uses_op(self) -> bool {
+    pub(crate) fn uses_op(self) -> bool {
         matches!(self, Bench::AllReduce | Bench::ReduceScatter | Bench::Reduce)
     }
 
-    pub fn uses_root(self) -> bool {
+    pub(crate) fn uses_root(self) -> bool {
         matches!(self, Bench::Broadcast | Bench::Reduce)
     }
 
-    pub fn counts(self, count: usize, n: usize) -> Counts {
+    pub(crate) fn counts(self, count: usize, n: usize) -> Counts {
         match self {
             Bench::AllReduce | Bench::Broadcast | Bench::Reduce | Bench::Sendrecv => {
                 Counts { send: count, recv: count, param: count }
@@ -69,14 +69,14 @@ impl Bench {
     /// Bytes one rank holds at once for one size: its send and receive buffers, its input staged before it is
     /// copied in, the expected result when checking, and the copy of the input in-place AllToAll and SendRecv
     /// make.
-    pub fn peak_bytes(self, c: Counts, elem: usize, check: bool) -> u128 {
+    pub(crate) fn peak_bytes(self, c: Counts, elem: usize, check: bool) -> u128 {
         let scratch = matches!(self, Bench::Alltoall | Bench::Sendrecv);
         let elems = 2 * c.send as u128 + c.recv as u128 * (1 + u128::from(check) + u128::from(scratch));
         elems * elem as u128
     }
 
     /// (algbw, busbw) in GB/s for `param` elements of `size` bytes taking `secs` (nccl-tests' `getBw`).
-    pub fn bandwidth(self, param: usize, size: usize, secs: f64, n: usize) -> (f64, f64) {
+    pub(crate) fn bandwidth(self, param: usize, size: usize, secs: f64, n: usize) -> (f64, f64) {
         let nf = n as f64;
         let (base_elems, factor) = match self {
             Bench::AllReduce => (param, 2.0 * (nf - 1.0) / nf),
@@ -90,7 +90,7 @@ impl Bench {
 
 /// Rank `rank`'s input at index `i`: small values exact in every type (1 or 2 for products, so they
 /// cannot overflow differently in different orders).
-pub fn input<T: Element>(rank: usize, i: usize, op: RedOp) -> T {
+pub(super) fn input<T: Element>(rank: usize, i: usize, op: RedOp) -> T {
     if op == RedOp::Prod {
         T::from_index(1 + (i + rank) % 2)
     } else {
@@ -99,7 +99,14 @@ pub fn input<T: Element>(rank: usize, i: usize, op: RedOp) -> T {
 }
 
 /// What rank `rank`'s receive buffer must hold afterwards; `None` where the collective leaves it undefined.
-pub fn expected<T: Element>(b: Bench, c: Counts, rank: usize, n: usize, root: usize, op: RedOp) -> Option<Vec<T>> {
+pub(super) fn expected<T: Element>(
+    b: Bench,
+    c: Counts,
+    rank: usize,
+    n: usize,
+    root: usize,
+    op: RedOp,
+) -> Option<Vec<T>> {
     let inp = |q: usize, i: usize| input::<T>(q, i, op);
     Some(match b {
         Bench::AllReduce => (0..c.recv).map(|i| reference_reduce(op, n, |q| inp(q, i))).collect(),
@@ -114,7 +121,7 @@ pub fn expected<T: Element>(b: Bench, c: Counts, rank: usize, n: usize, root: us
 }
 
 /// `64 GiB`, `1.5 MiB`, `512 B`.
-pub fn human_bytes(b: u128) -> String {
+pub(super) fn human_bytes(b: u128) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b as f64;
     let mut u = 0;
@@ -130,7 +137,7 @@ pub fn human_bytes(b: u128) -> String {
 }
 
 /// Elements of `got` that differ from `want`: exactly for integers, within reduction-order rounding for floats.
-pub fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
+pub(super) fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
     let tol = match T::DTYPE {
         collscope_kernels::Dtype::F16 => 1e-2,
         collscope_kernels::Dtype::Bf16 => 5e-2,
@@ -148,7 +155,7 @@ pub fn count_wrong<T: Element>(got: &[T], want: &[T], n: usize) -> u64 {
 }
 
 /// A send or receive buffer: allocated for one size, or the front of a registered window (`-R 2`).
-pub enum Region<'a, T> {
+pub(super) enum Region<'a, T> {
     Heap(Vec<T>),
     Window(&'a mut [T]),
 }
@@ -174,7 +181,7 @@ impl<T> std::ops::DerefMut for Region<'_, T> {
 
 /// The send and receive windows of `-R 2` (nccl-tests' symmetric registration: `ncclMemAlloc`'d buffers of the
 /// largest size registered with `ncclCommWindowRegister` once, each size using their front).
-pub struct Windows {
+pub(super) struct Windows {
     send: SharedBuf,
     recv: SharedBuf,
     regs: [Registration; 2],
@@ -182,7 +189,7 @@ pub struct Windows {
 
 impl Windows {
     /// Allocates `send_bytes` and `recv_bytes` of shared memory and registers both (every rank at once).
-    pub fn register(comm: &mut Comm, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
+    pub(super) fn register(comm: &mut Comm, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
         let alloc = |n: usize, which: &str| {
             SharedBuf::new(n)
                 .with_context(|| format!("cannot allocate the {which} window of {}", human_bytes(n as u128)))
@@ -193,14 +200,14 @@ impl Windows {
     }
 
     /// Ends both registrations (every rank at once).
-    pub fn deregister(self, comm: &mut Comm) -> Result<()> {
+    pub(super) fn deregister(self, comm: &mut Comm) -> Result<()> {
         self.regs.into_iter().try_for_each(|r| comm.deregister(r))?;
         Ok(())
     }
 }
 
 /// The buffers of one rank for one size.
-pub struct Buffers<'a, T> {
+pub(super) struct Buffers<'a, T> {
     pub send: Region<'a, T>,
     pub recv: Region<'a, T>,
     /// Scratch for the benchmarks whose in-place form needs a copy of the input (AllToAll, SendRecv).
@@ -211,7 +218,7 @@ impl<'a, T: Element> Buffers<'a, T> {
     /// Zeroed buffers for benchmark `b` at counts `c` (in-place ReduceScatter receives in a buffer as large as
     /// its input): allocated, or the front of `windows`. An error names the buffer and its size when the
     /// allocator refuses it.
-    pub fn new(b: Bench, c: Counts, in_place: bool, windows: Option<&'a mut Windows>) -> Result<Self> {
+    pub(super) fn new(b: Bench, c: Counts, in_place: bool, windows: Option<&'a mut Windows>) -> Result<Self> {
         let recv = c.recv_len(b, in_place);
         let zeroed = |n: usize, which: &str| -> Result<Vec<T>> {
             let mut v = Vec::new();
@@ -240,7 +247,7 @@ impl<'a, T: Element> Buffers<'a, T> {
 
     /// Writes this rank's input where the call will read it (the send buffer, or its block of the receive
     /// buffer for in-place runs).
-    pub fn fill(&mut self, b: Bench, c: Counts, rank: usize, op: RedOp, in_place: bool) {
+    pub(super) fn fill(&mut self, b: Bench, c: Counts, rank: usize, op: RedOp, in_place: bool) {
         let send: Vec<T> = (0..c.send).map(|i| input(rank, i, op)).collect();
         match (in_place, b) {
             (false, _) => self.send.copy_from_slice(&send),
@@ -250,7 +257,7 @@ impl<'a, T: Element> Buffers<'a, T> {
     }
 
     /// The result: the receive buffer, or for in-place ReduceScatter this rank's block of it.
-    pub fn result(&self, b: Bench, c: Counts, rank: usize, in_place: bool) -> &[T] {
+    pub(super) fn result(&self, b: Bench, c: Counts, rank: usize, in_place: bool) -> &[T] {
         if in_place && b == Bench::ReduceScatter {
             &self.recv[rank * c.param..(rank + 1) * c.param]
         } else {
@@ -259,7 +266,7 @@ impl<'a, T: Element> Buffers<'a, T> {
     }
 
     /// One call of the collective.
-    pub fn run(&mut self, comm: &mut Comm, b: Bench, op: RedOp, root: u32, in_place: bool) -> Result<()> {
+    pub(super) fn run(&mut self, comm: &mut Comm, b: Bench, op: RedOp, root: u32, in_place: bool) -> Result<()> {
         let n = comm.nranks();
         let rank = comm.rank();
         match (b, in_place) {

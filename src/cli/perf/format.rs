@@ -1,7 +1,7 @@
 //! nccl-tests' number formats (`src/util.cu`): `getFloatStr` for the table columns and C's `%g`.
 
 /// `getFloatStr(value, width)`: two, one or no decimals, or exponent form, whichever fits `width`.
-pub fn float_str(value: f64, width: usize) -> String {
+pub(super) fn float_str(value: f64, width: usize) -> String {
     let mut power = 0usize;
     let mut val: u64 = 1;
     while value >= val as f64 && power < 30 {
@@ -28,7 +28,7 @@ fn c_exp(value: f64, prec: usize) -> String {
 }
 
 /// C's `%g` (six significant digits, trailing zeros removed).
-pub fn c_g(value: f64) -> String {
+pub(super) fn c_g(value: f64) -> String {
     if value == 0.0 {
         return "0".into();
     }

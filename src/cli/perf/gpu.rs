@@ -8,7 +8,7 @@ use clap::ValueEnum;
 
 /// Where perf's buffers live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Memory {
+pub(crate) enum Memory {
     Host,
     Gpu,
 }
@@ -19,7 +19,7 @@ pub fn perf(_args: &PerfArgs, _sizes: &[usize]) -> Result<()> {
 }
 
 #[cfg(feature = "cuda")]
-pub fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
+pub(super) fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
     use collscope_debug::env::Env;
     use collscope_model::DataType;
     use collscope_runtime::comm::kernel_op;

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 #[derive(Debug, Clone)]
-pub enum J {
+pub(super) enum J {
     Int(i64),
     Double(f64),
     Str(String),
@@ -14,15 +14,15 @@ pub enum J {
 }
 
 impl J {
-    pub fn str(s: impl Into<String>) -> J {
+    pub(super) fn str(s: impl Into<String>) -> J {
         J::Str(s.into())
     }
 
-    pub fn bool(b: bool) -> J {
+    pub(super) fn bool(b: bool) -> J {
         J::Str(if b { "true" } else { "false" }.into())
     }
 
-    pub fn write(&self, out: &mut String) {
+    pub(super) fn write(&self, out: &mut String) {
         match self {
             J::Int(i) => {
                 let _ = write!(out, "{i}");

@@ -22,7 +22,7 @@ use std::time::Instant;
 const NCCL_VERSION_CODE: u32 = 22809;
 
 #[derive(Debug, Args)]
-pub struct PerfArgs {
+pub(crate) struct PerfArgs {
     /// The benchmark, as nccl-tests names its programs (without `_perf`).
     #[arg(value_enum)]
     pub bench: Bench,
@@ -135,7 +135,7 @@ impl PerfArgs {
     }
 }
 
-pub fn run(args: &PerfArgs) -> Result<()> {
+pub(crate) fn run(args: &PerfArgs) -> Result<()> {
     let sizes = args.sizes()?;
     if args.iters == 0 || args.agg_iters == 0 {
         bail!("-n and -m must be at least 1");

@@ -1,7 +1,7 @@
 //! `collscope topo show|dump`: the machine as NCCL sees it, from a preset, an NCCL topology file
 //! (`--topo-file`, `NCCL_TOPO_FILE`) or detection of this host.
 
-pub mod explain;
+pub(crate) mod explain;
 pub(crate) mod upgrade;
 
 use anyhow::Result;
@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args)]
-pub struct TopoArgs {
+pub(crate) struct TopoArgs {
     #[command(subcommand)]
     command: TopoCommand,
 }
@@ -80,7 +80,7 @@ fn emit(text: &str) -> Result<()> {
     }
 }
 
-pub fn run(args: TopoArgs) -> Result<()> {
+pub(crate) fn run(args: TopoArgs) -> Result<()> {
     if let TopoCommand::Explain(a) = args.command {
         // Explain sets up its own logger before anything reads the environment.
         return explain::run(a);

@@ -17,7 +17,7 @@ const MAX_RETRY_S: u64 = 5;
 const STREAM_IDLE: Duration = Duration::from_secs(30);
 
 /// `http://host:port` without a trailing slash.
-pub fn base_url(url: &str) -> Result<String, SourceError> {
+pub(super) fn base_url(url: &str) -> Result<String, SourceError> {
     let trimmed = url.trim().trim_end_matches('/');
     let rest = trimmed.strip_prefix("http://").ok_or_else(|| SourceError::Url { url: url.to_string() })?;
     if rest.is_empty() || rest.contains(char::is_whitespace) {
@@ -26,7 +26,7 @@ pub fn base_url(url: &str) -> Result<String, SourceError> {
     Ok(trimmed.to_string())
 }
 
-pub fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop: &AtomicBool) {
+pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_connect(Some(Duration::from_secs(2)))
         .timeout_per_read(Some(STREAM_IDLE))

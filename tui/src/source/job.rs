@@ -23,7 +23,7 @@ fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option
     serde_json::from_reader(body).ok()
 }
 
-pub fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicBool) {
+pub(super) fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();

@@ -14,9 +14,9 @@ const POLL: Duration = Duration::from_millis(250);
 const READ_COST_FACTOR: u32 = 4;
 
 /// What a file looked like when last read: length and modification time.
-pub type Stamp = Vec<(u64, Option<SystemTime>)>;
+pub(super) type Stamp = Vec<(u64, Option<SystemTime>)>;
 
-pub fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
+pub(super) fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
     paths
         .iter()
         .map(|p| {
@@ -27,8 +27,14 @@ pub fn stamp(paths: &[PathBuf]) -> Result<Stamp, String> {
 
 /// Reads (or, when `known` says the files are as already read, first waits for a change) and, with `follow`,
 /// keeps re-reading as the files change.
-pub fn run<R>(paths: Vec<PathBuf>, follow: bool, read: R, known: Option<Stamp>, tx: &Sender<Update>, stop: &AtomicBool)
-where
+pub(super) fn run<R>(
+    paths: Vec<PathBuf>,
+    follow: bool,
+    read: R,
+    known: Option<Stamp>,
+    tx: &Sender<Update>,
+    stop: &AtomicBool,
+) where
     R: Fn(&[PathBuf]) -> Result<Snapshot, String>,
 {
     let mut last = known;

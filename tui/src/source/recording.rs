@@ -41,7 +41,7 @@ impl Recorder {
     }
 }
 
-pub fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
+pub(super) fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
     let shown = path.display().to_string();
     // A recording is a file: a device or FIFO here would be read for ever.
     let file = collscope_debug::file::open_regular(path)

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 
 /// Events decoded up front, so a bad recording is reported before the screen opens.
-pub struct Timeline(Vec<(f64, Update)>);
+pub(super) struct Timeline(Vec<(f64, Update)>);
 
 impl Timeline {
-    pub fn decode(events: Vec<RecordedEvent>) -> Result<Self, super::SourceError> {
+    pub(super) fn decode(events: Vec<RecordedEvent>) -> Result<Self, super::SourceError> {
         let mut timeline = Vec::new();
         for e in events {
             // A recording holds the snapshots that were fetched, so "fetch again" needs nothing here.
@@ -62,7 +62,7 @@ impl Clock {
 
 /// Plays `timeline` into `tx` until `stop` or the UI hangs up, obeying `control`. At its end the replay stays,
 /// so the user can still seek back.
-pub fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<ReplayCmd>, stop: &AtomicBool) {
+pub(super) fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<ReplayCmd>, stop: &AtomicBool) {
     let length = timeline.length();
     let mut clock = Clock { at: 0.0, playing_since: Some(Instant::now()) };
     let mut next = 0;

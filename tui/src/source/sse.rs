@@ -3,14 +3,14 @@
 use std::io::BufRead;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SseEvent {
+pub(super) struct SseEvent {
     /// `message` when the server names none.
     pub event: String,
     pub data: String,
 }
 
 /// Reads events until the stream ends or `on_event` returns false. Comment lines (`:`) are keep-alives.
-pub fn read_events(reader: impl BufRead, mut on_event: impl FnMut(SseEvent) -> bool) -> std::io::Result<()> {
+pub(super) fn read_events(reader: impl BufRead, mut on_event: impl FnMut(SseEvent) -> bool) -> std::io::Result<()> {
     let mut event = String::new();
     let mut data: Vec<String> = Vec::new();
     for line in reader.lines() {

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 /// The name a recording gives to a snapshot the source fetched (`/api/v1/snapshot`), as opposed to the stream's
 /// data-less `snapshot` event that says "fetch it again".
-pub const FETCHED_SNAPSHOT: &str = "fetched_snapshot";
+pub(super) const FETCHED_SNAPSHOT: &str = "fetched_snapshot";
 
 /// What one event means to the TUI.
 #[derive(Debug, PartialEq)]

@@ -99,7 +99,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-pub struct Channels;
+pub(super) struct Channels;
 
 impl super::View for Channels {
     fn title(&self) -> &'static str {

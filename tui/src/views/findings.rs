@@ -58,7 +58,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     }
 }
 
-pub struct Findings;
+pub(super) struct Findings;
 
 impl super::View for Findings {
     fn title(&self) -> &'static str {

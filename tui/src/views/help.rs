@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
-pub fn bar(app: &App) -> String {
+pub(super) fn bar(app: &App) -> String {
     if app.editing_filter {
         return format!("filter: {}_   Enter done  Esc clear", app.filter);
     }
@@ -45,7 +45,7 @@ fn lines(width: usize) -> Vec<String> {
     text
 }
 
-pub fn draw_full(frame: &mut Frame, area: Rect) {
+pub(super) fn draw_full(frame: &mut Frame, area: Rect) {
     let width = area.width.min(100);
     let text = lines(width.saturating_sub(2) as usize);
     let height = area.height.min(text.len() as u16 + 2);

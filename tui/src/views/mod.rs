@@ -263,7 +263,7 @@ pub(crate) mod testing {
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
-    pub fn render(app: &App, live: &Live, width: u16, height: u16) -> Vec<String> {
+    pub(crate) fn render(app: &App, live: &Live, width: u16, height: u16) -> Vec<String> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
         terminal.draw(|f| super::draw(f, app, live)).expect("draw");
         let buf = terminal.backend().buffer();
@@ -272,11 +272,11 @@ pub(crate) mod testing {
             .collect()
     }
 
-    pub fn screen(lines: &[String]) -> String {
+    pub(crate) fn screen(lines: &[String]) -> String {
         lines.join("\n")
     }
 
-    pub fn assert_fits(lines: &[String]) {
+    pub(crate) fn assert_fits(lines: &[String]) {
         assert!(lines.iter().all(|l| unicode_width(l) <= 80), "{}", screen(lines));
     }
 

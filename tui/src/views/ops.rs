@@ -98,7 +98,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-pub struct Ops;
+pub(super) struct Ops;
 
 impl super::View for Ops {
     fn title(&self) -> &'static str {

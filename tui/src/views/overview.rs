@@ -168,7 +168,7 @@ fn findings_summary(s: &Snapshot) -> String {
     )
 }
 
-pub struct Overview;
+pub(super) struct Overview;
 
 impl super::View for Overview {
     fn title(&self) -> &'static str {

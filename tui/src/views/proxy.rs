@@ -205,7 +205,7 @@ fn wait_name(w: ProxyWait) -> &'static str {
     }
 }
 
-pub struct Proxy;
+pub(super) struct Proxy;
 
 impl super::View for Proxy {
     fn title(&self) -> &'static str {

@@ -116,7 +116,7 @@ fn cycle_lines(s: &Snapshot, channel: u32, order: &[u32], closed: bool, width: u
     lines
 }
 
-pub struct Rings;
+pub(super) struct Rings;
 
 impl super::View for Rings {
     fn title(&self) -> &'static str {

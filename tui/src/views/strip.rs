@@ -17,7 +17,7 @@ use ratatui::Frame;
 const MAX_LINES: usize = 8;
 
 /// The strip's height: nothing without a job view, else a title and a line per rank (bounded).
-pub fn height(live: &Live, area: Rect) -> u16 {
+pub(super) fn height(live: &Live, area: Rect) -> u16 {
     let Some(job) = live.job.as_ref().filter(|j| !j.ranks.is_empty()) else { return 0 };
     let lines = job.ranks.len().min(MAX_LINES) + 1 + usize::from(job.ranks.len() > MAX_LINES);
     (lines as u16).min(area.height / 3)
@@ -85,7 +85,7 @@ fn line(r: &RankSummary, shown: bool) -> String {
     )
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();

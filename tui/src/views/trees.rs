@@ -92,7 +92,7 @@ fn subtree(
     }
 }
 
-pub struct Trees;
+pub(super) struct Trees;
 
 impl super::View for Trees {
     fn title(&self) -> &'static str {

@@ -140,7 +140,7 @@ fn crossovers(
     out
 }
 
-pub struct Tuning;
+pub(super) struct Tuning;
 
 impl super::View for Tuning {
     fn title(&self) -> &'static str {

@@ -301,6 +301,14 @@ mod tests {
         let e = plan(&preset("cpu-host"), 2, &Env::default()).unwrap_err().to_string();
         assert!(e.contains("no GPU"), "{e}");
     }
+
+    #[test]
+    fn geforce_gpus_ring_through_the_cpu() {
+        // NVML refuses P2P between GeForce GPUs, so NCCL's graph goes through the CPU.
+        let t = crate::graph::testing::from_xml(&crate::topo::tests::geforce_box());
+        let plan = plan(&t, 1, &Env::default()).unwrap();
+        assert_eq!(plan.ring.graph.type_intra, collscope_model::PathType::PHB, "{:?}", plan.ring.graph);
+    }
 }
 
 #[cfg(test)]

@@ -3,12 +3,12 @@
 use crate::topo::{self, TopoEnv, TopoSource};
 use collscope_model::Topology;
 
-pub fn preset(name: &str) -> Topology {
+pub(crate) fn preset(name: &str) -> Topology {
     let xml = topo::load(&TopoSource::Preset(name.into())).expect("preset loads");
     topo::build(&xml, &TopoEnv::default()).expect("preset builds")
 }
 
-pub fn from_xml(text: &str) -> Topology {
+pub(crate) fn from_xml(text: &str) -> Topology {
     let xml = topo::xml::parse(text, "test").expect("test XML parses");
     topo::build(&xml, &TopoEnv::default()).expect("test XML builds")
 }

@@ -44,6 +44,9 @@ pub enum TopoError {
     )]
     TooLarge { origin: String, count: usize, what: String, limit: usize, constant: &'static str },
 
+    #[error("{keep} GPUs per node: the topology has {gpus} GPUs; give 1 to {gpus}")]
+    TrimGpus { keep: u32, gpus: usize },
+
     #[error("topology is inconsistent: {0}")]
     Inconsistent(String),
 

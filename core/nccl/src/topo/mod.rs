@@ -29,6 +29,7 @@ pub mod paths;
 pub mod presets;
 pub mod print;
 pub mod settings;
+pub mod trim;
 pub mod xml;
 
 pub use error::TopoError;
@@ -151,4 +152,4 @@ pub fn dump_if_requested(xml: &TopoXml, env: &Env) -> Result<Option<PathBuf>, To
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

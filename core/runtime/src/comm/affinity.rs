@@ -47,10 +47,12 @@ fn placement(cpus: &[usize], n: usize) -> Option<Vec<usize>> {
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set, and the kernel writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a `cpu_set_t` of the size given, which the kernel writes at most.
     let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
     if !ok {
         return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
     }
+    // SAFETY: `c < CPU_SETSIZE`, inside the set.
     (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
@@ -59,6 +61,7 @@ pub fn cpu_set(cpu: usize) -> libc::cpu_set_t {
     // SAFETY: as in `allowed_cpus`; CPU_SET only writes inside the set for `cpu < CPU_SETSIZE`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu < libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu < CPU_SETSIZE`, checked just above.
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
     set

@@ -174,6 +174,8 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> 
                 detail: format!("send of {} bytes matched with receive of {} bytes", ops[s].bytes, ops[r].bytes),
             });
         }
+        // SAFETY: both come from slices the group borrows until it ends (`send`/`recv`), of the same length, checked
+        // above; a receive buffer is `&mut`, so it overlaps no send buffer.
         unsafe { collscope_kernels::bytes::copy(ops[r].ptr, ops[s].ptr, ops[s].bytes) };
         ops[s].done = ops[s].bytes;
         ops[r].done = ops[r].bytes;
@@ -213,6 +215,8 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> 
             if o.send {
                 let end = comm.p2p.send.get_mut(&o.peer).expect("connected above");
                 if end.has_credit() {
+                    // SAFETY: `done + len` <= `bytes` of the slice the group borrows, and `has_credit` made room for
+                    // the step.
                     unsafe { write_step(end, Protocol::Simple, o.ptr.add(o.done), len) };
                     ops[i].done += len;
                     progressed = true;
@@ -221,6 +225,8 @@ fn run(comm: &mut Comm, ops: &mut [P2pOp], api: Option<ApiGroup>) -> Result<()> 
                 let end = comm.p2p.recv.get_mut(&o.peer).expect("connected above");
                 if end.has_data() {
                     let p = read_simple(end, len, &waiter, 0)?;
+                    // SAFETY: `done + len` <= `bytes` of the `&mut` slice the group borrows; `p` is the step's `len`
+                    // bytes, valid until `release`.
                     unsafe { collscope_kernels::bytes::copy(o.ptr.add(o.done), p, len) };
                     end.release();
                     ops[i].done += len;

@@ -46,7 +46,7 @@ pub const NOTICE: std::time::Duration = std::time::Duration::from_millis(500);
 fn boot_err(e: BootstrapError) -> RuntimeError {
     match e {
         BootstrapError::Env(e) => RuntimeError::Env(e),
-        other => RuntimeError::Bootstrap(other.to_string()),
+        other => RuntimeError::BootstrapFailed { source: Box::new(other) },
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default silence after which a peer is declared dead (`COLLSCOPE_PEER_TIMEOUT`, seconds).
-pub const DEFAULT_PEER_TIMEOUT_S: i64 = 8;
+pub(crate) const DEFAULT_PEER_TIMEOUT_S: i64 = 8;
 const HEARTBEAT: u8 = 1;
 const GOODBYE: u8 = 2;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -109,7 +109,7 @@ impl Shared {
 }
 
 /// The watchdog of one rank.
-pub struct Liveness {
+pub(crate) struct Liveness {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -121,14 +121,14 @@ impl std::fmt::Debug for Liveness {
 }
 
 /// `COLLSCOPE_PEER_TIMEOUT` in seconds.
-pub fn peer_timeout(env: &Env) -> Result<Duration, EnvError> {
+pub(crate) fn peer_timeout(env: &Env) -> Result<Duration, EnvError> {
     env.seconds("COLLSCOPE_PEER_TIMEOUT", DEFAULT_PEER_TIMEOUT_S)
 }
 
 impl Liveness {
     /// Starts watching the connections `boot` made to every other rank while joining. A failure ends
     /// `boot`'s waits, and the communicator's once [`Liveness::attach`] gave it.
-    pub fn start(boot: &TcpBootstrap, timeout: Duration) -> Result<Liveness, BootstrapError> {
+    pub(crate) fn start(boot: &TcpBootstrap, timeout: Duration) -> Result<Liveness, BootstrapError> {
         let peers = boot.take_mesh();
         for (p, s) in &peers {
             s.stream().set_nonblocking(true).map_err(|e| BootstrapError::Protocol(format!("rank {p}: {e}")))?;
@@ -146,12 +146,12 @@ impl Liveness {
         let thread = std::thread::Builder::new()
             .name(format!("collscope Liveness{}", boot.rank()))
             .spawn(move || watch(peers, &sh, timeout))
-            .map_err(|e| BootstrapError::Protocol(format!("cannot start the liveness watchdog: {e}")))?;
+            .map_err(|source| BootstrapError::Io { what: "cannot start the liveness watchdog", source })?;
         Ok(Liveness { shared, thread: Some(thread) })
     }
 
     /// From now on a failure also aborts `comm`; at once if a peer already failed.
-    pub fn attach(&self, comm: AbortHandle) {
+    pub(crate) fn attach(&self, comm: AbortHandle) {
         comm.watched();
         let comm = self.shared.comm.get_or_init(|| comm);
         if let Some(f) = self.failure() {
@@ -160,17 +160,17 @@ impl Liveness {
     }
 
     /// From now on a failure names the call of `calls` it interrupted.
-    pub fn watch_calls(&self, calls: Arc<Records>) {
+    pub(crate) fn watch_calls(&self, calls: Arc<Records>) {
         let _ = self.shared.calls.set(calls);
     }
 
     /// The first peer found dead, if any.
-    pub fn failure(&self) -> Option<PeerFailure> {
+    pub(crate) fn failure(&self) -> Option<PeerFailure> {
         self.shared.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The first peer found dead, waiting up to `max` for one.
-    pub fn await_failure(&self, max: Duration) -> Option<PeerFailure> {
+    pub(crate) fn await_failure(&self, max: Duration) -> Option<PeerFailure> {
         let t = Instant::now();
         loop {
             let f = self.failure();
@@ -183,7 +183,7 @@ impl Liveness {
 
     /// Says goodbye to every peer and stops the watchdog. Dropping instead closes the connections without a
     /// goodbye, which the peers treat as this rank failing.
-    pub fn close(mut self) {
+    pub(crate) fn close(mut self) {
         self.shared.goodbye.store(true, Ordering::Release);
         self.stop_thread();
     }

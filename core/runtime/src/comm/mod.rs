@@ -8,14 +8,14 @@
 
 pub mod affinity;
 mod facts;
-pub mod group;
+pub(crate) mod group;
 pub mod job;
 pub mod launch;
-pub mod liveness;
-pub mod select;
+pub(crate) mod liveness;
+pub(crate) mod select;
 mod stream;
 mod window;
-pub mod workers;
+pub(crate) mod workers;
 
 #[cfg(test)]
 mod matrix;
@@ -241,14 +241,17 @@ impl Comm {
         }
         let t_env = started.elapsed();
         let me = local_peer_info(rank);
-        let blob = serde_json::to_vec(&me).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
+        let blob = serde_json::to_vec(&me)
+            .map_err(|source| RuntimeError::PeerInfo { what: "this rank's peer info".into(), source })?;
         let peers = boot
             .all_gather(&blob)?
             .iter()
             .enumerate()
             .map(|(r, b)| {
-                serde_json::from_slice::<PeerInfo>(b)
-                    .map_err(|e| RuntimeError::Bootstrap(format!("peer info of rank {r} is malformed: {e}")))
+                serde_json::from_slice::<PeerInfo>(b).map_err(|source| RuntimeError::PeerInfo {
+                    what: format!("peer info of rank {r} is malformed"),
+                    source,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let t_allgather = started.elapsed();
@@ -674,6 +677,8 @@ impl Comm {
         }
         let (kdt, kop) = (kernel_dtype(dt), kernel_op(op));
         if self.nranks == 1 {
+            // SAFETY: `src` and `dst` hold `count` elements, the caller's contract (`collective`); they are equal or
+            // apart, as a slice and a `&mut` slice are.
             unsafe { collscope_kernels::bytes::copy(dst, src, count * es) };
             return Ok(());
         }
@@ -748,7 +753,8 @@ impl Comm {
                 let mut dry = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
                 dry.count_only = true;
                 let _ = algo_run(&mut dry, part);
-                c.channel_start(channel, ch.moved(), payload, |peer, send| ch.conn_mem(peer, send))
+                let steps = ch.moved().iter().map(|m| (m.peer, m.sent, m.bytes));
+                c.channel_start(channel, steps, payload, |peer, send| ch.conn_mem(peer, send))
             });
             let t0 = (channel != 0 && crate::observe::recorder::enabled()).then(Instant::now);
             let mut p = Prims::new(ch, proto, kdt, kop, nranks, waiter, payload);
@@ -828,6 +834,7 @@ impl Comm {
         let n = buf.len() / self.nranks as usize;
         Self::check_len(Collective::AllGather, "in-place", buf.len(), n * self.nranks as usize)?;
         let p = buf.as_mut_ptr();
+        // SAFETY: `check_len` made `buf` `nranks * n` long, so this rank's block starts inside it.
         let src = unsafe { p.add(self.rank as usize * n) } as *const u8;
         self.collective(Collective::AllGather, model_dtype(T::DTYPE), RedOp::Sum, 0, src, p as *mut u8, n)
     }
@@ -853,6 +860,7 @@ impl Comm {
         let n = buf.len() / self.nranks as usize;
         Self::check_len(Collective::ReduceScatter, "in-place", buf.len(), n * self.nranks as usize)?;
         let p = buf.as_mut_ptr();
+        // SAFETY: `check_len` made `buf` `nranks * n` long, so this rank's block starts inside it.
         let dst = unsafe { p.add(self.rank as usize * n) } as *mut u8;
         self.collective(Collective::ReduceScatter, model_dtype(T::DTYPE), op, 0, p as *const u8, dst, n)
     }

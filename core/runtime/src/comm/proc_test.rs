@@ -205,6 +205,7 @@ fn windows(comm: &mut Comm, rank: u32, nranks: u32) {
     let slots = || (0..NCCL_STEPS).flat_map(|s| mems.iter().map(move |m| m.slot(Protocol::Simple, s)));
     // SAFETY: no call runs; the slots are this connection's memory.
     slots().for_each(|p| unsafe { std::ptr::write_bytes(p, MARK, slot_bytes) });
+    // SAFETY: as above: each slot is `slot_bytes` of this connection's memory, which no call writes now.
     let marked = || slots().all(|p| unsafe { std::slice::from_raw_parts(p, slot_bytes) }.iter().all(|b| *b == MARK));
     recv.as_mut_slice::<i64>().fill(0);
     comm.all_reduce(send.as_slice::<i64>(), recv.as_mut_slice::<i64>(), RedOp::Sum).expect("all_reduce");

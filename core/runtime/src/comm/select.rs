@@ -30,11 +30,11 @@ pub struct SelectConfig {
 }
 
 /// The variable bounding OneShot's calls, in bytes per rank; 0 turns the extension off.
-pub const ONE_SHOT_MAX_VAR: &str = "COLLSCOPE_ONESHOT_MAX";
+pub(crate) const ONE_SHOT_MAX_VAR: &str = "COLLSCOPE_ONESHOT_MAX";
 /// Its default: a bound on the rows OneShot keeps per channel (n of them, each up to this size), past every size
 /// where it measured faster than the ring (2 SHM ranks on 2 cores: up to 8 KiB; 1.2x slower at 32 KiB, 2x at
 /// 512 KiB). Below it the host profile chooses.
-pub const DEFAULT_ONE_SHOT_MAX: u64 = 64 << 10;
+pub(crate) const DEFAULT_ONE_SHOT_MAX: u64 = 64 << 10;
 
 impl SelectConfig {
     /// The restrictions in `env`, `NCCL_MIN_NCHANNELS` up to `max_channels`, and the host profile

@@ -27,11 +27,11 @@ use collscope_debug::env::{Env, EnvError};
 use collscope_debug::sys::Cache;
 
 /// The variable that overrides the rule: `auto` (the default), `always` or `never`.
-pub const STREAM_VAR: &str = "COLLSCOPE_STREAM_STORES";
+pub(super) const STREAM_VAR: &str = "COLLSCOPE_STREAM_STORES";
 
 /// When calls write their destination with streaming stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamStores {
+pub(super) enum StreamStores {
     /// When the buffers of a call of the `sharing` local ranks that run under this rank's last-level cache (on
     /// average) fill its `llc` bytes.
     Auto {
@@ -45,7 +45,12 @@ pub enum StreamStores {
 impl StreamStores {
     /// The rule `env` asks for; `auto` measures this rank's last-level cache (`cache`, `None` when the host
     /// does not say: then never) against the local ranks that run under it.
-    pub fn from_env(env: &Env, cache: Option<Cache>, peers: &[PeerInfo], me: &PeerInfo) -> Result<Self, EnvError> {
+    pub(super) fn from_env(
+        env: &Env,
+        cache: Option<Cache>,
+        peers: &[PeerInfo],
+        me: &PeerInfo,
+    ) -> Result<Self, EnvError> {
         match env.str(STREAM_VAR) {
             None | Some("auto") => {}
             Some("always") => return Ok(StreamStores::Always),
@@ -73,7 +78,7 @@ impl StreamStores {
     }
 
     /// Whether a call that reads and writes `touched` bytes of this rank's buffers streams its destination.
-    pub fn streams(self, touched: u64) -> bool {
+    pub(super) fn streams(self, touched: u64) -> bool {
         match self {
             StreamStores::Auto { llc, sharing } => touched.saturating_mul(sharing) >= llc,
             StreamStores::Always => true,
@@ -83,7 +88,7 @@ impl StreamStores {
 }
 
 /// The bytes of user memory a call covers: its source and destination, once where they overlap (in place).
-pub fn touched(src: *const u8, src_len: usize, dst: *const u8, dst_len: usize) -> u64 {
+pub(super) fn touched(src: *const u8, src_len: usize, dst: *const u8, dst_len: usize) -> u64 {
     let (s0, d0) = (src as usize, dst as usize);
     let (s1, d1) = (s0 + src_len, d0 + dst_len);
     let bytes = if s0 < d1 && d0 < s1 { s1.max(d1) - s0.min(d0) } else { src_len + dst_len };

@@ -61,7 +61,8 @@ impl Comm {
     pub fn register(&mut self, buf: &SharedBuf) -> Result<Registration> {
         let id = self.windows.count;
         let mine = Posted { pid: std::process::id(), fd: buf.fd(), base: buf.base(), len: buf.len() as u64 };
-        let blob = serde_json::to_vec(&mine).map_err(|e| RuntimeError::Bootstrap(e.to_string()))?;
+        let blob = serde_json::to_vec(&mine)
+            .map_err(|source| RuntimeError::PeerInfo { what: "this rank's registered buffer".into(), source })?;
         let all = self.boot.all_gather(&blob)?;
         self.windows.count += 1;
         self.windows.own.add_own(id, buf);
@@ -93,8 +94,9 @@ impl Comm {
             if r == self.rank as usize || shm != Some(model::Transport::Shm) {
                 continue;
             }
-            let p: Posted = serde_json::from_slice(b).map_err(|e| {
-                RuntimeError::Bootstrap(format!("rank {r}'s registered buffer is described wrongly: {e}"))
+            let p: Posted = serde_json::from_slice(b).map_err(|source| RuntimeError::PeerInfo {
+                what: format!("rank {r}'s registered buffer is described wrongly"),
+                source,
             })?;
             self.windows.peers.entry(r as u32).or_default().add_peer(id, (p.pid, p.fd), p.base, p.len)?;
             mapped += 1;

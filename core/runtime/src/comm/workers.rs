@@ -19,7 +19,7 @@ struct Worker {
 /// One job's outcome: `None` when it panicked.
 type Done = Option<Result<()>>;
 
-pub struct Workers {
+pub(crate) struct Workers {
     workers: Vec<Worker>,
     done_tx: Sender<Done>,
     done_rx: Receiver<Done>,
@@ -70,7 +70,7 @@ fn panicked() -> RuntimeError {
 impl Workers {
     /// Runs `f` on every item: the first on the calling thread, item `i` on worker `i - 1`. Returns when all
     /// are done: the caller's own error if it had one, else the first a worker reported.
-    pub fn run<T: Send>(&mut self, items: &mut [T], f: &(dyn Fn(&mut T) -> Result<()> + Sync)) -> Result<()> {
+    pub(crate) fn run<T: Send>(&mut self, items: &mut [T], f: &(dyn Fn(&mut T) -> Result<()> + Sync)) -> Result<()> {
         let Some((first, rest)) = items.split_first_mut() else { return Ok(()) };
         if rest.is_empty() {
             return f(first);
@@ -111,9 +111,10 @@ impl Workers {
                         job();
                     }
                 })
-                .map_err(|e| RuntimeError::Transport {
+                .map_err(|source| RuntimeError::TransportIo {
                     transport: "channel",
-                    msg: format!("cannot start a channel thread: {e}"),
+                    what: "cannot start a channel thread",
+                    source,
                 })?;
             self.workers.push(Worker { jobs, thread });
         }

@@ -25,7 +25,7 @@ pub struct GpuInfo {
 }
 
 pub(crate) fn drv(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CudaError {
-    move |e| CudaError::Driver { call, msg: e.to_string() }
+    move |e| CudaError::DriverFailed { call, source: Box::new(e) }
 }
 
 /// NCCL's bus id text from the PCI domain, bus and device numbers.
@@ -114,7 +114,7 @@ pub fn dmabuf_supported(ctx: &CudaContext) -> bool {
 /// `COLLSCOPE_ALLOW_SHARED_GPU=1` lets several ranks of one process use one GPU (for one-GPU test machines);
 /// otherwise a second rank on a GPU is an error naming the setting.
 pub fn check_shared(env: &collscope_debug::env::Env, rank_devs: &[usize]) -> Result<(), CudaError> {
-    let allow = env.int("COLLSCOPE_ALLOW_SHARED_GPU", 0).map_err(|e| CudaError::Usage(e.to_string()))? != 0;
+    let allow = env.int("COLLSCOPE_ALLOW_SHARED_GPU", 0)? != 0;
     let mut seen = std::collections::HashSet::new();
     for (rank, dev) in rank_devs.iter().enumerate() {
         if !seen.insert(*dev) && !allow {

@@ -8,7 +8,7 @@
 //! - [`buffer`] (feature `cuda`): `DeviceBuffer`, device memory tagged with its datatype.
 //! - [`collective`] (feature `cuda`): AllReduce across the GPUs of in-process ranks (P2P, local or host-staged).
 
-pub mod source;
+pub(crate) mod source;
 
 #[cfg(feature = "cuda")]
 pub mod buffer;
@@ -17,7 +17,7 @@ pub mod collective;
 #[cfg(feature = "cuda")]
 pub mod device;
 #[cfg(feature = "cuda")]
-pub mod kernels;
+pub(crate) mod kernels;
 
 /// Errors of the CUDA layer, each naming the driver or NVRTC call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +26,22 @@ pub enum CudaError {
     NoDriver,
     #[error("CUDA {call} failed: {msg}")]
     Driver { call: &'static str, msg: String },
-    #[error("NVRTC could not compile the collscope kernels for {arch}: {msg}")]
-    Compile { arch: String, msg: String },
+    /// A driver call's own error (cudarc's `DriverError`, boxed: the type exists only with feature `cuda`).
+    #[error("CUDA {call} failed: {source}")]
+    DriverFailed {
+        call: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// NVRTC's error (cudarc's `CompileError`, boxed as for `DriverFailed`).
+    #[error("NVRTC could not compile the collscope kernels for {arch}: {source}")]
+    Compile {
+        arch: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(transparent)]
+    Env(#[from] collscope_debug::env::EnvError),
     #[error("{0}")]
     Usage(String),
 }

@@ -6,7 +6,7 @@
 use collscope_kernels::{Dtype, Op};
 
 /// The C type a datatype is stored as on the device.
-pub fn c_type(d: Dtype) -> &'static str {
+pub(crate) fn c_type(d: Dtype) -> &'static str {
     match d {
         Dtype::I8 => "signed char",
         Dtype::U8 => "unsigned char",
@@ -21,7 +21,7 @@ pub fn c_type(d: Dtype) -> &'static str {
 }
 
 /// NCCL's short datatype names, used in kernel names.
-pub fn dtype_name(d: Dtype) -> &'static str {
+pub(crate) fn dtype_name(d: Dtype) -> &'static str {
     match d {
         Dtype::I8 => "i8",
         Dtype::U8 => "u8",
@@ -47,23 +47,25 @@ fn op_expr(op: Op) -> (&'static str, &'static str) {
 }
 
 /// `dst[i] = a[i] op b[i]`, one kernel per datatype and op.
-pub fn reduce_kernel(d: Dtype, op: Op) -> String {
+pub(crate) fn reduce_kernel(d: Dtype, op: Op) -> String {
     format!("reduce_{}_{}", dtype_name(d), op_expr(op).0)
 }
 
 /// `buf[i] /= n`, the last step of `Avg`.
-pub fn div_kernel(d: Dtype) -> String {
+pub(crate) fn div_kernel(d: Dtype) -> String {
     format!("div_{}", dtype_name(d))
 }
 
 /// Byte copy, the copy kernel every datatype shares.
-pub const COPY_KERNEL: &str = "copy_bytes";
+#[cfg(test)]
+pub(crate) const COPY_KERNEL: &str = "copy_bytes";
 
 /// Ops that get their own reduce kernel.
 const OPS: [Op; 4] = [Op::Sum, Op::Prod, Op::Max, Op::Min];
 
 /// Every kernel name the module defines.
-pub fn kernel_names() -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = Dtype::ALL.iter().flat_map(|&d| OPS.iter().map(move |&op| reduce_kernel(d, op))).collect();
     v.extend(Dtype::ALL.iter().map(|&d| div_kernel(d)));
     v.push(COPY_KERNEL.to_string());
@@ -114,7 +116,7 @@ fn widen(d: Dtype) -> (&'static str, &'static str, &'static str) {
 }
 
 /// The whole module source.
-pub fn module_source() -> String {
+pub(crate) fn module_source() -> String {
     let mut s = String::from(PRELUDE);
     for d in Dtype::ALL {
         let t = c_type(d);
@@ -140,7 +142,7 @@ pub fn module_source() -> String {
 }
 
 /// A stable key for the compiled-module cache: changes whenever the source or the target changes.
-pub fn cache_key(source: &str, arch: &str) -> String {
+pub(crate) fn cache_key(source: &str, arch: &str) -> String {
     // FNV-1a, enough to tell sources apart in a cache directory.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in source.bytes().chain(arch.bytes()) {

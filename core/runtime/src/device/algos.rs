@@ -7,7 +7,7 @@ use crate::error::Result;
 
 /// Geometry of one channel's share.
 #[derive(Debug, Clone, Copy)]
-pub struct Part {
+pub(crate) struct Part {
     /// First element of this channel's share and its length, in elements.
     pub off: usize,
     pub len: usize,
@@ -36,7 +36,7 @@ fn chunks(part: Part) -> impl Iterator<Item = (usize, usize)> {
 /// straight into its successor's destination when that is a thread of this process or a process whose window
 /// holds it (NCCL 2.28.9 `directRecvReduceCopyDirectSend`), and the successor copies nothing before passing it
 /// on.
-pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     p.expose_dst(dst, (part.off + part.len) * part.esize);
@@ -54,6 +54,10 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
         };
         let r = rank as usize;
         let chunk_of = |j: usize| (r + n - j) % n;
+        // SAFETY: `src` and `dst` are the call's buffers of `part.count` elements ([`Ptr`]), aligned for the
+        // datatype, and `at` keeps every (offset, length) within `[part.off, part.off + part.len)` of them. The
+        // planned regions are the AllGather half's destinations, which nothing touches before their receives but
+        // the in-place sends their steps depend on, as `want_ahead` asks.
         unsafe {
             // The AllGather half's receives land in the destination even while this rank still reduces. None
             // can have arrived: each depends on what this rank sends below. In place, the first overwrites the
@@ -93,7 +97,7 @@ pub fn ring_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 ///   two rounds of waits a chunk, none chained) read 0.43-0.57x;
 /// - a hierarchical one (rings of four consecutive ranks, their reduced quarters swapped with the partner in the
 ///   other four, then gathered round the four) read 0.55-0.87x, with 80 context switches a 1 MiB call to 110-129.
-pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (es, r) = (part.esize, rank as usize);
     let row = part.chunk.min(part.len) * es;
@@ -102,6 +106,9 @@ pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: P
     let in_place = src.0 == dst.0;
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's buffers ([`Ptr`]); each of the
+        // `n` rows is `row >= l` bytes of the `n * row` that `rows` sized, aligned for the datatype (the rows are
+        // u64s and `row` a whole number of elements).
         unsafe {
             for j in 1..n {
                 p.send(((r + j) % n) as u32, src.at(o), l)?;
@@ -132,7 +139,7 @@ pub fn one_shot_all_reduce(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: P
 }
 
 /// Tree AllReduce: reduce up the channel's tree, then broadcast down.
-pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let tree = p.ch.tree;
     let kids: Vec<u32> = tree.children().collect();
     let es = part.esize;
@@ -142,10 +149,13 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
         // there). Planned only once it started, 8-53 % of them went into the slots, a parent being ahead (4 rank
         // processes over NET/Socket, 32 MB).
         let down = chunks(part).map(|(o, l)| (dst.at(o * es), l * es));
+        // SAFETY: the regions are `part`'s chunks of `dst`, the call's destination ([`Ptr`]); nothing touches
+        // them before their receives down but the sends up their steps depend on.
         unsafe { p.want_ahead(tree.up as u32, [], down) };
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if tree.up < 0 {
                 p.recv_reduce_copy(&kids, src.at(o), dst.at(o), l, true)?;
@@ -158,6 +168,7 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: as the reduction up: each chunk lies within `part` of `dst`.
         unsafe {
             if tree.up < 0 {
                 p.copy_send(&kids, dst.at(o), dst.at(o), l)?;
@@ -170,15 +181,18 @@ pub fn tree_all_reduce(p: &mut Prims, src: Ptr, dst: Ptr, part: Part) -> Result<
 }
 
 /// Ring Broadcast from `root`: a chain starting at the root.
-pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
     if rank != root {
         // Every receive of the call, planned at once as AllGather's: the chain does not wait for this rank.
+        // SAFETY: the regions are `part`'s chunks of `dst`, the call's destination ([`Ptr`]), which nothing but
+        // their receives touches on a rank other than the root.
         unsafe { p.want_ahead(prev, [], chunks(part).map(|(o, l)| (dst.at(o * es), l * es))) };
     }
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if rank == root {
                 p.copy_send(&[next], src.at(o), dst.at(o), l)?;
@@ -193,11 +207,12 @@ pub fn ring_broadcast(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, p
 }
 
 /// Ring Reduce to `root`: a chain that starts after the root and ends at it.
-pub fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
     for (o, l) in chunks(part) {
         let (o, l) = (o * es, l * es);
+        // SAFETY: each chunk lies within `part` of `src` and `dst`, the call's aligned buffers ([`Ptr`]).
         unsafe {
             if prev == root {
                 p.send(next, src.at(o), l)?;
@@ -212,7 +227,7 @@ pub fn ring_reduce(p: &mut Prims, rank: u32, root: u32, src: Ptr, dst: Ptr, part
 }
 
 /// Ring AllGather: `src` is this rank's block, `dst` holds every rank's block at `rank * count`.
-pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
@@ -221,9 +236,12 @@ pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
     // Every receive of the call lands in the destination, planned at once: the predecessor sends without
     // waiting for this rank, so a chunk's first steps may arrive before its receives begin.
     let gather = chunks(part).flat_map(|(o, l)| (1..n).map(move |j| (dst.at(block((r + n - j) % n, o)), l * es)));
+    // SAFETY: `dst` holds `nranks` blocks of `part.count` elements ([`Ptr`]) and the regions are `part`'s chunks
+    // of the other ranks' blocks, which nothing but their receives touches.
     unsafe { p.want_ahead(prev, [], gather) };
     for (o, l) in chunks(part) {
         let l = l * es;
+        // SAFETY: `src` is this rank's block and `dst` every rank's, each chunk within `part` of a block.
         unsafe {
             p.copy_send(&[next], src.at(o * es), dst.at(block(r, o)), l)?;
             for j in 1..n - 1 {
@@ -236,7 +254,7 @@ pub fn ring_all_gather(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part)
 }
 
 /// Ring ReduceScatter: `src` holds every rank's block, `dst` receives this rank's reduced block.
-pub fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
+pub(crate) fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: Part) -> Result<()> {
     let n = p.nranks as usize;
     let (prev, next) = (p.ch.ring_prev, p.ch.ring_next);
     let es = part.esize;
@@ -244,6 +262,8 @@ pub fn ring_reduce_scatter(p: &mut Prims, rank: u32, src: Ptr, dst: Ptr, part: P
     for (o, l) in chunks(part) {
         let l = l * es;
         let r = rank as usize;
+        // SAFETY: `src` holds `nranks` blocks of `part.count` elements and `dst` one ([`Ptr`]); each chunk lies
+        // within `part` of a block.
         unsafe {
             p.send(next, src.at(block((r + n - 1) % n, o)), l)?;
             for j in 2..n {

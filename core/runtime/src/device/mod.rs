@@ -3,8 +3,8 @@
 //! (ring and tree collectives built from the primitives), [`tree`] (the double binary tree of a channel) and
 //! [`mod@reference`] (the plain reduction results are checked against).
 
-pub mod algos;
-pub mod prims;
-pub mod proto;
+pub(crate) mod algos;
+pub(crate) mod prims;
+pub(crate) mod proto;
 pub mod reference;
-pub mod tree;
+pub(crate) mod tree;

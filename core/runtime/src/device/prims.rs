@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 /// Connections by peer rank. Looked up several times per step: FxHash costs a multiply where SipHash would
 /// cost more than a small step.
-pub type PeerMap<T> = FxHashMap<u32, T>;
+pub(crate) type PeerMap<T> = FxHashMap<u32, T>;
 
 /// One channel of a communicator: its ring and tree neighbours and its connections by peer.
-pub struct Channel {
+pub(crate) struct Channel {
     pub id: u32,
     pub ring_prev: u32,
     pub ring_next: u32,
@@ -30,7 +30,7 @@ pub struct Channel {
 
 /// What a channel moved to (`sent`) or from one peer in its latest call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Moved {
+pub(crate) struct Moved {
     pub peer: u32,
     pub sent: bool,
     /// Bytes, or steps where the call only counted them ([`Prims::count_only`]).
@@ -42,12 +42,12 @@ pub struct Moved {
 
 impl Channel {
     /// What the channel's latest call moved, per (peer, sent).
-    pub fn moved(&self) -> &[Moved] {
+    pub(crate) fn moved(&self) -> &[Moved] {
         &self.scratch.moved
     }
 
     /// The address of the memory of the connection to (`send`) or from `peer`: what names it to the proxy.
-    pub fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
+    pub(crate) fn conn_mem(&self, peer: u32, send: bool) -> Option<usize> {
         let mem = if send { self.send.get(&peer).map(|e| &e.mem) } else { self.recv.get(&peer).map(|e| &e.mem) };
         mem.map(|m| Arc::as_ptr(m) as usize)
     }
@@ -55,7 +55,7 @@ impl Channel {
 
 /// Buffers the primitives keep from call to call, so a step allocates nothing.
 #[derive(Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// LL/LL128 steps unpacked, one per input peer.
     unpacked: Vec<Vec<u64>>,
     /// A reduction with no destination in memory that peers see.
@@ -100,20 +100,21 @@ const BLOCK_BYTES: usize = 16 << 10;
 
 /// A pointer into a user buffer that channel threads share; each channel touches its own range.
 #[derive(Debug, Clone, Copy)]
-pub struct Ptr(pub *mut u8);
+pub(crate) struct Ptr(pub *mut u8);
 // SAFETY: the algorithms give every channel disjoint ranges of the buffers.
 unsafe impl Send for Ptr {}
+// SAFETY: as for `Send`: channels read and write disjoint ranges, and a pointer shared is only an address.
 unsafe impl Sync for Ptr {}
 
 impl Ptr {
     /// The address `bytes` further on (only dereferenced by the unsafe primitives, within the buffer).
-    pub fn at(self, bytes: usize) -> *mut u8 {
+    pub(crate) fn at(self, bytes: usize) -> *mut u8 {
         self.0.wrapping_add(bytes)
     }
 }
 
 /// Everything a primitive needs besides its arguments.
-pub struct Prims<'a> {
+pub(crate) struct Prims<'a> {
     pub ch: &'a mut Channel,
     pub proto: Protocol,
     pub dt: Dtype,
@@ -130,7 +131,7 @@ pub struct Prims<'a> {
 }
 
 impl<'a> Prims<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ch: &'a mut Channel,
         proto: Protocol,
         dt: Dtype,
@@ -147,7 +148,7 @@ impl<'a> Prims<'a> {
     }
 
     /// What this channel sent to or received from each peer so far.
-    pub fn moved(&self) -> &[Moved] {
+    pub(crate) fn moved(&self) -> &[Moved] {
         self.ch.moved()
     }
 
@@ -175,7 +176,7 @@ impl<'a> Prims<'a> {
     /// # Safety
     /// Each region valid for its length, and nothing reads or writes it until its receive, but for sends from it
     /// whose bytes the peer's steps into it depend on (so the network took them before those steps arrive).
-    pub unsafe fn want_ahead(
+    pub(crate) unsafe fn want_ahead(
         &mut self,
         from: u32,
         before: impl IntoIterator<Item = usize>,
@@ -226,7 +227,7 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// `src`/`dst` must be valid for `nbytes` and aligned for the datatype; `dst` may equal `src`.
-    pub unsafe fn run(
+    pub(crate) unsafe fn run(
         &mut self,
         from: &[u32],
         to: &[u32],
@@ -235,7 +236,8 @@ impl<'a> Prims<'a> {
         nbytes: usize,
         post: bool,
     ) -> Result<()> {
-        self.run_into(from, to, src, dst, None, nbytes, post)
+        // SAFETY: this function's contract is `run_into`'s with no exposed destination.
+        unsafe { self.run_into(from, to, src, dst, None, nbytes, post) }
     }
 
     /// [`Prims::run`], where `into` (if any) is the offset of these `nbytes` in the destination the single peer of
@@ -267,7 +269,8 @@ impl<'a> Prims<'a> {
             return Ok(());
         }
         if self.proto != Protocol::Simple {
-            return self.run_lines(from, to, src, dst, nbytes, post);
+            // SAFETY: this function's contract is `run_lines`'.
+            return unsafe { self.run_lines(from, to, src, dst, nbytes, post) };
         }
         let channel = self.ch.id;
         let ninputs = from.len() + src.is_some() as usize;
@@ -277,7 +280,9 @@ impl<'a> Prims<'a> {
         if let (&[p], None, Some(d), false) = (from, src, dst, post) {
             let a = &self.ch.scratch.ahead;
             if a.peer != p || a.at == a.regions.len() {
-                self.want_ahead(p, [], [(d, nbytes)]);
+                // SAFETY: `d` is valid for `nbytes` (this function's contract), and a plain receive's destination
+                // is touched by nothing but its steps.
+                unsafe { self.want_ahead(p, [], [(d, nbytes)]) };
             }
         }
         let mut off = 0;
@@ -285,7 +290,8 @@ impl<'a> Prims<'a> {
         let mut exposed = None;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            let (mut inputs, mut k) = self.step_start(to, src, off)?;
+            // SAFETY: `off < nbytes`, for which `src` is valid.
+            let (mut inputs, mut k) = unsafe { self.step_start(to, src, off) }?;
             for p in from {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
                 inputs[k] = read_simple(end, len, self.w, channel)?;
@@ -297,7 +303,9 @@ impl<'a> Prims<'a> {
             // The step is already where it belongs (the proxy received it there, or the sender wrote it there):
             // nothing to copy into the destination.
             let landed = match (from, src, dst) {
-                (&[_], None, Some(d)) if !post && inputs[0] == d.add(off).cast_const() => Some(d.add(off)),
+                (&[_], None, Some(d)) if !post && inputs[0] == d.wrapping_add(off).cast_const() => {
+                    Some(d.wrapping_add(off))
+                }
                 _ => None,
             };
             let inputs = &inputs[..ninputs];
@@ -308,8 +316,8 @@ impl<'a> Prims<'a> {
             // thread (P2P read), a peer process through its mapping (SHM windows) or the proxy (NET) takes them
             // there instead of in a copy in its slot.
             let user = match dst {
-                Some(d) => Some(d.add(off).cast_const()),
-                None if from.is_empty() && !post => src.map(|s| s.add(off)),
+                Some(d) => Some(d.wrapping_add(off).cast_const()),
+                None if from.is_empty() && !post => src.map(|s| s.wrapping_add(off)),
                 None => None,
             };
             // Whether each peer of `to` takes the step where it lies: decided once a step, as for SHM windows it
@@ -322,12 +330,12 @@ impl<'a> Prims<'a> {
             let mut outs = [std::ptr::null_mut::<u8>(); MAX_OUTPUTS];
             let mut n = 0;
             // The destination is written here unless the step already landed there.
-            let dst_out = dst.filter(|_| landed.is_none()).map(|d| d.add(off));
+            let dst_out = dst.filter(|_| landed.is_none()).map(|d| d.wrapping_add(off));
             if let Some(d) = dst_out {
                 outs[0] = d;
                 n = 1;
             }
-            let into = exposed.map(|i| i.add(off));
+            let into = exposed.map(|i| i.wrapping_add(off));
             for (k, p) in to.iter().enumerate() {
                 let e = self.send_end(*p);
                 let out = match into {
@@ -348,7 +356,9 @@ impl<'a> Prims<'a> {
                 && !direct.contains(&true)
                 && outs[0].cast_const() != inputs[0]
                 && (n > 1 || (ninputs == 1 && !post));
-            self.combine(inputs, &outs[..n], len, post, stream);
+            // SAFETY: the inputs are `len` bytes of `src` and of the peers' steps; the outputs `len` bytes of
+            // `dst`, of slots this rank has credit for, or of the exposed destination (this function's contract).
+            unsafe { self.combine(inputs, &outs[..n], len, post, stream) };
             for (k, p) in to.iter().enumerate() {
                 let e = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
                 sent_in_place[k] = into.is_some() || direct[k];
@@ -382,18 +392,21 @@ impl<'a> Prims<'a> {
         src: Option<*const u8>,
         off: usize,
     ) -> Result<([*const u8; MAX_INPUTS], usize)> {
-        for p in to {
-            wait_credit(self.send_end(*p), self.w, self.ch.id)?;
-        }
-        let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
-        let k = match src {
-            Some(s) => {
-                inputs[0] = s.add(off);
-                1
+        // SAFETY: `off` is within `src`, which is valid for the primitive's bytes (the caller's contract).
+        unsafe {
+            for p in to {
+                wait_credit(self.send_end(*p), self.w, self.ch.id)?;
             }
-            None => 0,
-        };
-        Ok((inputs, k))
+            let mut inputs = [std::ptr::null::<u8>(); MAX_INPUTS];
+            let k = match src {
+                Some(s) => {
+                    inputs[0] = s.add(off);
+                    1
+                }
+                None => 0,
+            };
+            Ok((inputs, k))
+        }
     }
 
     /// [`Prims::run`] for LL and LL128 (NCCL 2.28.9 `prims_ll.h`, `prims_ll128.h`): every step goes through the
@@ -416,16 +429,18 @@ impl<'a> Prims<'a> {
         let mut off = 0;
         while off < nbytes {
             let len = self.piece.min(nbytes - off);
-            let (mut inputs, mut k) = self.step_start(to, src, off)?;
+            // SAFETY: `off < nbytes`, for which `src` is valid.
+            let (mut inputs, mut k) = unsafe { self.step_start(to, src, off) }?;
             // A step that is the destination's only input is unpacked there, not copied there after.
             let landed = match (from, src, dst) {
-                (&[_], None, Some(d)) if !post => Some(d.add(off)),
+                (&[_], None, Some(d)) if !post => Some(d.wrapping_add(off)),
                 _ => None,
             };
             for (i, p) in from.iter().enumerate() {
                 let end = self.ch.recv.get(p).expect("primitive on an unconnected peer");
                 let out = landed.map_or_else(|| Unpack::Scratch(&mut self.ch.scratch.unpacked[i]), Unpack::Into);
-                inputs[k] = read_lines(end, proto, len, out, self.w, channel)?;
+                // SAFETY: an `Unpack::Into` is `len` bytes of `dst` from `off`, which this function may write.
+                inputs[k] = unsafe { read_lines(end, proto, len, out, self.w, channel) }?;
                 k += 1;
             }
             let inputs = &inputs[..ninputs];
@@ -433,19 +448,23 @@ impl<'a> Prims<'a> {
                 (Some(d), _) => d,
                 (None, None) if inputs.len() == 1 => inputs[0],
                 (None, Some(d)) => {
-                    self.combine(inputs, &[d.add(off)], len, post, false);
-                    d.add(off)
+                    // SAFETY: the inputs are `len` bytes of `src` and of the steps read; `dst` is valid from `off`.
+                    unsafe { self.combine(inputs, &[d.wrapping_add(off)], len, post, false) };
+                    d.wrapping_add(off)
                 }
                 (None, None) => {
                     let out = &mut self.ch.scratch.out;
                     out.resize(len.div_ceil(8), 0);
                     let target = out.as_mut_ptr() as *mut u8;
-                    self.combine(inputs, &[target], len, post, false);
+                    // SAFETY: as above, into the scratch just sized to `len`.
+                    unsafe { self.combine(inputs, &[target], len, post, false) };
                     target
                 }
             };
             for p in to {
-                write_step(self.ch.send.get_mut(p).expect("primitive on an unconnected peer"), proto, out, len);
+                let end = self.ch.send.get_mut(p).expect("primitive on an unconnected peer");
+                // SAFETY: `out` holds the step's `len` bytes, and `step_start` waited for credit.
+                unsafe { write_step(end, proto, out, len) };
             }
             for p in from {
                 self.ch.recv.get_mut(p).expect("primitive on an unconnected peer").release();
@@ -469,53 +488,56 @@ impl<'a> Prims<'a> {
     /// and another output may equal another input (each block of it is written once the block was read); nothing
     /// else overlaps.
     unsafe fn combine(&self, inputs: &[*const u8], outs: &[*mut u8], len: usize, post: bool, stream: bool) {
-        let (target, copies, streamed) = match outs {
-            [] => return,
-            [d, rest @ ..] if stream => (rest.first().copied(), rest.get(1..).unwrap_or_default(), Some(*d)),
-            [first, rest @ ..] => (Some(*first), rest, None),
-        };
-        let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
-        let last = inputs.len() - 1;
-        let mut b = 0;
-        while b < len {
-            let n = block.min(len - b);
-            let value = match target {
-                Some(t) => {
-                    let target = t.add(b);
-                    if last == 0 {
-                        kern::copy(target, inputs[0].add(b), n);
-                        if post {
-                            kern::divide(self.dt, self.op, target, n, self.nranks);
-                        }
-                    }
-                    for k in 1..=last {
-                        let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
-                        let div = (post && k == last).then_some(self.nranks);
-                        kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
-                    }
-                    target.cast_const()
-                }
-                None => {
-                    debug_assert!(last == 0 && !post, "a streamed reduction needs an output to compute in");
-                    inputs[0].add(b)
-                }
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        unsafe {
+            let (target, copies, streamed) = match outs {
+                [] => return,
+                [d, rest @ ..] if stream => (rest.first().copied(), rest.get(1..).unwrap_or_default(), Some(*d)),
+                [first, rest @ ..] => (Some(*first), rest, None),
             };
-            for o in copies {
-                kern::copy(o.add(b), value, n);
+            let block = BLOCK_BYTES / self.dt.size() * self.dt.size();
+            let last = inputs.len() - 1;
+            let mut b = 0;
+            while b < len {
+                let n = block.min(len - b);
+                let value = match target {
+                    Some(t) => {
+                        let target = t.add(b);
+                        if last == 0 {
+                            kern::copy(target, inputs[0].add(b), n);
+                            if post {
+                                kern::divide(self.dt, self.op, target, n, self.nranks);
+                            }
+                        }
+                        for k in 1..=last {
+                            let a = if k == 1 { inputs[0].add(b) } else { target as *const u8 };
+                            let div = (post && k == last).then_some(self.nranks);
+                            kern::reduce(self.dt, self.op, target, a, inputs[k].add(b), n, div);
+                        }
+                        target.cast_const()
+                    }
+                    None => {
+                        debug_assert!(last == 0 && !post, "a streamed reduction needs an output to compute in");
+                        inputs[0].add(b)
+                    }
+                };
+                for o in copies {
+                    kern::copy(o.add(b), value, n);
+                }
+                if let Some(d) = streamed {
+                    kern::copy_streaming(d.add(b), value, n);
+                }
+                b += n;
             }
-            if let Some(d) = streamed {
-                kern::copy_streaming(d.add(b), value, n);
+            if streamed.is_some() {
+                kern::stream_fence();
             }
-            b += n;
-        }
-        if streamed.is_some() {
-            kern::stream_fence();
         }
     }
 
     /// OneShot's rows, `bytes` long, kept for the next call: a raw pointer, as the primitives that fill them
     /// borrow `self` mutably.
-    pub fn rows(&mut self, bytes: usize) -> *mut u8 {
+    pub(crate) fn rows(&mut self, bytes: usize) -> *mut u8 {
         let rows = &mut self.ch.scratch.rows;
         rows.resize(rows.len().max(bytes.div_ceil(8)), 0);
         rows.as_mut_ptr() as *mut u8
@@ -527,10 +549,13 @@ impl<'a> Prims<'a> {
     /// # Safety
     /// Every input valid for `len` bytes and aligned for the datatype; `dst` writable for `len` and, if it is one
     /// of the inputs, `input(0)`; `n >= 2`.
-    pub unsafe fn reduce_local(&self, n: usize, input: impl Fn(usize) -> *const u8, dst: *mut u8, len: usize) {
-        for k in 1..n {
-            let a = if k == 1 { input(0) } else { dst.cast_const() };
-            kern::reduce(self.dt, self.op, dst, a, input(k), len, (k == n - 1).then_some(self.nranks));
+    pub(crate) unsafe fn reduce_local(&self, n: usize, input: impl Fn(usize) -> *const u8, dst: *mut u8, len: usize) {
+        // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+        unsafe {
+            for k in 1..n {
+                let a = if k == 1 { input(0) } else { dst.cast_const() };
+                kern::reduce(self.dt, self.op, dst, a, input(k), len, (k == n - 1).then_some(self.nranks));
+            }
         }
     }
 
@@ -540,7 +565,7 @@ impl<'a> Prims<'a> {
     /// communicator is aborted and its proxy closes the connections still moving them; that is waited for too,
     /// within the timeout. A peer thread (or process, through windows) has no proxy to let go: its reads end with
     /// its own call, and the memory stays mapped for it (a window holds its segment).
-    pub fn finish(&mut self, r: Result<()>) -> Result<()> {
+    pub(crate) fn finish(&mut self, r: Result<()>) -> Result<()> {
         let (ch, w) = (&*self.ch, self.w);
         let r = r.and_then(|()| {
             self.wait_sent()?;
@@ -568,7 +593,7 @@ impl<'a> Prims<'a> {
 
     /// Waits until peers have read every step this channel posted from the sender's own memory (P2P read, NET
     /// from the user's buffer), so that memory may change.
-    pub fn wait_sent(&self) -> Result<()> {
+    pub(crate) fn wait_sent(&self) -> Result<()> {
         for e in self.ch.send.values() {
             let what =
                 || format!("steps to rank {} to be read in this rank's buffer on channel {}", e.peer, self.ch.id);
@@ -585,31 +610,34 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn send(&mut self, to: u32, src: *const u8, n: usize) -> Result<()> {
-        self.run(&[], &[to], Some(src), None, n, false)
+    pub(crate) unsafe fn send(&mut self, to: u32, src: *const u8, n: usize) -> Result<()> {
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(&[], &[to], Some(src), None, n, false) }
     }
 
     /// Receives into `dst`.
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn recv(&mut self, from: u32, dst: *mut u8, n: usize) -> Result<()> {
-        self.run(&[from], &[], None, Some(dst), n, false)
+    pub(crate) unsafe fn recv(&mut self, from: u32, dst: *mut u8, n: usize) -> Result<()> {
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(&[from], &[], None, Some(dst), n, false) }
     }
 
     /// Receives, reduces with `src`, sends on.
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn recv_reduce_send(&mut self, from: u32, to: u32, src: *const u8, n: usize) -> Result<()> {
-        self.run(&[from], &[to], Some(src), None, n, false)
+    pub(crate) unsafe fn recv_reduce_send(&mut self, from: u32, to: u32, src: *const u8, n: usize) -> Result<()> {
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(&[from], &[to], Some(src), None, n, false) }
     }
 
     /// Receives from `from`, reduces with `src` into `dst` (dividing for Avg when `post`).
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn recv_reduce_copy(
+    pub(crate) unsafe fn recv_reduce_copy(
         &mut self,
         from: &[u32],
         src: *const u8,
@@ -617,7 +645,8 @@ impl<'a> Prims<'a> {
         n: usize,
         post: bool,
     ) -> Result<()> {
-        self.run(from, &[], Some(src), Some(dst), n, post)
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(from, &[], Some(src), Some(dst), n, post) }
     }
 
     /// Receives, reduces with `src` into `dst` (the final reduction: Avg divides) and sends on: into the bytes at
@@ -625,7 +654,7 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// As [`Prims::run_into`].
-    pub unsafe fn recv_reduce_copy_send(
+    pub(crate) unsafe fn recv_reduce_copy_send(
         &mut self,
         from: u32,
         to: u32,
@@ -634,14 +663,15 @@ impl<'a> Prims<'a> {
         into: Option<usize>,
         n: usize,
     ) -> Result<()> {
-        self.run_into(&[from], &[to], Some(src), Some(dst), into, n, true)
+        // SAFETY: this function's contract is `run_into`'s.
+        unsafe { self.run_into(&[from], &[to], Some(src), Some(dst), into, n, true) }
     }
 
     /// Starts a call whose final bytes the ring predecessor may write straight into this rank's `dst` (`bytes`
     /// long) when it is a thread of this process (P2P), or a process that maps it (SHM windows): tells it where
     /// `dst` is for this call. Every rank of the ring calls it at the start of the same calls, so their counts
     /// name the call.
-    pub fn expose_dst(&mut self, dst: Ptr, bytes: usize) {
+    pub(crate) fn expose_dst(&mut self, dst: Ptr, bytes: usize) {
         if self.count_only {
             return;
         }
@@ -661,15 +691,17 @@ impl<'a> Prims<'a> {
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn recv_copy_send(&mut self, from: u32, to: &[u32], dst: *mut u8, n: usize) -> Result<()> {
-        self.run(&[from], to, None, Some(dst), n, false)
+    pub(crate) unsafe fn recv_copy_send(&mut self, from: u32, to: &[u32], dst: *mut u8, n: usize) -> Result<()> {
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(&[from], to, None, Some(dst), n, false) }
     }
 
     /// Copies `src` to `dst` and sends it to `to`.
     ///
     /// # Safety
     /// As [`Prims::run`].
-    pub unsafe fn copy_send(&mut self, to: &[u32], src: *const u8, dst: *mut u8, n: usize) -> Result<()> {
-        self.run(&[], to, Some(src), Some(dst), n, false)
+    pub(crate) unsafe fn copy_send(&mut self, to: &[u32], src: *const u8, dst: *mut u8, n: usize) -> Result<()> {
+        // SAFETY: this function's contract is `run`'s.
+        unsafe { self.run(&[], to, Some(src), Some(dst), n, false) }
     }
 }

@@ -5,13 +5,13 @@ use collscope_nccl::graph::trees;
 
 /// A rank's place in one tree: parent and up to two children (-1 for none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TreeNode {
+pub(crate) struct TreeNode {
     pub up: i32,
     pub down: [i32; 2],
 }
 
 impl TreeNode {
-    pub fn children(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn children(&self) -> impl Iterator<Item = u32> + '_ {
         self.down.iter().filter(|&&d| d >= 0).map(|&d| d as u32)
     }
 }
@@ -23,7 +23,7 @@ impl From<trees::TreeLink> for TreeNode {
 }
 
 /// Both trees of the double binary tree over ranks, from the graph module's `ncclGetDtree`.
-pub fn dtree(nranks: i32, rank: i32) -> [TreeNode; 2] {
+pub(crate) fn dtree(nranks: i32, rank: i32) -> [TreeNode; 2] {
     let (first, second) = trees::dtree(nranks, rank);
     [first.into(), second.into()]
 }

@@ -8,4 +8,4 @@
 
 pub mod recorder;
 pub mod records;
-pub mod stats;
+pub(crate) mod stats;

@@ -369,6 +369,7 @@ mod tests {
     fn faults() -> libc::c_long {
         // SAFETY: getrusage only writes the struct it is given.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a `rusage`, the struct getrusage writes.
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
         usage.ru_minflt
     }

@@ -27,15 +27,19 @@ unsafe extern "C" fn collscope_plugin_log_line(
     line: c_int,
     msg: *const c_char,
 ) {
-    let text = |p: *const c_char| if p.is_null() { Default::default() } else { CStr::from_ptr(p).to_string_lossy() };
-    let level = match level {
-        2 => Level::Warn,
-        5 => Level::Trace,
-        _ => Level::Info,
-    };
-    // A panic must not unwind into the plugin's C frames. (`c_ulong` is 32 bits on some targets.)
-    #[allow(clippy::unnecessary_cast)]
-    let _ = std::panic::catch_unwind(|| {
-        logger().log(level, Subsys(flags as u64), (&text(file), line.max(0) as u32), &text(msg))
-    });
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        let text =
+            |p: *const c_char| if p.is_null() { Default::default() } else { CStr::from_ptr(p).to_string_lossy() };
+        let level = match level {
+            2 => Level::Warn,
+            5 => Level::Trace,
+            _ => Level::Info,
+        };
+        // A panic must not unwind into the plugin's C frames. (`c_ulong` is 32 bits on some targets.)
+        #[allow(clippy::unnecessary_cast)]
+        let _ = std::panic::catch_unwind(|| {
+            logger().log(level, Subsys(flags as u64), (&text(file), line.max(0) as u32), &text(msg))
+        });
+    }
 }

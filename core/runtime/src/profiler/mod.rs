@@ -13,9 +13,8 @@
 //! and each hook is one `Option` test. The proxy thread reports itself with ProxyCtrl events ([`Ctrl`]).
 
 mod logger;
-pub mod net;
+pub(crate) mod net;
 
-use crate::device::prims::Moved;
 use collscope_debug::env::Env;
 use collscope_debug::{nccl_info, Subsys};
 use collscope_model::{Algorithm, Collective, DataType, Protocol};
@@ -93,9 +92,12 @@ fn open(name: Option<&str>) -> Option<(libloading::Library, String)> {
 /// # Safety
 /// `sym` is the symbol of a `T` in `lib`, if it exists.
 unsafe fn symbol<T>(lib: &libloading::Library, sym: &str) -> Option<&'static T> {
-    let p = lib.get::<*const T>(sym.as_bytes()).ok()?;
-    // SAFETY: the library stays loaded for the life of the process ([`Plugin`]).
-    (*p).as_ref()
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        let p = lib.get::<*const T>(sym.as_bytes()).ok()?;
+        // SAFETY: the library stays loaded for the life of the process ([`Plugin`]).
+        (*p).as_ref()
+    }
 }
 
 /// The plugin struct's name, as NCCL prints it.
@@ -103,10 +105,13 @@ unsafe fn symbol<T>(lib: &libloading::Library, sym: &str) -> Option<&'static T> 
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
 unsafe fn name_of(p: *const c_char) -> String {
-    if p.is_null() {
-        "(null)".into()
-    } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if p.is_null() {
+            "(null)".into()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     }
 }
 
@@ -151,6 +156,7 @@ impl Handle {
 }
 // SAFETY: a handle is an opaque value the plugin hands out for use from any of NCCL's threads.
 unsafe impl Send for Handle {}
+// SAFETY: as for `Send`: the plugin's handles are for use from any thread.
 unsafe impl Sync for Handle {}
 
 /// One communicator's plugin context (`init` .. `finalize`).
@@ -779,19 +785,19 @@ fn strerror(e: std::io::Error) -> String {
 
 impl Call {
     /// A channel worker begins: its proxy operations are posted, one per NET connection with steps in this
-    /// call (`steps`: steps per (peer, sent), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
+    /// call (`steps`: (peer, sent, steps), counted before the channel runs; `chunk`: bytes per step; `mem_of`:
     /// the address of a connection's memory, which the proxy registered), and its KernelCh event starts.
     pub(crate) fn channel_start(
         &self,
         channel: u32,
-        steps: &[Moved],
+        steps: impl IntoIterator<Item = (u32, bool, u64)>,
         chunk: usize,
         mem_of: impl Fn(u32, bool) -> Option<usize>,
     ) -> KernelCh {
         let p = &self.prof;
         if p.on(PROXY_OP_MASK) {
             let net = p.net.lock().unwrap_or_else(|e| e.into_inner());
-            for &Moved { peer, sent: send, bytes: n, .. } in steps.iter().filter(|s| s.bytes > 0) {
+            for (peer, send, n) in steps.into_iter().filter(|&(_, _, n)| n > 0) {
                 let Some(posted) = mem_of(peer, send).and_then(|m| net.get(&m)) else { continue };
                 let op = abi::ProxyOp {
                     pid: p.pid,

@@ -112,7 +112,7 @@ struct Conn {
 /// `src/plugin/profiler.cc` `ncclProfilerCallback`): NetPlugin events under the step's event (NULL when the
 /// plugin keeps no steps). Given to a request only when the plugin asked for NetPlugin events.
 #[derive(Clone)]
-pub struct NetParent {
+pub(crate) struct NetParent {
     prof: Arc<CommProfiler>,
     step: Handle,
 }
@@ -120,7 +120,7 @@ pub struct NetParent {
 impl NetParent {
     /// A transfer of `length` bytes on socket `fd` begins: NCCL's socket plugin event (2.28.9
     /// `src/transport/net_socket.cc`, `ncclProfilerNetSockDescr_v1_t`), stopped when the returned event drops.
-    pub fn socket(&self, fd: c_int, send: bool, length: usize) -> NetEvent {
+    pub(crate) fn socket(&self, fd: c_int, send: bool, length: usize) -> NetEvent {
         let op = if send { sock::OP_SEND } else { sock::OP_RECV };
         let mut d = sock::Descr { type_: sock::PROFILE_SOCKET, sock: sock::Sock { fd, op, length } };
         // The plugin reads `data` during the start call only, as NCCL passes it from the plugin's stack.
@@ -130,7 +130,7 @@ impl NetParent {
 }
 
 /// An open NetPlugin event; stopped when dropped.
-pub struct NetEvent {
+pub(crate) struct NetEvent {
     prof: Arc<CommProfiler>,
     h: Handle,
 }

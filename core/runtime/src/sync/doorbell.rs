@@ -19,7 +19,7 @@ pub struct FdWait {
 
 /// What tells the proxy that a network request can move again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// The descriptor becomes ready.
     Fd(FdWait),
     /// Whoever moves it rings the proxy's bell.

@@ -3,5 +3,5 @@
 //! is the proxy thread's sleep on its sockets and an eventfd. Depends on nothing else in the runtime but its
 //! error type.
 
-pub mod doorbell;
+pub(crate) mod doorbell;
 pub mod wait;

@@ -112,7 +112,7 @@ mod futex {
         }
     }
 
-    pub fn wait(word: &AtomicU64, seen: u64, max: Duration) {
+    pub(super) fn wait(word: &AtomicU64, seen: u64, max: Duration) {
         let ts = libc::timespec { tv_sec: max.as_secs() as libc::time_t, tv_nsec: max.subsec_nanos() as _ };
         // SAFETY: the address is a live, aligned u32 inside the counter; the kernel only reads it. An early or
         // spurious return is harmless: the caller re-checks its condition.
@@ -121,7 +121,7 @@ mod futex {
         }
     }
 
-    pub fn wake(word: &AtomicU64) {
+    pub(super) fn wake(word: &AtomicU64) {
         // SAFETY: as in `wait`; waking has no effect on memory.
         unsafe {
             libc::syscall(libc::SYS_futex, low_half(word), libc::FUTEX_WAKE, i32::MAX);

@@ -204,13 +204,17 @@ const TAKEN: u64 = 1 << 63;
 // SAFETY: the region is only accessed through atomics (counters, LL/LL128 flags) or through slots whose
 // ownership the head/tail protocol hands from one side to the other.
 unsafe impl Send for ConnMem {}
+// SAFETY: as for `Send`: shared access goes through atomics or the slots the head/tail protocol hands over.
 unsafe impl Sync for ConnMem {}
 
 impl ConnMem {
     /// Zeroed private memory (pages are committed only when touched).
     pub fn anonymous(sizes: BufSizes) -> Result<Self> {
-        let map = MmapMut::map_anon(sizes.region_bytes())
-            .map_err(|e| RuntimeError::Transport { transport: "P2P", msg: format!("mmap failed: {e}") })?;
+        let map = MmapMut::map_anon(sizes.region_bytes()).map_err(|source| RuntimeError::TransportIo {
+            transport: "P2P",
+            what: "mmap failed",
+            source,
+        })?;
         Ok(Self::from_map(map, sizes, None))
     }
 
@@ -416,6 +420,8 @@ impl ConnMem {
     pub fn deposit(&self, step: u64, proto: Protocol, bytes: &[u8]) {
         let dst = self.slot(proto, step);
         match proto {
+            // SAFETY: `bytes` is one step for this slot and no longer than it (the NET proxy's staging area is one
+            // slot), and the credit the caller waited for keeps the receiver off it until `publish_tail`.
             Protocol::Simple => unsafe { collscope_kernels::bytes::copy(dst, bytes.as_ptr(), bytes.len()) },
             Protocol::Ll => {
                 for (i, w) in bytes.chunks_exact(8).enumerate() {
@@ -426,6 +432,8 @@ impl ConnMem {
             }
             Protocol::Ll128 => {
                 for (i, line) in bytes.chunks_exact(LL128_LINE).enumerate() {
+                    // SAFETY: each line of `bytes` is one LL128 line of the slot, 8-byte aligned for its flag; the
+                    // credit the caller waited for keeps the receiver off it.
                     unsafe {
                         let l = dst.add(i * LL128_LINE);
                         std::ptr::copy_nonoverlapping(line.as_ptr(), l, LL128_DATA);
@@ -699,6 +707,7 @@ mod tests {
         let sizes = BufSizes { simple: 4096, ll: 1024, ll128: 2048 };
         let (a, b) = (ConnMem::anonymous(sizes).unwrap(), ConnMem::anonymous(sizes).unwrap());
         assert!(a.posted(0).is_none());
+        // SAFETY: slot 0 of `a`'s Simple buffer is 1024 bytes of its own mapping.
         unsafe { std::ptr::copy_nonoverlapping([1u8, 2, 3].as_ptr(), a.slot(Protocol::Simple, 0), 3) };
         a.set_info(0, Protocol::Simple, 3);
         a.tail().store(1, Ordering::Release);

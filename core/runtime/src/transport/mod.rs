@@ -8,11 +8,11 @@
 //! [`ConnMem::deposit`]), and a guard that keeps the proxy alive.
 
 pub mod conn;
-pub mod net;
-pub mod p2p;
+pub(crate) mod net;
+pub(crate) mod p2p;
 pub mod segment;
-pub mod shm;
-pub mod window;
+pub(crate) mod shm;
+pub(crate) mod window;
 
 use crate::error::Result;
 use collscope_model::{self as model, Connection};

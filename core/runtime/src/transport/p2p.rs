@@ -19,7 +19,7 @@ fn registry() -> &'static Mutex<HashMap<u64, Arc<ConnMem>>> {
     R.get_or_init(Mutex::default)
 }
 
-pub struct P2pTransport;
+pub(crate) struct P2pTransport;
 
 struct P2pSend {
     line: String,

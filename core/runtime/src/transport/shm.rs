@@ -14,10 +14,10 @@ use collscope_model::lines::ConnLine;
 use nix::sys::mman::shm_unlink;
 use std::sync::{Arc, Once};
 
-pub struct ShmTransport;
+pub(crate) struct ShmTransport;
 
 impl ShmTransport {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static SWEEP: Once = Once::new();
         SWEEP.call_once(sweep_stale_segments);
         ShmTransport

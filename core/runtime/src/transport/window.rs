@@ -26,6 +26,7 @@ struct Segment {
 // SAFETY: the segment is plain memory; what reads and writes it is ordered by the connections' head/tail
 // protocol, as for any user buffer.
 unsafe impl Send for Segment {}
+// SAFETY: as for `Send`: the segment is plain memory, ordered by the connections' head/tail protocol.
 unsafe impl Sync for Segment {}
 
 /// Host memory peers on the same host can map: allocate buffers here and register them with a communicator
@@ -161,6 +162,8 @@ mod tests {
         peer.add_peer(3, (std::process::id(), buf.fd()), buf.base(), 4096).unwrap();
         let here = peer.here(buf.base() + 40, 4).unwrap();
         assert_ne!(here as u64, buf.base(), "a mapping of its own");
+        // SAFETY: `here` maps 4 bytes of the peer's 4096-byte buffer at offset 40 (checked by `here`), 4-byte aligned
+        // as the mapping is page-aligned.
         assert_eq!(unsafe { *(here as *const u32) }, 7);
         assert_eq!(peer.owners(here, 4), Some(buf.base() + 40));
         assert_eq!(peer.here(buf.base() + 4094, 4), None, "runs past the window");

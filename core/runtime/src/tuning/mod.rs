@@ -6,9 +6,9 @@
 //! timings (bytes, us) per link/algo/proto/channels -> fit (t = a + b * bytes) -> HostProfile -> time_us -> pick
 //! ```
 
-pub mod fit;
-pub mod predict;
-pub mod profile;
+pub(crate) mod fit;
+pub(crate) mod predict;
+pub(crate) mod profile;
 
 pub use fit::{cell_from_fits, fit_line, LineFit};
 pub use predict::{choose, Candidate};

@@ -16,7 +16,7 @@ pub struct Candidate {
 /// Steps a rank waits on a peer: a ring AllReduce's 2(n-1), the other rings' n-1, a tree's way up and down.
 /// OneShot's n-1 too: it receives from n-1 peers, though none of those steps waits on another (on cores shared
 /// by ranks it took 0.6-1.05x the time of the ring's n-1 chained steps: this prices it on the safe side).
-pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
+pub(crate) fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
         (Collective::AllReduce, Algorithm::Tree) => 2.0 * n.log2().ceil(),
@@ -33,7 +33,7 @@ pub fn steps(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
 /// whatever the rank count (NCCL 2.28.9 `tuning.cc` turns tree bus bandwidth into algorithm bandwidth by 1/2).
 /// OneShot sends its whole vector to every other rank, as an AllGather of the vector sends, then reduces all n
 /// in one local pass, counted as one vector more (the ring's reductions are inside its measured bandwidth).
-pub fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
+pub(crate) fn bus_factor(coll: Collective, algo: Algorithm, nranks: u32) -> f64 {
     let n = nranks.max(2) as f64;
     match (coll, algo) {
         (Collective::AllReduce, Algorithm::Tree) => 2.0,
@@ -64,7 +64,7 @@ impl CellCost {
 /// already runs a rank) that thread takes time the profile, fitted on a quiet host, does not see. Measured on
 /// 2 cores, SHM AllReduce 16 MiB: 1 channel 7.2 GB/s, 2 channels 3.8 GB/s on 2 ranks; 2.9 vs 2.0 on 4 ranks,
 /// where the profile predicted 2 channels 2 % faster.
-pub const CHANNEL_MARGIN: f64 = 0.10;
+pub(crate) const CHANNEL_MARGIN: f64 = 0.10;
 
 /// The fastest of `candidates` on `link` with its predicted time; None when the profile times none of them.
 /// A candidate with more channels must beat by [`CHANNEL_MARGIN`] per extra channel; ties keep the earlier.

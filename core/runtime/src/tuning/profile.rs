@@ -15,12 +15,12 @@ pub const BUILTIN: &str = "builtin";
 /// The built-in table ([`HostProfile::builtin`]).
 const BUILTIN_JSON: &str = include_str!("builtin.json");
 /// The JSON layout this build reads and writes.
-pub const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 /// The links, algorithms and protocols a profile must time: what the runtime implements.
-pub const LINKS: [Transport; 3] = [Transport::P2p, Transport::Shm, Transport::Net];
-pub const ALGOS: [Algorithm; 2] = [Algorithm::Tree, Algorithm::Ring];
+pub(crate) const LINKS: [Transport; 3] = [Transport::P2p, Transport::Shm, Transport::Net];
+pub(crate) const ALGOS: [Algorithm; 2] = [Algorithm::Tree, Algorithm::Ring];
 /// A profile is a few KiB of JSON; a file past this is not one.
-pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// Where and how a profile was measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,8 +87,14 @@ pub enum ProfileError {
     Read { path: PathBuf, source: collscope_debug::file::FileError },
     #[error("cannot write the tuning profile {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("{path} is not a collscope tuning profile ({msg}): expected the JSON `collscope tune calibrate` writes")]
-    Parse { path: PathBuf, msg: String },
+    #[error(
+        "{path} is not a collscope tuning profile ({source}): expected the JSON `collscope tune calibrate` writes"
+    )]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("tuning profile {path}: {what}")]
     Invalid { path: PathBuf, what: String },
 }
@@ -100,8 +106,8 @@ impl HostProfile {
 
     /// The profile in `text`, checked: every link the runtime has, every cell it implements, sane numbers.
     pub fn from_json(text: &str, path: &Path) -> Result<HostProfile, ProfileError> {
-        let mut p: HostProfile = serde_json::from_str(text)
-            .map_err(|e| ProfileError::Parse { path: path.to_path_buf(), msg: e.to_string() })?;
+        let mut p: HostProfile =
+            serde_json::from_str(text).map_err(|source| ProfileError::Parse { path: path.to_path_buf(), source })?;
         p.validate().map_err(|what| ProfileError::Invalid { path: path.to_path_buf(), what })?;
         p.origin = path.display().to_string();
         Ok(p)

@@ -11,15 +11,20 @@ pub(super) unsafe extern "C" fn start_event<T: Copy + Into<u64>, U: Members>(
     handle: *mut *mut c_void,
     d: *mut Descr<T, U>,
 ) -> NcclResult {
-    crate::plugin::start(context, handle, || match d.as_ref() {
-        Some(d) => start(d.type_.into(), d.parent_obj, d.rank, &d.u),
-        None => Start::Ignored,
-    })
+    // SAFETY: NCCL calls this entry with its own `context`, `handle` and descriptor, which `plugin::start` and
+    // `start` ask for.
+    unsafe {
+        crate::plugin::start(context, handle, || match d.as_ref() {
+            Some(d) => start(d.type_.into(), d.parent_obj, d.rank, &d.u),
+            None => Start::Ignored,
+        })
+    }
 }
 
 /// `stopEvent` of every version.
 pub(super) unsafe extern "C" fn stop_event(handle: *mut c_void) -> NcclResult {
-    crate::plugin::stop(handle)
+    // SAFETY: NCCL passes a handle this plugin returned, as `plugin::stop` asks.
+    unsafe { crate::plugin::stop(handle) }
 }
 
 /// `recordEventState` of every version (their state arguments share one layout).
@@ -28,7 +33,9 @@ pub(super) unsafe extern "C" fn record_event_state(
     state: c_int,
     args: *mut StateArgs,
 ) -> NcclResult {
-    crate::plugin::record(handle, state, || update(state, args))
+    // SAFETY: NCCL passes a handle this plugin returned and its own state arguments, as `plugin::record` and `update`
+    // ask.
+    unsafe { crate::plugin::record(handle, state, || update(state, args)) }
 }
 
 /// `finalize` of every version.

@@ -18,16 +18,20 @@ pub use collscope_profiler_abi::*;
 /// # Safety
 /// `args` is NULL or points to a live `StateArgs`.
 pub(crate) unsafe fn update(state: c_int, args: *const StateArgs) -> Update {
-    let Some(a) = args.as_ref() else { return Update::default() };
-    match state {
-        state::PROXY_STEP_SEND_GPU_WAIT..=state::PROXY_STEP_RECV_GPU_WAIT | state::PROXY_STEP_SEND_PEER_WAIT_V4 => {
-            Update { trans_size: a.proxy_step.trans_size as u64, ..Update::default() }
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on. The
+    // union's member read is the one NCCL fills for `state`.
+    unsafe {
+        let Some(a) = args.as_ref() else { return Update::default() };
+        match state {
+            state::PROXY_STEP_SEND_GPU_WAIT..=state::PROXY_STEP_RECV_GPU_WAIT | state::PROXY_STEP_SEND_PEER_WAIT_V4 => {
+                Update { trans_size: a.proxy_step.trans_size as u64, ..Update::default() }
+            }
+            state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
+                Update { appended: a.proxy_ctrl.appended_proxy_ops, ..Update::default() }
+            }
+            state::KERNEL_CH_STOP => Update { p_timer: a.kernel_ch.p_timer, ..Update::default() },
+            _ => Update::default(),
         }
-        state::PROXY_CTRL_IDLE..=state::PROXY_CTRL_APPEND_END => {
-            Update { appended: a.proxy_ctrl.appended_proxy_ops, ..Update::default() }
-        }
-        state::KERNEL_CH_STOP => Update { p_timer: a.kernel_ch.p_timer, ..Update::default() },
-        _ => Update::default(),
     }
 }
 
@@ -36,10 +40,13 @@ pub(crate) unsafe fn update(state: c_int, args: *const StateArgs) -> Update {
 /// # Safety
 /// `p` is NULL or a NUL-terminated string.
 unsafe fn bytes<'a>(p: *const c_char) -> &'a [u8] {
-    if p.is_null() {
-        &[]
-    } else {
-        CStr::from_ptr(p).to_bytes()
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        if p.is_null() {
+            &[]
+        } else {
+            CStr::from_ptr(p).to_bytes()
+        }
     }
 }
 
@@ -68,39 +75,50 @@ macro_rules! members {
     ($u:ty) => {
         impl $crate::abi::Members for $u {
             unsafe fn coll(&self) -> $crate::abi::TaskView {
-                let c = &self.coll;
-                $crate::abi::TaskView {
-                    func: c.func,
-                    datatype: c.datatype,
-                    count: c.count,
-                    root: Some(c.root),
-                    peer: None,
-                    algo: c.algo,
-                    proto: c.proto,
-                    n_channels: Some(c.n_channels),
+                // SAFETY: the caller's contract (`Members`): the descriptor's type is a collective, so NCCL filled
+                // `coll`.
+                unsafe {
+                    let c = &self.coll;
+                    $crate::abi::TaskView {
+                        func: c.func,
+                        datatype: c.datatype,
+                        count: c.count,
+                        root: Some(c.root),
+                        peer: None,
+                        algo: c.algo,
+                        proto: c.proto,
+                        n_channels: Some(c.n_channels),
+                    }
                 }
             }
             unsafe fn p2p(&self) -> $crate::abi::TaskView {
-                let p = &self.p2p;
-                $crate::abi::TaskView {
-                    func: p.func,
-                    datatype: p.datatype,
-                    count: p.count,
-                    root: None,
-                    peer: Some(p.peer),
-                    algo: std::ptr::null(),
-                    proto: std::ptr::null(),
-                    n_channels: Some(p.n_channels),
+                // SAFETY: the caller's contract (`Members`): the descriptor's type is point-to-point, so NCCL filled
+                // `p2p`.
+                unsafe {
+                    let p = &self.p2p;
+                    $crate::abi::TaskView {
+                        func: p.func,
+                        datatype: p.datatype,
+                        count: p.count,
+                        root: None,
+                        peer: Some(p.peer),
+                        algo: std::ptr::null(),
+                        proto: std::ptr::null(),
+                        n_channels: Some(p.n_channels),
+                    }
                 }
             }
             unsafe fn proxy_op(&self) -> $crate::abi::ProxyOp {
-                self.proxy_op
+                // SAFETY: the caller's contract (`Members`): NCCL filled `proxy_op`.
+                unsafe { self.proxy_op }
             }
             unsafe fn proxy_step(&self) -> $crate::abi::ProxyStep {
-                self.proxy_step
+                // SAFETY: the caller's contract (`Members`): NCCL filled `proxy_step`.
+                unsafe { self.proxy_step }
             }
             unsafe fn kernel_ch(&self) -> $crate::abi::KernelCh {
-                self.kernel_ch
+                // SAFETY: the caller's contract (`Members`): NCCL filled `kernel_ch`.
+                unsafe { self.kernel_ch }
             }
         }
     };
@@ -122,16 +140,19 @@ pub(crate) struct TaskView {
 /// # Safety
 /// The view's strings are NULL or NUL-terminated.
 unsafe fn task(rank: c_int, v: TaskView) -> TaskStart {
-    TaskStart {
-        rank,
-        coll: names::collective(bytes(v.func)),
-        datatype: names::datatype(bytes(v.datatype)),
-        count: v.count as u64,
-        root: v.root,
-        peer: v.peer,
-        algo: names::algorithm(bytes(v.algo)),
-        proto: names::protocol(bytes(v.proto)),
-        n_channels: v.n_channels,
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on.
+    unsafe {
+        TaskStart {
+            rank,
+            coll: names::collective(bytes(v.func)),
+            datatype: names::datatype(bytes(v.datatype)),
+            count: v.count as u64,
+            root: v.root,
+            peer: v.peer,
+            algo: names::algorithm(bytes(v.algo)),
+            proto: names::protocol(bytes(v.proto)),
+            n_channels: v.n_channels,
+        }
     }
 }
 
@@ -140,27 +161,31 @@ unsafe fn task(rank: c_int, v: TaskView) -> TaskStart {
 /// # Safety
 /// `m` is the union of a descriptor of type `type_` as NCCL filled it; its strings are NULL or NUL-terminated.
 unsafe fn start(type_: u64, parent: *mut c_void, rank: c_int, m: &impl Members) -> Start {
-    match type_ {
-        kind::COLL => Start::Task(task(rank, m.coll())),
-        kind::P2P => Start::Task(task(rank, m.p2p())),
-        kind::PROXY_OP => {
-            let o = m.proxy_op();
-            Start::ProxyOp(ProxyOpStart {
-                parent,
-                pid: o.pid,
-                rank,
-                channel: o.channel_id,
-                peer: o.peer,
-                n_steps: o.n_steps,
-                is_send: o.is_send != 0,
-            })
+    // SAFETY: the caller keeps this function's `# Safety` contract, which is all its unsafe operations rely on. Each
+    // arm reads the member of the union that `type_` names.
+    unsafe {
+        match type_ {
+            kind::COLL => Start::Task(task(rank, m.coll())),
+            kind::P2P => Start::Task(task(rank, m.p2p())),
+            kind::PROXY_OP => {
+                let o = m.proxy_op();
+                Start::ProxyOp(ProxyOpStart {
+                    parent,
+                    pid: o.pid,
+                    rank,
+                    channel: o.channel_id,
+                    peer: o.peer,
+                    n_steps: o.n_steps,
+                    is_send: o.is_send != 0,
+                })
+            }
+            kind::PROXY_STEP => Start::ProxyStep { parent, step: m.proxy_step().step },
+            kind::KERNEL_CH => {
+                let k = m.kernel_ch();
+                Start::KernelCh { parent, channel: k.channel_id, p_timer: k.p_timer }
+            }
+            kind::PROXY_CTRL => Start::ProxyCtrl,
+            _ => Start::Ignored,
         }
-        kind::PROXY_STEP => Start::ProxyStep { parent, step: m.proxy_step().step },
-        kind::KERNEL_CH => {
-            let k = m.kernel_ch();
-            Start::KernelCh { parent, channel: k.channel_id, p_timer: k.p_timer }
-        }
-        kind::PROXY_CTRL => Start::ProxyCtrl,
-        _ => Start::Ignored,
     }
 }

@@ -21,7 +21,9 @@ unsafe extern "C" fn init(
     rank: c_int,
     logfn: DebugLogger,
 ) -> NcclResult {
-    plugin::init(context, mask, CommInit { comm_id: comm_hash, comm_name, n_nodes, nranks, rank, logfn })
+    // SAFETY: NCCL calls `init` with its `context` and `mask` pointers and a NUL-terminated name (or NULL), as
+    // `plugin::init` asks.
+    unsafe { plugin::init(context, mask, CommInit { comm_id: comm_hash, comm_name, n_nodes, nranks, rank, logfn }) }
 }
 
 /// The symbol NCCL 2.27 looks up.

@@ -9,19 +9,24 @@ pub use collscope_profiler_abi::v6::*;
 
 impl Members for Union {
     unsafe fn coll(&self) -> TaskView {
-        self.v5.coll()
+        // SAFETY: v6's union starts with v5's, and the caller's contract (`Members`) is passed on.
+        unsafe { self.v5.coll() }
     }
     unsafe fn p2p(&self) -> TaskView {
-        self.v5.p2p()
+        // SAFETY: as for `coll`.
+        unsafe { self.v5.p2p() }
     }
     unsafe fn proxy_op(&self) -> ProxyOp {
-        self.v5.proxy_op()
+        // SAFETY: as for `coll`.
+        unsafe { self.v5.proxy_op() }
     }
     unsafe fn proxy_step(&self) -> ProxyStep {
-        self.v5.proxy_step()
+        // SAFETY: as for `coll`.
+        unsafe { self.v5.proxy_step() }
     }
     unsafe fn kernel_ch(&self) -> KernelCh {
-        self.v5.kernel_ch()
+        // SAFETY: as for `coll`.
+        unsafe { self.v5.kernel_ch() }
     }
 }
 

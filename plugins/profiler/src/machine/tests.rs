@@ -55,20 +55,24 @@ fn proxy_op(parent: *mut c_void, channel: u8, is_send: bool, n_steps: i32) -> St
 
 /// Starts an event through the same entry NCCL's calls reach.
 fn start_on(shared: &Shared, c: &Arc<Context>, d: Start) -> *mut c_void {
+    // SAFETY: `c` is a live context, and the tests' parents are handles this plugin returned or NULL.
     unsafe { start(shared, Arc::as_ptr(c), d) }
 }
 
 fn rec(h: *mut c_void, st: i32, trans_size: u64) {
+    // SAFETY: the tests pass handles `start` returned, whose contexts live on.
     unsafe { record(h, st, Update { trans_size, ..Update::default() }) }
 }
 
 fn end(h: *mut c_void) {
+    // SAFETY: as for `rec`.
     unsafe { stop(h) }
 }
 
 /// A step's start reads only its operation (its `context` may be another process's under PXN).
 fn step_of(op: *mut c_void, step: i32) -> *mut c_void {
     static NOT_READ: std::sync::LazyLock<Arc<Shared>> = std::sync::LazyLock::new(|| Shared::new(&DETACHED));
+    // SAFETY: a step's start reads only its parent, a proxy operation's handle; the dangling context is never read.
     unsafe { start(&NOT_READ, std::ptr::dangling::<Context>(), Start::ProxyStep { parent: op, step }) }
 }
 
@@ -97,8 +101,10 @@ fn recv_step(op: *mut c_void, step: i32, bytes: u64, data_wait: Duration) {
 }
 
 fn kernel(shared: &Shared, parent: *mut c_void, channel: u8, p_start: u64, p_stop: u64) {
+    // SAFETY: a kernel channel's start reads only its parent, a handle of this plugin or NULL.
     let k = unsafe { start(shared, null_mut(), Start::KernelCh { parent, channel, p_timer: p_start }) };
     assert!(!k.is_null(), "kernel channel {channel}");
+    // SAFETY: `k` is the handle just started.
     unsafe { record(k, state::KERNEL_CH_STOP, Update { p_timer: p_stop, ..Update::default() }) };
     end(k);
 }
@@ -312,6 +318,8 @@ fn a_child_of_a_completed_call_never_attaches_to_the_call_that_reuses_its_object
     let second = start_on(&shared, &c, allreduce(8, 1));
     assert_eq!(first as usize & !TAG, second as usize & !TAG, "one object, reused");
     assert_ne!(first, second, "a new generation, a new handle");
+    // SAFETY: `first` is a handle this plugin returned; its object is reused, which the generation in the handle
+    // tells.
     assert!(unsafe { start(&shared, null_mut(), Start::KernelCh { parent: first, channel: 0, p_timer: 5 }) }.is_null());
     assert_eq!(c.out.stats.orphans.load(Relaxed), 1);
     end(second);
@@ -335,6 +343,7 @@ fn a_pxn_operation_of_another_process_is_kept_apart_and_its_pointers_are_never_r
         n_steps: 1,
         is_send: true,
     });
+    // SAFETY: a proxy operation of another process never reads its context.
     let h = unsafe { start(&shared, foreign_ctx, op) };
     assert!(!h.is_null());
     send_step(h, 0, 512, Duration::ZERO);
@@ -412,15 +421,18 @@ fn proxy_control_events_add_up_the_proxy_threads_time() {
     let ctrl = |st: i32, appended: i32| {
         let h = start_on(&shared, &c, Start::ProxyCtrl);
         assert!(!h.is_null());
+        // SAFETY: `h` is the handle just started.
         unsafe { record(h, st, Update { appended, ..Update::default() }) };
         h
     };
     // As NCCL's proxy loop: sleep/wakeup, append/append end, then active and idle transitions.
     let h = ctrl(state::PROXY_CTRL_SLEEP, 0);
     sleep(Duration::from_millis(3));
+    // SAFETY: `h` is a live handle of `ctrl`.
     unsafe { record(h, state::PROXY_CTRL_WAKEUP, Update::default()) };
     end(h);
     let h = ctrl(state::PROXY_CTRL_APPEND, 0);
+    // SAFETY: `h` is a live handle of `ctrl`.
     unsafe { record(h, state::PROXY_CTRL_APPEND_END, Update { appended: 3, ..Update::default() }) };
     end(h);
     end(ctrl(state::PROXY_CTRL_ACTIVE, 0));

@@ -21,7 +21,7 @@ use collscope_nccl::whatif::WhatIf;
 use collscope_nccl::{Explained, NcclVersion, VersionProfile};
 
 #[derive(Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The machine of every node; neither flag: NCCL_TOPO_FILE, else this host.
     #[command(flatten)]
     pub source: SourceArgs,
@@ -105,7 +105,7 @@ fn load_topology(source: &SourceArgs, nranks_per_node: Option<u32>, env: &Env) -
         eprintln!("collscope: note: {n}");
     }
     if let Some(k) = nranks_per_node {
-        crate::cli::trim::keep_gpus(&mut xml, k)?;
+        topo::trim::keep_gpus(&mut xml, k).with_context(|| format!("--nranks-per-node {k}"))?;
     }
     let topo_env = TopoEnv::from_env(env)?;
     Ok(topo::build(&xml, &topo_env)?)
@@ -137,7 +137,7 @@ fn check_nodes(nodes: u32) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: ExplainArgs) -> Result<()> {
+pub(crate) fn run(args: ExplainArgs) -> Result<()> {
     install_logger(args.log)?;
     check_nodes(args.nodes)?;
     let sizes = sizes::parse(&args.sizes)?;

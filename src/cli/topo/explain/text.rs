@@ -281,7 +281,7 @@ fn forcing(out: &mut String, ex: &Extras) {
     }
 }
 
-pub fn render(ex: &Explained, full: bool) -> String {
+pub(super) fn render(ex: &Explained, full: bool) -> String {
     let (model, snap) = (&ex.model, &ex.snapshot);
     let rpn = model.input.n_ranks / model.input.n_nodes.max(1);
     let mut out = format!(

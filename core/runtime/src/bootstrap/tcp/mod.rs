@@ -61,6 +61,12 @@ pub enum BootstrapError {
     NoInterface(String),
     #[error("bootstrap protocol error: {0}")]
     Protocol(String),
+    #[error("bootstrap protocol error: {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("rank {rank} is out of range for {nranks} ranks")]
     BadRank { rank: u32, nranks: u32 },
     #[error("bootstrap {op} rank {peer} (tag {tag:#x}) failed: {source}")]
@@ -270,7 +276,7 @@ impl UniqueId {
             return Ok((id, handle));
         }
         let ip = if local { std::net::Ipv4Addr::LOCALHOST.into() } else { bootstrap_interface(env, None)?.addr.ip() };
-        let magic = random_u64().map_err(|e| BootstrapError::Protocol(format!("cannot read /dev/urandom: {e}")))?;
+        let magic = random_u64().map_err(|source| BootstrapError::Io { what: "cannot read /dev/urandom", source })?;
         let listener = Listener::bind_ip(ip, magic, SocketType::Bootstrap)?;
         let id = UniqueId { magic, addr: listener.addr() };
         start_root(listener, timeout(env)?, heard)?;
@@ -283,7 +289,7 @@ fn start_root(listener: Listener, timeout: Duration, exits: mpsc::Receiver<RankE
         .name("collscope BootstrapR".into())
         .spawn(move || root::serve(listener, timeout, exits))
         .map(|_| ())
-        .map_err(|e| BootstrapError::Protocol(format!("cannot start the root thread: {e}")))
+        .map_err(|source| BootstrapError::Io { what: "cannot start the root thread", source })
 }
 
 /// Header of every point-to-point bootstrap connection: sender rank, kind, tag.
@@ -536,7 +542,7 @@ impl RootLink {
                 *t_heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(cause);
                 abort.store(true, Ordering::Release);
             })
-            .map_err(|e| BootstrapError::Protocol(format!("cannot start the root link watcher: {e}")))?;
+            .map_err(|source| BootstrapError::Io { what: "cannot start the root link watcher", source })?;
         Ok(RootWatch { link: self, stop, heard, thread: Some(thread) })
     }
 }
@@ -701,7 +707,7 @@ impl TcpBootstrap {
             std::thread::Builder::new()
                 .name(format!("collscope Bootstrap{rank}"))
                 .spawn(move || accept_loop(listener, &state, &abort))
-                .map_err(|e| BootstrapError::Protocol(format!("cannot start the bootstrap acceptor: {e}")))?
+                .map_err(|source| BootstrapError::Io { what: "cannot start the bootstrap acceptor", source })?
         };
         let mut boot = TcpBootstrap {
             rank,
@@ -1010,7 +1016,7 @@ impl super::Bootstrap for TcpBootstrap {
 fn into_runtime(e: BootstrapError) -> crate::error::RuntimeError {
     match e {
         BootstrapError::Env(e) => crate::error::RuntimeError::Env(e),
-        other => crate::error::RuntimeError::Bootstrap(other.to_string()),
+        other => crate::error::RuntimeError::BootstrapFailed { source: Box::new(other) },
     }
 }
 
@@ -1169,8 +1175,6 @@ mod tests {
         let i = NetIf { name: "eth0".into(), addr: "10.0.0.1:0".parse().unwrap(), netmask: None };
         let m = model_interface(&i, Some(3));
         assert_eq!((m.name.as_str(), m.address.as_str(), m.rank), ("eth0", "10.0.0.1<0>", Some(3)));
-        let net = crate::transport::net::socket::NetSocket::discover(&Env::default()).unwrap();
-        assert_eq!(net.model_devices()[0].link.as_deref(), Some(addr_string(&net.devices[0].addr).as_str()));
     }
 
     #[test]
@@ -1279,6 +1283,19 @@ mod tests {
         });
         assert!(errs[0].contains("rank 1 never checked in") && errs[0].contains("another unique id"), "{errs:?}");
         assert!(errs[1].contains("wrong magic"), "{errs:?}");
+    }
+
+    #[test]
+    fn a_bootstrap_error_keeps_its_causes_as_a_runtime_error() {
+        let io = std::io::Error::other("no threads left");
+        let e = into_runtime(BootstrapError::Io { what: "cannot start the root thread", source: io });
+        let causes: Vec<String> =
+            std::iter::successors(std::error::Error::source(&e), |c| c.source()).map(|c| c.to_string()).collect();
+        assert_eq!(
+            causes,
+            ["bootstrap protocol error: cannot start the root thread: no threads left", "no threads left"]
+        );
+        assert!(e.to_string().starts_with("bootstrap: bootstrap protocol error"), "{e}");
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub(super) struct CheckIn {
 pub(super) const CHECK_IN_BYTES: usize = 8 + ADDR_BYTES;
 
 impl CheckIn {
-    pub fn to_bytes(self) -> [u8; CHECK_IN_BYTES] {
+    pub(super) fn to_bytes(self) -> [u8; CHECK_IN_BYTES] {
         let mut b = [0u8; CHECK_IN_BYTES];
         b[..4].copy_from_slice(&self.rank.to_le_bytes());
         b[4..8].copy_from_slice(&self.nranks.to_le_bytes());
@@ -50,7 +50,7 @@ impl CheckIn {
         b
     }
 
-    pub fn from_bytes(b: &[u8; CHECK_IN_BYTES]) -> Result<Self, BootstrapError> {
+    pub(super) fn from_bytes(b: &[u8; CHECK_IN_BYTES]) -> Result<Self, BootstrapError> {
         Ok(CheckIn {
             rank: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             nranks: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
@@ -179,7 +179,7 @@ const MAX_FRAME: u32 = 1 << 20;
 const IO_LIMIT: Duration = Duration::from_secs(5);
 
 impl Frame {
-    pub fn send(&self, s: &mut Socket) -> Result<(), SocketError> {
+    pub(super) fn send(&self, s: &mut Socket) -> Result<(), SocketError> {
         let (kind, payload) = match self {
             Frame::Next(a) => (FRAME_NEXT, addr_to_bytes(a).to_vec()),
             Frame::Verdict(v) => (FRAME_VERDICT, serde_json::to_vec(v).unwrap_or_default()),
@@ -193,7 +193,7 @@ impl Frame {
         s.send_timeout(&b, IO_LIMIT, None)
     }
 
-    pub fn recv(s: &mut Socket, timeout: Duration, abort: Option<&AtomicBool>) -> Result<Frame, BootstrapError> {
+    pub(super) fn recv(s: &mut Socket, timeout: Duration, abort: Option<&AtomicBool>) -> Result<Frame, BootstrapError> {
         let mut head = [0u8; 5];
         s.recv_timeout(&mut head, timeout, abort)?;
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);

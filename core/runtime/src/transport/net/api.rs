@@ -5,8 +5,8 @@
 //! comm or a listener is dropping it. NET/Socket ([`super::socket`]) and NET/IB ([`super::ib`]) implement it,
 //! so the proxy's progress loop ([`super::proxy`]) is the same for both, as NCCL's `net.cc` is.
 
-pub use crate::profiler::net::NetParent;
-pub use crate::sync::doorbell::{Doorbell, FdWait, Wake};
+pub(crate) use crate::profiler::net::NetParent;
+pub(crate) use crate::sync::doorbell::{Doorbell, FdWait, Wake};
 use collscope_debug::env::EnvError;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -14,13 +14,13 @@ use std::time::Duration;
 
 /// Bounds on connection setup: how long to wait for the peer, and a flag that abandons the wait.
 #[derive(Debug, Clone)]
-pub struct SetupCtl {
+pub(crate) struct SetupCtl {
     pub timeout: Duration,
     pub abort: Arc<AtomicBool>,
 }
 
 /// A network: its devices, listen and connect (`ncclNet_t` `listen`/`connect`).
-pub trait Net: Send + Sync + 'static {
+pub(crate) trait Net: Send + Sync + 'static {
     type Listener: Listen<Comm = Self::Comm>;
     type Comm: Comm;
 
@@ -35,7 +35,7 @@ pub trait Net: Send + Sync + 'static {
 }
 
 /// The receiver's half of connection setup (`ncclNet_t` `accept`).
-pub trait Listen: Send + 'static {
+pub(crate) trait Listen: Send + 'static {
     type Comm;
 
     /// The receive side, once the sender has connected.
@@ -43,7 +43,7 @@ pub trait Listen: Send + 'static {
 }
 
 /// One established connection, send or receive side (`ncclNet_t` `regMr`, `deregMr`, `isend`, `irecv`, `test`).
-pub trait Comm: Send + 'static {
+pub(crate) trait Comm: Send + 'static {
     /// An outstanding transfer, advanced by [`Comm::test`].
     type Request: Send;
     /// A registered buffer (`mhandle`).
@@ -102,7 +102,7 @@ pub trait Comm: Send + 'static {
 /// A network failure, from whichever network carried it. The interface names no network: each converts its own
 /// errors into these (`From` beside its error type), telling apart what the transport above acts on.
 #[derive(Debug, thiserror::Error)]
-pub enum NetError {
+pub(crate) enum NetError {
     /// A parameter of the network is malformed.
     #[error(transparent)]
     Env(#[from] EnvError),
@@ -115,7 +115,7 @@ pub enum NetError {
 
 impl NetError {
     /// Whether the peer closed the connection (it exited or was killed) rather than the network failing.
-    pub fn peer_closed(&self) -> bool {
+    pub(crate) fn peer_closed(&self) -> bool {
         matches!(self, NetError::PeerClosed(_))
     }
 }

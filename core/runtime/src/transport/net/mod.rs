@@ -8,10 +8,13 @@
 //! ([`socket`]) and NET/IB ([`ib`]); the rank's [`proxy`] thread drives them. Each network describes itself as
 //! a [`Network`] row in its own file; [`NETWORKS`] lists them in NCCL's order.
 
-pub mod api;
-pub mod ib;
-pub mod proxy;
-pub mod socket;
+pub(crate) mod api;
+// Without feature `ib` only IB's pure parts (NCCL's parameters, layouts, GID and HCA rules) are built, for
+// their tests: nothing calls them.
+#[cfg_attr(not(feature = "ib"), allow(dead_code))]
+pub(crate) mod ib;
+pub(crate) mod proxy;
+pub(crate) mod socket;
 
 use crate::error::{Result, RuntimeError};
 use crate::transport::conn::{BufSizes, ConnMem};
@@ -28,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The NET transport of one rank: device 0 of network `N` and the rank's proxy.
-pub struct NetTransport<N: Net> {
+pub(crate) struct NetTransport<N: Net> {
     net: &'static N,
     dev: usize,
     proxy: Arc<Proxy>,
@@ -39,19 +42,19 @@ pub struct NetTransport<N: Net> {
 fn net_err(e: NetError) -> RuntimeError {
     match e {
         NetError::Env(e) => RuntimeError::Env(e),
-        other => RuntimeError::Transport { transport: "NET", msg: other.to_string() },
+        other => RuntimeError::TransportFailed { transport: "NET", source: Box::new(other) },
     }
 }
 
 fn add_err(e: AddError) -> RuntimeError {
-    RuntimeError::Transport { transport: "NET", msg: e.to_string() }
+    RuntimeError::TransportFailed { transport: "NET", source: Box::new(e) }
 }
 
 /// The rank's NET transport over one network, and the rank's proxy.
-pub type Opened = (Arc<dyn Transport>, Arc<Proxy>);
+pub(crate) type Opened = (Arc<dyn Transport>, Arc<Proxy>);
 
 /// One network NET can be carried on: a row of [`NETWORKS`], defined in the network's own file.
-pub struct Network {
+pub(crate) struct Network {
     /// Its `NCCL_NET` name (matched case-insensitively), as NCCL's network names itself.
     pub name: &'static str,
     /// Why this build of collscope cannot use it, if it cannot.
@@ -65,12 +68,12 @@ pub struct Network {
 }
 
 /// The networks, in NCCL's order of preference (`ncclNetInit` tries NET/IB before NET/Socket).
-pub const NETWORKS: &[&Network] = &[&ib::NETWORK, &socket::NETWORK];
+pub(crate) const NETWORKS: &[&Network] = &[&ib::NETWORK, &socket::NETWORK];
 
 /// Picks the network as NCCL's `ncclNetInit` does: `NCCL_NET` names one (case-insensitive), otherwise the first
 /// built one that `found` finds a device of. `found` runs a network's device search; no other network is
 /// searched when `NCCL_NET` names one.
-pub fn select_net(env: &Env, found: impl Fn(&Network) -> Result<bool>) -> Result<&'static Network> {
+pub(crate) fn select_net(env: &Env, found: impl Fn(&Network) -> Result<bool>) -> Result<&'static Network> {
     let Some(name) = env.str("NCCL_NET") else {
         for &net in NETWORKS.iter().filter(|n| n.unbuilt.is_none()) {
             if found(net)? {
@@ -97,13 +100,13 @@ pub fn select_net(env: &Env, found: impl Fn(&Network) -> Result<bool>) -> Result
 
 /// The rank's NET transport over the network `NCCL_NET` and the host's devices select, and its proxy; attach
 /// the proxy to the communicator (`Proxy::attach`) before its first connection.
-pub fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<Opened> {
+pub(crate) fn net_transport(env: &Env, rank: u32, timeout: Duration) -> Result<Opened> {
     let net = select_net(env, |n| (n.found)(env))?;
     (net.open)(env, rank, timeout)
 }
 
 /// The transport over `net` (already initialized) and its proxy: what a network's `open` returns.
-pub fn open<N: Net>(net: &'static N, rank: u32, timeout: Duration) -> Result<Opened> {
+pub(crate) fn open<N: Net>(net: &'static N, rank: u32, timeout: Duration) -> Result<Opened> {
     let t = NetTransport::new(net, rank, timeout)?;
     let proxy = t.proxy.clone();
     Ok((Arc::new(t), proxy))
@@ -111,18 +114,15 @@ pub fn open<N: Net>(net: &'static N, rank: u32, timeout: Duration) -> Result<Ope
 
 impl<N: Net> NetTransport<N> {
     /// The transport over `net` (already initialized), with `rank`'s proxy; prints `Using network <name>`.
-    pub fn new(net: &'static N, rank: u32, timeout: Duration) -> Result<NetTransport<N>> {
+    pub(crate) fn new(net: &'static N, rank: u32, timeout: Duration) -> Result<NetTransport<N>> {
         nccl_info!(Subsys::INIT, "Using network {}", net.name());
         let ctl = SetupCtl { timeout, abort: Arc::new(AtomicBool::new(false)) };
-        let proxy = Proxy::new(rank).map_err(|e| RuntimeError::Transport {
+        let proxy = Proxy::new(rank).map_err(|source| RuntimeError::TransportIo {
             transport: "NET",
-            msg: format!("cannot create the proxy's eventfd: {e}"),
+            what: "cannot create the proxy's eventfd",
+            source,
         })?;
         Ok(NetTransport { net, dev: 0, proxy, ctl })
-    }
-
-    pub fn proxy(&self) -> &Arc<Proxy> {
-        &self.proxy
     }
 }
 

@@ -535,7 +535,7 @@ enum Cmd {
 }
 
 /// One rank's proxy thread and the connections it drives.
-pub struct Proxy {
+pub(crate) struct Proxy {
     rank: u32,
     tx: Mutex<mpsc::Sender<Cmd>>,
     /// Taken by the thread when it starts.
@@ -557,7 +557,7 @@ impl std::fmt::Debug for Proxy {
 
 impl Proxy {
     /// The proxy of `rank`; its thread starts with the first connection. Fails only without an eventfd.
-    pub fn new(rank: u32) -> std::io::Result<Arc<Proxy>> {
+    pub(crate) fn new(rank: u32) -> std::io::Result<Arc<Proxy>> {
         let (tx, rx) = mpsc::channel();
         Ok(Arc::new(Proxy {
             rank,
@@ -590,7 +590,7 @@ impl Proxy {
 
     /// Ties the proxy to its communicator: sub-operations go to `records`, a failed connection aborts `abort`.
     /// Called once the communicator exists, before its first connection.
-    pub fn attach(&self, records: Arc<Records>, abort: AbortHandle) {
+    pub(crate) fn attach(&self, records: Arc<Records>, abort: AbortHandle) {
         let _ = self.records.set(records);
         let _ = self.abort.set(abort);
     }
@@ -612,7 +612,7 @@ impl Proxy {
 
     /// Drives the send side of a connection to `peer` over `net` (network `net_name`): `mem` is what the rank
     /// writes into; its buffers are registered with the network here.
-    pub fn add_send<C: Comm>(
+    pub(crate) fn add_send<C: Comm>(
         self: &Arc<Self>,
         net_name: &'static str,
         mut net: C,
@@ -628,7 +628,7 @@ impl Proxy {
     }
 
     /// Drives the receive side of a connection from `peer`: `mem` is what the rank reads from.
-    pub fn add_recv<C: Comm>(
+    pub(crate) fn add_recv<C: Comm>(
         self: &Arc<Self>,
         net_name: &'static str,
         mut net: C,
@@ -646,7 +646,7 @@ impl Proxy {
 
 /// Why a connection could not join the proxy.
 #[derive(Debug, thiserror::Error)]
-pub enum AddError {
+pub(crate) enum AddError {
     #[error("cannot register the connection's buffers: {0}")]
     Register(#[from] NetError),
     #[error("cannot start the proxy thread: {0}")]
@@ -664,7 +664,7 @@ impl Drop for Proxy {
 }
 
 /// Keeps a connection on the proxy; dropping it removes the connection (and closes its sockets).
-pub struct ProxyGuard {
+pub(crate) struct ProxyGuard {
     id: u64,
     proxy: Arc<Proxy>,
 }

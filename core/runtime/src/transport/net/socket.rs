@@ -34,7 +34,7 @@ const MAX_THREADS: usize = 16;
 const CTRL_SIZE: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
-pub enum NetError {
+pub(crate) enum NetError {
     #[error(transparent)]
     Socket(#[from] SocketError),
     #[error(transparent)]
@@ -53,6 +53,13 @@ pub enum NetError {
     BadHandle(String),
     #[error("NET/Socket : socket progress error with {peer}: {msg}")]
     Progress { peer: String, msg: String },
+    #[error("NET/Socket : socket progress error with {peer}: {what}: {source}")]
+    Thread {
+        peer: String,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<NetError> for api::NetError {
@@ -67,7 +74,7 @@ impl From<NetError> for api::NetError {
 
 /// The process's NET/Socket devices and socket layout (`ncclNetSocketInit`, `ncclNetSocketGetNsockNthread`).
 #[derive(Debug, Clone)]
-pub struct NetSocket {
+pub(crate) struct NetSocket {
     pub devices: Vec<NetIf>,
     pub nthreads: usize,
     pub nsocks_per_thread: usize,
@@ -79,7 +86,7 @@ static NET_SOCKET: OnceLock<NetSocket> = OnceLock::new();
 
 impl NetSocket {
     /// Finds the devices once per process and prints `NET/Socket : Using [0]eth0:10.0.0.1<0> ...`.
-    pub fn init(env: &Env) -> Result<&'static NetSocket, NetError> {
+    pub(crate) fn init(env: &Env) -> Result<&'static NetSocket, NetError> {
         if let Some(n) = NET_SOCKET.get() {
             return Ok(n);
         }
@@ -100,7 +107,7 @@ impl NetSocket {
     }
 
     /// Reads the environment and this host's interfaces without caching or printing.
-    pub fn discover(env: &Env) -> Result<NetSocket, NetError> {
+    pub(crate) fn discover(env: &Env) -> Result<NetSocket, NetError> {
         let spec = env.parsed::<IfSpec>("NCCL_SOCKET_IFNAME")?;
         let family = env.parsed::<SocketFamily>("NCCL_SOCKET_FAMILY")?;
         let comm_id = env.str("NCCL_COMM_ID").and_then(|s| crate::socket::parse_addr(s).ok());
@@ -143,29 +150,13 @@ impl NetSocket {
         Ok(NetSocket { devices, nthreads, nsocks_per_thread: per_thread, inline_size, min_task_size })
     }
 
-    /// The devices as the shared model records them (`NET/Socket : Using [0]eth0:10.0.0.1<0>`).
-    pub fn model_devices(&self) -> Vec<collscope_model::NetDevice> {
-        let host = collscope_debug::sys::hostname();
-        self.devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| collscope_model::NetDevice {
-                index: i as u32,
-                name: d.name.clone(),
-                port: None,
-                link: Some(addr_string(&d.addr)),
-                host: Some(host.clone()),
-            })
-            .collect()
-    }
-
-    pub fn nsocks(&self) -> usize {
+    pub(crate) fn nsocks(&self) -> usize {
         self.nthreads * self.nsocks_per_thread
     }
 
     /// `ncclNetSocketListen`: a listener on device `dev` and the handle the sender needs to reach it. A thread
     /// accepts the sender's sockets as they come, so neither side's connect waits for the other's accept.
-    pub fn listen(
+    pub(crate) fn listen(
         &self,
         dev: usize,
         timeout: Duration,
@@ -184,15 +175,21 @@ impl NetSocket {
         let acceptor = std::thread::Builder::new()
             .name("collscope NetAccept".into())
             .spawn(move || accept_all(&listener, nsocks, timeout, &abort))
-            .map_err(|e| NetError::Progress {
+            .map_err(|source| NetError::Thread {
                 peer: addr_string(&handle.addr),
-                msg: format!("cannot start acceptor: {e}"),
+                what: "cannot start acceptor",
+                source,
             })?;
         Ok((NetListener { acceptor, layout: self.clone(), handle }, handle))
     }
 
     /// `ncclNetSocketConnect`: opens the data sockets then the control socket, each announcing its index.
-    pub fn connect(&self, handle: &Handle, timeout: Duration, abort: Arc<AtomicBool>) -> Result<NetComm, NetError> {
+    pub(crate) fn connect(
+        &self,
+        handle: &Handle,
+        timeout: Duration,
+        abort: Arc<AtomicBool>,
+    ) -> Result<NetComm, NetError> {
         let nsocks = (handle.nthreads * handle.nsocks_per_thread) as usize;
         let mut socks = Vec::with_capacity(nsocks + 1);
         for i in 0..=nsocks {
@@ -216,17 +213,17 @@ fn vendor_defaults(dev: &str) -> (i64, i64) {
 
 /// What the receiver publishes so the sender can connect (NCCL's `ncclNetSocketHandle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Handle {
+pub(crate) struct Handle {
     pub addr: SocketAddr,
     pub magic: u64,
     pub nthreads: u32,
     pub nsocks_per_thread: u32,
 }
 
-pub const HANDLE_BYTES: usize = ADDR_BYTES + 16;
+pub(crate) const HANDLE_BYTES: usize = ADDR_BYTES + 16;
 
 impl Handle {
-    pub fn to_bytes(self) -> [u8; HANDLE_BYTES] {
+    pub(crate) fn to_bytes(self) -> [u8; HANDLE_BYTES] {
         let mut b = [0u8; HANDLE_BYTES];
         b[..ADDR_BYTES].copy_from_slice(&addr_to_bytes(&self.addr));
         b[ADDR_BYTES..ADDR_BYTES + 8].copy_from_slice(&self.magic.to_le_bytes());
@@ -235,7 +232,7 @@ impl Handle {
         b
     }
 
-    pub fn from_bytes(b: &[u8]) -> Result<Handle, NetError> {
+    pub(crate) fn from_bytes(b: &[u8]) -> Result<Handle, NetError> {
         if b.len() != HANDLE_BYTES {
             return Err(NetError::BadHandle(format!("{} bytes, expected {HANDLE_BYTES}", b.len())));
         }
@@ -254,7 +251,7 @@ impl Handle {
 
 /// The receiving side's listener (`ncclNetSocketListenComm`), accepting on its own thread.
 #[derive(Debug)]
-pub struct NetListener {
+pub(crate) struct NetListener {
     acceptor: std::thread::JoinHandle<Result<Vec<Socket>, NetError>>,
     layout: NetSocket,
     handle: Handle,
@@ -262,7 +259,7 @@ pub struct NetListener {
 
 impl NetListener {
     /// `ncclNetSocketAccept`: the connection once all of the sender's sockets arrived.
-    pub fn accept(self) -> Result<NetComm, NetError> {
+    pub(crate) fn accept(self) -> Result<NetComm, NetError> {
         let peer = addr_string(&self.handle.addr);
         let mut socks =
             self.acceptor.join().map_err(|_| NetError::Progress { peer, msg: "acceptor thread panicked".into() })??;
@@ -324,7 +321,7 @@ struct Helper {
 }
 
 /// An established NET/Socket connection, send or receive side (`ncclNetSocketComm`).
-pub struct NetComm {
+pub(crate) struct NetComm {
     ctrl: Socket,
     peer: SocketAddr,
     helpers: Vec<Helper>,
@@ -346,7 +343,7 @@ impl std::fmt::Debug for NetComm {
 }
 
 /// One isend/irecv (`ncclNetSocketRequest`), advanced by `NetComm::test`.
-pub struct Request {
+pub(crate) struct Request {
     send: bool,
     buf: RawBuf,
     /// Bytes of the size header (+ inline data) exchanged so far.
@@ -365,7 +362,7 @@ pub struct Request {
 
 impl Request {
     /// Whether bytes of this request have started to move (its size header, at least).
-    pub fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.ctrl_off > 0
     }
 }
@@ -394,10 +391,7 @@ impl NetComm {
             let thread = std::thread::Builder::new()
                 .name(format!("collscope Sock{t}"))
                 .spawn(move || helper_loop(socks, rx, &err, &ab, &b))
-                .map_err(|e| NetError::Progress {
-                    peer: addr_string(&peer),
-                    msg: format!("cannot start helper: {e}"),
-                })?;
+                .map_err(|source| NetError::Thread { peer: addr_string(&peer), what: "cannot start helper", source })?;
             helpers.push(Helper { queue: Some(tx), thread: Some(thread), error });
         }
         Ok(NetComm {
@@ -414,12 +408,8 @@ impl NetComm {
         })
     }
 
-    pub fn peer(&self) -> SocketAddr {
-        self.peer
-    }
-
     /// `ncclNetSocketIsend`. The caller keeps `data` alive and unchanged until `test` returns `Some`.
-    pub fn isend(&mut self, data: *const u8, size: usize) -> Request {
+    pub(crate) fn isend(&mut self, data: *const u8, size: usize) -> Request {
         let mut ctrl = [0u8; CTRL_SIZE];
         ctrl.copy_from_slice(&(size as u32).to_le_bytes());
         Request {
@@ -436,7 +426,7 @@ impl NetComm {
     }
 
     /// `ncclNetSocketIrecv` into at most `cap` bytes. The caller keeps `data` alive until `test` returns `Some`.
-    pub fn irecv(&mut self, data: *mut u8, cap: usize) -> Request {
+    pub(crate) fn irecv(&mut self, data: *mut u8, cap: usize) -> Request {
         Request {
             send: false,
             buf: RawBuf { ptr: data, len: cap },
@@ -452,7 +442,7 @@ impl NetComm {
 
     /// `ncclNetSocketTest`: advances `req` without blocking; `Some(size)` once it is complete. Requests of one
     /// comm must be tested oldest first, as NCCL's proxy does.
-    pub fn test(&mut self, req: &mut Request) -> Result<Option<usize>, NetError> {
+    pub(crate) fn test(&mut self, req: &mut Request) -> Result<Option<usize>, NetError> {
         if req.ctrl_off < CTRL_SIZE {
             let mut ctrl = req.ctrl;
             let moved = self.progress(req.send, &mut ctrl, &mut req.ctrl_off)?;
@@ -706,7 +696,7 @@ impl api::Comm for NetComm {
 }
 
 /// NET/Socket's row in [`super::NETWORKS`]: always built, and it finds a device on any host with an interface.
-pub const NETWORK: super::Network = super::Network {
+pub(crate) const NETWORK: super::Network = super::Network {
     name: "Socket",
     unbuilt: None,
     found: |_| Ok(true),

@@ -4,17 +4,17 @@
 //! a multiple of 32, so relaxed ordering never splits one; `idx` is written last and read first.
 
 /// Devices one merged NIC may span (`NCCL_IB_MAX_DEVS_PER_NIC`).
-pub const MAX_DEVS_PER_NIC: usize = 4;
+pub(crate) const MAX_DEVS_PER_NIC: usize = 4;
 /// Receives one FIFO slot can carry (`NCCL_NET_IB_MAX_RECVS`).
-pub const MAX_RECVS: usize = 8;
+pub(crate) const MAX_RECVS: usize = 8;
 /// In-flight requests per communicator (`NCCL_NET_MAX_REQUESTS`), the FIFO depth.
-pub const MAX_REQUESTS: usize = 32;
+pub(crate) const MAX_REQUESTS: usize = 32;
 /// Bytes of one entry as it travels.
-pub const ENTRY_BYTES: usize = 64;
+pub(crate) const ENTRY_BYTES: usize = 64;
 
 /// One clear-to-send entry: where the receiver's buffer is and how large.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CtsEntry {
+pub(crate) struct CtsEntry {
     pub addr: u64,
     pub size: u64,
     pub rkeys: [u32; MAX_DEVS_PER_NIC],
@@ -26,7 +26,7 @@ pub struct CtsEntry {
 
 /// An entry that cannot be the receiver's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FifoError {
+pub(crate) enum FifoError {
     #[error("CTS FIFO entry has {0} receives; at most {MAX_RECVS} fit a slot")]
     TooManyRecvs(u32),
     #[error("CTS FIFO entry is {0} bytes; entries are {ENTRY_BYTES}")]
@@ -43,7 +43,7 @@ pub enum FifoError {
 
 impl CtsEntry {
     /// The little-endian wire form, field by field as the C struct lays it out (16 bytes of padding last).
-    pub fn encode(&self) -> [u8; ENTRY_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; ENTRY_BYTES] {
         let mut b = [0u8; ENTRY_BYTES];
         b[0..8].copy_from_slice(&self.addr.to_le_bytes());
         b[8..16].copy_from_slice(&self.size.to_le_bytes());
@@ -56,7 +56,7 @@ impl CtsEntry {
         b
     }
 
-    pub fn decode(b: &[u8]) -> Result<CtsEntry, FifoError> {
+    pub(crate) fn decode(b: &[u8]) -> Result<CtsEntry, FifoError> {
         if b.len() != ENTRY_BYTES {
             return Err(FifoError::Length(b.len()));
         }
@@ -77,32 +77,32 @@ impl CtsEntry {
     }
 
     /// Whether this slot holds the entry the sender expects next (`fifo_head` requests consumed so far).
-    pub fn is_ready(&self, fifo_head: u64) -> bool {
+    pub(crate) fn is_ready(&self, fifo_head: u64) -> bool {
         self.idx == fifo_head + 1
     }
 }
 
 /// The sender's side of the FIFO: which slot carries the next clear-to-send.
 #[derive(Debug, Default)]
-pub struct SendFifo {
+pub(crate) struct SendFifo {
     /// Entries consumed so far (`fifoHead`).
     head: u64,
 }
 
 impl SendFifo {
     /// The slot the next entry lands in.
-    pub fn slot(&self) -> usize {
+    pub(crate) fn slot(&self) -> usize {
         slot_offset(self.head).0
     }
 
     /// Whether a slot whose `idx` field reads `idx` holds the next entry.
-    pub fn ready(&self, idx: u64) -> bool {
+    pub(crate) fn ready(&self, idx: u64) -> bool {
         idx == self.head + 1
     }
 
     /// Takes the ready entry for a send with `tag`: checks it is one receive of that tag with a usable buffer,
     /// then moves to the next slot. collscope posts one receive per slot, so a different tag can never match.
-    pub fn take(&mut self, e: &CtsEntry, tag: u32) -> Result<CtsEntry, FifoError> {
+    pub(crate) fn take(&mut self, e: &CtsEntry, tag: u32) -> Result<CtsEntry, FifoError> {
         if e.nreqs != 1 {
             return Err(FifoError::Grouped(e.nreqs));
         }
@@ -119,14 +119,14 @@ impl SendFifo {
 
 /// The receiver's side: the entries it writes into the sender's FIFO (`remFifo.fifoTail`).
 #[derive(Debug, Default)]
-pub struct RecvFifo {
+pub(crate) struct RecvFifo {
     tail: u64,
 }
 
 /// One clear-to-send to write: the entry, where it goes in the sender's FIFO, and whether the write asks for a
 /// completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Posted {
+pub(crate) struct Posted {
     pub entry: CtsEntry,
     pub slot: usize,
     pub remote_offset: usize,
@@ -137,7 +137,7 @@ pub struct Posted {
 
 impl RecvFifo {
     /// The entry announcing a buffer of `size` bytes at `addr` (registered with `rkey`) for a send with `tag`.
-    pub fn post(&mut self, addr: u64, size: u64, rkey: u32, tag: u32) -> Posted {
+    pub(crate) fn post(&mut self, addr: u64, size: u64, rkey: u32, tag: u32) -> Posted {
         let (slot, remote_offset) = slot_offset(self.tail);
         self.tail += 1;
         let entry = CtsEntry { addr, size, rkeys: [rkey, 0, 0, 0], nreqs: 1, tag, idx: self.tail };
@@ -146,14 +146,14 @@ impl RecvFifo {
 }
 
 /// The slot of request `seq` in the FIFO and the byte offset of its first entry in the remote FIFO memory.
-pub fn slot_offset(seq: u64) -> (usize, usize) {
+pub(crate) fn slot_offset(seq: u64) -> (usize, usize) {
     let slot = (seq % MAX_REQUESTS as u64) as usize;
     (slot, slot * MAX_RECVS * ENTRY_BYTES)
 }
 
 /// The immediate carried by the data write: the byte count when one receive is posted, as NCCL does
 /// (several receives send their sizes through a separate FIFO, which collscope does not use).
-pub fn imm_for(bytes: usize) -> Option<u32> {
+pub(crate) fn imm_for(bytes: usize) -> Option<u32> {
     u32::try_from(bytes).ok()
 }
 

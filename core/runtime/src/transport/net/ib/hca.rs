@@ -4,14 +4,14 @@
 
 /// One entry of the list: a device name (or prefix) and a port, `None` for any port.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HcaEntry {
+pub(crate) struct HcaEntry {
     pub prefix: String,
     pub port: Option<u32>,
 }
 
 /// A parsed `NCCL_IB_HCA` value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HcaList {
+pub(crate) struct HcaList {
     pub exclude: bool,
     pub exact: bool,
     pub entries: Vec<HcaEntry>,
@@ -20,7 +20,7 @@ pub struct HcaList {
 /// A malformed `NCCL_IB_HCA` entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("NCCL_IB_HCA='{value}' is not valid: entry '{entry}' should be a device name or name:port with a numeric port")]
-pub struct HcaError {
+pub(crate) struct HcaError {
     pub value: String,
     pub entry: String,
 }
@@ -28,7 +28,7 @@ pub struct HcaError {
 impl HcaList {
     /// Parses the variable's value; `None` or empty selects every device. NCCL ignores what follows a port
     /// number up to the next comma; collscope rejects a port that is not a number instead of reading it as 0.
-    pub fn parse(value: Option<&str>) -> Result<HcaList, HcaError> {
+    pub(crate) fn parse(value: Option<&str>) -> Result<HcaList, HcaError> {
         let Some(value) = value else { return Ok(HcaList::default()) };
         let (exclude, body) = value.strip_prefix('^').map_or((false, value), |r| (true, r));
         let (exact, body) = body.strip_prefix('=').map_or((false, body), |r| (true, r));
@@ -51,7 +51,7 @@ impl HcaList {
     }
 
     /// Whether NET/IB uses port `port` of device `name`.
-    pub fn selects(&self, name: &str, port: u32) -> bool {
+    pub(crate) fn selects(&self, name: &str, port: u32) -> bool {
         if self.entries.is_empty() {
             return true;
         }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 /// A handle or metadata message that cannot be the peer's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MetaError {
+pub(crate) enum MetaError {
     #[error("NET/IB : connection handle is malformed: {0}")]
     Handle(String),
     #[error("NET/IB : connection metadata from the peer is malformed: {0}")]
@@ -19,22 +19,22 @@ pub enum MetaError {
 
 /// The receiver's out-of-band listener (`ncclIbHandle`: `connectAddr` and `magic`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IbHandle {
+pub(crate) struct IbHandle {
     pub addr: SocketAddr,
     pub magic: u64,
 }
 
-pub const HANDLE_BYTES: usize = ADDR_BYTES + 8;
+pub(crate) const HANDLE_BYTES: usize = ADDR_BYTES + 8;
 
 impl IbHandle {
-    pub fn to_bytes(self) -> [u8; HANDLE_BYTES] {
+    pub(crate) fn to_bytes(self) -> [u8; HANDLE_BYTES] {
         let mut b = [0u8; HANDLE_BYTES];
         b[..ADDR_BYTES].copy_from_slice(&addr_to_bytes(&self.addr));
         b[ADDR_BYTES..].copy_from_slice(&self.magic.to_le_bytes());
         b
     }
 
-    pub fn from_bytes(b: &[u8]) -> Result<IbHandle, MetaError> {
+    pub(crate) fn from_bytes(b: &[u8]) -> Result<IbHandle, MetaError> {
         if b.len() != HANDLE_BYTES {
             return Err(MetaError::Handle(format!("{} bytes, expected {HANDLE_BYTES}", b.len())));
         }
@@ -47,15 +47,15 @@ impl IbHandle {
 }
 
 /// `enum ibv_mtu` values: 1 (256 bytes) to 5 (4096 bytes).
-pub const MTU_MIN: u8 = 1;
-pub const MTU_MAX: u8 = 5;
+pub(crate) const MTU_MIN: u8 = 1;
+pub(crate) const MTU_MAX: u8 = 5;
 /// `IBV_LINK_LAYER_INFINIBAND` and `IBV_LINK_LAYER_ETHERNET`.
-pub const LINK_LAYER_IB: u8 = 1;
-pub const LINK_LAYER_ETHERNET: u8 = 2;
+pub(crate) const LINK_LAYER_IB: u8 = 1;
+pub(crate) const LINK_LAYER_ETHERNET: u8 = 2;
 
 /// One side's port (`ncclIbDevInfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DevInfo {
+pub(crate) struct DevInfo {
     pub lid: u16,
     pub ib_port: u8,
     /// The port's active MTU (`enum ibv_mtu`).
@@ -68,7 +68,7 @@ pub struct DevInfo {
 
 /// Everything one side tells the other (`ncclIbConnectionMetadata` for one device and one queue pair).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnMeta {
+pub(crate) struct ConnMeta {
     pub qpn: u32,
     pub dev: DevInfo,
     /// Address of the sender's CTS FIFO; 0 from the receiver.
@@ -83,15 +83,15 @@ pub struct ConnMeta {
 const META_MAGIC: u32 = 0x4249_5343;
 const META_VERSION: u16 = 1;
 /// Longest HCA name carried (`IBV_SYSFS_NAME_MAX`).
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 /// Fixed part of the message: magic, version, qpn, lid, port, mtu, link layer, gid, fifo rkey, fifo addr, tc,
 /// sl, name length.
 const FIXED: usize = 4 + 2 + 4 + 2 + 1 + 1 + 1 + 16 + 4 + 8 + 1 + 1 + 1;
 /// Every message has the same size, so the reader knows how much to read before parsing.
-pub const META_BYTES: usize = FIXED + MAX_NAME;
+pub(crate) const META_BYTES: usize = FIXED + MAX_NAME;
 
 impl ConnMeta {
-    pub fn encode(&self) -> [u8; META_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; META_BYTES] {
         let mut b = [0u8; META_BYTES];
         let mut w = Writer { b: &mut b, off: 0 };
         w.put(&META_MAGIC.to_le_bytes());
@@ -108,7 +108,7 @@ impl ConnMeta {
         b
     }
 
-    pub fn decode(b: &[u8]) -> Result<ConnMeta, MetaError> {
+    pub(crate) fn decode(b: &[u8]) -> Result<ConnMeta, MetaError> {
         let bad = |m: String| MetaError::Meta(m);
         if b.len() != META_BYTES {
             return Err(bad(format!("{} bytes, expected {META_BYTES}", b.len())));

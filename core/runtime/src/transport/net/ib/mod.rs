@@ -6,24 +6,24 @@
 //! ([`wr`]) and the request/completion bookkeeping ([`reqs`]). The `ib` cargo feature adds [`verbs`] (the one
 //! module that finds devices), [`rdma`] (the verbs objects of a connection) and [`net`], NET/IB behind the proxy's network interface.
 
-pub mod fifo;
-pub mod hca;
-pub mod meta;
+pub(crate) mod fifo;
+pub(crate) mod hca;
+pub(crate) mod meta;
 #[cfg(feature = "ib")]
-pub mod net;
-pub mod params;
-pub mod qp;
+pub(crate) mod net;
+pub(crate) mod params;
+pub(crate) mod qp;
 #[cfg(feature = "ib")]
-pub mod rdma;
-pub mod reqs;
-pub mod status;
+pub(crate) mod rdma;
+pub(crate) mod reqs;
+pub(crate) mod status;
 #[cfg(feature = "ib")]
-pub mod verbs;
-pub mod wr;
+pub(crate) mod verbs;
+pub(crate) mod wr;
 
 /// A NET/IB failure: a verbs call, a failed completion, or a peer that does not follow the protocol.
 #[derive(Debug, thiserror::Error)]
-pub enum IbError {
+pub(crate) enum IbError {
     #[error(transparent)]
     Verbs(#[from] status::VerbsError),
     #[error(transparent)]
@@ -48,7 +48,7 @@ impl From<IbError> for crate::transport::net::api::NetError {
 
 /// One port NET/IB uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IbPort {
+pub(crate) struct IbPort {
     pub name: String,
     pub port: u32,
     /// `IB` or `RoCE` (NCCL's `NCCL_IB_LLSTR`).
@@ -57,7 +57,7 @@ pub struct IbPort {
 
 /// NCCL's summary line, `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>`, or
 /// `NET/IB : No device found.` when no port was kept.
-pub fn using_line(ports: &[IbPort], relaxed_ordering: bool, oob_if: &str, oob_addr: &str) -> String {
+pub(crate) fn using_line(ports: &[IbPort], relaxed_ordering: bool, oob_if: &str, oob_addr: &str) -> String {
     if ports.is_empty() {
         return "NET/IB : No device found.".to_string();
     }
@@ -68,7 +68,7 @@ pub fn using_line(ports: &[IbPort], relaxed_ordering: bool, oob_if: &str, oob_ad
 }
 
 /// NET/IB's row in [`super::NETWORKS`]: built with the `ib` feature; it finds the active RDMA ports.
-pub const NETWORK: super::Network = super::Network {
+pub(crate) const NETWORK: super::Network = super::Network {
     name: "IB",
     unbuilt: if cfg!(feature = "ib") { None } else { Some("NET/IB needs collscope built with the `ib` feature") },
     found: found_device,

@@ -22,7 +22,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The process's NET/IB: the ports found, the parameters, and the address the out-of-band sockets use.
-pub struct IbNet {
+pub(crate) struct IbNet {
     devices: Vec<IbDevice>,
     params: IbParams,
     oob: IpAddr,
@@ -39,7 +39,7 @@ fn ib(e: impl Into<IbError>) -> NetError {
 impl IbNet {
     /// Searches for RDMA ports once per process (printing NCCL's `NET/IB : Using ...` or `No device found.`);
     /// `None` when there is none, so NET falls back to sockets.
-    pub fn init(env: &Env) -> Result<Option<&'static IbNet>, crate::error::RuntimeError> {
+    pub(crate) fn init(env: &Env) -> Result<Option<&'static IbNet>, crate::error::RuntimeError> {
         if let Some(n) = IB_NET.get() {
             return Ok(n.as_ref());
         }
@@ -78,12 +78,12 @@ impl IbNet {
 
 /// The receiver's listener: a thread accepts the sender and builds the receive side, so the ranks' setup order
 /// cannot deadlock (as NET/Socket's acceptor).
-pub struct IbListener {
+pub(crate) struct IbListener {
     accept: std::thread::JoinHandle<Result<IbComm, NetError>>,
 }
 
 /// A queue pair, its completion queue and the state of one direction.
-pub struct IbComm {
+pub(crate) struct IbComm {
     // Dropped in this order: queue pair, then what it uses.
     qp: Qp,
     cq: Cq,
@@ -107,7 +107,7 @@ enum Side {
 const FIFO_WORDS: usize = MAX_REQUESTS * MAX_RECVS * ENTRY_BYTES / 8;
 
 /// An outstanding NET/IB transfer: its index in the comm's request table.
-pub struct IbRequest(u8);
+pub(crate) struct IbRequest(u8);
 
 /// What this side tells the peer: its queue pair and port, the sender's FIFO (`fifo`: address and rkey), and the
 /// traffic class and service level of the connection.

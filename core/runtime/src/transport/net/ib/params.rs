@@ -4,7 +4,7 @@
 use collscope_debug::env::{Env, EnvError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IbParams {
+pub(crate) struct IbParams {
     /// `NCCL_IB_GID_INDEX`: -1 picks the GID automatically (RoCE v2 IPv4 first, as NCCL).
     pub gid_index: i32,
     /// `NCCL_IB_TIMEOUT` (default 20): local ACK timeout exponent, 4.096 us * 2^timeout.
@@ -31,7 +31,7 @@ pub struct IbParams {
 
 /// The address family a RoCE GID carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddrFamily {
+pub(crate) enum AddrFamily {
     Inet,
     Inet6,
 }
@@ -45,7 +45,7 @@ fn ranged(env: &Env, name: &str, default: i64, lo: i64, hi: i64) -> Result<i64, 
 }
 
 impl IbParams {
-    pub fn from_env(env: &Env) -> Result<IbParams, EnvError> {
+    pub(crate) fn from_env(env: &Env) -> Result<IbParams, EnvError> {
         let opt = |v: i64| u8::try_from(v).ok();
         Ok(IbParams {
             gid_index: ranged(env, "NCCL_IB_GID_INDEX", -1, -1, 255)? as i32,

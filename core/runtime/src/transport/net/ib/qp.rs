@@ -7,40 +7,40 @@ use super::params::{AddrFamily, IbParams};
 use std::path::Path;
 
 /// Work requests a queue pair holds (`2*MAX_REQUESTS` sends: a CTS write and a data write per request).
-pub const MAX_SEND_WR: u32 = 2 * super::fifo::MAX_REQUESTS as u32;
-pub const MAX_RECV_WR: u32 = super::fifo::MAX_REQUESTS as u32;
+pub(crate) const MAX_SEND_WR: u32 = 2 * super::fifo::MAX_REQUESTS as u32;
+pub(crate) const MAX_RECV_WR: u32 = super::fifo::MAX_REQUESTS as u32;
 
 /// Remote access a queue pair grants: the sender's peer writes CTS entries into its FIFO, the receiver's peer
 /// writes data (NCCL also grants atomics on the receive side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Access {
+pub(crate) struct Access {
     pub remote_write: bool,
     pub remote_atomic: bool,
 }
 
 /// RESET -> INIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InitAttrs {
+pub(crate) struct InitAttrs {
     pub pkey_index: u16,
     pub port: u8,
     pub access: Access,
 }
 
-pub fn init_attrs(params: &IbParams, port: u8, send: bool) -> InitAttrs {
+pub(crate) fn init_attrs(params: &IbParams, port: u8, send: bool) -> InitAttrs {
     InitAttrs { pkey_index: params.pkey, port, access: Access { remote_write: true, remote_atomic: !send } }
 }
 
 /// How packets reach the peer: by LID inside one IB subnet, or with a global route header (RoCE, or IB across
 /// subnets through the peer's FLID).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     Lid { dlid: u16 },
     Global { dlid: u16, dgid: [u8; 16], sgid_index: u8, hop_limit: u8, traffic_class: u8 },
 }
 
 /// INIT -> RTR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RtrAttrs {
+pub(crate) struct RtrAttrs {
     pub path_mtu: u8,
     pub dest_qpn: u32,
     pub rq_psn: u32,
@@ -53,7 +53,7 @@ pub struct RtrAttrs {
 
 /// This side's port as the RTR transition needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalPort {
+pub(crate) struct LocalPort {
     pub port: u8,
     pub active_mtu: u8,
     pub gid_index: u8,
@@ -72,7 +72,7 @@ fn flid(gid: &[u8; 16]) -> u16 {
 
 /// RTR towards `remote`, with the traffic class and service level the sender chose (`remote.tc`/`remote.sl` on
 /// the receiver, its own on the sender). The receiver's CTS writes may use `NCCL_IB_FIFO_TC` instead (`fifo`).
-pub fn rtr_attrs(local: &LocalPort, remote: &ConnMeta, tc: u8, sl: u8, fifo_tc: Option<u8>) -> RtrAttrs {
+pub(crate) fn rtr_attrs(local: &LocalPort, remote: &ConnMeta, tc: u8, sl: u8, fifo_tc: Option<u8>) -> RtrAttrs {
     let d = &remote.dev;
     let global = |dlid, traffic_class| Route::Global {
         dlid,
@@ -107,7 +107,7 @@ pub fn rtr_attrs(local: &LocalPort, remote: &ConnMeta, tc: u8, sl: u8, fifo_tc: 
 
 /// RTR -> RTS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RtsAttrs {
+pub(crate) struct RtsAttrs {
     pub timeout: u8,
     pub retry_cnt: u8,
     pub rnr_retry: u8,
@@ -115,19 +115,19 @@ pub struct RtsAttrs {
     pub max_rd_atomic: u8,
 }
 
-pub fn rts_attrs(params: &IbParams) -> RtsAttrs {
+pub(crate) fn rts_attrs(params: &IbParams) -> RtsAttrs {
     RtsAttrs { timeout: params.timeout, retry_cnt: params.retry_cnt, rnr_retry: 7, sq_psn: 0, max_rd_atomic: 1 }
 }
 
 /// The traffic class and service level the sender announces: `NCCL_IB_TC`/`NCCL_IB_SL`, else 0
 /// (`NCCL_IB_TC_DEFAULT`, `NCCL_IB_SL_DEFAULT`; collscope has no communicator traffic-class config).
-pub fn tc_sl(params: &IbParams) -> (u8, u8) {
+pub(crate) fn tc_sl(params: &IbParams) -> (u8, u8) {
     (params.traffic_class.unwrap_or(0), params.service_level.unwrap_or(0))
 }
 
 /// One GID table entry: the GID and its RoCE version from sysfs (`None` when unreadable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GidEntry {
+pub(crate) struct GidEntry {
     pub gid: [u8; 16],
     pub roce_version: Option<u8>,
 }
@@ -152,7 +152,7 @@ fn valid(gid: &[u8; 16]) -> bool {
 /// The GID index a port uses. InfiniBand: `NCCL_IB_ROUTABLE_FLID_GID_INDEX` when that GID carries a FLID, else
 /// 0 (`NCCL_IB_GID_INDEX` does not apply). RoCE: `NCCL_IB_GID_INDEX` when set, else NCCL's scan for a valid GID
 /// of `NCCL_IB_ADDR_FAMILY` and `NCCL_IB_ROCE_VERSION_NUM` (collscope does not read `NCCL_IB_ADDR_RANGE`).
-pub fn select_gid_index(params: &IbParams, ethernet: bool, table: &[GidEntry]) -> usize {
+pub(crate) fn select_gid_index(params: &IbParams, ethernet: bool, table: &[GidEntry]) -> usize {
     if !ethernet {
         let r = params.routable_flid_gid_index as usize;
         return match table.get(r) {
@@ -183,7 +183,7 @@ pub fn select_gid_index(params: &IbParams, ethernet: bool, table: &[GidEntry]) -
 
 /// The RoCE version of GID `index` from `<root>/sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/<index>`
 /// (`IB/RoCE v1`, `RoCE v1` or `RoCE v2`); `None` when the file is missing or says something else.
-pub fn roce_version(root: &Path, dev: &str, port: u32, index: usize) -> Option<u8> {
+pub(crate) fn roce_version(root: &Path, dev: &str, port: u32, index: usize) -> Option<u8> {
     let p = root.join(format!("sys/class/infiniband/{dev}/ports/{port}/gid_attrs/types/{index}"));
     let s = std::fs::read_to_string(p).ok()?;
     if s.starts_with("IB/RoCE v1") || s.starts_with("RoCE v1") {

@@ -31,22 +31,23 @@ fn check(call: &'static str, rc: c_int) -> Result<(), VerbsError> {
 }
 
 /// An opened HCA port: context, protection domain and what connections need of the port.
-pub struct Device {
+pub(crate) struct Device {
     ctx: *mut ffi::ibv_context,
     pd: *mut ffi::ibv_pd,
-    pub name: String,
-    pub port: LocalPort,
-    pub lid: u16,
-    pub link_layer: u8,
+    pub(crate) name: String,
+    pub(crate) port: LocalPort,
+    pub(crate) lid: u16,
+    pub(crate) link_layer: u8,
 }
 
 // SAFETY: libibverbs objects may be used from any thread; the context and PD are only freed on drop.
 unsafe impl Send for Device {}
+// SAFETY: as for `Send`: libibverbs objects may be used from any thread.
 unsafe impl Sync for Device {}
 
 impl Device {
     /// Opens port `port` of HCA `name` and picks its GID index (`NCCL_IB_GID_INDEX` or NCCL's scan).
-    pub fn open(name: &str, port: u8, params: &IbParams) -> Result<Arc<Device>, VerbsError> {
+    pub(crate) fn open(name: &str, port: u8, params: &IbParams) -> Result<Arc<Device>, VerbsError> {
         let mut n = 0;
         // SAFETY: returns a NULL-terminated array (or NULL) freed below.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
@@ -57,12 +58,14 @@ impl Device {
         for i in 0..n.max(0) as usize {
             // SAFETY: i < n entries; each device has a NUL-terminated name.
             let dev = unsafe { *list.add(i) };
+            // SAFETY: `dev` is a device of the list; its name is NUL-terminated.
             let this = unsafe { CStr::from_ptr(ffi::ibv_get_device_name(dev)) };
             if this.to_bytes() == name.as_bytes() {
                 // SAFETY: dev is valid until the list is freed; the context outlives the list.
                 ctx = unsafe { ffi::ibv_open_device(dev) };
                 if ctx.is_null() {
                     let e = VerbsError { call: "ibv_open_device", errno: errno() };
+                    // SAFETY: `list` came from ibv_get_device_list and is freed once, here before returning.
                     unsafe { ffi::ibv_free_device_list(list) };
                     return Err(e);
                 }
@@ -78,6 +81,7 @@ impl Device {
         let pd = unsafe { ffi::ibv_alloc_pd(ctx) };
         if pd.is_null() {
             let e = VerbsError { call: "ibv_alloc_pd", errno: errno() };
+            // SAFETY: `ctx` was opened above and nothing else holds it.
             unsafe { ffi::ibv_close_device(ctx) };
             return Err(e);
         }
@@ -129,7 +133,7 @@ impl Drop for Device {
 }
 
 /// A completion queue.
-pub struct Cq {
+pub(crate) struct Cq {
     cq: *mut ffi::ibv_cq,
     _dev: Arc<Device>,
 }
@@ -138,7 +142,7 @@ pub struct Cq {
 unsafe impl Send for Cq {}
 
 impl Cq {
-    pub fn new(dev: &Arc<Device>, entries: u32) -> Result<Cq, VerbsError> {
+    pub(crate) fn new(dev: &Arc<Device>, entries: u32) -> Result<Cq, VerbsError> {
         // SAFETY: the context is open; no channel, vector 0.
         let cq = unsafe { ffi::ibv_create_cq(dev.ctx, entries as c_int, ptr::null_mut(), ptr::null_mut(), 0) };
         if cq.is_null() {
@@ -148,7 +152,7 @@ impl Cq {
     }
 
     /// Up to 4 completions (as NCCL polls), without blocking.
-    pub fn poll(&self, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
+    pub(crate) fn poll(&self, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
         let mut wcs = [ffi::ibv_wc::default(); 4];
         // SAFETY: the CQ is live; its context's ops table is filled by the provider.
         let n = unsafe {
@@ -188,7 +192,7 @@ impl Drop for Cq {
 }
 
 /// An RC queue pair on one CQ.
-pub struct Qp {
+pub(crate) struct Qp {
     qp: *mut ffi::ibv_qp,
     _dev: Arc<Device>,
 }
@@ -204,7 +208,7 @@ fn modify(qp: *mut ffi::ibv_qp, attr: &mut ffi::ibv_qp_attr, mask: &[ffi::ibv_qp
 
 impl Qp {
     /// Creates the queue pair and moves it to INIT.
-    pub fn new(dev: &Arc<Device>, cq: &Cq, init: &InitAttrs) -> Result<Qp, VerbsError> {
+    pub(crate) fn new(dev: &Arc<Device>, cq: &Cq, init: &InitAttrs) -> Result<Qp, VerbsError> {
         let mut ia = ffi::ibv_qp_init_attr {
             send_cq: cq.cq,
             recv_cq: cq.cq,
@@ -240,12 +244,12 @@ impl Qp {
         Ok(q)
     }
 
-    pub fn qpn(&self) -> u32 {
+    pub(crate) fn qpn(&self) -> u32 {
         // SAFETY: the QP is live.
         unsafe { (*self.qp).qp_num }
     }
 
-    pub fn rtr(&self, r: &RtrAttrs) -> Result<(), VerbsError> {
+    pub(crate) fn rtr(&self, r: &RtrAttrs) -> Result<(), VerbsError> {
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::ibv_qp_state::IBV_QPS_RTR,
             path_mtu: r.path_mtu.into(),
@@ -284,7 +288,7 @@ impl Qp {
         )
     }
 
-    pub fn rts(&self, r: &RtsAttrs) -> Result<(), VerbsError> {
+    pub(crate) fn rts(&self, r: &RtsAttrs) -> Result<(), VerbsError> {
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::ibv_qp_state::IBV_QPS_RTS,
             timeout: r.timeout,
@@ -310,7 +314,7 @@ impl Qp {
     }
 
     /// Posts one RDMA write. The memory its SGE names must stay registered and unchanged until it completes.
-    pub fn post_write(&self, w: &WriteWr) -> Result<(), VerbsError> {
+    pub(crate) fn post_write(&self, w: &WriteWr) -> Result<(), VerbsError> {
         let mut sge = w.sge.map(|s| ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
         let mut wr = ffi::ibv_send_wr {
             wr_id: w.wr_id,
@@ -338,7 +342,7 @@ impl Qp {
     }
 
     /// Posts a receive without buffer: RDMA WRITE WITH IMM consumes it and completes it with the immediate.
-    pub fn post_recv(&self, wr_id: u64) -> Result<(), VerbsError> {
+    pub(crate) fn post_recv(&self, wr_id: u64) -> Result<(), VerbsError> {
         let mut wr = ffi::ibv_recv_wr { wr_id, ..Default::default() };
         let mut bad = ptr::null_mut();
         // SAFETY: as for `post_write`.
@@ -361,7 +365,7 @@ impl Drop for Qp {
 }
 
 /// A registered memory region (`ibv_reg_mr` of host memory, with remote read and write).
-pub struct Mr {
+pub(crate) struct Mr {
     mr: *mut ffi::ibv_mr,
     _dev: Arc<Device>,
 }
@@ -370,7 +374,7 @@ pub struct Mr {
 unsafe impl Send for Mr {}
 
 impl Mr {
-    pub fn new(dev: &Arc<Device>, data: *mut u8, size: usize) -> Result<Mr, VerbsError> {
+    pub(crate) fn new(dev: &Arc<Device>, data: *mut u8, size: usize) -> Result<Mr, VerbsError> {
         use ffi::ibv_access_flags as A;
         let access = A::IBV_ACCESS_LOCAL_WRITE.0 | A::IBV_ACCESS_REMOTE_WRITE.0 | A::IBV_ACCESS_REMOTE_READ.0;
         // SAFETY: the caller keeps `size` bytes at `data` alive while the region exists.
@@ -381,18 +385,18 @@ impl Mr {
         Ok(Mr { mr, _dev: dev.clone() })
     }
 
-    pub fn lkey(&self) -> u32 {
+    pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: registered until dropped.
         unsafe { (*self.mr).lkey }
     }
 
-    pub fn rkey(&self) -> u32 {
+    pub(crate) fn rkey(&self) -> u32 {
         // SAFETY: as above.
         unsafe { (*self.mr).rkey }
     }
 
     /// Deregisters now, reporting a failure (dropping deregisters silently).
-    pub fn dereg(mut self) -> Result<(), VerbsError> {
+    pub(crate) fn dereg(mut self) -> Result<(), VerbsError> {
         let mr = std::mem::replace(&mut self.mr, ptr::null_mut());
         // SAFETY: mr was registered and is not used again.
         check("ibv_dereg_mr", unsafe { ffi::ibv_dereg_mr(mr) })

@@ -6,7 +6,7 @@ use super::fifo::MAX_REQUESTS;
 
 /// What a completion reports, as read from an `ibv_wc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
+pub(crate) struct Completion {
     pub wr_id: u64,
     /// `enum ibv_wc_status`; see [`super::status`].
     pub status: u32,
@@ -18,7 +18,7 @@ pub struct Completion {
 
 /// The completion opcodes NET/IB sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WcOpcode {
+pub(crate) enum WcOpcode {
     /// `IBV_WC_RDMA_WRITE`: one of this side's writes finished.
     RdmaWrite,
     /// `IBV_WC_RECV_RDMA_WITH_IMM`: the peer's data write consumed a posted receive.
@@ -28,7 +28,7 @@ pub enum WcOpcode {
 
 impl WcOpcode {
     /// The `enum ibv_wc_opcode` value.
-    pub fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         match self {
             WcOpcode::RdmaWrite => 1,
             WcOpcode::RecvRdmaWithImm => 129,
@@ -38,13 +38,13 @@ impl WcOpcode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Send,
     Recv,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReqError {
+pub(crate) enum ReqError {
     #[error("NET/IB : unable to allocate requests ({MAX_REQUESTS} in flight)")]
     Full,
     #[error("NET/IB : completion for request {0}, which is not in flight")]
@@ -62,7 +62,7 @@ struct Req {
 
 /// The requests of one comm.
 #[derive(Debug)]
-pub struct Requests {
+pub(crate) struct Requests {
     slots: Vec<Option<Req>>,
 }
 
@@ -74,21 +74,21 @@ impl Default for Requests {
 
 impl Requests {
     /// A request of `kind` for `size` bytes, done after `events` completions.
-    pub fn alloc(&mut self, kind: Kind, size: usize, events: u32) -> Result<u8, ReqError> {
+    pub(crate) fn alloc(&mut self, kind: Kind, size: usize, events: u32) -> Result<u8, ReqError> {
         let i = self.slots.iter().position(Option::is_none).ok_or(ReqError::Full)?;
         self.slots[i] = Some(Req { kind, events, size });
         Ok(i as u8)
     }
 
     /// One more completion to wait for (a signaled clear-to-send write of a receive).
-    pub fn add_event(&mut self, id: u8) {
+    pub(crate) fn add_event(&mut self, id: u8) {
         if let Some(Some(r)) = self.slots.get_mut(id as usize) {
             r.events += 1;
         }
     }
 
     /// Counts a successful completion against its request.
-    pub fn complete(&mut self, c: &Completion) -> Result<(), ReqError> {
+    pub(crate) fn complete(&mut self, c: &Completion) -> Result<(), ReqError> {
         let id = (c.wr_id & 0xff) as u8;
         let r = self.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ReqError::Unknown(c.wr_id))?;
         if r.events == 0 {
@@ -105,7 +105,7 @@ impl Requests {
     }
 
     /// The request's byte count once all its completions arrived; the request is then free again.
-    pub fn done(&mut self, id: u8) -> Option<usize> {
+    pub(crate) fn done(&mut self, id: u8) -> Option<usize> {
         let slot = self.slots.get_mut(id as usize)?;
         match slot {
             Some(r) if r.events == 0 => {

@@ -28,7 +28,7 @@ const NAMES: [&str; 22] = [
 ];
 
 /// NCCL's name of a completion status; `UNKNOWN_STATUS` past the ones NCCL names.
-pub fn wc_status_name(status: u32) -> &'static str {
+pub(crate) fn wc_status_name(status: u32) -> &'static str {
     match status {
         0..=21 => NAMES[status as usize],
         _ => "UNKNOWN_STATUS",
@@ -36,7 +36,7 @@ pub fn wc_status_name(status: u32) -> &'static str {
 }
 
 /// What usually makes a completion fail with `status`, for the error a user reads.
-pub fn wc_status_cause(status: u32) -> &'static str {
+pub(crate) fn wc_status_cause(status: u32) -> &'static str {
     match status {
         0 => "no error",
         1 => "the message is longer than the posted receive buffer",
@@ -61,7 +61,7 @@ pub fn wc_status_cause(status: u32) -> &'static str {
 /// A verbs call that failed, with the errno it set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("NET/IB : {call} failed: {} (errno {errno}); {}", std::io::Error::from_raw_os_error(*errno), call_cause(call, *errno))]
-pub struct VerbsError {
+pub(crate) struct VerbsError {
     pub call: &'static str,
     pub errno: i32,
 }
@@ -69,7 +69,7 @@ pub struct VerbsError {
 /// A completion that did not succeed, as NCCL's WARN words it plus the usual cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("NET/IB: Got completion from peer {peer} with status={}({status}) opcode={opcode} reqSize={size} vendor_err={vendor_err} hca {hca}: {}", wc_status_name(*status), wc_status_cause(*status))]
-pub struct CompletionError {
+pub(crate) struct CompletionError {
     pub peer: String,
     pub status: u32,
     pub opcode: u32,
@@ -79,7 +79,7 @@ pub struct CompletionError {
 }
 
 /// What usually makes `call` fail with `errno`.
-pub fn call_cause(call: &str, errno: i32) -> &'static str {
+pub(crate) fn call_cause(call: &str, errno: i32) -> &'static str {
     match (call, errno) {
         ("ibv_reg_mr" | "ibv_reg_dmabuf_mr", libc_errno::ENOMEM) => {
             "cannot pin the memory: raise the locked-memory limit (ulimit -l unlimited)"
@@ -107,15 +107,15 @@ pub fn call_cause(call: &str, errno: i32) -> &'static str {
 
 /// The errno values the causes name (Linux numbering, so the table builds without libc).
 mod libc_errno {
-    pub const EPERM: i32 = 1;
-    pub const ENOMEM: i32 = 12;
-    pub const EACCES: i32 = 13;
-    pub const EFAULT: i32 = 14;
-    pub const ENODEV: i32 = 19;
-    pub const EINVAL: i32 = 22;
-    pub const EPROTONOSUPPORT: i32 = 93;
-    pub const EOPNOTSUPP: i32 = 95;
-    pub const ETIMEDOUT: i32 = 110;
+    pub(super) const EPERM: i32 = 1;
+    pub(super) const ENOMEM: i32 = 12;
+    pub(super) const EACCES: i32 = 13;
+    pub(super) const EFAULT: i32 = 14;
+    pub(super) const ENODEV: i32 = 19;
+    pub(super) const EINVAL: i32 = 22;
+    pub(super) const EPROTONOSUPPORT: i32 = 93;
+    pub(super) const EOPNOTSUPP: i32 = 95;
+    pub(super) const ETIMEDOUT: i32 = 110;
 }
 
 #[cfg(test)]

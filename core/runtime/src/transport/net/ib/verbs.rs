@@ -19,15 +19,15 @@ fn errno() -> i32 {
 
 /// A port NET/IB may use, with whether the stack registers DMA-BUF on its device.
 #[derive(Debug, Clone)]
-pub struct IbDevice {
-    pub port: IbPort,
-    pub dmabuf: bool,
+pub(crate) struct IbDevice {
+    pub(crate) port: IbPort,
+    pub(crate) dmabuf: bool,
 }
 
 /// Finds the active ports `NCCL_IB_HCA` selects, logs NCCL's `Using` or `No device found.` line, and returns
 /// them (empty: the caller falls back to sockets). `NCCL_IB_DISABLE=1` skips the search, as in NCCL. Like
 /// NCCL's `ncclIbInit` the search runs once per process; later calls get the same ports.
-pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::error::RuntimeError> {
+pub(crate) fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::error::RuntimeError> {
     static FOUND: std::sync::OnceLock<Vec<IbDevice>> = std::sync::OnceLock::new();
     let params = IbParams::from_env(env)?;
     if params.disable {
@@ -54,7 +54,7 @@ pub fn discover(env: &Env) -> Result<Vec<IbDevice>, crate::error::RuntimeError> 
 }
 
 /// The interface NET/IB's out-of-band setup sockets use (NCCL's `ncclIbIfAddr`).
-pub fn oob_interface() -> Option<crate::socket::NetIf> {
+pub(crate) fn oob_interface() -> Option<crate::socket::NetIf> {
     crate::socket::find_interfaces(None, None, None, 1).into_iter().next()
 }
 

@@ -6,7 +6,7 @@
 use super::fifo::{imm_for, CtsEntry, FifoError, Posted, ENTRY_BYTES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Opcode {
+pub(crate) enum Opcode {
     /// `IBV_WR_RDMA_WRITE`.
     Write,
     /// `IBV_WR_RDMA_WRITE_WITH_IMM`: consumes a receive on the peer and completes it with the immediate.
@@ -15,7 +15,7 @@ pub enum Opcode {
 
 /// One scatter/gather entry (`ibv_sge`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sge {
+pub(crate) struct Sge {
     pub addr: u64,
     pub length: u32,
     pub lkey: u32,
@@ -23,7 +23,7 @@ pub struct Sge {
 
 /// One send work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteWr {
+pub(crate) struct WriteWr {
     pub wr_id: u64,
     pub opcode: Opcode,
     /// `None` for a zero-byte write (NCCL posts no SGE then).
@@ -36,7 +36,7 @@ pub struct WriteWr {
 
 /// The data write of a send of `size` bytes at `data` (lkey `lkey`) into the buffer `cts` announced. Like NCCL,
 /// a send larger than the posted buffer is cut to it; the receiver learns the count from the immediate.
-pub fn data_write(cts: &CtsEntry, data: u64, size: usize, lkey: u32, wr_id: u64) -> Result<WriteWr, FifoError> {
+pub(crate) fn data_write(cts: &CtsEntry, data: u64, size: usize, lkey: u32, wr_id: u64) -> Result<WriteWr, FifoError> {
     let size = size.min(usize::try_from(cts.size).unwrap_or(usize::MAX));
     let imm = imm_for(size).ok_or(FifoError::TooLarge(size))?;
     Ok(WriteWr {
@@ -52,7 +52,7 @@ pub fn data_write(cts: &CtsEntry, data: u64, size: usize, lkey: u32, wr_id: u64)
 
 /// The write of clear-to-send `p`, staged at local address `entry_addr` (lkey `lkey`), into the sender's FIFO at
 /// `fifo_addr` (rkey `fifo_rkey`). Only signaled writes produce a completion, for request `wr_id`.
-pub fn cts_write(p: &Posted, entry_addr: u64, lkey: u32, fifo_addr: u64, fifo_rkey: u32, wr_id: u64) -> WriteWr {
+pub(crate) fn cts_write(p: &Posted, entry_addr: u64, lkey: u32, fifo_addr: u64, fifo_rkey: u32, wr_id: u64) -> WriteWr {
     WriteWr {
         wr_id,
         opcode: Opcode::Write,

@@ -1,10 +1,10 @@
-//! `--nranks-per-node K`: a communicator that uses only the first K GPUs of each node. Like NCCL's
-//! `ncclTopoTrimSystem`, the other GPUs leave the topology (with the NVLinks that lead to them); NICs, CPUs and
-//! switches stay.
+//! A communicator that uses only the first K GPUs of each node (`--nranks-per-node K`). NCCL 2.28.9
+//! (`src/graph/topo.cc`, `ncclTopoTrimSystem`, v2.28.9-1) removes from the system the GPUs outside the
+//! communicator, and `ncclTopoRemoveNode` the links that lead to them; NICs, CPUs and switches stay. Here the GPUs
+//! leave the XML, before the system is built from it.
 
-use anyhow::{bail, Result};
-use collscope_nccl::topo::xml::XmlNode;
-use collscope_nccl::topo::TopoXml;
+use super::xml::XmlNode;
+use super::{TopoError, TopoXml};
 
 /// Bus ids of the GPUs in file order (a `<gpu>` sits in the `<pci>` that carries its bus id).
 fn gpu_bus_ids(node: &XmlNode, out: &mut Vec<String>) {
@@ -28,12 +28,12 @@ fn drop_gpus(node: &mut XmlNode, gone: &[String]) {
     }
 }
 
-/// Keeps the first `k` GPUs of the node.
-pub fn keep_gpus(xml: &mut TopoXml, k: u32) -> Result<()> {
+/// Keeps the first `k` GPUs of the node, with the NVLinks between them.
+pub fn keep_gpus(xml: &mut TopoXml, k: u32) -> Result<(), TopoError> {
     let mut ids = Vec::new();
     gpu_bus_ids(&xml.system, &mut ids);
     if k == 0 || k as usize > ids.len() {
-        bail!("--nranks-per-node {k}: the topology has {} GPUs; give 1 to {}", ids.len(), ids.len());
+        return Err(TopoError::TrimGpus { keep: k, gpus: ids.len() });
     }
     drop_gpus(&mut xml.system, &ids[k as usize..]);
     Ok(())
@@ -42,7 +42,7 @@ pub fn keep_gpus(xml: &mut TopoXml, k: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_nccl::topo;
+    use crate::topo;
 
     fn gpus(xml: &TopoXml) -> usize {
         let mut ids = Vec::new();
@@ -63,6 +63,7 @@ mod tests {
             assert!(kept.iter().any(|b| line.to_ascii_lowercase().contains(b.as_str())), "dangling {line}");
         }
         let e = keep_gpus(&mut xml, 3).unwrap_err().to_string();
-        assert!(e.contains("has 2 GPUs"), "{e}");
+        assert!(e.contains("has 2 GPUs") && e.contains("1 to 2"), "{e}");
+        assert!(keep_gpus(&mut xml, 0).is_err());
     }
 }
