@@ -1,6 +1,6 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use std::sync::OnceLock;
 
 /// The class names the model's `Warning::class` uses.
@@ -65,7 +65,7 @@ fn markers() -> &'static (AhoCorasick, Vec<usize>) {
     A.get_or_init(|| {
         let (patterns, ranks): (Vec<&str>, Vec<usize>) =
             MARKERS.iter().enumerate().flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i))).unzip();
-        (dfa(patterns), ranks)
+        (dfa(patterns, MatchKind::Standard), ranks)
     })
 }
 
@@ -111,14 +111,20 @@ const NCCL_VERSION: &str = "NCCL version ";
 const RCCL_VERSION: &str = "RCCL version : ";
 
 /// One automaton for every marker and both version phrases: this runs on every line of other programs.
+/// Leftmost-first, which finds the same matches here (no two of these markers can overlap in a text) and lets the
+/// automaton skip to candidates with a vector prefilter instead of stepping through every byte.
 fn context_markers() -> &'static AhoCorasick {
     static A: OnceLock<AhoCorasick> = OnceLock::new();
-    A.get_or_init(|| dfa(FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION])))
+    A.get_or_init(|| dfa(FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION]), MatchKind::LeftmostFirst))
 }
 
 /// A few dozen short markers: a full DFA is small and the fastest to run on every line.
-fn dfa<P: AsRef<[u8]>>(patterns: impl IntoIterator<Item = P>) -> AhoCorasick {
-    AhoCorasick::builder().kind(Some(AhoCorasickKind::DFA)).build(patterns).expect("built-in markers build")
+fn dfa<P: AsRef<[u8]>>(patterns: impl IntoIterator<Item = P>, kind: MatchKind) -> AhoCorasick {
+    AhoCorasick::builder()
+        .kind(Some(AhoCorasickKind::DFA))
+        .match_kind(kind)
+        .build(patterns)
+        .expect("built-in markers build")
 }
 
 /// Reads a line of another program in one pass.
@@ -194,5 +200,32 @@ mod tests {
             context("RCCL version : 2.20.5-HEAD:7a83a05"),
             Context { error: false, version: Some("2.20.5"), rccl: true }
         );
+    }
+
+    #[test]
+    fn the_leftmost_context_automaton_finds_what_the_standard_one_finds() {
+        let standard = dfa(FRAMEWORK_ERRORS.iter().chain(&[NCCL_VERSION, RCCL_VERSION]), MatchKind::Standard);
+        let spans = |ac: &AhoCorasick, t: &str| ac.find_iter(t).map(|m| (m.pattern(), m.span())).collect::<Vec<_>>();
+        let mut texts = vec![
+            "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.18.1".to_string(),
+            "[Rank 3] Watchdog caught collective operation timeout, detected by watchdog; RCCL version : 2.20.5-HEAD"
+                .to_string(),
+            "ncclSystemErrorncclInternalError NCCL versionNCCL error CUDA out of memoryDistBackendError".to_string(),
+        ];
+        let ours = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let dirs = [collscope_testkit::fixtures("real logs for the context automaton"), Some(ours)];
+        for dir in dirs.into_iter().flatten() {
+            for f in std::fs::read_dir(dir).unwrap().flatten() {
+                let bytes = std::fs::read(f.path()).unwrap();
+                texts.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
+            }
+        }
+        let mut found = 0;
+        for t in &texts {
+            let s = spans(&standard, t);
+            found += s.len();
+            assert_eq!(spans(context_markers(), t), s, "{t}");
+        }
+        assert!(found >= 6, "{found}");
     }
 }

@@ -4,6 +4,7 @@
 //! (`[1,0]<stdout>:`, `[rank3]:`, `0: ` from `srun -l`, `(pid=123)`, `| 2024-… |`, line numbers, `node00: `) is
 //! tolerated.
 
+use collscope_model::scan;
 use memchr::memmem;
 use std::sync::OnceLock;
 
@@ -60,17 +61,22 @@ pub fn has_marker(text: &str) -> bool {
 /// the line to the general (backwards) reading.
 fn standard(line: &str) -> Option<Envelope<'_>> {
     let b = line.as_bytes();
-    // The digits from `from` and their value (None past u32), read once: this runs on almost every line.
+    // The digits from `from` and their value (None past u32), in one pass: this runs on almost every line.
+    // Saturating, so that a value past u32 stays past it.
     let number = |from: usize| {
-        let n = b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
-        let v = b[from..from + n].iter().try_fold(0u32, |v, &c| v.checked_mul(10)?.checked_add(u32::from(c - b'0')));
-        (from + n, v.filter(|_| n > 0))
+        let mut end = from;
+        let mut v = 0u64;
+        while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
+            v = v.saturating_mul(10).saturating_add(u64::from(d));
+            end += 1;
+        }
+        (end, u32::try_from(v).ok().filter(|_| end > from))
     };
-    // A plain loop: the host name is a few bytes, shorter than memchr's set-up pays for.
-    let colon = b[..b.len().min(256)].iter().position(|&c| c == b':')?;
-    if colon == 0 || !b[..colon].iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
-        return None;
-    }
+    // The host name and its colon in one plain loop: a few bytes, shorter than memchr's set-up pays for.
+    let colon = b[..b.len().min(256)]
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')))
+        .filter(|&i| i > 0 && b[i] == b':')?;
     let (pid_end, pid) = number(colon + 1);
     if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
         return None;
@@ -178,7 +184,7 @@ fn launcher_end(line: &str) -> Option<(u32, usize)> {
             Some((rank(5, n)?, end + 2 + usize::from(b.get(end + 2) == Some(&b' '))))
         }
         b'[' => {
-            let close = memmem::find(&b[..b.len().min(32)], b">:")?;
+            let close = scan::find(&line[..floor_char_boundary(line, 32)], ">:")?;
             let (_, r) = line[1..close].split_once("]<")?.0.split_once(',')?;
             Some((r.trim().parse().ok()?, close + 2))
         }
@@ -303,13 +309,15 @@ pub fn launcher_rank(text: &str) -> Option<u32> {
     }
     let head = &text[..floor_char_boundary(text, 96)];
     memchr::memchr(b'[', head.as_bytes())?;
-    if let Some(i) = memmem::find(head.as_bytes(), b"[rank") {
+    // `scan::find`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a searcher
+    // per call that costs more than these 96 bytes.
+    if let Some(i) = scan::find(head, "[rank") {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(r) = digits.parse() {
             return Some(r);
         }
     }
-    if let Some(i) = memmem::find(head.as_bytes(), b"]<std") {
+    if let Some(i) = scan::find(head, "]<std") {
         let open = head[..i].rfind('[')?;
         let (_, rank) = head[open + 1..i].split_once(',')?;
         return rank.trim().parse().ok();
@@ -359,8 +367,14 @@ mod tests {
             let msg = line[pos + 9..].strip_prefix(' ').unwrap_or("");
             assert_eq!(fast, parse_prefix(&line[..pos], Level::Info, msg), "{line}");
         }
+        // A pid past u32 is no pid; the rest of the prefix still reads.
+        let e = standard("h:99999999999999999999999:2 [-3] NCCL INFO x").unwrap();
+        assert_eq!((e.host, e.pid, e.tid, e.dev, e.msg), (Some("h"), None, Some(2), Some(-3), "x"));
         for line in [
             "[1,0]<stdout>:h:1:2 [0] NCCL INFO x",
+            "h.a_b-c:1:2 [0]NCCL INFO x",
+            ":1:2 [0] NCCL INFO x",
+            "h/x:1:2 [0] NCCL INFO x",
             "h:1:2 [0] NCCL INFOx",
             "h:1: [0] NCCL INFO x",
             "h:1:2 [0] NCCL WARN x",

@@ -85,8 +85,12 @@ impl Job {
     }
 
     /// The communicator's row, added on its first line; `None` (counted) past [`MAX_COMMUNICATORS`].
-    fn comm_slot(&mut self, key: &ProcKey, comm: &str) -> Option<usize> {
-        let id = (key.place(), key.pid.unwrap_or(0), comm.to_string());
+    /// `comm_key`: [`Job::comm_rank_key`] of `key` and `comm`.
+    fn comm_slot(&mut self, key: &ProcKey, comm: &str, comm_key: u64) -> Option<usize> {
+        // By hash: a key of owned strings cost two allocations on every communicator line.
+        let mut id = FastHash(comm_key);
+        id.word(key.pid.unwrap_or(0).into());
+        let id = id.0;
         if let Some(&i) = self.comm_index.get(&id) {
             return Some(i);
         }
@@ -119,8 +123,9 @@ impl Job {
     ) -> Option<usize> {
         self.learn_rank(key, rank);
         self.printed_nranks(nranks, source);
-        let i = self.comm_slot(key, comm)?;
-        self.comm_rank.insert(Self::comm_rank_key(key, comm), rank);
+        let comm_key = Self::comm_rank_key(key, comm);
+        let i = self.comm_slot(key, comm, comm_key)?;
+        self.comm_rank.insert(comm_key, rank);
         let c = &mut self.snap.communicators[i];
         c.rank = Some(rank);
         c.nranks = Some(nranks);
@@ -317,8 +322,13 @@ impl Job {
                 self.snap.rings[i].neighbours.push((prev, me, next));
             }
             Event::Trees(entries) => {
+                let mut learnt = None;
                 for t in entries {
-                    self.learn_rank(key, t.rank);
+                    // The entries of a line name its printer's rank, each the same: learnt once, not per entry.
+                    if learnt != Some(t.rank) {
+                        self.learn_rank(key, t.rank);
+                        learnt = Some(t.rank);
+                    }
                     if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
                         self.saw_rank(m);
                     }

@@ -271,7 +271,8 @@ pub(crate) struct Job {
     streams: FastMap<StreamKey, Stream>,
     /// Threads with a multi-line print under way (a table, a graph).
     open_prints: usize,
-    comm_index: HashMap<(Place, u32, String), usize>,
+    /// The communicator rows by (place, pid, comm pointer), hashed.
+    comm_index: FastMap<u64, usize>,
     /// (place, comm pointer) to the rank that printed it.
     comm_rank: FastMap<u64, u32>,
     conn_seen: FastSet<u64>,
@@ -325,7 +326,7 @@ impl Job {
             seen: FastSet::default(),
             streams: FastMap::default(),
             open_prints: 0,
-            comm_index: HashMap::new(),
+            comm_index: FastMap::default(),
             comm_rank: FastMap::default(),
             conn_seen: FastSet::default(),
             ring_index: HashMap::new(),

@@ -165,7 +165,8 @@ fn plugin(kind: &str, text: &str) -> Event {
 /// disabled on ...`, a device line's `GDR 0`.
 pub(crate) fn says_gdr_off(text: &str) -> bool {
     let b = text.as_bytes();
-    if memchr::memchr2(b'G', b'g', b).is_none() {
+    // Every marker holds `GDR` or `gdr`: one pass over the line rules out the others (this runs on every warning).
+    if !memchr::memchr2_iter(b'G', b'g', b).any(|i| matches!(b.get(i..i + 3), Some(b"GDR" | b"gdr"))) {
         return false;
     }
     ["disabling GDR", "GDR disabled", "GDR 0", "GDR: 0", "gdr 0", "gdr=0", "GDR=0"]
