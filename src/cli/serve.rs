@@ -7,7 +7,7 @@ use clap::Args;
 use collscope_debug::env::Env;
 use collscope_debug::file::{FileError, FileKind};
 use collscope_logreader::{Incoming, Options, Reader};
-use collscope_model::Source;
+use collscope_model::{routes, Source};
 use collscope_telemetry::tail::{Piece, Tail};
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig};
 use std::io::Write;
@@ -88,7 +88,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         telemetry.with_state(|s| s.ingest(snap));
     }
     let url = telemetry.url();
-    println!("collscope: serving {url}/metrics {url}/api/v1/snapshot {url}/api/v1/events {url}/healthz");
+    let (metrics, snapshot, events, healthz) = (routes::METRICS, routes::SNAPSHOT, routes::EVENTS, routes::HEALTHZ);
+    println!("collscope: serving {url}{metrics} {url}{snapshot} {url}{events} {url}{healthz}");
     std::io::stdout().flush()?;
     let poll = Duration::from_millis(args.poll_ms);
     if args.follow {

@@ -6,7 +6,7 @@
 use super::ranks::{self, LaunchMode};
 use anyhow::{bail, Result};
 use collscope_debug::env::Env;
-use collscope_model::Source;
+use collscope_model::{routes, Source};
 use collscope_runtime::observe::recorder;
 use collscope_telemetry::config::local_ranks;
 use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig, TelemetryError};
@@ -61,10 +61,10 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
     let url = t.url();
     // The other ranks reach this one at the address it serves on; a wildcard one by this host's name.
     recorder::global().set_endpoint(t.reachable_url());
-    let aggregate = if cfg.aggregate_peers.is_empty() { String::new() } else { format!(", {url}/metrics/aggregate") };
-    println!(
-        "collscope: telemetry for {whose} at {url}/metrics{aggregate}, {url}/api/v1/snapshot, {url}/api/v1/events"
-    );
+    let aggregate =
+        if cfg.aggregate_peers.is_empty() { String::new() } else { format!(", {url}{}", routes::METRICS_AGGREGATE) };
+    let (metrics, snapshot, events) = (routes::METRICS, routes::SNAPSHOT, routes::EVENTS);
+    println!("collscope: telemetry for {whose} at {url}{metrics}{aggregate}, {url}{snapshot}, {url}{events}");
     std::io::stdout().flush()?;
     Ok(Some(t))
 }

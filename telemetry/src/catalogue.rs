@@ -48,13 +48,10 @@ impl Metric {
         self.labels.iter().map(|l| l.prom).collect()
     }
 
-    /// OpenTelemetry attributes: the label values in the catalogue's order.
-    pub fn attrs<const N: usize>(&self, values: [opentelemetry::Value; N]) -> [opentelemetry::KeyValue; N] {
-        debug_assert_eq!(N, self.labels.len(), "{:?}: one value per label", self.prom.or(self.otel));
-        let mut values = values.into_iter();
-        std::array::from_fn(|i| {
-            opentelemetry::KeyValue::new(self.labels[i].otel, values.next().expect("N values for N labels"))
-        })
+    /// Whether its values are whole: it counts things (bytes, `{operation}`s, info-style `1`s); times and rates
+    /// are fractions. The store holds and OpenTelemetry sends it as an integer.
+    pub fn integral(&self) -> bool {
+        matches!(self.unit, "By" | "1") || self.unit.starts_with('{')
     }
 }
 

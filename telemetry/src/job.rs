@@ -4,7 +4,7 @@
 //! fetches at once, and one job view built at a time (requests meanwhile share it).
 
 use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
-use collscope_model::{JobView, RankEndpoint, RankSummary};
+use collscope_model::{routes, JobView, RankEndpoint, RankSummary};
 use futures_util::StreamExt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ async fn summary_of(
     if left.is_zero() {
         return Err(format!("not asked: the job view's {} s ran out", JOB_DEADLINE.as_secs()));
     }
-    let url = format!("{}/api/v1/summary", endpoint.url);
+    let url = format!("{}{}", endpoint.url, routes::SUMMARY);
     let body = fetch(http, &url, left, MAX_SUMMARY_BYTES).await.map_err(|e| format!("rank {}: {e}", endpoint.rank))?;
     serde_json::from_slice(&body).map_err(|e| format!("not a summary: {e}"))
 }

@@ -18,6 +18,7 @@ pub mod prom;
 mod server;
 pub mod sink;
 pub mod state;
+pub mod store;
 pub mod tail;
 
 pub use config::{ConfigError, LocalRank, TelemetryConfig};
@@ -40,8 +41,6 @@ pub enum TelemetryError {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("cannot start the telemetry thread: {0}")]
     Thread(std::io::Error),
-    #[error("metrics registry: {0}")]
-    Metrics(#[from] prometheus::Error),
     #[error(transparent)]
     Otel(#[from] OtelError),
     #[error(transparent)]
@@ -68,7 +67,7 @@ impl Telemetry {
         recorder: Option<&'static dyn Feed>,
     ) -> Result<Telemetry, TelemetryError> {
         let otel = cfg.otel.as_ref().map(Otel::new).transpose()?;
-        let state = State::new(source, cfg.limits, otel)?;
+        let state = State::new(source, cfg.limits, otel);
         let bind = cfg.bind_addr()?;
         let bind_err = |source| TelemetryError::Bind { addr: bind, source };
         let listener = std::net::TcpListener::bind(bind).map_err(bind_err)?;

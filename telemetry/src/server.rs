@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use collscope_model::observe::Feed;
+use collscope_model::routes::{self, StreamEnd};
 use collscope_model::{Event, JobView, RankSummary};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -82,20 +83,14 @@ impl Shared {
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
-        .route("/metrics/aggregate", get(aggregate))
-        .route("/api/v1/snapshot", get(snapshot))
-        .route("/api/v1/summary", get(summary))
-        .route("/api/v1/job", get(job))
-        .route("/api/v1/events", get(events))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                "not found; endpoints: /metrics, /metrics/aggregate, /api/v1/snapshot, /api/v1/summary, /api/v1/job, \
-                 /api/v1/events, /healthz\n",
-            )
-        })
+        .route(routes::METRICS, get(metrics))
+        .route(routes::METRICS_AGGREGATE, get(aggregate))
+        .route(routes::SNAPSHOT, get(snapshot))
+        .route(routes::SUMMARY, get(summary))
+        .route(routes::JOB, get(job))
+        .route(routes::EVENTS, get(events))
+        .route(routes::HEALTHZ, get(|| async { "ok\n" }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, format!("not found; endpoints: {}\n", routes::ALL.join(", "))) })
         .with_state(shared)
 }
 
@@ -277,7 +272,7 @@ async fn aggregate(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     );
     // The local ranks' servers (a few), each within the peer timeout and the metrics cap.
     let fetches = shared.peers.iter().map(|peer| {
-        let url = format!("http://{peer}/metrics");
+        let url = format!("http://{peer}{}", routes::METRICS);
         let http = &shared.http;
         async move { job::fetch(http, &url, PEER_TIMEOUT, MAX_METRICS_BYTES).await }
     });
@@ -326,13 +321,9 @@ async fn snapshot(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
 fn sse_event(ev: &Event) -> SseEvent {
     match serde_json::to_string(ev) {
         Ok(json) => SseEvent::default().event(ev.kind()).data(json),
-        Err(e) => SseEvent::default().event("error").data(e.to_string()),
+        Err(e) => SseEvent::default().event(routes::ERROR_EVENT).data(e.to_string()),
     }
 }
-
-/// The stream's last event when the server stops: `{"clean": true}` after a clean shutdown (the job finished),
-/// `false` when the process is going down otherwise (a failed rank).
-const END_EVENT: &str = "end";
 
 async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     let Ok(place) = Arc::clone(&shared.streams).try_acquire_owned() else {
@@ -351,12 +342,16 @@ async fn events(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
             r = rx.recv() => match r {
                 Ok(ev) => sse_event(&ev),
                 // A slow reader missed some: say how many, then go on with the newest.
-                Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
+                Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default().event(routes::LAGGED_EVENT).data(n.to_string()),
                 Err(broadcast::error::RecvError::Closed) => return None,
             },
             _ = stop.wait_for(|s| *s) => {
-                let clean = shared.clean_end.load(Ordering::Acquire);
-                let end = SseEvent::default().event(END_EVENT).data(format!("{{\"clean\":{clean}}}"));
+                // Clean after a shutdown (the job finished); not when the process goes down otherwise (a failed rank).
+                let end = StreamEnd { clean: shared.clean_end.load(Ordering::Acquire) };
+                let end = SseEvent::default()
+                    .event(routes::END_EVENT)
+                    .json_data(end)
+                    .unwrap_or_else(|e| SseEvent::default().event(routes::ERROR_EVENT).data(e.to_string()));
                 return Some((Ok::<_, Infallible>(end), (rx, shared, true, place)));
             }
         };

@@ -1,7 +1,9 @@
-//! What a metrics backend receives. The state calls every backend (Prometheus, OpenTelemetry) through this trait,
-//! so both export the same facts with the same labels and only their naming differs.
+//! What the metrics receive, and where each fact's values go in the [`Store`] that both exports (Prometheus,
+//! OpenTelemetry) read, so both export the same facts with the same labels and only their naming differs.
 
-use crate::labels;
+use crate::catalogue as cat;
+use crate::labels::{self, CollLabels};
+use crate::store::Store;
 use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, CommProgress, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters,
@@ -76,35 +78,180 @@ impl Calls {
     }
 }
 
-pub trait MetricSink {
+/// Each fact's update of the store: the one place a metric's value comes from. Both exports read what these
+/// write, so a metric is its catalogue entry and its line here.
+impl Store {
     /// Calls finished (reported by a log, or summed by the runtime).
-    fn calls(&mut self, c: &Calls);
+    pub fn calls(&mut self, c: &Calls) {
+        let l = CollLabels::new(c.coll, c.algo, c.proto, c.size_bucket, c.rank);
+        if c.failed > 0 {
+            self.add(&cat::COLL_FAILED, &[l.collective, &l.rank], c.failed);
+        }
+        if c.ok == 0 {
+            return;
+        }
+        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, &l.rank];
+        self.add(&cat::COLL_OPS, &values, c.ok);
+        self.add(&cat::COLL_BYTES, &values, c.bytes);
+        for &(n, secs) in &c.durations {
+            self.observe(&cat::COLL_DURATION, &values, secs / n as f64, n);
+        }
+        let bw = [l.collective, l.size_bucket, &l.rank];
+        if let Some(gbps) = c.busbw_gbps {
+            self.set(&cat::BUSBW, &bw, gbps * 1e9);
+        }
+        if let Some(gbps) = c.algbw_gbps {
+            self.set(&cat::ALGBW, &bw, gbps * 1e9);
+        }
+    }
+
     /// Calls enqueued but not finished, on one rank, changed by `delta`.
-    fn in_flight(&mut self, rank: u32, delta: i64);
+    pub fn in_flight(&mut self, rank: u32, delta: i64) {
+        self.add(&cat::IN_FLIGHT, &[&rank.to_string()], delta);
+    }
+
     /// The tuner chose (`coll`, `algo`, `proto`) `n` more times on `rank`.
-    fn decided(&mut self, coll: Collective, algo: Algorithm, proto: Protocol, rank: Option<u32>, n: u64);
+    pub fn decided(&mut self, coll: Collective, algo: Algorithm, proto: Protocol, rank: Option<u32>, n: u64) {
+        self.add(&cat::DECISIONS, &[coll.as_str(), algo.as_str(), proto.as_str(), &rank_label(rank)], n);
+    }
+
     /// One decision a log reported.
-    fn decision(&mut self, d: &Decision) {
+    pub fn decision(&mut self, d: &Decision) {
         self.decided(d.coll, d.algo, d.proto, d.rank, 1);
     }
-    fn traffic(&mut self, t: &ChannelTraffic);
+
+    pub fn traffic(&mut self, t: &ChannelTraffic) {
+        let (rank, channel, peer) = (t.rank.to_string(), t.channel.to_string(), t.peer.to_string());
+        let values = [&rank, &channel, &peer, labels::direction(t.direction), labels::transport(t.transport)];
+        self.add(&cat::CHANNEL_BYTES, &values, t.bytes);
+        if let Some(n) = t.in_place_bytes {
+            self.add(&cat::CHANNEL_IN_PLACE_BYTES, &values, n);
+        }
+        if t.seconds > 0.0 {
+            self.add(&cat::CHANNEL_SECONDS, &values, t.seconds);
+        }
+    }
+
     /// `p` carries the steps and waits since the last report of the sub-operations it covers; `finished`: how
     /// many of them ended now (one report covers one; a [`collscope_model::ProxyTally`] several).
-    fn proxy(&mut self, p: &ProxyOp, finished: u64);
-    fn error(&mut self, w: &Warning);
+    pub fn proxy(&mut self, p: &ProxyOp, finished: u64) {
+        let rank = p.rank.to_string();
+        let dir = labels::send_or_recv(p.send);
+        for &(state, secs) in &p.waits {
+            if secs > 0.0 {
+                self.add(&cat::PROXY_WAIT, &[&rank, dir, labels::wait_state(state)], secs);
+            }
+        }
+        for (stage, n) in [("posted", p.posted), ("transmitted", p.transmitted), ("done", p.done)] {
+            self.add(&cat::PROXY_STEPS, &[&rank, dir, stage], n);
+        }
+        if finished > 0 {
+            self.add(&cat::PROXY_OPS, &[&rank, &p.channel.to_string(), &p.peer.to_string(), dir], finished);
+        }
+    }
+
+    pub fn error(&mut self, w: &Warning) {
+        self.add(&cat::ERRORS, &[&w.class, &rank_label(w.rank)], 1u64);
+    }
+
     /// `n` more records were dropped at `stage` ("queue": the runtime's queue was full; "history": the oldest
     /// kept record went to make room).
-    fn dropped(&mut self, stage: &'static str, n: u64);
+    pub fn dropped(&mut self, stage: &'static str, n: u64) {
+        self.add(&cat::DROPPED, &[stage], n);
+    }
+
     /// `k` carries what one channel's GPU time and calls grew by since its last report.
-    fn kernel_channel(&mut self, k: &KernelChannel);
+    pub fn kernel_channel(&mut self, k: &KernelChannel) {
+        if k.gpu_seconds > 0.0 {
+            self.add(&cat::KERNEL_CHANNEL_SECONDS, &[&k.rank.to_string(), &k.channel.to_string()], k.gpu_seconds);
+        }
+    }
+
     /// `c` carries what the profiler plugin's counters grew by since their last report; `disabled` is its state.
-    fn profiler(&mut self, c: &ProfilerCounters);
-    /// The facts that are states, not counts (connections, communicators, init timings, findings): replaced
-    /// as a whole from the snapshot.
-    fn facts(&mut self, snap: &Snapshot);
+    pub fn profiler(&mut self, c: &ProfilerCounters) {
+        for (reason, n) in lost_events(c) {
+            self.add(&cat::PROFILER_LOST, &[reason], n);
+        }
+        self.set(&cat::PROFILER_DISABLED, &[], i64::from(c.disabled));
+        for (state, secs) in proxy_thread(c) {
+            if secs > 0.0 {
+                self.add(&cat::PROXY_THREAD_SECONDS, &[state], secs);
+            }
+        }
+        self.add(&cat::PROXY_APPENDED, &[], c.proxy_appended_ops);
+    }
+
     /// Each rank's progress per communicator now (the oldest call in flight, the latest completion), replaced as a
     /// whole: what hang and no-progress alerts read.
-    fn progress(&mut self, ranks: &[RankSummary]);
+    pub fn progress(&mut self, ranks: &[RankSummary]) {
+        self.reset(&cat::IN_FLIGHT_AGE);
+        self.reset(&cat::LAST_COMPLETION);
+        for r in ranks {
+            let rank = r.rank.to_string();
+            for c in &r.comms {
+                let values = [rank.as_str(), comm_label(c)];
+                self.set(&cat::IN_FLIGHT_AGE, &values, c.in_flight.as_ref().map_or(0.0, |f| f.age_s));
+                if let Some(us) = c.last_completed_us {
+                    self.set(&cat::LAST_COMPLETION, &values, us as f64 / 1e6);
+                }
+            }
+        }
+    }
+
+    /// The facts that are states, not counts (connections, communicators, init timings, findings): replaced
+    /// as a whole from the snapshot.
+    pub fn facts(&mut self, snap: &Snapshot) {
+        for m in [
+            &cat::CONNECTIONS,
+            &cat::COMMUNICATOR_INFO,
+            &cat::COMMUNICATOR_SIZE,
+            &cat::INIT_PHASE,
+            &cat::INIT_TOTAL,
+            &cat::JOB_INFO,
+            &cat::CHANNELS,
+            &cat::FINDINGS,
+        ] {
+            self.reset(m);
+        }
+        for (k, n) in connection_groups(snap) {
+            let values = [&k.rank.to_string(), &k.peer.to_string(), k.direction, k.transport, &k.mode, k.gdrdma];
+            self.set(&cat::CONNECTIONS, &values, n);
+        }
+        for c in &snap.communicators {
+            let rank = rank_label(c.rank);
+            let comm = opt_label(c.comm.as_ref());
+            let nnodes = opt_label(c.nnodes.or(snap.nnodes));
+            let version = opt_label(c.version.as_ref().or(snap.nccl_version.as_ref()));
+            let info: [&str; 6] = [&comm, &rank, &opt_label(c.nranks), &nnodes, &version, &opt_label(c.host.as_ref())];
+            self.set(&cat::COMMUNICATOR_INFO, &info, 1i64);
+            if let Some(n) = c.nranks {
+                self.set(&cat::COMMUNICATOR_SIZE, &[&comm, &rank, &nnodes, &version], u64::from(n));
+            }
+            for (phase, secs) in &c.init.phases {
+                self.set(&cat::INIT_PHASE, &[&rank, phase], *secs);
+            }
+            if let Some(total) = c.init.total {
+                self.set(&cat::INIT_TOTAL, &[&rank], total);
+            }
+        }
+        let job = [
+            labels::source(&snap.source),
+            &opt_label(snap.nccl_version.as_ref()),
+            &opt_label(snap.network.as_ref()),
+            &opt_label(snap.nranks),
+            &opt_label(snap.nnodes),
+        ];
+        self.set(&cat::JOB_INFO, &job, 1i64);
+        let ch = &snap.channels;
+        for (kind, n) in [("coll", ch.coll), ("collnet", ch.collnet), ("nvls", ch.nvls), ("p2p", ch.p2p)] {
+            if let Some(n) = n {
+                self.set(&cat::CHANNELS, &[kind], i64::from(n));
+            }
+        }
+        for f in &snap.findings {
+            self.add(&cat::FINDINGS, &[f.code.as_str(), f.severity.as_str()], 1i64);
+        }
+    }
 }
 
 /// The `comm` label of a communicator's progress.

@@ -4,8 +4,9 @@
 
 use crate::labels;
 use crate::otel::Otel;
-use crate::prom::PromMetrics;
-use crate::sink::{Calls, MetricSink};
+use crate::prom;
+use crate::sink::Calls;
+use crate::store::Store;
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
     Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
@@ -52,7 +53,8 @@ pub struct State {
     bounds: Bounds,
     /// Transports by channel end, from the connection records, for traffic that does not name one.
     links: HashMap<LinkKey, Transport>,
-    prom: PromMetrics,
+    /// Every metric's series, read by both exports.
+    store: Store,
     otel: Option<Otel>,
     events: broadcast::Sender<Arc<Event>>,
     facts_dirty: bool,
@@ -147,12 +149,17 @@ struct Cursor {
 }
 
 impl State {
-    pub fn new(source: Source, bounds: Bounds, otel: Option<Otel>) -> Result<Self, prometheus::Error> {
-        Ok(State {
+    pub fn new(source: Source, bounds: Bounds, otel: Option<Otel>) -> Self {
+        let mut store = Store::new();
+        // Both stages exist from the start, so a rate of drops reads 0 rather than nothing.
+        for stage in ["queue", "history"] {
+            store.dropped(stage, 0);
+        }
+        State {
             snap: Snapshot::new(source),
             bounds,
             links: HashMap::new(),
-            prom: PromMetrics::new()?,
+            store,
             otel,
             events: broadcast::channel(EVENT_BUFFER).0,
             facts_dirty: true,
@@ -160,7 +167,7 @@ impl State {
             ingested: Ingested::default(),
             cursors: HashMap::new(),
             proxy_seen: FxHashMap::default(),
-        })
+        }
     }
 
     /// Live events from now on.
@@ -168,18 +175,11 @@ impl State {
         self.events.subscribe()
     }
 
-    fn sinks(&mut self, f: impl Fn(&mut dyn MetricSink)) {
-        f(&mut self.prom);
-        if let Some(o) = self.otel.as_mut() {
-            f(o);
-        }
-    }
-
     /// Folds `ev` into the model; what the bounds pushed out counts as dropped history.
     fn fold(&mut self, ev: &Event) -> Applied {
         let out = self.snap.apply_within(ev, &self.bounds);
         if out.evicted > 0 {
-            self.sinks(|s| s.dropped("history", out.evicted as u64));
+            self.store.dropped("history", out.evicted as u64);
         }
         self.facts_dirty |= out.facts_changed;
         out
@@ -209,10 +209,10 @@ impl State {
         match &ev {
             Event::OpCompleted(op) => {
                 let calls = Calls::of(op);
-                self.sinks(|s| s.calls(&calls));
+                self.store.calls(&calls);
                 // The runtime's (and NCCL's, through the profiler plugin) calls carry the tuner's choice.
                 if let (true, Some(algo), Some(proto)) = (self.calls_carry_choice(), op.algo, op.proto) {
-                    self.sinks(|s| s.decided(op.coll, algo, proto, Some(op.rank), 1));
+                    self.store.decided(op.coll, algo, proto, Some(op.rank), 1);
                 }
                 self.span(op);
             }
@@ -225,7 +225,7 @@ impl State {
                 let delta = proxy_delta(p, before.as_ref());
                 // It counts as an operation, and becomes a span event, once: when it is first seen finished.
                 let finished = p.done >= p.n_steps && before.is_none_or(|b| b.done < b.n_steps);
-                self.sinks(|s| s.proxy(&delta, u64::from(finished)));
+                self.store.proxy(&delta, u64::from(finished));
                 if let (true, Some(o)) = (finished, self.otel.as_mut()) {
                     o.proxy_event(p);
                 }
@@ -233,24 +233,24 @@ impl State {
             // Finished operations, each reported once: their sums go to the counters as they are, and the newest
             // becomes its call's span event.
             Event::ProxyTally(t) => {
-                self.sinks(|s| s.proxy(&t.sum, t.ops));
+                self.store.proxy(&t.sum, t.ops);
                 if let Some(o) = self.otel.as_mut() {
                     o.proxy_event(&t.last);
                 }
             }
-            Event::Traffic(t) => self.sinks(|s| s.traffic(t)),
+            Event::Traffic(t) => self.store.traffic(t),
             Event::Connection(c) => self.learn_links(c),
             // The runtime's calls count its choices (above); its decisions (one per size) only fill the model.
-            Event::Decision(d) if !self.calls_carry_choice() => self.sinks(|s| s.decision(d)),
+            Event::Decision(d) if !self.calls_carry_choice() => self.store.decision(d),
             Event::KernelChannel(k) => {
                 let grown = kernel_growth(k, self.snap.kernel_channel(k));
-                self.sinks(|s| s.kernel_channel(&grown));
+                self.store.kernel_channel(&grown);
             }
             Event::Profiler(c) => {
                 let grown = profiler_growth(c, self.snap.profiler.as_ref());
-                self.sinks(|s| s.profiler(&grown));
+                self.store.profiler(&grown);
             }
-            Event::Warning(w) => self.sinks(|s| s.error(w)),
+            Event::Warning(w) => self.store.error(w),
             Event::OpEnqueued(_)
             | Event::Communicator(_)
             | Event::Decision(_)
@@ -263,12 +263,12 @@ impl State {
         // The in-flight gauge follows the calls the model holds as enqueued.
         let was_in_flight = out.replaced.is_some_and(|s| s.in_flight());
         match &ev {
-            Event::OpEnqueued(op) if !was_in_flight => self.sinks(|s| s.in_flight(op.rank, 1)),
-            Event::OpCompleted(op) if was_in_flight => self.sinks(|s| s.in_flight(op.rank, -1)),
+            Event::OpEnqueued(op) if !was_in_flight => self.store.in_flight(op.rank, 1),
+            Event::OpCompleted(op) if was_in_flight => self.store.in_flight(op.rank, -1),
             _ => {}
         }
         for &rank in &out.evicted_in_flight {
-            self.sinks(|s| s.in_flight(rank, -1));
+            self.store.in_flight(rank, -1);
         }
         self.publish(ev);
     }
@@ -295,9 +295,9 @@ impl State {
             let key = (now.coll, now.algo, now.proto, now.size_bucket);
             let calls = Calls::since(rank, cur.calls.get(&key), &now);
             if calls.ok + calls.failed > 0 {
-                self.sinks(|s| s.calls(&calls));
+                self.store.calls(&calls);
                 if let (Some(algo), Some(proto)) = (now.algo, now.proto) {
-                    self.sinks(|s| s.decided(now.coll, algo, proto, Some(rank), calls.ok + calls.failed));
+                    self.store.decided(now.coll, algo, proto, Some(rank), calls.ok + calls.failed);
                 }
             }
             cur.calls.insert(key, now);
@@ -305,7 +305,7 @@ impl State {
         let in_flight = r.in_flight();
         let delta = in_flight as i64 - cur.in_flight as i64;
         if delta != 0 {
-            self.sinks(|s| s.in_flight(rank, delta));
+            self.store.in_flight(rank, delta);
             cur.in_flight = in_flight;
         }
         for t in r.traffic_totals() {
@@ -329,7 +329,7 @@ impl State {
         }
         let fresh = r.ops_after(cur.seq);
         if fresh.missed > 0 {
-            self.sinks(|s| s.dropped("queue", fresh.missed));
+            self.store.dropped("queue", fresh.missed);
         }
         if let Some(last) = fresh.ops.last() {
             cur.seq = last.seq;
@@ -424,7 +424,7 @@ impl State {
         let new = total.saturating_sub(self.queue_drops_seen);
         if new > 0 {
             self.queue_drops_seen = total;
-            self.sinks(|s| s.dropped("queue", new));
+            self.store.dropped("queue", new);
         }
     }
 
@@ -432,9 +432,8 @@ impl State {
     pub fn tick(&mut self) {
         self.refresh_facts();
         if let Some(o) = self.otel.as_mut() {
-            o.progress(&RankSummary::of(&self.snap, now_us()));
-        }
-        if let Some(o) = self.otel.as_mut() {
+            self.store.progress(&RankSummary::of(&self.snap, now_us()));
+            o.push(&mut self.store);
             o.tick();
         }
     }
@@ -443,7 +442,7 @@ impl State {
         if self.facts_dirty {
             self.facts_dirty = false;
             let snap = std::mem::replace(&mut self.snap, Snapshot::new(Source::Runtime));
-            self.sinks(|s| s.facts(&snap));
+            self.store.facts(&snap);
             self.snap = snap;
         }
     }
@@ -456,12 +455,15 @@ impl State {
     /// The Prometheus exposition, facts brought up to date first.
     pub fn metrics_text(&mut self) -> Result<String, prometheus::Error> {
         self.refresh_facts();
-        self.prom.progress(&RankSummary::of(&self.snap, now_us()));
-        self.prom.encode()
+        self.store.progress(&RankSummary::of(&self.snap, now_us()));
+        prom::encode(&self.store)
     }
 
     /// The OTel pipeline, for shutting it down outside the server's runtime.
     pub fn take_otel(&mut self) -> Option<Otel> {
+        if let Some(o) = self.otel.as_mut() {
+            o.push(&mut self.store);
+        }
         self.otel.take()
     }
 }
@@ -504,12 +506,12 @@ mod tests {
     }
 
     fn state(limits: Bounds) -> State {
-        State::new(Source::Runtime, limits, None).unwrap()
+        State::new(Source::Runtime, limits, None)
     }
 
     #[test]
     fn totals_from_the_profiler_plugin_count_what_they_grew_by() {
-        let mut st = State::new(Source::Profiler, Bounds::default(), None).unwrap();
+        let mut st = State::new(Source::Profiler, Bounds::default(), None);
         let k = |calls, gpu_seconds| {
             Event::KernelChannel(collscope_model::KernelChannel {
                 comm: Some("c".into()),

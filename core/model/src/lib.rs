@@ -18,6 +18,7 @@ pub mod logfacts;
 pub mod names;
 pub mod observe;
 pub mod ops;
+pub mod routes;
 pub mod scan;
 pub mod topology;
 pub mod tuning;

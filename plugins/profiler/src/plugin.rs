@@ -16,7 +16,7 @@ use crate::rendezvous::{Rendezvous, READ_EVERY};
 use crate::settings::Settings;
 use crate::sink::JsonlSink;
 use collscope_debug::env::Env;
-use collscope_model::{Event, ProfilerCounters, RankEndpoint, Source};
+use collscope_model::{routes, Event, ProfilerCounters, RankEndpoint, Source};
 use collscope_telemetry::{ConfigError, LocalRank, Telemetry, TelemetryConfig};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -438,11 +438,11 @@ impl Plugin {
         match Telemetry::start(&cfg, Source::Profiler, Some(&FEED)) {
             Ok(telemetry) => {
                 let url = telemetry.url();
+                let (metrics, snapshot, events, job) = (routes::METRICS, routes::SNAPSHOT, routes::EVENTS, routes::JOB);
                 self.log(
                     NCCL_LOG_INFO,
                     &format!(
-                        "collscope profiler: telemetry at {url}/metrics, {url}/api/v1/snapshot, {url}/api/v1/events, \
-                         {url}/api/v1/job"
+                        "collscope profiler: telemetry at {url}{metrics}, {url}{snapshot}, {url}{events}, {url}{job}"
                     ),
                 );
                 Ok(Some(Server { endpoint: telemetry.reachable_url(), telemetry, linger }))

@@ -6,6 +6,7 @@ use super::sse::read_events;
 use super::stream::{Decoded, FETCHED_SNAPSHOT};
 use super::SourceError;
 use crate::live::{LinkState, Update};
+use collscope_model::routes::{self, StreamEnd, END_EVENT};
 use std::io::BufReader;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -59,14 +60,6 @@ pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update
     }
 }
 
-/// The server's last event before it stops (collscope-telemetry's `END_EVENT`): `{"clean": bool}`.
-const END_EVENT: &str = "end";
-
-#[derive(serde::Deserialize)]
-struct End {
-    clean: bool,
-}
-
 /// One connection: the snapshot, then events until the stream ends; `Some(clean)` when the server said it
 /// was stopping. Errors are reasons for the status bar.
 fn session(
@@ -80,12 +73,12 @@ fn session(
     fetch_snapshot(agent, base, recorder, tx)?;
     *retry_s = 1;
     tx.send(Update::Link(LinkState::Live { following: true })).map_err(|e| e.to_string())?;
-    let events = agent.get(format!("{base}/api/v1/events")).call().map_err(|e| e.to_string())?;
+    let events = agent.get(format!("{base}{}", routes::EVENTS)).call().map_err(|e| e.to_string())?;
     let mut failure = None;
     let mut ended = None;
     read_events(BufReader::new(events.into_body().into_reader()), |e| {
         if e.event == END_EVENT {
-            ended = Some(serde_json::from_str::<End>(&e.data).is_ok_and(|end| end.clean));
+            ended = Some(serde_json::from_str::<StreamEnd>(&e.data).is_ok_and(|end| end.clean));
             return false;
         }
         let step = serde_json::from_str(&e.data)
@@ -109,7 +102,7 @@ fn fetch_snapshot(
     tx: &Sender<Update>,
 ) -> Result<(), String> {
     let snapshot: serde_json::Value = agent
-        .get(format!("{base}/api/v1/snapshot"))
+        .get(format!("{base}{}", routes::SNAPSHOT))
         .call()
         .map_err(|e| e.to_string())
         .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
@@ -169,7 +162,7 @@ mod tests {
                 let mut buf = [0u8; 4096];
                 let n = conn.read(&mut buf).unwrap();
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                let (ctype, body) = if request.starts_with("GET /api/v1/snapshot ") {
+                let (ctype, body) = if request.starts_with(&format!("GET {} ", routes::SNAPSHOT)) {
                     ("application/json", snapshot.clone())
                 } else {
                     ("text/event-stream", format!(": hi\n\nevent: traffic\ndata: {TRAFFIC}\n\nevent: snapshot\ndata: {{\"kind\":\"snapshot\"}}\n\n"))

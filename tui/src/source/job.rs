@@ -4,6 +4,7 @@
 //! sends nothing.
 
 use crate::live::Update;
+use collscope_model::routes;
 use collscope_model::{JobView, RankEndpoint, Snapshot};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -27,14 +28,14 @@ pub(super) fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicB
     let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        if let Some(job) = get::<JobView>(&agent, &format!("{base}/api/v1/job")) {
+        if let Some(job) = get::<JobView>(&agent, &format!("{base}{}", routes::JOB)) {
             if tx.send(Update::Job(Box::new(job))).is_err() {
                 return;
             }
         }
         let other = shown.lock().map(|s| s.clone()).unwrap_or_default();
         if let Some(rank) = other {
-            if let Some(snapshot) = get::<Snapshot>(&agent, &format!("{}/api/v1/snapshot", rank.url)) {
+            if let Some(snapshot) = get::<Snapshot>(&agent, &format!("{}{}", rank.url, routes::SNAPSHOT)) {
                 let update = Update::RankSnapshot { rank: rank.rank, snapshot: Box::new(snapshot) };
                 if tx.send(update).is_err() {
                     return;

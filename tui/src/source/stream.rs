@@ -2,6 +2,7 @@
 
 use super::SourceError;
 use crate::live::Update;
+use collscope_model::routes::{ERROR_EVENT, LAGGED_EVENT};
 use collscope_model::{Event, Snapshot};
 use serde::Deserialize;
 
@@ -23,7 +24,7 @@ pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceEr
     let bad = |e: serde_json::Error| SourceError::Event { event: event.to_string(), reason: e.to_string() };
     Ok(match event {
         FETCHED_SNAPSHOT => Decoded::Update(Update::Snapshot(Box::new(Snapshot::deserialize(data).map_err(bad)?))),
-        "lagged" | "error" => Decoded::Skip,
+        LAGGED_EVENT | ERROR_EVENT => Decoded::Skip,
         _ => match Event::deserialize(data) {
             Ok(Event::Snapshot) => Decoded::Refetch,
             Ok(e) => Decoded::Update(Update::Event(Box::new(e))),
