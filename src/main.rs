@@ -33,6 +33,8 @@ enum Command {
         #[command(subcommand)]
         command: cli::tune::TuneCommand,
     },
+    /// Every NCCL_* and COLLSCOPE_* variable collscope reads, with its value and where it came from.
+    Env(cli::env::EnvArgs),
     /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
     Tui(cli::tui::TuiArgs),
 }
@@ -66,5 +68,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run(&args),
         Command::Tune { command } => cli::tune::run(command),
         Command::Tui(args) => cli::tui::run(args),
+        Command::Env(args) => cli::env::run(&args),
     }
 }

@@ -84,7 +84,7 @@ fn kind(line: &str) -> &'static str {
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    collscope_debug::params::process_var(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The logs of a directory (`*.log`), each as its lines.
@@ -270,12 +270,12 @@ fn main() -> std::io::Result<()> {
         return Ok(());
     }
     let runs = env_num("COLLSCOPE_BENCH_RUNS", 3);
-    if let Some(file) = std::env::var_os("COLLSCOPE_BENCH_FILE") {
+    if let Some(file) = collscope_debug::params::process_path("COLLSCOPE_BENCH_FILE") {
         let (rate, lines, summary) = measure(Path::new(&file), runs)?;
         println!("{}: {rate:.0} MB/s on one core ({lines} lines; {summary})", Path::new(&file).display());
         return Ok(());
     }
-    let keep = std::env::var_os("COLLSCOPE_BENCH_DIR").map(PathBuf::from);
+    let keep = collscope_debug::params::process_path("COLLSCOPE_BENCH_DIR").map(PathBuf::from);
     let dir = match &keep {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("collscope-logreader-bench-{}", std::process::id())),

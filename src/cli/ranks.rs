@@ -104,7 +104,7 @@ pub(crate) fn transport_env(env: &Env, transport: TransportChoice) -> Env {
 
 /// Whether a launcher started this process as one rank.
 pub(crate) fn launched() -> Result<Option<LaunchInfo>> {
-    Ok(detect(|k| std::env::var(k).ok())?)
+    Ok(detect(collscope_debug::params::process_var)?)
 }
 
 /// Runs `body` on every rank and returns once all ended; the first rank error is returned.

@@ -57,7 +57,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = &args.metrics_addr {
         env = env.with("COLLSCOPE_METRICS_ADDR", addr);
     }
-    let cfg = TelemetryConfig::from_env(&env, LocalRank::default(), |k| std::env::var(k).ok())?;
+    let cfg = TelemetryConfig::from_env(&env, LocalRank::default(), collscope_debug::params::process_var)?;
     if args.follow {
         for p in &args.logs {
             if p.as_os_str() == "-" {

@@ -28,11 +28,11 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
         Some(i) => LocalRank {
             rank: Some(i.rank),
             local_rank: i.local_rank,
-            local_ranks: local_ranks(|k| std::env::var(k).ok(), i.nranks),
+            local_ranks: local_ranks(collscope_debug::params::process_var, i.nranks),
         },
         None => LocalRank { rank: None, local_rank: 0, local_ranks: 1 },
     };
-    let cfg = TelemetryConfig::from_env(&env, who, |k| std::env::var(k).ok())?;
+    let cfg = TelemetryConfig::from_env(&env, who, collscope_debug::params::process_var)?;
     if !cfg.enabled {
         return Ok(None);
     }

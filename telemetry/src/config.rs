@@ -73,15 +73,6 @@ pub struct LocalRank {
     pub local_ranks: u32,
 }
 
-/// Each launcher's (rank, local rank) variables, in the order collscope's runtime reads them
-/// (`core/runtime/src/comm/launch.rs`): collscope's launcher, Open MPI, Slurm, torchrun.
-const LAUNCHERS: [(&str, &str); 4] = [
-    ("COLLSCOPE_RANK", "COLLSCOPE_LOCAL_RANK"),
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
-    ("SLURM_PROCID", "SLURM_LOCALID"),
-    ("RANK", "LOCAL_RANK"),
-];
-
 impl LocalRank {
     /// This process among its node's ranks, from the first launcher whose local rank variable is set (read
     /// through `get`); without one, the only rank of its node.
@@ -94,20 +85,22 @@ impl LocalRank {
                 expected: "a non-negative integer".into(),
             })
         };
-        for (rank_var, local_var) in LAUNCHERS {
-            if let Some(local_rank) = num(local_var)? {
+        // Each launcher's variables, in the order collscope's runtime reads them (`params::LAUNCHERS`).
+        for l in collscope_debug::params::LAUNCHERS {
+            if let Some(local_rank) = num(l.local_rank)? {
                 let local_ranks = local_ranks(&get, local_rank + 1).max(local_rank + 1);
-                return Ok(LocalRank { rank: num(rank_var)?, local_rank, local_ranks });
+                return Ok(LocalRank { rank: num(l.rank)?, local_rank, local_ranks });
             }
         }
         Ok(LocalRank { rank: None, local_rank: 0, local_ranks: 1 })
     }
 }
 
-/// Ranks on this node as the launcher says (torchrun, Open MPI, Slurm), else `default`.
+/// Ranks on this node as the launcher says (Open MPI, Slurm, torchrun: `params::LAUNCHERS`), else `default`.
 pub fn local_ranks(get: impl Fn(&str) -> Option<String>, default: u32) -> u32 {
-    ["LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"]
+    collscope_debug::params::LAUNCHERS
         .iter()
+        .filter_map(|l| l.local_size)
         .find_map(|k| {
             let v = get(k)?;
             // Slurm writes `4(x2)` for 4 tasks on each of 2 nodes.

@@ -41,7 +41,11 @@ impl Clone for Env {
 impl Env {
     /// The `NCCL_*` and `COLLSCOPE_*` variables of this process.
     pub fn from_process() -> Self {
-        Self::from_pairs(std::env::vars().filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("COLLSCOPE_")))
+        Self::from_pairs(
+            crate::params::process_vars()
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("COLLSCOPE_")),
+        )
     }
 
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {

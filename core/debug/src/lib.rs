@@ -4,11 +4,13 @@
 //! default), `host:pid:tid [dev] ms file:line NCCL TRACE msg`, and VERSION lines without the prefix.
 //!
 //! Beside the logger, what NCCL keeps in `src/misc/` and every other crate needs: parameters from the
-//! environment ([`mod@env`], `misc/param.cc`), host facts ([`sys`]) and bounded reads of small files ([`mod@file`]).
+//! environment ([`mod@env`], `misc/param.cc`, each declared once in [`params`]), host facts ([`sys`]) and
+//! bounded reads of small files ([`mod@file`]).
 //! Depends on collscope-model only (for the `EnvSetting` the parameters record).
 
 pub mod env;
 pub mod file;
+pub mod params;
 mod subsys;
 pub mod sys;
 
@@ -218,11 +220,10 @@ impl Logger {
     /// falls back to NCCL's defaults, so a typo in a debug variable never stops a job.
     fn from_env() -> Self {
         let origin = Origin::current();
-        let config =
-            DebugConfig::from_lookup(|k| std::env::var(k).ok(), &origin.host, origin.pid).unwrap_or_else(|e| {
-                eprintln_whole!("collscope: {e}; debug logging keeps its defaults");
-                DebugConfig::default()
-            });
+        let config = DebugConfig::from_lookup(params::process_var, &origin.host, origin.pid).unwrap_or_else(|e| {
+            eprintln_whole!("collscope: {e}; debug logging keeps its defaults");
+            DebugConfig::default()
+        });
         let sink: Box<dyn Write + Send> = match &config.file {
             // Never waiting on a FIFO without a reader (a process loading collscope would hang in that open).
             Some(path) => {

@@ -325,8 +325,12 @@ impl Plugin {
                 version: nccl_version(),
             };
             self.debug_log.get_or_init(|| {
-                let get = |k: &str| std::env::var(k).ok();
-                DebugLog::from_env(get, &collscope_debug::sys::hostname(), std::process::id()).map(Mutex::new)
+                DebugLog::from_env(
+                    collscope_debug::params::process_var,
+                    &collscope_debug::sys::hostname(),
+                    std::process::id(),
+                )
+                .map(Mutex::new)
             });
             let summary = format!(
                 "PROFILER/Plugin: collscope: comm {} rank {} nranks {} event mask {:#x}",
@@ -433,7 +437,7 @@ impl Plugin {
     /// rank, loopback by default). A bad setting fails `init`; a server that cannot start is a warning and NCCL
     /// carries on.
     fn serve(&self, linger: Duration) -> Result<Option<Server>, ConfigError> {
-        let get = |k: &str| std::env::var(k).ok();
+        let get = collscope_debug::params::process_var;
         let cfg = TelemetryConfig::from_env(&Env::from_process(), LocalRank::from_env(get)?, get)?;
         match Telemetry::start(&cfg, Source::Profiler, Some(&FEED)) {
             Ok(telemetry) => {

@@ -1,6 +1,7 @@
 //! What the plugin reads from the environment at `init`.
 
 use crate::abi::kind;
+use collscope_debug::params::{process_path, process_var};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -47,11 +48,11 @@ pub(crate) enum SettingsError {
 impl Settings {
     pub(crate) fn from_env() -> Result<Self, SettingsError> {
         Self::from(
-            std::env::var("NCCL_PROFILE_EVENT_MASK").ok(),
-            std::env::var_os("COLLSCOPE_PROFILER_DUMP"),
-            std::env::var("COLLSCOPE_PROFILER_METRICS").ok(),
-            std::env::var_os("COLLSCOPE_RENDEZVOUS_DIR"),
-            std::env::var("COLLSCOPE_PROFILER_LINGER_S").ok(),
+            process_var("NCCL_PROFILE_EVENT_MASK"),
+            process_path("COLLSCOPE_PROFILER_DUMP"),
+            process_var("COLLSCOPE_PROFILER_METRICS"),
+            process_path("COLLSCOPE_RENDEZVOUS_DIR"),
+            process_var("COLLSCOPE_PROFILER_LINGER_S"),
         )
     }
 
@@ -76,7 +77,7 @@ impl Settings {
             Some(_) => return Err(SettingsError::Metrics(metrics.unwrap_or_default())),
         };
         let rendezvous = rendezvous.filter(|d| !d.is_empty()).map_or_else(
-            || crate::rendezvous::default_dir(std::env::var_os("XDG_RUNTIME_DIR").as_deref().map(Path::new)),
+            || crate::rendezvous::default_dir(process_path("XDG_RUNTIME_DIR").as_deref().map(Path::new)),
             PathBuf::from,
         );
         let linger = match linger {

@@ -69,7 +69,7 @@ fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
         env = env.with("COLLSCOPE_METRICS_ADDR", addr);
     }
     let rank0 = LocalRank { rank: Some(0), local_rank: 0, local_ranks: args.nranks };
-    let cfg = TelemetryConfig::from_env(&env, rank0, |k| std::env::var(k).ok())?;
+    let cfg = TelemetryConfig::from_env(&env, rank0, collscope_debug::params::process_var)?;
     if !cfg.enabled || cfg.addr.port() == 0 {
         return Ok(None);
     }

@@ -534,7 +534,17 @@ fn write_json(
         ("version", J::Int(2)),
         ("start_time", J::str(start_time)),
         ("args", J::List(std::env::args().map(J::str).collect())),
-        ("env", J::List(std::env::vars().map(|(k, v)| J::str(format!("{k}={v}"))).collect())),
+        (
+            "env",
+            // Every variable, as nccl-tests records them, but a secret (`COLLSCOPE_BOOTSTRAP_SECRET`).
+            J::List(
+                collscope_debug::params::process_vars()
+                    .into_iter()
+                    .filter(|(k, _)| !collscope_debug::params::lookup(k).is_some_and(|p| p.secret))
+                    .map(|(k, v)| J::str(format!("{k}={v}")))
+                    .collect(),
+            ),
+        ),
         ("nccl_version", J::Int(NCCL_VERSION_CODE as i64)),
         ("config", J::Obj(config)),
         ("results", J::List(results)),

@@ -72,13 +72,10 @@ pub fn detect(get: impl Fn(&str) -> Option<String>) -> Result<Option<LaunchInfo>
             })
             .transpose()
     };
-    let schemes: [(Launcher, &str, &str, &str); 4] = [
-        (Launcher::Collscope, "COLLSCOPE_RANK", "COLLSCOPE_NRANKS", "COLLSCOPE_LOCAL_RANK"),
-        (Launcher::OpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-        (Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
-        (Launcher::Torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK"),
-    ];
-    for (launcher, rank_var, size_var, local_var) in schemes {
+    // The variables are declared once, in the order of `params::LAUNCHERS`; telemetry reads the same ones.
+    let launchers = [Launcher::Collscope, Launcher::OpenMpi, Launcher::Slurm, Launcher::Torchrun];
+    for (launcher, vars) in launchers.into_iter().zip(collscope_debug::params::LAUNCHERS) {
+        let (rank_var, size_var, local_var) = (vars.rank, vars.size, vars.local_rank);
         let (Some(rank), Some(nranks)) = (num(rank_var)?, num(size_var)?) else { continue };
         if rank >= nranks {
             return Err(LaunchError::Bad {

@@ -1024,6 +1024,9 @@ mod tests {
         assert!(in_host_memory(&chain(&[]).unwrap(), &one_host), "SHM between the processes of a host");
         let forced = chain(&[("NCCL_SHM_DISABLE", "1"), ("NCCL_P2P_DISABLE", "1")]).unwrap();
         assert!(!in_host_memory(&forced, &one_host), "NET forced on one host");
+        // As in NCCL 2.28.9, only the value 1 disables P2P or SHM (`transport::default_chain`).
+        let two = chain(&[("NCCL_SHM_DISABLE", "2"), ("NCCL_P2P_DISABLE", "2")]).unwrap();
+        assert!(in_host_memory(&two, &one_host), "2 disables neither");
         let no_shm = chain(&[("NCCL_SHM_DISABLE", "1")]).unwrap();
         assert!(!in_host_memory(&no_shm, &one_host), "processes without SHM use NET");
         let threads: Vec<_> = (0..4).map(local_peer_info).collect();

@@ -9,7 +9,6 @@ use super::CudaError;
 use collscope_kernels::Op;
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The compiled module of one context.
@@ -22,16 +21,6 @@ pub(crate) struct GpuKernels {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuTiming {
     pub ms: f32,
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("COLLSCOPE_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("collscope"))
 }
 
 /// NVRTC wants the virtual architecture as a static string.
@@ -56,7 +45,7 @@ impl GpuKernels {
         let arch = arch_of(major * 10 + minor);
         let src = module_source();
         let key = cache_key(&src, arch);
-        let cached = cache_dir().map(|d| d.join(format!("kernels-{key}.ptx")));
+        let cached = collscope_debug::params::cache_dir().map(|d| d.join(format!("kernels-{key}.ptx")));
         // Far above any PTX of these kernels; the cache path may name anything (a link to a device, a FIFO).
         let read_cache = |p: &std::path::Path| collscope_debug::file::read_small_string(p, 256 << 20).ok();
         let ptx = match cached.as_deref().and_then(read_cache) {

@@ -98,16 +98,18 @@ pub fn recv_record(spec: &ConnSpec, transport: model::Transport, mode: &str) -> 
     Connection { direction: model::Direction::Recv, ..record(spec, spec.peer.rank, spec.me.rank, transport, mode) }
 }
 
-/// The transports a communicator tries, in NCCL's order, after `NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`.
+/// The transports a communicator tries, in NCCL's order, after `NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`: as in
+/// NCCL 2.28.9, only the value 1 disables either (`src/graph/paths.cc` ncclGetLevel, `src/transport/shm.cc`
+/// shmCanConnect, v2.28.9-1), so `topo explain` and a live run choose alike.
 pub fn default_chain(
     env: &collscope_debug::env::Env,
     net: Option<Arc<dyn Transport>>,
 ) -> Result<Vec<Arc<dyn Transport>>> {
     let mut chain: Vec<Arc<dyn Transport>> = Vec::new();
-    if env.int("NCCL_P2P_DISABLE", 0)? == 0 {
+    if env.int("NCCL_P2P_DISABLE", 0)? != 1 {
         chain.push(Arc::new(p2p::P2pTransport));
     }
-    if env.int("NCCL_SHM_DISABLE", 0)? == 0 {
+    if env.int("NCCL_SHM_DISABLE", 0)? != 1 {
         chain.push(Arc::new(shm::ShmTransport::new()));
     }
     chain.extend(net);

@@ -158,13 +158,10 @@ impl HostProfile {
         Ok(())
     }
 
-    /// The default file: `$XDG_CACHE_HOME/collscope/tuning.json`, else `~/.cache/collscope/tuning.json`.
+    /// The default file: `tuning.json` in collscope's cache folder (`COLLSCOPE_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/collscope`, else `~/.cache/collscope`).
     pub fn default_path() -> Option<PathBuf> {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(cache.join("collscope").join("tuning.json"))
+        Some(collscope_debug::params::cache_dir()?.join("tuning.json"))
     }
 
     /// The built-in profile: constants like NCCL's tables, used when no calibration file is found. Measured with

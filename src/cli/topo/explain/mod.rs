@@ -72,12 +72,12 @@ struct WithWhatIf<'a> {
 /// NCCL_DEBUG_SUBSYS narrows it); otherwise the environment's settings on stderr, so stdout stays clean.
 fn install_logger(log: bool) -> Result<()> {
     let origin = Origin::current();
-    let mut cfg = DebugConfig::from_lookup(|k| std::env::var(k).ok(), &origin.host, origin.pid)?;
+    let mut cfg = DebugConfig::from_lookup(collscope_debug::params::process_var, &origin.host, origin.pid)?;
     let sink: Box<dyn std::io::Write + Send> = if log {
         if cfg.level < Level::Info {
             cfg.level = Level::Info;
         }
-        if std::env::var("NCCL_DEBUG_SUBSYS").map_or(true, |v| v.is_empty()) {
+        if collscope_debug::params::process_var("NCCL_DEBUG_SUBSYS").is_none_or(|v| v.is_empty()) {
             cfg.mask = Subsys::ALL;
         }
         Box::new(std::io::stdout())

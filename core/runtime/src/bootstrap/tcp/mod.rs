@@ -186,7 +186,10 @@ pub fn model_interface(i: &NetIf, rank: Option<u32>) -> collscope_model::Bootstr
 /// NCCL's public magic when set, so only processes given the secret get past the handshake.
 fn comm_id(env: &Env) -> Result<Option<UniqueId>, BootstrapError> {
     // Read from the process, never through `Env`, which logs and publishes the values it hands out.
-    comm_id_with(env, std::env::var_os(SECRET_VAR).as_deref().map(std::os::unix::ffi::OsStrExt::as_bytes))
+    comm_id_with(
+        env,
+        collscope_debug::params::process_path(SECRET_VAR).as_deref().map(std::os::unix::ffi::OsStrExt::as_bytes),
+    )
 }
 
 fn comm_id_with(env: &Env, secret: Option<&[u8]>) -> Result<Option<UniqueId>, BootstrapError> {
