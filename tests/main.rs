@@ -9,6 +9,7 @@ mod tmux;
 mod bench_examples;
 mod failures;
 mod gpu_cli;
+mod habits;
 mod inputs;
 mod launcher;
 mod live_log;
