@@ -89,7 +89,7 @@ fn tui_takes_a_log_as_its_argument_and_an_address_without_a_scheme() {
     let (_server, url) = live::start(&["serve", "--log", log.to_str().unwrap(), "--metrics-addr", "127.0.0.1:0"]);
     let addr = url.strip_prefix("http://").expect("the server prints an http:// URL");
     let t = Tmux::start("habits-connect", &["tui", "--connect", addr]);
-    t.wait_for(&["1Overview", "ranks 2", addr]);
+    t.wait_for(&["1Overview", "ranks 2", "live"]);
     t.keys(&["q"]);
     t.wait_for(&["EXIT=0"]);
     std::fs::remove_dir_all(&dir).ok();
