@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(base_url("http://127.0.0.1:9470/").unwrap(), "http://127.0.0.1:9470");
         assert_eq!(base_url("127.0.0.1:9470").unwrap(), "http://127.0.0.1:9470");
         assert_eq!(base_url("localhost:9470/").unwrap(), "http://localhost:9470");
-        for bad in ["https://localhost:9470", "http://", "", "local host:9470"] {
+        for bad in ["https://localhost:9470", "ftp://host:1", "", "local host:9470"] {
             let err = base_url(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("'{bad}'")) && err.contains("HOST:PORT"), "{err}");
         }
