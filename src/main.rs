@@ -15,7 +15,7 @@ struct Cli {
 enum Command {
     /// Print the NCCL version line collscope logs and the version it models.
     Version,
-    /// The machine as NCCL sees it: `topo show`, `topo dump`.
+    /// The machine as NCCL sees it: `topo show`, `topo dump`, and `topo explain` for what NCCL would decide on N nodes.
     Topo(cli::topo::TopoArgs),
     /// Serve metrics, the model and live events for a job on real NCCL, from its logs.
     Serve(cli::serve::ServeArgs),
@@ -43,7 +43,11 @@ enum Command {
 /// peer, not a bug, whatever `RUST_BACKTRACE` says. The whole error goes out in one write, so the errors of
 /// rank processes sharing the launcher's stderr never cut each other.
 fn main() -> std::process::ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if !cli.command.serves() {
+        end_quietly_on_a_closed_pipe();
+    }
+    match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let causes: Vec<String> = e.chain().skip(1).map(|c| format!("    {c}")).collect();
@@ -53,6 +57,24 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+impl Command {
+    /// Whether the command serves HTTP (telemetry, the TUI's connection). Its sockets must keep SIGPIPE
+    /// ignored: hyper writes with `writev`, which, unlike std's `send`, has no MSG_NOSIGNAL, so a client that
+    /// goes away would end the process.
+    fn serves(&self) -> bool {
+        matches!(self, Command::Serve(_) | Command::Demo(_) | Command::Tui(_))
+    }
+}
+
+/// Rust ignores SIGPIPE, so `collscope log analyze x.log | head -1` would panic in `println!` once `head`
+/// exits. With the default action the process ends by SIGPIPE once its reader is gone, as `cat` and nccl-tests
+/// do; its sockets are unaffected (std sends with MSG_NOSIGNAL).
+fn end_quietly_on_a_closed_pipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler of ours, and this runs first in main, before any thread starts.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

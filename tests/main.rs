@@ -10,6 +10,7 @@ mod bench_examples;
 mod env_cli;
 mod failures;
 mod gpu_cli;
+mod habits;
 mod inputs;
 mod launcher;
 mod live_log;

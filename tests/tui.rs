@@ -158,9 +158,9 @@ fn bad_arguments_are_reported_without_opening_the_screen() {
     let t = Tmux::start("args", &["tui", "--replay", bad.to_str().unwrap()]);
     let screen = t.wait_for(&["EXIT=1"]);
     assert!(screen.contains("event 'fetched_snapshot' from the source is not valid"), "{screen}");
-    let t2 = Tmux::start("args2", &["tui", "--connect", "localhost:1"]);
+    let t2 = Tmux::start("args2", &["tui", "--connect", "https://localhost:1"]);
     let screen = t2.wait_for(&["EXIT=1"]);
-    assert!(screen.contains("'localhost:1' is not a collscope URL: expected http://HOST:PORT"), "{screen}");
+    assert!(screen.contains("'https://localhost:1' is not a collscope URL: expected HOST:PORT"), "{screen}");
     let out = output(Command::new(env!("CARGO_BIN_EXE_collscope")).args(["tui", "--follow"]), TMUX_DEADLINE);
     assert!(!out.status.success());
     std::fs::remove_dir_all(&dir).ok();

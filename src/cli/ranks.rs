@@ -90,6 +90,8 @@ pub(crate) struct Background {
     pub output: PathBuf,
     /// Set (by the TUI's `q`) to end them.
     pub stop: Arc<AtomicBool>,
+    /// Added to the ranks' command line (this process's own arguments).
+    pub rank_args: Vec<String>,
 }
 
 /// The environment with `transport` applied (`NCCL_P2P_DISABLE` / `NCCL_SHM_DISABLE`).
@@ -246,6 +248,7 @@ fn spawn_processes(n: u32, env: &Env, background: Option<&Background>) -> Result
             nccl_info!(Subsys::INIT, "Setting affinity for local rank {r} to CPU {cpu}");
         }
         cmd.args(&args)
+            .args(background.map_or(&[][..], |b| &b.rank_args[..]))
             .stdout(stdout)
             .stderr(stderr)
             .env("COLLSCOPE_RANK", r.to_string())

@@ -10,17 +10,22 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("source").required(true).args(["log", "connect", "replay", "preset", "topo_file"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["logs", "log", "connect", "replay", "preset", "topo_file"])))]
 #[command(group(ArgGroup::new("machine").args(["preset", "topo_file"])))]
+#[command(group(ArgGroup::new("log_files").multiple(true).args(["logs", "log"])))]
 pub(crate) struct TuiArgs {
+    /// Real NCCL_DEBUG=INFO log file(s) to read: `collscope tui nccl.log` is `collscope tui --log nccl.log`.
+    #[arg(value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
     /// Real NCCL_DEBUG=INFO log file(s) to read.
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub log: Vec<PathBuf>,
-    /// With --log: keep reading lines as they are appended.
-    #[arg(long, requires = "log")]
+    /// With log files: keep reading lines as they are appended.
+    #[arg(long, requires = "log_files")]
     pub follow: bool,
-    /// A running collscope process (its telemetry address), e.g. http://127.0.0.1:9400.
-    #[arg(long, value_name = "URL")]
+    /// A running collscope process (its telemetry address, default port 9470), e.g. 127.0.0.1:9470 or
+    /// http://127.0.0.1:9470.
+    #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
     /// With --connect: write the events stream to FILE for --replay.
     #[arg(long, value_name = "FILE", requires = "connect")]
@@ -45,13 +50,13 @@ impl TuiArgs {
             SourceSpec::Connect { url, record: self.record }
         } else if let Some(file) = self.replay {
             SourceSpec::Replay { file }
-        } else if self.log.is_empty() {
+        } else if self.log.is_empty() && self.logs.is_empty() {
             let sizes = sizes::parse(sizes::DEFAULT)?;
             let nodes = self.nodes.unwrap_or(1);
             let ex = explain::model(&self.machine, nodes, self.nranks_per_node, &sizes, false)?;
             SourceSpec::Model { snapshot: Box::new(ex.snapshot) }
         } else {
-            SourceSpec::Log { paths: self.log, follow: self.follow }
+            SourceSpec::Log { paths: self.logs.into_iter().chain(self.log).collect(), follow: self.follow }
         })
     }
 }

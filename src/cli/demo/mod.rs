@@ -14,6 +14,7 @@ use collscope_telemetry::{LocalRank, TelemetryConfig};
 use collscope_tui::SourceSpec;
 use fault::Fault;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ pub(crate) struct DemoArgs {
     /// Stop after this many steps.
     #[arg(long)]
     pub steps: Option<u64>,
-    /// Stop after this many seconds (default 15 when --steps is not given).
+    /// Stop after this many seconds [default without --steps: until `q` in the TUI, else 15 s].
     #[arg(long)]
     pub duration: Option<f64>,
     /// Gradient size per step in MiB (f32), all-reduced in 1 MiB buckets.
@@ -44,6 +45,12 @@ pub(crate) struct DemoArgs {
     /// Do not open the terminal UI (it opens by default when stdout is a terminal and ranks run as processes).
     #[arg(long)]
     pub no_tui: bool,
+    /// With the TUI: write the events stream it shows to FILE, for `collscope tui --replay FILE`.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_tui")]
+    pub record: Option<PathBuf>,
+    /// Given by the demo's launcher to its ranks while its TUI shows them: train until `q` there stops them.
+    #[arg(long, hide = true)]
+    pub until_stopped: bool,
     /// Cause a failure to see what it looks like: mismatch[:rank=R,step=S], slow:rank=R,factor=F,
     /// stop:rank=R,secs=N[,step=S], kill:rank=R[,step=S].
     #[arg(long)]
@@ -96,12 +103,9 @@ fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
 }
 
 pub(crate) fn run(args: &DemoArgs) -> Result<()> {
-    let max_duration = match (args.duration, args.steps) {
-        (Some(d), _) if !(d > 0.0 && d.is_finite()) => bail!("--duration must be a positive number of seconds"),
-        (Some(d), _) => Some(Duration::from_secs_f64(d)),
-        (None, Some(_)) => None,
-        (None, None) => Some(Duration::from_secs(15)),
-    };
+    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+        bail!("--duration must be a positive number of seconds");
+    }
     if args.steps == Some(0) {
         bail!("--steps must be at least 1");
     }
@@ -113,6 +117,21 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
             bail!("--fault names rank {}, but the demo runs ranks 0 to {}", f.rank(), args.nranks.saturating_sub(1));
         }
     }
+    let tui = tui_url(args)?;
+    let launcher = ranks::launched()?.is_none();
+    if args.record.is_some() && tui.is_none() && launcher {
+        bail!(
+            "--record writes what the TUI shows, and the TUI is not open (it needs a terminal and --launch processes)"
+        );
+    }
+    // Unbounded under the TUI, whose `q` ends the ranks; a run that prints its steps stops by itself.
+    let until_stopped = args.until_stopped || tui.is_some();
+    let max_duration = match (args.duration, args.steps) {
+        (Some(d), _) => Some(Duration::from_secs_f64(d)),
+        (None, Some(_)) => None,
+        (None, None) if until_stopped => None,
+        (None, None) => Some(Duration::from_secs(15)),
+    };
     let cfg = TrainingConfig {
         grad_elems: args.grad_mib << 18,
         bucket_elems: 1 << 18,
@@ -121,10 +140,10 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
         max_duration,
         fault: args.fault,
     };
-    let tui = tui_url(args)?;
     let background = tui.as_ref().map(|_| Background {
         output: std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())),
         stop: Arc::new(AtomicBool::new(false)),
+        rank_args: if max_duration.is_none() && args.steps.is_none() { vec!["--until-stopped".into()] } else { vec![] },
     });
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background };
     if let (Some(url), Some(bg)) = (tui, &job.background) {
@@ -132,7 +151,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
         // there ends them.
         let result = std::thread::scope(|s| {
             let ranks = s.spawn(|| ranks::run(&job, |_| Ok(())));
-            let shown = collscope_tui::run(SourceSpec::Connect { url, record: None });
+            let shown = collscope_tui::run(SourceSpec::Connect { url, record: args.record.clone() });
             if !ranks.is_finished() {
                 println!("collscope demo: stopping the ranks");
                 bg.stop.store(true, Ordering::Relaxed);
@@ -157,7 +176,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
                 match (cfg.max_steps, cfg.max_duration) {
                     (Some(s), _) => format!("{s} steps"),
                     (None, Some(d)) => format!("{:.0} s", d.as_secs_f64()),
-                    (None, None) => "unbounded".into(),
+                    (None, None) => "until stopped".into(),
                 }
             );
         }

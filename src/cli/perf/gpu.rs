@@ -33,7 +33,7 @@ pub(super) fn perf(args: &PerfArgs, sizes: &[usize]) -> Result<()> {
     if gpus.is_empty() {
         bail!("--memory gpu: the CUDA driver reports no GPU");
     }
-    let devs = gpu_list(&env, args.nranks as usize, gpus.len())?;
+    let devs = gpu_list(&env, args.ranks()? as usize, gpus.len())?;
     for g in &gpus {
         println!(
             "#  GPU {} {} busId {} sm {} SMs {} mem {} MiB p2p {:?}",

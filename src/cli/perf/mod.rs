@@ -65,9 +65,13 @@ pub(crate) struct PerfArgs {
     /// Write nccl-tests' JSON report to this file.
     #[arg(short = 'J', long = "output_file")]
     pub json: Option<String>,
-    /// Ranks to start (ignored when a launcher started this process).
-    #[arg(long, default_value_t = 1)]
+    /// Ranks this process starts (ignored when a launcher started this process). `-g` is nccl-tests' GPUs
+    /// per thread: each of them is one rank here, so `perf all_reduce -g 4` runs 4 ranks.
+    #[arg(short = 'g', long = "nranks", default_value_t = 1)]
     pub nranks: u32,
+    /// nccl-tests' threads per process, each driving `-g` GPUs: here the process starts `-t` times `-g` ranks.
+    #[arg(short = 't', long = "nthreads", default_value_t = 1)]
+    pub threads: u32,
     #[arg(long, value_enum, default_value = "threads")]
     pub launch: LaunchMode,
     #[arg(long, value_enum, default_value = "auto")]
@@ -114,6 +118,13 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 impl PerfArgs {
+    /// The ranks this process starts: `-t` threads of `-g` GPUs each, as nccl-tests counts them.
+    fn ranks(&self) -> Result<u32> {
+        self.nranks
+            .checked_mul(self.threads)
+            .with_context(|| format!("-t {} times -g {} ranks is too many", self.threads, self.nranks))
+    }
+
     fn sizes(&self) -> Result<Vec<usize>> {
         if self.min_bytes > self.max_bytes {
             bail!("-b {} is larger than -e {}", self.min_bytes, self.max_bytes);
@@ -149,7 +160,7 @@ pub(crate) fn run(args: &PerfArgs) -> Result<()> {
         }
         return gpu::perf(args, &sizes);
     }
-    let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background: None };
+    let job = Job { nranks: args.ranks()?, launch: args.launch, transport: args.transport, background: None };
     ranks::run(&job, |rank| bench_rank(args, &sizes, rank))
 }
 

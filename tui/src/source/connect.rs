@@ -17,14 +17,18 @@ const MAX_RETRY_S: u64 = 5;
 /// A stream silent for this long (no event, no keep-alive) is taken as lost.
 const STREAM_IDLE: Duration = Duration::from_secs(30);
 
-/// `http://host:port` without a trailing slash.
+/// `http://host:port` without a trailing slash; `host:port` alone means HTTP, as the server prints its address.
 pub(super) fn base_url(url: &str) -> Result<String, SourceError> {
     let trimmed = url.trim().trim_end_matches('/');
-    let rest = trimmed.strip_prefix("http://").ok_or_else(|| SourceError::Url { url: url.to_string() })?;
+    let rest = match trimmed.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some(_) => return Err(SourceError::Url { url: url.to_string() }),
+        None => trimmed,
+    };
     if rest.is_empty() || rest.contains(char::is_whitespace) {
         return Err(SourceError::Url { url: url.to_string() });
     }
-    Ok(trimmed.to_string())
+    Ok(format!("http://{rest}"))
 }
 
 pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop: &AtomicBool) {
@@ -140,10 +144,14 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
-    fn urls_must_be_http_host_port() {
-        assert_eq!(base_url("http://127.0.0.1:9400/").unwrap(), "http://127.0.0.1:9400");
-        let err = base_url("localhost:9400").unwrap_err().to_string();
-        assert!(err.contains("'localhost:9400'") && err.contains("http://HOST:PORT"), "{err}");
+    fn urls_are_http_host_port_with_or_without_the_scheme() {
+        assert_eq!(base_url("http://127.0.0.1:9470/").unwrap(), "http://127.0.0.1:9470");
+        assert_eq!(base_url("127.0.0.1:9470").unwrap(), "http://127.0.0.1:9470");
+        assert_eq!(base_url("localhost:9470/").unwrap(), "http://localhost:9470");
+        for bad in ["https://localhost:9470", "ftp://host:1", "", "local host:9470"] {
+            let err = base_url(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("'{bad}'")) && err.contains("HOST:PORT"), "{err}");
+        }
     }
 
     const TRAFFIC: &str = r#"{"kind":"traffic","data":{"rank":3,"channel":0,"peer":4,"direction":"send","transport":"NET","bytes":4096,"seconds":0.01}}"#;

@@ -72,7 +72,7 @@ pub enum SourceError {
         "{path}:{line}: not a recorded event: {reason} (expected one JSON object per line with t, event and data)"
     )]
     Recording { path: String, line: usize, reason: String },
-    #[error("'{url}' is not a collscope URL: expected http://HOST:PORT")]
+    #[error("'{url}' is not a collscope URL: expected HOST:PORT or http://HOST:PORT")]
     Url { url: String },
     #[error(transparent)]
     Log(#[from] collscope_logreader::ReadError),
