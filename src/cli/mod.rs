@@ -1,6 +1,5 @@
 //! Subcommands of the `collscope` command line, one module each.
 
-mod trim;
 pub(crate) mod demo;
 pub(crate) mod env;
 pub(crate) mod log;
