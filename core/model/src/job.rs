@@ -231,6 +231,10 @@ impl RankEdges {
 pub struct JobView {
     pub ranks: Vec<RankSummary>,
     pub findings: Vec<Finding>,
+    /// How long ranks waited in a call before the ranks not there were named (`COLLSCOPE_NOT_ARRIVED_S`;
+    /// `None`: the default, [`STALL_AFTER_S`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_arrived_after_s: Option<f64>,
 }
 
 impl RankSummary {
