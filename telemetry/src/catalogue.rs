@@ -137,6 +137,25 @@ pub const LAST_COMPLETION: Metric = Metric {
     kind: Kind::Gauge,
     labels: &[label!("rank"), label!("comm")],
 };
+/// A call that completed after `model::job::STALL_AFTER_S` or more, counted once when it completes.
+pub const STALLS: Metric = Metric {
+    prom: Some("collscope_collective_stalls_total"),
+    otel: Some("collscope.collective.stalls"),
+    help: "Calls that waited 3 s or more and then completed (hangs that recovered), per rank and communicator.",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("comm")],
+};
+pub const STALL_SECONDS: Metric = Metric {
+    prom: Some("collscope_collective_stall_seconds"),
+    otel: Some("collscope.collective.stall.duration"),
+    help: "How long each stalled call took, from 3 s (a stall) to the 10 minutes of PyTorch's watchdog and beyond.",
+    unit: "s",
+    kind: Kind::Histogram,
+    labels: &[label!("rank")],
+};
+/// Bucket bounds of [`STALL_SECONDS`], seconds: from the stall threshold to past PyTorch's 10 minute timeout.
+pub const STALL_BOUNDS: &[f64] = &[3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
 pub const CHANNEL_BYTES: Metric = Metric {
     prom: Some("collscope_channel_bytes_total"),
     otel: Some("collscope.channel.io"),
@@ -347,6 +366,8 @@ pub const ALL: &[Metric] = &[
     IN_FLIGHT,
     IN_FLIGHT_AGE,
     LAST_COMPLETION,
+    STALLS,
+    STALL_SECONDS,
     CHANNEL_BYTES,
     CHANNEL_IN_PLACE_BYTES,
     CHANNEL_SECONDS,

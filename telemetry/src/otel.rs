@@ -10,7 +10,7 @@ use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
     self as model, Algorithm, ChannelTraffic, Collective, KernelChannel, OpRecord, OpState, ProfilerCounters, ProxyOp,
-    RankSummary, Snapshot, Warning,
+    RankSummary, Snapshot, Stall, Warning,
 };
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _, UpDownCounter};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _, TracerProvider as _};
@@ -70,6 +70,8 @@ struct Instruments {
     in_flight: UpDownCounter<i64>,
     in_flight_age: Gauge<f64>,
     last_completion: Gauge<f64>,
+    stalls: Counter<u64>,
+    stall_seconds: Histogram<f64>,
     channel_io: Counter<u64>,
     channel_in_place: Counter<u64>,
     channel_time: Counter<f64>,
@@ -125,6 +127,13 @@ impl Instruments {
                 .build(),
             in_flight_age: f64_gauge(&cat::IN_FLIGHT_AGE),
             last_completion: f64_gauge(&cat::LAST_COMPLETION),
+            stalls: u64_counter(&cat::STALLS),
+            stall_seconds: m
+                .f64_histogram(name(&cat::STALL_SECONDS))
+                .with_unit(cat::STALL_SECONDS.unit)
+                .with_description(cat::STALL_SECONDS.help)
+                .with_boundaries(cat::STALL_BOUNDS.to_vec())
+                .build(),
             channel_io: u64_counter(&cat::CHANNEL_BYTES),
             channel_in_place: u64_counter(&cat::CHANNEL_IN_PLACE_BYTES),
             channel_time: f64_counter(&cat::CHANNEL_SECONDS),
@@ -414,6 +423,13 @@ impl MetricSink for Otel {
                 }
             }
         }
+    }
+
+    fn stall(&mut self, s: &Stall) {
+        let rank = s.rank.to_string();
+        let comm = sink::stall_comm_label(s).to_string();
+        self.m.stalls.add(1, &cat::STALLS.attrs([rank.clone().into(), comm.into()]));
+        self.m.stall_seconds.record(s.secs, &cat::STALL_SECONDS.attrs([rank.into()]));
     }
 
     fn facts(&mut self, snap: &Snapshot) {

@@ -6,7 +6,7 @@ use crate::labels::{self, CollLabels};
 use crate::sink::{self, Calls, MetricSink};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, Direction, KernelChannel, ProfilerCounters, Protocol, ProxyOp, ProxyWait,
-    RankSummary, Snapshot, Transport, Warning,
+    RankSummary, Snapshot, Stall, Transport, Warning,
 };
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
@@ -58,6 +58,8 @@ pub struct PromMetrics {
     in_flight: IntGaugeVec,
     in_flight_age: GaugeVec,
     last_completion: GaugeVec,
+    stalls: IntCounterVec,
+    stall_seconds: HistogramVec,
     channel_bytes: IntCounterVec,
     channel_in_place: IntCounterVec,
     channel_seconds: CounterVec,
@@ -122,6 +124,14 @@ impl PromMetrics {
             in_flight: int_gauge(&cat::IN_FLIGHT)?,
             in_flight_age: gauge(&cat::IN_FLIGHT_AGE)?,
             last_completion: gauge(&cat::LAST_COMPLETION)?,
+            stalls: int_counter(&cat::STALLS)?,
+            stall_seconds: reg(
+                &r,
+                HistogramVec::new(
+                    HistogramOpts::from(opts(&cat::STALL_SECONDS)).buckets(cat::STALL_BOUNDS.to_vec()),
+                    &cat::STALL_SECONDS.prom_labels(),
+                )?,
+            )?,
             channel_bytes: int_counter(&cat::CHANNEL_BYTES)?,
             channel_in_place: int_counter(&cat::CHANNEL_IN_PLACE_BYTES)?,
             channel_seconds: counter(&cat::CHANNEL_SECONDS)?,
@@ -298,6 +308,12 @@ impl MetricSink for PromMetrics {
                 }
             }
         }
+    }
+
+    fn stall(&mut self, s: &Stall) {
+        let rank = s.rank.to_string();
+        self.stalls.with_label_values(&[rank.as_str(), sink::stall_comm_label(s)]).inc();
+        self.stall_seconds.with_label_values(&[rank]).observe(s.secs);
     }
 
     fn facts(&mut self, snap: &Snapshot) {

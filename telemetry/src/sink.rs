@@ -5,7 +5,7 @@ use crate::labels;
 use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, CommProgress, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters,
-    Protocol, ProxyOp, RankSummary, Snapshot, Warning,
+    Protocol, ProxyOp, RankSummary, Snapshot, Stall, Warning,
 };
 use std::collections::BTreeMap;
 
@@ -105,11 +105,22 @@ pub trait MetricSink {
     /// Each rank's progress per communicator now (the oldest call in flight, the latest completion), replaced as a
     /// whole: what hang and no-progress alerts read.
     fn progress(&mut self, ranks: &[RankSummary]);
+    /// A call that stalled and recovered, once.
+    fn stall(&mut self, s: &Stall);
+}
+
+/// The `comm` label of a stall (as [`comm_label`]).
+pub fn stall_comm_label(s: &Stall) -> &str {
+    comm_or_unknown(s.comm.as_deref())
 }
 
 /// The `comm` label of a communicator's progress.
 pub fn comm_label(p: &CommProgress) -> &str {
-    p.comm.as_deref().unwrap_or("unknown")
+    comm_or_unknown(p.comm.as_deref())
+}
+
+fn comm_or_unknown(comm: Option<&str>) -> &str {
+    comm.unwrap_or("unknown")
 }
 
 /// The profiler plugin's counters as (reason, count) of [`crate::catalogue::PROFILER_LOST`].

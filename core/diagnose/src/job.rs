@@ -531,9 +531,7 @@ mod tests {
             ranks: vec![rank(0, Some(6), Some((7, 5.0)), vec![]), RankSummary::unreachable(&gone, "timed out".into())],
             ..Default::default()
         };
-        let seen = |state, text: &str| {
-            Some(ProcessSeen { state, file: "/proc/4242/stat".into(), text: text.into() })
-        };
+        let seen = |state, text: &str| Some(ProcessSeen { state, file: "/proc/4242/stat".into(), text: text.into() });
         job.ranks[1].process = seen(ProcState::Stopped, "4242 (collscope) T 1 ...");
         let f = &not_arrived(&job)[0];
         assert_eq!(f.title, "rank 1 has not arrived at AllReduce #7 (stopped)");
@@ -567,7 +565,8 @@ mod tests {
             completed_us: Some(1_700_000_000_000_000),
             secs,
         };
-        let mut job = JobView { ranks: (0..4).map(|r| rank(r, Some(20), None, vec![])).collect(), ..Default::default() };
+        let mut job =
+            JobView { ranks: (0..4).map(|r| rank(r, Some(20), None, vec![])).collect(), ..Default::default() };
         assert!(stalls(&job).is_empty());
         for (r, secs) in [(0, 7.2), (1, 7.1), (3, 6.9)] {
             job.ranks[r].stalls.push(stall(r as u32, secs));
@@ -576,7 +575,11 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!((f[0].code.as_str(), f[0].rank), ("collective_stall", Some(2)));
         assert_eq!(f[0].title, "AllReduce #7 stalled 7.2 s and recovered");
-        assert!(f[0].detail.starts_with("ranks 0,1,3 waited up to 7.2 s in AllReduce #7 (4096 bytes)"), "{}", f[0].detail);
+        assert!(
+            f[0].detail.starts_with("ranks 0,1,3 waited up to 7.2 s in AllReduce #7 (4096 bytes)"),
+            "{}",
+            f[0].detail
+        );
         assert!(f[0].detail.ends_with("rank 2 did not wait: it arrived last"), "{}", f[0].detail);
         // Every rank waited: none is blamed.
         job.ranks[2].stalls.push(stall(2, 0.5 + STALL_AFTER_S));

@@ -431,7 +431,10 @@ mod tests {
         assert_eq!(s.apply_within(&Event::OpCompleted(call(1, 2_999_999)), &bounds).stall, None);
         let out = s.apply_within(&Event::OpCompleted(call(2, 7_250_000)), &bounds);
         let stall = out.stall.expect("a 7.25 s call is a stall");
-        assert_eq!((stall.rank, stall.seq, stall.coll, stall.bytes, stall.secs), (2, 2, Collective::AllReduce, 1024, 7.25));
+        assert_eq!(
+            (stall.rank, stall.seq, stall.coll, stall.bytes, stall.secs),
+            (2, 2, Collective::AllReduce, 1024, 7.25)
+        );
         // Folded again (a re-read), it is not a second stall.
         assert_eq!(s.apply_within(&Event::OpCompleted(call(2, 7_250_000)), &bounds).stall, None);
         s.apply_within(&Event::OpCompleted(call(3, 10)), &bounds);
