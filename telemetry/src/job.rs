@@ -125,8 +125,9 @@ async fn summary_of(
 const MAX_STAT_BYTES: usize = 4096;
 
 /// Process `pid` on this host as `/proc/PID/stat` shows it: its state letter follows the name in parentheses
-/// (the name may itself hold parentheses, so the last `)` ends it); no such file is a process that exited.
-fn process_seen(pid: u32) -> ProcessSeen {
+/// (the name may itself hold parentheses, so the last `)` ends it); no such file is a process that exited; a
+/// file that cannot be read says nothing (`None`).
+fn process_seen(pid: u32) -> Option<ProcessSeen> {
     let file = format!("/proc/{pid}/stat");
     let read = std::fs::File::open(&file).and_then(|f| {
         let mut text = String::new();
@@ -138,12 +139,12 @@ fn process_seen(pid: u32) -> ProcessSeen {
             let letter = text.rfind(')').and_then(|i| text[i + 1..].trim_start().chars().next());
             // What the evidence quotes: up to the state and the parent pid.
             let shown: String = text.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-            ProcessSeen { state: ProcState::of_letter(letter), file, text: shown }
+            Some(ProcessSeen { state: ProcState::of_letter(letter), file, text: shown })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            ProcessSeen { state: ProcState::Dead, file, text: "no such process".into() }
+            Some(ProcessSeen { state: ProcState::Dead, file, text: "no such process".into() })
         }
-        Err(e) => ProcessSeen { state: ProcState::Alive, file, text: format!("could not be read: {e}") },
+        Err(_) => None,
     }
 }
 
@@ -187,7 +188,7 @@ pub(crate) async fn view(
     ranks.dedup_by_key(|r| r.rank);
     ranks.truncate(MAX_JOB_RANKS);
     for r in ranks.iter_mut().filter(|r| r.state == RankState::Unreachable && is_this_host(r.host.as_deref())) {
-        r.process = r.pid.map(process_seen);
+        r.process = r.pid.and_then(process_seen);
     }
     let mut view = JobView { ranks, findings: Vec::new(), not_arrived_after_s: Some(not_arrived_after.as_secs_f64()) };
     view.findings = collscope_diagnose::diagnose_job(&view);
@@ -228,22 +229,23 @@ mod tests {
 
     #[test]
     fn a_process_is_seen_alive_stopped_or_dead_from_proc() {
-        let me = process_seen(std::process::id());
+        let me = process_seen(std::process::id()).unwrap();
         assert_eq!((me.state, me.file), (ProcState::Alive, format!("/proc/{}/stat", std::process::id())));
         assert!(me.text.starts_with(&format!("{} (", std::process::id())), "{}", me.text);
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
         assert!(std::process::Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
         let deadline = Instant::now() + Duration::from_secs(10);
-        while process_seen(pid).state != ProcState::Stopped && Instant::now() < deadline {
+        let state = || process_seen(pid).map(|p| p.state);
+        while state() != Some(ProcState::Stopped) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let stopped = process_seen(pid);
+        let stopped = process_seen(pid).unwrap();
         assert_eq!(stopped.state, ProcState::Stopped, "{}", stopped.text);
         assert!(stopped.text.contains("(sleep) T"), "{}", stopped.text);
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(process_seen(pid).state, ProcState::Dead);
+        assert_eq!(state(), Some(ProcState::Dead));
         assert!(is_this_host(Some(&collscope_debug::sys::hostname())) && !is_this_host(None));
     }
 }
