@@ -351,19 +351,18 @@ pub fn unreachable(job: &JobView) -> Vec<Finding> {
 /// Calls that stalled and recovered (each rank keeps its own, [`Stall`]): one finding per call, with the ranks
 /// that waited, how long, and the ranks that did not wait (they arrived last: the cause). Newest first.
 pub fn stalls(job: &JobView) -> Vec<Finding> {
-    let mut by_call: BTreeMap<(Option<&str>, u64), Vec<(u32, &Stall)>> = BTreeMap::new();
-    for r in &job.ranks {
-        for s in &r.stalls {
-            by_call.entry((s.comm.as_deref(), s.seq)).or_default().push((r.rank, s));
-        }
+    // A rank's summary carries only its own stalls.
+    let mut by_call: BTreeMap<(Option<&str>, u64), Vec<&Stall>> = BTreeMap::new();
+    for s in job.ranks.iter().flat_map(|r| &r.stalls) {
+        by_call.entry((s.comm.as_deref(), s.seq)).or_default().push(s);
     }
     let mut calls: Vec<_> = by_call.into_iter().collect();
-    calls.sort_by_key(|(_, w)| std::cmp::Reverse(w.iter().filter_map(|(_, s)| s.completed_us).max()));
+    calls.sort_by_key(|(_, w)| std::cmp::Reverse(w.iter().filter_map(|s| s.completed_us).max()));
     let mut out = Vec::new();
     for ((comm, seq), waited) in calls {
-        let who: Vec<u32> = waited.iter().map(|(r, _)| *r).collect();
-        let longest = waited.iter().map(|(_, s)| s.secs).fold(0.0, f64::max);
-        let call = waited[0].1;
+        let who: Vec<u32> = waited.iter().map(|s| s.rank).collect();
+        let longest = waited.iter().map(|s| s.secs).fold(0.0, f64::max);
+        let call = waited[0];
         // The ranks of the communicator that answer and did not wait arrived last.
         let late: Vec<u32> = job
             .ranks
