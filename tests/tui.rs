@@ -894,7 +894,7 @@ fn a_stopped_rank_is_named_stopped_by_every_survivor_then_kept_as_a_stall_and_co
             d.job_of(rank)?.findings.into_iter().find(|f| f.code == "collective_stall")
         });
         let secs: f64 = stall.title.split(" stalled ").nth(1).and_then(|r| r.split(' ').next()?.parse().ok()).unwrap();
-        assert!(secs >= STOP_S - 5.0 && secs <= STOP_S + 10.0, "rank {rank}: {}", stall.title);
+        assert!((STOP_S - 5.0..=STOP_S + 10.0).contains(&secs), "rank {rank}: {}", stall.title);
         assert_eq!(stall.rank, Some(2), "rank {rank}: {}", stall.detail);
         assert!(stall.detail.ends_with("rank 2 did not wait: it arrived last"), "rank {rank}: {}", stall.detail);
     }
