@@ -522,6 +522,16 @@ impl Demo {
 
     /// [`Demo::start`] with more `demo` arguments.
     fn start_with(env: &[(&str, &str)], args: &[&str]) -> Demo {
+        let demo = Demo::launch(env, args);
+        demo.poll("rank 0's job view of 4 ranks", |d| {
+            let job = d.job()?;
+            (job.ranks.len() == 4 && job.ranks.iter().all(|r| r.state != RankState::Unreachable)).then_some(())
+        });
+        demo
+    }
+
+    /// The demo, started and not waited for (a fault may stop or kill a rank before every rank has answered).
+    fn launch(env: &[(&str, &str)], args: &[&str]) -> Demo {
         let base = free_ports(4);
         let addr = format!("127.0.0.1:{base}");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_collscope"));
@@ -542,12 +552,7 @@ impl Demo {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        let demo = Demo { proc: Proc::spawn(&mut cmd, DEMO_LIFE), base, stopped: Vec::new() };
-        demo.poll("rank 0's job view of 4 ranks", |d| {
-            let job = d.job()?;
-            (job.ranks.len() == 4 && job.ranks.iter().all(|r| r.state != RankState::Unreachable)).then_some(())
-        });
-        demo
+        Demo { proc: Proc::spawn(&mut cmd, DEMO_LIFE), base, stopped: Vec::new() }
     }
 
     fn url(&self, rank: u16) -> String {
@@ -564,7 +569,11 @@ impl Demo {
     }
 
     fn job(&self) -> Option<JobView> {
-        serde_json::from_str(&self.get("/api/v1/job")?).ok()
+        self.job_of(0)
+    }
+
+    fn job_of(&self, rank: u16) -> Option<JobView> {
+        serde_json::from_str(&self.get_from(rank, "/api/v1/job")?).ok()
     }
 
     /// Polls `f` every 100 ms until it gives something (within [`DEMO_WAIT`]).
@@ -803,9 +812,9 @@ fn a_stopped_rank_is_named_as_not_arrived_at_the_call_the_others_wait_in() {
     eprintln!("SIGSTOP of rank 2: named after {took:?}: {} | {}", finding.title, finding.detail);
     // The call named is the one the others wait in (ranks may be in different calls: one still finishing the
     // call before).
-    let named = |c: &InFlight| finding.title == format!("rank 2 has not arrived at {} #{}", c.coll, c.seq);
+    let named = |c: &InFlight| finding.title == format!("rank 2 has not arrived at {} #{} (stopped)", c.coll, c.seq);
     assert!(waiting.iter().any(named), "{} is not a call the others wait in: {waiting:?}", finding.title);
-    assert!(finding.detail.contains("rank 2 does not answer"), "{}", finding.detail);
+    assert!(finding.detail.contains("rank 2 is stopped: its process (pid "), "{}", finding.detail);
     assert!(took < Duration::from_secs(TIMEOUT_S), "{took:?}");
 }
 
@@ -829,4 +838,93 @@ fn a_rank_that_calls_another_collective_is_named_with_the_sequence_number_and_wh
         f.title
     );
     assert!(f.detail.contains("differ: collective Broadcast vs AllReduce;"), "{}", f.detail);
+}
+
+/// The longest wait a not-arrived finding reports ("have waited up to X s").
+fn waited_s(detail: &str) -> f64 {
+    let rest = detail.split("have waited up to ").nth(1).expect("a wait in the detail");
+    rest.split(' ').next().and_then(|x| x.parse().ok()).expect("seconds")
+}
+
+/// The sum of every series of `family` whose labels hold `label` in rank 0's metrics text.
+fn metric_sum(text: &str, family: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `demo --fault stop:rank=2`: every surviving rank's job view, and the TUI, name rank 2 as not arrived at a call
+/// the others wait in and say it is stopped (its /proc state quoted), the first within 5 s of their wait; nothing
+/// aborts under the default timeouts; once it resumes, every survivor's job view keeps a stall finding with its
+/// duration, naming rank 2 as the rank that did not wait, and the stall metrics count it.
+#[test]
+fn a_stopped_rank_is_named_stopped_by_every_survivor_then_kept_as_a_stall_and_counted() {
+    const STOP_S: f64 = 15.0;
+    let mut demo = Demo::launch(&[], &["--fault", &format!("stop:rank=2,secs={STOP_S},step=3")]);
+    let t = Tmux::start("stopfault", &["tui", "--connect", &demo.url(0)]);
+    let first = demo.poll("rank 0's job view to name rank 2 stopped", |d| {
+        d.job()?.findings.into_iter().find(|f| f.code == "rank_not_arrived" && f.rank == Some(2))
+    });
+    let wait = waited_s(&first.detail);
+    eprintln!("--fault stop: named after the others waited {wait} s: {} | {}", first.title, first.detail);
+    // 3 s (the threshold) plus up to one job view's round (the stopped rank's fetch times out after 2 s).
+    assert!(wait <= 5.5, "named only once the others had waited {wait} s: {}", first.detail);
+    for rank in [0, 1, 3] {
+        let (f, job) = demo.poll("a survivor's job view to name rank 2 stopped", |d| {
+            let job = d.job_of(rank)?;
+            let f = job.findings.iter().find(|f| f.code == "rank_not_arrived" && f.rank == Some(2))?.clone();
+            f.title.ends_with("(stopped)").then_some((f, job))
+        });
+        let waiting: Vec<InFlight> = job.ranks.iter().filter_map(|r| r.comms.first()?.in_flight.clone()).collect();
+        let named = |c: &InFlight| f.title == format!("rank 2 has not arrived at {} #{} (stopped)", c.coll, c.seq);
+        assert!(waiting.iter().any(named), "rank {rank}: {} is not a call the others wait in: {waiting:?}", f.title);
+        assert!(f.detail.contains("rank 2 is stopped: its process (pid "), "rank {rank}: {}", f.detail);
+        let pid = job.ranks.iter().find(|r| r.rank == 2).and_then(|r| r.pid).expect("rank 2's pid");
+        assert_eq!(f.evidence[0].file, format!("/proc/{pid}/stat"));
+        assert!(f.evidence[0].text.contains(") T"), "{:?}", f.evidence);
+        assert!(f.fix.contains(&format!("kill -CONT {pid}")), "{}", f.fix);
+    }
+    t.keys(&["8"]);
+    t.wait_for(&["rank 2 has not arrived at", "(stopped)"]);
+
+    // It resumes: no survivor aborted, and each keeps the stall.
+    for rank in [0, 1, 3] {
+        let stall = demo.poll("a survivor's job view to keep the stall", |d| {
+            d.job_of(rank)?.findings.into_iter().find(|f| f.code == "collective_stall")
+        });
+        let secs: f64 = stall.title.split(" stalled ").nth(1).and_then(|r| r.split(' ').next()?.parse().ok()).unwrap();
+        assert!((STOP_S - 5.0..=STOP_S + 10.0).contains(&secs), "rank {rank}: {}", stall.title);
+        assert_eq!(stall.rank, Some(2), "rank {rank}: {}", stall.detail);
+        assert!(stall.detail.ends_with("rank 2 did not wait: it arrived last"), "rank {rank}: {}", stall.detail);
+    }
+    let job = demo.poll("rank 2 to answer again", |d| {
+        let job = d.job()?;
+        job.ranks.iter().all(|r| r.state != RankState::Unreachable).then_some(job)
+    });
+    assert!(!job.findings.iter().any(|f| f.code == "rank_not_arrived"), "{:#?}", job.findings);
+    let snap: Snapshot = serde_json::from_str(&demo.get("/api/v1/snapshot").unwrap()).unwrap();
+    let aborted: Vec<_> = snap.findings.iter().filter(|f| f.code.starts_with("peer_")).collect();
+    assert!(aborted.is_empty(), "a survivor gave up on the stopped rank: {aborted:#?}");
+    let metrics = demo.get("/metrics").expect("rank 0's metrics");
+    assert!(metric_sum(&metrics, "collscope_collective_stalls_total", "rank=\"0\"") >= 1.0, "{metrics}");
+    let observed = metric_sum(&metrics, "collscope_collective_stall_seconds_sum", "rank=\"0\"");
+    assert!(observed >= STOP_S - 5.0, "{observed} s of stalls: {metrics}");
+    // The stall stays once the calls that stalled left the history.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(demo.job().unwrap().findings.iter().any(|f| f.code == "collective_stall" && f.rank == Some(2)));
+    demo.stopped.clear();
+}
+
+/// `demo --fault kill`: a survivor's job view says the killed rank is dead, quoting its process's state.
+#[test]
+fn a_killed_rank_is_called_dead_in_a_survivors_job_view() {
+    let demo = Demo::launch(&[], &["--fault", "kill:rank=2,step=3"]);
+    let f = demo.poll("rank 0's job view to call rank 2 dead", |d| {
+        d.job()?.findings.into_iter().find(|f| f.rank == Some(2) && f.title == "rank 2 is dead")
+    });
+    assert!(f.detail.contains("rank 2 is dead: its process (pid "), "{}", f.detail);
+    assert!(f.detail.contains("has exited"), "{}", f.detail);
+    assert!(f.evidence[0].file.starts_with("/proc/"), "{:?}", f.evidence);
+    assert!(f.fix.contains("exit status"), "{}", f.fix);
 }

@@ -3,14 +3,53 @@
 //! Prometheus names are in base units with counters ending in `_total`; OpenTelemetry names are dotted with
 //! UCUM units, and every label is an attribute under `collscope.`.
 
+use collscope_model::observe::DURATION_BOUNDS_NS;
+
 /// What kind of instrument a metric is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     Counter,
     Gauge,
-    Histogram,
+    Histogram(Buckets),
     /// A count that rises and falls (a Prometheus gauge, an OpenTelemetry up-down counter).
     UpDownCounter,
+}
+
+/// A histogram's bucket bounds, in the metric's unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Buckets {
+    /// The runtime's own call-duration bounds (`observe::DURATION_BOUNDS_NS`), in seconds.
+    Durations,
+    /// Bounds of this metric alone.
+    Fixed(&'static [f64]),
+}
+
+impl Buckets {
+    /// The upper bounds, rising; the last bucket (above the last bound) is implied.
+    pub fn bounds(self) -> Vec<f64> {
+        match self {
+            Buckets::Durations => DURATION_BOUNDS_NS.iter().map(|ns| *ns as f64 / 1e9).collect(),
+            Buckets::Fixed(b) => b.to_vec(),
+        }
+    }
+
+    /// The bucket `v` falls in: the first bound it does not exceed, else the one above the last.
+    pub fn index(self, v: f64) -> usize {
+        match self {
+            Buckets::Durations => {
+                DURATION_BOUNDS_NS.iter().position(|ns| v <= *ns as f64 / 1e9).unwrap_or(DURATION_BOUNDS_NS.len())
+            }
+            Buckets::Fixed(b) => b.iter().position(|x| v <= *x).unwrap_or(b.len()),
+        }
+    }
+
+    /// How many buckets, the one above the last bound included.
+    pub fn len(self) -> usize {
+        match self {
+            Buckets::Durations => DURATION_BOUNDS_NS.len() + 1,
+            Buckets::Fixed(b) => b.len() + 1,
+        }
+    }
 }
 
 /// One label: its Prometheus name and its OpenTelemetry attribute.
@@ -66,7 +105,7 @@ pub const COLL_DURATION: Metric = Metric {
     otel: Some("collscope.collective.duration"),
     help: "Time from start to completion of collective and point-to-point calls.",
     unit: "s",
-    kind: Kind::Histogram,
+    kind: Kind::Histogram(Buckets::Durations),
     labels: COLL,
 };
 pub const COLL_BYTES: Metric = Metric {
@@ -133,6 +172,24 @@ pub const LAST_COMPLETION: Metric = Metric {
     unit: "s",
     kind: Kind::Gauge,
     labels: &[label!("rank"), label!("comm")],
+};
+/// A call that completed after `model::job::STALL_AFTER_S` or more, counted once when it completes.
+pub const STALLS: Metric = Metric {
+    prom: Some("collscope_collective_stalls_total"),
+    otel: Some("collscope.collective.stalls"),
+    help: "Calls that waited 3 s or more and then completed (hangs that recovered), per rank and communicator.",
+    unit: "{operation}",
+    kind: Kind::Counter,
+    labels: &[label!("rank"), label!("comm")],
+};
+pub const STALL_SECONDS: Metric = Metric {
+    prom: Some("collscope_collective_stall_seconds"),
+    otel: Some("collscope.collective.stall.duration"),
+    help: "How long each stalled call took, from 3 s (a stall) to the 10 minutes of PyTorch's watchdog and beyond.",
+    unit: "s",
+    // From the stall threshold to past PyTorch's 10 minute timeout.
+    kind: Kind::Histogram(Buckets::Fixed(&[3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0])),
+    labels: &[label!("rank")],
 };
 pub const CHANNEL_BYTES: Metric = Metric {
     prom: Some("collscope_channel_bytes_total"),
@@ -344,6 +401,8 @@ pub const ALL: &[Metric] = &[
     IN_FLIGHT,
     IN_FLIGHT_AGE,
     LAST_COMPLETION,
+    STALLS,
+    STALL_SECONDS,
     CHANNEL_BYTES,
     CHANNEL_IN_PLACE_BYTES,
     CHANNEL_SECONDS,

@@ -6,12 +6,14 @@
 //! | `COLLSCOPE_METRICS_ADDR` | base `HOST:PORT` (or `PORT`) to serve on; each process adds its local rank to the port |
 //! | `COLLSCOPE_METRICS_AGGREGATE` | `1`: local rank 0 also serves `/metrics/aggregate`, every local rank's metrics in one |
 //! | `COLLSCOPE_TELEMETRY_RECORDS` | records of each kind kept for `/api/v1/snapshot` (default 4096) |
+//! | `COLLSCOPE_NOT_ARRIVED_S` | seconds ranks wait in a call before `/api/v1/job` names the ranks not there (default 3) |
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT` | OTLP/HTTP base URL; when set, metrics and spans are pushed there |
 //! | `OTEL_SERVICE_NAME` | the OTel `service.name` (default `collscope`) |
 //! | `SLURM_JOB_ID` | the job id put on OTel resources |
 
 use crate::otel::OtelConfig;
 use collscope_debug::env::{Env, EnvError};
+use collscope_model::job::STALL_AFTER_S;
 use collscope_model::Bounds;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -55,6 +57,8 @@ pub struct TelemetryConfig {
     pub max_connections: usize,
     pub max_streams: usize,
     pub write_timeout: Duration,
+    /// `COLLSCOPE_NOT_ARRIVED_S`: how long ranks wait in a call before the job view names the ranks not there.
+    pub not_arrived_after: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +131,7 @@ impl TelemetryConfig {
             max_connections: MAX_CONNECTIONS,
             max_streams: MAX_STREAMS,
             write_timeout: WRITE_TIMEOUT,
+            not_arrived_after: Duration::from_secs_f64(STALL_AFTER_S),
         }
     }
 
@@ -153,6 +158,7 @@ impl TelemetryConfig {
             });
         }
         cfg.limits = Bounds::histories(records as usize);
+        cfg.not_arrived_after = env.seconds("COLLSCOPE_NOT_ARRIVED_S", STALL_AFTER_S as i64)?;
         if env_flag(env, "COLLSCOPE_METRICS_AGGREGATE", false)? && who.local_rank == 0 {
             if addr.port() == 0 {
                 return Err(ConfigError::Invalid {

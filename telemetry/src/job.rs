@@ -4,7 +4,7 @@
 //! fetches at once, and one job view built at a time (requests meanwhile share it).
 
 use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
-use collscope_model::{routes, JobView, RankEndpoint, RankSummary};
+use collscope_model::{routes, JobView, ProcState, ProcessSeen, RankEndpoint, RankState, RankSummary};
 use futures_util::StreamExt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -121,14 +121,48 @@ async fn summary_of(
     serde_json::from_slice(&body).map_err(|e| format!("not a summary: {e}"))
 }
 
+/// The most of `/proc/PID/stat` read: its first fields (pid, name, state) fit well within.
+const MAX_STAT_BYTES: usize = 4096;
+
+/// Process `pid` on this host as `/proc/PID/stat` shows it: its state letter follows the name in parentheses
+/// (the name may itself hold parentheses, so the last `)` ends it); no such file is a process that exited; a
+/// file that cannot be read says nothing (`None`).
+fn process_seen(pid: u32) -> Option<ProcessSeen> {
+    let file = format!("/proc/{pid}/stat");
+    let read = std::fs::File::open(&file).and_then(|f| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_STAT_BYTES as u64), &mut text)?;
+        Ok(text)
+    });
+    match read {
+        Ok(text) => {
+            let letter = text.rfind(')').and_then(|i| text[i + 1..].trim_start().chars().next());
+            // What the evidence quotes: up to the state and the parent pid.
+            let shown: String = text.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+            Some(ProcessSeen { state: ProcState::of_letter(letter), file, text: shown })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(ProcessSeen { state: ProcState::Dead, file, text: "no such process".into() })
+        }
+        Err(_) => None,
+    }
+}
+
+/// Whether `host` (a rank's host name as its endpoint gave it) is this one, so its pids are this host's.
+fn is_this_host(host: Option<&str>) -> bool {
+    host.is_some_and(|h| h.eq_ignore_ascii_case(&collscope_debug::sys::hostname()))
+}
+
 /// Every rank's summary: `ranks` (this process's own), the others' from their `/api/v1/summary` (a rank that
-/// does not answer, or whose endpoint is refused, is listed as unreachable with why), then the job-level rules.
-/// At most [`MAX_JOB_RANKS`] ranks and [`MAX_JOB_FINDINGS`] findings.
+/// does not answer, or whose endpoint is refused, is listed as unreachable with why, and, on this host, with its
+/// process's state), then the job-level rules, naming ranks not arrived after `not_arrived_after`. At most
+/// [`MAX_JOB_RANKS`] ranks and [`MAX_JOB_FINDINGS`] findings.
 pub(crate) async fn view(
     http: &reqwest::Client,
     own: SocketAddr,
     mut ranks: Vec<RankSummary>,
     endpoints: Vec<RankEndpoint>,
+    not_arrived_after: Duration,
 ) -> JobView {
     let others: Vec<_> =
         endpoints.into_iter().filter(|e| !ranks.iter().any(|r| r.rank == e.rank)).take(MAX_JOB_RANKS).collect();
@@ -153,7 +187,10 @@ pub(crate) async fn view(
     ranks.sort_by_key(|r| r.rank);
     ranks.dedup_by_key(|r| r.rank);
     ranks.truncate(MAX_JOB_RANKS);
-    let mut view = JobView { ranks, findings: Vec::new() };
+    for r in ranks.iter_mut().filter(|r| r.state == RankState::Unreachable && is_this_host(r.host.as_deref())) {
+        r.process = r.pid.and_then(process_seen);
+    }
+    let mut view = JobView { ranks, findings: Vec::new(), not_arrived_after_s: Some(not_arrived_after.as_secs_f64()) };
     view.findings = collscope_diagnose::diagnose_job(&view);
     view.findings.truncate(MAX_JOB_FINDINGS);
     view
@@ -188,5 +225,27 @@ mod tests {
             let e = check_endpoint(url, own).unwrap_err();
             assert!(e.contains(&format!("'{url}'")) && e.contains(why), "{url}: {e}");
         }
+    }
+
+    #[test]
+    fn a_process_is_seen_alive_stopped_or_dead_from_proc() {
+        let me = process_seen(std::process::id()).unwrap();
+        assert_eq!((me.state, me.file), (ProcState::Alive, format!("/proc/{}/stat", std::process::id())));
+        assert!(me.text.starts_with(&format!("{} (", std::process::id())), "{}", me.text);
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(std::process::Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let state = || process_seen(pid).map(|p| p.state);
+        while state() != Some(ProcState::Stopped) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stopped = process_seen(pid).unwrap();
+        assert_eq!(stopped.state, ProcState::Stopped, "{}", stopped.text);
+        assert!(stopped.text.contains("(sleep) T"), "{}", stopped.text);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(state(), Some(ProcState::Dead));
+        assert!(is_this_host(Some(&collscope_debug::sys::hostname())) && !is_this_host(None));
     }
 }

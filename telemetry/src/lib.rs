@@ -91,6 +91,7 @@ impl Telemetry {
             peers: cfg.aggregate_peers.clone(),
             http,
             job: tokio::sync::Mutex::default(),
+            not_arrived_after: cfg.not_arrived_after,
             streams: Arc::new(tokio::sync::Semaphore::new(cfg.max_streams)),
             stop: stop_rx,
             spare: Mutex::default(),

@@ -92,12 +92,12 @@ impl Instrument {
             (Kind::Gauge, false) => {
                 Instrument::F64Gauge(meter.f64_gauge(name).with_unit(m.unit).with_description(m.help).build())
             }
-            (Kind::Histogram, _) => Instrument::Histogram(
+            (Kind::Histogram(buckets), _) => Instrument::Histogram(
                 meter
                     .f64_histogram(name)
                     .with_unit(m.unit)
                     .with_description(m.help)
-                    .with_boundaries(labels::duration_bounds())
+                    .with_boundaries(buckets.bounds())
                     .build(),
             ),
         }

@@ -2,8 +2,7 @@
 //! counters ending in `_total`, info-style gauges for facts, encoded as the `prometheus` crate's registry would
 //! (families by name, series by label values, label pairs by name; empty families left out).
 
-use crate::catalogue::{Kind, Metric};
-use crate::labels;
+use crate::catalogue::{Buckets, Kind, Metric};
 use crate::store::{Family, Store, Value};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
@@ -29,7 +28,7 @@ fn family(f: &Family) -> Option<MetricFamily> {
     mf.set_field_type(match f.metric.kind {
         Kind::Counter => MetricType::COUNTER,
         Kind::Gauge | Kind::UpDownCounter => MetricType::GAUGE,
-        Kind::Histogram => MetricType::HISTOGRAM,
+        Kind::Histogram(_) => MetricType::HISTOGRAM,
     });
     let mut series: Vec<proto::Metric> = f.series().map(|(values, v)| metric(&f.metric, values, v)).collect();
     series.sort_by(|a, b| label_values(a).cmp(label_values(b)));
@@ -67,16 +66,18 @@ fn metric(m: &Metric, values: &[Box<str>], v: &Value) -> proto::Metric {
             g.set_value(n.as_f64());
             out.set_gauge(g);
         }
-        (Value::Histogram(buckets), _) => out.set_histogram(histogram(buckets)),
+        (Value::Histogram(counts), Kind::Histogram(buckets)) => out.set_histogram(histogram(buckets, counts)),
+        (Value::Histogram(_), _) => {}
     }
     out
 }
 
 /// Prometheus' cumulative buckets, one per bound (the text encoder adds `+Inf` from the count).
-fn histogram(buckets: &[(u64, f64)]) -> proto::Histogram {
+fn histogram(bounds: Buckets, buckets: &[(u64, f64)]) -> proto::Histogram {
     let mut h = proto::Histogram::default();
     let mut count = 0;
-    let cumulative = labels::duration_bounds()
+    let cumulative = bounds
+        .bounds()
         .into_iter()
         .zip(buckets)
         .map(|(bound, (n, _))| {
@@ -101,7 +102,7 @@ mod tests {
     #[test]
     fn a_histogram_is_exposed_with_cumulative_buckets_its_count_and_sum() {
         let mut s = Store::new();
-        let bounds = labels::duration_bounds();
+        let bounds = crate::labels::duration_bounds();
         let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0"];
         s.observe(&cat::COLL_DURATION, &l, bounds[0], 2);
         s.observe(&cat::COLL_DURATION, &l, bounds[2], 1);

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub http: reqwest::Client,
     /// The last job view and when it was built: one is built at a time, and requests meanwhile share it.
     pub job: tokio::sync::Mutex<Option<(Instant, JobView)>>,
+    /// `COLLSCOPE_NOT_ARRIVED_S`, for the job view's rules.
+    pub not_arrived_after: std::time::Duration,
     /// Event streams' places ([`crate::config::MAX_STREAMS`]).
     pub streams: Arc<Semaphore>,
     pub stop: watch::Receiver<bool>,
@@ -306,7 +308,7 @@ async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     shared.drain();
     let snap = shared.lock().snapshot();
     let ranks = RankSummary::of(&snap, now_us());
-    let view = job::view(&shared.http, shared.addr, ranks, snap.endpoints).await;
+    let view = job::view(&shared.http, shared.addr, ranks, snap.endpoints, shared.not_arrived_after).await;
     let response = axum::Json(&view).into_response();
     *last = Some((Instant::now(), view));
     response

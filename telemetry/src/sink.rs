@@ -7,7 +7,7 @@ use crate::store::Store;
 use collscope_model::observe::{CallTotals, DURATION_BOUNDS_NS};
 use collscope_model::{
     Algorithm, ChannelTraffic, Collective, CommProgress, Decision, KernelChannel, OpRecord, OpState, ProfilerCounters,
-    Protocol, ProxyOp, RankSummary, Snapshot, Warning,
+    Protocol, ProxyOp, RankSummary, Snapshot, Stall, Warning,
 };
 use std::collections::BTreeMap;
 
@@ -158,6 +158,13 @@ impl Store {
     /// kept record went to make room).
     pub fn dropped(&mut self, stage: &'static str, n: u64) {
         self.add(&cat::DROPPED, &[stage], n);
+    }
+
+    /// A call that stalled and recovered, once.
+    pub fn stall(&mut self, s: &Stall) {
+        let rank = s.rank.to_string();
+        self.add(&cat::STALLS, &[&rank, s.comm.as_deref().unwrap_or("unknown")], 1u64);
+        self.observe(&cat::STALL_SECONDS, &[&rank], s.secs, 1);
     }
 
     /// `k` carries what one channel's GPU time and calls grew by since its last report.

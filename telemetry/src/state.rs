@@ -181,6 +181,9 @@ impl State {
         if out.evicted > 0 {
             self.store.dropped("history", out.evicted as u64);
         }
+        if let Some(stall) = &out.stall {
+            self.store.stall(stall);
+        }
         self.facts_dirty |= out.facts_changed;
         out
     }
@@ -583,6 +586,28 @@ mod tests {
         st.apply(Event::OpCompleted(op(0, 2, 8, OpState::Completed)));
         let text = st.metrics_text().unwrap();
         assert_eq!(age(&text, 0), Some(0.0), "{text}");
+    }
+
+    #[test]
+    fn a_call_that_stalled_and_recovered_is_counted_once_with_its_seconds_and_kept_past_the_history() {
+        let mut st = state(Bounds::histories(1));
+        let mut stalled = op(2, 5, 8, OpState::Completed);
+        stalled.completed_us = Some(1_010 + 7_500_000);
+        st.apply(Event::OpEnqueued(op(2, 5, 8, OpState::Enqueued)));
+        st.apply(Event::OpCompleted(stalled.clone()));
+        // Reported again (a re-read): still one stall.
+        st.apply(Event::OpCompleted(stalled));
+        for seq in 6..10 {
+            st.apply(Event::OpCompleted(op(2, seq, 8, OpState::Completed)));
+        }
+        let text = st.metrics_text().unwrap();
+        assert_eq!(value(&text, "collscope_collective_stalls_total{comm=\"0x1\",rank=\"2\"}"), Some(1.0), "{text}");
+        assert_eq!(value(&text, "collscope_collective_stall_seconds_sum{rank=\"2\"}"), Some(7.5), "{text}");
+        assert_eq!(value(&text, "collscope_collective_stall_seconds_bucket{rank=\"2\",le=\"5\"}"), Some(0.0));
+        assert_eq!(value(&text, "collscope_collective_stall_seconds_bucket{rank=\"2\",le=\"10\"}"), Some(1.0));
+        let snap = st.snapshot();
+        assert_eq!(snap.ops.len(), 1, "the stalled call left the history");
+        assert_eq!(snap.stalls.iter().map(|s| (s.seq, s.secs)).collect::<Vec<_>>(), [(5, 7.5)]);
     }
 
     #[test]

@@ -103,15 +103,14 @@ impl From<f64> for Num {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Num(Num),
-    /// (observations, their sum) per bucket of [`crate::labels::duration_bounds`], then above the last bound.
+    /// (observations, their sum) per bucket of the metric's [`crate::catalogue::Buckets`], then above the last bound.
     Histogram(Vec<(u64, f64)>),
 }
 
 impl Value {
     fn zero(m: &Metric) -> Value {
         match m.kind {
-            // The one histogram is the calls' duration; another with other bounds would carry them in the catalogue.
-            Kind::Histogram => Value::Histogram(vec![(0, 0.0); DURATION_BOUNDS_NS.len() + 1]),
+            Kind::Histogram(buckets) => Value::Histogram(vec![(0, 0.0); buckets.len()]),
             _ if m.integral() => Value::Num(Num::Int(0)),
             _ => Value::Num(Num::Float(0.0)),
         }
@@ -212,9 +211,10 @@ impl Store {
 
     /// Observes `v` `n` times in a histogram.
     pub fn observe(&mut self, m: &Metric, labels: &[&str], v: f64, n: u64) {
+        let Kind::Histogram(bounds) = m.kind else { return };
         let s = self.series(m, labels);
         if let Value::Histogram(buckets) = &mut s.value {
-            let i = DURATION_BOUNDS_NS.iter().position(|ns| v <= *ns as f64 / 1e9).unwrap_or(DURATION_BOUNDS_NS.len());
+            let i = bounds.index(v);
             buckets[i].0 += n;
             buckets[i].1 += v * n as f64;
             s.changed = true;

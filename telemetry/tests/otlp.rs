@@ -230,8 +230,11 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
     rec.push(Event::OpEnqueued(call(1, OpState::Enqueued)));
     rec.push(Event::OpCompleted(call(1, OpState::Completed)));
     rec.push(Event::OpCompleted(call(2, OpState::Failed)));
+    // A call that took 4 s: a stall, counted and observed.
+    let mut stalled = call(3, OpState::Completed);
+    stalled.completed_us = stalled.started_us.map(|t| t + 4_000_000);
     // The call kept last completed: the communicator's last completion is a gauge.
-    rec.push(Event::OpCompleted(call(3, OpState::Completed)));
+    rec.push(Event::OpCompleted(stalled));
     rec.push(Event::Proxy(proxy(true)));
     rec.push(Event::Traffic(ChannelTraffic {
         rank: 0,

@@ -396,14 +396,15 @@ mod tests {
         use collscope_model::{Connection, RankEdges, RankSummary, Transport, Tree};
         let conn = |src, dst| Connection::new(0, src, dst, Direction::Both, Transport::Shm);
         let job = |sent23: u64| {
-            let endpoint = collscope_model::RankEndpoint { rank: 2, host: "h".into(), url: "http://h:1".into() };
+            let endpoint =
+                collscope_model::RankEndpoint { rank: 2, host: "h".into(), url: "http://h:1".into(), pid: None };
             let mut rank2 = RankSummary::unreachable(&endpoint, String::new());
             rank2.edges = RankEdges {
                 connections: vec![conn(2, 3)],
                 trees: vec![Tree { channel: 0, rank: 2, up: 1, down: vec![3] }],
                 traffic: vec![end(2, 3, Direction::Send, sent23), end(2, 1, Direction::Recv, 2 * sent23)],
             };
-            Update::Job(Box::new(JobView { ranks: vec![rank2], findings: vec![] }))
+            Update::Job(Box::new(JobView { ranks: vec![rank2], findings: vec![], ..Default::default() }))
         };
         let mut live = Live::new("test");
         live.apply(Update::Event(Box::new(Event::Connection(conn(0, 1)))));

@@ -1,12 +1,17 @@
 //! The job-level rules (the table is `JOB_RULES` in the crate root): what PyTorch's Flight Recorder analysis
 //! concludes after a hang, live, from every rank's summary in a [`JobView`]: which ranks have not arrived at
-//! the call the others wait in, which rank arrives last at most calls, which rank does not answer.
+//! the call the others wait in (and whether each is stopped, dead or alive and slow), which rank arrives last at
+//! most calls, which rank does not answer, and which calls stalled and recovered.
 
-use collscope_model::{CallSig, Collective, CommProgress, Finding, JobView, RankState, RankSummary, Severity};
+use collscope_model::job::STALL_AFTER_S;
+use collscope_model::{
+    CallSig, Collective, CommProgress, Finding, JobView, LineRef, ProcState, RankState, RankSummary, Severity, Stall,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How long ranks wait in one call before the ranks that have not reached it are named.
-pub const NOT_ARRIVED_AFTER_S: f64 = 3.0;
+/// How long ranks wait in one call before the ranks that have not reached it are named, unless the job view
+/// says otherwise ([`JobView::not_arrived_after_s`], `COLLSCOPE_NOT_ARRIVED_S`): a stall's threshold.
+pub const NOT_ARRIVED_AFTER_S: f64 = STALL_AFTER_S;
 /// Calls seen by every rank needed before one rank is called a straggler.
 pub const STRAGGLER_MIN_CALLS: usize = 8;
 /// The share of those calls a straggler starts last.
@@ -30,16 +35,98 @@ fn comm_name(comm: Option<&str>) -> String {
     comm.map(|c| format!(" of communicator {c}")).unwrap_or_default()
 }
 
+/// Whether a rank is stopped, dead, alive but not answering, or answering: what its process's state on this
+/// host and its telemetry (a keep-alive apart from its calls) say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    Stopped,
+    Dead,
+    /// Its process runs but its telemetry did not answer.
+    Mute,
+    /// Its telemetry did not answer and its process cannot be seen from here (another host, no pid).
+    Unknown,
+    /// Its telemetry answers: the process runs, its calls are what lag.
+    Answers,
+}
+
+fn liveness(r: &RankSummary) -> Liveness {
+    if r.state != RankState::Unreachable {
+        return Liveness::Answers;
+    }
+    match r.process.as_ref().map(|p| p.state) {
+        Some(ProcState::Stopped) => Liveness::Stopped,
+        Some(ProcState::Dead) => Liveness::Dead,
+        Some(ProcState::Alive) => Liveness::Mute,
+        None => Liveness::Unknown,
+    }
+}
+
+/// The process, as `pid N on HOST`.
+fn process_name(r: &RankSummary) -> String {
+    let pid = r.pid.map_or_else(|| "an unknown pid".to_string(), |p| format!("pid {p}"));
+    format!("{pid} on {}", r.host.as_deref().unwrap_or("an unknown host"))
+}
+
+/// What a rank's liveness says, for a finding's detail, and the process state read as evidence.
+fn liveness_said(r: &RankSummary) -> (String, Vec<LineRef>) {
+    let evidence = r.process.iter().map(|p| LineRef { file: p.file.clone(), line: 1, text: p.text.clone() }).collect();
+    let no_answer = r.error.as_deref().unwrap_or("no answer");
+    let said = match liveness(r) {
+        Liveness::Stopped => format!(
+            "is stopped: its process ({}) is in state T (SIGSTOP, or a debugger holds it) and its telemetry does not \
+             answer ({no_answer})",
+            process_name(r)
+        ),
+        Liveness::Dead => format!("is dead: its process ({}) has exited ({no_answer})", process_name(r)),
+        Liveness::Mute => format!(
+            "runs (its process, {}, is neither stopped nor gone) but its telemetry does not answer ({no_answer}): \
+             stuck in the kernel, or its telemetry thread is starved",
+            process_name(r)
+        ),
+        Liveness::Unknown => {
+            format!("does not answer ({no_answer}); whether it is stopped or dead cannot be read from this host")
+        }
+        Liveness::Answers => "is alive and slow: its telemetry answers, so the process runs, but its calls have not \
+                              moved"
+            .to_string(),
+    };
+    (said, evidence)
+}
+
+/// What to do about a rank that has not arrived, by what it is.
+fn liveness_fix(r: &RankSummary) -> String {
+    let rank = r.rank;
+    match liveness(r) {
+        Liveness::Stopped => format!(
+            "Resume rank {rank} (kill -CONT {}, or detach the debugger); the others wait until COLLSCOPE_TIMEOUT_S",
+            r.pid.map_or_else(|| "PID".to_string(), |p| p.to_string())
+        ),
+        Liveness::Dead => format!(
+            "Read rank {rank}'s own output and exit status (killed by a signal, out of memory, a crash); the job cannot \
+             finish without it: restart it from a checkpoint"
+        ),
+        Liveness::Mute | Liveness::Unknown => format!(
+            "Check rank {rank}'s process on its host (ps -o stat, py-spy dump, gdb): stopped, gone, or stuck; and that \
+             this host reaches its telemetry port"
+        ),
+        Liveness::Answers => format!(
+            "Find what rank {rank} does instead of the call: a long step before it, a different call order on that \
+             rank (py-spy dump / gdb on it); COLLSCOPE_TIMEOUT_S bounds how long the others wait"
+        ),
+    }
+}
+
 /// Ranks that have not reached the call other ranks have waited in for [`NOT_ARRIVED_AFTER_S`]: those that
 /// answer with an older call done or in flight, and those whose telemetry does not answer.
 pub fn not_arrived(job: &JobView) -> Vec<Finding> {
+    let after_s = job.not_arrived_after_s.unwrap_or(NOT_ARRIVED_AFTER_S);
     let mut out = Vec::new();
     for comm in comms(job) {
         let waiting = job
             .ranks
             .iter()
             .filter_map(|r| Some((r.rank, progress(r, comm)?.in_flight.as_ref()?)))
-            .filter(|(_, f)| f.age_s >= NOT_ARRIVED_AFTER_S);
+            .filter(|(_, f)| f.age_s >= after_s);
         let Some(seq) = waiting.map(|(_, f)| f.seq).max() else { continue };
         let waiters: Vec<(u32, f64)> = job
             .ranks
@@ -58,9 +145,7 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
                 continue;
             }
             let status = match (r.state, progress(r, comm)) {
-                (RankState::Unreachable, _) => {
-                    format!("does not answer ({})", r.error.as_deref().unwrap_or("no answer"))
-                }
+                (RankState::Unreachable, _) => String::new(),
                 (_, Some(p)) if p.last_completed.is_some_and(|d| d >= seq) => continue,
                 (_, Some(CommProgress { in_flight: Some(f), .. })) => format!("is still in {} #{}", f.coll, f.seq),
                 (_, Some(p)) => match p.last_completed {
@@ -69,11 +154,19 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
                 },
                 (_, None) => format!("has not begun #{seq}"),
             };
+            let (alive, evidence) = liveness_said(r);
+            let status = if status.is_empty() { alive } else { format!("{status}; it {alive}") };
+            let what = match liveness(r) {
+                Liveness::Stopped => " (stopped)",
+                Liveness::Dead => " (dead)",
+                Liveness::Answers => " (alive, slow)",
+                Liveness::Mute | Liveness::Unknown => " (not answering)",
+            };
             out.push(Finding {
                 code: "rank_not_arrived".into(),
                 severity: Severity::Error,
                 rank: Some(r.rank),
-                title: format!("rank {} has not arrived at {} #{seq}", r.rank, call.coll),
+                title: format!("rank {} has not arrived at {} #{seq}{what}", r.rank, call.coll),
                 detail: format!(
                     "ranks {} have waited up to {longest:.1} s in {} #{seq} ({} bytes){}; rank {} {status}",
                     list(&who),
@@ -82,13 +175,8 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
                     comm_name(comm),
                     r.rank
                 ),
-                evidence: Vec::new(),
-                fix: format!(
-                    "Find what rank {} does instead: a process stopped (SIGSTOP, a debugger), a different call order \
-                     on that rank, or a long step before the call (py-spy dump / gdb on it); COLLSCOPE_TIMEOUT_S \
-                     bounds how long the others wait",
-                    r.rank
-                ),
+                evidence,
+                fix: liveness_fix(r),
             });
         }
     }
@@ -229,34 +317,93 @@ pub fn straggler(job: &JobView) -> Vec<Finding> {
     out
 }
 
-/// A rank whose telemetry does not answer: its process is gone, stopped, or cut off from this one.
+/// A rank whose telemetry does not answer: its process is gone, stopped, or cut off from this one (which, when
+/// its process's state can be read on this host).
 pub fn unreachable(job: &JobView) -> Vec<Finding> {
     job.ranks
         .iter()
         .filter(|r| r.state == RankState::Unreachable)
-        .map(|r| Finding {
-            code: "rank_unreachable".into(),
-            severity: Severity::Warning,
-            rank: Some(r.rank),
-            title: format!("rank {} does not answer", r.rank),
-            detail: format!(
-                "rank {}'s telemetry at {} did not answer: {}",
-                r.rank,
-                r.url.as_deref().unwrap_or("an unknown address"),
-                r.error.as_deref().unwrap_or("no answer")
-            ),
-            evidence: Vec::new(),
-            fix: "Check whether the rank's process still runs (and is not stopped), and that this host reaches its \
-                  telemetry port"
-                .into(),
+        .map(|r| {
+            let (said, evidence) = liveness_said(r);
+            let title = match liveness(r) {
+                Liveness::Stopped => format!("rank {} is stopped", r.rank),
+                Liveness::Dead => format!("rank {} is dead", r.rank),
+                _ => format!("rank {} does not answer", r.rank),
+            };
+            Finding {
+                code: "rank_unreachable".into(),
+                severity: Severity::Warning,
+                rank: Some(r.rank),
+                title,
+                detail: format!(
+                    "rank {}'s telemetry at {} did not answer; rank {} {said}",
+                    r.rank,
+                    r.url.as_deref().unwrap_or("an unknown address"),
+                    r.rank
+                ),
+                evidence,
+                fix: liveness_fix(r),
+            }
         })
         .collect()
+}
+
+/// Calls that stalled and recovered (each rank keeps its own, [`Stall`]): one finding per call, with the ranks
+/// that waited, how long, and the ranks that did not wait (they arrived last: the cause). Newest first.
+pub fn stalls(job: &JobView) -> Vec<Finding> {
+    // A rank's summary carries only its own stalls.
+    let mut by_call: BTreeMap<(Option<&str>, u64), Vec<&Stall>> = BTreeMap::new();
+    for s in job.ranks.iter().flat_map(|r| &r.stalls) {
+        by_call.entry((s.comm.as_deref(), s.seq)).or_default().push(s);
+    }
+    let mut calls: Vec<_> = by_call.into_iter().collect();
+    calls.sort_by_key(|(_, w)| std::cmp::Reverse(w.iter().filter_map(|s| s.completed_us).max()));
+    let mut out = Vec::new();
+    for ((comm, seq), waited) in calls {
+        let who: Vec<u32> = waited.iter().map(|s| s.rank).collect();
+        let longest = waited.iter().map(|s| s.secs).fold(0.0, f64::max);
+        let call = waited[0];
+        // The ranks of the communicator that answer and did not wait arrived last.
+        let late: Vec<u32> = job
+            .ranks
+            .iter()
+            .filter(|r| !who.contains(&r.rank) && progress(r, comm).is_some())
+            .map(|r| r.rank)
+            .collect();
+        let (rank, cause) = match late[..] {
+            [] => (None, "every rank that answers waited in it: the one that arrived last is not known".to_string()),
+            [one] => (Some(one), format!("rank {one} did not wait: it arrived last")),
+            _ => (None, format!("ranks {} did not wait: they arrived last", list(&late))),
+        };
+        let ended = call.completed_us.map(|us| format!(", ended at {:.3} (UNIX seconds)", us as f64 / 1e6));
+        out.push(Finding {
+            code: "collective_stall".into(),
+            severity: Severity::Warning,
+            rank,
+            title: format!("{} #{seq} stalled {longest:.1} s and recovered", call.coll),
+            detail: format!(
+                "ranks {} waited up to {longest:.1} s in {} #{seq} ({} bytes){}{}; {cause}",
+                list(&who),
+                call.coll,
+                call.bytes,
+                comm_name(comm),
+                ended.unwrap_or_default()
+            ),
+            evidence: Vec::new(),
+            fix: format!(
+                "Find what held {} before #{seq} (a paused process, a long step, garbage collection, a checkpoint \
+                 write); collscope_collective_stalls_total and collscope_collective_stall_seconds count stalls",
+                if late.is_empty() { "the last rank".to_string() } else { format!("rank {}", list(&late)) }
+            ),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use collscope_model::{Collective, InFlight, RankEndpoint};
+    use collscope_model::{Collective, InFlight, ProcessSeen, RankEndpoint};
 
     fn rank(rank: u32, last: Option<u64>, in_flight: Option<(u64, f64)>, starts: Vec<(u64, u64)>) -> RankSummary {
         RankSummary {
@@ -282,6 +429,9 @@ mod tests {
             p99_us: None,
             error: None,
             edges: Default::default(),
+            pid: None,
+            process: None,
+            stalls: Vec::new(),
         }
     }
 
@@ -344,7 +494,7 @@ mod tests {
 
     #[test]
     fn ranks_behind_the_waiting_call_are_named_with_the_call_and_how_long() {
-        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into() };
+        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None };
         let job = JobView {
             ranks: vec![
                 rank(0, Some(6), Some((7, 4.5)), vec![]),
@@ -353,18 +503,88 @@ mod tests {
                 RankSummary::unreachable(&gone, "timed out".into()),
             ],
             findings: vec![],
+            ..Default::default()
         };
         let f = not_arrived(&job);
         assert_eq!(f.iter().map(|f| f.rank).collect::<Vec<_>>(), [Some(2), Some(3)]);
-        assert_eq!(f[0].title, "rank 2 has not arrived at AllReduce #7");
+        assert_eq!(f[0].title, "rank 2 has not arrived at AllReduce #7 (alive, slow)");
         assert!(f[0].detail.contains("ranks 0,1 have waited up to 4.5 s") && f[0].detail.contains("finished #6"));
+        assert!(f[0].detail.contains("its telemetry answers"), "{}", f[0].detail);
         assert!(f[1].detail.contains("does not answer (timed out)"), "{}", f[1].detail);
+        assert!(f[1].title.ends_with("(not answering)"), "{}", f[1].title);
         assert_eq!(unreachable(&job)[0].rank, Some(3));
         // Waiting less than the threshold is a call in progress, not a hang.
         let mut young = job.clone();
         young.ranks[0].comms[0].in_flight.as_mut().unwrap().age_s = 1.0;
         young.ranks[1].comms[0].in_flight.as_mut().unwrap().age_s = 1.0;
         assert!(not_arrived(&young).is_empty());
+        // ... unless the job view names ranks sooner.
+        young.not_arrived_after_s = Some(0.5);
+        assert_eq!(not_arrived(&young).len(), 2);
+    }
+
+    #[test]
+    fn a_rank_that_does_not_answer_is_called_stopped_or_dead_by_its_process_state_with_the_line_read() {
+        let gone = RankEndpoint { rank: 1, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: Some(4242) };
+        let mut job = JobView {
+            ranks: vec![rank(0, Some(6), Some((7, 5.0)), vec![]), RankSummary::unreachable(&gone, "timed out".into())],
+            ..Default::default()
+        };
+        let seen = |state, text: &str| Some(ProcessSeen { state, file: "/proc/4242/stat".into(), text: text.into() });
+        job.ranks[1].process = seen(ProcState::Stopped, "4242 (collscope) T 1 ...");
+        let f = &not_arrived(&job)[0];
+        assert_eq!(f.title, "rank 1 has not arrived at AllReduce #7 (stopped)");
+        assert!(f.detail.contains("rank 1 is stopped: its process (pid 4242 on h) is in state T"), "{}", f.detail);
+        assert_eq!(f.evidence[0].file, "/proc/4242/stat");
+        assert_eq!(f.evidence[0].text, "4242 (collscope) T 1 ...");
+        assert!(f.fix.contains("kill -CONT 4242"), "{}", f.fix);
+        assert_eq!(unreachable(&job)[0].title, "rank 1 is stopped");
+
+        job.ranks[1].process = seen(ProcState::Dead, "no such process");
+        let f = &not_arrived(&job)[0];
+        assert_eq!(f.title, "rank 1 has not arrived at AllReduce #7 (dead)");
+        assert!(f.detail.contains("rank 1 is dead: its process (pid 4242 on h) has exited"), "{}", f.detail);
+        assert!(f.fix.contains("restart it from a checkpoint"), "{}", f.fix);
+        assert_eq!(unreachable(&job)[0].title, "rank 1 is dead");
+
+        job.ranks[1].process = seen(ProcState::Alive, "4242 (collscope) S 1 ...");
+        assert!(not_arrived(&job)[0].detail.contains("runs (its process, pid 4242 on h, is neither"));
+        job.ranks[1].process = None;
+        assert!(not_arrived(&job)[0].detail.contains("cannot be read from this host"));
+    }
+
+    #[test]
+    fn a_recovered_stall_is_one_finding_naming_the_ranks_that_waited_how_long_and_the_rank_that_did_not() {
+        let stall = |rank, secs| Stall {
+            comm: None,
+            rank,
+            seq: 7,
+            coll: Collective::AllReduce,
+            bytes: 4096,
+            completed_us: Some(1_700_000_000_000_000),
+            secs,
+        };
+        let mut job =
+            JobView { ranks: (0..4).map(|r| rank(r, Some(20), None, vec![])).collect(), ..Default::default() };
+        assert!(stalls(&job).is_empty());
+        for (r, secs) in [(0, 7.2), (1, 7.1), (3, 6.9)] {
+            job.ranks[r].stalls.push(stall(r as u32, secs));
+        }
+        let f = stalls(&job);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].code.as_str(), f[0].rank), ("collective_stall", Some(2)));
+        assert_eq!(f[0].title, "AllReduce #7 stalled 7.2 s and recovered");
+        assert!(
+            f[0].detail.starts_with("ranks 0,1,3 waited up to 7.2 s in AllReduce #7 (4096 bytes)"),
+            "{}",
+            f[0].detail
+        );
+        assert!(f[0].detail.ends_with("rank 2 did not wait: it arrived last"), "{}", f[0].detail);
+        // Every rank waited: none is blamed.
+        job.ranks[2].stalls.push(stall(2, 0.5 + STALL_AFTER_S));
+        let f = stalls(&job);
+        assert_eq!(f[0].rank, None);
+        assert!(f[0].detail.contains("is not known"), "{}", f[0].detail);
     }
 
     #[test]
@@ -373,6 +593,7 @@ mod tests {
         let mut job = JobView {
             ranks: vec![rank(0, Some(10), None, starts(0)), rank(1, Some(10), None, starts(5_000))],
             findings: vec![],
+            ..Default::default()
         };
         let f = straggler(&job);
         assert_eq!(f.len(), 1);

@@ -49,6 +49,7 @@ pub const JOB_RULES: &[JobRule] = &[
     JobRule { code: "collective_mismatch", check: job::mismatch },
     JobRule { code: "straggler", check: job::straggler },
     JobRule { code: "rank_unreachable", check: job::unreachable },
+    JobRule { code: "collective_stall", check: job::stalls },
 ];
 
 /// Runs every job-level rule; findings come out most severe first.

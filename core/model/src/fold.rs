@@ -16,6 +16,8 @@
 //!   one is late and changes nothing; the profiler plugin's counters replace the last ones;
 //! - traffic is summed by channel end (rank, channel, peer, direction): bytes, bytes moved in place and seconds
 //!   add up, a transport named once stays; rates are the reader's (the TUI's edges, telemetry's counters);
+//! - a call that completed after `job::STALL_AFTER_S` or more is kept as a stall, once per (comm, rank, seq),
+//!   after it leaves the calls;
 //! - every list is bounded ([`Bounds`]); past its bound the oldest records go.
 
 use super::comm::Communicator;
@@ -24,7 +26,7 @@ use super::diag::Finding;
 use super::events::{Event, InitFacts};
 use super::graph::ChannelCounts;
 use super::graph::Tree;
-use super::job::RankEdges;
+use super::job::{RankEdges, Stall, MAX_STALLS};
 use super::ops::{KernelChannel, OpRecord, OpState, ProxyOp};
 use super::ChannelTraffic;
 use super::Snapshot;
@@ -128,6 +130,8 @@ pub struct Applied {
     pub replaced: Option<OpState>,
     /// Whether the facts changed (connections, communicators, findings, nranks, nnodes, hosts, version).
     pub facts_changed: bool,
+    /// A completed call kept as a stall for the first time (what a stall counter counts).
+    pub stall: Option<Stall>,
 }
 
 impl KernelChannel {
@@ -188,7 +192,13 @@ impl Snapshot {
     pub fn apply_within(&mut self, event: &Event, bounds: &Bounds) -> Applied {
         let mut out = Applied::default();
         match event {
-            Event::OpEnqueued(op) | Event::OpCompleted(op) => self.upsert_op(op, bounds.ops, &mut out),
+            Event::OpEnqueued(op) | Event::OpCompleted(op) => {
+                self.upsert_op(op, bounds.ops, &mut out);
+                if let Some(stall) = Stall::of(op).filter(|s| !self.stalls.iter().any(|o| o.same_call(s))) {
+                    push_bounded(&mut self.stalls, stall.clone(), MAX_STALLS);
+                    out.stall = Some(stall);
+                }
+            }
             Event::Proxy(p) => self.upsert_proxy(p, bounds.proxy, &mut out),
             Event::ProxyTally(t) => self.upsert_proxy(&t.last, bounds.proxy, &mut out),
             Event::Traffic(t) => self.add_traffic(t),

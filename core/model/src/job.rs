@@ -6,7 +6,7 @@ use super::connection::{ChannelTraffic, Connection};
 use super::diag::Finding;
 use super::graph::Tree;
 use super::names::{Collective, DataType, RedOp};
-use super::ops::OpState;
+use super::ops::{OpRecord, OpState};
 use super::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -22,6 +22,12 @@ pub const MAX_JOB_FINDINGS: usize = 64;
 /// Connections, tree places and channel ends' totals a rank's summary carries, each: a ring's send and receive
 /// and a tree's three peers both ways on 16 channels, so a summary stays well under 100 KiB.
 pub const MAX_RANK_EDGES: usize = 128;
+/// Stalls a snapshot keeps, and a rank's summary carries: a stall a step for the last 64 steps, or one every
+/// ten seconds for the last ten minutes.
+pub const MAX_STALLS: usize = 64;
+/// A call that completed after this long was a stall: the job view's default for naming ranks not arrived
+/// (`COLLSCOPE_NOT_ARRIVED_S`), so what was named while it hung is what is remembered once it recovered.
+pub const STALL_AFTER_S: f64 = 3.0;
 
 /// Where one rank serves its telemetry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +36,85 @@ pub struct RankEndpoint {
     pub host: String,
     /// `http://HOST:PORT`, the base of its endpoints.
     pub url: String,
+    /// Its process, so a job view on the same host can tell a stopped rank from a dead one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// What the host says of a rank's process (`/proc/PID/stat`), for a rank whose telemetry does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcState {
+    /// It runs or sleeps: alive, but its telemetry did not answer.
+    Alive,
+    /// Stopped (`T`: SIGSTOP, SIGTSTP) or held by a debugger (`t`).
+    Stopped,
+    /// A zombie (`Z`, `X`) or no such process: it exited.
+    Dead,
+}
+
+impl ProcState {
+    /// The state letter of `/proc/PID/stat` (the field after the parenthesised name); `None` (no such
+    /// process) is dead.
+    pub fn of_letter(letter: Option<char>) -> ProcState {
+        match letter {
+            Some('T' | 't') => ProcState::Stopped,
+            Some('Z' | 'X' | 'x') | None => ProcState::Dead,
+            Some(_) => ProcState::Alive,
+        }
+    }
+}
+
+/// A rank's process as its host showed it: the state and the line read (the evidence).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSeen {
+    pub state: ProcState,
+    /// The file read (`/proc/PID/stat`) and what it held (or why nothing).
+    pub file: String,
+    pub text: String,
+}
+
+/// A call that completed after [`STALL_AFTER_S`] or more: a hang that recovered, kept after the call left the
+/// history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub comm: Option<String>,
+    pub rank: u32,
+    pub seq: u64,
+    pub coll: Collective,
+    pub bytes: u64,
+    /// When it completed (microseconds since the UNIX epoch).
+    pub completed_us: Option<u64>,
+    /// How long it took.
+    pub secs: f64,
+}
+
+impl Stall {
+    /// `op` as a stall, if it completed after [`STALL_AFTER_S`] or more (from its start, or its enqueueing).
+    pub fn of(op: &OpRecord) -> Option<Stall> {
+        if op.state != OpState::Completed {
+            return None;
+        }
+        let began = op.started_us.or(op.enqueued_us);
+        let secs = match (began, op.completed_us) {
+            (Some(b), Some(c)) => c.saturating_sub(b) as f64 / 1e6,
+            _ => op.duration_us? / 1e6,
+        };
+        (secs >= STALL_AFTER_S).then(|| Stall {
+            comm: op.comm.as_deref().map(str::to_string),
+            rank: op.rank,
+            seq: op.seq,
+            coll: op.coll,
+            bytes: op.bytes,
+            completed_us: op.completed_us,
+            secs,
+        })
+    }
+
+    /// The same call of the same rank.
+    pub fn same_call(&self, other: &Stall) -> bool {
+        (self.rank, self.seq, &self.comm) == (other.rank, other.seq, &other.comm)
+    }
 }
 
 /// What a rank is doing, as the job view sees it.
@@ -104,6 +189,15 @@ pub struct RankSummary {
     /// The rank's own part of the job's edge map, so a job view draws every rank's edges.
     #[serde(default)]
     pub edges: RankEdges,
+    /// Its process id, when known (its communicator's, or its endpoint's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its process as the job view's host saw it: only for an unreachable rank on the same host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessSeen>,
+    /// Its calls that stalled and recovered, oldest first, at most [`MAX_STALLS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<Stall>,
 }
 
 /// What one rank knows of its edges: the connections it set up, its place in each channel's tree and what each
@@ -137,6 +231,10 @@ impl RankEdges {
 pub struct JobView {
     pub ranks: Vec<RankSummary>,
     pub findings: Vec<Finding>,
+    /// How long ranks waited in a call before the ranks not there were named (`COLLSCOPE_NOT_ARRIVED_S`;
+    /// `None`: the default, [`STALL_AFTER_S`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_arrived_after_s: Option<f64>,
 }
 
 impl RankSummary {
@@ -153,6 +251,9 @@ impl RankSummary {
             p99_us: None,
             error: Some(error),
             edges: RankEdges::default(),
+            pid: endpoint.pid,
+            process: None,
+            stalls: Vec::new(),
         }
     }
 
@@ -227,6 +328,14 @@ impl RankSummary {
             p99_us: quantile(&durations, 0.99),
             error: None,
             edges: RankEdges::of(snap, rank),
+            pid: snap
+                .communicators
+                .iter()
+                .find(|c| c.rank == Some(rank))
+                .and_then(|c| c.pid)
+                .or_else(|| endpoint.and_then(|e| e.pid)),
+            process: None,
+            stalls: snap.stalls.iter().filter(|s| s.rank == rank).cloned().collect(),
         }
     }
 }
@@ -273,13 +382,12 @@ mod tests {
         assert_eq!(serde_json::from_value::<RankSummary>(old).unwrap().edges, RankEdges::default());
     }
     use crate::names::DataType;
-    use crate::ops::OpRecord;
-    use crate::Source;
+    use crate::{Event, Source};
 
     #[test]
     fn a_rank_is_summarised_by_communicator_with_its_oldest_call_in_flight() {
         let mut s = Snapshot::new(Source::Runtime);
-        s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into() });
+        s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into(), pid: Some(7) });
         for seq in 1..=40u64 {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
             if seq < 39 {
@@ -308,5 +416,48 @@ mod tests {
         let json = serde_json::to_value(&sums[0]).unwrap();
         assert_eq!(json["state"], "running");
         assert_eq!(serde_json::from_value::<RankSummary>(json).unwrap(), sums[0]);
+    }
+
+    #[test]
+    fn a_call_that_took_3_s_or_more_is_kept_as_a_stall_once_after_it_left_the_calls() {
+        let mut s = Snapshot::new(Source::Runtime);
+        let call = |seq: u64, took_us: u64| {
+            let mut o = OpRecord::started(2, seq, Collective::AllReduce, DataType::F32, 256, 1_000_000);
+            o.state = OpState::Completed;
+            o.completed_us = Some(1_000_000 + took_us);
+            o
+        };
+        let bounds = crate::Bounds::histories(1);
+        assert_eq!(s.apply_within(&Event::OpCompleted(call(1, 2_999_999)), &bounds).stall, None);
+        let out = s.apply_within(&Event::OpCompleted(call(2, 7_250_000)), &bounds);
+        let stall = out.stall.expect("a 7.25 s call is a stall");
+        assert_eq!(
+            (stall.rank, stall.seq, stall.coll, stall.bytes, stall.secs),
+            (2, 2, Collective::AllReduce, 1024, 7.25)
+        );
+        // Folded again (a re-read), it is not a second stall.
+        assert_eq!(s.apply_within(&Event::OpCompleted(call(2, 7_250_000)), &bounds).stall, None);
+        s.apply_within(&Event::OpCompleted(call(3, 10)), &bounds);
+        assert!(s.ops.iter().all(|o| o.seq == 3), "the stalled call left the history");
+        assert_eq!(RankSummary::of(&s, 9_000_000)[0].stalls, vec![stall]);
+        // A call in flight, or one that failed after a long wait, is no recovered stall.
+        let mut failed = call(4, 9_000_000);
+        failed.state = OpState::Failed;
+        assert_eq!(Stall::of(&failed), None);
+        for seq in 10..10 + 2 * MAX_STALLS as u64 {
+            s.apply(&Event::OpCompleted(call(seq, 4_000_000)));
+        }
+        assert!(s.stalls.len() <= MAX_STALLS);
+    }
+
+    #[test]
+    fn a_process_state_letter_says_stopped_dead_or_alive() {
+        assert_eq!(ProcState::of_letter(Some('T')), ProcState::Stopped);
+        assert_eq!(ProcState::of_letter(Some('t')), ProcState::Stopped);
+        assert_eq!(ProcState::of_letter(Some('Z')), ProcState::Dead);
+        assert_eq!(ProcState::of_letter(None), ProcState::Dead);
+        for alive in ['R', 'S', 'D', 'I'] {
+            assert_eq!(ProcState::of_letter(Some(alive)), ProcState::Alive);
+        }
     }
 }

@@ -32,7 +32,10 @@ pub use events::{Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
-pub use job::{CallSig, CommProgress, InFlight, JobView, RankEdges, RankEndpoint, RankState, RankSummary};
+pub use job::{
+    CallSig, CommProgress, InFlight, JobView, ProcState, ProcessSeen, RankEdges, RankEndpoint, RankState, RankSummary,
+    Stall,
+};
 pub use logfacts::{
     Allocations, GdrCheck, GdrGpu, Inference, LogFacts, LogStats, PeerClosed, PluginNote, UnnamedDecision,
 };
@@ -125,6 +128,9 @@ pub struct Snapshot {
     pub env: Vec<EnvSetting>,
     pub warnings: Vec<Warning>,
     pub findings: Vec<Finding>,
+    /// Calls that stalled and recovered, kept after they left `ops` (at most `job::MAX_STALLS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<Stall>,
     /// A deque: a live source folds a call at a time into a full list, which drops its oldest from the front.
     pub ops: VecDeque<OpRecord>,
     pub proxy: Vec<ProxyOp>,
@@ -168,6 +174,7 @@ impl Snapshot {
             env: Vec::new(),
             warnings: Vec::new(),
             findings: Vec::new(),
+            stalls: Vec::new(),
             ops: VecDeque::new(),
             proxy: Vec::new(),
             kernel_channels: Vec::new(),

@@ -352,7 +352,12 @@ impl Plugin {
                 }
             }
             if let Some(server) = &st.server {
-                let me = RankEndpoint { rank, host: host.unwrap_or_default(), url: server.endpoint.clone() };
+                let me = RankEndpoint {
+                    rank,
+                    host: host.unwrap_or_default(),
+                    url: server.endpoint.clone(),
+                    pid: Some(std::process::id()),
+                };
                 match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
                     Ok(r) => st.rendezvous.push(r),
                     Err(e) => {

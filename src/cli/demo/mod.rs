@@ -52,7 +52,9 @@ pub(crate) struct DemoArgs {
     #[arg(long, hide = true)]
     pub until_stopped: bool,
     /// Cause a failure to see what it looks like: mismatch[:rank=R,step=S], slow:rank=R,factor=F,
-    /// stop:rank=R,secs=N[,step=S], kill:rank=R[,step=S].
+    /// stop:rank=R,secs=N[,step=S], kill:rank=R[,step=S]. `/api/v1/job` names a rank the others wait for after
+    /// COLLSCOPE_NOT_ARRIVED_S (default 3 s); they abort after COLLSCOPE_TIMEOUT_S, or a silent peer after
+    /// COLLSCOPE_PEER_TIMEOUT (default 600 s each, PyTorch's NCCL timeout).
     #[arg(long)]
     pub fault: Option<Fault>,
 }

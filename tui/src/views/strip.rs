@@ -143,13 +143,16 @@ mod tests {
             p99_us: Some(4000.0),
             error: None,
             edges: Default::default(),
+            pid: None,
+            process: None,
+            stalls: Vec::new(),
         }
     }
 
     #[test]
     fn every_rank_has_a_line_and_by_state_the_stuck_one_comes_first_with_its_finding_shown() {
         let mut live = fixture::live();
-        let gone = RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into() };
+        let gone = RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into(), pid: None };
         let stuck = Finding {
             code: "rank_not_arrived".into(),
             severity: Severity::Error,
@@ -165,7 +168,7 @@ mod tests {
             rank(2, Some((42, 4.0))),
             RankSummary::unreachable(&gone, "timed out".into()),
         ];
-        live.apply(Update::Job(Box::new(JobView { ranks, findings: vec![stuck.clone()] })));
+        live.apply(Update::Job(Box::new(JobView { ranks, findings: vec![stuck.clone()], ..Default::default() })));
         let lines = render(&App { strip_order: StripOrder::State, ..App::default() }, &live, 80, 24);
         crate::views::testing::assert_fits(&lines);
         let strip = &lines[1..6];
@@ -201,6 +204,7 @@ mod tests {
         let view = |t: f64, straggler| JobView {
             ranks: vec![rank(0, Some((42, 3.2 + t))), rank(1, None), rank(2, Some((42, 3.7 + t))), rank(3, None)],
             findings: vec![slow(straggler)],
+            ..Default::default()
         };
         let mut app = App::default();
         for (t, straggler) in [(0.0, 3), (1.0, 1), (2.0, 3)] {

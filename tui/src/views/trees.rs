@@ -147,15 +147,16 @@ mod tests {
         let app = App { tab: Tab::Trees, ..App::default() };
         let missing = format!("(parent {parent} not in {})", live.snapshot.source.describe());
         assert!(screen(&render(&app, &live, 100, 24)).contains(&missing), "no job view: nothing says it exists");
-        let endpoint = RankEndpoint { rank: parent as u32, host: "node-a".into(), url: "http://127.0.0.1:1".into() };
+        let endpoint =
+            RankEndpoint { rank: parent as u32, host: "node-a".into(), url: "http://127.0.0.1:1".into(), pid: None };
         let mut rank = RankSummary::unreachable(&endpoint, String::new());
         rank.state = RankState::Idle;
-        live.job = Some(JobView { ranks: vec![rank.clone()], findings: Vec::new() });
+        live.job = Some(JobView { ranks: vec![rank.clone()], findings: Vec::new(), ..Default::default() });
         let text = screen(&render(&app, &live, 100, 24));
         assert!(!text.contains(&missing), "{text}");
         assert!(text.contains(&format!("(parent {parent}: another rank of the job")), "{text}");
         rank.state = RankState::Unreachable;
-        live.job = Some(JobView { ranks: vec![rank], findings: Vec::new() });
+        live.job = Some(JobView { ranks: vec![rank], findings: Vec::new(), ..Default::default() });
         let text = screen(&render(&app, &live, 100, 24));
         assert!(text.contains(&format!("(parent {parent}: a rank of the job that does not answer)")), "{text}");
     }

@@ -50,20 +50,23 @@ fn boot_err(e: BootstrapError) -> RuntimeError {
     }
 }
 
-/// Tells every rank where each serves its telemetry (an AllGather of `HOST URL` over the bootstrap ring,
-/// empty for a rank without telemetry) and reports the list, so any rank's snapshot reaches the whole job.
+/// Tells every rank where each serves its telemetry (an AllGather of `HOST URL PID` over the bootstrap ring,
+/// empty for a rank without telemetry) and reports the list, so any rank's snapshot reaches the whole job and a
+/// job view on a rank's host can read its process's state.
 fn share_endpoints(boot: &TcpBootstrap) -> std::result::Result<(), BootstrapError> {
     let mine = recorder::global()
         .endpoint()
-        .map(|url| format!("{} {url}", collscope_debug::sys::hostname()))
+        .map(|url| format!("{} {url} {}", collscope_debug::sys::hostname(), std::process::id()))
         .unwrap_or_default();
     let all = boot.all_gather(mine.as_bytes())?;
     let endpoints: Vec<RankEndpoint> = all
         .iter()
         .zip(0u32..)
         .filter_map(|(bytes, rank)| {
-            let (host, url) = std::str::from_utf8(bytes).ok()?.split_once(' ')?;
-            Some(RankEndpoint { rank, host: host.to_string(), url: url.to_string() })
+            let mut fields = std::str::from_utf8(bytes).ok()?.split(' ');
+            let (host, url) = (fields.next()?, fields.next()?);
+            let pid = fields.next().and_then(|p| p.parse().ok());
+            Some(RankEndpoint { rank, host: host.to_string(), url: url.to_string(), pid })
         })
         .collect();
     if !endpoints.is_empty() {

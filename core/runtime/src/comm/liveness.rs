@@ -10,7 +10,7 @@ use crate::bootstrap::tcp::{BootstrapError, TcpBootstrap};
 use crate::observe::recorder;
 use crate::observe::records::Records;
 use crate::socket::Socket;
-use crate::sync::wait::AbortHandle;
+use crate::sync::wait::{AbortHandle, DEFAULT_TIMEOUT_S};
 use collscope_debug::env::{Env, EnvError};
 use collscope_debug::Subsys;
 use collscope_debug::{nccl_info, nccl_warn};
@@ -22,8 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Default silence after which a peer is declared dead (`COLLSCOPE_PEER_TIMEOUT`, seconds).
-pub(crate) const DEFAULT_PEER_TIMEOUT_S: i64 = 8;
+/// Default silence after which a peer is declared dead and the communicator aborted (`COLLSCOPE_PEER_TIMEOUT`,
+/// seconds): a peer that died closes its connection and is named at once, so silence is a stopped, hung or cut
+/// off process, which may come back. NCCL 2.28.9's RAS warns after 5 s of silence and declares a peer dead after
+/// 60 s (`RAS_KEEPALIVE_TIMEOUT_WARN`, `RAS_PEER_DEAD_TIMEOUT`, src/ras/ras_internal.h) but never aborts; the
+/// abort is PyTorch's watchdog's, at its timeout: so the same as a collective's, [`DEFAULT_TIMEOUT_S`].
+pub(crate) const DEFAULT_PEER_TIMEOUT_S: i64 = DEFAULT_TIMEOUT_S;
 const HEARTBEAT: u8 = 1;
 const GOODBYE: u8 = 2;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -405,5 +409,15 @@ mod tests {
             }
         });
         assert!(peer_timeout(&Env::from_pairs([("COLLSCOPE_PEER_TIMEOUT", "-1")])).is_err());
+    }
+
+    #[test]
+    fn a_silent_peer_and_a_waiting_call_are_given_pytorchs_ten_minutes_unless_set() {
+        let unset = Env::from_pairs(Vec::<(String, String)>::new());
+        let ten_minutes = Duration::from_secs(600);
+        assert_eq!(peer_timeout(&unset).unwrap(), ten_minutes);
+        assert_eq!(crate::sync::wait::timeout_from_env(&unset).unwrap(), ten_minutes);
+        let set = Env::from_pairs([("COLLSCOPE_PEER_TIMEOUT", "45")]);
+        assert_eq!(peer_timeout(&set).unwrap(), Duration::from_secs(45));
     }
 }

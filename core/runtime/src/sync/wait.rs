@@ -10,8 +10,12 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Default for `COLLSCOPE_TIMEOUT_S`.
-pub const DEFAULT_TIMEOUT_S: i64 = 30;
+/// Default for `COLLSCOPE_TIMEOUT_S`: PyTorch's for NCCL process groups, 10 minutes
+/// (`kProcessGroupNCCLDefaultTimeout`, torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp), after which its watchdog
+/// aborts the communicator; NCCL itself never times a collective out. So a rank paused by a debugger, a long
+/// garbage collection or a checkpoint write does not end the job, while `/api/v1/job` names it within seconds
+/// (`COLLSCOPE_NOT_ARRIVED_S`).
+pub const DEFAULT_TIMEOUT_S: i64 = 600;
 
 /// `COLLSCOPE_TIMEOUT_S` from `env`: how long any wait of bootstrap or a collective lasts before it fails.
 pub fn timeout_from_env(env: &Env) -> Result<Duration, EnvError> {
