@@ -314,7 +314,15 @@ impl MetricSink for Otel {
             return;
         }
         let (collective, algorithm, protocol, size_bucket) = (l.collective, l.algorithm, l.protocol, l.size_bucket);
-        let values = [collective.into(), algorithm.into(), protocol.into(), size_bucket.into(), l.rank.clone().into()];
+        let comm: opentelemetry::Value = c.comm_name.to_string().into();
+        let values = [
+            collective.into(),
+            algorithm.into(),
+            protocol.into(),
+            size_bucket.into(),
+            l.rank.clone().into(),
+            comm.clone(),
+        ];
         let attrs = cat::COLL_OPS.attrs(values);
         self.m.coll_ops.add(c.ok, &attrs);
         self.m.coll_io.add(c.bytes, &attrs);
@@ -322,7 +330,7 @@ impl MetricSink for Otel {
             let mean = secs / n as f64;
             (0..n).for_each(|_| self.m.coll_duration.record(mean, &attrs));
         }
-        let bw_attrs = cat::BUSBW.attrs([l.collective.into(), l.size_bucket.into(), l.rank.clone().into()]);
+        let bw_attrs = cat::BUSBW.attrs([l.collective.into(), l.size_bucket.into(), l.rank.clone().into(), comm]);
         if let Some(bw) = c.busbw_gbps {
             self.m.busbw.record(bw * 1e9, &bw_attrs);
         }

@@ -24,7 +24,7 @@ struct CollSeries {
     algbw: Gauge,
 }
 
-type CollKey = (Collective, Option<Algorithm>, Option<Protocol>, &'static str, u32);
+type CollKey = (Collective, Option<Algorithm>, Option<Protocol>, &'static str, u32, std::sync::Arc<str>);
 
 /// The series one (rank, channel, peer, direction, transport) updates, looked up once as [`CollSeries`] are.
 struct TrafficSeries {
@@ -168,11 +168,11 @@ impl MetricSink for PromMetrics {
         if c.ok == 0 {
             return;
         }
-        let key = (c.coll, c.algo, c.proto, c.size_bucket, c.rank);
+        let key = (c.coll, c.algo, c.proto, c.size_bucket, c.rank, c.comm_name.clone());
         let s = self.coll_series.entry(key).or_insert_with(|| {
             let l = CollLabels::new(c.coll, c.algo, c.proto, c.size_bucket, c.rank);
-            let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str()];
-            let bw_labels = [l.collective, l.size_bucket, l.rank.as_str()];
+            let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, l.rank.as_str(), &c.comm_name];
+            let bw_labels = [l.collective, l.size_bucket, l.rank.as_str(), &c.comm_name];
             CollSeries {
                 ops: self.coll_ops.with_label_values(&values),
                 bytes: self.coll_bytes.with_label_values(&values),

@@ -8,6 +8,7 @@ use collscope_model::{
     Protocol, ProxyOp, RankSummary, Snapshot, Warning,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Calls of one kind (collective, algorithm, protocol, size bucket, rank) finished since the last report: one
 /// call a log reported, or the difference between two reads of the runtime's running totals.
@@ -18,6 +19,8 @@ pub struct Calls {
     pub proto: Option<Protocol>,
     pub size_bucket: &'static str,
     pub rank: u32,
+    /// The communicator's `comm_name` label value ([`labels::CommNames`]).
+    pub comm_name: Arc<str>,
     pub ok: u64,
     pub failed: u64,
     /// Bytes of the successful calls.
@@ -32,7 +35,7 @@ pub struct Calls {
 
 impl Calls {
     /// One call, as a log (or a test) reports it.
-    pub fn of(op: &OpRecord) -> Self {
+    pub fn of(op: &OpRecord, comm_name: Arc<str>) -> Self {
         let ok = op.state != OpState::Failed;
         Calls {
             coll: op.coll,
@@ -40,6 +43,7 @@ impl Calls {
             proto: op.proto,
             size_bucket: labels::size_bucket(op.bytes),
             rank: op.rank,
+            comm_name,
             ok: u64::from(ok),
             failed: u64::from(!ok),
             bytes: if ok { op.bytes } else { 0 },
@@ -50,7 +54,7 @@ impl Calls {
     }
 
     /// What `now` added to `before` (the same cell of the same rank, read earlier; `None` the first time).
-    pub fn since(rank: u32, before: Option<&CallTotals>, now: &CallTotals) -> Self {
+    pub fn since(rank: u32, comm_name: Arc<str>, before: Option<&CallTotals>, now: &CallTotals) -> Self {
         let sub = |f: fn(&CallTotals) -> u64| f(now).saturating_sub(before.map_or(0, f));
         let durations: Vec<(u64, f64)> = (0..DURATION_BOUNDS_NS.len() + 1)
             .filter_map(|i| {
@@ -66,6 +70,7 @@ impl Calls {
             proto: now.proto,
             size_bucket: labels::size_bucket_label(now.size_bucket),
             rank,
+            comm_name,
             ok,
             failed: sub(|t| t.failed),
             bytes: sub(|t| t.bytes),
