@@ -33,6 +33,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::tune::TuneCommand,
     },
+    /// A job's ranks through the Prometheus that scrapes them: `job status --prometheus URL`.
+    Job {
+        #[command(subcommand)]
+        command: cli::job::JobCommand,
+    },
     /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
     Tui(cli::tui::TuiArgs),
 }
@@ -66,5 +71,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run(&args),
         Command::Tune { command } => cli::tune::run(command),
         Command::Tui(args) => cli::tui::run(args),
+        Command::Job { command } => cli::job::run(command),
     }
 }

@@ -1,6 +1,7 @@
 //! Subcommands of the `collscope` command line, one module each.
 
 pub mod demo;
+pub mod job;
 pub mod log;
 pub mod log_explain;
 pub mod perf;
