@@ -35,6 +35,11 @@ enum Command {
     },
     /// Every NCCL_* and COLLSCOPE_* variable collscope reads, with its value and where it came from.
     Env(cli::env::EnvArgs),
+    /// A job's ranks through the Prometheus that scrapes them: `job status --prometheus URL`.
+    Job {
+        #[command(subcommand)]
+        command: cli::job::JobCommand,
+    },
     /// Terminal UI: rings, trees, channels, proxy, tuning, operations and findings, live or from NCCL logs.
     Tui(cli::tui::TuiArgs),
 }
@@ -91,5 +96,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tune { command } => cli::tune::run(command),
         Command::Tui(args) => cli::tui::run(args),
         Command::Env(args) => cli::env::run(&args),
+        Command::Job { command } => cli::job::run(command),
     }
 }

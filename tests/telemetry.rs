@@ -411,6 +411,23 @@ fn prometheus_discovers_every_rank_of_a_demo_through_the_target_files_the_ranks_
     assert_eq!(ranks, ["0", "1", "2", "3"].map(String::from).into(), "{up:?}");
     assert_eq!(std::fs::read_dir(&sd).unwrap().count(), 4, "one file per rank process");
 
+    // Issue 54: `job status --prometheus` reads every rank back from that Prometheus, as text and as JSON.
+    let prom = format!("http://{web}");
+    let status = ["job", "status", "--prometheus", &prom, "--job", "collscope"];
+    let (ok, text, err) = collscope(&status, &[]);
+    assert!(ok, "{err}");
+    assert!(text.starts_with("4 ranks: ") && text.contains(" 0 down, 0 unknown"), "{text}");
+    let (ok, json, err) = collscope(&[&status[..], &["--json"]].concat(), &[]);
+    assert!(ok, "{err}");
+    let view: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let seen: Vec<(u64, bool)> = view["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["up"].as_bool().unwrap_or(false)))
+        .collect();
+    assert_eq!(seen, [(0, true), (1, true), (2, true), (3, true)], "{json}");
+
     // A short demo that ends by itself leaves no file behind.
     let clean = dir.join("clean");
     std::fs::create_dir_all(&clean).unwrap();

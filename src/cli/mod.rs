@@ -2,6 +2,7 @@
 
 pub(crate) mod demo;
 pub(crate) mod env;
+pub(crate) mod job;
 pub(crate) mod log;
 pub(crate) mod log_explain;
 pub(crate) mod perf;

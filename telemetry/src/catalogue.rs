@@ -94,9 +94,17 @@ impl Metric {
     }
 }
 
-const COLL: &[Label] =
-    &[label!("collective"), label!("algorithm"), label!("protocol"), label!("size_bucket"), label!("rank")];
-const BANDWIDTH: &[Label] = &[label!("collective"), label!("size_bucket"), label!("rank")];
+/// `comm_name`: the communicator's name (NCCL's `commName`, the runtime's), bounded by `labels::CommNames`.
+const COLL: &[Label] = &[
+    label!("collective"),
+    label!("algorithm"),
+    label!("protocol"),
+    label!("size_bucket"),
+    label!("rank"),
+    label!("comm_name", "comm.name"),
+];
+const BANDWIDTH: &[Label] =
+    &[label!("collective"), label!("size_bucket"), label!("rank"), label!("comm_name", "comm.name")];
 const CHANNEL: &[Label] =
     &[label!("rank"), label!("channel"), label!("peer"), label!("direction"), label!("transport")];
 
@@ -458,6 +466,43 @@ mod tests {
             }
         }
         assert!(queried > 0, "no dashboard in {} queries a collscope metric", dir.display());
+    }
+
+    /// Issue 54: a fleet's dashboard picks the job, the host and the communicator, and a panel filters a metric
+    /// only by labels the catalogue gives it.
+    #[test]
+    fn dashboards_pick_job_host_and_communicator_by_labels_their_metrics_carry() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+        let text = std::fs::read_to_string(dir.join("collscope-overview.json")).unwrap();
+        let board: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let vars: Vec<&str> =
+            board["templating"]["list"].as_array().unwrap().iter().filter_map(|v| v["name"].as_str()).collect();
+        for want in ["job", "host", "comm"] {
+            assert!(vars.contains(&want), "no {want} variable: {vars:?}");
+        }
+        let mut filtered = 0;
+        for (at, _) in text.match_indices("=~\\\"$") {
+            let selector = &text[..at];
+            let open = selector.rfind('{').unwrap();
+            let label = selector.rsplit([',', '{', ' ']).next().unwrap();
+            let name: String = selector[..open]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+                .chars()
+                .rev()
+                .collect();
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
+            let m = ALL.iter().find(|m| m.prom == Some(family) || m.prom == Some(name.as_str()));
+            let Some(m) = m else { panic!("{name} is not in the catalogue") };
+            // job and instance are Prometheus' own target labels.
+            if !["job", "instance"].contains(&label) {
+                assert!(m.prom_labels().contains(&label), "{name} has no {label} label");
+                filtered += usize::from(label == "comm_name");
+            }
+        }
+        assert!(filtered > 0, "no panel filters by communicator");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use collscope_model::observe::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
 use collscope_model::{Algorithm, Collective, Connection, Direction, Protocol, ProxyWait, Source, Transport};
+use std::sync::Arc;
 
 /// Labels of the runtime's message-size buckets (`observe::SIZE_BOUNDS`), then the open-ended one.
 const SIZE_LABELS: [&str; SIZE_BOUNDS.len() + 1] = [
@@ -44,6 +45,36 @@ pub fn source(s: &Source) -> &'static str {
         Source::Log { .. } => "log",
         Source::Model { .. } => "model",
         Source::Profiler => "profiler",
+    }
+}
+
+/// Names of communicators that keep their own `comm_name` label value; later ones share [`OTHER_COMM`], so a job
+/// that makes a communicator per step cannot grow the series without bound.
+pub const MAX_COMM_NAMES: usize = 16;
+/// The `comm_name` of communicators past [`MAX_COMM_NAMES`].
+pub const OTHER_COMM: &str = "other";
+/// The `comm_name` of calls whose communicator the source does not name (a log's).
+pub const UNNAMED_COMM: &str = "unnamed";
+
+/// The `comm_name` values handed out so far: the first [`MAX_COMM_NAMES`] names seen, in order.
+#[derive(Debug, Default)]
+pub struct CommNames {
+    seen: Vec<Arc<str>>,
+}
+
+impl CommNames {
+    /// The label value of the communicator called `name`.
+    pub fn label(&mut self, name: Option<&str>) -> Arc<str> {
+        let Some(name) = name else { return Arc::from(UNNAMED_COMM) };
+        if let Some(n) = self.seen.iter().find(|n| ***n == *name) {
+            return n.clone();
+        }
+        if self.seen.len() >= MAX_COMM_NAMES {
+            return Arc::from(OTHER_COMM);
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.seen.push(n.clone());
+        n
     }
 }
 
@@ -150,6 +181,17 @@ mod tests {
         assert_eq!(b[0], 1e-6);
         assert!(b.windows(2).all(|w| w[1] > w[0]));
         assert!(*b.last().unwrap() > 1.0);
+    }
+
+    #[test]
+    fn comm_names_past_the_cap_share_one_value() {
+        let mut names = CommNames::default();
+        assert_eq!(&*names.label(None), UNNAMED_COMM);
+        for i in 0..MAX_COMM_NAMES {
+            assert_eq!(&*names.label(Some(&format!("pg{i}"))), format!("pg{i}"));
+        }
+        assert_eq!(&*names.label(Some("late")), OTHER_COMM);
+        assert_eq!(&*names.label(Some("pg3")), "pg3", "a name seen keeps its value");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod job;
 pub mod labels;
 pub mod otel;
 pub mod prom;
+pub mod promjob;
 mod server;
 pub mod sink;
 pub mod state;

@@ -10,6 +10,7 @@ use collscope_model::{
     Protocol, ProxyOp, RankSummary, Snapshot, Stall, Warning,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Calls of one kind (collective, algorithm, protocol, size bucket, rank) finished since the last report: one
 /// call a log reported, or the difference between two reads of the runtime's running totals.
@@ -20,6 +21,8 @@ pub struct Calls {
     pub proto: Option<Protocol>,
     pub size_bucket: &'static str,
     pub rank: u32,
+    /// The communicator's `comm_name` label value ([`labels::CommNames`]).
+    pub comm_name: Arc<str>,
     pub ok: u64,
     pub failed: u64,
     /// Bytes of the successful calls.
@@ -34,7 +37,7 @@ pub struct Calls {
 
 impl Calls {
     /// One call, as a log (or a test) reports it.
-    pub fn of(op: &OpRecord) -> Self {
+    pub fn of(op: &OpRecord, comm_name: Arc<str>) -> Self {
         let ok = op.state != OpState::Failed;
         Calls {
             coll: op.coll,
@@ -42,6 +45,7 @@ impl Calls {
             proto: op.proto,
             size_bucket: labels::size_bucket(op.bytes),
             rank: op.rank,
+            comm_name,
             ok: u64::from(ok),
             failed: u64::from(!ok),
             bytes: if ok { op.bytes } else { 0 },
@@ -52,7 +56,7 @@ impl Calls {
     }
 
     /// What `now` added to `before` (the same cell of the same rank, read earlier; `None` the first time).
-    pub fn since(rank: u32, before: Option<&CallTotals>, now: &CallTotals) -> Self {
+    pub fn since(rank: u32, comm_name: Arc<str>, before: Option<&CallTotals>, now: &CallTotals) -> Self {
         let sub = |f: fn(&CallTotals) -> u64| f(now).saturating_sub(before.map_or(0, f));
         let durations: Vec<(u64, f64)> = (0..DURATION_BOUNDS_NS.len() + 1)
             .filter_map(|i| {
@@ -68,6 +72,7 @@ impl Calls {
             proto: now.proto,
             size_bucket: labels::size_bucket_label(now.size_bucket),
             rank,
+            comm_name,
             ok,
             failed: sub(|t| t.failed),
             bytes: sub(|t| t.bytes),
@@ -90,13 +95,13 @@ impl Store {
         if c.ok == 0 {
             return;
         }
-        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, &l.rank];
+        let values = [l.collective, l.algorithm, l.protocol, l.size_bucket, &l.rank, &c.comm_name];
         self.add(&cat::COLL_OPS, &values, c.ok);
         self.add(&cat::COLL_BYTES, &values, c.bytes);
         for &(n, secs) in &c.durations {
             self.observe(&cat::COLL_DURATION, &values, secs / n as f64, n);
         }
-        let bw = [l.collective, l.size_bucket, &l.rank];
+        let bw = [l.collective, l.size_bucket, &l.rank, &c.comm_name];
         if let Some(gbps) = c.busbw_gbps {
             self.set(&cat::BUSBW, &bw, gbps * 1e9);
         }

@@ -2,7 +2,7 @@
 //! (`Snapshot::apply_within`, bounded by [`Bounds`]), the metrics derived from the same events, and the live
 //! event stream. Events from the runtime and snapshots from a followed log both land here.
 
-use crate::labels;
+use crate::labels::{self, CommNames};
 use crate::otel::Otel;
 use crate::prom;
 use crate::sink::Calls;
@@ -65,6 +65,8 @@ pub struct State {
     /// Each recent proxy sub-operation as last reported, by (rank, seq, channel, peer, send): the runtime
     /// reports one while it runs and when it ends, and the counters take only what changed.
     proxy_seen: FxHashMap<(u32, u64, u32, u32, bool), SeenProxy>,
+    /// The `comm_name` label values handed out.
+    comm_names: CommNames,
 }
 
 /// What the next report of a proxy sub-operation is measured against, kept without an allocation: collscope's
@@ -167,6 +169,7 @@ impl State {
             ingested: Ingested::default(),
             cursors: HashMap::new(),
             proxy_seen: FxHashMap::default(),
+            comm_names: CommNames::default(),
         }
     }
 
@@ -211,7 +214,7 @@ impl State {
         }
         match &ev {
             Event::OpCompleted(op) => {
-                let calls = Calls::of(op);
+                let calls = Calls::of(op, self.comm_names.label(op.comm.as_deref()));
                 self.store.calls(&calls);
                 // The runtime's (and NCCL's, through the profiler plugin) calls carry the tuner's choice.
                 if let (true, Some(algo), Some(proto)) = (self.calls_carry_choice(), op.algo, op.proto) {
@@ -294,9 +297,10 @@ impl State {
     pub fn absorb(&mut self, r: &dyn CommRecords) {
         let mut cur = self.cursors.remove(&r.id()).unwrap_or_default();
         let rank = r.rank();
+        let comm_name = self.comm_names.label(r.name());
         for now in r.calls() {
             let key = (now.coll, now.algo, now.proto, now.size_bucket);
-            let calls = Calls::since(rank, cur.calls.get(&key), &now);
+            let calls = Calls::since(rank, comm_name.clone(), cur.calls.get(&key), &now);
             if calls.ok + calls.failed > 0 {
                 self.store.calls(&calls);
                 if let (Some(algo), Some(proto)) = (now.algo, now.proto) {
@@ -556,12 +560,12 @@ mod tests {
         st.apply(Event::OpCompleted(op(0, 2, 1 << 20, OpState::Completed)));
         let text = st.metrics_text().unwrap();
         let l =
-            "{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
+            "{algorithm=\"Ring\",collective=\"AllReduce\",comm_name=\"0x1\",protocol=\"Simple\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
         assert_eq!(value(&text, &format!("collscope_collective_operations_total{l}")), Some(2.0));
         assert_eq!(value(&text, &format!("collscope_collective_bytes_total{l}")), Some(2.0 * (1 << 20) as f64));
         assert_eq!(value(&text, &format!("collscope_collective_duration_seconds_count{l}")), Some(2.0));
         assert_eq!(value(&text, &format!("collscope_collective_duration_seconds_sum{l}")), Some(0.001));
-        let bw = "{collective=\"AllReduce\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
+        let bw = "{collective=\"AllReduce\",comm_name=\"0x1\",rank=\"0\",size_bucket=\"256KiB-1MiB\"}";
         assert_eq!(value(&text, &format!("collscope_collective_bus_bandwidth_bytes_per_second{bw}")), Some(3e9));
         assert_eq!(value(&text, "collscope_collectives_in_flight{rank=\"0\"}"), Some(0.0));
         assert_eq!(st.snapshot().ops.len(), 2);

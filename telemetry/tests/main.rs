@@ -4,6 +4,7 @@
 mod job;
 mod job_proxy;
 mod otlp;
+mod promjob;
 mod runtime;
 mod runtime_hang;
 mod runtime_totals;

@@ -342,3 +342,63 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         }
     }
 }
+
+/// Issue 54: the metrics export as an OpenTelemetry Collector's OTLP receiver takes it and its Prometheus exporter
+/// turns it into series: every resource names the service, host, rank and job; every scope is named; sums and
+/// histograms are cumulative with a start time (a Collector's Prometheus exporter drops delta sums, and a
+/// cumulative point without a start cannot be told from a reset); units are UCUM, a count's in braces; a call's
+/// points carry its communicator's name.
+#[test]
+fn the_metrics_export_is_what_a_collector_accepts() {
+    use opentelemetry_proto::tonic::metrics::v1::AggregationTemporality;
+    let (addr, inbox) = receiver();
+    let rec: &'static Recorder = Box::leak(Box::new(Recorder::new()));
+    let t = Telemetry::start(&config(addr), Source::Runtime, Some(rec)).unwrap();
+    rec.push(Event::OpEnqueued(call(1, OpState::Enqueued)));
+    rec.push(Event::OpCompleted(call(1, OpState::Completed)));
+    rec.push(Event::Proxy(proxy(true)));
+    t.shutdown().unwrap();
+
+    let got = inbox.lock().unwrap();
+    let resources: Vec<_> = got.metrics.iter().flat_map(|r| &r.resource_metrics).collect();
+    assert!(!resources.is_empty(), "no metrics export arrived");
+    let cumulative = AggregationTemporality::Cumulative as i32;
+    let (mut sums, mut histograms) = (0, 0);
+    for r in &resources {
+        let attrs = &r.resource.as_ref().expect("a resource").attributes;
+        assert_eq!(string(attrs, "service.name").as_deref(), Some("collscope-test"));
+        assert_eq!(string(attrs, "host.name").as_deref(), Some("testhost"));
+        assert_eq!(int(attrs, "collscope.rank"), Some(5));
+        assert_eq!(string(attrs, "collscope.job.id").as_deref(), Some("4242"));
+        for s in &r.scope_metrics {
+            assert!(s.scope.as_ref().is_some_and(|sc| !sc.name.is_empty()), "an unnamed instrumentation scope");
+            for m in &s.metrics {
+                // UCUM: a base unit, a ratio of them, "1", or an annotation in braces.
+                let ucum = ["s", "By", "By/s", "1"].contains(&m.unit.as_str())
+                    || (m.unit.starts_with('{') && m.unit.ends_with('}'));
+                assert!(ucum, "{}: unit '{}' is not UCUM", m.name, m.unit);
+                let starts: Vec<(u64, u64)> = match &m.data {
+                    Some(metric::Data::Sum(x)) => {
+                        sums += 1;
+                        assert_eq!(x.aggregation_temporality, cumulative, "{}: not cumulative", m.name);
+                        x.data_points.iter().map(|p| (p.start_time_unix_nano, p.time_unix_nano)).collect()
+                    }
+                    Some(metric::Data::Histogram(x)) => {
+                        histograms += 1;
+                        assert_eq!(x.aggregation_temporality, cumulative, "{}: not cumulative", m.name);
+                        x.data_points.iter().map(|p| (p.start_time_unix_nano, p.time_unix_nano)).collect()
+                    }
+                    _ => vec![],
+                };
+                for (start, at) in starts {
+                    assert!(start > 0 && start <= at, "{}: start {start} after its point {at}", m.name);
+                }
+            }
+        }
+    }
+    assert!(sums > 0 && histograms > 0, "{sums} sums, {histograms} histograms");
+    let all = metrics_of(&got);
+    let ops = all.iter().find(|m| m.name == "collscope.collective.operations").expect("the call's count");
+    let Some(metric::Data::Sum(s)) = &ops.data else { panic!("operations is not a sum") };
+    assert_eq!(string(&s.data_points[0].attributes, "collscope.comm.name").as_deref(), Some("0xc0"));
+}

@@ -42,7 +42,7 @@ fn runtime_totals_reach_the_metrics_exactly_and_the_ring_overrun_counts_as_dropp
     let text = reqwest::blocking::get(format!("{}/metrics", t.url())).unwrap().text().unwrap();
     for rank in 0..2 {
         let l = format!(
-            "algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"LL\",rank=\"{rank}\",size_bucket=\"0-1KiB\""
+            "algorithm=\"Ring\",collective=\"AllReduce\",comm_name=\"t\",protocol=\"LL\",rank=\"{rank}\",size_bucket=\"0-1KiB\""
         );
         assert_eq!(value(&text, &format!("collscope_collective_operations_total{{{l}}}")), calls as f64);
         assert_eq!(value(&text, &format!("collscope_collective_bytes_total{{{l}}}")), (calls * 16) as f64);

@@ -71,7 +71,7 @@ fn endpoints_serve_what_the_runtime_recorded() {
     assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
     let text = resp.text().unwrap();
     assert!(
-        text.contains("collscope_collective_operations_total{algorithm=\"Ring\",collective=\"AllGather\",protocol=\"LL\",rank=\"3\",size_bucket=\"0-1KiB\"} 1"),
+        text.contains("collscope_collective_operations_total{algorithm=\"Ring\",collective=\"AllGather\",comm_name=\"0xc0\",protocol=\"LL\",rank=\"3\",size_bucket=\"0-1KiB\"} 1"),
         "{text}"
     );
     assert!(text.contains("collscope_errors_total{class=\"socket\",rank=\"3\"} 1"), "{text}");
@@ -132,7 +132,10 @@ fn local_rank_zero_aggregates_the_other_ranks_metrics() {
     let text = get(&format!("{}/metrics/aggregate", t.url()));
     assert_eq!(text.matches("# TYPE collscope_collective_operations_total counter").count(), 1, "{text}");
     for rank in ["0", "1"] {
-        assert!(text.contains(&format!("collective=\"AllGather\",protocol=\"LL\",rank=\"{rank}\"")), "{text}");
+        assert!(
+            text.contains(&format!("collective=\"AllGather\",comm_name=\"0xc0\",protocol=\"LL\",rank=\"{rank}\"")),
+            "{text}"
+        );
     }
     assert!(text.contains(&format!("collscope_aggregate_peer_up{{peer=\"{}\"}} 1", peer.addr())), "{text}");
     assert!(text.contains(&format!("collscope_aggregate_peer_up{{peer=\"{dead}\"}} 0")), "{text}");

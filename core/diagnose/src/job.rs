@@ -413,6 +413,7 @@ mod tests {
             state: if in_flight.is_some() { RankState::Running } else { RankState::Idle },
             comms: vec![CommProgress {
                 comm: None,
+                name: None,
                 last_completed: last,
                 last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {

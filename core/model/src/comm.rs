@@ -9,6 +9,10 @@ pub struct Communicator {
     pub comm: Option<String>,
     /// `commId 0x...` / `commHash`.
     pub comm_id: Option<String>,
+    /// The name the communicator was given: NCCL's `comm->config.commName` (handed to the profiler's `init`, NCCL
+    /// 2.28.9 `src/plugin/profiler.cc`), the runtime's `CommOptions::name`; `None` when unnamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub rank: Option<u32>,
     pub nranks: Option<u32>,
     pub nnodes: Option<u32>,

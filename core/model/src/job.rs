@@ -145,6 +145,9 @@ pub struct InFlight {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommProgress {
     pub comm: Option<String>,
+    /// The communicator's given name ([`crate::Communicator::name`]), when the rank's snapshot has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub last_completed: Option<u64>,
     /// When the latest call completed (microseconds since the UNIX epoch): what a "no progress" alert reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,6 +277,7 @@ impl RankSummary {
         for o in &ops {
             let p = by_comm.entry(o.comm.as_deref()).or_insert_with(|| CommProgress {
                 comm: o.comm.as_deref().map(str::to_string),
+                name: o.comm.as_deref().and_then(|c| comm_name(snap, rank, c)),
                 last_completed: None,
                 last_completed_us: None,
                 in_flight: None,
@@ -341,6 +345,18 @@ impl RankSummary {
 }
 
 /// The `q` quantile of sorted values (nearest rank).
+/// The given name of `rank`'s communicator that its calls call `comm`: the one whose handle or id is `comm` (a
+/// live source names its calls by the communicator's name, else by its id in hex).
+fn comm_name(snap: &Snapshot, rank: u32, comm: &str) -> Option<String> {
+    snap.communicators
+        .iter()
+        .filter(|c| c.rank == Some(rank))
+        .find(|c| {
+            c.name.as_deref() == Some(comm) || c.comm.as_deref() == Some(comm) || c.comm_id.as_deref() == Some(comm)
+        })
+        .and_then(|c| c.name.clone())
+}
+
 fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
     sorted.get(((last as f64) * q).round() as usize).copied()

@@ -66,6 +66,8 @@ pub(crate) const DETACHED: Sizes = Sizes { tasks: 0, proxies: 1024, kernels: 0, 
 pub(crate) struct CommInfo {
     /// The communicator's name (`commName`), else its hash in hex; shared by every call record.
     pub name: Arc<str>,
+    /// Whether NCCL passed a name (`name` is not the hash).
+    pub named: bool,
     pub comm_id: u64,
     pub rank: u32,
     pub nranks: u32,

@@ -195,6 +195,7 @@ fn communicator(c: &CommInfo, state: CommState) -> Communicator {
     Communicator {
         comm: Some(c.name.to_string()),
         comm_id: Some(format!("{:#x}", c.comm_id)),
+        name: c.named.then(|| c.name.to_string()),
         rank: Some(c.rank),
         nranks: Some(c.nranks),
         nnodes: Some(c.nnodes),

@@ -311,12 +311,10 @@ impl Plugin {
                     st.dump_open = true;
                 }
             }
-            let name = match c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()) {
-                Some(n) if !n.is_empty() => Arc::from(n),
-                _ => Arc::from(format!("{:#x}", c.comm_id)),
-            };
+            let given = c.comm_name.as_ref().map(|n| CStr::from_ptr(n).to_string_lossy()).filter(|n| !n.is_empty());
             let comm = CommInfo {
-                name,
+                named: given.is_some(),
+                name: given.map_or_else(|| Arc::from(format!("{:#x}", c.comm_id)), Arc::from),
                 comm_id: c.comm_id,
                 rank: c.rank.max(0) as u32,
                 nranks: c.nranks.max(0) as u32,

@@ -458,8 +458,13 @@ fn the_plugin_serves_collscopes_telemetry_while_nccl_runs() {
     let metrics = format!("{}/metrics", held.url);
     let text = poll(&metrics, |t| series(t, "collscope_proxy_thread_seconds_total", &[r#"state="sleep""#]).is_some());
     let ops = |algo: &str, proto: &str| {
-        let labels =
-            [r#"collective="AllReduce""#, &format!(r#"algorithm="{algo}""#), &format!(r#"protocol="{proto}""#)];
+        // The communicator's name, as NCCL hands `commName` to `init`, labels its calls.
+        let labels = [
+            r#"collective="AllReduce""#,
+            &format!(r#"algorithm="{algo}""#),
+            &format!(r#"protocol="{proto}""#),
+            r#"comm_name="held""#,
+        ];
         series(&text, "collscope_collective_operations_total", &labels)
     };
     assert_eq!(ops("Ring", "Simple"), Some(2.0), "each call once, with NCCL's algorithm and protocol:\n{text}");
@@ -489,6 +494,8 @@ fn the_plugin_serves_collscopes_telemetry_while_nccl_runs() {
     let done: Vec<_> = snap.ops.iter().map(|o| (o.comm.as_deref(), o.seq, o.state)).collect();
     let completed = collscope_model::OpState::Completed;
     assert_eq!(done, [(Some("held"), 1, completed), (Some("held"), 2, completed), (Some("held"), 3, completed)]);
+    let names: Vec<_> = snap.communicators.iter().map(|c| (c.rank, c.name.as_deref())).collect();
+    assert_eq!(names, [(Some(1), Some("held"))], "the snapshot names the communicator");
     assert_eq!(snap.source.describe(), "the NCCL job");
     assert_eq!(snap.kernel_channels.len(), 2, "{:?}", snap.kernel_channels);
     assert!(snap.profiler.as_ref().is_some_and(|p| p.proxy_sleep_seconds >= 0.002), "{:?}", snap.profiler);
@@ -508,9 +515,13 @@ fn two_ranks_find_each_other_through_the_rendezvous_folder_and_the_job_view_show
     let job_url = format!("{}/api/v1/job", ranks[0].url);
     let body = poll(&job_url, |t| serde_json::from_str::<JobView>(t).is_ok_and(|j| j.ranks.len() == 2));
     let job: JobView = serde_json::from_str(&body).unwrap();
-    let seen: Vec<_> =
-        job.ranks.iter().map(|r| (r.rank, r.state, r.comms.first().and_then(|c| c.last_completed))).collect();
-    assert_eq!(seen, [(0, RankState::Idle, Some(3)), (1, RankState::Idle, Some(3))], "{body}");
+    let seen: Vec<_> = job
+        .ranks
+        .iter()
+        .map(|r| (r.rank, r.state, r.comms.first().and_then(|c| Some((c.last_completed?, c.name.as_deref()?)))))
+        .collect();
+    let done = Some((3, "held"));
+    assert_eq!(seen, [(0, RankState::Idle, done), (1, RankState::Idle, done)], "{body}");
     let snap: Snapshot = serde_json::from_str(&get(&format!("{}/api/v1/snapshot", ranks[1].url))).unwrap();
     let urls: Vec<_> = snap.endpoints.iter().map(|e| (e.rank, e.url.clone())).collect();
     assert_eq!(urls, [(0, ranks[0].url.clone()), (1, ranks[1].url.clone())]);

@@ -1,5 +1,5 @@
 //! Ops: the live operation log, newest last (or slowest first, `s`), filtered by `/` text on collective,
-//! algorithm, protocol, state or rank, paused by space.
+//! algorithm, protocol, state, rank or communicator, paused by space.
 
 use super::style::{bold, dim, fmt_bytes, fmt_us, selected};
 use crate::app::{App, Key};
@@ -23,6 +23,7 @@ fn matches(o: &OpRecord, filter: &str) -> bool {
         o.proto.map(|p| p.as_str().to_string()).unwrap_or_default(),
         format!("{:?}", o.state),
         format!("rank{}", o.rank),
+        o.comm.as_deref().unwrap_or_default().to_string(),
     ];
     f.split_whitespace().all(|term| words.iter().any(|w| w.to_ascii_lowercase().contains(term)))
 }
@@ -56,8 +57,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         Line::styled(title, dim()),
         Line::styled(
             format!(
-                "{:>4} {:>6} {:<13} {:>9} {:<12} {:>3} {:>7} {:>9} {:>8}",
-                "rank", "seq", "collective", "size", "algo/proto", "ch", "state", "time", "busbw"
+                "{:>4} {:>6} {:<13} {:>9} {:<12} {:>3} {:>7} {:>9} {:>8} {}",
+                "rank", "seq", "collective", "size", "algo/proto", "ch", "state", "time", "busbw", "communicator"
             ),
             bold(),
         ),
@@ -79,7 +80,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         };
         let line = Line::styled(
             format!(
-                "{:>4} {:>6} {:<13} {:>9} {:<12} {:>3} {:>7} {:>9} {:>8}",
+                // The communicator last, shown where the terminal is wider than 80 columns.
+                "{:>4} {:>6} {:<13} {:>9} {:<12} {:>3} {:>7} {:>9} {:>8} {}",
                 o.rank,
                 o.seq,
                 o.coll.as_str(),
@@ -89,6 +91,8 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
                 state,
                 o.duration_us.map(fmt_us).unwrap_or_else(|| "-".into()),
                 o.busbw_gbps.map(|b| format!("{b:.2}")).unwrap_or_else(|| "-".into()),
+                // Its name (live sources) or its handle (a log's).
+                o.comm.as_deref().unwrap_or("-"),
             ),
             Style::default().fg(colour),
         );
@@ -164,6 +168,23 @@ mod tests {
         let text = screen(&render(&app, &fixture::live(), 80, 24));
         assert!(text.contains("1 of 3 operations match 'ring ll128'"), "{text}");
         assert!(text.contains("AllGather") && !text.contains("AllReduce "), "{text}");
+    }
+
+    #[test]
+    fn a_wide_terminal_shows_each_calls_communicator_and_the_filter_matches_it() {
+        let mut live = fixture::live();
+        live.snapshot.ops[0].comm = Some("tp0".into());
+        let app = App { tab: Tab::Ops, ..App::default() };
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(text.contains("    busbw communicator"), "{text}");
+        assert!(
+            text.contains("   0      1 AllReduce       4.0 KiB Tree/LL        2    done    490 us     0.01 tp0"),
+            "{text}"
+        );
+        assert!(text.contains("       - 0x1"), "the others keep their handle:\n{text}");
+        let app = App { tab: Tab::Ops, filter: "tp0".into(), ..App::default() };
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(text.contains("1 of 3 operations match 'tp0'"), "{text}");
     }
 
     #[test]

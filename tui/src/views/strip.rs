@@ -1,5 +1,5 @@
-//! The rank strip of a live job, above every view: one line per rank (host, state, last completed call, the
-//! call in flight and its age, bus bandwidth, p50/p99 duration), the stuck ranks (named by an error finding,
+//! The rank strip of a live job, above every view: one line per rank (host, state, the communicator, its last
+//! completed call, the call in flight and its age, bus bandwidth, p50/p99 duration), the stuck ranks (named by an error finding,
 //! failed or not answering) in red, the slow one (the straggler) in yellow, the one shown marked `>`; in the
 //! order the user chose (`o`: rank, state, age), by rank until then.
 
@@ -65,6 +65,8 @@ fn ordered(job: &JobView, order: StripOrder) -> Vec<&RankSummary> {
 fn line(r: &RankSummary, shown: bool) -> String {
     // The communicator with the oldest call in flight says most; else the first.
     let comm = oldest(r).or(r.comms.first());
+    // Its given name, else how the rank's calls name it.
+    let name = comm.and_then(|c| c.name.as_deref().or(c.comm.as_deref())).unwrap_or("-");
     let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
     let running = comm
         .and_then(|c| c.in_flight.as_ref())
@@ -72,11 +74,12 @@ fn line(r: &RankSummary, shown: bool) -> String {
     let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
     // 80 columns: the units are in the title line.
     format!(
-        "{}r{:<4}{:<8.8}{:<10}{:<8}{:<27.27}{:>6} {:>6}/{}",
+        "{}r{:<4}{:<8.8}{:<10}{:<9.8}{:<8}{:<22.22}{:>6} {:>6}/{}",
         if shown { '>' } else { ' ' },
         r.rank,
         r.host.as_deref().unwrap_or("?"),
         state(r),
+        name,
         done,
         running,
         r.busbw_gbps.map_or("-".into(), |g| format!("{g:.2}")),
@@ -90,7 +93,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();
     let title = format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len());
-    let mut lines = vec![Line::styled(format!("{title:<64}GB/s p50/p99 ms"), style::bold())];
+    let mut lines = vec![Line::styled(format!("{title:<68}GB/s p50/p99 ms"), style::bold())];
     let ranks = ordered(job, app.strip_order);
     let room = (area.height as usize).saturating_sub(1);
     let fit = if ranks.len() > room { room.saturating_sub(1) } else { ranks.len() };
@@ -126,7 +129,8 @@ mod tests {
             url: None,
             state: if in_flight.is_some() { RankState::Running } else { RankState::Idle },
             comms: vec![CommProgress {
-                comm: None,
+                comm: Some("0x5eed".into()),
+                name: Some("tp0".into()),
                 last_completed: Some(41),
                 last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
@@ -174,7 +178,8 @@ mod tests {
         let strip = &lines[1..6];
         assert!(strip[0].starts_with("Job: 4 ranks, showing the connected rank (< >, o: by state)"), "{strip:?}");
         assert!(strip[1].starts_with(" r3   node2   no answer"), "{strip:?}");
-        assert_eq!(strip[2], " r0   node1   running   #41     AllReduce #42 5.0s           1.50    0.9/4.0");
+        // The communicator by the name it was given, not its handle.
+        assert_eq!(strip[2], " r0   node1   running   tp0      #41     AllReduce #42 5.0s      1.50    0.9/4.0");
         assert!(live.snapshot.findings.contains(&stuck), "the job's findings are in the Findings view");
         // A new job view replaces the old one's findings.
         live.apply(Update::Job(Box::default()));

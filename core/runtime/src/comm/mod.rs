@@ -335,7 +335,8 @@ impl Comm {
             p2p,
             seq: 0,
             clock: WallClock::new(),
-            records: Arc::new(Records::new(rank, nranks, nch as usize, opts.name.clone())),
+            // Unnamed, its calls carry its id in hex, as the profiler plugin names a communicator NCCL gave no name.
+            records: Arc::new(Records::new(rank, nranks, nch as usize, Some(record_name(&opts.name, comm_id)))),
             workers: Workers::default(),
             guards: Vec::new(),
             name: opts.name,
@@ -953,6 +954,11 @@ fn comm_id(peers: &[PeerInfo]) -> u64 {
     fnv(&[&pid_hash.to_le_bytes(), &nonce.to_le_bytes()])
 }
 
+/// The name a communicator's calls carry: its own, else its id in hex (the same on every rank).
+fn record_name(name: &Option<String>, comm_id: u64) -> String {
+    name.clone().unwrap_or_else(|| format!("{comm_id:#x}"))
+}
+
 /// This rank's communicator as telemetry reports it: ready, with its place in the job (init timings are added
 /// when init ends).
 fn communicator(name: &Option<String>, peers: &[PeerInfo], rank: u32, comm_id: u64) -> model::Communicator {
@@ -963,6 +969,7 @@ fn communicator(name: &Option<String>, peers: &[PeerInfo], rank: u32, comm_id: u
     model::Communicator {
         comm: name.clone(),
         comm_id: Some(format!("{comm_id:#x}")),
+        name: name.clone(),
         rank: Some(rank),
         nranks: Some(peers.len() as u32),
         nnodes: Some(hosts.len() as u32),

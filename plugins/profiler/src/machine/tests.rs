@@ -10,8 +10,16 @@ use std::time::Duration;
 const SMALL: Sizes = Sizes { tasks: 8, proxies: 16, kernels: 8, ctrls: 2, ring: 256 };
 
 fn ctx_with(mask: u64, sizes: &Sizes) -> Arc<Context> {
-    let comm =
-        CommInfo { name: "dp0".into(), comm_id: 0xabc, rank: 1, nranks: 4, nnodes: 2, host: None, version: None };
+    let comm = CommInfo {
+        name: "dp0".into(),
+        named: true,
+        comm_id: 0xabc,
+        rank: 1,
+        nranks: 4,
+        nnodes: 2,
+        host: None,
+        version: None,
+    };
     Context::new(comm, mask, sizes)
 }
 
