@@ -8,7 +8,7 @@ use clap::Args;
 use collscope_debug::params::{self, Setting, Source};
 
 #[derive(Args)]
-pub struct EnvArgs {
+pub(crate) struct EnvArgs {
     /// Print JSON: one object per variable (name, owner, type, value, source, default, values, meaning, nccl)
     #[arg(long, conflicts_with = "markdown")]
     json: bool,
@@ -17,7 +17,7 @@ pub struct EnvArgs {
     markdown: bool,
 }
 
-pub fn run(args: &EnvArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &EnvArgs) -> anyhow::Result<()> {
     if args.markdown {
         print!("{}", params::markdown_table());
         return Ok(());

@@ -6,13 +6,13 @@ use clap::{Args, Subcommand};
 use collscope_telemetry::promjob::PromJob;
 
 #[derive(Debug, Subcommand)]
-pub enum JobCommand {
+pub(crate) enum JobCommand {
     /// Each rank's state, oldest call in flight, bus bandwidth and the findings raised, from Prometheus.
     Status(StatusArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The Prometheus server that scrapes the ranks, e.g. http://127.0.0.1:9090.
     #[arg(long, value_name = "URL")]
     pub prometheus: String,
@@ -24,7 +24,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub fn run(cmd: JobCommand) -> anyhow::Result<()> {
+pub(crate) fn run(cmd: JobCommand) -> anyhow::Result<()> {
     match cmd {
         JobCommand::Status(a) => {
             let view = PromJob::new(&a.prometheus, a.job.as_deref())?.view().context("reading the job view")?;

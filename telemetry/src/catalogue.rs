@@ -44,7 +44,7 @@ impl Buckets {
     }
 
     /// How many buckets, the one above the last bound included.
-    pub fn len(self) -> usize {
+    pub fn count(self) -> usize {
         match self {
             Buckets::Durations => DURATION_BOUNDS_NS.len() + 1,
             Buckets::Fixed(b) => b.len() + 1,
@@ -70,7 +70,7 @@ macro_rules! label {
 }
 
 /// One metric. A backend that carries the fact another way has no name for it (`None`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Metric {
     pub prom: Option<&'static str>,
     pub otel: Option<&'static str>,

@@ -4,7 +4,6 @@
 //! order.
 
 use crate::catalogue::{self as cat, Kind, Metric};
-use collscope_model::observe::DURATION_BOUNDS_NS;
 use hashbrown::{Equivalent, HashMap};
 use rustc_hash::FxBuildHasher;
 use std::hash::{Hash, Hasher};
@@ -110,7 +109,7 @@ pub enum Value {
 impl Value {
     fn zero(m: &Metric) -> Value {
         match m.kind {
-            Kind::Histogram(buckets) => Value::Histogram(vec![(0, 0.0); buckets.len()]),
+            Kind::Histogram(buckets) => Value::Histogram(vec![(0, 0.0); buckets.count()]),
             _ if m.integral() => Value::Num(Num::Int(0)),
             _ => Value::Num(Num::Float(0.0)),
         }

@@ -311,7 +311,7 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         let kind = match m.kind {
             Kind::Counter => "counter",
             Kind::Gauge | Kind::UpDownCounter => "gauge",
-            Kind::Histogram => "histogram",
+            Kind::Histogram(_) => "histogram",
         };
         assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} ({kind}) is not exposed:\n{text}");
         assert!(text.contains(&format!("# HELP {name} ")), "{name} has no help");
@@ -327,7 +327,12 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
             Some(metric::Data::Sum(s)) if s.is_monotonic => Kind::Counter,
             Some(metric::Data::Sum(_)) => Kind::UpDownCounter,
             Some(metric::Data::Gauge(_)) => Kind::Gauge,
-            Some(metric::Data::Histogram(_)) => Kind::Histogram,
+            // A histogram carries the catalogue's bucket bounds.
+            Some(metric::Data::Histogram(h)) => {
+                let Kind::Histogram(buckets) = m.kind else { panic!("{name}: a histogram, not {:?}", m.kind) };
+                assert!(h.data_points.iter().all(|p| p.explicit_bounds == buckets.bounds()), "{name}: bounds");
+                m.kind
+            }
             other => panic!("{name}: unexpected data {other:?}"),
         };
         assert_eq!(kind, m.kind, "{name}");
