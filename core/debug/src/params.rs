@@ -201,8 +201,8 @@ pub const PARAMS: &[Param] = &[
     nccl("NCCL_PROFILER_PLUGIN", Text, "", "a path, a name (libnccl-profiler-NAME.so) or none", "the profiler plugin loaded"),
     nccl("NCCL_PROFILE_EVENT_MASK", Int, "95", "0 to 2147483647", "the profiler events reported"),
     // collscope's runtime.
-    own("COLLSCOPE_TIMEOUT_S", Seconds, "30", "1 to 2147483647", "how long a collective or bootstrap waits before giving up"),
-    own("COLLSCOPE_PEER_TIMEOUT", Seconds, "8", "1 to 2147483647", "how long a silent peer may stay so before it counts as gone"),
+    own("COLLSCOPE_TIMEOUT_S", Seconds, "600", "1 to 2147483647", "how long a collective or bootstrap waits before giving up (PyTorch's NCCL watchdog default)"),
+    own("COLLSCOPE_PEER_TIMEOUT", Seconds, "600", "1 to 2147483647", "how long a silent peer may stay so before it counts as gone and the job aborts"),
     own("COLLSCOPE_BOOTSTRAP_SECRET", Text, "", "any non-empty string", "mixed into NCCL_COMM_ID's magic so only ranks given it join").secret(),
     own("COLLSCOPE_BIND", Text, "core", "core or none", "pin rank threads to cores"),
     own("COLLSCOPE_STREAM_STORES", Text, "auto", "auto, never, always", "stores that bypass the caches"),
@@ -217,6 +217,7 @@ pub const PARAMS: &[Param] = &[
     // collscope's telemetry and profiler plugin.
     own("COLLSCOPE_TELEMETRY", Int, "1", "0 or 1", "serve metrics from a communicator's process"),
     own("COLLSCOPE_METRICS_ADDR", Addr, "127.0.0.1:9470", "HOST:PORT", "telemetry's base address; each process adds its local rank"),
+    own("COLLSCOPE_NOT_ARRIVED_S", Seconds, "3", "1 to 2147483647", "how long the others wait in a call before the job view names the ranks that have not arrived"),
     own("COLLSCOPE_METRICS_AGGREGATE", Int, "0", "0 or 1", "local rank 0 also serves /metrics/aggregate"),
     own("COLLSCOPE_TELEMETRY_RECORDS", Int, "4096", "1 or more", "records kept per history"),
     own("COLLSCOPE_PROMETHEUS_SD_DIR", Path, "", "an existing folder", "where each server writes its Prometheus target"),
@@ -445,7 +446,7 @@ mod tests {
         );
         assert_eq!(
             (row("COLLSCOPE_TIMEOUT_S").value.as_deref(), row("COLLSCOPE_TIMEOUT_S").source),
-            (Some("30"), Source::Default)
+            (Some("600"), Source::Default)
         );
         assert_eq!((row("NCCL_ALGO").value.as_deref(), row("NCCL_ALGO").source), (None, Source::Unset));
         assert_eq!(row("COLLSCOPE_BOOTSTRAP_SECRET").value.as_deref(), Some("(set, hidden)"));
