@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 
 /// Programs other than collscope the README shows, and why they are not run here.
 const OTHER_PROGRAMS: &[(&str, &str)] = &[
-    ("cargo", "the set-up commands: this suite is what they run"),
+    ("cargo", "builds and tests what this suite builds and tests"),
     ("bash", "the set-up commands: this suite is what they run"),
     ("torchrun", "a PyTorch job on GPUs"),
     ("python", "a PyTorch job on GPUs"),
@@ -171,7 +171,12 @@ fn run(dir: &Path, line: &str, n: usize) -> Result<(), String> {
     let sub = words.iter().skip_while(|w| **w != "collscope").nth(1).copied().unwrap_or("");
     let interactive = sub == "tui" || (sub == "demo" && !words.contains(&"--no-tui"));
     if interactive {
-        let t = pane(&format!("readme{n}"), (120, 40), dir, line);
+        // A demo serves on 9470 and up unless told otherwise; other tests may hold those ports right now.
+        let line = match sub {
+            "demo" => format!("COLLSCOPE_METRICS_ADDR=127.0.0.1:{} {line}", collscope_testkit::free_ports(8)),
+            _ => line.to_string(),
+        };
+        let t = pane(&format!("readme{n}"), (120, 40), dir, &line);
         t.wait_for(&["1Overview"]);
         t.keys(&["q"]);
         let screen = t.wait_for(&["EXIT="]);
