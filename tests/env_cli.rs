@@ -36,7 +36,7 @@ fn env_lists_every_variable_with_its_value_and_where_it_came_from() {
     };
     assert_eq!(line("NCCL_P2P_DISABLE"), ["NCCL_P2P_DISABLE", "2", "environment"]);
     assert_eq!(line("COLLSCOPE_TIMEOUT_S"), ["COLLSCOPE_TIMEOUT_S", "60", "environment"]);
-    assert_eq!(line("COLLSCOPE_PEER_TIMEOUT"), ["COLLSCOPE_PEER_TIMEOUT", "8", "default"]);
+    assert_eq!(line("COLLSCOPE_PEER_TIMEOUT"), ["COLLSCOPE_PEER_TIMEOUT", "600", "default"]);
     assert_eq!(line("NCCL_ALGO"), ["NCCL_ALGO", "-", "unset"]);
     assert_eq!(line("NCCL_NOT_A_THING")[1..].join(" "), "7 environment (not read by collscope)");
     assert!(!out.contains("hush-123"), "a secret is never printed: {out}");

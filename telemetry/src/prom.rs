@@ -103,18 +103,18 @@ mod tests {
     fn a_histogram_is_exposed_with_cumulative_buckets_its_count_and_sum() {
         let mut s = Store::new();
         let bounds = crate::labels::duration_bounds();
-        let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0"];
+        let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"];
         s.observe(&cat::COLL_DURATION, &l, bounds[0], 2);
         s.observe(&cat::COLL_DURATION, &l, bounds[2], 1);
         let text = encode(&s).unwrap();
         let bucket = |i: usize, n: u64| {
-            format!("collscope_collective_duration_seconds_bucket{{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"0\",size_bucket=\"0-1KiB\",le=\"{}\"}} {n}\n", bounds[i])
+            format!("collscope_collective_duration_seconds_bucket{{algorithm=\"Ring\",collective=\"AllReduce\",comm_name=\"tp0\",protocol=\"Simple\",rank=\"0\",size_bucket=\"0-1KiB\",le=\"{}\"}} {n}\n", bounds[i])
         };
         assert!(text.contains(&bucket(0, 2)), "{text}");
         assert!(text.contains(&bucket(1, 2)), "{text}");
         assert!(text.contains(&bucket(2, 3)), "{text}");
         assert!(text.contains("le=\"+Inf\"} 3\n"), "{text}");
-        let count = "_count{algorithm=\"Ring\",collective=\"AllReduce\",protocol=\"Simple\",rank=\"0\",size_bucket=\"0-1KiB\"} 3\n";
+        let count = "_count{algorithm=\"Ring\",collective=\"AllReduce\",comm_name=\"tp0\",protocol=\"Simple\",rank=\"0\",size_bucket=\"0-1KiB\"} 3\n";
         assert!(text.contains(count), "{text}");
     }
 }

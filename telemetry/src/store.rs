@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn a_counter_is_handed_over_as_what_it_grew_by_and_a_gauge_as_its_value() {
         let mut s = Store::new();
-        s.add(&cat::COLL_OPS, &["AllReduce", "Ring", "Simple", "0-1KiB", "0"], 2u64);
+        s.add(&cat::COLL_OPS, &["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"], 2u64);
         s.set(&cat::INIT_TOTAL, &["0"], 0.5);
         let mut got = Vec::new();
         s.take_changes(|m, l, c| got.push((key(m), l.join(","), c)));
@@ -279,13 +279,13 @@ mod tests {
             [
                 (
                     "collscope_collective_operations_total",
-                    "AllReduce,Ring,Simple,0-1KiB,0".into(),
+                    "AllReduce,Ring,Simple,0-1KiB,0,tp0".into(),
                     Change::Add(Num::Int(2))
                 ),
                 ("collscope_init_seconds", "0".into(), Change::Set(Num::Float(0.5))),
             ]
         );
-        s.add(&cat::COLL_OPS, &["AllReduce", "Ring", "Simple", "0-1KiB", "0"], 3u64);
+        s.add(&cat::COLL_OPS, &["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"], 3u64);
         got.clear();
         s.take_changes(|m, _, c| got.push((key(m), String::new(), c)));
         assert_eq!(got, [("collscope_collective_operations_total", String::new(), Change::Add(Num::Int(3)))]);
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn a_histogram_is_handed_over_as_its_new_observations_per_bucket() {
         let mut s = Store::new();
-        let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0"];
+        let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"];
         let bounds = crate::labels::duration_bounds();
         s.observe(&cat::COLL_DURATION, &l, bounds[0], 2);
         s.take_changes(|_, _, _| {});
