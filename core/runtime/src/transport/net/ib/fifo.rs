@@ -77,6 +77,7 @@ impl CtsEntry {
     }
 
     /// Whether this slot holds the entry the sender expects next (`fifo_head` requests consumed so far).
+    #[cfg(test)]
     pub(crate) fn is_ready(&self, fifo_head: u64) -> bool {
         self.idx == fifo_head + 1
     }

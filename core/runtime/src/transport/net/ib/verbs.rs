@@ -21,6 +21,8 @@ fn errno() -> i32 {
 #[derive(Debug, Clone)]
 pub(crate) struct IbDevice {
     pub(crate) port: IbPort,
+    // Probed as NCCL's ncclIbInit does; nothing reads it while NET/IB registers host memory only.
+    #[allow(dead_code)]
     pub(crate) dmabuf: bool,
 }
 
