@@ -440,6 +440,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn call_duration_bounds_rise_from_a_microsecond() {
+        let b = Buckets::Durations.bounds();
+        assert_eq!(b[0], 1e-6);
+        assert!(b.windows(2).all(|w| w[1] > w[0]));
+        assert!(*b.last().unwrap() > 1.0);
+        assert_eq!(Buckets::Durations.count(), b.len() + 1);
+        assert_eq!(Buckets::Durations.index(b[1]), 1, "a bound is inside its bucket");
+    }
+
+    #[test]
     fn every_metric_a_dashboard_or_an_alert_queries_is_in_the_catalogue() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
         let mut queried = 0;

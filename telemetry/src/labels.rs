@@ -1,7 +1,7 @@
 //! Label values shared by the Prometheus and OpenTelemetry exports. Every label here has a small, closed set
 //! of values (or one value per rank, channel or peer), so no series explodes with traffic.
 
-use collscope_model::observe::{self, DURATION_BOUNDS_NS, SIZE_BOUNDS};
+use collscope_model::observe::{self, SIZE_BOUNDS};
 use collscope_model::{Algorithm, Collective, Connection, Direction, Protocol, ProxyWait, Source, Transport};
 use std::sync::Arc;
 
@@ -31,11 +31,6 @@ pub fn size_bucket_label(i: usize) -> &'static str {
 
 pub fn size_bucket(bytes: u64) -> &'static str {
     size_bucket_label(observe::size_bucket(bytes))
-}
-
-/// Collective duration histogram bounds in seconds, the runtime's own (`observe::DURATION_BOUNDS_NS`).
-pub fn duration_bounds() -> Vec<f64> {
-    DURATION_BOUNDS_NS.iter().map(|ns| *ns as f64 / 1e9).collect()
 }
 
 /// Where the data came from, as a label.
@@ -173,14 +168,6 @@ mod tests {
         assert_eq!(size_bucket((1 << 20) + 1), "1MiB-4MiB");
         assert_eq!(size_bucket(u64::MAX), "1GiB+");
         assert_eq!(size_buckets().count(), 10);
-    }
-
-    #[test]
-    fn duration_bounds_rise_from_a_microsecond() {
-        let b = duration_bounds();
-        assert_eq!(b[0], 1e-6);
-        assert!(b.windows(2).all(|w| w[1] > w[0]));
-        assert!(*b.last().unwrap() > 1.0);
     }
 
     #[test]

@@ -102,7 +102,7 @@ mod tests {
     #[test]
     fn a_histogram_is_exposed_with_cumulative_buckets_its_count_and_sum() {
         let mut s = Store::new();
-        let bounds = crate::labels::duration_bounds();
+        let bounds = Buckets::Durations.bounds();
         let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"];
         s.observe(&cat::COLL_DURATION, &l, bounds[0], 2);
         s.observe(&cat::COLL_DURATION, &l, bounds[2], 1);

@@ -168,7 +168,7 @@ impl Store {
     /// A call that stalled and recovered, once.
     pub fn stall(&mut self, s: &Stall) {
         let rank = s.rank.to_string();
-        self.add(&cat::STALLS, &[&rank, s.comm.as_deref().unwrap_or("unknown")], 1u64);
+        self.add(&cat::STALLS, &[&rank, comm_or_unknown(s.comm.as_deref())], 1u64);
         self.observe(&cat::STALL_SECONDS, &[&rank], s.secs, 1);
     }
 
@@ -268,7 +268,12 @@ impl Store {
 
 /// The `comm` label of a communicator's progress.
 pub fn comm_label(p: &CommProgress) -> &str {
-    p.comm.as_deref().unwrap_or("unknown")
+    comm_or_unknown(p.comm.as_deref())
+}
+
+/// The `comm` label value: the communicator, or `unknown` where the source did not say.
+fn comm_or_unknown(comm: Option<&str>) -> &str {
+    comm.unwrap_or("unknown")
 }
 
 /// The profiler plugin's counters as (reason, count) of [`crate::catalogue::PROFILER_LOST`].

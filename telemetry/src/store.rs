@@ -296,7 +296,7 @@ mod tests {
     fn a_histogram_is_handed_over_as_its_new_observations_per_bucket() {
         let mut s = Store::new();
         let l = ["AllReduce", "Ring", "Simple", "0-1KiB", "0", "tp0"];
-        let bounds = crate::labels::duration_bounds();
+        let bounds = cat::Buckets::Durations.bounds();
         s.observe(&cat::COLL_DURATION, &l, bounds[0], 2);
         s.take_changes(|_, _, _| {});
         s.observe(&cat::COLL_DURATION, &l, bounds[1], 3);
