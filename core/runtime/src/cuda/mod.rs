@@ -8,6 +8,8 @@
 //! - [`buffer`] (feature `cuda`): `DeviceBuffer`, device memory tagged with its datatype.
 //! - [`collective`] (feature `cuda`): AllReduce across the GPUs of in-process ranks (P2P, local or host-staged).
 
+// The kernels' CUDA C, compiled by NVRTC only with `cuda`; its tests run without it.
+#[cfg(any(feature = "cuda", test))]
 pub(crate) mod source;
 
 #[cfg(feature = "cuda")]
