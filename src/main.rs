@@ -55,7 +55,16 @@ fn main() -> std::process::ExitCode {
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let causes: Vec<String> = e.chain().skip(1).map(|c| format!("    {c}")).collect();
+            // A cause the line above already quotes (an error whose message ends with its source's, as
+            // "AllReduce #15 failed: rank 0: timed out ...") is said once.
+            let mut above = e.to_string();
+            let mut causes = Vec::new();
+            for c in e.chain().skip(1).map(|c| c.to_string()) {
+                if !above.contains(&c) {
+                    causes.push(format!("    {c}"));
+                }
+                above = c;
+            }
             let caused_by =
                 if causes.is_empty() { String::new() } else { format!("\n\nCaused by:\n{}", causes.join("\n")) };
             collscope_debug::eprintln_whole!("Error: {e}{caused_by}");

@@ -279,8 +279,10 @@ fn a_rank_killed_right_after_it_started_is_named_by_the_others() {
     assert!(own.contains("rank 1"), "{}", e.err);
 }
 
+/// A rank whose chosen telemetry port another program holds serves on a free one and says so (issue 55: a
+/// taken port never kills a rank); the job runs to its end without waiting on it.
 #[test]
-fn a_rank_whose_metrics_port_is_taken_is_named_by_the_others_at_once() {
+fn a_rank_whose_metrics_port_is_taken_serves_on_another_and_the_job_runs() {
     // Four free consecutive ports; the third (rank 2's) stays taken.
     let (base, _taken) = loop {
         let base = free_port();
@@ -294,11 +296,11 @@ fn a_rank_whose_metrics_port_is_taken_is_named_by_the_others_at_once() {
     let addr = format!("127.0.0.1:{base}");
     let e = Job::start(&mut collscope(&["demo", "--no-tui", "--steps", "5", "--nranks", "4", "--metrics-addr", &addr]))
         .end();
-    assert_failed_in_time(&e, "the launcher");
-    assert!(e.err.contains("rank 2 exited with exit status: 1"), "{}", e.err);
-    assert!(!e.err.contains("did not exit within"), "the others waited for the launcher to kill them:\n{}", e.err);
-    assert!(e.err.contains("rank 2 exited before the job was up"), "the others name rank 2:\n{}", e.err);
-    assert!(e.took < Duration::from_secs(TIMEOUT_S), "they must not wait for the timeout: {:?}", e.took);
+    assert!(e.status.success(), "a taken port killed the job:\n{}", e.err);
+    let said =
+        format!("telemetry port {} is taken by another program (chosen with --metrics-addr); serving rank 2", base + 2);
+    assert!(e.err.contains(&said), "{}", e.err);
+    assert!(e.took < Duration::from_secs(TIMEOUT_S), "no rank waited for another: {:?}", e.took);
 }
 
 #[test]

@@ -352,7 +352,8 @@ impl<'a> Watch<'a> {
     /// it is gone; one that succeeded had joined). Once one exits the others get `COLLSCOPE_TIMEOUT_S` and
     /// `EXIT_GRACE` to end, once one fails at most `GRACE`, then they are killed and named; a rank not started
     /// (exec'd) within the timeout is killed and ends the job. A SIGTERM, SIGINT or SIGHUP to the launcher ends
-    /// the ranks, then the launcher by that signal; `stop` set ends the ranks, and the job counts as done.
+    /// the ranks, then the launcher by that signal; `stop` set ends the ranks, and the job counts as done unless
+    /// a rank had failed before.
     fn run(&mut self, signals: &mut Signals, stop: Option<&AtomicBool>) -> Result<()> {
         loop {
             if let Some(sig) = signals.pending().next() {
@@ -361,8 +362,9 @@ impl<'a> Watch<'a> {
                 bail!("stopped by signal {sig}");
             }
             if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                // Those ended now were stopped, not failed; one that failed before stays a failure.
                 self.end();
-                return Ok(());
+                break;
             }
             self.spawn_events();
             if let Some((r, _)) = self.starting.filter(|(_, t)| t.elapsed() > self.timeout) {

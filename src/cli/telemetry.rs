@@ -1,10 +1,10 @@
 //! Telemetry for commands that run ranks (`demo`): one server per process that runs ranks, on the base port
 //! plus the process's local rank, fed by the runtime through the process's recorder. Another program holding
-//! collscope's default port does not stop the ranks: they serve on a free port instead and say which; a port the
-//! user chose must be free.
+//! the port, collscope's default or one the user chose, does not stop the ranks (issue 55): they serve on a free
+//! port instead and say which.
 
 use super::ranks::{self, LaunchMode};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use collscope_debug::env::Env;
 use collscope_model::{routes, Source};
 use collscope_runtime::observe::recorder;
@@ -37,23 +37,20 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
         return Ok(None);
     }
     let whose = info.map_or_else(|| "ranks of this process".to_string(), |i| format!("rank {}", i.rank));
+    let mut moved = None;
     let t = match Telemetry::start(&cfg, Source::Runtime, Some(recorder::global())) {
         Err(TelemetryError::Bind { addr, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
-            if chosen(metrics_addr, &env) {
-                bail!(
-                    "cannot serve telemetry on {addr}: the port is taken; it was chosen with --metrics-addr or \
-                     COLLSCOPE_METRICS_ADDR: choose a free one (0: any free port)"
-                );
-            }
             let mut any = cfg.clone();
             any.addr.set_port(0);
             let t = Telemetry::start(&any, Source::Runtime, Some(recorder::global()))?;
             collscope_debug::eprintln_whole!(
-                "collscope: telemetry port {} is taken by another program; serving {whose} on port {} instead \
-                 (choose one with --metrics-addr or COLLSCOPE_METRICS_ADDR)",
+                "collscope: WARNING: telemetry port {} is taken by another program ({}); serving {whose} on port {} \
+                 instead",
                 addr.port(),
+                whose_port(metrics_addr, &env),
                 t.addr().port()
             );
+            moved = Some(addr.port());
             t
         }
         r => r?,
@@ -64,13 +61,20 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
     let aggregate =
         if cfg.aggregate_peers.is_empty() { String::new() } else { format!(", {url}{}", routes::METRICS_AGGREGATE) };
     let (metrics, snapshot, events) = (routes::METRICS, routes::SNAPSHOT, routes::EVENTS);
-    println!("collscope: telemetry for {whose} at {url}{metrics}{aggregate}, {url}{snapshot}, {url}{events}");
+    let moved = moved.map_or(String::new(), |p| format!(" (not port {p}: taken)"));
+    println!("collscope: telemetry for {whose} at {url}{metrics}{aggregate}, {url}{snapshot}, {url}{events}{moved}");
     std::io::stdout().flush()?;
     Ok(Some(t))
 }
 
-/// Whether the user chose the telemetry address (`--metrics-addr`, or `COLLSCOPE_METRICS_ADDR` in `env`), rather
-/// than taking collscope's default port.
-pub(crate) fn chosen(metrics_addr: Option<&str>, env: &Env) -> bool {
-    metrics_addr.is_some() || env.str("COLLSCOPE_METRICS_ADDR").is_some()
+/// Whose choice the telemetry port was, for the line that says it was taken: the user's (`--metrics-addr`, or
+/// `COLLSCOPE_METRICS_ADDR` in `env`) or collscope's default.
+pub(crate) fn whose_port(metrics_addr: Option<&str>, env: &Env) -> &'static str {
+    if metrics_addr.is_some() {
+        "chosen with --metrics-addr"
+    } else if env.str("COLLSCOPE_METRICS_ADDR").is_some() {
+        "chosen with COLLSCOPE_METRICS_ADDR"
+    } else {
+        "collscope's default"
+    }
 }

@@ -17,4 +17,4 @@ pub mod views;
 pub use app::{App, Tab};
 pub use live::{LinkState, Live, Update};
 pub use source::SourceSpec;
-pub use terminal::{run, RunError};
+pub use terminal::{run, run_to_quit, RunError};

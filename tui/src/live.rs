@@ -158,10 +158,26 @@ impl Live {
         }
     }
 
-    /// Shows `rank`'s snapshot (its source fetches it), or the connected process's again with `None`.
-    pub fn show_rank(&mut self, rank: Option<u32>) {
-        if rank == self.shown_rank {
-            return;
+    /// How the job ended, once the connected process said it was ending: `Some(clean)`. The job view and the
+    /// snapshots shown are then its last ones.
+    pub fn ended(&self) -> Option<bool> {
+        match self.link {
+            LinkState::Finished { clean } => Some(clean),
+            _ => None,
+        }
+    }
+
+    /// The connected process's snapshot, whichever rank's is shown.
+    pub fn home(&self) -> &Snapshot {
+        self.home.as_ref().unwrap_or(&self.snapshot)
+    }
+
+    /// Shows `rank`'s snapshot (its source fetches it), or the connected process's again with `None`; returns
+    /// the rank shown. Once the job ended no rank's snapshot can be fetched any more, so the one shown stays
+    /// (with its last numbers) rather than an empty one that would never fill.
+    pub fn show_rank(&mut self, rank: Option<u32>) -> Option<u32> {
+        if rank == self.shown_rank || self.ended().is_some() {
+            return self.shown_rank;
         }
         self.generation += 1;
         self.remove_job_findings();
@@ -185,6 +201,7 @@ impl Live {
             self.take_waits();
         }
         self.add_job_findings();
+        rank
     }
 
     /// Sets every edge from the traffic totals of the snapshot shown.
@@ -387,6 +404,24 @@ mod tests {
         live.show_rank(None);
         assert!(live.traffic.get(e23).is_none() && live.received.is_empty());
         assert_eq!(live.traffic.get(e01).unwrap().bytes, 2000);
+    }
+
+    /// Once the job ended, `>` cannot fetch another rank's snapshot: the one shown stays, with its numbers,
+    /// instead of an empty one that would never fill.
+    #[test]
+    fn after_the_end_the_snapshot_shown_stays() {
+        let mut live = crate::fixture::live();
+        let before = live.snapshot.clone();
+        assert!(!before.rings.is_empty() || !before.connections.is_empty(), "the fixture shows something");
+        live.apply(Update::Link(LinkState::Finished { clean: true }));
+        assert_eq!(live.ended(), Some(true));
+        assert_eq!(live.show_rank(Some(2)), None, "the connected rank stays shown");
+        assert_eq!(live.snapshot, before);
+        assert_eq!(live.shown_rank, None);
+        // While live, `>` shows the rank asked for.
+        let mut live = crate::fixture::live();
+        assert_eq!(live.show_rank(Some(2)), Some(2));
+        assert_eq!(live.ended(), None);
     }
 
     /// The job view carries every rank's edges: their connections and tree places join the shown snapshot's, and

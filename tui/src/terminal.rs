@@ -41,6 +41,12 @@ impl Drop for Restore {
 
 /// Runs the TUI on this terminal until `q`.
 pub fn run(spec: SourceSpec) -> Result<(), RunError> {
+    run_to_quit(spec).map(drop)
+}
+
+/// Runs the TUI on this terminal until `q`; returns what it showed last, for a summary once the terminal is
+/// back (`collscope demo`).
+pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
     let label = spec.label();
     let (tx, rx) = mpsc::channel::<Update>();
     let stop = Arc::new(AtomicBool::new(false));
@@ -60,16 +66,17 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     }));
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
-    let result = event_loop(&mut terminal, Live::new(label), rx, &shown, &control);
+    let mut live = Live::new(label);
+    let result = event_loop(&mut terminal, &mut live, rx, &shown, &control);
     stop.store(true, Ordering::Relaxed);
     // The source threads notice `stop` or the closed channel and end on their own.
     drop((worker, job));
-    result
+    result.map(|()| live)
 }
 
 fn event_loop(
     terminal: &mut Terminal<CrosstermBackend<Stdout>>,
-    mut live: Live,
+    live: &mut Live,
     rx: mpsc::Receiver<Update>,
     shown: &source::Shown,
     replay: &mpsc::Sender<ReplayCmd>,
@@ -110,7 +117,8 @@ fn event_loop(
                         if let Ok(mut s) = shown.lock() {
                             *s = endpoint.cloned();
                         }
-                        live.show_rank(app.rank);
+                        // After the job's end the rank shown stays: `<`/`>` have nothing to fetch.
+                        app.rank = live.show_rank(app.rank);
                     }
                     if app.quit {
                         return Ok(());

@@ -4,6 +4,7 @@
 //! telemetry instead (`--no-tui` keeps the plain output).
 
 mod fault;
+mod summary;
 mod training;
 
 use super::ranks::{self, Background, Job, LaunchMode, TransportChoice};
@@ -39,8 +40,8 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 8)]
     pub grad_mib: usize,
     /// HOST:PORT or PORT for telemetry (each process adds its local rank) [default: COLLSCOPE_METRICS_ADDR,
-    /// else 127.0.0.1:9470]; port 0 picks a free one.
-    #[arg(long)]
+    /// else 127.0.0.1:9470]; port 0 picks a free one, as does a rank whose port another program holds.
+    #[arg(long, overrides_with = "metrics_addr")]
     pub metrics_addr: Option<String>,
     /// Do not open the terminal UI (it opens by default when stdout is a terminal and ranks run as processes).
     #[arg(long)]
@@ -62,11 +63,19 @@ pub(crate) struct DemoArgs {
 /// How long a rank whose training failed keeps serving its telemetry before it ends.
 const LINGER: Duration = Duration::from_secs(10);
 
-/// Rank 0's telemetry URL when this process is the launcher of a demo that the TUI should watch: stdout is a
+/// Where the demo's TUI connects: rank 0's telemetry URL, and the address its ranks are told to serve on when
+/// the one they would take has a port another program holds.
+struct TuiLink {
+    url: String,
+    moved_to: Option<String>,
+}
+
+/// Where the TUI connects when this process is the launcher of a demo that the TUI should watch: stdout is a
 /// terminal, ranks run as processes started here, telemetry is on and its port is known in advance. The ranks'
-/// ports are tried first: one another program holds is an error when the user chose it; when it is the default,
-/// the demo runs without the TUI (the ranks serve on free ports and print which).
-fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
+/// ports are tried first: when another program holds one, chosen or the default, the ranks move to free ports
+/// side by side and the TUI follows them (issue 55: a taken port never kills a rank); without such ports the
+/// demo runs without the TUI (each rank serves on a free port and prints it).
+fn tui_link(args: &DemoArgs) -> Result<Option<TuiLink>> {
     if args.no_tui || args.launch != LaunchMode::Processes || !std::io::stdout().is_terminal() {
         return Ok(None);
     }
@@ -83,25 +92,58 @@ fn tui_url(args: &DemoArgs) -> Result<Option<String>> {
         return Ok(None);
     }
     let rank0 = cfg.bind_addr()?;
-    for r in 0..args.nranks {
-        let port = u32::from(rank0.port()) + r;
-        let free = u16::try_from(port).is_ok_and(|p| std::net::TcpListener::bind((rank0.ip(), p)).is_ok());
-        if free {
-            continue;
-        }
-        if super::telemetry::chosen(args.metrics_addr.as_deref(), &env) {
-            bail!(
-                "telemetry port {port} (rank {r}) is taken; the ports were chosen with --metrics-addr or \
-                 COLLSCOPE_METRICS_ADDR: choose free ones (0: any free port)"
-            );
-        }
+    let Some(r) = (0..args.nranks).find(|&r| !free_ports(rank0.ip(), u32::from(rank0.port()) + r, 1)) else {
+        return Ok(Some(TuiLink { url: format!("http://{rank0}"), moved_to: None }));
+    };
+    let port = u32::from(rank0.port()) + r;
+    let whose = super::telemetry::whose_port(args.metrics_addr.as_deref(), &env);
+    let Some(base) = free_base(rank0.ip(), args.nranks) else {
         println!(
-            "collscope demo: telemetry port {port} is taken by another program; running without the TUI, each rank \
-             serves on a free port and prints it (choose ports with --metrics-addr or COLLSCOPE_METRICS_ADDR)"
+            "collscope demo: telemetry port {port} is taken by another program (rank {r}'s, {whose}); running \
+             without the TUI, each rank serves on a free port and prints it"
         );
         return Ok(None);
+    };
+    let moved = std::net::SocketAddr::new(rank0.ip(), base);
+    let url = format!("http://{moved}");
+    println!(
+        "collscope demo: telemetry port {port} is taken by another program (rank {r}'s, {whose}); the ranks serve \
+         on ports {base}-{} instead, and the TUI connects to {url}",
+        u32::from(base) + args.nranks - 1
+    );
+    Ok(Some(TuiLink { url, moved_to: Some(moved.to_string()) }))
+}
+
+/// Whether ports `first..first + n` of `ip` can all be bound now.
+fn free_ports(ip: std::net::IpAddr, first: u32, n: u32) -> bool {
+    (first..first + n).all(|p| u16::try_from(p).is_ok_and(|p| std::net::TcpListener::bind((ip, p)).is_ok()))
+}
+
+/// A first port of `n` free ones side by side on `ip` (the ranks serve on the base port plus their local rank).
+fn free_base(ip: std::net::IpAddr, n: u32) -> Option<u16> {
+    (0..100).find_map(|_| {
+        let base = std::net::TcpListener::bind((ip, 0)).ok()?.local_addr().ok()?.port();
+        free_ports(ip, u32::from(base), n).then_some(base)
+    })
+}
+
+/// Prints the summary of rank 0's calls in `snap` (the TUI's connected rank, or this process's), with its
+/// findings and the job's.
+fn print_summary(snap: &collscope_model::Snapshot, job_findings: &[collscope_model::Finding]) {
+    let mut findings = snap.findings.clone();
+    findings.extend(job_findings.iter().filter(|f| !snap.findings.contains(f)).cloned());
+    match summary::summary(snap, 0, &findings) {
+        Some(text) => print!("{text}"),
+        None => println!("collscope demo: no summary: rank 0's snapshot holds no completed call"),
     }
-    Ok(Some(format!("http://{rank0}")))
+}
+
+/// What the launcher adds to its own arguments for ranks behind the TUI: train until `q` when nothing else
+/// bounds the run; serve where the TUI connects when the ports were moved (a later `--metrics-addr` wins).
+fn tui_rank_args(until_q: bool, tui: &TuiLink) -> Vec<String> {
+    let until = until_q.then(|| "--until-stopped".to_string());
+    let moved = tui.moved_to.clone().map(|a| ["--metrics-addr".to_string(), a]);
+    until.into_iter().chain(moved.into_iter().flatten()).collect()
 }
 
 pub(crate) fn run(args: &DemoArgs) -> Result<()> {
@@ -119,7 +161,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
             bail!("--fault names rank {}, but the demo runs ranks 0 to {}", f.rank(), args.nranks.saturating_sub(1));
         }
     }
-    let tui = tui_url(args)?;
+    let tui = tui_link(args)?;
     let launcher = ranks::launched()?.is_none();
     if args.record.is_some() && tui.is_none() && launcher {
         bail!(
@@ -142,26 +184,38 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
         max_duration,
         fault: args.fault,
     };
-    let background = tui.as_ref().map(|_| Background {
+    let background = tui.as_ref().map(|link| Background {
         output: std::env::temp_dir().join(format!("collscope-demo-{}.log", std::process::id())),
         stop: Arc::new(AtomicBool::new(false)),
-        rank_args: if max_duration.is_none() && args.steps.is_none() { vec!["--until-stopped".into()] } else { vec![] },
+        rank_args: tui_rank_args(max_duration.is_none() && args.steps.is_none(), link),
     });
     let job = Job { nranks: args.nranks, launch: args.launch, transport: args.transport, background };
-    if let (Some(url), Some(bg)) = (tui, &job.background) {
+    if let (Some(TuiLink { url, .. }), Some(bg)) = (tui, &job.background) {
         // The ranks run in the background, their output kept in a file, while the TUI owns the terminal; `q`
         // there ends them.
         let result = std::thread::scope(|s| {
             let ranks = s.spawn(|| ranks::run(&job, |_| Ok(())));
-            let shown = collscope_tui::run(SourceSpec::Connect { url, record: args.record.clone() });
+            let shown = collscope_tui::run_to_quit(SourceSpec::Connect { url, record: args.record.clone() });
             if !ranks.is_finished() {
                 println!("collscope demo: stopping the ranks");
                 bg.stop.store(true, Ordering::Relaxed);
             }
             let ran = ranks.join().unwrap_or_else(|_| Err(anyhow!("the rank launcher panicked")));
-            shown.map_err(anyhow::Error::from).and(ran)
+            if let Ok(live) = &shown {
+                print_summary(live.home(), live.job.as_ref().map_or(&[], |j| &j.findings[..]));
+            }
+            shown.map(drop).map_err(anyhow::Error::from).and(ran)
         });
-        println!("collscope demo: the ranks' output is in {}", bg.output.display());
+        // Kept only when something failed, so the user can read why.
+        if result.is_ok() {
+            if let Err(e) = std::fs::remove_file(&bg.output) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    println!("collscope demo: cannot remove the ranks' output {}: {e}", bg.output.display());
+                }
+            }
+        } else {
+            println!("collscope demo: the ranks' output is kept in {}", bg.output.display());
+        }
         return result;
     }
     let telemetry = super::telemetry::start(args.launch, args.metrics_addr.as_deref())?;
@@ -218,6 +272,10 @@ pub(crate) fn run(args: &DemoArgs) -> Result<()> {
                 total,
                 bytes as f64 / 1e9
             );
+            match &telemetry {
+                Some(t) => print_summary(&t.with_state(|s| s.snapshot()), &[]),
+                None => println!("collscope demo: no summary: with telemetry off the model keeps no calls"),
+            }
         }
         Ok(())
     })?;

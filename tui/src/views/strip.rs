@@ -32,12 +32,18 @@ fn slow(job: &JobView, r: &RankSummary) -> bool {
     job.findings.iter().any(|f| f.rank == Some(r.rank) && f.code == "straggler")
 }
 
-fn state(r: &RankSummary) -> &'static str {
-    match r.state {
-        RankState::Running => "running",
-        RankState::Idle => "idle",
-        RankState::Failed => "failed",
-        RankState::Unreachable => "no answer",
+/// The rank's state; once the job ended (`ended`: whether cleanly) its final one, as the last job view saw it:
+/// a rank that was running or idle then finished with the job, or ended with it when a rank failed; one that no
+/// longer answered at a clean end had exited.
+fn state(r: &RankSummary, ended: Option<bool>) -> &'static str {
+    match (r.state, ended) {
+        (RankState::Failed, _) => "failed",
+        (RankState::Unreachable, Some(true)) => "exited",
+        (RankState::Unreachable, _) => "no answer",
+        (_, Some(true)) => "finished",
+        (_, Some(false)) => "ended",
+        (RankState::Running, None) => "running",
+        (RankState::Idle, None) => "idle",
     }
 }
 
@@ -62,15 +68,19 @@ fn ordered(job: &JobView, order: StripOrder) -> Vec<&RankSummary> {
     ranks
 }
 
-fn line(r: &RankSummary, shown: bool) -> String {
+fn line(r: &RankSummary, shown: bool, ended: Option<bool>) -> String {
     // The communicator with the oldest call in flight says most; else the first.
     let comm = oldest(r).or(r.comms.first());
     // Its given name, else how the rank's calls name it.
     let name = comm.and_then(|c| c.name.as_deref().or(c.comm.as_deref())).unwrap_or("-");
     let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
-    let running = comm
-        .and_then(|c| c.in_flight.as_ref())
-        .map_or("-".into(), |f| format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s));
+    // After a clean end no call runs; after a failure the one in flight is where the rank was left, its age
+    // no longer growing.
+    let running = match (comm.and_then(|c| c.in_flight.as_ref()), ended) {
+        (None, _) | (Some(_), Some(true)) => "-".into(),
+        (Some(f), Some(false)) => format!("{} #{} at end", f.coll, f.seq),
+        (Some(f), None) => format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s),
+    };
     let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
     // 80 columns: the units are in the title line.
     format!(
@@ -78,7 +88,7 @@ fn line(r: &RankSummary, shown: bool) -> String {
         if shown { '>' } else { ' ' },
         r.rank,
         r.host.as_deref().unwrap_or("?"),
-        state(r),
+        state(r, ended),
         name,
         done,
         running,
@@ -92,20 +102,29 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();
-    let title = format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len());
+    let title = match live.ended() {
+        None => format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len()),
+        Some(clean) => format!(
+            "Job {}: {} ranks' last states (o: by {order})",
+            if clean { "finished" } else { "ended" },
+            job.ranks.len()
+        ),
+    };
     let mut lines = vec![Line::styled(format!("{title:<68}GB/s p50/p99 ms"), style::bold())];
     let ranks = ordered(job, app.strip_order);
     let room = (area.height as usize).saturating_sub(1);
     let fit = if ranks.len() > room { room.saturating_sub(1) } else { ranks.len() };
     for r in &ranks[..fit] {
-        let colour = if stuck(job, r) {
+        // A rank gone after a clean end exited with the job: not stuck.
+        let exited = r.state == RankState::Unreachable && live.ended() == Some(true);
+        let colour = if stuck(job, r) && !exited {
             Style::default().fg(Color::Red)
         } else if slow(job, r) {
             Style::default().fg(Color::Yellow)
         } else {
             Style::default()
         };
-        lines.push(Line::styled(line(r, live.shown_rank == Some(r.rank)), colour));
+        lines.push(Line::styled(line(r, live.shown_rank == Some(r.rank), live.ended()), colour));
     }
     if fit < ranks.len() {
         lines.push(Line::styled(format!(" ... {} more ranks", ranks.len() - fit), style::dim()));
@@ -228,5 +247,41 @@ mod tests {
         assert!(render(&app, &live, 80, 24)[1].contains("(< >, o: by age)"));
         app.key(Key::Char('o'), &live.snapshot);
         assert_eq!(order(&app, &live), ["r0", "r1", "r2", "r3"]);
+    }
+
+    /// After the job's end the strip says each rank's last state, not `running ... 0.0s`: finished when the job
+    /// ended cleanly; when a rank failed, that rank failed, the others ended, each left in its call.
+    #[test]
+    fn after_the_end_the_strip_shows_final_states() {
+        let view = || {
+            let mut failed = rank(1, Some((42, 9.0)));
+            failed.state = RankState::Failed;
+            JobView { ranks: vec![rank(0, Some((42, 0.0))), failed, rank(2, None)], ..Default::default() }
+        };
+        let mut live = fixture::live();
+        live.apply(Update::Job(Box::new(view())));
+        let lines = render(&App::default(), &live, 80, 24);
+        assert!(lines[2].starts_with(" r0   node1   running   tp0      #41     AllReduce #42 0.0s"), "{lines:?}");
+
+        live.apply(Update::Link(crate::LinkState::Finished { clean: false }));
+        let lines = render(&App::default(), &live, 80, 24);
+        crate::views::testing::assert_fits(&lines);
+        assert!(lines[1].starts_with("Job ended: 3 ranks' last states (o: by rank)"), "{lines:?}");
+        assert!(lines[2].starts_with(" r0   node1   ended     tp0      #41     AllReduce #42 at end"), "{lines:?}");
+        assert!(lines[3].starts_with(" r1   node1   failed    tp0      #41     AllReduce #42 at end"), "{lines:?}");
+        assert!(lines[4].starts_with(" r2   node1   ended     tp0      #41     -"), "{lines:?}");
+
+        let mut live = fixture::live();
+        live.apply(Update::Job(Box::new(JobView {
+            ranks: vec![rank(0, Some((42, 0.0))), rank(2, None)],
+            ..Default::default()
+        })));
+        live.apply(Update::Link(crate::LinkState::Finished { clean: true }));
+        let lines = render(&App::default(), &live, 80, 24);
+        assert!(lines[1].starts_with("Job finished: 2 ranks' last states"), "{lines:?}");
+        // The last numbers stay: the last completed call, busbw, p50/p99.
+        assert_eq!(lines[2], " r0   node1   finished  tp0      #41     -                       1.50    0.9/4.0");
+        assert!(lines[3].starts_with(" r2   node1   finished"), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("running") || l.contains("0.0s")), "{lines:?}");
     }
 }
