@@ -95,7 +95,7 @@ fn event_loop(
             next_sample += SAMPLE;
         }
         if dirty || drawn != Some(live.generation) {
-            terminal.draw(|f| views::draw(f, &app, &live))?;
+            terminal.draw(|f| views::draw(f, &app, live))?;
             drawn = Some(live.generation);
             dirty = false;
         }
