@@ -187,7 +187,7 @@ fn launcher_end(line: &str) -> Option<(u32, usize)> {
             Some((rank(5, n)?, end + 2 + usize::from(b.get(end + 2) == Some(&b' '))))
         }
         b'[' => {
-            let close = scan::find(&line[..floor_char_boundary(line, 32)], ">:")?;
+            let close = const { scan::Needle::new(">:") }.find(&line[..floor_char_boundary(line, 32)])?;
             let (_, r) = line[1..close].split_once("]<")?.0.split_once(',')?;
             Some((r.trim().parse().ok()?, close + 2))
         }
@@ -312,15 +312,15 @@ pub fn launcher_rank(text: &str) -> Option<u32> {
     }
     let head = &text[..floor_char_boundary(text, 96)];
     memchr::memchr(b'[', head.as_bytes())?;
-    // `scan::find`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a searcher
-    // per call that costs more than these 96 bytes.
-    if let Some(i) = scan::find(head, "[rank") {
+    // A `scan::Needle`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a
+    // searcher per call that costs more than these 96 bytes.
+    if let Some(i) = const { scan::Needle::new("[rank") }.find(head) {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(r) = digits.parse() {
             return Some(r);
         }
     }
-    if let Some(i) = scan::find(head, "]<std") {
+    if let Some(i) = const { scan::Needle::new("]<std") }.find(head) {
         let open = head[..i].rfind('[')?;
         let (_, rank) = head[open + 1..i].split_once(',')?;
         return rank.trim().parse().ok();

@@ -135,7 +135,7 @@ macro_rules! int {
 int!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 
 /// How often a byte appears in log text, roughly: spaces most, then lowercase letters and digits.
-fn commonness(b: u8) -> u8 {
+const fn commonness(b: u8) -> u8 {
     match b {
         b' ' => 4,
         b'a'..=b'z' => 3,
@@ -145,19 +145,54 @@ fn commonness(b: u8) -> u8 {
     }
 }
 
+/// The needle's rarest byte (the first of the rarest) and where it is; `None` for an empty needle.
+const fn rarest(n: &[u8]) -> Option<(usize, u8)> {
+    if n.is_empty() {
+        return None;
+    }
+    let (mut k, mut i) = (0, 1);
+    while i < n.len() {
+        if commonness(n[i]) < commonness(n[k]) {
+            k = i;
+        }
+        i += 1;
+    }
+    Some((k, n[k]))
+}
+
 /// Where `needle` first occurs in `hay`: a byte search for its rarest byte, then a comparison. For the short
-/// delimiters of NCCL's formats this beats building a substring searcher for each call. Inlined, so that the rarest
-/// byte of a literal needle is picked at compile time, not on every call.
-#[inline]
+/// delimiters of NCCL's formats this beats building a substring searcher for each call. A literal needle on a
+/// hot path is a [`Needle`], its rarest byte picked at compile time.
 pub fn find(hay: &str, needle: &str) -> Option<usize> {
-    let n = needle.as_bytes();
-    let (mut k, mut rare) = (0, *n.first()?);
-    for (i, &b) in n.iter().enumerate().skip(1) {
-        if commonness(b) < commonness(rare) {
-            (k, rare) = (i, b);
+    let (k, rare) = rarest(needle.as_bytes())?;
+    find_by(hay.as_bytes(), needle.as_bytes(), k, rare)
+}
+
+/// A needle for [`find`] with its rarest byte picked once: `const` needles pick it at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct Needle {
+    text: &'static str,
+    k: usize,
+    rare: u8,
+}
+
+impl Needle {
+    /// Panics (at compile time, for a `const`) on an empty needle.
+    pub const fn new(text: &'static str) -> Self {
+        match rarest(text.as_bytes()) {
+            Some((k, rare)) => Needle { text, k, rare },
+            None => panic!("an empty needle"),
         }
     }
-    find_by(hay.as_bytes(), n, k, rare)
+
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
+
+    /// Where the needle first occurs in `hay`, as [`find`] says.
+    pub fn find(&self, hay: &str) -> Option<usize> {
+        find_by(hay.as_bytes(), self.text.as_bytes(), self.k, self.rare)
+    }
 }
 
 /// [`find`] with the needle's rarest byte, `rare` at `k`, chosen.
@@ -210,11 +245,18 @@ pub fn fields<'a, const N: usize>(s: &'a str, keys: [&str; N]) -> [Option<&'a st
     let mut found = [false; N];
     let mut left = N;
     let b = s.as_bytes();
+    let shortest = keys.iter().map(|k| k.len()).min().unwrap_or(0);
+    let longest = keys.iter().map(|k| k.len()).max().unwrap_or(0);
     let mut start = 0;
     // Each space-separated token that a space follows, and the word after that space. A plain loop: the tokens
     // are a few bytes, shorter than a memchr call's set-up pays for.
     while let Some(len) = b[start..].iter().position(|&c| c == b' ') {
         let (tok, next) = (&b[start..start + len], start + len + 1);
+        start = next;
+        // Most values (`0x7f3a55d3`, `16`) are no key's length.
+        if len < shortest || len > longest {
+            continue;
+        }
         for (i, key) in keys.iter().enumerate() {
             if !found[i] && key.len() == len && key.as_bytes().iter().zip(tok).all(|(x, y)| x == y) {
                 found[i] = true;
@@ -226,7 +268,6 @@ pub fn fields<'a, const N: usize>(s: &'a str, keys: [&str; N]) -> [Option<&'a st
         if left == 0 {
             break;
         }
-        start = next;
     }
     out
 }
@@ -268,6 +309,7 @@ mod tests {
         }
         assert_eq!((find("a -> b -> c", " -> "), rfind("a -> b -> c", " -> ")), (Some(1), Some(6)));
         assert_eq!((find("abc", "x"), find("ab", "abc"), rfind("", "a")), (None, None, None));
+        assert_eq!((find("abc", ""), Needle::new(" -> ").find("a -> b -> c")), (None, Some(1)));
     }
 
     #[test]
