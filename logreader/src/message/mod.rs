@@ -225,9 +225,7 @@ fn is_node(word: &str) -> bool {
 fn digits(body: &str) -> Option<Event> {
     // Decisions and error traces hold an arrow, channel counts ` coll channels`, graph channels ` : `: a line with
     // none of `>`, `c` and `:` (a benchmark's table row) is none of them, found with one byte search.
-    if memchr::memchr3(b'>', b'c', b':', body.as_bytes()).is_none() {
-        return None;
-    }
+    memchr::memchr3(b'>', b'c', b':', body.as_bytes())?;
     if const { scan::Needle::new(" Bytes -> Algo ") }.find(body).is_some() {
         return conn::decision(body).map(Event::Decision);
     }
