@@ -72,11 +72,14 @@ fn standard(line: &str) -> Option<Envelope<'_>> {
         }
         (end, u32::try_from(v).ok().filter(|_| end > from))
     };
-    // The host name and its colon in one plain loop: a few bytes, shorter than memchr's set-up pays for.
-    let colon = b[..b.len().min(256)]
+    // The host name and its colon in one plain loop: a few bytes, shorter than memchr's set-up pays for. An
+    // anonymized host (`<cluster_name>`) reads here too: `<` anywhere and `>` at its end are what the general
+    // reading takes for the host's own.
+    let name = b[..b.len().min(256)]
         .iter()
-        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')))
-        .filter(|&i| i > 0 && b[i] == b':')?;
+        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'<')))?;
+    let colon = name + b[name..].iter().take_while(|&&c| c == b'>').count();
+    (colon > 0 && b.get(colon) == Some(&b':')).then_some(())?;
     let (pid_end, pid) = number(colon + 1);
     if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
         return None;
@@ -184,7 +187,7 @@ fn launcher_end(line: &str) -> Option<(u32, usize)> {
             Some((rank(5, n)?, end + 2 + usize::from(b.get(end + 2) == Some(&b' '))))
         }
         b'[' => {
-            let close = scan::find(&line[..floor_char_boundary(line, 32)], ">:")?;
+            let close = const { scan::Needle::new(">:") }.find(&line[..floor_char_boundary(line, 32)])?;
             let (_, r) = line[1..close].split_once("]<")?.0.split_once(',')?;
             Some((r.trim().parse().ok()?, close + 2))
         }
@@ -309,15 +312,15 @@ pub fn launcher_rank(text: &str) -> Option<u32> {
     }
     let head = &text[..floor_char_boundary(text, 96)];
     memchr::memchr(b'[', head.as_bytes())?;
-    // `scan::find`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a searcher
-    // per call that costs more than these 96 bytes.
-    if let Some(i) = scan::find(head, "[rank") {
+    // A `scan::Needle`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a
+    // searcher per call that costs more than these 96 bytes.
+    if let Some(i) = const { scan::Needle::new("[rank") }.find(head) {
         let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
         if let Ok(r) = digits.parse() {
             return Some(r);
         }
     }
-    if let Some(i) = scan::find(head, "]<std") {
+    if let Some(i) = const { scan::Needle::new("]<std") }.find(head) {
         let open = head[..i].rfind('[')?;
         let (_, rank) = head[open + 1..i].split_once(',')?;
         return rank.trim().parse().ok();
@@ -361,6 +364,8 @@ mod tests {
             "node00:20000:30000 [3] NCCL INFO Ring 00 : 3[3] -> 1[1] via P2P/IPC",
             "gpu-a01.cluster_x:1:2 [0] NCCL INFO ",
             "h:1:2 [-1] NCCL INFO x",
+            "<cluster_name>:20000:30000 [0] NCCL INFO Channel 01/0 : 8[0] -> 15[7] via P2P/IPC/read",
+            "a<b>>:1:2 [0] NCCL INFO x",
         ] {
             let fast = standard(line).unwrap();
             let pos = line.find("NCCL ").unwrap();
@@ -378,6 +383,7 @@ mod tests {
             "h:1:2 [0] NCCL INFOx",
             "h:1: [0] NCCL INFO x",
             "h:1:2 [0] NCCL WARN x",
+            "a>b:1:2 [0] NCCL INFO x",
         ] {
             assert!(standard(line).is_none(), "{line}");
         }

@@ -94,7 +94,7 @@ fn channel_head(s: &mut Scan) -> Option<(u32, Option<u32>)> {
 
 /// Parses `Channel ...`, `Ring ...` and `CollNet ...` bodies that carry ` via `.
 pub fn connection(msg: &str) -> Option<Connection> {
-    connection_at(msg, scan::find(msg, " via ")?)
+    connection_at(msg, const { scan::Needle::new(" via ") }.find(msg)?)
 }
 
 /// [`connection`] with the position of ` via ` in `msg` known.
@@ -118,7 +118,7 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match scan::find(ends, " -> ") {
+    let (src, dst) = match const { scan::Needle::new(" -> ") }.find(ends) {
         Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
         None if collnet => {
             let r = rank_of(ends)?;

@@ -70,17 +70,24 @@ impl<'a> Scan<'a> {
         Some(head)
     }
 
-    /// A decimal number, optionally negative when `T` is signed.
-    pub fn num<T: std::str::FromStr>(&mut self) -> Option<T> {
+    /// A decimal number, optionally negative when `T` is signed; `None` (nothing consumed) past `T`'s range, as
+    /// `str::parse` would say. Accumulated in one pass: this reads most numbers of every line.
+    pub fn num<T: Int>(&mut self) -> Option<T> {
         let b = self.rest.as_bytes();
-        let sign = usize::from(b.first() == Some(&b'-'));
-        let digits = b[sign..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if digits == 0 {
+        let neg = b.first() == Some(&b'-');
+        let from = usize::from(neg);
+        let mut end = from;
+        let mut v = 0u64;
+        while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
+            v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+            end += 1;
+        }
+        if end == from {
             return None;
         }
-        let v = self.rest[..sign + digits].parse().ok()?;
-        self.rest = &self.rest[sign + digits..];
-        Some(v)
+        let n = T::from_digits(neg, v)?;
+        self.rest = &self.rest[end..];
+        Some(n)
     }
 
     /// A float as printf's `%f`/`%.1f` write it (`12.5`, `-1.0`, `5000`).
@@ -105,8 +112,30 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// An integer type [`Scan::num`] reads.
+pub trait Int: Sized {
+    /// The value of a decimal's digits (`v`), negated if `neg`, where the type holds it.
+    fn from_digits(neg: bool, v: u64) -> Option<Self>;
+}
+
+macro_rules! int {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            fn from_digits(neg: bool, v: u64) -> Option<Self> {
+                // An unsigned type takes no sign, not even `-0` (as `str::parse` says).
+                if neg {
+                    <$t>::try_from(-i128::from(v)).ok().filter(|_| <$t>::MIN != 0)
+                } else {
+                    <$t>::try_from(v).ok()
+                }
+            }
+        }
+    )*};
+}
+int!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
+
 /// How often a byte appears in log text, roughly: spaces most, then lowercase letters and digits.
-fn commonness(b: u8) -> u8 {
+const fn commonness(b: u8) -> u8 {
     match b {
         b' ' => 4,
         b'a'..=b'z' => 3,
@@ -116,11 +145,58 @@ fn commonness(b: u8) -> u8 {
     }
 }
 
+/// The needle's rarest byte (the first of the rarest) and where it is; `None` for an empty needle.
+const fn rarest(n: &[u8]) -> Option<(usize, u8)> {
+    if n.is_empty() {
+        return None;
+    }
+    let (mut k, mut i) = (0, 1);
+    while i < n.len() {
+        if commonness(n[i]) < commonness(n[k]) {
+            k = i;
+        }
+        i += 1;
+    }
+    Some((k, n[k]))
+}
+
 /// Where `needle` first occurs in `hay`: a byte search for its rarest byte, then a comparison. For the short
-/// delimiters of NCCL's formats this beats building a substring searcher for each call.
+/// delimiters of NCCL's formats this beats building a substring searcher for each call. A literal needle on a
+/// hot path is a [`Needle`], its rarest byte picked at compile time.
 pub fn find(hay: &str, needle: &str) -> Option<usize> {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    let (k, &rare) = n.iter().enumerate().min_by_key(|(_, &b)| commonness(b))?;
+    let (k, rare) = rarest(needle.as_bytes())?;
+    find_by(hay.as_bytes(), needle.as_bytes(), k, rare)
+}
+
+/// A needle for [`find`] with its rarest byte picked once: `const` needles pick it at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct Needle {
+    text: &'static str,
+    k: usize,
+    rare: u8,
+}
+
+impl Needle {
+    /// Panics (at compile time, for a `const`) on an empty needle.
+    pub const fn new(text: &'static str) -> Self {
+        match rarest(text.as_bytes()) {
+            Some((k, rare)) => Needle { text, k, rare },
+            None => panic!("an empty needle"),
+        }
+    }
+
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
+
+    /// Where the needle first occurs in `hay`, as [`find`] says.
+    pub fn find(&self, hay: &str) -> Option<usize> {
+        find_by(hay.as_bytes(), self.text.as_bytes(), self.k, self.rare)
+    }
+}
+
+/// [`find`] with the needle's rarest byte, `rare` at `k`, chosen.
+fn find_by(h: &[u8], n: &[u8], k: usize, rare: u8) -> Option<usize> {
     let mut from = k;
     while from <= h.len() {
         let at = from + memchr::memchr(rare, &h[from..])? - k;
@@ -162,6 +238,40 @@ pub fn field<'a>(s: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
+/// [`field`] for several keys (none holding a space) in one pass over `s`: for each key, the word after its first
+/// ` key ` (or `key ` at the start), as [`field`] would find it.
+pub fn fields<'a, const N: usize>(s: &'a str, keys: [&str; N]) -> [Option<&'a str>; N] {
+    let mut out = [None; N];
+    let mut found = [false; N];
+    let mut left = N;
+    let b = s.as_bytes();
+    let shortest = keys.iter().map(|k| k.len()).min().unwrap_or(0);
+    let longest = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+    let mut start = 0;
+    // Each space-separated token that a space follows, and the word after that space. A plain loop: the tokens
+    // are a few bytes, shorter than a memchr call's set-up pays for.
+    while let Some(len) = b[start..].iter().position(|&c| c == b' ') {
+        let (tok, next) = (&b[start..start + len], start + len + 1);
+        start = next;
+        // Most values (`0x7f3a55d3`, `16`) are no key's length.
+        if len < shortest || len > longest {
+            continue;
+        }
+        for (i, key) in keys.iter().enumerate() {
+            if !found[i] && key.len() == len && key.as_bytes().iter().zip(tok).all(|(x, y)| x == y) {
+                found[i] = true;
+                left -= 1;
+                let word = b[next..].iter().position(|&c| c == b' ' || c == b'\t').unwrap_or(b.len() - next);
+                out[i] = (word > 0).then(|| &s[next..next + word]);
+            }
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,7 +298,34 @@ mod tests {
         assert_eq!(Scan::new("x").num::<u32>(), None);
         assert_eq!(Scan::new("-").num::<i32>(), None);
         assert_eq!(Scan::new("99999999999").num::<u32>(), None);
+        // As `str::parse` reads them, at each type's edges.
+        for text in
+            ["-0", "0", "-1", "255", "256", "-128", "-129", "007", "-", "18446744073709551616", "-9223372036854775808"]
+        {
+            assert_eq!(Scan::new(text).num::<u8>(), text.parse().ok(), "{text}");
+            assert_eq!(Scan::new(text).num::<i8>(), text.parse().ok(), "{text}");
+            assert_eq!(Scan::new(text).num::<i64>(), text.parse().ok(), "{text}");
+            assert_eq!(Scan::new(text).num::<u64>(), text.parse().ok(), "{text}");
+        }
         assert_eq!((find("a -> b -> c", " -> "), rfind("a -> b -> c", " -> ")), (Some(1), Some(6)));
         assert_eq!((find("abc", "x"), find("ab", "abc"), rfind("", "a")), (None, None, None));
+        assert_eq!((find("abc", ""), Needle::new(" -> ").find("a -> b -> c")), (None, Some(1)));
+    }
+
+    #[test]
+    fn fields_finds_what_field_finds() {
+        let keys = ["rank", "nranks", "busId", "x", "comm", "a"];
+        for s in [
+            "ncclCommInitRank comm 0x1 rank 3 nranks 8 cudaDev 1 busId 1b000 - Init START",
+            "nranks rank 5 rank 6",
+            "rank  5 nranks\t3 nranks 4 busId",
+            "x\ty x z comm comm a\tb a",
+            "",
+            "rank",
+            "  rank 1",
+        ] {
+            let one: Vec<Option<&str>> = keys.iter().map(|k| field(s, k)).collect();
+            assert_eq!(fields(s, keys).to_vec(), one, "{s:?}");
+        }
     }
 }

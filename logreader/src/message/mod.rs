@@ -212,18 +212,24 @@ fn first_word(s: &str) -> &str {
 
 /// `GPU/...`, `NET/0-0`, `CPU/1`: a topology node name (a NET followed by a digit, not `NET/IB`).
 fn is_node(word: &str) -> bool {
-    let Some((kind, id)) = word.split_once('/') else { return false };
-    matches!(kind, "GPU" | "PCI" | "NVS" | "CPU" | "NIC" | "NET")
-        && id.starts_with(|c: char| c.is_ascii_hexdigit())
-        && (kind != "NET" || id.starts_with(|c: char| c.is_ascii_digit()))
+    // Every kind is three letters: the slash is the fourth byte (a test of one byte on the many words that are not).
+    let b = word.as_bytes();
+    let (Some(kind), Some(&id)) = (b.get(..3), b.get(4)) else { return false };
+    b[3] == b'/'
+        && matches!(kind, b"GPU" | b"PCI" | b"NVS" | b"CPU" | b"NIC" | b"NET")
+        && id.is_ascii_hexdigit()
+        && (kind != b"NET" || id.is_ascii_digit())
 }
 
 /// Messages that start with a number: channel counts, decisions, graph channels.
 fn digits(body: &str) -> Option<Event> {
-    if scan::find(body, " Bytes -> Algo ").is_some() {
+    // Decisions and error traces hold an arrow, channel counts ` coll channels`, graph channels ` : `: a line with
+    // none of `>`, `c` and `:` (a benchmark's table row) is none of them, found with one byte search.
+    memchr::memchr3(b'>', b'c', b':', body.as_bytes())?;
+    if const { scan::Needle::new(" Bytes -> Algo ") }.find(body).is_some() {
         return conn::decision(body).map(Event::Decision);
     }
-    if scan::find(body, " coll channels").is_some() {
+    if const { scan::Needle::new(" coll channels") }.find(body).is_some() {
         return conn::channel_counts(body).map(Event::ChannelCounts);
     }
     if let Some(tokens) = topo::graph_channel(body) {
@@ -234,7 +240,8 @@ fn digits(body: &str) -> Option<Event> {
 
 /// `AllReduce: opCount ...` and `AllReduce: 65536 Bytes -> Algo ...`: messages named by a collective.
 fn named(word: &str, body: &str) -> Option<Event> {
-    let rest = body.strip_prefix(word)?.strip_prefix(": ")?;
+    // `word` is `body`'s first word: what follows it is all there is to compare.
+    let rest = body.get(word.len()..)?.strip_prefix(": ")?;
     if rest.starts_with("opCount ") {
         return tuning::coll(body).map(Event::Coll);
     }
@@ -246,8 +253,9 @@ fn named(word: &str, body: &str) -> Option<Event> {
 
 /// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
 fn has_rccl_tail(body: &str) -> bool {
-    let b = body.as_bytes();
-    b[b.len().saturating_sub(32)..].windows(7).any(|w| w == b"nRanks ")
+    let tail = &body.as_bytes()[body.len().saturating_sub(32)..];
+    // By its `R`, which these lines rarely hold: one byte search instead of a comparison at every offset.
+    memchr::memchr_iter(b'R', tail).any(|i| i >= 1 && tail[i - 1..].starts_with(b"nRanks "))
 }
 
 /// RCCL's `... comm 0x55d3 nRanks 16 [busId 29000]` after a line NCCL also prints (RCCL 2.20 `src/init.cc`,
@@ -272,7 +280,7 @@ fn rccl(body: &str) -> Option<Event> {
 /// `Channel ...`, `Ring ...` and `CollNet ...`: a connection when it says ` via `, else a ring order or a
 /// rank's ring neighbours.
 pub fn channel_line(msg: &str) -> Option<Event> {
-    if let Some(via) = scan::find(msg, " via ") {
+    if let Some(via) = const { scan::Needle::new(" via ") }.find(msg) {
         return conn::connection_at(msg, via).map(Event::Conn);
     }
     if msg.starts_with("Ring ") {

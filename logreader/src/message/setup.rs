@@ -6,7 +6,7 @@
 //! all rings`) are parsed beside their formatters in `collscope_model::lines::init`.
 
 use super::conn::{self as lines, ConnectedRings, InitTimingsLine};
-use super::scan::{field, find, Scan};
+use super::scan::{field, find, Needle, Scan};
 use super::Event;
 use collscope_model::{GdrGpu, NetDevice, PluginNote};
 
@@ -187,7 +187,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
     if rest.starts_with("No device found") {
         return Some(Event::NetNoDevice(name.to_string()));
     }
-    if find(rest, "GPU Direct RDMA").is_some() {
+    if const { Needle::new("GPU Direct RDMA") }.find(rest).is_some() {
         return gdr(msg);
     }
     if let Some(size) = comm_size(rest) {
@@ -205,7 +205,7 @@ fn net_line(word: &str, msg: &str) -> Option<Event> {
 
 /// A plugin's `comm with 16 ranks and 2 nodes` (aws-ofi-nccl's tuner).
 fn comm_size(text: &str) -> Option<Event> {
-    let i = find(text, "comm with ")?;
+    let i = const { Needle::new("comm with ") }.find(text)?;
     let mut s = Scan::new(&text[i + 10..]);
     let nranks = s.num()?;
     s.lit(" ranks and ")?;
@@ -225,7 +225,7 @@ fn comm_size(text: &str) -> Option<Event> {
 /// `src/graph/topo.cc`: the network offers neither peer memory nor DMA-BUF).
 fn gdr(msg: &str) -> Option<Event> {
     let net = msg.strip_prefix("NET/").and_then(|r| r.split([' ', ':']).next()).map(str::to_string);
-    let at = find(msg, "GPU Direct RDMA ")?;
+    let at = const { Needle::new("GPU Direct RDMA ") }.find(msg)?;
     let mut s = Scan::new(&msg[at + 16..]);
     let mut reason = None;
     if s.eat("(") {
@@ -422,8 +422,8 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         // After the words above: their lines need no substring search.
         w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
-        _ if find(body, " connected via C2C link").is_some()
-            || find(body, " is too low, leaving it set at ").is_some() =>
+        _ if const { Needle::new(" connected via C2C link") }.find(body).is_some()
+            || const { Needle::new(" is too low, leaving it set at ") }.find(body).is_some() =>
         {
             Event::Known
         }
@@ -449,7 +449,7 @@ pub fn alloc(body: &str) -> Option<Event> {
         .or_else(|| size("memory stack non-hunk malloc(", false))
         .or_else(|| size("Allocated ", false).filter(|_| body.contains(" bytes of shared memory in ")))
         .or_else(|| {
-            let i = find(body, ", new size ")?;
+            let i = const { Needle::new(", new size ") }.find(body)?;
             body.starts_with("Mem Realloc old size ").then_some(())?;
             let mut s = Scan::new(&body[i + 11..]);
             Some(Event::Alloc(Alloc { device: false, bytes: s.num()? }))

@@ -7,7 +7,7 @@
 
 use crate::comm::InitTimings;
 use crate::graph::{ChannelCounts, Graph, Pattern};
-use crate::scan::{field, Scan};
+use crate::scan::{field, fields, Scan};
 
 /// `comm 0x55d3 rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,16 +81,18 @@ pub fn comm_init(msg: &str) -> Option<CommInit> {
     } else {
         return None;
     };
-    let num = |key| field(msg, key)?.parse().ok();
-    let text = |key| field(msg, key).map(str::to_string);
+    // One pass for all seven fields: this line is printed twice by every rank of every communicator.
+    let [comm, rank, nranks, cuda_dev, bus_id, comm_id, parent] =
+        fields(msg, ["comm", "rank", "nranks", "cudaDev", "busId", "commId", "parent"]);
+    let text = |v: Option<&str>| v.map(str::to_string);
     Some(CommInit {
-        comm: text("comm")?,
-        rank: num("rank")?,
-        nranks: num("nranks")?,
-        cuda_dev: field(msg, "cudaDev")?.parse().ok()?,
-        bus_id: text("busId"),
-        comm_id: text("commId"),
-        parent: text("parent"),
+        comm: comm?.to_string(),
+        rank: rank?.parse().ok()?,
+        nranks: nranks?.parse().ok()?,
+        cuda_dev: cuda_dev?.parse().ok()?,
+        bus_id: text(bus_id),
+        comm_id: text(comm_id),
+        parent: text(parent),
         complete,
     })
 }
