@@ -68,9 +68,8 @@ fn line(r: &RankSummary, shown: bool) -> String {
     // Its given name, else how the rank's calls name it.
     let name = comm.and_then(|c| c.name.as_deref().or(c.comm.as_deref())).unwrap_or("-");
     let done = comm.and_then(|c| c.last_completed).map_or("-".into(), |s| format!("#{s}"));
-    let running = comm
-        .and_then(|c| c.in_flight.as_ref())
-        .map_or("-".into(), |f| format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s));
+    let running =
+        comm.and_then(|c| c.in_flight.as_ref()).map_or("-".into(), |f| format!("{} {:.1}s", f.call(), f.age_s));
     let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
     // 80 columns: the units are in the title line.
     format!(
@@ -92,7 +91,15 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();
-    let title = format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len());
+    let title = match &job.via {
+        // Read from Prometheus: no rank's own snapshot to show, and the view is as old as its scrapes.
+        Some(via) => format!(
+            "Job: {} ranks via Prometheus, scraped {} (o: by {order})",
+            job.ranks.len(),
+            via.scrape_age_s.map_or_else(|| "at an unknown time".to_string(), |a| format!("{a:.1} s ago"))
+        ),
+        None => format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len()),
+    };
     let mut lines = vec![Line::styled(format!("{title:<68}GB/s p50/p99 ms"), style::bold())];
     let ranks = ordered(job, app.strip_order);
     let room = (area.height as usize).saturating_sub(1);
@@ -134,9 +141,9 @@ mod tests {
                 last_completed: Some(41),
                 last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
-                    seq,
-                    coll: Collective::AllReduce,
-                    bytes: 1 << 20,
+                    seq: Some(seq),
+                    coll: Some(Collective::AllReduce),
+                    bytes: Some(1 << 20),
                     age_s,
                 }),
                 recent_starts: vec![],
@@ -161,6 +168,7 @@ mod tests {
             code: "rank_not_arrived".into(),
             severity: Severity::Error,
             rank: Some(3),
+            comm: None,
             title: "rank 3 has not arrived at AllReduce #42".into(),
             detail: String::new(),
             evidence: vec![],
@@ -200,6 +208,7 @@ mod tests {
             code: "straggler".into(),
             severity: Severity::Warning,
             rank: Some(rank),
+            comm: None,
             title: format!("rank {rank} is slow"),
             detail: String::new(),
             evidence: vec![],
@@ -228,5 +237,21 @@ mod tests {
         assert!(render(&app, &live, 80, 24)[1].contains("(< >, o: by age)"));
         app.key(Key::Char('o'), &live.snapshot);
         assert_eq!(order(&app, &live), ["r0", "r1", "r2", "r3"]);
+    }
+
+    #[test]
+    fn a_job_read_from_prometheus_says_so_with_its_scrape_age_and_unknown_calls_as_unknown() {
+        let mut live = fixture::live();
+        let mut r1 = rank(1, Some((42, 3.5)));
+        let f = r1.comms[0].in_flight.as_mut().unwrap();
+        (f.seq, f.coll, f.bytes) = (None, None, None);
+        r1.comms[0].last_completed = None;
+        let via = collscope_model::JobVia { prometheus: "http://p:9090".into(), scrape_age_s: Some(0.8) };
+        let view = JobView { ranks: vec![rank(0, None), r1], via: Some(via), ..Default::default() };
+        live.apply(Update::Job(Box::new(view)));
+        let screen = render(&App::default(), &live, 80, 24);
+        assert!(screen[1].starts_with("Job: 2 ranks via Prometheus, scraped 0.8 s ago (o: by rank)"), "{}", screen[1]);
+        let line = screen.iter().find(|l| l.starts_with(" r1")).expect("rank 1's line");
+        assert!(line.contains("running   tp0      -       ? #? 3.5s"), "{line}");
     }
 }
