@@ -4,6 +4,7 @@
 //! dashboard's metric names found in live expositions. Every server binds a loopback port the OS picks.
 
 use crate::live;
+use crate::tmux::Tmux;
 
 use collscope_testkit::Proc;
 use live::start;
@@ -427,6 +428,13 @@ fn prometheus_discovers_every_rank_of_a_demo_through_the_target_files_the_ranks_
         .map(|r| (r["rank"].as_u64().unwrap(), r["up"].as_bool().unwrap_or(false)))
         .collect();
     assert_eq!(seen, [(0, true), (1, true), (2, true), (3, true)], "{json}");
+    // ... and `tui --prometheus` draws every rank in its strip, saying where the view comes from and how old.
+    let t = Tmux::start_sized("promtui", (120, 30), &["tui", "--prometheus", &prom, "--job", "collscope"]);
+    let screen = t.wait_for(&["via Prometheus http://", "Job: 4 ranks via Prometheus, scraped ", " s ago"]);
+    for rank in 0..4 {
+        assert!(screen.lines().any(|l| l.starts_with(&format!(" r{rank} "))), "rank {rank}:\n{screen}");
+    }
+    t.keys(&["q"]);
 
     // A short demo that ends by itself leaves no file behind.
     let clean = dir.join("clean");

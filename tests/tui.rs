@@ -812,7 +812,7 @@ fn a_stopped_rank_is_named_as_not_arrived_at_the_call_the_others_wait_in() {
     eprintln!("SIGSTOP of rank 2: named after {took:?}: {} | {}", finding.title, finding.detail);
     // The call named is the one the others wait in (ranks may be in different calls: one still finishing the
     // call before).
-    let named = |c: &InFlight| finding.title == format!("rank 2 has not arrived at {} #{} (stopped)", c.coll, c.seq);
+    let named = |c: &InFlight| finding.title == format!("rank 2 has not arrived at {} (stopped)", c.call());
     assert!(waiting.iter().any(named), "{} is not a call the others wait in: {waiting:?}", finding.title);
     assert!(finding.detail.contains("rank 2 is stopped: its process (pid "), "{}", finding.detail);
     assert!(took < Duration::from_secs(TIMEOUT_S), "{took:?}");
@@ -827,10 +827,16 @@ fn a_rank_that_calls_another_collective_is_named_with_the_sequence_number_and_wh
         &[("COLLSCOPE_TIMEOUT_S", timeout), ("COLLSCOPE_PEER_TIMEOUT", timeout)],
         &["--fault", "mismatch:rank=1,step=3"],
     );
-    let f = demo.poll("rank 0's job view to find the mismatch", |d| {
-        d.job()?.findings.into_iter().find(|f| f.code == "collective_mismatch")
+    let (f, comms) = demo.poll("rank 0's job view to find the mismatch", |d| {
+        let job = d.job()?;
+        let comms: Vec<Option<String>> =
+            job.ranks.iter().flat_map(|r| r.comms.iter().map(|c| c.comm.clone())).collect();
+        Some((job.findings.into_iter().find(|f| f.code == "collective_mismatch")?, comms))
     });
     assert_eq!(f.rank, Some(1), "{f:?}");
+    // The finding names the communicator the ranks disagree in (the demo's one, unnamed).
+    let comm = f.comm.as_ref().expect("the mismatch's communicator");
+    assert!(comms.contains(&Some(comm.id.clone())) && comm.name.is_none(), "{comm:?} not in {comms:?}");
     // The others' calls at that number may have left some ranks' windows of recent calls: at least one remains.
     assert!(
         f.title.starts_with("rank 1 called Broadcast where rank ") && f.title.contains(" called AllReduce at #"),
@@ -877,7 +883,7 @@ fn a_stopped_rank_is_named_stopped_by_every_survivor_then_kept_as_a_stall_and_co
             f.title.ends_with("(stopped)").then_some((f, job))
         });
         let waiting: Vec<InFlight> = job.ranks.iter().filter_map(|r| r.comms.first()?.in_flight.clone()).collect();
-        let named = |c: &InFlight| f.title == format!("rank 2 has not arrived at {} #{} (stopped)", c.coll, c.seq);
+        let named = |c: &InFlight| f.title == format!("rank 2 has not arrived at {} (stopped)", c.call());
         assert!(waiting.iter().any(named), "rank {rank}: {} is not a call the others wait in: {waiting:?}", f.title);
         assert!(f.detail.contains("rank 2 is stopped: its process (pid "), "rank {rank}: {}", f.detail);
         let pid = job.ranks.iter().find(|r| r.rank == 2).and_then(|r| r.pid).expect("rank 2's pid");

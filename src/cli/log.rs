@@ -252,6 +252,9 @@ pub(crate) fn report(s: &Snapshot, strict: bool) -> String {
     for sev in [Severity::Error, Severity::Warning, Severity::Info] {
         for f in s.findings.iter().filter(|f| f.severity == sev) {
             let _ = writeln!(o, "  [{}] {} ({})", f.severity, f.title, f.code);
+            if let Some(c) = &f.comm {
+                let _ = writeln!(o, "      communicator: {c}");
+            }
             let _ = writeln!(o, "      {}", f.detail);
             for e in f.evidence.iter().take(3) {
                 let _ = writeln!(o, "      at {}:{}: {}", e.file, e.line, e.text.trim());

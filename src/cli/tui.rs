@@ -1,16 +1,19 @@
 //! `collscope tui`: picks the source from the arguments and hands the terminal to `collscope-tui`. A modelled
-//! machine (`--preset`, `--topo-file`) is computed here, by the NCCL model, and handed over as a static source.
+//! machine (`--preset`, `--topo-file`) is computed here, by the NCCL model, and handed over as a static source;
+//! a job read through Prometheus (`--prometheus`) is read here too (`collscope_telemetry::promjob`), every few
+//! seconds on the TUI's source thread.
 
 use crate::cli::sizes;
 use crate::cli::topo::{explain, SourceArgs};
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
-use collscope_tui::SourceSpec;
+use collscope_telemetry::promjob::PromJob;
+use collscope_tui::{JobFetch, SourceSpec};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("source").required(true).args(["logs", "log", "connect", "replay", "preset", "topo_file"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["logs", "log", "connect", "replay", "preset", "topo_file", "prometheus"])))]
 #[command(group(ArgGroup::new("machine").args(["preset", "topo_file"])))]
 #[command(group(ArgGroup::new("log_files").multiple(true).args(["logs", "log"])))]
 pub(crate) struct TuiArgs {
@@ -30,6 +33,13 @@ pub(crate) struct TuiArgs {
     /// With --connect: write the events stream to FILE for --replay.
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub record: Option<PathBuf>,
+    /// A job's ranks as the Prometheus that scrapes them holds them (the rank strip and the job's findings), e.g.
+    /// http://127.0.0.1:9090: a few queries however many ranks.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// With --prometheus: only this Prometheus job's ranks (its `job` label).
+    #[arg(long, value_name = "NAME", requires = "prometheus")]
+    pub job: Option<String>,
     /// Play back a recording made with --record.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
@@ -48,6 +58,11 @@ impl TuiArgs {
     fn spec(self) -> anyhow::Result<SourceSpec> {
         Ok(if let Some(url) = self.connect {
             SourceSpec::Connect { url, record: self.record }
+        } else if let Some(url) = self.prometheus {
+            let prom = PromJob::new(&url, self.job.as_deref())?;
+            let via = format!("via Prometheus {url}");
+            let fetch = move || prom.view().map(|v| v.job_view(&url)).map_err(|e| e.to_string());
+            SourceSpec::Job { via, fetch: JobFetch(std::sync::Arc::new(fetch)) }
         } else if let Some(file) = self.replay {
             SourceSpec::Replay { file }
         } else if self.log.is_empty() && self.logs.is_empty() {

@@ -190,7 +190,8 @@ pub(crate) async fn view(
     for r in ranks.iter_mut().filter(|r| r.state == RankState::Unreachable && is_this_host(r.host.as_deref())) {
         r.process = r.pid.and_then(process_seen);
     }
-    let mut view = JobView { ranks, findings: Vec::new(), not_arrived_after_s: Some(not_arrived_after.as_secs_f64()) };
+    let not_arrived_after_s = Some(not_arrived_after.as_secs_f64());
+    let mut view = JobView { ranks, findings: Vec::new(), not_arrived_after_s, via: None };
     view.findings = collscope_diagnose::diagnose_job(&view);
     view.findings.truncate(MAX_JOB_FINDINGS);
     view

@@ -4,13 +4,15 @@
 //! where `/api/v1/job` fetches each rank.
 
 use crate::catalogue as cat;
+use collscope_model::job::MAX_JOB_FINDINGS;
+use collscope_model::{CommProgress, Finding, InFlight, JobVia, JobView, RankState, RankSummary, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
 /// The queries one view costs.
-pub const QUERIES: usize = 5;
+pub const QUERIES: usize = 6;
 /// How far back a rank's communicator series still names it: a rank whose endpoint stopped answering has no
 /// fresh series, and `up` alone does not say which rank it was.
 const LOOKBACK: &str = "1h";
@@ -94,6 +96,9 @@ pub struct FleetView {
     pub findings: Vec<FleetFinding>,
     /// Ranks past [`MAX_FLEET_RANKS`], not listed.
     pub more: usize,
+    /// Seconds since the oldest of the latest scrapes of the endpoints, by Prometheus' clock (`None`: no scrape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_age_s: Option<f64>,
 }
 
 impl FleetView {
@@ -144,6 +149,103 @@ impl FleetView {
             ));
         }
         out
+    }
+}
+
+impl FleetView {
+    /// The view as the model's [`JobView`] (the TUI's rank strip and findings), read through `prometheus`: what
+    /// the gauges do not carry (a call's sequence number, collective and size, the latest calls, the ranks'
+    /// edges) stays unknown; the findings are those the endpoints raise and the job-level rules' over what is
+    /// known (a rank whose endpoint Prometheus cannot scrape).
+    pub fn job_view(&self, prometheus: &str) -> JobView {
+        let ranks: Vec<RankSummary> = self.ranks.iter().map(FleetRank::summary).collect();
+        let mut view = JobView {
+            ranks,
+            findings: Vec::new(),
+            not_arrived_after_s: None,
+            via: Some(JobVia { prometheus: prometheus.to_string(), scrape_age_s: self.scrape_age_s }),
+        };
+        let raised = self.findings.iter().map(FleetFinding::finding);
+        view.findings = raised.chain(collscope_diagnose::diagnose_job(&view)).collect();
+        view.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        view.findings.truncate(MAX_JOB_FINDINGS);
+        view
+    }
+}
+
+impl FleetRank {
+    fn summary(&self) -> RankSummary {
+        let comms = self
+            .comms
+            .iter()
+            .map(|c| CommProgress {
+                comm: Some(c.comm.clone()),
+                name: None,
+                last_completed: None,
+                last_completed_us: c.last_completion_s.map(|s| (s * 1e6) as u64),
+                // The gauge is 0 with nothing in flight.
+                in_flight: c.in_flight_age_s.filter(|a| *a > 0.0).map(|age_s| InFlight {
+                    seq: None,
+                    coll: None,
+                    bytes: None,
+                    age_s,
+                }),
+                recent_starts: Vec::new(),
+                recent_calls: Vec::new(),
+            })
+            .collect();
+        let state = match self.state() {
+            "down" => RankState::Unreachable,
+            "running" => RankState::Running,
+            _ => RankState::Idle,
+        };
+        let endpoint = format!("{}/{}", self.job, self.instance);
+        RankSummary {
+            rank: self.rank,
+            host: self.host.clone(),
+            url: Some(format!("http://{}", self.instance)),
+            state,
+            comms,
+            busbw_gbps: self.busbw_gbps,
+            p50_us: None,
+            p99_us: None,
+            error: (state == RankState::Unreachable)
+                .then(|| format!("Prometheus' latest scrape of {endpoint} failed (up is 0)")),
+            edges: Default::default(),
+            pid: None,
+            process: None,
+            stalls: Vec::new(),
+        }
+    }
+}
+
+impl FleetFinding {
+    /// The finding an endpoint raises, as far as its metric says (code, severity, count, the ranks it serves).
+    fn finding(&self) -> Finding {
+        let ranks: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
+        let severity = self.severity.parse().unwrap_or(Severity::Warning);
+        Finding {
+            code: self.code.clone(),
+            severity,
+            rank: match self.ranks[..] {
+                [one] => Some(one),
+                _ => None,
+            },
+            comm: None,
+            title: format!("{} raised by rank {} ({}/{})", self.code, ranks.join(","), self.job, self.instance),
+            detail: format!(
+                "the endpoint {}/{} (rank {}) raises {} ({}, {} now); Prometheus holds its code, severity and count, \
+                 not its detail",
+                self.job,
+                self.instance,
+                ranks.join(","),
+                self.code,
+                self.severity,
+                self.count
+            ),
+            evidence: Vec::new(),
+            fix: format!("Read the finding in full on that rank: collscope tui --connect {}", self.instance),
+        }
     }
 }
 
@@ -262,6 +364,8 @@ impl PromJob {
         for x in self.query(&format!("up{{{s}}}"))? {
             up.insert(x.endpoint(), x.number().is_some_and(|v| v > 0.0));
         }
+        let ages = self.query(&format!("max(time() - timestamp(up{{{s}}}))"))?;
+        let scrape_age_s = ages.first().and_then(Sample::number);
         for r in ranks.values_mut() {
             r.up = up.get(&(r.job.clone(), r.instance.clone())).copied();
         }
@@ -308,7 +412,7 @@ impl PromJob {
         }
         let more = ranks.len().saturating_sub(MAX_FLEET_RANKS);
         ranks.truncate(MAX_FLEET_RANKS);
-        Ok(FleetView { ranks, findings, more })
+        Ok(FleetView { ranks, findings, more, scrape_age_s })
     }
 }
 
@@ -354,6 +458,7 @@ mod tests {
                 count: 1,
             }],
             more: 0,
+            scrape_age_s: Some(1.5),
         };
         let text = view.text();
         let lines: Vec<&str> = text.lines().collect();
@@ -380,5 +485,45 @@ mod tests {
         assert_eq!((r.state(), r.oldest()), ("running", Some(("tp0", 4.5))));
         r.up = Some(false);
         assert_eq!(r.state(), "down");
+    }
+
+    #[test]
+    fn as_a_job_view_what_prometheus_does_not_hold_is_unknown_and_a_down_rank_is_unreachable() {
+        let rank = |rank: u32, age: f64, up: bool| FleetRank {
+            rank,
+            job: "j".into(),
+            instance: format!("h:{rank}"),
+            host: Some("node0".into()),
+            up: Some(up),
+            comms: vec![FleetComm { comm: "tp0".into(), in_flight_age_s: Some(age), last_completion_s: Some(2.5) }],
+            busbw_gbps: Some(2.0),
+        };
+        let fleet = FleetView {
+            ranks: vec![rank(0, 0.0, true), rank(1, 3.5, true), rank(2, 0.0, false)],
+            findings: vec![FleetFinding {
+                job: "j".into(),
+                instance: "h:1".into(),
+                ranks: vec![1],
+                code: "rank_not_arrived".into(),
+                severity: "error".into(),
+                count: 1,
+            }],
+            more: 0,
+            scrape_age_s: Some(0.8),
+        };
+        let view = fleet.job_view("http://prom:9090");
+        assert_eq!(view.via, Some(JobVia { prometheus: "http://prom:9090".into(), scrape_age_s: Some(0.8) }));
+        let states: Vec<_> = view.ranks.iter().map(|r| (r.rank, r.state)).collect();
+        assert_eq!(states, [(0, RankState::Idle), (1, RankState::Running), (2, RankState::Unreachable)]);
+        let c = &view.ranks[1].comms[0];
+        assert_eq!(c.in_flight, Some(InFlight { seq: None, coll: None, bytes: None, age_s: 3.5 }));
+        assert_eq!((c.comm.as_deref(), c.last_completed, c.last_completed_us), (Some("tp0"), None, Some(2_500_000)));
+        assert_eq!(view.ranks[0].comms[0].in_flight, None);
+        let found: Vec<_> = view.findings.iter().map(|f| (f.code.as_str(), f.severity, f.rank)).collect();
+        assert_eq!(
+            found,
+            [("rank_not_arrived", Severity::Error, Some(1)), ("rank_unreachable", Severity::Warning, Some(2))]
+        );
+        assert!(view.findings[1].detail.contains("latest scrape of j/h:2 failed"), "{}", view.findings[1].detail);
     }
 }

@@ -283,6 +283,7 @@ fn every_catalogue_metric_is_exported_by_both_backends() {
         code: "no_gdrdma_distance".into(),
         severity: Severity::Warning,
         rank: None,
+        comm: None,
         title: "No GPUDirect RDMA on NET connections".into(),
         detail: "rank 0".into(),
         evidence: vec![],

@@ -16,5 +16,5 @@ pub mod views;
 
 pub use app::{App, Tab};
 pub use live::{LinkState, Live, Update};
-pub use source::SourceSpec;
+pub use source::{JobFetch, SourceSpec};
 pub use terminal::{run, run_to_quit, RunError};

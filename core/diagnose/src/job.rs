@@ -5,7 +5,8 @@
 
 use collscope_model::job::STALL_AFTER_S;
 use collscope_model::{
-    CallSig, Collective, CommProgress, Finding, JobView, LineRef, ProcState, RankState, RankSummary, Severity, Stall,
+    CallSig, Collective, CommProgress, Finding, FindingComm, JobView, LineRef, ProcState, RankState, RankSummary,
+    Severity, Stall,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +30,13 @@ fn progress<'a>(r: &'a RankSummary, comm: Option<&str>) -> Option<&'a CommProgre
 
 fn list(ranks: &[u32]) -> String {
     ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The communicator `comm` as a finding names it: its id and the name any rank's summary gives it.
+fn finding_comm(job: &JobView, comm: Option<&str>) -> Option<FindingComm> {
+    let id = comm?;
+    let name = job.ranks.iter().find_map(|r| progress(r, Some(id))?.name.clone());
+    Some(FindingComm { id: id.to_string(), name })
 }
 
 fn comm_name(comm: Option<&str>) -> String {
@@ -127,14 +135,17 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
             .iter()
             .filter_map(|r| Some((r.rank, progress(r, comm)?.in_flight.as_ref()?)))
             .filter(|(_, f)| f.age_s >= after_s);
-        let Some(seq) = waiting.map(|(_, f)| f.seq).max() else { continue };
+        // Only a call whose sequence number is known can be matched across ranks.
+        let Some(seq) = waiting.filter_map(|(_, f)| f.seq).max() else { continue };
         let waiters: Vec<(u32, f64)> = job
             .ranks
             .iter()
-            .filter_map(|r| Some((r.rank, progress(r, comm)?.in_flight.as_ref().filter(|f| f.seq == seq)?.age_s)))
+            .filter_map(|r| Some((r.rank, progress(r, comm)?.in_flight.as_ref().filter(|f| f.seq == Some(seq))?.age_s)))
             .collect();
-        let Some(call) =
-            job.ranks.iter().find_map(|r| progress(r, comm)?.in_flight.as_ref().filter(|f| f.seq == seq).cloned())
+        let Some(call) = job
+            .ranks
+            .iter()
+            .find_map(|r| progress(r, comm)?.in_flight.as_ref().filter(|f| f.seq == Some(seq)).cloned())
         else {
             continue;
         };
@@ -147,7 +158,7 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
             let status = match (r.state, progress(r, comm)) {
                 (RankState::Unreachable, _) => String::new(),
                 (_, Some(p)) if p.last_completed.is_some_and(|d| d >= seq) => continue,
-                (_, Some(CommProgress { in_flight: Some(f), .. })) => format!("is still in {} #{}", f.coll, f.seq),
+                (_, Some(CommProgress { in_flight: Some(f), .. })) => format!("is still in {}", f.call()),
                 (_, Some(p)) => match p.last_completed {
                     Some(d) => format!("finished #{d} and has not begun #{seq}"),
                     None => format!("has not begun #{seq}"),
@@ -166,12 +177,13 @@ pub fn not_arrived(job: &JobView) -> Vec<Finding> {
                 code: "rank_not_arrived".into(),
                 severity: Severity::Error,
                 rank: Some(r.rank),
-                title: format!("rank {} has not arrived at {} #{seq}{what}", r.rank, call.coll),
+                comm: finding_comm(job, comm),
+                title: format!("rank {} has not arrived at {}{what}", r.rank, call.call()),
                 detail: format!(
-                    "ranks {} have waited up to {longest:.1} s in {} #{seq} ({} bytes){}; rank {} {status}",
+                    "ranks {} have waited up to {longest:.1} s in {} ({} bytes){}; rank {} {status}",
                     list(&who),
-                    call.coll,
-                    call.bytes,
+                    call.call(),
+                    call.bytes.map_or_else(|| "?".to_string(), |b| b.to_string()),
                     comm_name(comm),
                     r.rank
                 ),
@@ -233,6 +245,7 @@ pub fn mismatch(job: &JobView) -> Vec<Finding> {
                 code: "collective_mismatch".into(),
                 severity: Severity::Error,
                 rank: Some(*rank),
+                comm: finding_comm(job, comm),
                 title: format!(
                     "rank {rank} called {} where rank {} called {} at #{seq}",
                     call.coll,
@@ -298,6 +311,7 @@ pub fn straggler(job: &JobView) -> Vec<Finding> {
             code: "straggler".into(),
             severity: Severity::Warning,
             rank: Some(rank),
+            comm: finding_comm(job, comm),
             title: format!("rank {rank} arrives last at most calls"),
             detail: format!(
                 "rank {rank} started {} of the {} latest calls every rank made{} last, on average {:.1} ms after \
@@ -334,6 +348,7 @@ pub fn unreachable(job: &JobView) -> Vec<Finding> {
                 code: "rank_unreachable".into(),
                 severity: Severity::Warning,
                 rank: Some(r.rank),
+                comm: None,
                 title,
                 detail: format!(
                     "rank {}'s telemetry at {} did not answer; rank {} {said}",
@@ -380,6 +395,7 @@ pub fn stalls(job: &JobView) -> Vec<Finding> {
             code: "collective_stall".into(),
             severity: Severity::Warning,
             rank,
+            comm: finding_comm(job, comm),
             title: format!("{} #{seq} stalled {longest:.1} s and recovered", call.coll),
             detail: format!(
                 "ranks {} waited up to {longest:.1} s in {} #{seq} ({} bytes){}{}; {cause}",
@@ -417,9 +433,9 @@ mod tests {
                 last_completed: last,
                 last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
-                    seq,
-                    coll: Collective::AllReduce,
-                    bytes: 4096,
+                    seq: Some(seq),
+                    coll: Some(Collective::AllReduce),
+                    bytes: Some(4096),
                     age_s,
                 }),
                 recent_starts: starts,
@@ -602,5 +618,68 @@ mod tests {
         assert!(f[0].detail.contains("10 of the 10") && f[0].detail.contains("5.0 ms"), "{}", f[0].detail);
         job.ranks[1].comms[0].recent_starts = starts(100);
         assert!(straggler(&job).is_empty(), "a lag within noise is no straggler");
+    }
+
+    #[test]
+    fn a_rule_about_one_communicator_names_its_id_and_name_and_a_rank_rule_names_none() {
+        let named = |mut r: RankSummary| {
+            r.comms[0].comm = Some("0x7f01".into());
+            r.comms[0].name = Some("tp0".into());
+            r
+        };
+        let gone = RankEndpoint { rank: 2, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None };
+        let starts = |lag: u64| (1..=10u64).map(|s| (s, s * 100_000 + lag)).collect::<Vec<_>>();
+        let mut job = JobView {
+            ranks: vec![
+                named(rank(0, Some(6), Some((7, 5.0)), starts(0))),
+                named(rank(1, Some(6), None, starts(5_000))),
+                RankSummary::unreachable(&gone, "timed out".into()),
+            ],
+            ..Default::default()
+        };
+        job.ranks[0].comms[0].recent_calls.push(sig(3, Collective::AllReduce, 8));
+        job.ranks[1].comms[0].recent_calls.push(sig(3, Collective::Broadcast, 8));
+        job.ranks[1].stalls.push(Stall {
+            comm: Some("0x7f01".into()),
+            rank: 1,
+            seq: 4,
+            coll: Collective::AllReduce,
+            bytes: 8,
+            completed_us: None,
+            secs: 6.0,
+        });
+        let tp0 = Some(FindingComm { id: "0x7f01".into(), name: Some("tp0".into()) });
+        for (rule, found) in [
+            ("not_arrived", not_arrived(&job)),
+            ("mismatch", mismatch(&job)),
+            ("straggler", straggler(&job)),
+            ("stalls", stalls(&job)),
+        ] {
+            assert!(!found.is_empty(), "{rule} found nothing");
+            for f in &found {
+                assert_eq!(f.comm, tp0, "{rule}: {f:#?}");
+            }
+        }
+        assert_eq!(tp0.as_ref().map(ToString::to_string).as_deref(), Some("tp0 (0x7f01)"));
+        assert_eq!(unreachable(&job)[0].comm, None);
+        // Calls with no communicator make findings with none.
+        job.ranks.truncate(2);
+        for r in &mut job.ranks {
+            r.comms[0].comm = None;
+        }
+        assert_eq!(not_arrived(&job)[0].comm, None);
+    }
+
+    #[test]
+    fn calls_in_flight_without_a_sequence_number_name_no_rank_as_not_arrived() {
+        // A job view read from Prometheus' gauges: every call's age, no call's sequence number.
+        let mut job = JobView {
+            ranks: vec![rank(0, None, Some((7, 9.0)), vec![]), rank(1, None, None, vec![])],
+            ..Default::default()
+        };
+        assert_eq!(not_arrived(&job).len(), 1, "with the sequence number, rank 1 is named");
+        let f = job.ranks[0].comms[0].in_flight.as_mut().unwrap();
+        (f.seq, f.coll, f.bytes) = (None, None, None);
+        assert!(not_arrived(&job).is_empty(), "{:#?}", not_arrived(&job));
     }
 }

@@ -82,7 +82,16 @@ fn ranks_missing(n: u32, known: &BTreeSet<u32>) -> Vec<String> {
 }
 
 fn finding(code: &str, severity: Severity, title: &str, detail: String, evidence: Vec<LineRef>, fix: &str) -> Finding {
-    Finding { code: code.into(), severity, rank: None, title: title.into(), detail, evidence, fix: fix.into() }
+    Finding {
+        code: code.into(),
+        severity,
+        rank: None,
+        comm: None,
+        title: title.into(),
+        detail,
+        evidence,
+        fix: fix.into(),
+    }
 }
 
 fn cite(evidence: &Evidence, cites: &[Cite]) -> Vec<LineRef> {

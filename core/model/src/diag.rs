@@ -42,8 +42,30 @@ pub struct Finding {
     /// The rank the finding is about, when it is about one (a dead, stopped or slow rank).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
+    /// The communicator the finding is about, when a rule about one communicator knows it (a call not arrived at,
+    /// a mismatch, a stall, a straggler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<FindingComm>,
     pub title: String,
     pub detail: String,
     pub evidence: Vec<LineRef>,
     pub fix: String,
+}
+
+/// A communicator as a finding names it: its id (the `comm` of its calls) and its given name, when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingComm {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl std::fmt::Display for FindingComm {
+    /// `NAME (ID)`, or the id alone when unnamed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(name) if name != &self.id => write!(f, "{name} ({})", self.id),
+            _ => f.write_str(&self.id),
+        }
+    }
 }

@@ -478,6 +478,7 @@ mod tests {
             code: code.into(),
             severity: Severity::Warning,
             rank: None,
+            comm: None,
             title: "No GPUDirect RDMA".into(),
             detail: detail.into(),
             evidence: vec![],

@@ -131,14 +131,23 @@ pub enum RankState {
     Unreachable,
 }
 
-/// The call a rank has begun and not finished.
+/// The call a rank has begun and not finished. A rank's own summary knows all of it; a job view read from
+/// Prometheus' gauges knows only its age (`None`: the source does not say, never a made-up value).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InFlight {
-    pub seq: u64,
-    pub coll: Collective,
-    pub bytes: u64,
+    pub seq: Option<u64>,
+    pub coll: Option<Collective>,
+    pub bytes: Option<u64>,
     /// Seconds since the rank began it.
     pub age_s: f64,
+}
+
+impl InFlight {
+    /// `COLL #SEQ`, with `?` for what is not known.
+    pub fn call(&self) -> String {
+        let coll = self.coll.map_or_else(|| "?".to_string(), |c| c.to_string());
+        format!("{coll} #{}", self.seq.map_or_else(|| "?".to_string(), |s| s.to_string()))
+    }
 }
 
 /// One rank's progress in one communicator.
@@ -238,6 +247,20 @@ pub struct JobView {
     /// `None`: the default, [`STALL_AFTER_S`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_arrived_after_s: Option<f64>,
+    /// Where the view was read when not from the ranks themselves: Prometheus, and how old its oldest latest
+    /// scrape of the ranks' endpoints was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<JobVia>,
+}
+
+/// A job view read from a Prometheus server rather than from every rank's `/api/v1/summary`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobVia {
+    /// The Prometheus server's URL.
+    pub prometheus: String,
+    /// Seconds since the oldest of the latest scrapes of the job's endpoints, by Prometheus' clock (`None`: it
+    /// holds no scrape of them).
+    pub scrape_age_s: Option<f64>,
 }
 
 impl RankSummary {
@@ -289,9 +312,9 @@ impl RankSummary {
                 p.last_completed_us = p.last_completed_us.max(o.completed_us);
             }
             let began = o.started_us.or(o.enqueued_us);
-            if o.state.in_flight() && p.in_flight.as_ref().is_none_or(|f| o.seq < f.seq) {
+            if o.state.in_flight() && p.in_flight.as_ref().is_none_or(|f| f.seq.is_none_or(|s| o.seq < s)) {
                 let age_s = began.map_or(0.0, |t| now_us.saturating_sub(t) as f64 / 1e6);
-                p.in_flight = Some(InFlight { seq: o.seq, coll: o.coll, bytes: o.bytes, age_s });
+                p.in_flight = Some(InFlight { seq: Some(o.seq), coll: Some(o.coll), bytes: Some(o.bytes), age_s });
             }
             if let Some(t) = began {
                 p.recent_starts.push((o.seq, t));
@@ -421,7 +444,9 @@ mod tests {
         let c = &r.comms[0];
         assert_eq!((c.last_completed, c.last_completed_us), (Some(38), Some(38_500)));
         let f = c.in_flight.as_ref().unwrap();
-        assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
+        assert_eq!((f.seq, f.bytes, f.age_s), (Some(39), Some(1024), 0.002));
+        assert_eq!(f.call(), "AllReduce #39");
+        assert_eq!(InFlight { seq: None, coll: None, bytes: None, age_s: 1.0 }.call(), "? #?");
         assert_eq!(c.recent_starts.len(), MAX_RECENT);
         assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
         assert_eq!(c.recent_calls.len(), MAX_RECENT);

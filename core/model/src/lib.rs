@@ -27,14 +27,14 @@ use std::collections::VecDeque;
 
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{ChannelTraffic, Connection, Direction, Edge, GdrState};
-pub use diag::{EnvSetting, Finding, LineRef, Warning};
+pub use diag::{EnvSetting, Finding, FindingComm, LineRef, Warning};
 pub use events::{Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};
 pub use graph::{ChannelCounts, Graph, GraphChannel, Pattern, Ring, Tree};
 pub use job::{
-    CallSig, CommProgress, InFlight, JobView, ProcState, ProcessSeen, RankEdges, RankEndpoint, RankState, RankSummary,
-    Stall,
+    CallSig, CommProgress, InFlight, JobVia, JobView, ProcState, ProcessSeen, RankEdges, RankEndpoint, RankState,
+    RankSummary, Stall,
 };
 pub use logfacts::{
     Allocations, GdrCheck, GdrGpu, Inference, LogFacts, LogStats, PeerClosed, PluginNote, UnnamedDecision,

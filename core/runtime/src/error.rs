@@ -83,6 +83,7 @@ impl RuntimeError {
             code: code.into(),
             severity: collscope_model::Severity::Error,
             rank: Some(op.rank),
+            comm: None,
             title: format!("{} #{} failed on rank {}", op.coll, op.seq, op.rank),
             detail: format!("{} #{} ({} bytes): {self}", op.coll, op.seq, op.bytes),
             evidence: Vec::new(),

@@ -3,7 +3,8 @@
 //! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded,
 //!   and beside it the whole job (`/api/v1/job`, [`spawn_job`]);
 //! - `--replay`: a recording of that stream, played back at its own pace;
-//! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed.
+//! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed;
+//! - `--prometheus`: the whole job as the caller reads it (from Prometheus) every few seconds, no rank's snapshot.
 
 mod connect;
 mod job;
@@ -13,7 +14,7 @@ mod replay;
 mod sse;
 mod stream;
 
-pub use job::Shown;
+pub use job::{JobFetch, Shown};
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
@@ -43,6 +44,11 @@ pub enum SourceSpec {
     Model {
         snapshot: Box<Snapshot>,
     },
+    /// The whole job read by `fetch` (the binary reads Prometheus), said `via` in the title bar.
+    Job {
+        via: String,
+        fetch: JobFetch,
+    },
 }
 
 impl SourceSpec {
@@ -58,6 +64,7 @@ impl SourceSpec {
                 Source::Model { topology } => format!("model {topology}"),
                 _ => "model".into(),
             },
+            SourceSpec::Job { via, .. } => via.clone(),
         }
     }
 }
@@ -126,5 +133,6 @@ pub fn spawn(
                 let _ = tx.send(Update::Link(LinkState::Ended));
             }
         })),
+        SourceSpec::Job { fetch, .. } => Ok(std::thread::spawn(move || job::follow(&fetch, &tx, &stop))),
     }
 }

@@ -31,6 +31,7 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
             Span::styled(format!("{:<8}", f.severity.as_str()), severity_style(f.severity)),
             Span::raw(format!("{}  ", f.title)),
             Span::styled(f.code.clone(), dim()),
+            Span::styled(f.comm.as_ref().map(|c| format!("  comm {c}")).unwrap_or_default(), dim()),
         ]);
         lines.push(if i == current { line.style(selected()) } else { line });
     }
@@ -38,7 +39,11 @@ fn draw(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
 
     if let Some(area) = detail_area {
         let f = &s.findings[current];
-        let mut lines = vec![Line::raw(f.detail.clone()), Line::raw(""), Line::styled("Evidence", bold())];
+        let mut lines = Vec::new();
+        if let Some(c) = &f.comm {
+            lines.push(Line::from(vec![Span::styled("Communicator: ", bold()), Span::raw(c.to_string())]));
+        }
+        lines.extend([Line::raw(f.detail.clone()), Line::raw(""), Line::styled("Evidence", bold())]);
         for e in &f.evidence {
             // The file name is enough here; the full path is in the Overview's source line.
             let file = std::path::Path::new(&e.file).file_name().and_then(|f| f.to_str()).unwrap_or(&e.file);
@@ -112,6 +117,23 @@ mod tests {
         assert!(text.contains("Evidence"), "{text}");
         assert!(text.contains("job.log:40 Channel 00/0 : 2[2] -> 3[3] via SHM/direct/direct"), "{text}");
         assert!(text.contains("Fix: Check ACS and IOMMU settings."), "{text}");
+    }
+
+    #[test]
+    fn a_finding_about_one_communicator_names_it_in_the_list_and_the_detail() {
+        let mut live = fixture::live();
+        live.snapshot.findings[0].comm =
+            Some(collscope_model::FindingComm { id: "0x7f01".into(), name: Some("tp0".into()) });
+        let app = App { tab: Tab::Findings, ..App::default() };
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(text.contains("no_gdrdma  comm tp0 (0x7f01)"), "{text}");
+        assert!(
+            text.contains("SHM used between GPUs 2 and 3  shm_intra") && !text.contains("shm_intra  comm"),
+            "{text}"
+        );
+        let app = App { tab: Tab::Findings, detail: true, ..App::default() };
+        let text = screen(&render(&app, &live, 100, 24));
+        assert!(text.contains("Communicator: tp0 (0x7f01)"), "{text}");
     }
 
     #[test]

@@ -78,8 +78,8 @@ fn line(r: &RankSummary, shown: bool, ended: Option<bool>) -> String {
     // no longer growing.
     let running = match (comm.and_then(|c| c.in_flight.as_ref()), ended) {
         (None, _) | (Some(_), Some(true)) => "-".into(),
-        (Some(f), Some(false)) => format!("{} #{} at end", f.coll, f.seq),
-        (Some(f), None) => format!("{} #{} {:.1}s", f.coll, f.seq, f.age_s),
+        (Some(f), Some(false)) => format!("{} at end", f.call()),
+        (Some(f), None) => format!("{} {:.1}s", f.call(), f.age_s),
     };
     let ms = |v: Option<f64>| v.map_or("-".into(), |us| format!("{:.1}", us / 1e3));
     // 80 columns: the units are in the title line.
@@ -102,9 +102,15 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();
-    let title = match live.ended() {
-        None => format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len()),
-        Some(clean) => format!(
+    let title = match (&job.via, live.ended()) {
+        // Read from Prometheus: no rank's own snapshot to show, and the view is as old as its scrapes.
+        (Some(via), _) => format!(
+            "Job: {} ranks via Prometheus, scraped {} (o: by {order})",
+            job.ranks.len(),
+            via.scrape_age_s.map_or_else(|| "at an unknown time".to_string(), |a| format!("{a:.1} s ago"))
+        ),
+        (None, None) => format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len()),
+        (None, Some(clean)) => format!(
             "Job {}: {} ranks' last states (o: by {order})",
             if clean { "finished" } else { "ended" },
             job.ranks.len()
@@ -153,9 +159,9 @@ mod tests {
                 last_completed: Some(41),
                 last_completed_us: None,
                 in_flight: in_flight.map(|(seq, age_s)| InFlight {
-                    seq,
-                    coll: Collective::AllReduce,
-                    bytes: 1 << 20,
+                    seq: Some(seq),
+                    coll: Some(Collective::AllReduce),
+                    bytes: Some(1 << 20),
                     age_s,
                 }),
                 recent_starts: vec![],
@@ -180,6 +186,7 @@ mod tests {
             code: "rank_not_arrived".into(),
             severity: Severity::Error,
             rank: Some(3),
+            comm: None,
             title: "rank 3 has not arrived at AllReduce #42".into(),
             detail: String::new(),
             evidence: vec![],
@@ -219,6 +226,7 @@ mod tests {
             code: "straggler".into(),
             severity: Severity::Warning,
             rank: Some(rank),
+            comm: None,
             title: format!("rank {rank} is slow"),
             detail: String::new(),
             evidence: vec![],
@@ -283,5 +291,21 @@ mod tests {
         assert_eq!(lines[2], " r0   node1   finished  tp0      #41     -                       1.50    0.9/4.0");
         assert!(lines[3].starts_with(" r2   node1   finished"), "{lines:?}");
         assert!(!lines.iter().any(|l| l.contains("running") || l.contains("0.0s")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_job_read_from_prometheus_says_so_with_its_scrape_age_and_unknown_calls_as_unknown() {
+        let mut live = fixture::live();
+        let mut r1 = rank(1, Some((42, 3.5)));
+        let f = r1.comms[0].in_flight.as_mut().unwrap();
+        (f.seq, f.coll, f.bytes) = (None, None, None);
+        r1.comms[0].last_completed = None;
+        let via = collscope_model::JobVia { prometheus: "http://p:9090".into(), scrape_age_s: Some(0.8) };
+        let view = JobView { ranks: vec![rank(0, None), r1], via: Some(via), ..Default::default() };
+        live.apply(Update::Job(Box::new(view)));
+        let screen = render(&App::default(), &live, 80, 24);
+        assert!(screen[1].starts_with("Job: 2 ranks via Prometheus, scraped 0.8 s ago (o: by rank)"), "{}", screen[1]);
+        let line = screen.iter().find(|l| l.starts_with(" r1")).expect("rank 1's line");
+        assert!(line.contains("running   tp0      -       ? #? 3.5s"), "{line}");
     }
 }

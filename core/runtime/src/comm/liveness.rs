@@ -97,6 +97,7 @@ impl Shared {
             code: code.into(),
             severity: Severity::Error,
             rank: Some(failure.rank),
+            comm: None,
             title: failure.to_string(),
             detail: format!(
                 "rank {} lost rank {}{call}: {}; its communicator was aborted, so every call in flight fails",
