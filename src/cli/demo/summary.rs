@@ -90,6 +90,7 @@ mod tests {
             detail: String::new(),
             evidence: vec![],
             fix: String::new(),
+            comm: None,
         };
         let text = summary(&snap, 0, std::slice::from_ref(&finding)).unwrap();
         let head = "collscope demo: summary of rank 0's calls #7 to #10 (4 kept in its snapshot):";
