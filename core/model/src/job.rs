@@ -15,16 +15,22 @@ use std::collections::BTreeMap;
 pub const MAX_JOB_RANKS: usize = 1024;
 /// Communicators summarised per rank.
 pub const MAX_COMMS: usize = 16;
-/// Recent call starts kept per communicator, to tell which rank arrives last.
+/// Recent calls' signatures kept per communicator, to tell which rank called something else.
 pub const MAX_RECENT: usize = 32;
+/// Recent call starts kept per communicator, to tell a rank that arrives late over time (the straggler rule
+/// wants many calls): 128 pairs are about 4 KiB of a summary.
+pub const MAX_RECENT_STARTS: usize = 128;
 /// Job-level findings kept.
 pub const MAX_JOB_FINDINGS: usize = 64;
 /// Connections, tree places and channel ends' totals a rank's summary carries, each: a ring's send and receive
 /// and a tree's three peers both ways on 16 channels, so a summary stays well under 100 KiB.
 pub const MAX_RANK_EDGES: usize = 128;
-/// Stalls a snapshot keeps, and a rank's summary carries: a stall a step for the last 64 steps, or one every
-/// ten seconds for the last ten minutes.
-pub const MAX_STALLS: usize = 64;
+/// How long a recovered stall is kept after it ended, at least (microseconds): ten minutes, so whoever looks
+/// after a hang that resolved itself still finds it.
+pub const STALL_KEEP_US: u64 = 600_000_000;
+/// Stalls a snapshot keeps, and a rank's summary carries, whatever their age: a stall lasts
+/// [`STALL_AFTER_S`] or more, so one communicator's back-to-back stalls of [`STALL_KEEP_US`] (200) fit.
+pub const MAX_STALLS: usize = 256;
 /// A call that completed after this long was a stall: the job view's default for naming ranks not arrived
 /// (`COLLSCOPE_NOT_ARRIVED_S`), so what was named while it hung is what is remembered once it recovered.
 pub const STALL_AFTER_S: f64 = 3.0;
@@ -153,7 +159,8 @@ pub struct CommProgress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completed_us: Option<u64>,
     pub in_flight: Option<InFlight>,
-    /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
+    /// (seq, started_us) of the latest calls, oldest first, at most [`MAX_RECENT_STARTS`]: which rank starts
+    /// calls late.
     pub recent_starts: Vec<(u64, u64)>,
     /// What each of the latest calls was, oldest first: ranks that called different things at one sequence
     /// number (PyTorch Flight Recorder's mismatch).
@@ -198,7 +205,8 @@ pub struct RankSummary {
     /// Its process as the job view's host saw it: only for an unreachable rank on the same host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessSeen>,
-    /// Its calls that stalled and recovered, oldest first, at most [`MAX_STALLS`].
+    /// Its calls that stalled and recovered, oldest first: those of the last [`STALL_KEEP_US`] at least, at most
+    /// [`MAX_STALLS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<Stall>,
 }
@@ -303,7 +311,7 @@ impl RankSummary {
         let mut comms: Vec<CommProgress> = by_comm.into_values().take(MAX_COMMS).collect();
         for c in &mut comms {
             c.recent_starts.sort_unstable();
-            let cut = c.recent_starts.len().saturating_sub(MAX_RECENT);
+            let cut = c.recent_starts.len().saturating_sub(MAX_RECENT_STARTS);
             c.recent_starts.drain(..cut);
             c.recent_calls.sort_unstable_by_key(|c| c.seq);
             let cut = c.recent_calls.len().saturating_sub(MAX_RECENT);
@@ -404,7 +412,8 @@ mod tests {
     fn a_rank_is_summarised_by_communicator_with_its_oldest_call_in_flight() {
         let mut s = Snapshot::new(Source::Runtime);
         s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into(), pid: Some(7) });
-        for seq in 1..=40u64 {
+        let calls = MAX_RECENT_STARTS as u64 + 40;
+        for seq in 1..=calls {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
             if seq < 39 {
                 o.state = OpState::Completed;
@@ -422,11 +431,11 @@ mod tests {
         assert_eq!((c.last_completed, c.last_completed_us), (Some(38), Some(38_500)));
         let f = c.in_flight.as_ref().unwrap();
         assert_eq!((f.seq, f.bytes, f.age_s), (39, 1024, 0.002));
-        assert_eq!(c.recent_starts.len(), MAX_RECENT);
-        assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
+        assert_eq!(c.recent_starts.len(), MAX_RECENT_STARTS);
+        assert_eq!(c.recent_starts.last(), Some(&(calls, calls * 1000)));
         assert_eq!(c.recent_calls.len(), MAX_RECENT);
         let last = c.recent_calls.last().unwrap();
-        assert_eq!((last.seq, last.coll, last.count, last.datatype), (40, Collective::AllReduce, 256, DataType::F32));
+        assert_eq!((last.seq, last.coll, last.count, last.datatype), (calls, Collective::AllReduce, 256, DataType::F32));
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
         assert_eq!(r.edges, RankEdges::default(), "no connections, trees or traffic yet");
         let json = serde_json::to_value(&sums[0]).unwrap();
@@ -460,10 +469,37 @@ mod tests {
         let mut failed = call(4, 9_000_000);
         failed.state = OpState::Failed;
         assert_eq!(Stall::of(&failed), None);
-        for seq in 10..10 + 2 * MAX_STALLS as u64 {
-            s.apply(&Event::OpCompleted(call(seq, 4_000_000)));
+    }
+
+    /// A stall of rank 0's call `seq` that ended at `ended_s` (seconds on the calls' clock) after 4 s.
+    fn stalled(seq: u64, ended_s: u64) -> Event {
+        let mut o = OpRecord::started(0, seq, Collective::AllReduce, DataType::F32, 256, (ended_s - 4) * 1_000_000);
+        o.state = OpState::Completed;
+        o.completed_us = Some(ended_s * 1_000_000);
+        Event::OpCompleted(o)
+    }
+
+    #[test]
+    fn a_stall_is_kept_ten_minutes_after_it_ended_then_let_go_by_age_and_the_list_stays_bounded() {
+        let mut s = Snapshot::new(Source::Runtime);
+        let bounds = crate::Bounds::histories(1);
+        s.apply_within(&stalled(1, 1_000), &bounds);
+        // 64 more stalls (the old bound, by count) over the next 9 min 59 s: the first is still there.
+        for seq in 2..=65 {
+            s.apply_within(&stalled(seq, 1_000 + (seq - 1) * 9), &bounds);
         }
-        assert!(s.stalls.len() <= MAX_STALLS);
+        assert_eq!(s.stalls.first().map(|x| x.seq), Some(1));
+        s.apply_within(&stalled(66, 1_000 + 599), &bounds);
+        assert_eq!(s.stalls.len(), 66, "every stall of the last 10 minutes is kept");
+        // 10 minutes after the first ended, the next stall lets it go, and those as old.
+        s.apply_within(&stalled(67, 1_000 + 600), &bounds);
+        assert_eq!(s.stalls.first().map(|x| x.seq), Some(2));
+        // A flood of stalls within a minute: bounded, the oldest let go first.
+        for seq in 100..100 + 2 * MAX_STALLS as u64 {
+            s.apply_within(&stalled(seq, 1_700), &bounds);
+        }
+        assert!(s.stalls.len() <= MAX_STALLS && s.stalls.iter().all(|x| x.seq >= 100), "{}", s.stalls.len());
+        assert_eq!(s.stalls.last().map(|x| x.seq), Some(99 + 2 * MAX_STALLS as u64));
     }
 
     #[test]
