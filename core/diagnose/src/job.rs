@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn ranks_behind_the_waiting_call_are_named_with_the_call_and_how_long() {
-        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None };
+        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
         let job = JobView {
             ranks: vec![
                 rank(0, Some(6), Some((7, 4.5)), vec![]),
@@ -559,7 +559,7 @@ mod tests {
 
     #[test]
     fn a_rank_that_does_not_answer_is_called_stopped_or_dead_by_its_process_state_with_the_line_read() {
-        let gone = RankEndpoint { rank: 1, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: Some(4242) };
+        let gone = RankEndpoint { rank: 1, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: Some(4242), started: None };
         let mut job = JobView {
             ranks: vec![rank(0, Some(6), Some((7, 5.0)), vec![]), RankSummary::unreachable(&gone, "timed out".into())],
             ..Default::default()

@@ -45,6 +45,10 @@ pub struct RankEndpoint {
     /// Its process, so a job view on the same host can tell a stopped rank from a dead one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// When that process started (field 22 of `/proc/PID/stat`, clock ticks after boot): a pid another process
+    /// took since the rank's exited has another start, so it is not taken for the rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
 }
 
 /// What the host says of a rank's process (`/proc/PID/stat`), for a rank whose telemetry does not answer.
@@ -69,6 +73,17 @@ impl ProcState {
             Some(_) => ProcState::Alive,
         }
     }
+}
+
+/// The fields of a `/proc/PID/stat` line a job view reads: the state letter (field 3, after the parenthesised
+/// name, which may itself hold parentheses, so the last `)` ends it) and the start time (field 22, clock ticks
+/// after boot).
+pub fn proc_stat(text: &str) -> (Option<char>, Option<u64>) {
+    let mut fields = text.rfind(')').map(|i| &text[i + 1..]).into_iter().flat_map(str::split_whitespace);
+    let letter = fields.next().and_then(|f| f.chars().next());
+    // Fields 4 to 21 lie between.
+    let started = fields.nth(18).and_then(|f| f.parse().ok());
+    (letter, started)
 }
 
 /// A rank's process as its host showed it: the state and the line read (the evidence).
@@ -411,7 +426,13 @@ mod tests {
     #[test]
     fn a_rank_is_summarised_by_communicator_with_its_oldest_call_in_flight() {
         let mut s = Snapshot::new(Source::Runtime);
-        s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into(), pid: Some(7) });
+        s.endpoints.push(RankEndpoint {
+            rank: 1,
+            host: "h1".into(),
+            url: "http://127.0.0.1:1".into(),
+            pid: Some(7),
+            started: None,
+        });
         let calls = MAX_RECENT_STARTS as u64 + 40;
         for seq in 1..=calls {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
@@ -500,6 +521,14 @@ mod tests {
         }
         assert!(s.stalls.len() <= MAX_STALLS && s.stalls.iter().all(|x| x.seq >= 100), "{}", s.stalls.len());
         assert_eq!(s.stalls.last().map(|x| x.seq), Some(99 + 2 * MAX_STALLS as u64));
+    }
+
+    #[test]
+    fn a_stat_line_gives_the_state_and_the_start_whatever_the_name_holds() {
+        let line = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 123 456";
+        assert_eq!(proc_stat(line), (Some('S'), Some(987654)));
+        assert_eq!(proc_stat("4242 (x) T 1"), (Some('T'), None), "cut short: no start");
+        assert_eq!(proc_stat("garbage"), (None, None));
     }
 
     #[test]
