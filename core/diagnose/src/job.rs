@@ -17,10 +17,11 @@ pub const STRAGGLER_MIN_CALLS: usize = 16;
 /// The share of those calls a straggler starts late.
 pub const STRAGGLER_SHARE: f64 = 0.75;
 /// How far behind the median of the other ranks a straggler starts a call, at least, in microseconds (less is
-/// noise)...
-pub const STRAGGLER_MIN_LAG_US: f64 = 1000.0;
-/// ... and at least this share of the time between calls (a rank slowed by 1.25 or more at every call).
-pub const STRAGGLER_PERIOD_SHARE: f64 = 0.2;
+/// the jitter of a healthy job's starts)...
+pub const STRAGGLER_MIN_LAG_US: f64 = 50.0;
+/// ... and at least this share of the time since the call before started (a rank slowed by about 1.1 or more at
+/// every call: healthy ranks on a loaded host each are that late at a third of the calls or fewer).
+pub const STRAGGLER_GAP_SHARE: f64 = 0.1;
 
 fn comms(job: &JobView) -> BTreeSet<Option<&str>> {
     job.ranks.iter().flat_map(|r| r.comms.iter().map(|c| c.comm.as_deref())).collect()
@@ -273,10 +274,10 @@ fn median(values: &mut [f64]) -> Option<f64> {
 
 /// A rank that arrives late at a communicator's calls persistently: over the recent calls every rank of it
 /// started (at least [`STRAGGLER_MIN_CALLS`]), its lag at each (its start less the median of the other ranks'
-/// starts) is at least [`STRAGGLER_MIN_LAG_US`] and [`STRAGGLER_PERIOD_SHARE`] of the time between calls at
-/// [`STRAGGLER_SHARE`] of them, and its median lag too. One descheduled call, or a rank a little late at every
-/// call (the noise of a loaded host), is no straggler. Starts are each rank's own clock: ranks on different
-/// hosts compare through their clocks' offset, which the finding says.
+/// starts) is at least [`STRAGGLER_MIN_LAG_US`] and [`STRAGGLER_GAP_SHARE`] of the time since the call before at
+/// [`STRAGGLER_SHARE`] of them, and its median lag is at least [`STRAGGLER_MIN_LAG_US`]. One descheduled call, or
+/// the jitter of a loaded host (each rank late at some calls), is no straggler. Starts are each rank's own clock:
+/// ranks on different hosts compare through their clocks' offset, which the finding says.
 pub fn straggler(job: &JobView) -> Vec<Finding> {
     let mut out = Vec::new();
     for comm in comms(job) {
@@ -288,35 +289,35 @@ pub fn straggler(job: &JobView) -> Vec<Finding> {
             progress(r, comm).map(|p| p.recent_starts.iter().copied().collect()).unwrap_or_default()
         };
         let starts: Vec<BTreeMap<u64, u64>> = ranks.iter().map(|r| starts_of(r)).collect();
-        // (seq, each rank's start) of the calls every rank started, oldest first.
-        let common: Vec<(u64, Vec<f64>)> = starts[0]
+        // Each rank's start of the calls every rank started, oldest first.
+        let common: Vec<Vec<f64>> = starts[0]
             .keys()
-            .filter_map(|s| Some((*s, starts.iter().map(|m| m.get(s).map(|t| *t as f64)).collect::<Option<Vec<_>>>()?)))
+            .filter_map(|s| starts.iter().map(|m| m.get(s).map(|t| *t as f64)).collect::<Option<Vec<_>>>())
             .collect();
-        if common.len() < STRAGGLER_MIN_CALLS {
+        if common.len() < STRAGGLER_MIN_CALLS + 1 {
             continue;
         }
-        let middle: Vec<f64> = common.iter().filter_map(|(_, at)| median(&mut at.clone())).collect();
+        let middle: Vec<f64> = common.iter().filter_map(|at| median(&mut at.clone())).collect();
+        // Each call but the first, with the time since the call before started (the median starts').
+        let calls: Vec<(&Vec<f64>, f64)> = common.iter().skip(1).zip(middle.windows(2).map(|w| w[1] - w[0])).collect();
         let (Some(first), Some(last)) = (middle.first(), middle.last()) else { continue };
         let window_s = (last - first) / 1e6;
-        let Some(period_us) = median(&mut middle.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()) else {
-            continue;
-        };
-        let min_lag = STRAGGLER_MIN_LAG_US.max(STRAGGLER_PERIOD_SHARE * period_us);
+        let every_ms = (last - first) / 1e3 / calls.len() as f64;
         let hosts: BTreeSet<Option<&str>> = ranks.iter().map(|r| r.host.as_deref()).collect();
         for (k, r) in ranks.iter().enumerate() {
-            let mut lags: Vec<f64> = common
+            let lags: Vec<(f64, f64)> = calls
                 .iter()
-                .filter_map(|(_, at)| {
+                .filter_map(|(at, gap)| {
                     let mut others: Vec<f64> =
                         at.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, t)| *t).collect();
-                    Some(at[k] - median(&mut others)?)
+                    Some((at[k] - median(&mut others)?, *gap))
                 })
                 .collect();
-            let late = lags.iter().filter(|l| **l >= min_lag).count();
-            let mean = lags.iter().sum::<f64>() / lags.len() as f64;
-            let Some(typical) = median(&mut lags) else { continue };
-            if (late as f64) < STRAGGLER_SHARE * common.len() as f64 || typical < min_lag {
+            let late = lags.iter().filter(|(l, gap)| *l >= STRAGGLER_MIN_LAG_US.max(STRAGGLER_GAP_SHARE * gap)).count();
+            let mut lag: Vec<f64> = lags.iter().map(|(l, _)| *l).collect();
+            let mean = lag.iter().sum::<f64>() / lag.len() as f64;
+            let Some(typical) = median(&mut lag) else { continue };
+            if (late as f64) < STRAGGLER_SHARE * calls.len() as f64 || typical < STRAGGLER_MIN_LAG_US {
                 continue;
             }
             let rank = r.rank;
@@ -331,13 +332,15 @@ pub fn straggler(job: &JobView) -> Vec<Finding> {
                 rank: Some(rank),
                 title: format!("rank {rank} arrives late at most calls (a straggler)"),
                 detail: format!(
-                    "rank {rank} started {late} of the {} latest calls every rank made{} at least {:.1} ms after the                      median of the other ranks, on average {:.1} ms (median {:.1} ms) after, over {window_s:.1} s                      (a call every {:.1} ms){clocks}: the others wait that long in each",
-                    common.len(),
+                    "rank {rank} started {late} of the {} latest calls every rank made{} late (after the median of \
+                     the other ranks, by {:.0} % or more of the time since the call before), on average {:.2} ms \
+                     (median {:.2} ms) after, over {window_s:.1} s (a call every {every_ms:.2} ms){clocks}: the \
+                     others wait that long in each",
+                    calls.len(),
                     comm_name(comm),
-                    min_lag / 1e3,
+                    STRAGGLER_GAP_SHARE * 100.0,
                     mean / 1e3,
                     typical / 1e3,
-                    period_us / 1e3
                 ),
                 evidence: Vec::new(),
                 fix: format!(
@@ -637,13 +640,13 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!((f[0].code.as_str(), f[0].rank), ("straggler", Some(1)));
         assert_eq!(f[0].title, "rank 1 arrives late at most calls (a straggler)");
-        assert!(f[0].detail.starts_with("rank 1 started 32 of the 32 latest calls every rank made at least 2.0 ms"));
-        assert!(f[0].detail.contains("on average 5.0 ms") && f[0].detail.contains("over 0.3 s"), "{}", f[0].detail);
-        assert!(f[0].detail.contains("(a call every 10.0 ms)"), "{}", f[0].detail);
+        assert!(f[0].detail.starts_with("rank 1 started 31 of the 31 latest calls every rank made late (after"));
+        assert!(f[0].detail.contains("(median 5.00 ms)") && f[0].detail.contains("over 0.3 s"), "{}", f[0].detail);
+        assert!(f[0].detail.contains("(a call every 10.00 ms)"), "{}", f[0].detail);
         assert!(!f[0].detail.contains("clock"), "one host: {}", f[0].detail);
 
         // Too few calls to say it holds over time.
-        assert!(straggler(&paced(STRAGGLER_MIN_CALLS as u64 - 1, |r, _| if r == 1 { 5_000 } else { 0 })).is_empty());
+        assert!(straggler(&paced(STRAGGLER_MIN_CALLS as u64, |r, _| if r == 1 { 5_000 } else { 0 })).is_empty());
     }
 
     #[test]
@@ -654,8 +657,8 @@ mod tests {
         // Every rank late by up to 4 ms at random-looking calls: whoever is last changes.
         let noise = paced(32, |r, s| (s * 7 + u64::from(r) * 13) % 5 * 1_000);
         assert!(straggler(&noise).is_empty(), "{:#?}", straggler(&noise));
-        // Rank 3 late at every call, but by 1.5 ms of a 10 ms period (a loaded host's unfairness): no straggler.
-        let slight = paced(32, |r, _| if r == 3 { 1_500 } else { 0 });
+        // Rank 3 late at every call, but by 0.5 ms of a 10 ms period (a loaded host's unfairness): no straggler.
+        let slight = paced(32, |r, _| if r == 3 { 500 } else { 0 });
         assert!(straggler(&slight).is_empty(), "{:#?}", straggler(&slight));
         // Late at half the calls only.
         let half = paced(32, |r, s| if r == 0 && s % 2 == 0 { 5_000 } else { 0 });
