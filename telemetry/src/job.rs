@@ -3,8 +3,8 @@
 //! `http://HOST:PORT` that is not this server, no redirects, no proxies, a capped body read as it streams, a few
 //! fetches at once, and one job view built at a time (requests meanwhile share it).
 
-use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
 use collscope_model::job::proc_stat;
+use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
 use collscope_model::{routes, JobView, ProcState, ProcessSeen, RankEndpoint, RankSummary};
 use futures_util::StreamExt;
 use std::net::{IpAddr, SocketAddr};

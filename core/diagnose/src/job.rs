@@ -531,7 +531,8 @@ mod tests {
 
     #[test]
     fn ranks_behind_the_waiting_call_are_named_with_the_call_and_how_long() {
-        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
+        let gone =
+            RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
         let job = JobView {
             ranks: vec![
                 rank(0, Some(6), Some((7, 4.5)), vec![]),
@@ -562,7 +563,13 @@ mod tests {
 
     #[test]
     fn a_rank_that_does_not_answer_is_called_stopped_or_dead_by_its_process_state_with_the_line_read() {
-        let gone = RankEndpoint { rank: 1, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: Some(4242), started: None };
+        let gone = RankEndpoint {
+            rank: 1,
+            host: "h".into(),
+            url: "http://127.0.0.1:9".into(),
+            pid: Some(4242),
+            started: None,
+        };
         let mut job = JobView {
             ranks: vec![rank(0, Some(6), Some((7, 5.0)), vec![]), RankSummary::unreachable(&gone, "timed out".into())],
             ..Default::default()
@@ -626,9 +633,8 @@ mod tests {
 
     /// Four ranks' starts of calls 1..=n, a call every 10 ms; `late(rank, seq)` is how late (us) a rank starts one.
     fn paced(n: u64, late: impl Fn(u32, u64) -> u64) -> JobView {
-        let ranks = (0..4)
-            .map(|r| rank(r, Some(n), None, (1..=n).map(|s| (s, s * 10_000 + late(r, s))).collect()))
-            .collect();
+        let ranks =
+            (0..4).map(|r| rank(r, Some(n), None, (1..=n).map(|s| (s, s * 10_000 + late(r, s))).collect())).collect();
         JobView { ranks, ..Default::default() }
     }
 

@@ -456,7 +456,10 @@ mod tests {
         assert_eq!(c.recent_starts.last(), Some(&(calls, calls * 1000)));
         assert_eq!(c.recent_calls.len(), MAX_RECENT);
         let last = c.recent_calls.last().unwrap();
-        assert_eq!((last.seq, last.coll, last.count, last.datatype), (calls, Collective::AllReduce, 256, DataType::F32));
+        assert_eq!(
+            (last.seq, last.coll, last.count, last.datatype),
+            (calls, Collective::AllReduce, 256, DataType::F32)
+        );
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
         assert_eq!(r.edges, RankEdges::default(), "no connections, trees or traffic yet");
         let json = serde_json::to_value(&sums[0]).unwrap();

@@ -2,7 +2,9 @@
 //! (`tests/driver.c`, compiled here with `cc`) that dlopens it and calls it the way NCCL does, through NCCL's
 //! own struct layouts (`tests/nccl_profiler.h`).
 
-use collscope_model::{CommState, Direction, Event, Finding, JobView, KernelChannel, ProxyWait, RankState, Snapshot, Transport};
+use collscope_model::{
+    CommState, Direction, Event, Finding, JobView, KernelChannel, ProxyWait, RankState, Snapshot, Transport,
+};
 use collscope_profiler::abi::{net_socket_v1 as sock, v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
 use collscope_testkit::{output, Proc, DEADLINE};
@@ -572,7 +574,9 @@ fn two_ranks_whose_calls_diverge_raise_the_runtimes_mismatch_and_not_arrived_fin
     let f = findings(["wait", ""], "rank_not_arrived");
     assert_eq!(f.rank, Some(1), "{f:?}");
     assert_eq!(f.title, "rank 1 has not arrived at AllReduce #4 (alive, slow)");
-    assert!(f.detail.starts_with("ranks 0 have waited up to ") && f.detail.contains("finished #3 and has not begun #4"));
+    assert!(
+        f.detail.starts_with("ranks 0 have waited up to ") && f.detail.contains("finished #3 and has not begun #4")
+    );
 }
 
 #[test]

@@ -178,7 +178,9 @@ mod tests {
             assert!(t.elapsed() >= work * 2, "{:?}", t.elapsed());
         }
         // Another rank, no fault or another fault: no wait.
-        for other in [Pace::new(Some(&slow), 0), Pace::new(None, 1), Pace::new(Some(&Fault::Kill { rank: 1, step: 3 }), 1)] {
+        for other in
+            [Pace::new(Some(&slow), 0), Pace::new(None, 1), Pace::new(Some(&Fault::Kill { rank: 1, step: 3 }), 1)]
+        {
             assert_eq!(other.extra, 0.0);
         }
     }

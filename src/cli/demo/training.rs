@@ -169,7 +169,8 @@ fn train(
         colls += 2;
         bytes += 12;
 
-        let report = StepReport { step, secs: t.elapsed().as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
+        let report =
+            StepReport { step, secs: t.elapsed().as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
         on_step(&report);
         reports.push(report);
         if small[1] > 0.0 {
