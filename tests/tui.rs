@@ -951,7 +951,8 @@ fn a_rank_slowed_by_2_is_named_a_straggler_in_every_ranks_job_view_within_30_s()
         let f = &stragglers[0];
         assert_eq!(f.title, "rank 1 arrives late at most calls (a straggler)");
         assert!(
-            f.detail.contains("latest calls every rank made") && f.detail.contains("after the median of the other ranks"),
+            f.detail.contains("latest calls every rank made")
+                && f.detail.contains("after the median of the other ranks"),
             "rank {rank}: {}",
             f.detail
         );
