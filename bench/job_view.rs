@@ -164,7 +164,7 @@ fn endpoints(n: u32) -> Vec<RankEndpoint> {
             let l = TcpListener::bind("127.0.0.1:0").expect("listener");
             let url = format!("http://{}", l.local_addr().expect("address"));
             std::thread::Builder::new().stack_size(64 << 10).spawn(move || serve(l, rank, n)).expect("thread");
-            RankEndpoint { rank, host: format!("node{}", rank / 8), url, pid: None }
+            RankEndpoint { rank, host: format!("node{}", rank / 8), url, pid: None, started: None }
         })
         .collect()
 }

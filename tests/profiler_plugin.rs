@@ -700,11 +700,9 @@ fn the_plugin_alone_serves_a_jobs_metrics_job_view_and_tui() {
             Err(job)
         }
     });
-    // A straggler is a matter of timing: on a loaded host one rank process really is descheduled behind the
-    // others. Anything else is a false alarm on a healthy job.
-    let alarms: Vec<_> =
-        job["findings"].as_array().into_iter().flatten().filter(|f| f["code"] != "straggler").collect();
-    assert!(alarms.is_empty(), "{job}");
+    // A healthy job raises nothing, not even a straggler on a loaded host: a rank descheduled at some calls is
+    // not late at most of them.
+    assert_eq!(job["findings"].as_array().map(Vec::len), Some(0), "{job}");
 
     let calls = want.values().sum::<f64>() as u64;
     let tui = Tmux::start("plugin", &["tui", "--connect", &format!("http://127.0.0.1:{base}")]);

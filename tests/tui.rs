@@ -934,3 +934,34 @@ fn a_killed_rank_is_called_dead_in_a_survivors_job_view() {
     assert!(f.evidence[0].file.starts_with("/proc/"), "{:?}", f.evidence);
     assert!(f.fix.contains("exit status"), "{}", f.fix);
 }
+
+/// `demo --fault slow:rank=1,factor=2`: rank 1 reaches every call twice as late as it would; within 30 s of the
+/// job answering, every rank's job view names rank 1 a straggler with its lag, the calls and the window, and no
+/// other rank.
+#[test]
+fn a_rank_slowed_by_2_is_named_a_straggler_in_every_ranks_job_view_within_30_s() {
+    let demo = Demo::start_with(&[], &["--fault", "slow:rank=1,factor=2"]);
+    let answering = Instant::now();
+    for rank in 0..4u16 {
+        let left = Duration::from_secs(30).saturating_sub(answering.elapsed());
+        let stragglers = collscope_testkit::poll(&format!("rank {rank}'s job view to name a straggler"), left, || {
+            let job = demo.job_of(rank).ok_or_else(|| "no job view".to_string())?;
+            let found: Vec<_> = job.findings.iter().filter(|f| f.code == "straggler").cloned().collect();
+            if found.is_empty() {
+                Err(job.findings.iter().map(|f| f.title.clone()).collect::<Vec<_>>().join(" | "))
+            } else {
+                Ok(found)
+            }
+        });
+        assert!(stragglers.iter().all(|f| f.rank == Some(1)), "rank {rank}: {stragglers:#?}");
+        let f = &stragglers[0];
+        assert_eq!(f.title, "rank 1 arrives late at most calls (a straggler)");
+        assert!(
+            f.detail.contains("latest calls every rank made")
+                && f.detail.contains("after the median of the other ranks"),
+            "rank {rank}: {}",
+            f.detail
+        );
+        eprintln!("--fault slow: rank {rank} named it after {:?}: {}", answering.elapsed(), f.detail);
+    }
+}

@@ -3,8 +3,9 @@
 //! `http://HOST:PORT` that is not this server, no redirects, no proxies, a capped body read as it streams, a few
 //! fetches at once, and one job view built at a time (requests meanwhile share it).
 
+use collscope_model::job::proc_stat;
 use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
-use collscope_model::{routes, JobView, ProcState, ProcessSeen, RankEndpoint, RankState, RankSummary};
+use collscope_model::{routes, JobView, ProcState, ProcessSeen, RankEndpoint, RankSummary};
 use futures_util::StreamExt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -124,10 +125,10 @@ async fn summary_of(
 /// The most of `/proc/PID/stat` read: its first fields (pid, name, state) fit well within.
 const MAX_STAT_BYTES: usize = 4096;
 
-/// Process `pid` on this host as `/proc/PID/stat` shows it: its state letter follows the name in parentheses
-/// (the name may itself hold parentheses, so the last `)` ends it); no such file is a process that exited; a
-/// file that cannot be read says nothing (`None`).
-fn process_seen(pid: u32) -> Option<ProcessSeen> {
+/// Process `pid` on this host as `/proc/PID/stat` shows it ([`collscope_model::job::proc_stat`]): no such file is
+/// a process that exited, and so is a process whose start time is not `started`, the one the rank reported (the
+/// kernel gave its pid to another process); a file that cannot be read says nothing (`None`).
+fn process_seen(pid: u32, started: Option<u64>) -> Option<ProcessSeen> {
     let file = format!("/proc/{pid}/stat");
     let read = std::fs::File::open(&file).and_then(|f| {
         let mut text = String::new();
@@ -136,10 +137,19 @@ fn process_seen(pid: u32) -> Option<ProcessSeen> {
     });
     match read {
         Ok(text) => {
-            let letter = text.rfind(')').and_then(|i| text[i + 1..].trim_start().chars().next());
+            let (letter, start) = proc_stat(&text);
             // What the evidence quotes: up to the state and the parent pid.
             let shown: String = text.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-            Some(ProcessSeen { state: ProcState::of_letter(letter), file, text: shown })
+            match (start, started) {
+                (Some(now), Some(was)) if now != was => Some(ProcessSeen {
+                    state: ProcState::Dead,
+                    file,
+                    text: format!(
+                        "{shown} ... started at tick {now}, not {was} as the rank's did: another process has its pid"
+                    ),
+                }),
+                _ => Some(ProcessSeen { state: ProcState::of_letter(letter), file, text: shown }),
+            }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Some(ProcessSeen { state: ProcState::Dead, file, text: "no such process".into() })
@@ -181,15 +191,18 @@ pub(crate) async fn view(
     for (endpoint, answer) in answers {
         match answer {
             Ok(summaries) => ranks.extend(summaries.into_iter().filter(|s| s.rank == endpoint.rank)),
-            Err(e) => ranks.push(RankSummary::unreachable(&endpoint, e)),
+            Err(e) => {
+                let mut rank = RankSummary::unreachable(&endpoint, e);
+                if is_this_host(Some(&endpoint.host)) {
+                    rank.process = endpoint.pid.and_then(|pid| process_seen(pid, endpoint.started));
+                }
+                ranks.push(rank);
+            }
         }
     }
     ranks.sort_by_key(|r| r.rank);
     ranks.dedup_by_key(|r| r.rank);
     ranks.truncate(MAX_JOB_RANKS);
-    for r in ranks.iter_mut().filter(|r| r.state == RankState::Unreachable && is_this_host(r.host.as_deref())) {
-        r.process = r.pid.and_then(process_seen);
-    }
     let not_arrived_after_s = Some(not_arrived_after.as_secs_f64());
     let mut view = JobView { ranks, findings: Vec::new(), not_arrived_after_s, via: None };
     view.findings = collscope_diagnose::diagnose_job(&view);
@@ -230,23 +243,34 @@ mod tests {
 
     #[test]
     fn a_process_is_seen_alive_stopped_or_dead_from_proc() {
-        let me = process_seen(std::process::id()).unwrap();
+        let me = process_seen(std::process::id(), None).unwrap();
         assert_eq!((me.state, me.file), (ProcState::Alive, format!("/proc/{}/stat", std::process::id())));
         assert!(me.text.starts_with(&format!("{} (", std::process::id())), "{}", me.text);
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
         assert!(std::process::Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
         let deadline = Instant::now() + Duration::from_secs(10);
-        let state = || process_seen(pid).map(|p| p.state);
+        let state = || process_seen(pid, None).map(|p| p.state);
         while state() != Some(ProcState::Stopped) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let stopped = process_seen(pid).unwrap();
+        let stopped = process_seen(pid, None).unwrap();
         assert_eq!(stopped.state, ProcState::Stopped, "{}", stopped.text);
         assert!(stopped.text.contains("(sleep) T"), "{}", stopped.text);
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(state(), Some(ProcState::Dead));
         assert!(is_this_host(Some(&collscope_debug::sys::hostname())) && !is_this_host(None));
+    }
+
+    #[test]
+    fn a_pid_that_another_process_took_is_the_ranks_process_dead() {
+        let me = std::process::id();
+        let started = collscope_debug::sys::process_started(me).expect("this process's start");
+        assert_eq!(process_seen(me, Some(started)).map(|p| p.state), Some(ProcState::Alive));
+        let reused = process_seen(me, Some(started + 1)).unwrap();
+        assert_eq!(reused.state, ProcState::Dead, "{}", reused.text);
+        assert!(reused.text.ends_with(&format!("not {} as the rank's did: another process has its pid", started + 1)));
+        assert!(reused.text.contains(&format!("started at tick {started}")), "{}", reused.text);
     }
 }

@@ -19,7 +19,7 @@ fn victim() -> (Telemetry, &'static Recorder) {
 }
 
 fn endpoint(rank: u32, url: String) -> RankEndpoint {
-    RankEndpoint { rank, host: "h".into(), url, pid: None }
+    RankEndpoint { rank, host: "h".into(), url, pid: None, started: None }
 }
 
 fn job(t: &Telemetry) -> JobView {

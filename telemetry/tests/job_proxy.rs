@@ -33,7 +33,13 @@ fn proxy_variables_are_not_honoured() {
     let peer = Telemetry::start(&config(), Source::Runtime, None).unwrap();
     let rec: &'static Recorder = Box::leak(Box::new(Recorder::new()));
     let victim = Telemetry::start(&config(), Source::Runtime, Some(rec)).unwrap();
-    rec.push(Event::Endpoints(vec![RankEndpoint { rank: 1, host: "h".into(), url: peer.url(), pid: None }]));
+    rec.push(Event::Endpoints(vec![RankEndpoint {
+        rank: 1,
+        host: "h".into(),
+        url: peer.url(),
+        pid: None,
+        started: None,
+    }]));
     let mut out = String::new();
     let mut s = std::net::TcpStream::connect(victim.addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

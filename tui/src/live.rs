@@ -431,8 +431,13 @@ mod tests {
         use collscope_model::{Connection, RankEdges, RankSummary, Transport, Tree};
         let conn = |src, dst| Connection::new(0, src, dst, Direction::Both, Transport::Shm);
         let job = |sent23: u64| {
-            let endpoint =
-                collscope_model::RankEndpoint { rank: 2, host: "h".into(), url: "http://h:1".into(), pid: None };
+            let endpoint = collscope_model::RankEndpoint {
+                rank: 2,
+                host: "h".into(),
+                url: "http://h:1".into(),
+                pid: None,
+                started: None,
+            };
             let mut rank2 = RankSummary::unreachable(&endpoint, String::new());
             rank2.edges = RankEdges {
                 connections: vec![conn(2, 3)],

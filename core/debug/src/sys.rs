@@ -15,6 +15,14 @@ pub fn gettid() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
+/// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks after boot): with its pid, what names
+/// a process, since the kernel reuses a pid once its process exited. `None` when it cannot be read.
+pub fn process_started(pid: u32) -> Option<u64> {
+    // A stat line is a few hundred bytes.
+    let text = crate::file::read_small_string(std::path::Path::new(&format!("/proc/{pid}/stat")), 4096).ok()?;
+    collscope_model::job::proc_stat(&text).1
+}
+
 /// NCCL's default timestamp prefix, `[%F %T] ` in local time.
 pub fn timestamp_prefix() -> String {
     chrono::Local::now().format("[%F %T] ").to_string()

@@ -13,12 +13,16 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How long ranks wait in one call before the ranks that have not reached it are named, unless the job view
 /// says otherwise ([`JobView::not_arrived_after_s`], `COLLSCOPE_NOT_ARRIVED_S`): a stall's threshold.
 pub const NOT_ARRIVED_AFTER_S: f64 = STALL_AFTER_S;
-/// Calls seen by every rank needed before one rank is called a straggler.
-pub const STRAGGLER_MIN_CALLS: usize = 8;
-/// The share of those calls a straggler starts last.
+/// Calls started by every rank needed before one rank is called a straggler: its lag must hold over time.
+pub const STRAGGLER_MIN_CALLS: usize = 16;
+/// The share of those calls a straggler starts late.
 pub const STRAGGLER_SHARE: f64 = 0.75;
-/// How far behind the next latest rank a straggler starts, on average, in microseconds (less is noise).
-pub const STRAGGLER_MIN_LAG_US: f64 = 1000.0;
+/// How far behind the median of the other ranks a straggler starts a call, at least, in microseconds (less is
+/// the jitter of a healthy job's starts)...
+pub const STRAGGLER_MIN_LAG_US: f64 = 50.0;
+/// ... and at least this share of the time since the call before started (a rank slowed by about 1.1 or more at
+/// every call: healthy ranks on a loaded host each are that late at a third of the calls or fewer).
+pub const STRAGGLER_GAP_SHARE: f64 = 0.1;
 
 fn comms(job: &JobView) -> BTreeSet<Option<&str>> {
     job.ranks.iter().flat_map(|r| r.comms.iter().map(|c| c.comm.as_deref())).collect()
@@ -270,63 +274,95 @@ pub fn mismatch(job: &JobView) -> Vec<Finding> {
     out
 }
 
-/// A rank that starts most of the recent calls seen by every rank last, well behind the others.
+/// The median of `values` (the mean of the middle two for an even count); `None` for none.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// A rank that arrives late at a communicator's calls persistently: over the recent calls every rank of it
+/// started (at least [`STRAGGLER_MIN_CALLS`]), its lag at each (its start less the median of the other ranks'
+/// starts) is at least [`STRAGGLER_MIN_LAG_US`] and [`STRAGGLER_GAP_SHARE`] of the time since the call before at
+/// [`STRAGGLER_SHARE`] of them, and its median lag is at least [`STRAGGLER_MIN_LAG_US`]. One descheduled call, or
+/// the jitter of a loaded host (each rank late at some calls), is no straggler. Starts are each rank's own clock:
+/// ranks on different hosts compare through their clocks' offset, which the finding says.
 pub fn straggler(job: &JobView) -> Vec<Finding> {
     let mut out = Vec::new();
     for comm in comms(job) {
-        let ranks: Vec<(u32, &CommProgress)> =
-            job.ranks.iter().filter_map(|r| Some((r.rank, progress(r, comm)?))).collect();
+        let ranks: Vec<&RankSummary> = job.ranks.iter().filter(|r| progress(r, comm).is_some()).collect();
         if ranks.len() < 2 {
             continue;
         }
-        let seqs: BTreeSet<u64> = ranks[0].1.recent_starts.iter().map(|(s, _)| *s).collect();
-        let common: Vec<u64> = seqs
-            .into_iter()
-            .filter(|s| ranks.iter().all(|(_, p)| p.recent_starts.iter().any(|(q, _)| q == s)))
-            .collect();
-        if common.len() < STRAGGLER_MIN_CALLS {
-            continue;
-        }
-        // For each call: the rank that started it last and how far behind the next latest.
-        let mut last: Vec<(u32, f64)> = Vec::new();
-        for s in &common {
-            let mut starts: Vec<(u64, u32)> = ranks
-                .iter()
-                .filter_map(|(r, p)| p.recent_starts.iter().find(|(q, _)| q == s).map(|(_, t)| (*t, *r)))
-                .collect();
-            starts.sort_unstable();
-            let [.., (second, _), (latest, rank)] = starts[..] else { continue };
-            last.push((rank, (latest - second) as f64));
-        }
-        let Some(rank) = last.iter().map(|(r, _)| *r).max_by_key(|r| last.iter().filter(|(q, _)| q == r).count())
-        else {
-            continue;
+        let starts_of = |r: &RankSummary| -> BTreeMap<u64, u64> {
+            progress(r, comm).map(|p| p.recent_starts.iter().copied().collect()).unwrap_or_default()
         };
-        let lags: Vec<f64> = last.iter().filter(|(r, _)| *r == rank).map(|(_, l)| *l).collect();
-        let mean_lag = lags.iter().sum::<f64>() / lags.len() as f64;
-        if (lags.len() as f64) < STRAGGLER_SHARE * common.len() as f64 || mean_lag < STRAGGLER_MIN_LAG_US {
+        let starts: Vec<BTreeMap<u64, u64>> = ranks.iter().map(|r| starts_of(r)).collect();
+        // Each rank's start of the calls every rank started, oldest first.
+        let common: Vec<Vec<f64>> = starts[0]
+            .keys()
+            .filter_map(|s| starts.iter().map(|m| m.get(s).map(|t| *t as f64)).collect::<Option<Vec<_>>>())
+            .collect();
+        if common.len() < STRAGGLER_MIN_CALLS + 1 {
             continue;
         }
-        out.push(Finding {
-            code: "straggler".into(),
-            severity: Severity::Warning,
-            rank: Some(rank),
-            comm: finding_comm(job, comm),
-            title: format!("rank {rank} arrives last at most calls"),
-            detail: format!(
-                "rank {rank} started {} of the {} latest calls every rank made{} last, on average {:.1} ms after \
-                 the next latest rank: the others wait that long in each",
-                lags.len(),
-                common.len(),
-                comm_name(comm),
-                mean_lag / 1e3
-            ),
-            evidence: Vec::new(),
-            fix: format!(
-                "Look at what rank {rank} does between calls: more work or data than the others, its CPU binding \
-                 (NCCL_IGNORE_CPU_AFFINITY, numactl), a slower device or a busier host"
-            ),
-        });
+        let middle: Vec<f64> = common.iter().filter_map(|at| median(&mut at.clone())).collect();
+        // Each call but the first, with the time since the call before started (the median starts').
+        let calls: Vec<(&Vec<f64>, f64)> = common.iter().skip(1).zip(middle.windows(2).map(|w| w[1] - w[0])).collect();
+        let (Some(first), Some(last)) = (middle.first(), middle.last()) else { continue };
+        let window_s = (last - first) / 1e6;
+        let every_ms = (last - first) / 1e3 / calls.len() as f64;
+        let hosts: BTreeSet<Option<&str>> = ranks.iter().map(|r| r.host.as_deref()).collect();
+        for (k, r) in ranks.iter().enumerate() {
+            let lags: Vec<(f64, f64)> = calls
+                .iter()
+                .filter_map(|(at, gap)| {
+                    let mut others: Vec<f64> =
+                        at.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, t)| *t).collect();
+                    Some((at[k] - median(&mut others)?, *gap))
+                })
+                .collect();
+            let late = lags.iter().filter(|(l, gap)| *l >= STRAGGLER_MIN_LAG_US.max(STRAGGLER_GAP_SHARE * gap)).count();
+            let mut lag: Vec<f64> = lags.iter().map(|(l, _)| *l).collect();
+            let mean = lag.iter().sum::<f64>() / lag.len() as f64;
+            let Some(typical) = median(&mut lag) else { continue };
+            if (late as f64) < STRAGGLER_SHARE * calls.len() as f64 || typical < STRAGGLER_MIN_LAG_US {
+                continue;
+            }
+            let rank = r.rank;
+            let clocks = if hosts.len() > 1 {
+                " (starts compared by each host's clock: an offset between them shows as a lag)"
+            } else {
+                ""
+            };
+            out.push(Finding {
+                code: "straggler".into(),
+                severity: Severity::Warning,
+                rank: Some(rank),
+                comm: finding_comm(job, comm),
+                title: format!("rank {rank} arrives late at most calls (a straggler)"),
+                detail: format!(
+                    "rank {rank} started {late} of the {} latest calls every rank made{} late (after the median of \
+                     the other ranks, by {:.0} % or more of the time since the call before), on average {:.2} ms \
+                     (median {:.2} ms) after, over {window_s:.1} s (a call every {every_ms:.2} ms){clocks}: the \
+                     others wait that long in each",
+                    calls.len(),
+                    comm_name(comm),
+                    STRAGGLER_GAP_SHARE * 100.0,
+                    mean / 1e3,
+                    typical / 1e3,
+                ),
+                evidence: Vec::new(),
+                fix: format!(
+                    "Look at what rank {rank} does between calls: more work or data than the others, its CPU binding \
+                     (NCCL_IGNORE_CPU_AFFINITY, numactl), a slower device or a busier host"
+                ),
+            });
+        }
     }
     out
 }
@@ -511,7 +547,8 @@ mod tests {
 
     #[test]
     fn ranks_behind_the_waiting_call_are_named_with_the_call_and_how_long() {
-        let gone = RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None };
+        let gone =
+            RankEndpoint { rank: 3, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
         let job = JobView {
             ranks: vec![
                 rank(0, Some(6), Some((7, 4.5)), vec![]),
@@ -542,7 +579,13 @@ mod tests {
 
     #[test]
     fn a_rank_that_does_not_answer_is_called_stopped_or_dead_by_its_process_state_with_the_line_read() {
-        let gone = RankEndpoint { rank: 1, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: Some(4242) };
+        let gone = RankEndpoint {
+            rank: 1,
+            host: "h".into(),
+            url: "http://127.0.0.1:9".into(),
+            pid: Some(4242),
+            started: None,
+        };
         let mut job = JobView {
             ranks: vec![rank(0, Some(6), Some((7, 5.0)), vec![]), RankSummary::unreachable(&gone, "timed out".into())],
             ..Default::default()
@@ -604,20 +647,53 @@ mod tests {
         assert!(f[0].detail.contains("is not known"), "{}", f[0].detail);
     }
 
+    /// Four ranks' starts of calls 1..=n, a call every 10 ms; `late(rank, seq)` is how late (us) a rank starts one.
+    fn paced(n: u64, late: impl Fn(u32, u64) -> u64) -> JobView {
+        let ranks =
+            (0..4).map(|r| rank(r, Some(n), None, (1..=n).map(|s| (s, s * 10_000 + late(r, s))).collect())).collect();
+        JobView { ranks, ..Default::default() }
+    }
+
     #[test]
-    fn the_rank_that_starts_most_calls_last_is_the_straggler() {
-        let starts = |lag: u64| (1..=10u64).map(|s| (s, s * 100_000 + lag)).collect::<Vec<_>>();
-        let mut job = JobView {
-            ranks: vec![rank(0, Some(10), None, starts(0)), rank(1, Some(10), None, starts(5_000))],
-            findings: vec![],
-            ..Default::default()
-        };
+    fn a_rank_late_at_most_calls_over_time_is_the_straggler_with_its_lag_calls_and_window() {
+        // Rank 1 slowed by 2 at every call: 5 ms late in a 10 ms period, give or take.
+        let job = paced(32, |r, s| if r == 1 { 5_000 + (s % 3) * 100 } else { (s + u64::from(r)) % 4 * 50 });
         let f = straggler(&job);
-        assert_eq!(f.len(), 1);
-        assert_eq!(f[0].rank, Some(1));
-        assert!(f[0].detail.contains("10 of the 10") && f[0].detail.contains("5.0 ms"), "{}", f[0].detail);
-        job.ranks[1].comms[0].recent_starts = starts(100);
-        assert!(straggler(&job).is_empty(), "a lag within noise is no straggler");
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].code.as_str(), f[0].rank), ("straggler", Some(1)));
+        assert_eq!(f[0].title, "rank 1 arrives late at most calls (a straggler)");
+        assert!(f[0].detail.starts_with("rank 1 started 31 of the 31 latest calls every rank made late (after"));
+        assert!(f[0].detail.contains("(median 5.00 ms)") && f[0].detail.contains("over 0.3 s"), "{}", f[0].detail);
+        assert!(f[0].detail.contains("(a call every 10.00 ms)"), "{}", f[0].detail);
+        assert!(!f[0].detail.contains("clock"), "one host: {}", f[0].detail);
+
+        // Too few calls to say it holds over time.
+        assert!(straggler(&paced(STRAGGLER_MIN_CALLS as u64, |r, _| if r == 1 { 5_000 } else { 0 })).is_empty());
+    }
+
+    #[test]
+    fn a_descheduled_call_or_a_loaded_hosts_noise_is_no_straggler() {
+        // One call of rank 2 is 50 ms late (descheduled); the rest are in step.
+        let once = paced(32, |r, s| if (r, s) == (2, 7) { 50_000 } else { 0 });
+        assert!(straggler(&once).is_empty(), "{:#?}", straggler(&once));
+        // Every rank late by up to 4 ms at random-looking calls: whoever is last changes.
+        let noise = paced(32, |r, s| (s * 7 + u64::from(r) * 13) % 5 * 1_000);
+        assert!(straggler(&noise).is_empty(), "{:#?}", straggler(&noise));
+        // Rank 3 late at every call, but by 0.5 ms of a 10 ms period (a loaded host's unfairness): no straggler.
+        let slight = paced(32, |r, _| if r == 3 { 500 } else { 0 });
+        assert!(straggler(&slight).is_empty(), "{:#?}", straggler(&slight));
+        // Late at half the calls only.
+        let half = paced(32, |r, s| if r == 0 && s % 2 == 0 { 5_000 } else { 0 });
+        assert!(straggler(&half).is_empty(), "{:#?}", straggler(&half));
+    }
+
+    #[test]
+    fn a_straggler_across_hosts_says_the_clocks_are_compared() {
+        let mut job = paced(20, |r, _| if r == 0 { 6_000 } else { 0 });
+        job.ranks[2].host = Some("other".into());
+        let f = straggler(&job);
+        assert_eq!(f[0].rank, Some(0));
+        assert!(f[0].detail.contains("compared by each host's clock"), "{}", f[0].detail);
     }
 
     #[test]
@@ -627,8 +703,9 @@ mod tests {
             r.comms[0].name = Some("tp0".into());
             r
         };
-        let gone = RankEndpoint { rank: 2, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None };
-        let starts = |lag: u64| (1..=10u64).map(|s| (s, s * 100_000 + lag)).collect::<Vec<_>>();
+        let gone =
+            RankEndpoint { rank: 2, host: "h".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
+        let starts = |lag: u64| (1..=32u64).map(|s| (s, s * 10_000 + lag)).collect::<Vec<_>>();
         let mut job = JobView {
             ranks: vec![
                 named(rank(0, Some(6), Some((7, 5.0)), starts(0))),

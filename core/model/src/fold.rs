@@ -26,7 +26,7 @@ use super::diag::Finding;
 use super::events::{Event, InitFacts};
 use super::graph::ChannelCounts;
 use super::graph::Tree;
-use super::job::{RankEdges, Stall, MAX_STALLS};
+use super::job::{RankEdges, Stall, MAX_STALLS, STALL_KEEP_US};
 use super::ops::{KernelChannel, OpRecord, OpState, ProxyOp};
 use super::ChannelTraffic;
 use super::Snapshot;
@@ -195,7 +195,7 @@ impl Snapshot {
             Event::OpEnqueued(op) | Event::OpCompleted(op) => {
                 self.upsert_op(op, bounds.ops, &mut out);
                 if let Some(stall) = Stall::of(op).filter(|s| !self.stalls.iter().any(|o| o.same_call(s))) {
-                    push_bounded(&mut self.stalls, stall.clone(), MAX_STALLS);
+                    keep_stall(&mut self.stalls, stall.clone());
                     out.stall = Some(stall);
                 }
             }
@@ -393,6 +393,16 @@ fn excess(len: usize, bound: usize) -> usize {
 }
 
 /// Appends `item`, then drops the oldest past `bound`; how many went.
+/// Adds `stall` to the stalls kept: those that ended [`STALL_KEEP_US`] or more before it are let go (by age: a
+/// recovered stall stays visible that long, the clock being the calls' own), then the oldest beyond
+/// [`MAX_STALLS`] (by size).
+fn keep_stall(stalls: &mut Vec<Stall>, stall: Stall) {
+    if let Some(now) = stall.completed_us {
+        stalls.retain(|s| s.completed_us.is_none_or(|t| t.saturating_add(STALL_KEEP_US) > now));
+    }
+    push_bounded(stalls, stall, MAX_STALLS);
+}
+
 fn push_bounded<T>(list: &mut Vec<T>, item: T, bound: usize) -> usize {
     list.push(item);
     let cut = excess(list.len(), bound);

@@ -15,16 +15,22 @@ use std::collections::BTreeMap;
 pub const MAX_JOB_RANKS: usize = 1024;
 /// Communicators summarised per rank.
 pub const MAX_COMMS: usize = 16;
-/// Recent call starts kept per communicator, to tell which rank arrives last.
+/// Recent calls' signatures kept per communicator, to tell which rank called something else.
 pub const MAX_RECENT: usize = 32;
+/// Recent call starts kept per communicator, to tell a rank that arrives late over time (the straggler rule
+/// wants many calls): 128 pairs are about 4 KiB of a summary.
+pub const MAX_RECENT_STARTS: usize = 128;
 /// Job-level findings kept.
 pub const MAX_JOB_FINDINGS: usize = 64;
 /// Connections, tree places and channel ends' totals a rank's summary carries, each: a ring's send and receive
 /// and a tree's three peers both ways on 16 channels, so a summary stays well under 100 KiB.
 pub const MAX_RANK_EDGES: usize = 128;
-/// Stalls a snapshot keeps, and a rank's summary carries: a stall a step for the last 64 steps, or one every
-/// ten seconds for the last ten minutes.
-pub const MAX_STALLS: usize = 64;
+/// How long a recovered stall is kept after it ended, at least (microseconds): ten minutes, so whoever looks
+/// after a hang that resolved itself still finds it.
+pub const STALL_KEEP_US: u64 = 600_000_000;
+/// Stalls a snapshot keeps, and a rank's summary carries, whatever their age: a stall lasts
+/// [`STALL_AFTER_S`] or more, so one communicator's back-to-back stalls of [`STALL_KEEP_US`] (200) fit.
+pub const MAX_STALLS: usize = 256;
 /// A call that completed after this long was a stall: the job view's default for naming ranks not arrived
 /// (`COLLSCOPE_NOT_ARRIVED_S`), so what was named while it hung is what is remembered once it recovered.
 pub const STALL_AFTER_S: f64 = 3.0;
@@ -39,6 +45,10 @@ pub struct RankEndpoint {
     /// Its process, so a job view on the same host can tell a stopped rank from a dead one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// When that process started (field 22 of `/proc/PID/stat`, clock ticks after boot): a pid another process
+    /// took since the rank's exited has another start, so it is not taken for the rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
 }
 
 /// What the host says of a rank's process (`/proc/PID/stat`), for a rank whose telemetry does not answer.
@@ -63,6 +73,17 @@ impl ProcState {
             Some(_) => ProcState::Alive,
         }
     }
+}
+
+/// The fields of a `/proc/PID/stat` line a job view reads: the state letter (field 3, after the parenthesised
+/// name, which may itself hold parentheses, so the last `)` ends it) and the start time (field 22, clock ticks
+/// after boot).
+pub fn proc_stat(text: &str) -> (Option<char>, Option<u64>) {
+    let mut fields = text.rfind(')').map(|i| &text[i + 1..]).into_iter().flat_map(str::split_whitespace);
+    let letter = fields.next().and_then(|f| f.chars().next());
+    // Fields 4 to 21 lie between.
+    let started = fields.nth(18).and_then(|f| f.parse().ok());
+    (letter, started)
 }
 
 /// A rank's process as its host showed it: the state and the line read (the evidence).
@@ -162,7 +183,8 @@ pub struct CommProgress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_completed_us: Option<u64>,
     pub in_flight: Option<InFlight>,
-    /// (seq, started_us) of the latest calls, oldest first: which rank starts a call last.
+    /// (seq, started_us) of the latest calls, oldest first, at most [`MAX_RECENT_STARTS`]: which rank starts
+    /// calls late.
     pub recent_starts: Vec<(u64, u64)>,
     /// What each of the latest calls was, oldest first: ranks that called different things at one sequence
     /// number (PyTorch Flight Recorder's mismatch).
@@ -207,7 +229,8 @@ pub struct RankSummary {
     /// Its process as the job view's host saw it: only for an unreachable rank on the same host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessSeen>,
-    /// Its calls that stalled and recovered, oldest first, at most [`MAX_STALLS`].
+    /// Its calls that stalled and recovered, oldest first: those of the last [`STALL_KEEP_US`] at least, at most
+    /// [`MAX_STALLS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<Stall>,
 }
@@ -326,7 +349,7 @@ impl RankSummary {
         let mut comms: Vec<CommProgress> = by_comm.into_values().take(MAX_COMMS).collect();
         for c in &mut comms {
             c.recent_starts.sort_unstable();
-            let cut = c.recent_starts.len().saturating_sub(MAX_RECENT);
+            let cut = c.recent_starts.len().saturating_sub(MAX_RECENT_STARTS);
             c.recent_starts.drain(..cut);
             c.recent_calls.sort_unstable_by_key(|c| c.seq);
             let cut = c.recent_calls.len().saturating_sub(MAX_RECENT);
@@ -426,8 +449,15 @@ mod tests {
     #[test]
     fn a_rank_is_summarised_by_communicator_with_its_oldest_call_in_flight() {
         let mut s = Snapshot::new(Source::Runtime);
-        s.endpoints.push(RankEndpoint { rank: 1, host: "h1".into(), url: "http://127.0.0.1:1".into(), pid: Some(7) });
-        for seq in 1..=40u64 {
+        s.endpoints.push(RankEndpoint {
+            rank: 1,
+            host: "h1".into(),
+            url: "http://127.0.0.1:1".into(),
+            pid: Some(7),
+            started: None,
+        });
+        let calls = MAX_RECENT_STARTS as u64 + 40;
+        for seq in 1..=calls {
             let mut o = OpRecord::started(1, seq, Collective::AllReduce, DataType::F32, 256, seq * 1000);
             if seq < 39 {
                 o.state = OpState::Completed;
@@ -447,11 +477,14 @@ mod tests {
         assert_eq!((f.seq, f.bytes, f.age_s), (Some(39), Some(1024), 0.002));
         assert_eq!(f.call(), "AllReduce #39");
         assert_eq!(InFlight { seq: None, coll: None, bytes: None, age_s: 1.0 }.call(), "? #?");
-        assert_eq!(c.recent_starts.len(), MAX_RECENT);
-        assert_eq!(c.recent_starts.last(), Some(&(40, 40_000)));
+        assert_eq!(c.recent_starts.len(), MAX_RECENT_STARTS);
+        assert_eq!(c.recent_starts.last(), Some(&(calls, calls * 1000)));
         assert_eq!(c.recent_calls.len(), MAX_RECENT);
         let last = c.recent_calls.last().unwrap();
-        assert_eq!((last.seq, last.coll, last.count, last.datatype), (40, Collective::AllReduce, 256, DataType::F32));
+        assert_eq!(
+            (last.seq, last.coll, last.count, last.datatype),
+            (calls, Collective::AllReduce, 256, DataType::F32)
+        );
         assert_eq!((r.p50_us, r.p99_us, r.busbw_gbps), (Some(20.0), Some(38.0), Some(2.0)));
         assert_eq!(r.edges, RankEdges::default(), "no connections, trees or traffic yet");
         let json = serde_json::to_value(&sums[0]).unwrap();
@@ -485,10 +518,45 @@ mod tests {
         let mut failed = call(4, 9_000_000);
         failed.state = OpState::Failed;
         assert_eq!(Stall::of(&failed), None);
-        for seq in 10..10 + 2 * MAX_STALLS as u64 {
-            s.apply(&Event::OpCompleted(call(seq, 4_000_000)));
+    }
+
+    /// A stall of rank 0's call `seq` that ended at `ended_s` (seconds on the calls' clock) after 4 s.
+    fn stalled(seq: u64, ended_s: u64) -> Event {
+        let mut o = OpRecord::started(0, seq, Collective::AllReduce, DataType::F32, 256, (ended_s - 4) * 1_000_000);
+        o.state = OpState::Completed;
+        o.completed_us = Some(ended_s * 1_000_000);
+        Event::OpCompleted(o)
+    }
+
+    #[test]
+    fn a_stall_is_kept_ten_minutes_after_it_ended_then_let_go_by_age_and_the_list_stays_bounded() {
+        let mut s = Snapshot::new(Source::Runtime);
+        let bounds = crate::Bounds::histories(1);
+        s.apply_within(&stalled(1, 1_000), &bounds);
+        // 64 more stalls (the old bound, by count) over the next 9 min 59 s: the first is still there.
+        for seq in 2..=65 {
+            s.apply_within(&stalled(seq, 1_000 + (seq - 1) * 9), &bounds);
         }
-        assert!(s.stalls.len() <= MAX_STALLS);
+        assert_eq!(s.stalls.first().map(|x| x.seq), Some(1));
+        s.apply_within(&stalled(66, 1_000 + 599), &bounds);
+        assert_eq!(s.stalls.len(), 66, "every stall of the last 10 minutes is kept");
+        // 10 minutes after the first ended, the next stall lets it go, and those as old.
+        s.apply_within(&stalled(67, 1_000 + 600), &bounds);
+        assert_eq!(s.stalls.first().map(|x| x.seq), Some(2));
+        // A flood of stalls within a minute: bounded, the oldest let go first.
+        for seq in 100..100 + 2 * MAX_STALLS as u64 {
+            s.apply_within(&stalled(seq, 1_700), &bounds);
+        }
+        assert!(s.stalls.len() <= MAX_STALLS && s.stalls.iter().all(|x| x.seq >= 100), "{}", s.stalls.len());
+        assert_eq!(s.stalls.last().map(|x| x.seq), Some(99 + 2 * MAX_STALLS as u64));
+    }
+
+    #[test]
+    fn a_stat_line_gives_the_state_and_the_start_whatever_the_name_holds() {
+        let line = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 123 456";
+        assert_eq!(proc_stat(line), (Some('S'), Some(987654)));
+        assert_eq!(proc_stat("4242 (x) T 1"), (Some('T'), None), "cut short: no start");
+        assert_eq!(proc_stat("garbage"), (None, None));
     }
 
     #[test]

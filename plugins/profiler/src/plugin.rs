@@ -355,6 +355,7 @@ impl Plugin {
                     host: host.unwrap_or_default(),
                     url: server.endpoint.clone(),
                     pid: Some(std::process::id()),
+                    started: collscope_debug::sys::process_started(std::process::id()),
                 };
                 match Rendezvous::join(&settings.rendezvous, c.comm_id, nranks, &me) {
                     Ok(r) => st.rendezvous.push(r),

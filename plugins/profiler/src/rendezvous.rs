@@ -178,7 +178,13 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn endpoint(rank: u32) -> RankEndpoint {
-        RankEndpoint { rank, host: "h".into(), url: format!("http://127.0.0.1:{}", 9000 + rank), pid: None }
+        RankEndpoint {
+            rank,
+            host: "h".into(),
+            url: format!("http://127.0.0.1:{}", 9000 + rank),
+            pid: None,
+            started: None,
+        }
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! (`tests/driver.c`, compiled here with `cc`) that dlopens it and calls it the way NCCL does, through NCCL's
 //! own struct layouts (`tests/nccl_profiler.h`).
 
-use collscope_model::{CommState, Direction, Event, JobView, KernelChannel, ProxyWait, RankState, Snapshot, Transport};
+use collscope_model::{
+    CommState, Direction, Event, Finding, JobView, KernelChannel, ProxyWait, RankState, Snapshot, Transport,
+};
 use collscope_profiler::abi::{net_socket_v1 as sock, v4, v5, v6, StateArgs};
 use collscope_profiler::Counters;
 use collscope_testkit::{output, Proc, DEADLINE};
@@ -533,6 +535,48 @@ fn two_ranks_find_each_other_through_the_rendezvous_folder_and_the_job_view_show
         assert!(status.success(), "{log}");
     }
     assert_eq!(std::fs::read_dir(&rendezvous).unwrap().count(), 0, "both ranks left the folder");
+}
+
+/// The job view a plugin serves runs the runtime's job rules on the calls NCCL's events numbered per
+/// communicator: two ranks replayed by the C driver whose calls diverge at one sequence number (rank 1 broadcasts
+/// where rank 0 all-reduces, at #3) raise the mismatch naming rank 1; one rank waiting in a fourth call that the
+/// other never makes names the other as not arrived at it.
+#[test]
+fn two_ranks_whose_calls_diverge_raise_the_runtimes_mismatch_and_not_arrived_findings() {
+    let findings = |diverge: [&str; 2], code: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let (release, rendezvous) = (dir.path().join("release"), dir.path().join("rendezvous"));
+        let ranks: Vec<Held> = (0..2)
+            .map(|r| {
+                let env = [("DRIVER_DIVERGE", Path::new(diverge[r])), ("COLLSCOPE_NOT_ARRIVED_S", Path::new("1"))];
+                hold(&release, &rendezvous, r as u32, 2, &env)
+            })
+            .collect();
+        let body = poll(&format!("{}/api/v1/job", ranks[0].url), |t| {
+            serde_json::from_str::<JobView>(t).is_ok_and(|j| j.findings.iter().any(|f| f.code == code))
+        });
+        std::fs::write(&release, "").unwrap();
+        for mut held in ranks {
+            let status = held.proc.wait();
+            let log = held.stderr.join().unwrap();
+            assert!(status.success(), "{log}");
+        }
+        let job: JobView = serde_json::from_str(&body).unwrap();
+        let found: Vec<Finding> = job.findings.into_iter().filter(|f| f.code == code).collect();
+        assert_eq!(found.len(), 1, "{body}");
+        found.into_iter().next().unwrap()
+    };
+    let f = findings(["", "broadcast"], "collective_mismatch");
+    assert_eq!(f.rank, Some(1), "{f:?}");
+    assert_eq!(f.title, "rank 1 called Broadcast where rank 0 called AllReduce at #3");
+    assert!(f.detail.contains("differ: collective Broadcast vs AllReduce"), "{}", f.detail);
+
+    let f = findings(["wait", ""], "rank_not_arrived");
+    assert_eq!(f.rank, Some(1), "{f:?}");
+    assert_eq!(f.title, "rank 1 has not arrived at AllReduce #4 (alive, slow)");
+    assert!(
+        f.detail.starts_with("ranks 0 have waited up to ") && f.detail.contains("finished #3 and has not begun #4")
+    );
 }
 
 #[test]

@@ -6,7 +6,9 @@
  *   driver SO layout         print the offset and size of every ABI field, as this compiler lays them out
  *   driver SO scenario       run the scenario through v6, v5 and v4; check collscope's counters; exit 0 if right
  *   driver SO bench N        time N iterations of the hot path through v5; print ns per event call
- *   driver SO hold FILE      run calls through v6 as rank DRIVER_RANK of DRIVER_NRANKS, print "held", wait for FILE
+ *   driver SO hold FILE      run calls through v6 as rank DRIVER_RANK of DRIVER_NRANKS, print "held", wait for FILE;
+ *                            DRIVER_DIVERGE=wait starts a fourth AllReduce that never completes (the others do not
+ *                            call it), DRIVER_DIVERGE=broadcast makes the third call a Broadcast
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -262,15 +264,19 @@ static void* proxyThread(void* arg) {
   return NULL;
 }
 
-/* AllReduce, 1 MiB of float, on 2 channels over the network: the proxy thread's share runs beside the launch. */
-static void networkAllReduce(struct ops* o, void* ctx, const char* algo, const char* proto) {
-  void* coll = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, algo, proto);
+/* `func` of 1 MiB of float, on 2 channels over the network: the proxy thread's share runs beside the launch. */
+static void networkColl(struct ops* o, void* ctx, const char* func, const char* algo, const char* proto) {
+  void* coll = o->coll(ctx, func, 262144, "ncclFloat32", 0, 2, algo, proto);
   CHECK(coll != NULL, "coll handle");
   struct proxyWork w = {o, ctx, coll};
   pthread_t proxy;
   pthread_create(&proxy, NULL, proxyThread, &w);
   CHECK(o->stop(coll) == ncclSuccess, "coll stop (enqueued)");
   pthread_join(proxy, NULL);
+}
+
+static void networkAllReduce(struct ops* o, void* ctx, const char* algo, const char* proto) {
+  networkColl(o, ctx, "AllReduce", algo, proto);
 }
 
 /* The proxy thread sleeps 2 ms, as its ProxyCtrl events report it. */
@@ -347,13 +353,19 @@ static void scenario(struct ops* o) {
 
 /* A rank of one communicator ("held", one id for every process) that runs two Ring/Simple AllReduces and one
  * Tree/LL AllReduce over the network and a proxy thread's sleep, prints "held", and finalizes only once the file
- * `release` exists (at most 60 s later): meanwhile the test reads the plugin's telemetry. */
-static void hold(struct ops* o, const char* release) {
+ * `release` exists (at most 60 s later): meanwhile the test reads the plugin's telemetry. `diverge` (DRIVER_DIVERGE)
+ * makes this rank's calls differ from the others': "broadcast", its third call is a Broadcast; "wait", it enqueues a
+ * fourth AllReduce whose proxy never runs, as a rank waiting for peers that never call it. */
+static void hold(struct ops* o, const char* release, const char* diverge) {
   void* ctx = NULL;
   CHECK(o->init(&ctx, "held", 0x4e1d) == ncclSuccess && ctx != NULL, "init");
   networkAllReduce(o, ctx, "RING", "SIMPLE");
   networkAllReduce(o, ctx, "RING", "SIMPLE");
-  networkAllReduce(o, ctx, "TREE", "LL");
+  networkColl(o, ctx, strcmp(diverge, "broadcast") == 0 ? "Broadcast" : "AllReduce", "TREE", "LL");
+  if (strcmp(diverge, "wait") == 0) {
+    void* stuck = o->coll(ctx, "AllReduce", 262144, "ncclFloat32", 0, 2, "RING", "SIMPLE");
+    CHECK(stuck != NULL && o->stop(stuck) == ncclSuccess, "the call that waits");
+  }
   if (eActivationMask & ncclProfileProxyCtrl) proxySleep(o, ctx);
   printf("held\n");
   fflush(stdout);
@@ -558,7 +570,7 @@ int main(int argc, char** argv) {
     if (getenv("DRIVER_RANK")) gRank = atoi(getenv("DRIVER_RANK"));
     if (getenv("DRIVER_NRANKS")) gNranks = atoi(getenv("DRIVER_NRANKS"));
     if (gNranks < 1) gNranks = 1;
-    hold(&v6, argv[3]);
+    hold(&v6, argv[3], getenv("DRIVER_DIVERGE") ? getenv("DRIVER_DIVERGE") : "");
   } else {
     scenario(&v6);
     scenario(&v5);

@@ -1,14 +1,14 @@
 //! Failures on demand (`collscope demo --fault KIND[:key=value,...]`), so a user sees what each looks like in the
 //! TUI, the job view, `/metrics` and the findings before meeting it in a real job, and tests can cause them:
 //! - `mismatch[:rank=R,step=S]`: rank R broadcasts where the others all-reduce (PyTorch's classic hang);
-//! - `slow:rank=R,factor=F`: rank R takes F times as long before each step's collectives (a straggler);
+//! - `slow:rank=R,factor=F`: rank R takes F times as long to reach each of its collectives (a straggler);
 //! - `stop:rank=R,secs=N[,step=S]`: rank R's process is stopped (SIGSTOP) for N seconds, then resumes;
 //! - `kill:rank=R[,step=S]`: rank R's process is killed (SIGKILL) mid-training.
 //!
 //! Step S (default 3) is when it happens; rank R defaults to 1.
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Fault {
@@ -79,20 +79,19 @@ impl Fault {
         matches!(self, Fault::Stop { .. } | Fault::Kill { .. })
     }
 
-    /// Before `step`'s collectives on `rank`, having taken `last_step` for the step before: stops or kills this
-    /// process, or sleeps to slow it down. A fault that cannot be caused is said, and training goes on.
-    pub(crate) fn before_step(&self, rank: u32, step: u64, last_step: Duration) {
+    /// Before `step`'s collectives on `rank`: stops or kills this process. A fault that cannot be caused is said,
+    /// and training goes on.
+    pub(crate) fn before_step(&self, rank: u32, step: u64) {
         if rank != self.rank() {
             return;
         }
-        if let Err(e) = self.cause(rank, step, last_step) {
+        if let Err(e) = self.cause(rank, step) {
             eprintln!("collscope demo: --fault on rank {rank} could not be caused: {e}");
         }
     }
 
-    fn cause(&self, rank: u32, step: u64, last_step: Duration) -> std::io::Result<()> {
+    fn cause(&self, rank: u32, step: u64) -> std::io::Result<()> {
         match *self {
-            Fault::Slow { factor, .. } => std::thread::sleep(last_step.mul_f64(factor - 1.0)),
             Fault::Stop { step: s, secs, .. } if s == step => {
                 // A stopped process cannot wake itself: a child resumes it.
                 let pid = std::process::id();
@@ -118,9 +117,40 @@ impl Fault {
     }
 }
 
+/// The pace of one rank's collectives: a rank slowed by `slow:factor=F` waits, before each call, F - 1 times as
+/// long as it worked since its last wait (its own compute and its previous call, which is not inflated by waiting
+/// for others, since it arrives last), so it reaches every call F times as late as it would, not only a step's
+/// first (a straggler at every call, as a slower device or a busier host makes one).
+pub(crate) struct Pace {
+    /// F - 1; zero for a rank that is not slowed.
+    extra: f64,
+    /// When this rank last resumed work.
+    resumed: Instant,
+}
+
+impl Pace {
+    pub(crate) fn new(fault: Option<&Fault>, rank: u32) -> Pace {
+        let extra = match fault {
+            Some(&Fault::Slow { rank: r, factor }) if r == rank => factor - 1.0,
+            _ => 0.0,
+        };
+        Pace { extra, resumed: Instant::now() }
+    }
+
+    /// Runs `call` (one collective) at this rank's pace.
+    pub(crate) fn call<T>(&mut self, call: impl FnOnce() -> T) -> T {
+        if self.extra > 0.0 {
+            std::thread::sleep(self.resumed.elapsed().mul_f64(self.extra));
+            self.resumed = Instant::now();
+        }
+        call()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn faults_are_read_with_defaults_and_bad_ones_name_the_grammar() {
@@ -132,6 +162,26 @@ mod tests {
         for bad in ["slow:rank=1", "stop:rank=1,secs=0", "nap", "mismatch:rank", "kill:when=now", "slow:factor=1e9"] {
             let e = bad.parse::<Fault>().unwrap_err();
             assert!(e.contains("expected"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_slowed_rank_waits_before_every_call_as_long_as_it_worked_times_the_factor_less_one() {
+        let slow = Fault::Slow { rank: 1, factor: 3.0 };
+        let work = Duration::from_millis(20);
+        let mut pace = Pace::new(Some(&slow), 1);
+        for _ in 0..3 {
+            std::thread::sleep(work);
+            let t = Instant::now();
+            pace.call(|| ());
+            // It worked at least 20 ms since it last resumed: it waits at least twice that.
+            assert!(t.elapsed() >= work * 2, "{:?}", t.elapsed());
+        }
+        // Another rank, no fault or another fault: no wait.
+        for other in
+            [Pace::new(Some(&slow), 0), Pace::new(None, 1), Pace::new(Some(&Fault::Kill { rank: 1, step: 3 }), 1)]
+        {
+            assert_eq!(other.extra, 0.0);
         }
     }
 }

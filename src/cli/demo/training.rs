@@ -3,7 +3,7 @@
 //! ReduceScatter of their gradients (FSDP), and small AllReduces (loss, gradient norm, the stop decision).
 //! Every result is checked, so the loop doubles as a soak test.
 
-use super::fault::Fault;
+use super::fault::{Fault, Pace};
 use collscope_model::RedOp;
 use collscope_runtime::{Comm, Registration, SharedBuf};
 use collscope_runtime::{Result, RuntimeError};
@@ -113,10 +113,10 @@ fn train(
     let nf = n as f32;
     // Sum over ranks of (r + 1): what a reduced value built from "rank + 1" must be.
     let ranks_sum = (n * (n + 1) / 2) as f32;
-    let mut last_step = Duration::ZERO;
+    let mut pace = Pace::new(cfg.fault.as_ref(), rank);
     for step in 0.. {
         if let Some(f) = &cfg.fault {
-            f.before_step(rank, step, last_step);
+            f.before_step(rank, step);
         }
         let t = Instant::now();
         let (mut colls, mut bytes) = (0u32, 0u64);
@@ -127,7 +127,7 @@ fn train(
             *g = base + (rank + 1) as f32 + (i % 3) as f32;
         }
         for bucket in grads.chunks_mut(cfg.bucket_elems) {
-            comm.all_reduce_in_place(bucket, RedOp::Sum)?;
+            pace.call(|| comm.all_reduce_in_place(bucket, RedOp::Sum))?;
             colls += 1;
             bytes += (bucket.len() * 4) as u64;
         }
@@ -140,7 +140,7 @@ fn train(
 
         // FSDP: gather the parameters, then reduce-scatter their gradients.
         shard.iter_mut().for_each(|p| *p = (rank + 1) as f32 + base);
-        comm.all_gather(shard, full)?;
+        pace.call(|| comm.all_gather(shard, full))?;
         for (q, block) in full.chunks(cfg.fsdp_shard.max(1)).enumerate() {
             let want = (q + 1) as f32 + base;
             if block.iter().any(|&v| v != want) {
@@ -148,7 +148,7 @@ fn train(
             }
         }
         full.iter_mut().for_each(|g| *g = 1.0);
-        comm.reduce_scatter(full, shard_grad, RedOp::Sum)?;
+        pace.call(|| comm.reduce_scatter(full, shard_grad, RedOp::Sum))?;
         if shard_grad.iter().any(|&v| v != nf) {
             return Err(mismatch("gradient ReduceScatter", step, format!("expected every element to be {nf}")));
         }
@@ -160,17 +160,17 @@ fn train(
             && (cfg.max_steps.is_some_and(|m| step + 1 >= m) || cfg.max_duration.is_some_and(|d| start.elapsed() >= d));
         let mut small = [(rank + 1) as f32 * 0.5 / (1.0 + step as f32), if done_here { 1.0 } else { 0.0 }];
         if cfg.fault.is_some_and(|f| f.mismatches(rank, step)) {
-            comm.broadcast_in_place(&mut small, 0)?;
+            pace.call(|| comm.broadcast_in_place(&mut small, 0))?;
         } else {
-            comm.all_reduce_in_place(&mut small, RedOp::Sum)?;
+            pace.call(|| comm.all_reduce_in_place(&mut small, RedOp::Sum))?;
         }
         let mut norm = [grads[0] * grads[0]];
-        comm.all_reduce_in_place(&mut norm, RedOp::Max)?;
+        pace.call(|| comm.all_reduce_in_place(&mut norm, RedOp::Max))?;
         colls += 2;
         bytes += 12;
 
-        last_step = t.elapsed();
-        let report = StepReport { step, secs: last_step.as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
+        let report =
+            StepReport { step, secs: t.elapsed().as_secs_f64(), loss: small[0] / nf, collectives: colls, bytes };
         on_step(&report);
         reports.push(report);
         if small[1] > 0.0 {

@@ -181,7 +181,8 @@ mod tests {
     #[test]
     fn every_rank_has_a_line_and_by_state_the_stuck_one_comes_first_with_its_finding_shown() {
         let mut live = fixture::live();
-        let gone = RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into(), pid: None };
+        let gone =
+            RankEndpoint { rank: 3, host: "node2".into(), url: "http://127.0.0.1:9".into(), pid: None, started: None };
         let stuck = Finding {
             code: "rank_not_arrived".into(),
             severity: Severity::Error,

@@ -147,8 +147,13 @@ mod tests {
         let app = App { tab: Tab::Trees, ..App::default() };
         let missing = format!("(parent {parent} not in {})", live.snapshot.source.describe());
         assert!(screen(&render(&app, &live, 100, 24)).contains(&missing), "no job view: nothing says it exists");
-        let endpoint =
-            RankEndpoint { rank: parent as u32, host: "node-a".into(), url: "http://127.0.0.1:1".into(), pid: None };
+        let endpoint = RankEndpoint {
+            rank: parent as u32,
+            host: "node-a".into(),
+            url: "http://127.0.0.1:1".into(),
+            pid: None,
+            started: None,
+        };
         let mut rank = RankSummary::unreachable(&endpoint, String::new());
         rank.state = RankState::Idle;
         live.job = Some(JobView { ranks: vec![rank.clone()], findings: Vec::new(), ..Default::default() });

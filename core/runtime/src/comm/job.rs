@@ -50,13 +50,17 @@ fn boot_err(e: BootstrapError) -> RuntimeError {
     }
 }
 
-/// Tells every rank where each serves its telemetry (an AllGather of `HOST URL PID` over the bootstrap ring,
-/// empty for a rank without telemetry) and reports the list, so any rank's snapshot reaches the whole job and a
-/// job view on a rank's host can read its process's state.
+/// Tells every rank where each serves its telemetry (an AllGather of `HOST URL PID START` over the bootstrap
+/// ring, START the process's start time or `-`; empty for a rank without telemetry) and reports the list, so any
+/// rank's snapshot reaches the whole job and a job view on a rank's host can read its process's state.
 fn share_endpoints(boot: &TcpBootstrap) -> std::result::Result<(), BootstrapError> {
     let mine = recorder::global()
         .endpoint()
-        .map(|url| format!("{} {url} {}", collscope_debug::sys::hostname(), std::process::id()))
+        .map(|url| {
+            let pid = std::process::id();
+            let started = collscope_debug::sys::process_started(pid).map_or_else(|| "-".to_string(), |t| t.to_string());
+            format!("{} {url} {pid} {started}", collscope_debug::sys::hostname())
+        })
         .unwrap_or_default();
     let all = boot.all_gather(mine.as_bytes())?;
     let endpoints: Vec<RankEndpoint> = all
@@ -66,7 +70,8 @@ fn share_endpoints(boot: &TcpBootstrap) -> std::result::Result<(), BootstrapErro
             let mut fields = std::str::from_utf8(bytes).ok()?.split(' ');
             let (host, url) = (fields.next()?, fields.next()?);
             let pid = fields.next().and_then(|p| p.parse().ok());
-            Some(RankEndpoint { rank, host: host.to_string(), url: url.to_string(), pid })
+            let started = fields.next().and_then(|t| t.parse().ok());
+            Some(RankEndpoint { rank, host: host.to_string(), url: url.to_string(), pid, started })
         })
         .collect();
     if !endpoints.is_empty() {
