@@ -45,9 +45,8 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     let (tx, rx) = mpsc::channel::<Update>();
     let stop = Arc::new(AtomicBool::new(false));
     let shown = source::Shown::default();
-    let job = source::spawn_job(&spec, tx.clone(), stop.clone(), shown.clone());
     let (control, controlled) = mpsc::channel();
-    let worker = source::spawn(spec, tx, controlled, stop.clone())?;
+    let worker = source::spawn(spec, tx, controlled, stop.clone(), shown.clone())?;
 
     enable_raw_mode()?;
     let _restore = Restore;
@@ -63,7 +62,7 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     let result = event_loop(&mut terminal, Live::new(label), rx, &shown, &control);
     stop.store(true, Ordering::Relaxed);
     // The source threads notice `stop` or the closed channel and end on their own.
-    drop((worker, job));
+    drop(worker);
     result
 }
 

@@ -1,8 +1,10 @@
 //! The whole job beside a `--connect` source: every second `/api/v1/job` of the connected process (every
 //! rank's summary and the job-level findings), and the snapshot of the rank shown when it is another one
 //! (from the endpoint the ranks exchanged at bootstrap). A server without `/api/v1/job` (a followed log)
-//! sends nothing.
+//! sends nothing. A recording holds each job view as it came ([`FETCHED_JOB`]).
 
+use super::recording::Shared;
+use super::stream::FETCHED_JOB;
 use crate::live::Update;
 use collscope_model::routes;
 use collscope_model::{JobView, RankEndpoint, Snapshot};
@@ -24,11 +26,16 @@ fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option
     serde_json::from_reader(body).ok()
 }
 
-pub(super) fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicBool) {
+pub(super) fn run(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         if let Some(job) = get::<JobView>(&agent, &format!("{base}{}", routes::JOB)) {
+            if let (Some(r), Ok(data)) = (recorder, serde_json::to_value(&job)) {
+                if super::connect::record(r, FETCHED_JOB, data, tx).is_err() {
+                    return;
+                }
+            }
             if tx.send(Update::Job(Box::new(job))).is_err() {
                 return;
             }

@@ -1,6 +1,9 @@
-//! Plays a recording back at the pace it was recorded. The user pauses it and seeks in it ([`ReplayCmd`]): a
-//! seek forward plays what lies between at once; a seek back starts the picture over ([`Update::Restart`]) and
-//! plays the recording up to the new moment at once.
+//! Plays a recording back at the pace it was recorded, on the recording's own clock ([`Update::Clock`] before
+//! the updates of each moment, so rates are the recorded bytes over recorded seconds whatever the pace). The user
+//! pauses it and seeks in it ([`ReplayCmd`]): a seek forward plays what lies between at once; a seek back starts
+//! the picture over ([`Update::Restart`]) from the nearest keyframe (a whole snapshot) at or before the new moment,
+//! with the job view last recorded before it, and plays the events from there at once, so the picture is the one
+//! the recording showed then, with no call missing.
 
 use super::recording::RecordedEvent;
 use super::stream::Decoded;
@@ -31,6 +34,14 @@ impl Timeline {
     /// The recording's length: the time of its last event.
     fn length(&self) -> f64 {
         self.0.iter().map(|(t, _)| *t).fold(0.0, f64::max)
+    }
+
+    /// Where a picture of moment `to` is rebuilt from: the last keyframe at or before it (else the start), and
+    /// the last job view recorded before that keyframe (the strip and the job's findings, until the next one).
+    fn rebuild_from(&self, to: f64) -> (usize, Option<usize>) {
+        let played = &self.0[..self.0.partition_point(|(t, _)| *t <= to)];
+        let Some(key) = played.iter().rposition(|(_, u)| matches!(u, Update::Snapshot(_))) else { return (0, None) };
+        (key, played[..key].iter().rposition(|(_, u)| matches!(u, Update::Job(_))))
     }
 }
 
@@ -67,13 +78,23 @@ pub(super) fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<Re
     let mut clock = Clock { at: 0.0, playing_since: Some(Instant::now()) };
     let mut next = 0;
     let mut shown = None;
+    // The recording's time last sent as the source's clock.
+    let mut told = f64::NEG_INFINITY;
+    let tell = |t: f64, told: &mut f64| {
+        let sent = t <= *told || tx.send(Update::Clock(t)).is_ok();
+        *told = told.max(t);
+        sent
+    };
     while !stop.load(Ordering::Relaxed) {
         let at = clock.now().min(length);
-        for (_, update) in timeline.0[next..].iter().take_while(|(t, _)| *t <= at) {
-            if tx.send(update.clone()).is_err() {
+        for (t, update) in timeline.0[next..].iter().take_while(|(t, _)| *t <= at) {
+            if !tell(*t, &mut told) || tx.send(update.clone()).is_err() {
                 return;
             }
             next += 1;
+        }
+        if !tell(at, &mut told) {
+            return;
         }
         // Both in whole tenths, so the end shows as at == length.
         let tenths = |s: f64| (s * 10.0).floor() / 10.0;
@@ -94,10 +115,17 @@ pub(super) fn run(timeline: Timeline, tx: &Sender<Update>, control: &Receiver<Re
             Ok(ReplayCmd::Seek(by)) => {
                 let to = (at + by).clamp(0.0, length);
                 if to < at {
+                    let (from, job) = timeline.rebuild_from(to);
                     if tx.send(Update::Restart).is_err() {
                         return;
                     }
-                    next = 0;
+                    told = f64::NEG_INFINITY;
+                    if let Some((t, job)) = job.map(|j| &timeline.0[j]) {
+                        if !tell(*t, &mut told) || tx.send(job.clone()).is_err() {
+                            return;
+                        }
+                    }
+                    next = from;
                 }
                 clock.set(to);
             }
@@ -118,8 +146,12 @@ mod tests {
         Update::Snapshot(Box::new(Snapshot { nranks: Some(nranks), ..Snapshot::new(Source::Runtime) }))
     }
 
-    /// Receives until `want` arrives (within 5 s), returning what came before it.
+    /// Receives until `want` arrives (within 5 s), returning what came before it but the clock.
     fn until(rx: &Receiver<Update>, want: impl Fn(&Update) -> bool) -> Vec<Update> {
+        until_with_clock(rx, want).into_iter().filter(|u| !matches!(u, Update::Clock(_))).collect()
+    }
+
+    fn until_with_clock(rx: &Receiver<Update>, want: impl Fn(&Update) -> bool) -> Vec<Update> {
         let mut seen = Vec::new();
         loop {
             let u = rx.recv_timeout(Duration::from_secs(5)).expect("the replay keeps sending");
@@ -166,6 +198,75 @@ mod tests {
             |u| matches!(u, Update::Link(LinkState::Replay { at_s, length_s, .. }) if at_s == length_s && *at_s == 120.0),
         );
         assert_eq!(before, [snapshot(2), snapshot(3)]);
+        stop.store(true, Ordering::Relaxed);
+        replay.join().unwrap();
+    }
+
+    /// A recording of 60 s: a call completed and 1 MB sent on one edge every second, a keyframe every 20 s
+    /// (the snapshot as it was then) and a job view every 5 s. Seeking forward then back rebuilds from the
+    /// keyframe before the new moment, with the job view before it, and the calls run whole; the rate is
+    /// 1 MB/s, on the recording's clock, though the seek played 50 s at once.
+    #[test]
+    fn a_seek_back_rebuilds_from_the_nearest_keyframe_and_rates_are_on_the_recordings_clock() {
+        use crate::fixture::op as record;
+        use crate::live::Live;
+        use crate::traffic::EdgeKey;
+        use collscope_model::{
+            Algorithm, ChannelTraffic, Collective, Direction, Event, JobView, OpState, Protocol, Transport,
+        };
+        let op = |seq| record(seq, Collective::AllReduce, 4096, Algorithm::Ring, Protocol::Simple, OpState::Completed);
+        let traffic = Event::Traffic(ChannelTraffic {
+            rank: 0,
+            channel: 0,
+            peer: 1,
+            direction: Direction::Send,
+            transport: Some(Transport::Shm),
+            bytes: 1_000_000,
+            in_place_bytes: None,
+            seconds: 0.01,
+        });
+        let mut timeline = Vec::new();
+        let mut picture = Live::new("recorded");
+        for second in 0..=60u64 {
+            let t = second as f64;
+            if second % 20 == 0 {
+                timeline.push((t, Update::Snapshot(Box::new(picture.snapshot.clone()))));
+            }
+            if second % 5 == 0 {
+                let job = JobView { not_arrived_after_s: Some(t), ..Default::default() };
+                timeline.push((t + 0.5, Update::Job(Box::new(job))));
+            }
+            for event in [Event::OpCompleted(op(second)), traffic.clone()] {
+                picture.apply(Update::Event(Box::new(event.clone())));
+                timeline.push((t + 0.25, Update::Event(Box::new(event))));
+            }
+        }
+        let (tx, rx) = mpsc::channel();
+        let (ctl, control) = mpsc::channel();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let replay = {
+            let stop = stop.clone();
+            std::thread::spawn(move || run(Timeline(timeline), &tx, &control, &stop))
+        };
+        let mut live = Live::new("replay");
+        let mut apply = |updates: Vec<Update>| updates.into_iter().for_each(|u| live.apply(u));
+        ctl.send(ReplayCmd::TogglePause).unwrap();
+        apply(until_with_clock(&rx, |u| at(u).is_some_and(|(_, paused)| paused)));
+        ctl.send(ReplayCmd::Seek(50.0)).unwrap();
+        apply(until_with_clock(&rx, |u| at(u).is_some_and(|(t, _)| t >= 50.0)));
+        ctl.send(ReplayCmd::Seek(-15.0)).unwrap();
+        let back = until_with_clock(&rx, |u| at(u).is_some_and(|(t, _)| t < 40.0));
+        // From the keyframe of 20 s (not the start), after the job view of 15 s.
+        let restart = back.iter().position(|u| *u == Update::Restart).expect("the picture starts over");
+        let after: Vec<&Update> = back[restart..].iter().filter(|u| !matches!(u, Update::Clock(_))).collect();
+        assert!(matches!(after[1], Update::Job(j) if j.not_arrived_after_s == Some(15.0)), "{:?}", after[1]);
+        assert!(matches!(after[2], Update::Snapshot(s) if s.ops.len() == 20), "{:?}", after[2]);
+        apply(back);
+        let seqs: Vec<u64> = live.snapshot.ops.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, (0..=34).collect::<Vec<_>>(), "every call up to 35 s, none missing");
+        assert_eq!(live.job.as_ref().and_then(|j| j.not_arrived_after_s), Some(30.0));
+        let edge = live.traffic.get(EdgeKey { channel: 0, src: 0, dst: 1 }).expect("the edge");
+        assert_eq!(edge.rate, 1_000_000.0, "{edge:?}");
         stop.store(true, Ordering::Relaxed);
         replay.join().unwrap();
     }
