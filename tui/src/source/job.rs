@@ -40,6 +40,13 @@ pub(super) fn run(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sen
                 return;
             }
         }
+        if let Some(r) = recorder {
+            if let Err(e) = super::recording::flush_due(r) {
+                if tx.send(Update::Notice(e.to_string())).is_err() {
+                    return;
+                }
+            }
+        }
         let other = shown.lock().map(|s| s.clone()).unwrap_or_default();
         if let Some(rank) = other {
             if let Some(snapshot) = get::<Snapshot>(&agent, &format!("{}{}", rank.url, routes::SNAPSHOT)) {

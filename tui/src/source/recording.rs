@@ -76,8 +76,8 @@ impl Recorder {
         Ok(Recorder { path: path.display().to_string(), out: Some(out), start: now, flushed: now, cap })
     }
 
-    /// Appends one event; what was recorded reaches the file at most [`FLUSH_EVERY`] later (and when the
-    /// recorder is dropped). The event that takes the file past its cap is the last one:
+    /// Appends one event; what was recorded reaches the file at most [`FLUSH_EVERY`] later (see [`flush_due`])
+    /// and when the recorder is dropped. The event that takes the file past its cap is the last one:
     /// [`SourceError::RecordingFull`] says so once, and later events are not recorded.
     pub fn record(&mut self, event: &str, data: serde_json::Value) -> Result<(), SourceError> {
         let Some(out) = self.out.as_mut() else { return Ok(()) };
@@ -85,24 +85,25 @@ impl Recorder {
         let mut line = serde_json::to_string(&entry)
             .map_err(|e| SourceError::Event { event: event.to_string(), reason: e.to_string() })?;
         line.push('\n');
-        let write = |out: &mut GzEncoder<Counted>, flush: bool| {
-            out.write_all(line.as_bytes())?;
-            if flush {
-                out.flush()?;
-            }
-            Ok(())
-        };
-        let flush = self.flushed.elapsed() >= FLUSH_EVERY;
-        if let Err(source) = write(out, flush) {
+        if let Err(source) = out.write_all(line.as_bytes()) {
             self.out = None;
             return Err(SourceError::Write { path: self.path.clone(), source });
         }
-        if flush {
-            self.flushed = Instant::now();
-        }
-        if out.get_ref().bytes >= self.cap {
+        self.flush_if_due()?;
+        if self.out.as_ref().is_some_and(|out| out.get_ref().bytes >= self.cap) {
             self.finish()?;
             return Err(SourceError::RecordingFull { path: self.path.clone(), cap_mib: self.cap >> 20 });
+        }
+        Ok(())
+    }
+
+    /// Sends what the compressor holds to the file, once the last time is [`FLUSH_EVERY`] ago.
+    fn flush_if_due(&mut self) -> Result<(), SourceError> {
+        let Some(out) = self.out.as_mut().filter(|_| self.flushed.elapsed() >= FLUSH_EVERY) else { return Ok(()) };
+        self.flushed = Instant::now();
+        if let Err(source) = out.flush() {
+            self.out = None;
+            return Err(SourceError::Write { path: self.path.clone(), source });
         }
         Ok(())
     }
@@ -127,6 +128,15 @@ impl Drop for Recorder {
 pub(super) fn record(recorder: &Shared, event: &str, data: serde_json::Value) -> Result<(), SourceError> {
     match recorder.lock() {
         Ok(mut r) => r.record(event, data),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Flushes a shared recorder if due: called every second (by the job's thread), so a quiet stream's last events
+/// reach the file too, not only when the next one comes.
+pub(super) fn flush_due(recorder: &Shared) -> Result<(), SourceError> {
+    match recorder.lock() {
+        Ok(mut r) => r.flush_if_due(),
         Err(_) => Ok(()),
     }
 }
@@ -230,7 +240,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A recorder that never ended its stream (its process killed): what it flushed replays.
+    /// A recorder that never ended its stream (its process killed): what it flushed replays, the last events
+    /// too once a second went by with no event after them (the job's thread flushes every second).
     #[test]
     fn a_recording_cut_short_replays_what_reached_the_file() {
         let dir = dir("cut");
@@ -239,10 +250,15 @@ mod tests {
         r.record("a", serde_json::json!(1)).unwrap();
         r.flushed -= FLUSH_EVERY;
         r.record("b", serde_json::json!(2)).unwrap();
+        r.record("c", serde_json::json!(3)).unwrap();
+        let names = || read(&path).unwrap().into_iter().map(|e| e.event).collect::<Vec<_>>();
+        assert_eq!(names(), ["a", "b"], "c waits in the compressor");
+        r.flushed -= FLUSH_EVERY;
+        let shared = Arc::new(Mutex::new(r));
+        flush_due(&shared).unwrap();
+        assert_eq!(names(), ["a", "b", "c"]);
         // Killed now: the stream never gets its end.
-        std::mem::forget(r);
-        let events = read(&path).unwrap();
-        assert_eq!(events.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        std::mem::forget(shared);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
