@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// How often traffic rates are sampled.
 const SAMPLE: Duration = Duration::from_secs(1);
+/// How long quitting waits for the source's thread (a recording closed whole).
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -61,8 +63,12 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     terminal.clear()?;
     let result = event_loop(&mut terminal, Live::new(label), rx, &shown, &control);
     stop.store(true, Ordering::Relaxed);
-    // The source threads notice `stop` or the closed channel and end on their own.
-    drop(worker);
+    // The source threads notice `stop` or the closed channel and end on their own; a little wait lets the one
+    // that writes a recording close it whole.
+    let closed = Instant::now() + CLOSE_WAIT;
+    while !worker.is_finished() && Instant::now() < closed {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     result
 }
 

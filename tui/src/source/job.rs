@@ -26,7 +26,15 @@ fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option
     serde_json::from_reader(body).ok()
 }
 
+/// Follows the job until `stop` or the UI hangs up, then closes the recording, so its file is whole.
 pub(super) fn run(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
+    follow(base, shown, recorder, tx, stop);
+    if let Some(r) = recorder {
+        super::recording::close(r);
+    }
+}
+
+fn follow(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();

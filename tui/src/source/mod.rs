@@ -89,7 +89,7 @@ fn read_logs(paths: &[PathBuf]) -> Result<Snapshot, collscope_logreader::ReadErr
 /// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when
 /// `stop` is set or the receiving side hangs up.
 /// `control` steers a replay (pause, seek); other sources ignore it. A `--connect` source also starts the thread
-/// that follows the whole job and the rank `shown`.
+/// that follows the whole job and the rank `shown`, whose handle comes back: it closes the recording.
 pub fn spawn(
     spec: SourceSpec,
     tx: Sender<Update>,
@@ -113,8 +113,10 @@ pub fn spawn(
             let base = connect::base_url(&url)?;
             let recorder = record.map(|p| Recorder::create(&p).map(|r| Arc::new(Mutex::new(r)))).transpose()?;
             let (job_base, job_tx, job_stop, job_recorder) = (base.clone(), tx.clone(), stop.clone(), recorder.clone());
-            std::thread::spawn(move || job::run(&job_base, &shown, job_recorder.as_ref(), &job_tx, &job_stop));
-            Ok(std::thread::spawn(move || connect::run(&base, recorder.as_ref(), &tx, &stop)))
+            // The events stream's thread may wait long on a quiet stream; the job's ends within 50 ms of `stop`
+            // (or one fetch) and closes the recording: its handle is the one to wait for.
+            std::thread::spawn(move || connect::run(&base, recorder.as_ref(), &tx, &stop));
+            Ok(std::thread::spawn(move || job::run(&job_base, &shown, job_recorder.as_ref(), &job_tx, &job_stop)))
         }
         SourceSpec::Replay { file } => {
             let timeline = replay::Timeline::decode(recording::read(&file)?)?;

@@ -141,6 +141,14 @@ pub(super) fn flush_due(recorder: &Shared) -> Result<(), SourceError> {
     }
 }
 
+/// Ends a shared recording's compressed stream (later events are not recorded): the session is over.
+pub(super) fn close(recorder: &Shared) {
+    if let Ok(mut r) = recorder.lock() {
+        // Nobody is left to tell: a recording that cannot be ended is read as one cut short.
+        let _ = r.finish();
+    }
+}
+
 pub(super) fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
     let shown = path.display().to_string();
     let read_error = |source: std::io::Error| SourceError::Read { path: shown.clone(), source: source.into() };
