@@ -4,7 +4,7 @@
 
 use super::recording::{self, Shared};
 use super::sse::read_events;
-use super::stream::{Decoded, FETCHED_SNAPSHOT};
+use super::stream::{Decoded, FETCHED_SNAPSHOT, KEYFRAME};
 use super::SourceError;
 use crate::live::{LinkState, Update};
 use collscope_model::routes::{self, StreamEnd, END_EVENT};
@@ -92,13 +92,13 @@ fn session(
         let step = serde_json::from_str(&e.data)
             .map_err(|err| format!("event '{}' is not JSON: {err}", e.event))
             .and_then(|data| deliver(&e.event, data, recorder, tx))
-            .and_then(|refetch| {
-                if refetch || (recorder.is_some() && keyframe.elapsed() >= KEYFRAME_EVERY) {
+            .and_then(|refetch| if refetch { fetch_snapshot(agent, base, recorder, tx) } else { Ok(()) })
+            .and_then(|()| match recorder.filter(|_| keyframe.elapsed() >= KEYFRAME_EVERY) {
+                Some(r) => {
                     keyframe = Instant::now();
-                    fetch_snapshot(agent, base, recorder, tx)
-                } else {
-                    Ok(())
+                    take_keyframe(agent, base, r, tx)
                 }
+                None => Ok(()),
             });
         if let Err(err) = step {
             failure = Some(err);
@@ -110,18 +110,27 @@ fn session(
     failure.map_or(Ok(ended), Err)
 }
 
+fn get_snapshot(agent: &ureq::Agent, base: &str) -> Result<serde_json::Value, String> {
+    agent
+        .get(format!("{base}{}", routes::SNAPSHOT))
+        .call()
+        .map_err(|e| e.to_string())
+        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))
+}
+
 fn fetch_snapshot(
     agent: &ureq::Agent,
     base: &str,
     recorder: Option<&Shared>,
     tx: &Sender<Update>,
 ) -> Result<(), String> {
-    let snapshot: serde_json::Value = agent
-        .get(format!("{base}{}", routes::SNAPSHOT))
-        .call()
-        .map_err(|e| e.to_string())
-        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
-    deliver(FETCHED_SNAPSHOT, snapshot, recorder, tx).map(|_| ())
+    deliver(FETCHED_SNAPSHOT, get_snapshot(agent, base)?, recorder, tx).map(|_| ())
+}
+
+/// Records the whole snapshot as a keyframe, which a replay seeks from but never plays (the session goes on
+/// from its events: a snapshot taken while events are in flight would count their traffic twice).
+fn take_keyframe(agent: &ureq::Agent, base: &str, recorder: &Shared, tx: &Sender<Update>) -> Result<(), String> {
+    record(recorder, KEYFRAME, get_snapshot(agent, base)?, tx)
 }
 
 /// Records and forwards one event; returns whether the snapshot must be fetched again.

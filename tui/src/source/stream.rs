@@ -9,6 +9,8 @@ use serde::Deserialize;
 /// The name a recording gives to a snapshot the source fetched (`/api/v1/snapshot`), as opposed to the stream's
 /// data-less `snapshot` event that says "fetch it again".
 pub(super) const FETCHED_SNAPSHOT: &str = "fetched_snapshot";
+/// The name a recording gives to a snapshot it took only to seek from (the session did not show it).
+pub(super) const KEYFRAME: &str = "keyframe";
 /// The name a recording gives to a job view the source fetched (`/api/v1/job`).
 pub(super) const FETCHED_JOB: &str = "fetched_job";
 
@@ -25,7 +27,9 @@ pub enum Decoded {
 pub fn decode(event: &str, data: &serde_json::Value) -> Result<Decoded, SourceError> {
     let bad = |e: serde_json::Error| SourceError::Event { event: event.to_string(), reason: e.to_string() };
     Ok(match event {
-        FETCHED_SNAPSHOT => Decoded::Update(Update::Snapshot(Box::new(Snapshot::deserialize(data).map_err(bad)?))),
+        FETCHED_SNAPSHOT | KEYFRAME => {
+            Decoded::Update(Update::Snapshot(Box::new(Snapshot::deserialize(data).map_err(bad)?)))
+        }
         FETCHED_JOB => Decoded::Update(Update::Job(Box::new(JobView::deserialize(data).map_err(bad)?))),
         // The stream left events out for a slow reader: the picture (and a recording) is whole again only from a
         // fresh snapshot, or the calls left out would show as a gap.
