@@ -156,6 +156,31 @@ fn serve_matches_analyze(log: &Path) -> BTreeSet<(String, String)> {
 
     let snap: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/v1/snapshot"))).unwrap();
     assert_eq!(snap["connections"], facts["connections"], "{name}: the snapshot is the reader's model");
+
+    // The job view holds the log's findings, those `log analyze` gives and `/metrics` counts.
+    let job: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/v1/job"))).unwrap();
+    assert_eq!(job["findings"], facts["findings"], "{name}: the job view's findings are the log's");
+    let mut counted: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for f in facts["findings"].as_array().unwrap() {
+        let key = (f["code"].as_str().unwrap().to_string(), f["severity"].as_str().unwrap().to_string());
+        *counted.entry(key).or_default() += 1.0;
+    }
+    let exported: BTreeMap<(String, String), f64> = samples(&text, "collscope_findings")
+        .into_iter()
+        .map(|(labels, v)| ((labels["code"].clone(), labels["severity"].clone()), v))
+        .collect();
+    assert_eq!(exported, counted, "{name}: /metrics counts the same findings");
+    // Only what a log gives: no profiler plugin's or runtime queue's families with zeros nobody read.
+    for family in [
+        "collscope_profiler_disabled",
+        "collscope_profiler_events_lost_total",
+        "collscope_proxy_appended_operations_total",
+        "collscope_proxy_thread_seconds_total",
+        "collscope_kernel_channel_seconds_total",
+    ] {
+        assert!(!text.contains(family), "{name}: a log's exposition has {family}:\n{text}");
+    }
+    assert!(!text.contains("stage=\"queue\""), "{name}: a log has no runtime queue:\n{text}");
     got.into_keys().collect()
 }
 

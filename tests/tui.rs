@@ -965,3 +965,61 @@ fn a_rank_slowed_by_2_is_named_a_straggler_in_every_ranks_job_view_within_30_s()
         eprintln!("--fault slow: rank {rank} named it after {:?}: {}", answering.elapsed(), f.detail);
     }
 }
+
+/// The seq column of the Ops view's rows on screen, top to bottom.
+fn ops_seqs(screen: &str) -> Vec<u64> {
+    screen
+        .lines()
+        .filter_map(|l| {
+            let mut cells = l.split_whitespace();
+            let (_rank, seq) = (cells.next()?.parse::<u32>().ok()?, cells.next()?.parse().ok()?);
+            cells.next().filter(|c| c.chars().all(|ch| ch.is_ascii_alphabetic()))?;
+            Some(seq)
+        })
+        .collect()
+}
+
+/// The rate on the Overview's Traffic line, in bytes per second.
+fn traffic_rate(screen: &str) -> Option<f64> {
+    let line = screen.lines().find_map(|l| l.strip_prefix("Traffic"))?;
+    let mut cells = line.split_whitespace();
+    let n: f64 = cells.next()?.parse().ok()?;
+    let unit = match cells.next()? {
+        "B/s" => 1.0,
+        "kB/s" => 1e3,
+        "MB/s" => 1e6,
+        "GB/s" => 1e9,
+        _ => return None,
+    };
+    Some(n * unit)
+}
+
+/// A recording of the demo's TUI replays with the job's rank strip and its traffic moving (rates on the
+/// recording's own clock); paused, a seek forward shows the calls of that moment with none missing.
+#[test]
+fn a_demo_recording_replays_the_strip_and_rates_and_a_seek_keeps_the_calls_whole() {
+    let dir = temp_dir("rec-demo");
+    let rec = dir.join("demo.rec");
+    let addr = format!("127.0.0.1:{}", free_ports(2));
+    let args = ["demo", "--nranks", "2", "--grad-mib", "1", "--metrics-addr", &addr, "--record", rec.to_str().unwrap()];
+    let t = Tmux::start("rec-demo", &args);
+    t.wait_for(&["live", "Job: 2 ranks", "SHM"]);
+    // Past two keyframes (one each 10 s).
+    std::thread::sleep(Duration::from_secs(25));
+    t.keys(&["q"]);
+    t.wait_for(&["EXIT="]);
+    let size = std::fs::metadata(&rec).map(|m| m.len()).unwrap_or(0);
+    assert!(std::fs::read(&rec).unwrap().starts_with(&[0x1f, 0x8b]), "the recording is gzip ({size} bytes)");
+
+    let replay = Tmux::start("rec-replay", &["tui", "--replay", rec.to_str().unwrap()]);
+    replay.wait_for(&["replay playing", "Job: 2 ranks", " r0 ", " r1 ", "Traffic"]);
+    poll_screen(&replay, "a traffic rate above 0 B/s", |s| traffic_rate(s).filter(|r| *r > 0.0));
+    replay.keys(&["7", "P", ".", "."]);
+    let forward = replay.wait_for(&["replay paused 2", " operations"]);
+    let seqs = ops_seqs(&forward);
+    assert!(seqs.len() > 5, "{forward}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "a gap in the calls: {seqs:?}\n{forward}");
+    // The strip is the job as recorded then, too.
+    assert!(forward.contains("Job: 2 ranks") && forward.contains(" r1 "), "{forward}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -30,7 +30,8 @@ pub(crate) struct TuiArgs {
     /// http://127.0.0.1:9470.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Option<String>,
-    /// With --connect: write the events stream to FILE for --replay.
+    /// With --connect: record what the TUI shows (the events stream, the job view; gzip, at most 256 MiB) to FILE
+    /// for --replay.
     #[arg(long, value_name = "FILE", requires = "connect")]
     pub record: Option<PathBuf>,
     /// A job's ranks as the Prometheus that scrapes them holds them (the rank strip and the job's findings), e.g.
@@ -40,7 +41,7 @@ pub(crate) struct TuiArgs {
     /// With --prometheus: only this Prometheus job's ranks (its `job` label).
     #[arg(long, value_name = "NAME", requires = "prometheus")]
     pub job: Option<String>,
-    /// Play back a recording made with --record.
+    /// Play back a recording made with --record (P pauses, , and . seek 10 s).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// A modelled machine: what NCCL would decide for it (rings, trees, channels, tuning).

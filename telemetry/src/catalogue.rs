@@ -398,6 +398,11 @@ pub const PROXY_APPENDED: Metric = Metric {
     labels: &[],
 };
 
+/// The metrics only a running process gives (NCCL's profiler plugin's own counters, the GPU's clock): a server
+/// of a log exports none of them, rather than zeros it never read.
+pub const PROCESS_ONLY: &[Metric] =
+    &[KERNEL_CHANNEL_SECONDS, PROFILER_LOST, PROFILER_DISABLED, PROXY_THREAD_SECONDS, PROXY_APPENDED];
+
 /// Every metric, in the order the backends define them.
 pub const ALL: &[Metric] = &[
     COLL_DURATION,

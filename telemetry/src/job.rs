@@ -5,7 +5,7 @@
 
 use collscope_model::job::proc_stat;
 use collscope_model::job::{MAX_JOB_FINDINGS, MAX_JOB_RANKS};
-use collscope_model::{routes, JobView, ProcState, ProcessSeen, RankEndpoint, RankSummary};
+use collscope_model::{routes, Finding, JobView, ProcState, ProcessSeen, RankEndpoint, RankSummary};
 use futures_util::StreamExt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -208,6 +208,13 @@ pub(crate) async fn view(
     view.findings = collscope_diagnose::diagnose_job(&view);
     view.findings.truncate(MAX_JOB_FINDINGS);
     view
+}
+
+/// The job view of a log: its ranks' summaries and the log's own findings (at most [`MAX_JOB_FINDINGS`]).
+pub(crate) fn of_log(mut ranks: Vec<RankSummary>, mut findings: Vec<Finding>) -> JobView {
+    ranks.truncate(MAX_JOB_RANKS);
+    findings.truncate(MAX_JOB_FINDINGS);
+    JobView { ranks, findings, not_arrived_after_s: None, via: None }
 }
 
 #[cfg(test)]

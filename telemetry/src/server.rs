@@ -15,7 +15,7 @@ use axum::routing::get;
 use axum::Router;
 use collscope_model::observe::Feed;
 use collscope_model::routes::{self, StreamEnd};
-use collscope_model::{Event, JobView, RankSummary};
+use collscope_model::{Event, JobView, RankSummary, Source};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -308,7 +308,12 @@ async fn job(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
     shared.drain();
     let snap = shared.lock().snapshot();
     let ranks = RankSummary::of(&snap, now_us());
-    let view = job::view(&shared.http, shared.addr, ranks, snap.endpoints, shared.not_arrived_after).await;
+    let view = match snap.source {
+        // A log is no live job: its findings are the log's diagnosis (what `log analyze` prints and `/metrics`
+        // counts); the job-level rules judge live progress against the clock, which a log does not run on.
+        Source::Log { .. } => job::of_log(ranks, snap.findings),
+        _ => job::view(&shared.http, shared.addr, ranks, snap.endpoints, shared.not_arrived_after).await,
+    };
     let response = axum::Json(&view).into_response();
     *last = Some((Instant::now(), view));
     response

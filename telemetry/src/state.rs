@@ -153,8 +153,15 @@ struct Cursor {
 impl State {
     pub fn new(source: Source, bounds: Bounds, otel: Option<Otel>) -> Self {
         let mut store = Store::new();
-        // Both stages exist from the start, so a rate of drops reads 0 rather than nothing.
-        for stage in ["queue", "history"] {
+        // A log has no runtime queue and no profiler plugin: their families stay out of its exposition.
+        let log = matches!(source, Source::Log { .. });
+        if log {
+            for m in crate::catalogue::PROCESS_ONLY {
+                store.reset(m);
+            }
+        }
+        // The stages exist from the start, so a rate of drops reads 0 rather than nothing.
+        for stage in if log { &["history"][..] } else { &["queue", "history"] } {
             store.dropped(stage, 0);
         }
         State {

@@ -52,6 +52,11 @@ pub enum Update {
         rank: u32,
         snapshot: Box<Snapshot>,
     },
+    /// The source's own clock, in seconds: a replay's place in its recording, sent before the updates recorded
+    /// at that moment. Rates are then taken on it (a sample at each whole second of it), not on the wall clock.
+    Clock(f64),
+    /// Something the user should know that is not a fact of the job (a recording that stopped).
+    Notice(String),
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +85,16 @@ pub struct Live {
     home: Option<Snapshot>,
     /// The clock another rank's rates are taken on, as its snapshots arrive.
     clock: Instant,
+    /// The source's own clock ([`Update::Clock`]), when it has one, and when its next rate sample is due.
+    source_clock: Option<SourceClock>,
+    /// The last [`Update::Notice`].
+    pub notice: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SourceClock {
+    now: f64,
+    next_sample: Option<f64>,
 }
 
 impl Live {
@@ -98,6 +113,8 @@ impl Live {
             shown_rank: None,
             home: None,
             clock: Instant::now(),
+            source_clock: None,
+            notice: None,
         }
     }
 
@@ -124,8 +141,30 @@ impl Live {
             Update::Link(link) => self.link = link,
             Update::Restart => {
                 let label = std::mem::take(&mut self.source_label);
-                *self = Live { link: self.link.clone(), generation: self.generation, ..Live::new(label) };
+                // A source with its own clock keeps it: the picture starts over, its clock goes on from there.
+                let source_clock = self.source_clock.map(|c| SourceClock { next_sample: None, ..c });
+                *self = Live {
+                    link: self.link.clone(),
+                    generation: self.generation,
+                    source_clock,
+                    notice: self.notice.take(),
+                    ..Live::new(label)
+                };
             }
+            Update::Clock(now) => {
+                // Not drawn: only a rate sample changes what is shown (and counts itself).
+                self.generation -= 1;
+                let next = self.source_clock.and_then(|c| c.next_sample);
+                self.source_clock = Some(SourceClock { now, next_sample: next });
+                if next.is_none_or(|at| now >= at) {
+                    // At the whole second passed: the source sends its clock before the updates of each moment,
+                    // so nothing that came after that second has been applied yet.
+                    let second = now.floor();
+                    self.take_sample(second);
+                    self.source_clock = Some(SourceClock { now, next_sample: Some(second + 1.0) });
+                }
+            }
+            Update::Notice(text) => self.notice = Some(text),
             Update::Job(job) => {
                 self.remove_job_findings();
                 let mut counted = (BTreeSet::new(), BTreeSet::new());
@@ -137,7 +176,7 @@ impl Live {
                 // A rank the job view no longer counts (it stopped answering) has no rate, not its last one.
                 self.job_sent.retain(|k| counted.0.contains(k));
                 self.job_received.retain(|k| counted.1.contains(k));
-                let now = self.clock.elapsed().as_secs_f64();
+                let now = self.now();
                 self.job_sent.sample(now);
                 self.job_received.sample(now);
                 self.job = Some(*job);
@@ -149,7 +188,7 @@ impl Live {
                     // Its rates are its totals' growth between two of its snapshots.
                     self.take_totals();
                     self.take_waits();
-                    let now = self.clock.elapsed().as_secs_f64();
+                    let now = self.now();
                     self.traffic.sample(now);
                     self.waits.sample(now);
                     self.add_job_findings();
@@ -276,9 +315,21 @@ impl Live {
         }
     }
 
+    /// Seconds on the clock rates are taken on: the source's own, else this view's.
+    fn now(&self) -> f64 {
+        self.source_clock.map_or_else(|| self.clock.elapsed().as_secs_f64(), |c| c.now)
+    }
+
     /// Takes a traffic rate sample of the connected process's edges and a sample of its proxy waits (the UI
-    /// calls it once a second); another rank's are sampled as its snapshots arrive.
+    /// calls it once a second, on the wall clock); another rank's are sampled as its snapshots arrive. A source
+    /// with its own clock is sampled on that one instead ([`Update::Clock`]).
     pub fn sample(&mut self, now: f64) {
+        if self.source_clock.is_none() {
+            self.take_sample(now);
+        }
+    }
+
+    fn take_sample(&mut self, now: f64) {
         if self.home.is_none() {
             let before = self.waits.recent();
             self.waits.sample(now);

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// How often traffic rates are sampled.
 const SAMPLE: Duration = Duration::from_secs(1);
+/// How long quitting waits for the source's thread (a recording closed whole).
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -51,9 +53,8 @@ pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
     let (tx, rx) = mpsc::channel::<Update>();
     let stop = Arc::new(AtomicBool::new(false));
     let shown = source::Shown::default();
-    let job = source::spawn_job(&spec, tx.clone(), stop.clone(), shown.clone());
     let (control, controlled) = mpsc::channel();
-    let worker = source::spawn(spec, tx, controlled, stop.clone())?;
+    let worker = source::spawn(spec, tx, controlled, stop.clone(), shown.clone())?;
 
     enable_raw_mode()?;
     let _restore = Restore;
@@ -69,8 +70,12 @@ pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
     let mut live = Live::new(label);
     let result = event_loop(&mut terminal, &mut live, rx, &shown, &control);
     stop.store(true, Ordering::Relaxed);
-    // The source threads notice `stop` or the closed channel and end on their own.
-    drop((worker, job));
+    // The source threads notice `stop` or the closed channel and end on their own; a little wait lets the one
+    // that writes a recording close it whole.
+    let closed = Instant::now() + CLOSE_WAIT;
+    while !worker.is_finished() && Instant::now() < closed {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     result.map(|()| live)
 }
 

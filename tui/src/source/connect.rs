@@ -1,21 +1,24 @@
 //! `--connect URL`: a running collscope. Takes `/api/v1/snapshot`, then follows `/api/v1/events`; when the
-//! process goes away it reports "disconnected" and retries with a growing pause.
+//! process goes away it reports "disconnected" and retries with a growing pause. While recording it takes the
+//! snapshot again every [`KEYFRAME_EVERY`], so a replay seeks from the nearest one rather than from the start.
 
-use super::recording::Recorder;
+use super::recording::{self, Shared};
 use super::sse::read_events;
-use super::stream::{Decoded, FETCHED_SNAPSHOT};
+use super::stream::{Decoded, FETCHED_SNAPSHOT, KEYFRAME};
 use super::SourceError;
 use crate::live::{LinkState, Update};
 use collscope_model::routes::{self, StreamEnd, END_EVENT};
 use std::io::BufReader;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest pause between retries.
 const MAX_RETRY_S: u64 = 5;
 /// A stream silent for this long (no event, no keep-alive) is taken as lost.
 const STREAM_IDLE: Duration = Duration::from_secs(30);
+/// How often a recording takes a whole snapshot (a keyframe) while events arrive.
+pub(super) const KEYFRAME_EVERY: Duration = Duration::from_secs(10);
 
 /// `http://host:port` without a trailing slash; `host:port` alone means HTTP, as the server prints its address.
 pub(super) fn base_url(url: &str) -> Result<String, SourceError> {
@@ -31,7 +34,7 @@ pub(super) fn base_url(url: &str) -> Result<String, SourceError> {
     Ok(format!("http://{rest}"))
 }
 
-pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update>, stop: &AtomicBool) {
+pub(super) fn run(base: &str, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_connect(Some(Duration::from_secs(2)))
         .timeout_per_read(Some(STREAM_IDLE))
@@ -39,7 +42,7 @@ pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update
         .into();
     let mut retry_s = 1;
     while !stop.load(Ordering::Relaxed) {
-        let reason = match session(&agent, base, &mut recorder, tx, stop, &mut retry_s) {
+        let reason = match session(&agent, base, recorder, tx, stop, &mut retry_s) {
             Ok(Some(clean)) => {
                 // The process said it was ending: nothing to reconnect to.
                 let _ = tx.send(Update::Link(LinkState::Finished { clean }));
@@ -69,12 +72,13 @@ pub(super) fn run(base: &str, mut recorder: Option<Recorder>, tx: &Sender<Update
 fn session(
     agent: &ureq::Agent,
     base: &str,
-    recorder: &mut Option<Recorder>,
+    recorder: Option<&Shared>,
     tx: &Sender<Update>,
     stop: &AtomicBool,
     retry_s: &mut u64,
 ) -> Result<Option<bool>, String> {
     fetch_snapshot(agent, base, recorder, tx)?;
+    let mut keyframe = Instant::now();
     *retry_s = 1;
     tx.send(Update::Link(LinkState::Live { following: true })).map_err(|e| e.to_string())?;
     let events = agent.get(format!("{base}{}", routes::EVENTS)).call().map_err(|e| e.to_string())?;
@@ -88,7 +92,14 @@ fn session(
         let step = serde_json::from_str(&e.data)
             .map_err(|err| format!("event '{}' is not JSON: {err}", e.event))
             .and_then(|data| deliver(&e.event, data, recorder, tx))
-            .and_then(|refetch| if refetch { fetch_snapshot(agent, base, recorder, tx) } else { Ok(()) });
+            .and_then(|refetch| if refetch { fetch_snapshot(agent, base, recorder, tx) } else { Ok(()) })
+            .and_then(|()| match recorder.filter(|_| keyframe.elapsed() >= KEYFRAME_EVERY) {
+                Some(r) => {
+                    keyframe = Instant::now();
+                    take_keyframe(agent, base, r, tx)
+                }
+                None => Ok(()),
+            });
         if let Err(err) = step {
             failure = Some(err);
             return false;
@@ -99,32 +110,41 @@ fn session(
     failure.map_or(Ok(ended), Err)
 }
 
-fn fetch_snapshot(
-    agent: &ureq::Agent,
-    base: &str,
-    recorder: &mut Option<Recorder>,
-    tx: &Sender<Update>,
-) -> Result<(), String> {
-    let snapshot: serde_json::Value = agent
+fn get_snapshot(agent: &ureq::Agent, base: &str) -> Result<serde_json::Value, String> {
+    agent
         .get(format!("{base}{}", routes::SNAPSHOT))
         .call()
         .map_err(|e| e.to_string())
-        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))?;
-    deliver(FETCHED_SNAPSHOT, snapshot, recorder, tx).map(|_| ())
+        .and_then(|r| serde_json::from_reader(r.into_body().into_reader()).map_err(|e| e.to_string()))
+}
+
+fn fetch_snapshot(
+    agent: &ureq::Agent,
+    base: &str,
+    recorder: Option<&Shared>,
+    tx: &Sender<Update>,
+) -> Result<(), String> {
+    deliver(FETCHED_SNAPSHOT, get_snapshot(agent, base)?, recorder, tx).map(|_| ())
+}
+
+/// Records the whole snapshot as a keyframe, which a replay seeks from but never plays (the session goes on
+/// from its events: a snapshot taken while events are in flight would count their traffic twice).
+fn take_keyframe(agent: &ureq::Agent, base: &str, recorder: &Shared, tx: &Sender<Update>) -> Result<(), String> {
+    record(recorder, KEYFRAME, get_snapshot(agent, base)?, tx)
 }
 
 /// Records and forwards one event; returns whether the snapshot must be fetched again.
 fn deliver(
     event: &str,
     data: serde_json::Value,
-    recorder: &mut Option<Recorder>,
+    recorder: Option<&Shared>,
     tx: &Sender<Update>,
 ) -> Result<bool, String> {
     let decoded = super::decode(event, &data).map_err(|e| e.to_string())?;
     match decoded {
         Decoded::Update(u) => {
             if let Some(r) = recorder {
-                r.record(event, data).map_err(|e| e.to_string())?;
+                record(r, event, data, tx)?;
             }
             tx.send(u).map_err(|e| e.to_string())?;
             Ok(false)
@@ -134,8 +154,23 @@ fn deliver(
     }
 }
 
+/// Records one event; a recording that cannot go on (full, or the disk refused it) is said on screen and the
+/// session goes on without it.
+pub(super) fn record(
+    recorder: &Shared,
+    event: &str,
+    data: serde_json::Value,
+    tx: &Sender<Update>,
+) -> Result<(), String> {
+    match recording::record(recorder, event, data) {
+        Ok(()) => Ok(()),
+        Err(e) => tx.send(Update::Notice(e.to_string())).map_err(|e| e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::stream::FETCHED_JOB;
     use super::*;
     use crate::fixture;
     use collscope_model::Event;
@@ -158,21 +193,28 @@ mod tests {
 
     /// A real HTTP server on a loopback port: the snapshot, an events stream with a traffic event and a "fetch
     /// the snapshot again" event, the snapshot again, then nothing (the port closes), so the source must say
-    /// "disconnected".
+    /// "disconnected"; beside them the job view, which the recording holds too.
     #[test]
     fn takes_the_snapshot_follows_events_then_reports_the_loss() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let snapshot = serde_json::to_string(&fixture::snapshot()).unwrap();
+        let job = collscope_model::JobView { not_arrived_after_s: Some(7.0), ..Default::default() };
+        let job = serde_json::to_string(&job).unwrap();
         let server = std::thread::spawn(move || {
-            for _ in 0..3 {
+            let mut answered = 0;
+            while answered < 3 {
                 let (mut conn, _) = listener.accept().unwrap();
                 let mut buf = [0u8; 4096];
                 let n = conn.read(&mut buf).unwrap();
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                let (ctype, body) = if request.starts_with(&format!("GET {} ", routes::SNAPSHOT)) {
+                let (ctype, body) = if request.starts_with(&format!("GET {} ", routes::JOB)) {
+                    ("application/json", job.clone())
+                } else if request.starts_with(&format!("GET {} ", routes::SNAPSHOT)) {
+                    answered += 1;
                     ("application/json", snapshot.clone())
                 } else {
+                    answered += 1;
                     ("text/event-stream", format!(": hi\n\nevent: traffic\ndata: {TRAFFIC}\n\nevent: snapshot\ndata: {{\"kind\":\"snapshot\"}}\n\n"))
                 };
                 let head = format!(
@@ -185,27 +227,42 @@ mod tests {
         });
         let dir = std::env::temp_dir().join(format!("collscope-tui-connect-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let rec = dir.join("rec.jsonl");
+        let rec = dir.join("rec.jsonl.gz");
         let (tx, rx) = mpsc::channel();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let spec = super::super::SourceSpec::Connect { url: format!("http://{addr}"), record: Some(rec.clone()) };
-        let _worker = super::super::spawn(spec, tx, mpsc::channel().1, stop.clone()).unwrap();
-        let mut got = Vec::new();
+        let worker = super::super::spawn(spec, tx, mpsc::channel().1, stop.clone(), Default::default()).unwrap();
+        let (mut got, mut jobs) = (Vec::new(), 0);
         while !matches!(got.last(), Some(Update::Link(LinkState::Disconnected { .. }))) {
-            got.push(rx.recv_timeout(Duration::from_secs(10)).expect("an update within 10 s"));
+            match rx.recv_timeout(Duration::from_secs(10)).expect("an update within 10 s") {
+                Update::Job(j) if j.not_arrived_after_s == Some(7.0) => jobs += 1,
+                u => got.push(u),
+            }
         }
         stop.store(true, Ordering::Relaxed);
         server.join().unwrap();
+        worker.join().unwrap();
+        assert!(jobs > 0, "the job view came beside the stream");
         assert!(matches!(&got[0], Update::Snapshot(s) if s.nranks == Some(8)));
         assert_eq!(got[1], Update::Link(LinkState::Live { following: true }));
         assert!(matches!(&got[2], Update::Event(e) if matches!(**e, Event::Traffic(ref t) if t.bytes == 4096)));
         assert!(matches!(&got[3], Update::Snapshot(_)), "the snapshot event makes the source fetch it again");
         assert!(matches!(&got[4], Update::Link(LinkState::Disconnected { retry_in_s: 1, .. })), "{:?}", got[4]);
-        let recorded = super::super::recording::read(&rec).unwrap();
-        assert_eq!(
-            recorded.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
-            [FETCHED_SNAPSHOT, "traffic", FETCHED_SNAPSHOT]
-        );
+        // The recording is whole once its last writer, the job's thread, has seen `stop` and ended.
+        let names = || -> Vec<String> {
+            let recorded = super::super::recording::read(&rec).unwrap();
+            recorded.into_iter().map(|e| e.event).collect()
+        };
+        let recorded = collscope_testkit::poll("the whole recording", Duration::from_secs(10), || {
+            let names = names();
+            if names.iter().any(|n| n == FETCHED_JOB) && names.len() >= 3 + jobs {
+                Ok(names)
+            } else {
+                Err(names)
+            }
+        });
+        let stream: Vec<&String> = recorded.iter().filter(|n| *n != FETCHED_JOB).collect();
+        assert_eq!(stream, [FETCHED_SNAPSHOT, "traffic", FETCHED_SNAPSHOT]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

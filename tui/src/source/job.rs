@@ -1,8 +1,11 @@
 //! The whole job beside a `--connect` source: every second `/api/v1/job` of the connected process (every
 //! rank's summary and the job-level findings), and the snapshot of the rank shown when it is another one
 //! (from the endpoint the ranks exchanged at bootstrap). A server without `/api/v1/job` (a followed log)
-//! sends nothing. Or the whole job alone, as the caller reads it ([`JobFetch`]: the binary reads Prometheus).
+//! sends nothing. A recording holds each job view as it came ([`FETCHED_JOB`]). Or the whole job alone, as the
+//! caller reads it ([`JobFetch`]: the binary reads Prometheus).
 
+use super::recording::Shared;
+use super::stream::FETCHED_JOB;
 use crate::live::{LinkState, Update};
 use collscope_model::routes;
 use collscope_model::{JobView, RankEndpoint, Snapshot};
@@ -37,7 +40,7 @@ impl PartialEq for JobFetch {
 
 /// Sends `fetch`'s job view every [`FETCH_EVERY`], and the link's state: live while it reads, disconnected (the
 /// last view stays on screen) while it does not.
-pub(super) fn follow(fetch: &JobFetch, tx: &Sender<Update>, stop: &AtomicBool) {
+pub(super) fn follow_fetch(fetch: &JobFetch, tx: &Sender<Update>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         let sent = match (fetch.0)() {
@@ -67,13 +70,33 @@ fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option
     serde_json::from_reader(body).ok()
 }
 
-pub(super) fn run(base: &str, shown: &Shown, tx: &Sender<Update>, stop: &AtomicBool) {
+/// Follows the job until `stop` or the UI hangs up, then closes the recording, so its file is whole.
+pub(super) fn run(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
+    follow(base, shown, recorder, tx, stop);
+    if let Some(r) = recorder {
+        super::recording::close(r);
+    }
+}
+
+fn follow(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         if let Some(job) = get::<JobView>(&agent, &format!("{base}{}", routes::JOB)) {
+            if let (Some(r), Ok(data)) = (recorder, serde_json::to_value(&job)) {
+                if super::connect::record(r, FETCHED_JOB, data, tx).is_err() {
+                    return;
+                }
+            }
             if tx.send(Update::Job(Box::new(job))).is_err() {
                 return;
+            }
+        }
+        if let Some(r) = recorder {
+            if let Err(e) = super::recording::flush_due(r) {
+                if tx.send(Update::Notice(e.to_string())).is_err() {
+                    return;
+                }
             }
         }
         let other = shown.lock().map(|s| s.clone()).unwrap_or_default();

@@ -1,7 +1,7 @@
 //! Where the TUI's facts come from. Each source runs on its own thread and sends [`Update`]s; none blocks the UI.
 //! - `--log`: real NCCL logs through the log reader, re-read as lines arrive with `--follow`;
-//! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded,
-//!   and beside it the whole job (`/api/v1/job`, [`spawn_job`]);
+//! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), and beside it the
+//!   whole job (`/api/v1/job`), both optionally recorded;
 //! - `--replay`: a recording of that stream, played back at its own pace;
 //! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed;
 //! - `--prometheus`: the whole job as the caller reads it (from Prometheus) every few seconds, no rank's snapshot.
@@ -24,7 +24,7 @@ use collscope_model::{Snapshot, Source};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +79,8 @@ pub enum SourceError {
         "{path}:{line}: not a recorded event: {reason} (expected one JSON object per line with t, event and data)"
     )]
     Recording { path: String, line: usize, reason: String },
+    #[error("the recording {path} stopped at its cap of {cap_mib} MiB (it replays up to there); the session goes on unrecorded")]
+    RecordingFull { path: String, cap_mib: u64 },
     #[error("'{url}' is not a collscope URL: expected HOST:PORT or http://HOST:PORT")]
     Url { url: String },
     #[error(transparent)]
@@ -91,21 +93,16 @@ fn read_logs(paths: &[PathBuf]) -> Result<Snapshot, collscope_logreader::ReadErr
     collscope_logreader::read_paths(paths, collscope_logreader::Options::default())
 }
 
-/// For a `--connect` source, starts the thread that follows the whole job and the rank `shown`.
-pub fn spawn_job(spec: &SourceSpec, tx: Sender<Update>, stop: Arc<AtomicBool>, shown: Shown) -> Option<JoinHandle<()>> {
-    let SourceSpec::Connect { url, .. } = spec else { return None };
-    let base = connect::base_url(url).ok()?;
-    Some(std::thread::spawn(move || job::run(&base, &shown, &tx, &stop)))
-}
-
 /// Checks the source can start (files exist, URL is well-formed) and starts its thread. The thread ends when
 /// `stop` is set or the receiving side hangs up.
-/// `control` steers a replay (pause, seek); other sources ignore it.
+/// `control` steers a replay (pause, seek); other sources ignore it. A `--connect` source also starts the thread
+/// that follows the whole job and the rank `shown`, whose handle comes back: it closes the recording.
 pub fn spawn(
     spec: SourceSpec,
     tx: Sender<Update>,
     control: Receiver<ReplayCmd>,
     stop: Arc<AtomicBool>,
+    shown: Shown,
 ) -> Result<JoinHandle<()>, SourceError> {
     match spec {
         SourceSpec::Log { paths, follow } => {
@@ -121,8 +118,12 @@ pub fn spawn(
         }
         SourceSpec::Connect { url, record } => {
             let base = connect::base_url(&url)?;
-            let recorder = record.map(|p| Recorder::create(&p)).transpose()?;
-            Ok(std::thread::spawn(move || connect::run(&base, recorder, &tx, &stop)))
+            let recorder = record.map(|p| Recorder::create(&p).map(|r| Arc::new(Mutex::new(r)))).transpose()?;
+            let (job_base, job_tx, job_stop, job_recorder) = (base.clone(), tx.clone(), stop.clone(), recorder.clone());
+            // The events stream's thread may wait long on a quiet stream; the job's ends within 50 ms of `stop`
+            // (or one fetch) and closes the recording: its handle is the one to wait for.
+            std::thread::spawn(move || connect::run(&base, recorder.as_ref(), &tx, &stop));
+            Ok(std::thread::spawn(move || job::run(&job_base, &shown, job_recorder.as_ref(), &job_tx, &job_stop)))
         }
         SourceSpec::Replay { file } => {
             let timeline = replay::Timeline::decode(recording::read(&file)?)?;
@@ -133,6 +134,6 @@ pub fn spawn(
                 let _ = tx.send(Update::Link(LinkState::Ended));
             }
         })),
-        SourceSpec::Job { fetch, .. } => Ok(std::thread::spawn(move || job::follow(&fetch, &tx, &stop))),
+        SourceSpec::Job { fetch, .. } => Ok(std::thread::spawn(move || job::follow_fetch(&fetch, &tx, &stop))),
     }
 }

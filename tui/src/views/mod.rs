@@ -188,7 +188,13 @@ pub fn draw(frame: &mut Frame, app: &App, live: &Live) {
     draw_top(frame, top, app, live);
     strip::draw(frame, ranks, app, live);
     app.tab.view().draw(frame, body, app, live);
-    frame.render_widget(Paragraph::new(help::bar(app)).style(style::dim()), bottom);
+    // A notice (a recording that stopped) takes the key bar's place: `?` still lists the keys.
+    match &live.notice {
+        Some(notice) => {
+            frame.render_widget(Paragraph::new(notice.as_str()).style(Style::default().fg(Color::Yellow)), bottom)
+        }
+        None => frame.render_widget(Paragraph::new(help::bar(app)).style(style::dim()), bottom),
+    }
     if app.show_help {
         help::draw_full(frame, frame.area());
     }
