@@ -52,6 +52,8 @@ pub enum Update {
         rank: u32,
         snapshot: Box<Snapshot>,
     },
+    /// What a request the user made came to (the ranks' dumps), for the rank strip's title.
+    Notice(String),
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +78,8 @@ pub struct Live {
     pub job: Option<JobView>,
     /// The rank whose snapshot the views show when it is not the connected one's.
     pub shown_rank: Option<u32>,
+    /// What the user's last request came to ([`Update::Notice`]).
+    pub notice: Option<String>,
     /// The connected process's snapshot, kept up to date while another rank's is shown.
     home: Option<Snapshot>,
     /// The clock another rank's rates are taken on, as its snapshots arrive.
@@ -96,6 +100,7 @@ impl Live {
             generation: 0,
             job: None,
             shown_rank: None,
+            notice: None,
             home: None,
             clock: Instant::now(),
         }
@@ -122,6 +127,7 @@ impl Live {
             }
             Update::Event(e) => self.apply_event(*e),
             Update::Link(link) => self.link = link,
+            Update::Notice(text) => self.notice = Some(text),
             Update::Restart => {
                 let label = std::mem::take(&mut self.source_label);
                 *self = Live { link: self.link.clone(), generation: self.generation, ..Live::new(label) };

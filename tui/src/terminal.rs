@@ -47,7 +47,7 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     let shown = source::Shown::default();
     let job = source::spawn_job(&spec, tx.clone(), stop.clone(), shown.clone());
     let (control, controlled) = mpsc::channel();
-    let worker = source::spawn(spec, tx, controlled, stop.clone())?;
+    let worker = source::spawn(spec, tx.clone(), controlled, stop.clone())?;
 
     enable_raw_mode()?;
     let _restore = Restore;
@@ -60,7 +60,7 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
     }));
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
-    let result = event_loop(&mut terminal, Live::new(label), rx, &shown, &control);
+    let result = event_loop(&mut terminal, Live::new(label), (&tx, rx), &shown, &control);
     stop.store(true, Ordering::Relaxed);
     // The source threads notice `stop` or the closed channel and end on their own.
     drop((worker, job));
@@ -70,7 +70,7 @@ pub fn run(spec: SourceSpec) -> Result<(), RunError> {
 fn event_loop(
     terminal: &mut Terminal<CrosstermBackend<Stdout>>,
     mut live: Live,
-    rx: mpsc::Receiver<Update>,
+    (tx, rx): (&mpsc::Sender<Update>, mpsc::Receiver<Update>),
     shown: &source::Shown,
     replay: &mpsc::Sender<ReplayCmd>,
 ) -> Result<(), RunError> {
@@ -101,6 +101,9 @@ fn event_loop(
                     if let Some(key) = map_key(k.code) {
                         dirty |= app.key(key, &live.snapshot);
                     }
+                    if std::mem::take(&mut app.dump_request) {
+                        request_dumps(&live, tx);
+                    }
                     if let Some(cmd) = app.replay_cmd.take() {
                         // Only a replay listens; for another source the command goes nowhere.
                         let _ = replay.send(cmd);
@@ -123,6 +126,17 @@ fn event_loop(
                 _ => {}
             }
         }
+    }
+}
+
+/// `D`: every rank the job view lists (a live job's) is asked to write its dump.
+fn request_dumps(live: &Live, tx: &mpsc::Sender<Update>) {
+    let urls: Vec<(u32, String)> =
+        live.job.iter().flat_map(|j| &j.ranks).filter_map(|r| Some((r.rank, r.url.clone()?))).collect();
+    if urls.is_empty() {
+        let _ = tx.send(Update::Notice("dump: no live rank to ask (connect to a running job)".into()));
+    } else {
+        source::request_dumps(urls, tx.clone());
     }
 }
 

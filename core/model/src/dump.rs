@@ -120,8 +120,7 @@ impl RankDump {
     /// as in flight until then: it is the call the rank was in when it gave up (a timeout, an aborted
     /// communicator), which is what aligning the ranks needs.
     pub fn summary(&self) -> RankSummary {
-        let mut snap = Snapshot::new(Source::Runtime);
-        snap.communicators = self.communicators.clone();
+        let mut snap = self.snapshot();
         // A rank known by its host and pid even where it had no communicator or call yet.
         snap.communicators.push(Communicator {
             rank: Some(self.rank),
@@ -129,17 +128,23 @@ impl RankDump {
             pid: self.pid,
             ..Communicator::default()
         });
+        for o in snap.ops.iter_mut().filter(|o| o.state == OpState::Failed) {
+            o.state = OpState::Started;
+            o.completed_us = None;
+        }
+        RankSummary::of_rank(&snap, self.rank, self.written_us)
+    }
+
+    /// The rank's snapshot as far as the dump holds it (its calls, communicators, stalls, findings, endpoints).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut snap = Snapshot::new(Source::Runtime);
+        snap.nranks = self.nranks;
+        snap.communicators = self.communicators.clone();
         snap.endpoints = self.endpoints.clone();
         snap.stalls = self.stalls.clone();
-        snap.ops = self
-            .ops
-            .iter()
-            .map(|o| match o.state {
-                OpState::Failed => OpRecord { state: OpState::Started, completed_us: None, ..o.clone() },
-                _ => o.clone(),
-            })
-            .collect();
-        RankSummary::of_rank(&snap, self.rank, self.written_us)
+        snap.findings = self.findings.clone();
+        snap.ops = self.ops.iter().cloned().collect();
+        snap
     }
 }
 

@@ -3,7 +3,8 @@
 //! - `--connect`: a running collscope (`/api/v1/snapshot`, then the `/api/v1/events` stream), optionally recorded,
 //!   and beside it the whole job (`/api/v1/job`, [`spawn_job`]);
 //! - `--replay`: a recording of that stream, played back at its own pace;
-//! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed.
+//! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed;
+//! - a folder of rank dumps: the job view the caller built from them, sent once.
 
 mod connect;
 mod job;
@@ -13,13 +14,13 @@ mod replay;
 mod sse;
 mod stream;
 
-pub use job::Shown;
+pub use job::{request_dumps, Shown};
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
 use crate::app::ReplayCmd;
 use crate::live::{LinkState, Update};
-use collscope_model::{Snapshot, Source};
+use collscope_model::{JobView, Snapshot, Source};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, Sender};
@@ -43,6 +44,13 @@ pub enum SourceSpec {
     Model {
         snapshot: Box<Snapshot>,
     },
+    /// A folder of rank dumps (`COLLSCOPE_DUMP_DIR`), analysed by the binary: the job view built from them (the
+    /// rank strip, the job's findings) and the first rank's snapshot, sent once.
+    Dumps {
+        dir: PathBuf,
+        snapshot: Box<Snapshot>,
+        job: Box<JobView>,
+    },
 }
 
 impl SourceSpec {
@@ -58,6 +66,7 @@ impl SourceSpec {
                 Source::Model { topology } => format!("model {topology}"),
                 _ => "model".into(),
             },
+            SourceSpec::Dumps { dir, .. } => format!("dumps {}", dir.display()),
         }
     }
 }
@@ -123,6 +132,11 @@ pub fn spawn(
         }
         SourceSpec::Model { snapshot } => Ok(std::thread::spawn(move || {
             if tx.send(Update::Snapshot(snapshot)).is_ok() {
+                let _ = tx.send(Update::Link(LinkState::Ended));
+            }
+        })),
+        SourceSpec::Dumps { snapshot, job, .. } => Ok(std::thread::spawn(move || {
+            if tx.send(Update::Snapshot(snapshot)).is_ok() && tx.send(Update::Job(job)).is_ok() {
                 let _ = tx.send(Update::Link(LinkState::Ended));
             }
         })),

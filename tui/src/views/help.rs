@@ -24,6 +24,7 @@ const HELP: &[(&str, &str)] = &[
     ("Enter", "show the evidence and the fix of a finding; j/k then scroll it"),
     ("< >", "previous / next rank of a live job (the rank strip)"),
     ("o", "order the rank strip by rank, state (stuck, then slow first) or age of the call in flight"),
+    ("D", "ask every rank of a live job to write its dump (its COLLSCOPE_DUMP_DIR)"),
     ("P , .", "pause / resume a replay; back / forward 10 s"),
     ("?", "this help"),
     ("q", "quit"),

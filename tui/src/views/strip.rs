@@ -92,7 +92,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, live: &Live) {
     let Some(job) = &live.job else { return };
     let shown = live.shown_rank.map_or_else(|| "the connected rank".to_string(), |r| format!("rank {r}"));
     let order = app.strip_order.as_str();
-    let title = format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len());
+    let title = match &live.notice {
+        Some(notice) => format!("Job: {} ranks; {notice}", job.ranks.len()),
+        None => format!("Job: {} ranks, showing {shown} (< >, o: by {order})", job.ranks.len()),
+    };
     let mut lines = vec![Line::styled(format!("{title:<68}GB/s p50/p99 ms"), style::bold())];
     let ranks = ordered(job, app.strip_order);
     let room = (area.height as usize).saturating_sub(1);
