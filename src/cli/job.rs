@@ -242,18 +242,8 @@ impl Analysis {
         let _ = writeln!(o, "\n== Last call of each rank");
         let _ = writeln!(
             o,
-            "{:>6}  {:<16} {:>7}  {:<14} {:>12} {:<6} {:>5}  {:<16} {:<10} {:>8}  {}",
-            "rank",
-            "communicator",
-            "seq",
-            "collective",
-            "count",
-            "type",
-            "root",
-            "algo/proto",
-            "state",
-            "age",
-            "dumped on"
+            "{:>6}  {:<16} {:>7}  {:<14} {:>12} {:<6} {:>5}  {:<16} {:<10} {:>8}  dumped on",
+            "rank", "communicator", "seq", "collective", "count", "type", "root", "algo/proto", "state", "age"
         );
         for r in self.view.ranks.iter().map(|r| r.rank) {
             let Some(seen) = self.ranks.iter().find(|s| s.rank == r) else {
