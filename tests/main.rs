@@ -7,6 +7,7 @@ mod procs;
 mod tmux;
 
 mod bench_examples;
+mod dump;
 mod env_cli;
 mod failures;
 mod gpu_cli;

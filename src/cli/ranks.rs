@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -183,8 +183,17 @@ fn run_threads(n: u32, env: Env, body: impl Fn(Rank) -> Result<()> + Sync) -> Re
     results.into_iter().collect()
 }
 
+/// What a rank process does on SIGTERM before it ends (its telemetry's dumps), in its signal thread.
+static BEFORE_SIGTERM: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+
+/// Sets what this rank process does on SIGTERM before it ends (once: a later call changes nothing).
+pub(crate) fn before_sigterm(f: impl Fn() + Send + Sync + 'static) {
+    let _ = BEFORE_SIGTERM.set(Box::new(f));
+}
+
 /// A rank process ended by SIGTERM (the launcher's death, or a scheduler), SIGINT or SIGHUP removes the shared
-/// memory segments it created that are still named, then ends by that signal as it would have by default.
+/// memory segments it created that are still named, then ends by that signal as it would have by default; after
+/// SIGTERM its ranks first write their dumps (`COLLSCOPE_DUMP_DIR`).
 /// Installed over an inherited "ignore" too: a rank started in the background of a script ignores SIGINT.
 fn clean_up_on_signals() -> Result<()> {
     let mut signals = Signals::new(ENDING).context("cannot install the rank's signal handlers")?;
@@ -192,6 +201,9 @@ fn clean_up_on_signals() -> Result<()> {
         .name("collscope signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                if let (SIGTERM, Some(before)) = (sig, BEFORE_SIGTERM.get()) {
+                    before();
+                }
                 unlink_own_segments();
                 let _ = signal_hook::low_level::emulate_default_handler(sig);
                 std::process::exit(128 + sig);

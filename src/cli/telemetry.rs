@@ -6,10 +6,10 @@
 use super::ranks::{self, LaunchMode};
 use anyhow::Result;
 use collscope_debug::env::Env;
-use collscope_model::{routes, Source};
+use collscope_model::{routes, DumpReason, Source};
 use collscope_runtime::observe::recorder;
 use collscope_telemetry::config::local_ranks;
-use collscope_telemetry::{LocalRank, Telemetry, TelemetryConfig, TelemetryError};
+use collscope_telemetry::{Dumper, LocalRank, Telemetry, TelemetryConfig, TelemetryError};
 use std::io::Write;
 
 /// Starts telemetry in a process that runs ranks (not in a launcher that only starts them), unless
@@ -55,6 +55,8 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
         }
         r => r?,
     };
+    let dumper = t.dumper();
+    ranks::before_sigterm(move || dump_on_sigterm(&dumper));
     let url = t.url();
     // The other ranks reach this one at the address it serves on; a wildcard one by this host's name.
     recorder::global().set_endpoint(t.reachable_url());
@@ -65,6 +67,19 @@ pub(crate) fn start(launch: LaunchMode, metrics_addr: Option<&str>) -> Result<Op
     println!("collscope: telemetry for {whose} at {url}{metrics}{aggregate}, {url}{snapshot}, {url}{events}{moved}");
     std::io::stdout().flush()?;
     Ok(Some(t))
+}
+
+/// Before a rank process ends by SIGTERM: its ranks write their dumps (`COLLSCOPE_DUMP_DIR`), and say where or
+/// why not. Runs in the rank's signal thread, never in the handler.
+fn dump_on_sigterm(d: &Dumper) {
+    match d.dump(DumpReason::Sigterm) {
+        Ok(files) => {
+            for f in files {
+                collscope_debug::eprintln_whole!("collscope: SIGTERM: dump written to {}", f.display());
+            }
+        }
+        Err(e) => collscope_debug::eprintln_whole!("collscope: SIGTERM: {e}"),
+    }
 }
 
 /// Whose choice the telemetry port was, for the line that says it was taken: the user's (`--metrics-addr`, or

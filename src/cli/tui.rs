@@ -3,23 +3,29 @@
 //! a job read through Prometheus (`--prometheus`) is read here too (`collscope_telemetry::promjob`), every few
 //! seconds on the TUI's source thread.
 
-use crate::cli::sizes;
 use crate::cli::topo::{explain, SourceArgs};
+use crate::cli::{job, sizes};
 use anyhow::{bail, Context};
 use clap::{ArgGroup, Args};
+use collscope_model::{RankDump, Snapshot, Source};
 use collscope_telemetry::promjob::PromJob;
 use collscope_tui::{JobFetch, SourceSpec};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("source").required(true).args(["logs", "log", "connect", "replay", "preset", "topo_file", "prometheus"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["logs", "log", "dump", "connect", "replay", "preset", "topo_file", "prometheus"])))]
 #[command(group(ArgGroup::new("machine").args(["preset", "topo_file"])))]
 #[command(group(ArgGroup::new("log_files").multiple(true).args(["logs", "log"])))]
 pub(crate) struct TuiArgs {
-    /// Real NCCL_DEBUG=INFO log file(s) to read: `collscope tui nccl.log` is `collscope tui --log nccl.log`.
+    /// Real NCCL_DEBUG=INFO log file(s) to read: `collscope tui nccl.log` is `collscope tui --log nccl.log`; a
+    /// folder is a job's rank dumps (`--dump DIR`).
     #[arg(value_name = "LOG")]
     pub logs: Vec<PathBuf>,
+    /// A folder of rank dumps (the job's COLLSCOPE_DUMP_DIR): the rank strip and findings of `collscope job
+    /// analyze DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
     /// Real NCCL_DEBUG=INFO log file(s) to read.
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub log: Vec<PathBuf>,
@@ -56,8 +62,19 @@ pub(crate) struct TuiArgs {
 }
 
 impl TuiArgs {
-    fn spec(self) -> anyhow::Result<SourceSpec> {
-        Ok(if let Some(url) = self.connect {
+    fn spec(mut self) -> anyhow::Result<SourceSpec> {
+        // One folder given where logs go is a dump folder.
+        if self.dump.is_none() && self.log.is_empty() && self.logs.len() == 1 && self.logs[0].is_dir() {
+            self.dump = self.logs.pop();
+        }
+        Ok(if let Some(dir) = self.dump {
+            let a = job::analyze(&dir)?;
+            for b in &a.bad_files {
+                eprintln!("collscope tui: skipped {}: {}", b.path.display(), b.why);
+            }
+            let first = a.dumps.first().map_or_else(|| Snapshot::new(Source::Runtime), RankDump::snapshot);
+            SourceSpec::Dumps { dir, snapshot: Box::new(first), job: Box::new(a.view) }
+        } else if let Some(url) = self.connect {
             SourceSpec::Connect { url, record: self.record }
         } else if let Some(url) = self.prometheus {
             let prom = PromJob::new(&url, self.job.as_deref())?;

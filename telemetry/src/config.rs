@@ -6,6 +6,7 @@
 //! | `COLLSCOPE_METRICS_ADDR` | base `HOST:PORT` (or `PORT`) to serve on; each process adds its local rank to the port |
 //! | `COLLSCOPE_METRICS_AGGREGATE` | `1`: local rank 0 also serves `/metrics/aggregate`, every local rank's metrics in one |
 //! | `COLLSCOPE_TELEMETRY_RECORDS` | records of each kind kept for `/api/v1/snapshot` (default 4096) |
+//! | `COLLSCOPE_DUMP_DIR` | where each rank writes its dump (calls, stalls, findings) on a timeout, a peer's failure, SIGTERM or `POST /api/v1/dump` |
 //! | `COLLSCOPE_NOT_ARRIVED_S` | seconds ranks wait in a call before `/api/v1/job` names the ranks not there (default 3) |
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT` | OTLP/HTTP base URL; when set, metrics and spans are pushed there |
 //! | `OTEL_SERVICE_NAME` | the OTel `service.name` (default `collscope`) |
@@ -59,6 +60,9 @@ pub struct TelemetryConfig {
     pub write_timeout: Duration,
     /// `COLLSCOPE_NOT_ARRIVED_S`: how long ranks wait in a call before the job view names the ranks not there.
     pub not_arrived_after: Duration,
+    /// `COLLSCOPE_DUMP_DIR`: where each rank writes its dump ([`crate::dump`]) on a timeout, a peer's failure,
+    /// SIGTERM or `POST /api/v1/dump`; unset: no dumps.
+    pub dump_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +136,7 @@ impl TelemetryConfig {
             max_streams: MAX_STREAMS,
             write_timeout: WRITE_TIMEOUT,
             not_arrived_after: Duration::from_secs_f64(STALL_AFTER_S),
+            dump_dir: None,
         }
     }
 
@@ -171,6 +176,7 @@ impl TelemetryConfig {
                 .map(|r| port_for(addr, r).map(|p| SocketAddr::new(addr.ip(), p)))
                 .collect::<Result<_, _>>()?;
         }
+        cfg.dump_dir = env.str("COLLSCOPE_DUMP_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
         cfg.sd_dir = env.str("COLLSCOPE_PROMETHEUS_SD_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
         cfg.sd_labels =
             lookup("SLURM_JOB_ID").filter(|v| !v.is_empty()).map(|j| ("collscope_job", j)).into_iter().collect();

@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod catalogue;
 pub mod config;
 pub mod discovery;
+pub mod dump;
 mod job;
 pub mod labels;
 pub mod otel;
@@ -27,9 +28,10 @@ pub use otel::{Otel, OtelConfig, OtelError};
 pub use state::State;
 
 use collscope_model::observe::Feed;
-use collscope_model::Source;
+use collscope_model::{DumpReason, Source};
 use server::Shared;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::watch;
@@ -93,6 +95,7 @@ impl Telemetry {
             http,
             job: tokio::sync::Mutex::default(),
             not_arrived_after: cfg.not_arrived_after,
+            dump_dir: cfg.dump_dir.clone(),
             streams: Arc::new(tokio::sync::Semaphore::new(cfg.max_streams)),
             stop: stop_rx,
             spare: Mutex::default(),
@@ -143,6 +146,11 @@ impl Telemetry {
         f(&mut self.shared.lock())
     }
 
+    /// What writes this server's ranks' dumps from another thread (the one that takes SIGTERM).
+    pub fn dumper(&self) -> Dumper {
+        Dumper(self.shared.clone())
+    }
+
     /// Stops the server, takes the last queued events, and pushes the last OTLP data. The event stream ends
     /// with `end` `{"clean": true}` (dropping the server instead ends it with `false`).
     pub fn shutdown(mut self) -> Result<(), TelemetryError> {
@@ -164,6 +172,19 @@ impl Telemetry {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Writes a telemetry server's ranks' dumps on demand ([`Telemetry::dumper`]).
+#[derive(Clone)]
+pub struct Dumper(Arc<Shared>);
+
+impl Dumper {
+    /// Writes each of the server's ranks' dump to `COLLSCOPE_DUMP_DIR` now, from what the runtime has queued so
+    /// far, for `reason`, and says where (none without the variable).
+    pub fn dump(&self, reason: DumpReason) -> Result<Vec<PathBuf>, dump::DumpWriteError> {
+        self.0.drain();
+        self.0.dump(reason)
     }
 }
 

@@ -5,17 +5,18 @@
 //! (server-sent events, on a cap of their own) and `/healthz`. The same thread drains the runtime's event queue.
 
 use crate::aggregate::merge_expositions;
+use crate::dump::DumpWriteError;
 use crate::job::{self, MAX_METRICS_BYTES, PEER_TIMEOUT};
 use crate::state::{now_us, State};
 use axum::extract::State as Shared_;
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use collscope_model::observe::Feed;
 use collscope_model::routes::{self, StreamEnd};
-use collscope_model::{Event, JobView, RankSummary, Source};
+use collscope_model::{DumpReason, Event, JobView, RankSummary, Source};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -23,6 +24,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,6 +54,8 @@ pub(crate) struct Shared {
     pub spare: Mutex<VecDeque<Event>>,
     /// Set by a clean shutdown, so the event stream's last event says so.
     pub clean_end: AtomicBool,
+    /// `COLLSCOPE_DUMP_DIR`.
+    pub dump_dir: Option<PathBuf>,
 }
 
 impl Shared {
@@ -75,11 +79,28 @@ impl Shared {
         }
         st.retain_sources(&sources.iter().map(|r| r.id()).collect::<Vec<_>>());
         st.note_queue_drops(rec.dropped());
+        let due = st.take_dump_due();
         drop(st);
+        if let Some(reason) = due {
+            // Best effort: the job is failing, and what could not be written is said.
+            if let Err(e) = self.dump(reason) {
+                collscope_debug::nccl_warn!("collscope telemetry: {e}");
+            }
+        }
         // Keep the emptied buffer's capacity for the next swap with the runtime's queue.
         if let Ok(mut s) = self.spare.lock() {
             *s = events;
         }
+    }
+}
+
+impl Shared {
+    /// Writes each of this process's ranks' dump, from the snapshot as it is now, to `COLLSCOPE_DUMP_DIR` (none
+    /// without it).
+    pub(crate) fn dump(&self, reason: DumpReason) -> Result<Vec<PathBuf>, DumpWriteError> {
+        let Some(dir) = &self.dump_dir else { return Ok(Vec::new()) };
+        let dumps = self.lock().dumps(reason);
+        dumps.iter().map(|d| crate::dump::write(dir, d)).collect()
     }
 }
 
@@ -92,6 +113,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(routes::JOB, get(job))
         .route(routes::EVENTS, get(events))
         .route(routes::HEALTHZ, get(|| async { "ok\n" }))
+        .route(routes::DUMP, post(dump))
         .fallback(|| async { (StatusCode::NOT_FOUND, format!("not found; endpoints: {}\n", routes::ALL.join(", "))) })
         .with_state(shared)
 }
@@ -253,6 +275,19 @@ fn own_metrics(shared: &Shared) -> Result<String, prometheus::Error> {
 
 fn metrics_failed(e: prometheus::Error) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode metrics: {e}\n")).into_response()
+}
+
+/// `POST /api/v1/dump`: this process's ranks write their dumps now; the answer is the files written (JSON), or
+/// why none (409 without `COLLSCOPE_DUMP_DIR`, 500 when writing failed).
+async fn dump(Shared_(shared): Shared_<Arc<Shared>>) -> Response {
+    if shared.dump_dir.is_none() {
+        return (StatusCode::CONFLICT, "no dump folder: set COLLSCOPE_DUMP_DIR for the ranks\n").into_response();
+    }
+    shared.drain();
+    match shared.dump(DumpReason::Request) {
+        Ok(files) => axum::Json(files).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
 }
 
 async fn metrics(Shared_(shared): Shared_<Arc<Shared>>) -> Response {

@@ -9,8 +9,8 @@ use crate::sink::Calls;
 use crate::store::Store;
 use collscope_model::observe::{CallTotals, CommRecords};
 use collscope_model::{
-    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, Event, KernelChannel, OpRecord,
-    ProfilerCounters, Protocol, ProxyOp, ProxyWait, RankSummary, Snapshot, Source, Transport,
+    Algorithm, Applied, Bounds, ChannelTraffic, Collective, Connection, Direction, DumpReason, Event, KernelChannel,
+    OpRecord, ProfilerCounters, Protocol, ProxyOp, ProxyWait, RankDump, RankSummary, Snapshot, Source, Transport,
 };
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -67,6 +67,8 @@ pub struct State {
     proxy_seen: FxHashMap<(u32, u64, u32, u32, bool), SeenProxy>,
     /// The `comm_name` label values handed out.
     comm_names: CommNames,
+    /// A finding that calls for a dump arrived (a timeout, a peer's failure) and none was written since.
+    dump_due: Option<DumpReason>,
 }
 
 /// What the next report of a proxy sub-operation is measured against, kept without an allocation: collscope's
@@ -177,6 +179,7 @@ impl State {
             cursors: HashMap::new(),
             proxy_seen: FxHashMap::default(),
             comm_names: CommNames::default(),
+            dump_due: None,
         }
     }
 
@@ -264,6 +267,9 @@ impl State {
                 self.store.profiler(&grown);
             }
             Event::Warning(w) => self.store.error(w),
+            Event::Finding(f) if DumpReason::of_finding(f).is_some() => {
+                self.dump_due = self.dump_due.or(DumpReason::of_finding(f));
+            }
             Event::OpEnqueued(_)
             | Event::Communicator(_)
             | Event::Decision(_)
@@ -464,6 +470,16 @@ impl State {
     /// The model as known now.
     pub fn snapshot(&self) -> Snapshot {
         self.snap.clone()
+    }
+
+    /// Why the ranks should write their dumps, if a finding since the last call asked for it.
+    pub fn take_dump_due(&mut self) -> Option<DumpReason> {
+        self.dump_due.take()
+    }
+
+    /// Each rank's dump from the model as it is now.
+    pub fn dumps(&self, reason: DumpReason) -> Vec<RankDump> {
+        RankDump::of(&self.snap, reason, now_us())
     }
 
     /// The Prometheus exposition, facts brought up to date first.

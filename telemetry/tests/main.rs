@@ -1,6 +1,7 @@
 //! collscope-telemetry's integration tests, in one binary (one link instead of one per file): each file here is a module.
 //! Tests that need a process of their own say so with `collscope_testkit::own_process!`.
 
+mod dump;
 mod job;
 mod job_proxy;
 mod otlp;

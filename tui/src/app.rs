@@ -99,6 +99,8 @@ pub struct App {
     pub ops_by_time: bool,
     /// A key asked the replay to pause, resume or seek; taken by the terminal loop.
     pub replay_cmd: Option<ReplayCmd>,
+    /// `D` asked every rank of the job to write its dump; taken by the terminal loop.
+    pub dump_request: bool,
 }
 
 impl Default for App {
@@ -121,6 +123,7 @@ impl Default for App {
             ops_paused: None,
             ops_by_time: false,
             replay_cmd: None,
+            dump_request: false,
         }
     }
 }

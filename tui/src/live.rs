@@ -55,7 +55,8 @@ pub enum Update {
     /// The source's own clock, in seconds: a replay's place in its recording, sent before the updates recorded
     /// at that moment. Rates are then taken on it (a sample at each whole second of it), not on the wall clock.
     Clock(f64),
-    /// Something the user should know that is not a fact of the job (a recording that stopped).
+    /// Something the user should know that is not a fact of the job (a recording that stopped, what the
+    /// ranks' dumps came to).
     Notice(String),
 }
 

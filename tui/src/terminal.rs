@@ -54,7 +54,7 @@ pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     let shown = source::Shown::default();
     let (control, controlled) = mpsc::channel();
-    let worker = source::spawn(spec, tx, controlled, stop.clone(), shown.clone())?;
+    let worker = source::spawn(spec, tx.clone(), controlled, stop.clone(), shown.clone())?;
 
     enable_raw_mode()?;
     let _restore = Restore;
@@ -68,7 +68,7 @@ pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.clear()?;
     let mut live = Live::new(label);
-    let result = event_loop(&mut terminal, &mut live, rx, &shown, &control);
+    let result = event_loop(&mut terminal, &mut live, (&tx, rx), &shown, &control);
     stop.store(true, Ordering::Relaxed);
     // The source threads notice `stop` or the closed channel and end on their own; a little wait lets the one
     // that writes a recording close it whole.
@@ -82,7 +82,7 @@ pub fn run_to_quit(spec: SourceSpec) -> Result<Live, RunError> {
 fn event_loop(
     terminal: &mut Terminal<CrosstermBackend<Stdout>>,
     live: &mut Live,
-    rx: mpsc::Receiver<Update>,
+    (tx, rx): (&mpsc::Sender<Update>, mpsc::Receiver<Update>),
     shown: &source::Shown,
     replay: &mpsc::Sender<ReplayCmd>,
 ) -> Result<(), RunError> {
@@ -113,6 +113,9 @@ fn event_loop(
                     if let Some(key) = map_key(k.code) {
                         dirty |= app.key(key, &live.snapshot);
                     }
+                    if std::mem::take(&mut app.dump_request) {
+                        request_dumps(live, tx);
+                    }
                     if let Some(cmd) = app.replay_cmd.take() {
                         // Only a replay listens; for another source the command goes nowhere.
                         let _ = replay.send(cmd);
@@ -136,6 +139,17 @@ fn event_loop(
                 _ => {}
             }
         }
+    }
+}
+
+/// `D`: every rank the job view lists (a live job's) is asked to write its dump.
+fn request_dumps(live: &Live, tx: &mpsc::Sender<Update>) {
+    let urls: Vec<(u32, String)> =
+        live.job.iter().flat_map(|j| &j.ranks).filter_map(|r| Some((r.rank, r.url.clone()?))).collect();
+    if urls.is_empty() {
+        let _ = tx.send(Update::Notice("dump: no live rank to ask (connect to a running job)".into()));
+    } else {
+        source::request_dumps(urls, tx.clone());
     }
 }
 

@@ -117,6 +117,38 @@ pub fn read_small_string(path: &Path, limit: u64) -> Result<String, FileError> {
     String::from_utf8(read_small(path, limit)?).map_err(|_| FileError::NotText)
 }
 
+/// Why a folder is not this user's own: a link, not a folder, someone else's, or writable by others.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0}; another user could plant or redirect files there")]
+    Unsafe(String),
+}
+
+/// Creates `path` (and missing parents) 0700 when absent, then takes it only when it is this user's private
+/// folder: not a link (not followed), a folder, owned by this user, not writable by others. For folders that
+/// may sit in a shared temporary directory (a rendezvous, dumps).
+pub fn private_dir(path: &Path) -> Result<(), PrivateDirError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
+    let m = std::fs::symlink_metadata(path)?;
+    let me = nix::unistd::geteuid().as_raw();
+    let why = if m.file_type().is_symlink() {
+        "it is a symbolic link (links are not followed)".to_string()
+    } else if !m.is_dir() {
+        let kind = FileKind::of(m.file_type()).map_or_else(|| "a regular file".to_string(), |k| k.to_string());
+        format!("it is {kind}, not a folder")
+    } else if m.uid() != me {
+        format!("it belongs to uid {}, not to this user (uid {me})", m.uid())
+    } else if m.mode() & 0o022 != 0 {
+        format!("it can be written by other users (mode {:o})", m.mode() & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(PrivateDirError::Unsafe(why))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -220,6 +220,7 @@ pub const PARAMS: &[Param] = &[
     own("COLLSCOPE_NOT_ARRIVED_S", Seconds, "3", "1 to 2147483647", "how long the others wait in a call before the job view names the ranks that have not arrived"),
     own("COLLSCOPE_METRICS_AGGREGATE", Int, "0", "0 or 1", "local rank 0 also serves /metrics/aggregate"),
     own("COLLSCOPE_TELEMETRY_RECORDS", Int, "4096", "1 or more", "records kept per history"),
+    own("COLLSCOPE_DUMP_DIR", Path, "", "a folder (created 0700)", "where each rank writes its dump (recent calls, stalls, findings) on a timeout, a peer's failure, SIGTERM or request, for collscope job analyze"),
     own("COLLSCOPE_PROMETHEUS_SD_DIR", Path, "", "an existing folder", "where each server writes its Prometheus target"),
     own("COLLSCOPE_RENDEZVOUS_DIR", Path, "", "a private folder", "where ranks leave their telemetry URLs (unset: $XDG_RUNTIME_DIR/collscope-rendezvous, else the temporary folder)"),
     own("COLLSCOPE_PROFILER_METRICS", Int, "1", "0 or 1", "the profiler plugin serves telemetry"),

@@ -317,7 +317,8 @@ impl RankSummary {
         ranks.into_iter().map(|r| Self::of_rank(snap, r, now_us)).collect()
     }
 
-    fn of_rank(snap: &Snapshot, rank: u32, now_us: u64) -> RankSummary {
+    /// The summary of `rank`'s calls in `snap`, at `now_us`.
+    pub fn of_rank(snap: &Snapshot, rank: u32, now_us: u64) -> RankSummary {
         let ops: Vec<_> = snap.ops.iter().filter(|o| o.rank == rank).collect();
         let mut by_comm: BTreeMap<Option<&str>, CommProgress> = BTreeMap::new();
         for o in &ops {

@@ -8,6 +8,7 @@
 pub mod comm;
 pub mod connection;
 pub mod diag;
+pub mod dump;
 pub mod events;
 pub mod evidence;
 pub mod fold;
@@ -28,6 +29,7 @@ use std::collections::VecDeque;
 pub use comm::{CommState, Communicator, InitTimings};
 pub use connection::{ChannelTraffic, Connection, Direction, Edge, GdrState};
 pub use diag::{EnvSetting, Finding, FindingComm, LineRef, Warning};
+pub use dump::{DumpReason, RankDump};
 pub use events::{Event, InitFacts, ProfilerCounters};
 pub use evidence::{Cite, Evidence};
 pub use fold::{Applied, Bounds};

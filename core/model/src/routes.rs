@@ -17,9 +17,12 @@ pub const JOB: &str = "/api/v1/job";
 /// Server-sent events: each live [`crate::Event`] under its kind, then [`END_EVENT`].
 pub const EVENTS: &str = "/api/v1/events";
 pub const HEALTHZ: &str = "/healthz";
+/// POST: this process's ranks write their dumps to `COLLSCOPE_DUMP_DIR` now ([`crate::RankDump`]); the answer
+/// lists the files.
+pub const DUMP: &str = "/api/v1/dump";
 
 /// Every route, in the order a "not found" answer lists them.
-pub const ALL: [&str; 7] = [METRICS, METRICS_AGGREGATE, SNAPSHOT, SUMMARY, JOB, EVENTS, HEALTHZ];
+pub const ALL: [&str; 8] = [METRICS, METRICS_AGGREGATE, SNAPSHOT, SUMMARY, JOB, EVENTS, HEALTHZ, DUMP];
 
 /// The stream's last event before the server stops; its data is a [`StreamEnd`].
 pub const END_EVENT: &str = "end";

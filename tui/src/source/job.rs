@@ -70,6 +70,30 @@ fn get<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> Option
     serde_json::from_reader(body).ok()
 }
 
+/// Asks each of `urls` (the job's ranks) to write its dump (`POST /api/v1/dump`), on a thread of its own, and
+/// sends what came of it as a notice: the files written, and each rank that did not.
+pub fn request_dumps(urls: Vec<(u32, String)>, tx: Sender<Update>) {
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build().into();
+        let (mut files, mut failed) = (0, Vec::new());
+        for (rank, url) in urls {
+            let written =
+                agent.post(&format!("{url}{}", routes::DUMP)).send_empty().map_err(|e| e.to_string()).and_then(|r| {
+                    serde_json::from_reader::<_, Vec<String>>(r.into_body().into_reader()).map_err(|e| e.to_string())
+                });
+            match written {
+                Ok(f) => files += f.len(),
+                Err(e) => failed.push(format!("rank {rank}: {e}")),
+            }
+        }
+        let mut notice = format!("dump: {files} files written");
+        if !failed.is_empty() {
+            notice.push_str(&format!(", not by {}", failed.join("; ")));
+        }
+        let _ = tx.send(Update::Notice(notice));
+    });
+}
+
 /// Follows the job until `stop` or the UI hangs up, then closes the recording, so its file is whole.
 pub(super) fn run(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Update>, stop: &AtomicBool) {
     follow(base, shown, recorder, tx, stop);
@@ -111,5 +135,42 @@ fn follow(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Upda
         while started.elapsed() < EVERY && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    /// A real HTTP server on a loopback port that answers one `POST /api/v1/dump` with the file it wrote, and a
+    /// port nothing listens on: the notice counts the file and names the rank that did not answer.
+    #[test]
+    fn asking_the_ranks_for_dumps_says_what_was_written_and_who_did_not() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let n = conn.read(&mut buf).unwrap();
+            let request = String::from_utf8_lossy(&buf[..n]).to_string();
+            let body = r#"["/d/rank-00000.json"]"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(body.as_bytes()).unwrap();
+            request
+        });
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (tx, rx) = mpsc::channel();
+        request_dumps(vec![(0, format!("http://{addr}")), (1, format!("http://{closed}"))], tx);
+        let got = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(server.join().unwrap().starts_with(&format!("POST {} ", routes::DUMP)));
+        let Update::Notice(text) = got else { panic!("{got:?}") };
+        assert!(text.starts_with("dump: 1 files written, not by rank 1: "), "{text}");
     }
 }

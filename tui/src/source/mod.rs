@@ -5,6 +5,7 @@
 //! - `--replay`: a recording of that stream, played back at its own pace;
 //! - `--preset`/`--topo-file`: a machine modelled by NCCL's model, one snapshot the caller computed;
 //! - `--prometheus`: the whole job as the caller reads it (from Prometheus) every few seconds, no rank's snapshot.
+//! - a folder of rank dumps: the job view the caller built from them, sent once.
 
 mod connect;
 mod job;
@@ -14,13 +15,13 @@ mod replay;
 mod sse;
 mod stream;
 
-pub use job::{JobFetch, Shown};
+pub use job::{request_dumps, JobFetch, Shown};
 pub use recording::{RecordedEvent, Recorder};
 pub use stream::{decode, Decoded};
 
 use crate::app::ReplayCmd;
 use crate::live::{LinkState, Update};
-use collscope_model::{Snapshot, Source};
+use collscope_model::{JobView, Snapshot, Source};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{Receiver, Sender};
@@ -49,6 +50,13 @@ pub enum SourceSpec {
         via: String,
         fetch: JobFetch,
     },
+    /// A folder of rank dumps (`COLLSCOPE_DUMP_DIR`), analysed by the binary: the job view built from them (the
+    /// rank strip, the job's findings) and the first rank's snapshot, sent once.
+    Dumps {
+        dir: PathBuf,
+        snapshot: Box<Snapshot>,
+        job: Box<JobView>,
+    },
 }
 
 impl SourceSpec {
@@ -65,6 +73,7 @@ impl SourceSpec {
                 _ => "model".into(),
             },
             SourceSpec::Job { via, .. } => via.clone(),
+            SourceSpec::Dumps { dir, .. } => format!("dumps {}", dir.display()),
         }
     }
 }
@@ -135,5 +144,10 @@ pub fn spawn(
             }
         })),
         SourceSpec::Job { fetch, .. } => Ok(std::thread::spawn(move || job::follow_fetch(&fetch, &tx, &stop))),
+        SourceSpec::Dumps { snapshot, job, .. } => Ok(std::thread::spawn(move || {
+            if tx.send(Update::Snapshot(snapshot)).is_ok() && tx.send(Update::Job(job)).is_ok() {
+                let _ = tx.send(Update::Link(LinkState::Ended));
+            }
+        })),
     }
 }

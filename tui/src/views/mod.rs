@@ -125,6 +125,7 @@ impl App {
             Key::Char('>') => self.step_rank(1, &snapshot.endpoints),
             Key::Char('<') => self.step_rank(-1, &snapshot.endpoints),
             Key::Char('o') => self.strip_order = self.strip_order.next(),
+            Key::Char('D') => self.dump_request = true,
             Key::Char('P') => self.replay_cmd = Some(ReplayCmd::TogglePause),
             Key::Char(',') => self.replay_cmd = Some(ReplayCmd::Seek(-SEEK_STEP_S)),
             Key::Char('.') => self.replay_cmd = Some(ReplayCmd::Seek(SEEK_STEP_S)),
