@@ -15,13 +15,16 @@ use collscope_model::{routes, CommProgress, Event, JobView, RankEndpoint, RankSt
 use collscope_runtime::observe::recorder::Recorder;
 use collscope_telemetry::promjob::{PromJob, QUERIES};
 use collscope_telemetry::{Telemetry, TelemetryConfig};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use collscope_testkit::fleet;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SIZES: [u32; 3] = [256, 1024, 2048];
 const JOB: &str = "bench";
+/// How long one size's Prometheus may run: the wait for every scrape and one view.
+const PROMETHEUS_LIFE: Duration = Duration::from_secs(600);
 
 /// What one viewer measured: milliseconds for the view, its peak RSS (KiB), ranks listed, ranks unreachable.
 struct Measured {
@@ -89,19 +92,6 @@ fn view_fanout(file: &str) {
     }
 }
 
-/// A rank's `/metrics`: the series the Prometheus view reads.
-fn exposition(rank: u32, nranks: u32) -> String {
-    let host = format!("node{}", rank / 8);
-    format!(
-        "collscope_communicator_info{{comm=\"tp0\",rank=\"{rank}\",nranks=\"{nranks}\",nnodes=\"1\",version=\"2.28.9\",host=\"{host}\"}} 1\n\
-         collscope_collective_in_flight_oldest_age_seconds{{rank=\"{rank}\",comm=\"tp0\"}} 0\n\
-         collscope_collective_last_completion_timestamp_seconds{{rank=\"{rank}\",comm=\"tp0\"}} 1.7e9\n\
-         collscope_collective_bus_bandwidth_bytes_per_second{{collective=\"AllReduce\",size_bucket=\"1MiB-4MiB\",rank=\"{rank}\",comm_name=\"tp0\"}} {}\n\
-         collscope_findings{{code=\"none\",severity=\"info\"}} 0\n",
-        f64::from(rank % 8 + 1) * 1e9
-    )
-}
-
 /// A rank's `/api/v1/summary`: what the fan-out reads.
 fn summary(rank: u32) -> String {
     let s = RankSummary {
@@ -130,65 +120,27 @@ fn summary(rank: u32) -> String {
     serde_json::to_string(&vec![s]).expect("summary JSON")
 }
 
-/// Serves rank `rank`'s endpoint on `listener` until the process ends, one connection at a time.
-fn serve(listener: TcpListener, rank: u32, nranks: u32) {
-    let (metrics, summary) = (exposition(rank, nranks), summary(rank));
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut head = Vec::new();
-        let mut reader = BufReader::new(&mut conn);
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-            head.extend_from_slice(line.as_bytes());
-            line.clear();
-        }
-        let path = String::from_utf8_lossy(&head).split_whitespace().nth(1).unwrap_or_default().to_string();
-        let (kind, body) = if path.starts_with(routes::SUMMARY) {
-            ("application/json", summary.as_str())
-        } else {
-            ("text/plain; version=0.0.4", metrics.as_str())
-        };
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = conn.write_all(answer.as_bytes());
-    }
-}
-
-/// `n` rank endpoints on loopback ports, served by this process until it ends.
+/// `n` rank endpoints on loopback ports, served by this process until it ends: `/api/v1/summary` for the
+/// fan-out, `/metrics` for Prometheus.
 fn endpoints(n: u32) -> Vec<RankEndpoint> {
+    let answer = move |rank, path: &str| {
+        Some(if path.starts_with(routes::SUMMARY) {
+            ("application/json", summary(rank))
+        } else {
+            (fleet::EXPOSITION, fleet::exposition(rank, n, 0.0))
+        })
+    };
+    let addrs = fleet::serve_ranks(n, Arc::new(answer));
     (0..n)
-        .map(|rank| {
-            let l = TcpListener::bind("127.0.0.1:0").expect("listener");
-            let url = format!("http://{}", l.local_addr().expect("address"));
-            std::thread::Builder::new().stack_size(64 << 10).spawn(move || serve(l, rank, n)).expect("thread");
-            RankEndpoint { rank, host: format!("node{}", rank / 8), url, pid: None, started: None }
+        .zip(addrs)
+        .map(|(rank, a)| RankEndpoint {
+            rank,
+            host: format!("node{}", rank / 8),
+            url: format!("http://{a}"),
+            pid: None,
+            started: None,
         })
         .collect()
-}
-
-/// A real Prometheus scraping `targets` every 2 s as job [`JOB`], and its URL.
-fn prometheus(dir: &std::path::Path, targets: &[RankEndpoint]) -> Option<(Child, String)> {
-    let list: Vec<String> = targets.iter().map(|e| format!("\"{}\"", e.url.trim_start_matches("http://"))).collect();
-    let config = format!(
-        "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\nscrape_configs:\n  - job_name: {JOB}\n    \
-         static_configs:\n      - targets: [{}]\n",
-        list.join(", ")
-    );
-    std::fs::write(dir.join("prometheus.yml"), config).ok()?;
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-    let web = format!("127.0.0.1:{port}");
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    Some((child, format!("http://{web}")))
 }
 
 /// Runs this program as a viewer child with `args` and reads what it measured.
@@ -246,10 +198,10 @@ fn main() {
         }
         let pdir = dir.join(format!("prometheus-{n}"));
         std::fs::create_dir_all(&pdir).expect("Prometheus folder");
-        let Some((mut prom, url)) = prometheus(&pdir, &eps) else {
-            println!("# Prometheus did not start for {n} ranks");
-            continue;
-        };
+        let targets: Vec<String> = eps.iter().map(|e| e.url.trim_start_matches("http://").to_string()).collect();
+        // Scraped every 2 s; the bench ends it (a deadline well past the longest wait below).
+        let (_prom, web) = fleet::prometheus(&pdir, &fleet::static_config(JOB, 2, &targets), PROMETHEUS_LIFE);
+        let url = format!("http://{web}");
         // Until Prometheus has scraped every rank (it starts, then scrapes each target within an interval).
         let job = PromJob::new(&url, Some(JOB)).expect("Prometheus URL");
         let deadline = Instant::now() + Duration::from_secs(180);
@@ -267,8 +219,6 @@ fn main() {
         } else {
             println!("# Prometheus had not scraped all {n} ranks within 180 s");
         }
-        let _ = prom.kill();
-        let _ = prom.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@
 use crate::live;
 use crate::tmux::Tmux;
 
-use collscope_testkit::Proc;
+use collscope_testkit::{fleet, Proc};
 use live::start;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -324,9 +324,8 @@ fn prometheus_scrapes_the_demo_with_the_shipped_config_and_promtool_accepts_the_
     }
     assert!(replaced, "the shipped config lists 127.0.0.1 targets");
     let dir = temp_dir("prometheus");
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     std::fs::copy(root().join("dashboards/alerts.yml"), dir.join("alerts.yml")).unwrap();
-    let (_prometheus, web) = prometheus(&dir);
+    let (_prometheus, web) = fleet::prometheus(&dir, &config, live::LIFE);
     let query = |q: &str| promql(&web, q);
     for q in [
         "collscope_collective_operations_total > 0",
@@ -374,19 +373,41 @@ fn the_shipped_alert_rules_pass_promtool_check_and_their_unit_tests() {
     }
 }
 
-/// A real Prometheus on `dir/prometheus.yml`, its data in `dir/data`, serving its API on a free loopback port.
-fn prometheus(dir: &Path) -> (Proc, String) {
-    let web = format!("127.0.0.1:{}", free_port());
-    let proc = Proc::spawn(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address={web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-        live::LIFE,
+/// Issue 54: `tui --prometheus` on a job of 1,024 ranks (synthetic endpoints served by this test, scraped by a
+/// real Prometheus) counts every rank in its strip, and ordered by the age of the call in flight puts the one
+/// rank stuck in a call first, however far down the job it is, with that call's age.
+#[test]
+fn tui_through_prometheus_shows_every_rank_of_a_1024_rank_job() {
+    const N: u32 = 1024;
+    const STUCK: u32 = 777;
+    let targets = fleet::serve_ranks(
+        N,
+        std::sync::Arc::new(|rank, _path: &str| {
+            let age = if rank == STUCK { 42.0 } else { 0.0 };
+            Some((fleet::EXPOSITION, fleet::exposition(rank, N, age)))
+        }),
     );
-    (proc, web)
+    let dir = temp_dir("prom-1024");
+    let (_prometheus, web) = fleet::prometheus(&dir, &fleet::static_config("fleet", 2, &targets), live::LIFE);
+    collscope_testkit::poll("Prometheus to scrape all 1,024 ranks", Duration::from_secs(240), || {
+        let up = promql(&web, "count(up{job=\"fleet\"} == 1)");
+        let n = up.first().and_then(|s| s["value"][1].as_str()).unwrap_or("0").to_string();
+        if n == "1024" {
+            Ok(())
+        } else {
+            Err(n)
+        }
+    });
+    let prom = format!("http://{web}");
+    let t = Tmux::start_sized("prom1024", (120, 40), &["tui", "--prometheus", &prom, "--job", "fleet"]);
+    let screen = t.wait_for(&["Job: 1024 ranks via Prometheus, scraped "]);
+    assert!(screen.lines().any(|l| l.starts_with(" r0 ")), "{screen}");
+    t.keys(&["o", "o"]);
+    let screen = t.wait_for(&["(o: by age)"]);
+    let first = screen.lines().find(|l| l.starts_with(" r")).unwrap_or_default();
+    assert!(first.starts_with(&format!(" r{STUCK} ")) && first.contains("42.0s"), "{screen}");
+    t.keys(&["q"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The result of an instant PromQL query (empty until Prometheus answers).
@@ -416,14 +437,13 @@ fn prometheus_discovers_every_rank_of_a_demo_through_the_target_files_the_ranks_
          - files: ['{}/*.json']\n        refresh_interval: 1s\n",
         sd.display()
     );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     let sd_env = sd.to_str().unwrap();
     let args = ["demo", "--no-tui", "--launch", "processes", "--nranks", "4", "--transport", "socket"];
     let (_demo, _) = live::start_with(
         &[&args[..], &["--grad-mib", "1", "--duration", "120", "--metrics-addr", "127.0.0.1:0"]].concat(),
         &[("COLLSCOPE_PROMETHEUS_SD_DIR", sd_env)],
     );
-    let (_prometheus, web) = prometheus(&dir);
+    let (_prometheus, web) = fleet::prometheus(&dir, &config, live::LIFE);
     let up = wait_for("Prometheus to find 4 ranks up", || {
         let r = promql(&web, "up == 1");
         (r.len() == 4).then_some(r)

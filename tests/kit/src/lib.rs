@@ -8,7 +8,9 @@
 //!   skips with one line otherwise.
 //! - [`hold`]: a process of a job held stopped at its exec or its exit (ptrace), for the launcher's tests.
 //! - [`own`]: a test that needs a process of its own ([`own_process!`]) in a crate's one test binary.
+//! - [`fleet`]: many synthetic rank endpoints and a real Prometheus scraping them (the job view at scale).
 
+pub mod fleet;
 pub mod hold;
 pub mod own;
 
