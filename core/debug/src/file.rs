@@ -130,8 +130,15 @@ pub enum PrivateDirError {
 /// folder: not a link (not followed), a folder, owned by this user, not writable by others. For folders that
 /// may sit in a shared temporary directory (a rendezvous, dumps).
 pub fn private_dir(path: &Path) -> Result<(), PrivateDirError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)?;
+    check_private_dir(path)
+}
+
+/// Takes the existing `path` only when it is this user's private folder, as [`private_dir`] does, creating
+/// nothing (a folder only looked in, such as `XDG_RUNTIME_DIR`).
+pub fn check_private_dir(path: &Path) -> Result<(), PrivateDirError> {
+    use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(path)?;
     let me = nix::unistd::geteuid().as_raw();
     let why = if m.file_type().is_symlink() {

@@ -8,11 +8,11 @@
 //! elsewhere: every folder is this user's, not a link and not writable by others; files are created exclusively
 //! without following links (0600), and read only when they are regular, not links, this user's and small.
 
-use collscope_debug::file::FileKind;
+use collscope_debug::file::PrivateDirError;
 use collscope_model::RankEndpoint;
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,7 @@ pub(crate) enum RendezvousError {
     #[error("COLLSCOPE_RENDEZVOUS_DIR: cannot write this rank's endpoint to '{path}': {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error(
-        "COLLSCOPE_RENDEZVOUS_DIR: the rendezvous folder '{path}' {why}; another user could plant or redirect the \
+        "COLLSCOPE_RENDEZVOUS_DIR: the rendezvous folder '{path}' is refused: {why}; another user could plant or redirect the \
          ranks' endpoints there: set COLLSCOPE_RENDEZVOUS_DIR to a folder you own that others cannot write"
     )]
     Unsafe { path: PathBuf, why: String },
@@ -55,34 +55,21 @@ pub(crate) enum RendezvousError {
 
 /// Why `path` is no folder of this user's alone: a link, not a folder, someone else's, or writable by others.
 fn check(path: &Path) -> Result<(), RendezvousError> {
-    let unsafe_ = |why: String| RendezvousError::Unsafe { path: path.to_path_buf(), why };
-    let m = std::fs::symlink_metadata(path).map_err(|source| RendezvousError::Io { path: path.into(), source })?;
-    let me = nix::unistd::geteuid().as_raw();
-    if m.file_type().is_symlink() {
-        return Err(unsafe_("is a symbolic link (links are not followed)".into()));
-    }
-    if !m.is_dir() {
-        let kind = FileKind::of(m.file_type()).map_or_else(|| "a regular file".to_string(), |k| k.to_string());
-        return Err(unsafe_(format!("is {kind}, not a folder")));
-    }
-    if m.uid() != me {
-        return Err(unsafe_(format!("belongs to uid {}, not to this user (uid {me})", m.uid())));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(unsafe_(format!("can be written by other users (mode {:o})", m.mode() & 0o7777)));
-    }
-    Ok(())
+    collscope_debug::file::check_private_dir(path).map_err(|e| refused(path, e))
 }
 
 /// Creates `path` (and missing parents) 0700 when absent, then [`check`]s it: an existing one is taken only when
 /// it is this user's private folder.
 fn private_dir(path: &Path) -> Result<(), RendezvousError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|source| RendezvousError::Io { path: path.into(), source })?;
-    check(path)
+    collscope_debug::file::private_dir(path).map_err(|e| refused(path, e))
+}
+
+fn refused(path: &Path, e: PrivateDirError) -> RendezvousError {
+    let path = path.to_path_buf();
+    match e {
+        PrivateDirError::Io(source) => RendezvousError::Io { path, source },
+        PrivateDirError::Unsafe(why) => RendezvousError::Unsafe { path, why },
+    }
 }
 
 impl Rendezvous {
