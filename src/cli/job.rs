@@ -167,7 +167,8 @@ fn without_dump(dir: &Path, rank: u32, dumps: &[RankDump]) -> RankSummary {
     let file = dir.join(RankDump::file_name(rank)).display().to_string();
     let mut s = RankSummary::unreachable(&endpoint, format!("no dump: {file} is missing"));
     s.host = s.host.filter(|h| !h.is_empty());
-    s.url = s.url.filter(|u| !u.is_empty());
+    // Nothing was asked live: the finding then says the dump is missing, not that telemetry did not answer.
+    s.url = None;
     s.process = Some(ProcessSeen {
         state: ProcState::Dead,
         file,

@@ -386,12 +386,13 @@ pub fn unreachable(job: &JobView) -> Vec<Finding> {
                 rank: Some(r.rank),
                 comm: None,
                 title,
-                detail: format!(
-                    "rank {}'s telemetry at {} did not answer; rank {} {said}",
-                    r.rank,
-                    r.url.as_deref().unwrap_or("an unknown address"),
-                    r.rank
-                ),
+                // Without a URL the view was not asked live (a dump folder): its error says what is missing.
+                detail: match (&r.url, &r.error) {
+                    (Some(url), Some(e)) => format!("rank {}'s telemetry at {url} did not answer ({e})", r.rank),
+                    (Some(url), None) => format!("rank {}'s telemetry at {url} did not answer", r.rank),
+                    (None, Some(e)) => format!("rank {}: {e}", r.rank),
+                    (None, None) => format!("rank {} was not heard from", r.rank),
+                } + &format!("; rank {} {said}", r.rank),
                 evidence,
                 fix: liveness_fix(r),
             }
