@@ -436,18 +436,23 @@ mod tests {
         assert!(matches!(PromJob::new("127.0.0.1:9090", None), Err(PromJobError::Url(_))));
     }
 
-    #[test]
-    fn the_text_lists_each_rank_with_its_oldest_call_and_the_findings_with_their_ranks() {
+    /// Three ranks of job `j` (rank 1 in a call 3.5 s old, rank 2 down) that completed a call at
+    /// `last_completion_s`, rank 1 raising `rank_not_arrived`, scraped `scrape_age_s` ago.
+    fn three_ranks(last_completion_s: f64, scrape_age_s: f64) -> FleetView {
         let rank = |rank: u32, age: f64, up: bool| FleetRank {
             rank,
             job: "j".into(),
             instance: format!("h:{rank}"),
             host: Some("node0".into()),
             up: Some(up),
-            comms: vec![FleetComm { comm: "tp0".into(), in_flight_age_s: Some(age), last_completion_s: Some(1.0) }],
+            comms: vec![FleetComm {
+                comm: "tp0".into(),
+                in_flight_age_s: Some(age),
+                last_completion_s: Some(last_completion_s),
+            }],
             busbw_gbps: Some(2.0),
         };
-        let view = FleetView {
+        FleetView {
             ranks: vec![rank(0, 0.0, true), rank(1, 3.5, true), rank(2, 0.0, false)],
             findings: vec![FleetFinding {
                 job: "j".into(),
@@ -458,8 +463,13 @@ mod tests {
                 count: 1,
             }],
             more: 0,
-            scrape_age_s: Some(1.5),
-        };
+            scrape_age_s: Some(scrape_age_s),
+        }
+    }
+
+    #[test]
+    fn the_text_lists_each_rank_with_its_oldest_call_and_the_findings_with_their_ranks() {
+        let view = three_ranks(1.0, 1.5);
         let text = view.text();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "3 ranks: 1 running, 1 idle, 1 down, 0 unknown");
@@ -489,28 +499,7 @@ mod tests {
 
     #[test]
     fn as_a_job_view_what_prometheus_does_not_hold_is_unknown_and_a_down_rank_is_unreachable() {
-        let rank = |rank: u32, age: f64, up: bool| FleetRank {
-            rank,
-            job: "j".into(),
-            instance: format!("h:{rank}"),
-            host: Some("node0".into()),
-            up: Some(up),
-            comms: vec![FleetComm { comm: "tp0".into(), in_flight_age_s: Some(age), last_completion_s: Some(2.5) }],
-            busbw_gbps: Some(2.0),
-        };
-        let fleet = FleetView {
-            ranks: vec![rank(0, 0.0, true), rank(1, 3.5, true), rank(2, 0.0, false)],
-            findings: vec![FleetFinding {
-                job: "j".into(),
-                instance: "h:1".into(),
-                ranks: vec![1],
-                code: "rank_not_arrived".into(),
-                severity: "error".into(),
-                count: 1,
-            }],
-            more: 0,
-            scrape_age_s: Some(0.8),
-        };
+        let fleet = three_ranks(2.5, 0.8);
         let view = fleet.job_view("http://prom:9090");
         assert_eq!(view.via, Some(JobVia { prometheus: "http://prom:9090".into(), scrape_age_s: Some(0.8) }));
         let states: Vec<_> = view.ranks.iter().map(|r| (r.rank, r.state)).collect();
