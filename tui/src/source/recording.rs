@@ -11,7 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -149,7 +149,15 @@ pub(super) fn close(recorder: &Shared) {
     }
 }
 
+/// The most text a recording may hold once decompressed: a whole one at [`MAX_BYTES`] compresses about tenfold,
+/// and a hostile file (a gzip bomb) must not take all memory.
+const MAX_TEXT_BYTES: u64 = MAX_BYTES * 16;
+
 pub(super) fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
+    read_at_most(path, MAX_TEXT_BYTES)
+}
+
+fn read_at_most(path: &Path, max_text: u64) -> Result<Vec<RecordedEvent>, SourceError> {
     let shown = path.display().to_string();
     let read_error = |source: std::io::Error| SourceError::Read { path: shown.clone(), source: source.into() };
     // A recording is a file: a device or FIFO here would be read for ever.
@@ -159,9 +167,12 @@ pub(super) fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
     );
     let compressed = file.fill_buf().map_err(read_error)?.starts_with(&GZIP_MAGIC);
     // A recording from before compression is the same lines, uncompressed.
-    let text: Box<dyn BufRead> =
-        if compressed { Box::new(BufReader::new(MultiGzDecoder::new(file))) } else { Box::new(file) };
-    let mut events = Vec::new();
+    let text: Box<dyn BufRead> = if compressed {
+        Box::new(BufReader::new(MultiGzDecoder::new(file).take(max_text)))
+    } else {
+        Box::new(file.take(max_text))
+    };
+    let (mut events, mut read) = (Vec::new(), 0u64);
     for (i, line) in text.lines().enumerate() {
         let line = match line {
             Ok(line) => line,
@@ -170,6 +181,18 @@ pub(super) fn read(path: &Path) -> Result<Vec<RecordedEvent>, SourceError> {
             Err(e) if compressed && e.kind() == ErrorKind::UnexpectedEof => break,
             Err(e) => return Err(read_error(e)),
         };
+        read += line.len() as u64 + 1;
+        if read >= max_text {
+            return Err(SourceError::Recording {
+                path: shown.clone(),
+                line: i + 1,
+                reason: format!(
+                    "the events pass {} MiB (a recording collscope writes is at most {} MiB compressed); not read further",
+                    max_text >> 20,
+                    MAX_BYTES >> 20
+                ),
+            });
+        }
         if line.trim().is_empty() {
             continue;
         }
@@ -212,6 +235,15 @@ mod tests {
         assert!(err.contains("r.jsonl.gz:2: not a recorded event"), "{err}");
         std::fs::write(&path, "{\"t\":0,\"event\":\"x\",\"data\":1}\n").unwrap();
         assert_eq!(read(&path).unwrap()[0].event, "x");
+        // Past the most text a recording may hold (a gzip bomb), reading stops with why.
+        let mut r = Recorder::create(&path).unwrap();
+        for _ in 0..100 {
+            r.record("op", serde_json::json!("x".repeat(1000))).unwrap();
+        }
+        drop(r);
+        let err = read_at_most(&path, 50_000).unwrap_err().to_string();
+        assert!(err.contains("the events pass 0 MiB") && err.contains("not read further"), "{err}");
+        assert_eq!(read_at_most(&path, 1 << 20).unwrap().len(), 100);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
