@@ -267,14 +267,11 @@ impl State {
                 self.store.profiler(&grown);
             }
             Event::Warning(w) => self.store.error(w),
-            Event::Finding(f) if DumpReason::of_finding(f).is_some() => {
-                self.dump_due = self.dump_due.or(DumpReason::of_finding(f));
-            }
+            Event::Finding(f) => self.dump_due = self.dump_due.or(DumpReason::of_finding(f)),
             Event::OpEnqueued(_)
             | Event::Communicator(_)
             | Event::Decision(_)
             | Event::InitFacts(_)
-            | Event::Finding(_)
             | Event::Endpoints(_)
             | Event::Snapshot => {}
         }

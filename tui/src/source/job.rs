@@ -56,9 +56,14 @@ pub(super) fn follow_fetch(fetch: &JobFetch, tx: &Sender<Update>, stop: &AtomicB
         if !sent {
             return;
         }
-        while started.elapsed() < FETCH_EVERY && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_out(started, FETCH_EVERY, stop);
+    }
+}
+
+/// Sleeps until `every` has passed since `started`, waking early when `stop` is set.
+fn wait_out(started: Instant, every: Duration, stop: &AtomicBool) {
+    while started.elapsed() < every && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -132,9 +137,7 @@ fn follow(base: &str, shown: &Shown, recorder: Option<&Shared>, tx: &Sender<Upda
                 }
             }
         }
-        while started.elapsed() < EVERY && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_out(started, EVERY, stop);
     }
 }
 
