@@ -10,10 +10,12 @@
 //! waiting for a core on a shared machine does not count), the median of COLLSCOPE_BENCH_RUNS runs (default 3).
 //! COLLSCOPE_BENCH_MB sizes the mix (default 256), COLLSCOPE_BENCH_KIND_MB each kind (default 16).
 //! COLLSCOPE_BENCH_DIR keeps the corpora there (to read them with another build: COLLSCOPE_BENCH_FILE=path reads
-//! one file and prints its row only).
+//! one file and prints its row only). With COLLSCOPE_BENCH_FILE, COLLSCOPE_BENCH_SNAPSHOT=path also writes the
+//! snapshot read as JSON: a speed change must leave it byte for byte the same.
 
 use collscope_logreader::envelope::{self, Level, Line};
 use collscope_logreader::{input, Options, Reader};
+use collscope_model::Snapshot;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -230,8 +232,8 @@ fn cpu_seconds() -> Option<f64> {
     Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
 }
 
-/// Reads `path` once: (MB/s on one core, lines, snapshot summary).
-fn read_once(path: &Path) -> std::io::Result<(f64, u64, String)> {
+/// Reads `path` once: (MB/s on one core, lines, snapshot summary), and the snapshot.
+fn read_once(path: &Path) -> std::io::Result<(f64, u64, String, Snapshot)> {
     let size = std::fs::metadata(path)?.len();
     let cpu0 = cpu_seconds();
     let wall = Instant::now();
@@ -248,20 +250,21 @@ fn read_once(path: &Path) -> std::io::Result<(f64, u64, String)> {
         snap.ops.len(),
         stats.unparsed_nccl_lines
     );
-    Ok((size as f64 / 1e6 / secs.max(1e-9), stats.lines, summary))
+    Ok((size as f64 / 1e6 / secs.max(1e-9), stats.lines, summary, snap))
 }
 
-/// Reads `path` `runs` times; the median rate.
-fn measure(path: &Path, runs: u64) -> std::io::Result<(f64, u64, String)> {
+/// Reads `path` `runs` times; the median rate, and the last run's lines, summary and snapshot.
+fn measure(path: &Path, runs: u64) -> std::io::Result<(f64, u64, String, Snapshot)> {
     let mut rates = Vec::new();
-    let mut last = (0, String::new());
+    let mut last = None;
     for _ in 0..runs.max(1) {
-        let (rate, lines, summary) = read_once(path)?;
+        let (rate, lines, summary, snap) = read_once(path)?;
         rates.push(rate);
-        last = (lines, summary);
+        last = Some((lines, summary, snap));
     }
     rates.sort_by(f64::total_cmp);
-    Ok((rates[rates.len() / 2], last.0, last.1))
+    let (lines, summary, snap) = last.ok_or_else(|| std::io::Error::other("no run"))?;
+    Ok((rates[rates.len() / 2], lines, summary, snap))
 }
 
 fn main() -> std::io::Result<()> {
@@ -271,8 +274,11 @@ fn main() -> std::io::Result<()> {
     }
     let runs = env_num("COLLSCOPE_BENCH_RUNS", 3);
     if let Some(file) = collscope_debug::params::process_path("COLLSCOPE_BENCH_FILE") {
-        let (rate, lines, summary) = measure(Path::new(&file), runs)?;
+        let (rate, lines, summary, snap) = measure(Path::new(&file), runs)?;
         println!("{}: {rate:.0} MB/s on one core ({lines} lines; {summary})", Path::new(&file).display());
+        if let Some(out) = collscope_debug::params::process_path("COLLSCOPE_BENCH_SNAPSHOT") {
+            std::fs::write(out, serde_json::to_vec_pretty(&snap)?)?;
+        }
         return Ok(());
     }
     let keep = collscope_debug::params::process_path("COLLSCOPE_BENCH_DIR").map(PathBuf::from);
@@ -313,7 +319,7 @@ fn main() -> std::io::Result<()> {
         let Some(lines) = by_kind.get(k) else { continue };
         let path = dir.join(format!("kind-{}.log", k.replace(['/', ' '], "-")));
         write_repeated(&path, lines, kind_mb << 20)?;
-        let (rate, n, _) = measure(&path, runs)?;
+        let (rate, n, _, _) = measure(&path, runs)?;
         let share = 100.0 * *mix_share.get(k).unwrap_or(&0) as f64 / mix_bytes.max(1) as f64;
         println!("{k:<12} {share:>8.1}% {rate:>9.0} {n:>10}  {} distinct lines", lines.len());
     }
@@ -325,7 +331,7 @@ fn main() -> std::io::Result<()> {
         let t = Instant::now();
         let size = write_repeated(&path, &mix_refs, mb << 20)?;
         eprintln!("generated {:.0} MB in {:.1} s at {}", size as f64 / 1e6, t.elapsed().as_secs_f64(), path.display());
-        let (rate, n, summary) = measure(&path, runs)?;
+        let (rate, n, summary, _) = measure(&path, runs)?;
         rss.push(peak_rss_mb());
         println!(
             "{:<12} {:>8.1}% {rate:>9.0} {n:>10}  {mix_name}, {:.0} MB: {summary}",
