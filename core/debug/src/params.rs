@@ -232,6 +232,7 @@ pub const PARAMS: &[Param] = &[
     own("COLLSCOPE_BENCH_RUNS", Int, "3", "an integer", "runs per benchmark"),
     own("COLLSCOPE_BENCH_FILE", Path, "", "a log file", "benchmark this log only"),
     own("COLLSCOPE_BENCH_DIR", Path, "", "a folder", "keep the benchmark's logs here"),
+    own("COLLSCOPE_BENCH_SNAPSHOT", Path, "", "a file", "write the benchmarked log's snapshot there (JSON)"),
     // Launchers (`core/runtime/src/comm/launch.rs`).
     launcher("COLLSCOPE_RANK", "this process's rank (collscope's launcher)"),
     launcher("COLLSCOPE_NRANKS", "ranks in the job (collscope's launcher)"),
