@@ -596,7 +596,7 @@ impl Job {
             self.facts.stats.duplicate_lines += 1;
             return;
         }
-        if text.trim_start().starts_with('#') {
+        if starts_with_hash(text) {
             self.bench_rank(text);
         }
         let said = classify::context(text);
@@ -835,9 +835,53 @@ fn printer(host: Option<&str>, env: &Envelope, rank: Option<u32>) -> Option<Stri
     rank.map(|r| format!("rank {r}")).or_else(|| host.map(|h| format!("{h}:{}", env.pid.unwrap_or(0))))
 }
 
+/// `text.trim_start().starts_with('#')`, without the Unicode trim on the lines that do not need it: spaces and
+/// tabs are skipped bytewise, and any other ASCII byte decides (the table rows of a benchmark start with spaces).
+fn starts_with_hash(text: &str) -> bool {
+    match text.bytes().find(|&b| b != b' ' && b != b'\t') {
+        Some(b'#') => true,
+        Some(b) if b.is_ascii() && !b.is_ascii_whitespace() && b != 0x0b => false,
+        None => false,
+        // Other whitespace (a line end, a vertical tab, a Unicode space): the full trim.
+        Some(_) => text.trim_start().starts_with('#'),
+    }
+}
+
 /// `[Rank 7]` / `[PG 0 (default_pg) Rank 7]` in PyTorch lines.
 fn bracket_rank(text: &str) -> Option<u32> {
     let i = text.find(" Rank ").map(|i| i + 6).or_else(|| text.find("[Rank ").map(|i| i + 6))?;
     let digits: String = text[i..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_with_hash_is_the_unicode_trim() {
+        let texts = [
+            "",
+            "   ",
+            "#",
+            "# Rank 0",
+            "  \t # x",
+            "x #",
+            "  8  2  float",
+            "\u{a0}#",
+            " \u{3000}#",
+            "\x0b#",
+            "\x0c#",
+            "\r#",
+            "\n#",
+            " \u{85}#",
+            "é#",
+            " \x1f#",
+            "\t\t",
+        ];
+        for t in texts {
+            assert_eq!(starts_with_hash(t), t.trim_start().starts_with('#'), "{t:?}");
+        }
+        assert!(starts_with_hash("\u{a0} \t#") && !starts_with_hash(" \x1f#"));
+    }
 }
