@@ -1,6 +1,6 @@
 //! Sorting error lines into classes: what kind of failure a WARN (or a framework's error line) reports.
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use std::sync::OnceLock;
 
 /// The class names the model's `Warning::class` uses.
@@ -65,19 +65,38 @@ fn markers() -> &'static (AhoCorasick, Vec<usize>) {
     A.get_or_init(|| {
         let (patterns, ranks): (Vec<&str>, Vec<usize>) =
             MARKERS.iter().enumerate().flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i))).unzip();
-        // A full DFA: the overlapping search steps through every byte of a warning, and a DFA steps fastest
-        // (an NFA here cost more in search than it saved in building).
-        (automaton(patterns, AhoCorasickKind::DFA, MatchKind::Standard), ranks)
+        // Leftmost-first, searched from each match's start on (see `best_rank`): the vector prefilter skips to
+        // candidates where an overlapping search stepped through every byte. An NFA: the prefilter leaves it a few
+        // bytes to step after each candidate, and a DFA's build cost more than all the searches of a 4 MB log.
+        (automaton(patterns, AhoCorasickKind::NoncontiguousNFA, MatchKind::LeftmostFirst), ranks)
     })
+}
+
+/// The rank in [`MARKERS`] of the first class whose markers appear in `text` or `location`: the least rank of all
+/// their matches, overlapping ones included. Each search starts one byte past the last match's start, so every
+/// position where a marker starts is visited; at one position all the markers that match are of one class (no
+/// marker is a prefix of another class's: a test checks it), so the leftmost-first pick loses no class.
+fn best_rank(text: &str, location: &str) -> Option<usize> {
+    let (ac, ranks) = markers();
+    let mut best: Option<usize> = None;
+    for s in [text, location] {
+        let mut at = 0;
+        while let Some(m) = ac.find(Input::new(s).span(at..s.len())) {
+            let rank = ranks[m.pattern().as_usize()];
+            if rank == 0 {
+                return Some(0);
+            }
+            best = Some(best.map_or(rank, |b| b.min(rank)));
+            at = m.start() + 1;
+        }
+    }
+    best
 }
 
 /// Classifies an error line by its text and the NCCL source location that printed it.
 pub fn classify(text: &str, location: Option<&str>) -> &'static str {
     let loc = location.unwrap_or("");
-    let (ac, ranks) = markers();
-    let best =
-        [text, loc].iter().flat_map(|s| ac.find_overlapping_iter(*s)).map(|m| ranks[m.pattern().as_usize()]).min();
-    match best {
+    match best_rank(text, loc) {
         Some(i) => MARKERS[i].0,
         None if loc.contains("socket") => "socket",
         None => "other",
@@ -207,6 +226,63 @@ mod tests {
         );
     }
 
+    /// Every line of the fixture logs (`../shared` when present) and of `tests/data`.
+    fn fixture_lines(why: &str) -> Vec<String> {
+        let ours = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let mut lines = Vec::new();
+        for dir in [collscope_testkit::fixtures(why), Some(ours)].into_iter().flatten() {
+            for f in std::fs::read_dir(dir).unwrap().flatten() {
+                let bytes = std::fs::read(f.path()).unwrap();
+                lines.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn the_leftmost_search_classifies_as_the_overlapping_one() {
+        let patterns = MARKERS.iter().enumerate().flat_map(|(i, (_, ms))| ms.iter().map(move |m| (*m, i)));
+        let patterns: Vec<(&str, usize)> = patterns.collect();
+        // What `best_rank` relies on: no marker starts another class's marker.
+        for (a, ra) in &patterns {
+            for (b, rb) in &patterns {
+                assert!(ra == rb || !b.starts_with(a), "{a:?} starts {b:?}");
+            }
+        }
+        // The search it replaced: every match, overlapping ones included.
+        let overlapping = automaton(patterns.iter().map(|p| p.0), AhoCorasickKind::DFA, MatchKind::Standard);
+        let reference = |text: &str, loc: &str| {
+            [text, loc]
+                .iter()
+                .flat_map(|s| overlapping.find_overlapping_iter(*s))
+                .map(|m| patterns[m.pattern()].1)
+                .min()
+        };
+        // Texts where a marker starts inside another class's (`Connection refuse` + `detected by watchdog`).
+        let mut texts = Vec::new();
+        for (a, _) in &patterns {
+            for (b, _) in &patterns {
+                for k in 1..a.len().min(b.len()) {
+                    if a.ends_with(&b[..k]) {
+                        texts.push(format!("x {a}{} y", &b[k..]));
+                    }
+                }
+            }
+        }
+        let glued = texts.len();
+        texts.extend(patterns.iter().map(|(m, _)| format!("x {m} y")));
+        texts.extend(fixture_lines("real logs for the warning classes"));
+        let mut classes = std::collections::BTreeSet::new();
+        for t in &texts {
+            for loc in ["", "misc/socket.cc:518", "include/shm.h:28"] {
+                let want = reference(t, loc);
+                assert_eq!(best_rank(t, loc), want, "{t:?} at {loc:?}");
+                classes.extend(want);
+            }
+        }
+        assert!(glued > 30 && classes.len() == MARKERS.len(), "{glued} glued texts, classes {classes:?}");
+    }
+
     #[test]
     fn the_leftmost_context_automaton_finds_what_the_standard_one_finds() {
         let standard = context_automaton(AhoCorasickKind::DFA, MatchKind::Standard);
@@ -217,14 +293,7 @@ mod tests {
                 .to_string(),
             "ncclSystemErrorncclInternalError NCCL versionNCCL error CUDA out of memoryDistBackendError".to_string(),
         ];
-        let ours = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-        let dirs = [collscope_testkit::fixtures("real logs for the context automaton"), Some(ours)];
-        for dir in dirs.into_iter().flatten() {
-            for f in std::fs::read_dir(dir).unwrap().flatten() {
-                let bytes = std::fs::read(f.path()).unwrap();
-                texts.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
-            }
-        }
+        texts.extend(fixture_lines("real logs for the context automaton"));
         let mut found = 0;
         for t in &texts {
             let s = spans(&standard, t);
