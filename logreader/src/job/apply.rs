@@ -14,13 +14,18 @@ impl Job {
         if key.anonymous() {
             return;
         }
-        // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
-        if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
-            return;
+        let full = self.procs.len() >= MAX_THREADS;
+        match self.procs.get_mut(&key.id) {
+            // Known already: most lines that name their rank are a known process's.
+            Some(known) if *known == Some(rank) => return,
+            Some(known) => *known = Some(rank),
+            // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
+            None if full => return,
+            None => {
+                self.procs.insert(key.id, Some(rank));
+            }
         }
-        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank))
-            && (self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank))
-        {
+        if self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank) {
             self.rank_host.entry(rank).or_insert_with(|| key.place());
         }
     }

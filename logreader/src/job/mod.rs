@@ -37,6 +37,9 @@ const MAX_TOPO_LINKS: usize = 1 << 19;
 const MAX_TOPO_PATHS: usize = 1 << 21;
 /// Hosts past [`MAX_HOSTS`] counted one by one (by their hashes: 16 MiB at most); past it the count says "at least".
 const MAX_HOSTS_COUNTED: usize = 1 << 20;
+/// Cites remembered as full: every kind, and this many versions, variables and communicators' inits (past it,
+/// the evidence's own check).
+const MAX_CITES_FULL: usize = 4096;
 /// The stream that threads past [`MAX_THREADS`] share.
 const OVERFLOW_STREAM: StreamKey = u64::MAX;
 
@@ -161,27 +164,73 @@ impl FastHash {
         for c in &mut chunks {
             self.word(u64::from_le_bytes(c.try_into().unwrap_or_default()));
         }
-        let mut tail = [0u8; 8];
-        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.word(u64::from_le_bytes(tail) ^ b.len() as u64);
+        self.word(tail_word(b, chunks.remainder().len()) ^ b.len() as u64);
     }
 }
 
-/// A hash of a whole line: four independent lanes over 32-byte blocks, so that long lines do not wait on one
-/// chain of multiplications.
-pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let mut lanes = [0x243f_6a88_85a3_08d3u64, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
-    let mut blocks = bytes.chunks_exact(32);
-    for b in &mut blocks {
-        for (i, lane) in lanes.iter_mut().enumerate() {
-            let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-            *lane = (*lane ^ w).wrapping_mul(K).rotate_left(29);
-        }
+/// The last `n` (< 8) bytes of `whole` as a little-endian word, zero-padded: one load of the last 8 bytes shifted
+/// when `whole` has them, else at most three loads (a copy into a zeroed buffer cost a `memcpy` call per hash).
+fn tail_word(whole: &[u8], n: usize) -> u64 {
+    if n == 0 {
+        return 0;
     }
-    let mut h = FastHash(lanes.iter().fold(bytes.len() as u64, |acc, &l| (acc ^ l).wrapping_mul(K).rotate_left(23)));
-    h.bytes(blocks.remainder());
-    h.0
+    if let Some(last) = whole.last_chunk::<8>() {
+        return u64::from_le_bytes(*last) >> (64 - 8 * n);
+    }
+    let t = whole.get(whole.len() - n..).unwrap_or_default();
+    let (mut w, mut i) = (0u64, 0);
+    if n & 4 != 0 {
+        w = u64::from(u32::from_le_bytes(t.first_chunk::<4>().copied().unwrap_or_default()));
+        i = 4;
+    }
+    if n & 2 != 0 {
+        let pair = t.get(i..i + 2).and_then(|p| p.first_chunk::<2>()).copied().unwrap_or_default();
+        w |= u64::from(u16::from_le_bytes(pair)) << (8 * i);
+        i += 2;
+    }
+    if n & 1 != 0 {
+        w |= u64::from(t.get(i).copied().unwrap_or(0)) << (8 * i);
+    }
+    w
+}
+
+/// A hash of a whole line (a thread's last line, a host name, a warning's text; compared, never ordered by): 16
+/// bytes per 128-bit multiply folded to 64 bits (wyhash's step), the last 16 read overlapping, so that a line costs
+/// a few instructions per 16 bytes and no tail loop.
+pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
+    const K: [u64; 3] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0];
+    let n = bytes.len();
+    let seed = K[0] ^ (n as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    let word = |i: usize| bytes.get(i..i + 8).and_then(|w| w.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let (a, b) = match n {
+        0 => (0, 0),
+        1..=3 => {
+            let byte = |i: usize| u64::from(bytes.get(i).copied().unwrap_or(0));
+            (byte(0) | byte(n / 2) << 8 | byte(n - 1) << 16, 0)
+        }
+        4..=7 => {
+            let half = |i: usize| bytes.get(i..i + 4).and_then(|w| w.try_into().ok()).map_or(0, u32::from_le_bytes);
+            (u64::from(half(0)), u64::from(half(n - 4)))
+        }
+        8..=16 => (word(0), word(n - 8)),
+        _ => {
+            // Every whole 16 bytes before the last byte; the last 16 then overlap them.
+            let blocks = bytes.get(..n - 1).unwrap_or_default().chunks_exact(16);
+            let h = blocks.fold(seed, |h, b| {
+                let (lo, hi) = b.split_at(8);
+                let w = |x: &[u8]| x.try_into().map_or(0, u64::from_le_bytes);
+                fold_mul(w(lo) ^ K[1], w(hi) ^ h)
+            });
+            return fold_mul(word(n - 16) ^ K[2], word(n - 8) ^ h);
+        }
+    };
+    fold_mul(a ^ K[1], b ^ seed)
+}
+
+/// The 128-bit product of `a` and `b`, its halves xored.
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// An NCCL line no parser understood, held for one line in case the next one continues it.
@@ -268,6 +317,8 @@ pub(crate) struct Job {
     host_hashes: FastSet<u64>,
     /// Hashes of the facts kept in deduplicated lists (see `first_time`).
     seen: FastSet<u64>,
+    /// Cites whose quotes are full (see `cite`), at most [`MAX_CITES_FULL`].
+    cites_full: FastSet<Cite>,
     streams: FastMap<StreamKey, Stream>,
     /// Threads with a multi-line print under way (a table, a graph).
     open_prints: usize,
@@ -324,6 +375,7 @@ impl Job {
             procs: FastMap::default(),
             host_hashes: FastSet::default(),
             seen: FastSet::default(),
+            cites_full: FastSet::default(),
             streams: FastMap::default(),
             open_prints: 0,
             comm_index: FastMap::default(),
@@ -358,6 +410,14 @@ impl Job {
     }
 
     fn cite(&mut self, cite: Cite, at: &At) {
+        // Most cited lines come after their kind's first few quotes: one hash lookup says so, where the evidence's
+        // ordered map compared the cite at every level.
+        if self.cites_full.contains(&cite) {
+            return;
+        }
+        if self.evidence.get(&cite).len() + 1 >= Evidence::MAX_PER_KIND && self.cites_full.len() < MAX_CITES_FULL {
+            self.cites_full.insert(cite.clone());
+        }
         self.evidence.add(cite, || at.line_ref(&self.files));
     }
 
@@ -840,4 +900,52 @@ fn bracket_rank(text: &str) -> Option<u32> {
     let i = text.find(" Rank ").map(|i| i + 6).or_else(|| text.find("[Rank ").map(|i| i + 6))?;
     let digits: String = text[i..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash as it was written first: the tail copied into a zeroed word. Stream keys must not change with
+    /// the faster tail read (the threads' order at the end follows them).
+    fn reference(b: &[u8]) -> u64 {
+        let mut h = FastHash::default();
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            h.word(u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        h.word(u64::from_le_bytes(tail) ^ b.len() as u64);
+        h.0
+    }
+
+    #[test]
+    fn the_tail_read_in_one_load_hashes_as_the_copied_tail() {
+        let text: Vec<u8> = (0..48u8).map(|i| i.wrapping_mul(37).wrapping_add(11)).collect();
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let mut h = FastHash::default();
+                h.bytes(&text[start..end]);
+                assert_eq!(h.0, reference(&text[start..end]), "bytes {start}..{end}");
+            }
+        }
+    }
+
+    #[test]
+    fn line_hashes_tell_apart_lines_that_differ_in_one_byte_or_their_length() {
+        let line = b"Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read comm 0x55d3 nRanks 16 busId 1b000".to_vec();
+        let mut seen = HashSet::new();
+        for end in 0..=line.len() {
+            assert!(seen.insert(hash_of(&line[..end])), "prefix of {end} bytes");
+        }
+        for i in 0..line.len() {
+            let mut other = line.clone();
+            other[i] ^= 1;
+            assert!(seen.insert(hash_of(&other)), "byte {i} flipped");
+        }
+        // Host names that differ only in their last digits (a hash that lost them joined hosts' threads).
+        let hosts: HashSet<u64> = (0..300_000).map(|i| hash_of(format!("gpu-node-{i}").as_bytes())).collect();
+        assert_eq!(hosts.len(), 300_000);
+    }
 }
