@@ -187,9 +187,30 @@ impl Job {
     }
 
     fn gdr(&mut self, at: &At, host: Option<&str>, rank: Option<u32>, g: GdrLine) {
-        let check = GdrCheck {
+        // The check's identity from the line's parts as they are: a check known already (most GDR lines: every
+        // rank prints its own) allocates nothing.
+        let mut id = FastHash(1);
+        for text in [host, g.hca.as_deref(), g.hca_name.as_deref(), g.reason.as_deref(), g.net.as_deref()] {
+            id.bytes(text.unwrap_or("\u{0}").as_bytes());
+        }
+        std::hash::Hash::hash(&g.gpu, &mut id);
+        let check_rank = g.rank.or(rank);
+        // A line that names its GPU is the same check whether or not its process's rank was known yet.
+        let id_rank = if g.gpu.is_some() { g.rank } else { check_rank };
+        for n in [id_rank, g.distance, g.level] {
+            id.word(n.map_or(u64::MAX, u64::from));
+        }
+        id.word(g.enabled.into());
+        if !self.seen.insert(id.0) || self.facts.gdr_checks.len() >= MAX_WARNINGS {
+            return;
+        }
+        let line = (!g.enabled).then(|| at.line_ref(&self.files));
+        if line.is_some() {
+            self.cite(Cite::GdrOff, at);
+        }
+        self.facts.gdr_checks.push(GdrCheck {
             host: host.map(str::to_string),
-            rank: g.rank.or(rank),
+            rank: check_rank,
             gpu: g.gpu,
             net: g.net,
             hca: g.hca,
@@ -198,26 +219,8 @@ impl Job {
             distance: g.distance,
             level: g.level,
             reason: g.reason,
-            line: None,
-        };
-        let mut id = FastHash(1);
-        for text in [&check.host, &check.hca, &check.hca_name, &check.reason, &check.net] {
-            id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
-        }
-        id.bytes(check.gpu.as_ref().map_or(String::new(), |g| format!("{g:?}")).as_bytes());
-        // A line that names its GPU is the same check whether or not its process's rank was known yet.
-        let rank = if check.gpu.is_some() { g.rank } else { check.rank };
-        for n in [rank, check.distance, check.level] {
-            id.word(n.map_or(u64::MAX, u64::from));
-        }
-        id.word(check.enabled.into());
-        if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
-            let line = (!check.enabled).then(|| at.line_ref(&self.files));
-            if line.is_some() {
-                self.cite(Cite::GdrOff, at);
-            }
-            self.facts.gdr_checks.push(GdrCheck { line, ..check });
-        }
+            line,
+        });
     }
 
     /// Applies one event; `false` when the line added nothing the job can use.

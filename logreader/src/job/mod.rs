@@ -118,9 +118,8 @@ struct Thread {
     host_ok: bool,
 }
 
-/// Who printed a line: the host, the process and the thread.
+/// Who printed a line: the process (its host in `key.host`) and the thread.
 struct Who<'a> {
-    host: Option<&'a str>,
     key: ProcKey<'a>,
     stream: StreamKey,
 }
@@ -131,6 +130,24 @@ pub(crate) struct FastHash(u64);
 
 /// Hash maps and sets keyed on the hot path.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
+/// Maps keyed on a hash already (threads, processes): the key is its own hash.
+type HashedMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<Hashed>>;
+
+/// The hasher of [`HashedMap`]: a `u64` key passes through.
+#[derive(Default)]
+pub(crate) struct Hashed(u64);
+
+impl std::hash::Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = hash_of(bytes) ^ self.0.rotate_left(5);
+    }
+    fn write_u64(&mut self, w: u64) {
+        self.0 = w;
+    }
+}
 type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHash>>;
 
 impl std::hash::Hasher for FastHash {
@@ -227,6 +244,16 @@ pub(crate) fn hash_of(bytes: &[u8]) -> u64 {
     fold_mul(a ^ K[1], b ^ seed)
 }
 
+/// A printing thread's key: its host (or file, without one), pid, tid and device, in two folded multiplies after
+/// the host's hash.
+fn stream_key(env: &Envelope, file: usize) -> StreamKey {
+    const K: [u64; 3] = [0x9e37_79b9_7f4a_7c15, 0x082e_fa98_ec4e_6c89, 0x4528_21e6_38d0_1377];
+    let place = env.host.map_or(file as u64 ^ K[0], |h| hash_of(h.as_bytes()));
+    let id = |n: Option<u32>| n.map_or(u64::MAX, u64::from);
+    let thread = fold_mul(place ^ id(env.pid), id(env.tid) ^ K[1]);
+    fold_mul(thread ^ K[0], env.dev.map_or(u64::MAX, |d| d as u64) ^ K[2])
+}
+
 /// The 128-bit product of `a` and `b`, its halves xored.
 fn fold_mul(a: u64, b: u64) -> u64 {
     let p = u128::from(a) * u128::from(b);
@@ -250,6 +277,8 @@ struct Pending {
 /// Per printing thread: what a multi-line print in progress needs, and the last line (to drop its repeats).
 #[derive(Default, Clone)]
 struct Stream {
+    /// The order the thread first printed in: prints still open at the end close in it.
+    seq: usize,
     thread: Thread,
     /// Hash of the last line this thread printed.
     last_line: u64,
@@ -312,14 +341,16 @@ pub(crate) struct Job {
     pub nvls: Option<bool>,
     /// Largest `Channel xx/NN` channel count of the ring prints.
     pub ring_nchannels: Option<u32>,
-    procs: FastMap<u64, Option<u32>>,
+    procs: HashedMap<Option<u32>>,
     /// Hashes of the hosts in `snap.hosts`.
     host_hashes: FastSet<u64>,
     /// Hashes of the facts kept in deduplicated lists (see `first_time`).
     seen: FastSet<u64>,
     /// Cites whose quotes are full (see `cite`), at most [`MAX_CITES_FULL`].
     cites_full: FastSet<Cite>,
-    streams: FastMap<StreamKey, Stream>,
+    streams: HashedMap<Stream>,
+    /// Threads that printed so far (see `Stream::seq`).
+    streams_seen: usize,
     /// Threads with a multi-line print under way (a table, a graph).
     open_prints: usize,
     /// The communicator rows by (place, pid, comm pointer), hashed.
@@ -372,11 +403,12 @@ impl Job {
             plugin_nets: BTreeSet::new(),
             nvls: None,
             ring_nchannels: None,
-            procs: FastMap::default(),
+            procs: HashedMap::default(),
             host_hashes: FastSet::default(),
             seen: FastSet::default(),
             cites_full: FastSet::default(),
-            streams: FastMap::default(),
+            streams: HashedMap::default(),
+            streams_seen: 0,
             open_prints: 0,
             comm_index: FastMap::default(),
             comm_rank: FastMap::default(),
@@ -529,19 +561,13 @@ impl Job {
     /// line (`repeatable`: each call prints its decision again, the same for calls of one size). Every other
     /// repeat is data: without a thread (bare messages, a stripped prefix) identical lines are as likely different
     /// ranks' or calls'. Both are counted: `duplicate_lines` dropped, `repeated_lines` kept.
+    // Inlined into its two callers: the answer is built in place rather than returned through memory.
+    #[inline(always)]
     fn who<'a>(&mut self, env: &Envelope<'a>, file: usize, repeatable: bool) -> Option<Who<'a>> {
         let stream = if env.host.is_none() && env.pid.is_none() && env.dev.is_none() {
             self.bare_stream(file)
         } else {
-            let mut h = FastHash::default();
-            match env.host {
-                Some(raw) => h.bytes(raw.as_bytes()),
-                None => h.word(file as u64),
-            }
-            h.word(env.pid.map_or(u64::MAX, u64::from));
-            h.word(env.tid.map_or(u64::MAX, u64::from));
-            h.word(env.dev.map_or(u64::MAX, |d| d as u64));
-            h.0
+            stream_key(env, file)
         };
         // The thread is known from the prefix: its message alone tells a repeat.
         let line = hash_of(env.msg.as_bytes());
@@ -567,7 +593,9 @@ impl Job {
             }
             None => {
                 let thread = self.new_thread(env, file);
-                self.streams.insert(stream, Stream { thread, last_line: line, ..Stream::default() });
+                let seq = self.streams_seen;
+                self.streams_seen += 1;
+                self.streams.insert(stream, Stream { seq, thread, last_line: line, ..Stream::default() });
                 thread
             }
         };
@@ -583,7 +611,7 @@ impl Job {
             pid: env.pid,
             dev: env.dev,
         };
-        Who { host, key, stream }
+        Who { key, stream }
     }
 
     /// A thread printing for the first time: its host (junk glued before it left out) and process, counted.
@@ -721,8 +749,9 @@ impl Job {
     pub(crate) fn finish_lines(&mut self) {
         self.flush_pending();
         self.say_dropped();
-        let streams: Vec<StreamKey> = self.streams.keys().copied().collect();
-        for s in streams {
+        let mut streams: Vec<(usize, StreamKey)> = self.streams.iter().map(|(&k, s)| (s.seq, k)).collect();
+        streams.sort_unstable();
+        for (_, s) in streams {
             self.close_prints(s);
         }
         self.snap.ops = self.ops.records().into();
@@ -808,7 +837,7 @@ impl Job {
                     self.pending = Some(Pending {
                         line: at.line_ref(&self.files),
                         msg: env.msg.to_string(),
-                        host: who.host.map(str::to_string),
+                        host: who.key.host.map(str::to_string),
                         file: key.file,
                         pid: key.pid,
                         dev: key.dev,
@@ -826,10 +855,10 @@ impl Job {
             self.learn_rank(&who.key, r);
         }
         match env.level {
-            Level::Warn => self.warning(at, rank, who.host, env.msg.trim_end(), env.location),
+            Level::Warn => self.warning(at, rank, who.key.host, env.msg.trim_end(), env.location),
             Level::Version => {
                 if let Some(v) = message::setup::version(env.msg) {
-                    self.version(at, &v, printer(who.host, env, rank));
+                    self.version(at, &v, printer(who.key.host, env, rank));
                 }
             }
             _ => {}
@@ -854,7 +883,7 @@ impl Job {
             self.learn_rank(&key, r);
         }
         if let Event::Version(v) = &ev {
-            self.version(at, v, printer(who.host, env, rank));
+            self.version(at, v, printer(who.key.host, env, rank));
         } else if !self.event(at, &key, rank, who.stream, ev) {
             self.not_understood(at.line_ref(&self.files));
         }
