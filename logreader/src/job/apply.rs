@@ -11,13 +11,17 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
-        if key.anonymous() {
+        // The process that learnt its rank last, again (a line's entries, a thread's lines in a row): no lookup.
+        if key.anonymous() || self.rank_known == Some((key.id, rank)) {
             return;
         }
         let full = self.procs.len() >= MAX_THREADS;
         match self.procs.get_mut(&key.id) {
             // Known already: most lines that name their rank are a known process's.
-            Some(known) if *known == Some(rank) => return,
+            Some(known) if *known == Some(rank) => {
+                self.rank_known = Some((key.id, rank));
+                return;
+            }
             Some(known) => *known = Some(rank),
             // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
             None if full => return,
@@ -25,6 +29,7 @@ impl Job {
                 self.procs.insert(key.id, Some(rank));
             }
         }
+        self.rank_known = Some((key.id, rank));
         if self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank) {
             self.rank_host.entry(rank).or_insert_with(|| key.place());
         }

@@ -342,6 +342,8 @@ pub(crate) struct Job {
     /// Largest `Channel xx/NN` channel count of the ring prints.
     pub ring_nchannels: Option<u32>,
     procs: HashedMap<Option<u32>>,
+    /// A process and the rank `procs` holds for it: the last one `learn_rank` saw.
+    rank_known: Option<(u64, u32)>,
     /// Hashes of the hosts in `snap.hosts`.
     host_hashes: FastSet<u64>,
     /// Hashes of the facts kept in deduplicated lists (see `first_time`).
@@ -404,6 +406,7 @@ impl Job {
             nvls: None,
             ring_nchannels: None,
             procs: HashedMap::default(),
+            rank_known: None,
             host_hashes: FastSet::default(),
             seen: FastSet::default(),
             cites_full: FastSet::default(),
@@ -728,6 +731,7 @@ impl Job {
         self.close_prints(stream);
         if let Some(s) = self.streams.remove(&stream) {
             self.procs.remove(&s.thread.proc);
+            self.rank_known = None;
         }
     }
 
@@ -833,7 +837,7 @@ impl Job {
                 None => {
                     let Some(who) = self.who(env, at.file, false) else { return };
                     let key = who.key;
-                    let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
+                    let rank = env.launcher_rank.or_else(|| self.rank_of(key.id));
                     self.pending = Some(Pending {
                         line: at.line_ref(&self.files),
                         msg: env.msg.to_string(),
@@ -850,7 +854,7 @@ impl Job {
             return;
         }
         let Some(who) = self.who(env, at.file, false) else { return };
-        let rank = env.launcher_rank.or_else(|| self.procs.get(&who.key.id).copied().flatten());
+        let rank = env.launcher_rank.or_else(|| self.rank_of(who.key.id));
         if let Some(r) = env.launcher_rank {
             self.learn_rank(&who.key, r);
         }
@@ -865,6 +869,14 @@ impl Job {
         }
     }
 
+    /// The rank `procs` holds for a process.
+    fn rank_of(&self, proc: u64) -> Option<u32> {
+        match self.rank_known {
+            Some((known, rank)) if known == proc => Some(rank),
+            _ => self.procs.get(&proc).copied().flatten(),
+        }
+    }
+
     /// Keeps `open_prints` right after `stream`'s prints opened or closed (`was`: open before).
     fn settle(&mut self, stream: StreamKey, was: bool) {
         let now = self.streams.get(&stream).is_some_and(Stream::is_open);
@@ -875,10 +887,12 @@ impl Job {
         }
     }
 
+    // Inlined: the parsed event goes to `event` without another copy of it.
+    #[inline(always)]
     fn nccl_event(&mut self, at: &At, env: &Envelope, ev: Event) {
         let Some(who) = self.who(env, at.file, matches!(ev, Event::Decision(_))) else { return };
         let key = who.key;
-        let rank = env.launcher_rank.or_else(|| self.procs.get(&key.id).copied().flatten());
+        let rank = env.launcher_rank.or_else(|| self.rank_of(key.id));
         if let Some(r) = env.launcher_rank {
             self.learn_rank(&key, r);
         }
