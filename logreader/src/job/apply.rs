@@ -323,15 +323,17 @@ impl Job {
                 self.saw_rank(prev.max(next));
                 self.size.ring_pair |= prev == next && prev != me;
                 let Some(i) = self.ring(ch) else { return true };
-                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks.
-                if self.neighbours_seen.contains(&(ch, prev, me, next)) {
+                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks. The four numbers
+                // packed in one key.
+                let seen = u128::from(ch) << 96 | u128::from(prev) << 64 | u128::from(me) << 32 | u128::from(next);
+                if self.neighbours_seen.contains(&seen) {
                     return true;
                 }
                 if self.neighbours_seen.len() >= MAX_ROWS {
                     self.dropped.row("ring neighbour");
                     return true;
                 }
-                self.neighbours_seen.insert((ch, prev, me, next));
+                self.neighbours_seen.insert(seen);
                 self.snap.rings[i].neighbours.push((prev, me, next));
             }
             Event::Trees(entries) => {
@@ -345,9 +347,10 @@ impl Job {
                     if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
                         self.saw_rank(m);
                     }
-                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&(t.channel, t.rank)) {
+                    let seen = u64::from(t.channel) << 32 | u64::from(t.rank);
+                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&seen) {
                         self.dropped.row("tree");
-                    } else if self.tree_seen.insert((t.channel, t.rank)) {
+                    } else if self.tree_seen.insert(seen) {
                         self.snap.trees.push(Tree {
                             channel: t.channel,
                             rank: t.rank,
@@ -523,13 +526,11 @@ impl Job {
         if let Some(ev) = ev {
             self.cite(ev, at);
         }
+        // Its numbers packed in three words, then its mode.
         let mut h = FastHash::default();
         h.word(comm_idx.map_or(u64::MAX, |i| i as u64));
-        h.word(c.channel.into());
-        h.word(c.src.into());
-        h.word(c.dst.into());
-        h.word(c.direction as u64);
-        h.word(c.transport.id() as u64);
+        h.word(u64::from(c.channel) << 32 | u64::from(c.src));
+        h.word(u64::from(c.dst) << 32 | (c.direction as u64) << 16 | c.transport.id() as u64);
         h.bytes(c.mode.as_deref().unwrap_or("").as_bytes());
         if self.conn_seen.contains(&h.0) {
             return;

@@ -130,10 +130,14 @@ pub(crate) struct FastHash(u64);
 
 /// Hash maps and sets keyed on the hot path.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
-/// Maps keyed on a hash already (threads, processes): the key is its own hash.
+type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHash>>;
+/// Maps and sets keyed on a hash already (threads, processes, connections): the key is its own hash.
 type HashedMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<Hashed>>;
+type HashedSet = HashSet<u64, std::hash::BuildHasherDefault<Hashed>>;
+/// Sets keyed on numbers packed in one or two words: one folded multiply hashes them.
+type WordSet<K> = HashSet<K, std::hash::BuildHasherDefault<WordHash>>;
 
-/// The hasher of [`HashedMap`]: a `u64` key passes through.
+/// The hasher of [`HashedMap`] and [`HashedSet`]: a `u64` key passes through.
 #[derive(Default)]
 pub(crate) struct Hashed(u64);
 
@@ -148,7 +152,25 @@ impl std::hash::Hasher for Hashed {
         self.0 = w;
     }
 }
-type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHash>>;
+
+/// The hasher of [`WordSet`].
+#[derive(Default)]
+pub(crate) struct WordHash(u64);
+
+impl std::hash::Hasher for WordHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = hash_of(bytes) ^ self.0.rotate_left(5);
+    }
+    fn write_u64(&mut self, w: u64) {
+        self.0 = fold_mul(w ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
+    }
+    fn write_u128(&mut self, w: u128) {
+        self.0 = fold_mul(w as u64 ^ 0x243f_6a88_85a3_08d3, (w >> 64) as u64 ^ 0x1319_8a2e_0370_7344);
+    }
+}
 
 impl std::hash::Hasher for FastHash {
     fn finish(&self) -> u64 {
@@ -359,11 +381,12 @@ pub(crate) struct Job {
     comm_index: FastMap<u64, usize>,
     /// (place, comm pointer) to the rank that printed it.
     comm_rank: FastMap<u64, u32>,
-    conn_seen: FastSet<u64>,
+    conn_seen: HashedSet,
     ring_index: HashMap<u32, usize>,
-    tree_seen: FastSet<(u32, u32)>,
-    /// (channel, prev, rank, next) of the ring neighbour lines kept.
-    neighbours_seen: FastSet<(u32, u32, u32, u32)>,
+    /// (channel, rank) of the tree entries kept, packed in a word.
+    tree_seen: WordSet<u64>,
+    /// (channel, prev, rank, next) of the ring neighbour lines kept, packed in two words.
+    neighbours_seen: WordSet<u128>,
     decision_index: FastMap<(Collective, u64, u8, u8, Option<u32>), usize>,
     unnamed_seen: FastSet<(u64, u8, u8, Option<u32>)>,
     ops: ops::OpHistories,
@@ -415,10 +438,10 @@ impl Job {
             open_prints: 0,
             comm_index: FastMap::default(),
             comm_rank: FastMap::default(),
-            conn_seen: FastSet::default(),
+            conn_seen: HashedSet::default(),
             ring_index: HashMap::new(),
-            tree_seen: FastSet::default(),
-            neighbours_seen: FastSet::default(),
+            tree_seen: WordSet::default(),
+            neighbours_seen: WordSet::default(),
             decision_index: FastMap::default(),
             unnamed_seen: FastSet::default(),
             ops: ops::OpHistories::default(),
