@@ -972,8 +972,8 @@ fn bracket_rank(text: &str) -> Option<u32> {
 mod tests {
     use super::*;
 
-    /// The hash as it was written first: the tail copied into a zeroed word. Stream keys must not change with
-    /// the faster tail read (the threads' order at the end follows them).
+    /// The hash as it was written first: the tail copied into a zeroed word. The faster tail read keeps every
+    /// value (process ids, communicator keys, facts seen) as it was.
     fn reference(b: &[u8]) -> u64 {
         let mut h = FastHash::default();
         let mut chunks = b.chunks_exact(8);
