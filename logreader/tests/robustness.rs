@@ -209,3 +209,21 @@ fn ring_rows_are_looked_up_not_scanned_and_capped_and_said() {
     // 76 channels past 1024 are dropped as rings.
     assert!(w.text.contains("76 ring rows") && w.text.contains("1033 ring neighbour rows"), "{}", w.text);
 }
+
+#[test]
+fn prints_open_at_the_end_close_in_the_order_their_threads_first_printed() {
+    // Twelve hosts each start a graph, their lines interleaved, and none closes before the end of the input.
+    let hosts: Vec<String> = (0..12).map(|i| format!("gpu-{:02}", (i * 7) % 12)).collect();
+    let mut log = String::new();
+    for h in &hosts {
+        log += &format!(
+            "{h}:100:101 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 1, bw 10.000000/10.000000, type LOC/NET, sameChannels 1\n"
+        );
+    }
+    for h in &hosts {
+        log += &format!("{h}:100:101 [0] NCCL INFO  0 : NET/0 GPU/0 NET/0\n");
+    }
+    let s = read(log.as_bytes(), false);
+    let order: Vec<&str> = s.graphs.iter().filter_map(|g| g.host.as_deref()).collect();
+    assert_eq!(order, hosts);
+}

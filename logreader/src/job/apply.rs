@@ -11,16 +11,26 @@ use collscope_model::{
 impl Job {
     pub(super) fn learn_rank(&mut self, key: &ProcKey, rank: u32) {
         self.saw_rank(rank);
-        if key.anonymous() {
+        // The process that learnt its rank last, again (a line's entries, a thread's lines in a row): no lookup.
+        if key.anonymous() || self.rank_known == Some((key.id, rank)) {
             return;
         }
-        // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
-        if self.procs.len() >= MAX_THREADS && !self.procs.contains_key(&key.id) {
-            return;
+        let full = self.procs.len() >= MAX_THREADS;
+        match self.procs.get_mut(&key.id) {
+            // Known already: most lines that name their rank are a known process's.
+            Some(known) if *known == Some(rank) => {
+                self.rank_known = Some((key.id, rank));
+                return;
+            }
+            Some(known) => *known = Some(rank),
+            // Processes and ranks past the cap are not remembered (`MAX_THREADS` says why it is enough).
+            None if full => return,
+            None => {
+                self.procs.insert(key.id, Some(rank));
+            }
         }
-        if self.procs.insert(key.id, Some(rank)) != Some(Some(rank))
-            && (self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank))
-        {
+        self.rank_known = Some((key.id, rank));
+        if self.rank_host.len() < MAX_THREADS || self.rank_host.contains_key(&rank) {
             self.rank_host.entry(rank).or_insert_with(|| key.place());
         }
     }
@@ -182,9 +192,30 @@ impl Job {
     }
 
     fn gdr(&mut self, at: &At, host: Option<&str>, rank: Option<u32>, g: GdrLine) {
-        let check = GdrCheck {
+        // The check's identity from the line's parts as they are: a check known already (most GDR lines: every
+        // rank prints its own) allocates nothing.
+        let mut id = FastHash(1);
+        for text in [host, g.hca.as_deref(), g.hca_name.as_deref(), g.reason.as_deref(), g.net.as_deref()] {
+            id.bytes(text.unwrap_or("\u{0}").as_bytes());
+        }
+        std::hash::Hash::hash(&g.gpu, &mut id);
+        let check_rank = g.rank.or(rank);
+        // A line that names its GPU is the same check whether or not its process's rank was known yet.
+        let id_rank = if g.gpu.is_some() { g.rank } else { check_rank };
+        for n in [id_rank, g.distance, g.level] {
+            id.word(n.map_or(u64::MAX, u64::from));
+        }
+        id.word(g.enabled.into());
+        if !self.seen.insert(id.0) || self.facts.gdr_checks.len() >= MAX_WARNINGS {
+            return;
+        }
+        let line = (!g.enabled).then(|| at.line_ref(&self.files));
+        if line.is_some() {
+            self.cite(Cite::GdrOff, at);
+        }
+        self.facts.gdr_checks.push(GdrCheck {
             host: host.map(str::to_string),
-            rank: g.rank.or(rank),
+            rank: check_rank,
             gpu: g.gpu,
             net: g.net,
             hca: g.hca,
@@ -193,26 +224,8 @@ impl Job {
             distance: g.distance,
             level: g.level,
             reason: g.reason,
-            line: None,
-        };
-        let mut id = FastHash(1);
-        for text in [&check.host, &check.hca, &check.hca_name, &check.reason, &check.net] {
-            id.bytes(text.as_deref().unwrap_or("\u{0}").as_bytes());
-        }
-        id.bytes(check.gpu.as_ref().map_or(String::new(), |g| format!("{g:?}")).as_bytes());
-        // A line that names its GPU is the same check whether or not its process's rank was known yet.
-        let rank = if check.gpu.is_some() { g.rank } else { check.rank };
-        for n in [rank, check.distance, check.level] {
-            id.word(n.map_or(u64::MAX, u64::from));
-        }
-        id.word(check.enabled.into());
-        if self.seen.insert(id.0) && self.facts.gdr_checks.len() < MAX_WARNINGS {
-            let line = (!check.enabled).then(|| at.line_ref(&self.files));
-            if line.is_some() {
-                self.cite(Cite::GdrOff, at);
-            }
-            self.facts.gdr_checks.push(GdrCheck { line, ..check });
-        }
+            line,
+        });
     }
 
     /// Applies one event; `false` when the line added nothing the job can use.
@@ -310,15 +323,17 @@ impl Job {
                 self.saw_rank(prev.max(next));
                 self.size.ring_pair |= prev == next && prev != me;
                 let Some(i) = self.ring(ch) else { return true };
-                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks.
-                if self.neighbours_seen.contains(&(ch, prev, me, next)) {
+                // Looked up in a set: a scan of the ring's neighbours was quadratic in ranks. The four numbers
+                // packed in one key.
+                let seen = u128::from(ch) << 96 | u128::from(prev) << 64 | u128::from(me) << 32 | u128::from(next);
+                if self.neighbours_seen.contains(&seen) {
                     return true;
                 }
                 if self.neighbours_seen.len() >= MAX_ROWS {
                     self.dropped.row("ring neighbour");
                     return true;
                 }
-                self.neighbours_seen.insert((ch, prev, me, next));
+                self.neighbours_seen.insert(seen);
                 self.snap.rings[i].neighbours.push((prev, me, next));
             }
             Event::Trees(entries) => {
@@ -332,9 +347,10 @@ impl Job {
                     if let Some(m) = t.down.iter().chain([&t.up]).filter_map(|&x| u32::try_from(x).ok()).max() {
                         self.saw_rank(m);
                     }
-                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&(t.channel, t.rank)) {
+                    let seen = u64::from(t.channel) << 32 | u64::from(t.rank);
+                    if self.tree_seen.len() >= MAX_ROWS && !self.tree_seen.contains(&seen) {
                         self.dropped.row("tree");
-                    } else if self.tree_seen.insert((t.channel, t.rank)) {
+                    } else if self.tree_seen.insert(seen) {
                         self.snap.trees.push(Tree {
                             channel: t.channel,
                             rank: t.rank,
@@ -510,13 +526,11 @@ impl Job {
         if let Some(ev) = ev {
             self.cite(ev, at);
         }
+        // Its numbers packed in three words, then its mode.
         let mut h = FastHash::default();
         h.word(comm_idx.map_or(u64::MAX, |i| i as u64));
-        h.word(c.channel.into());
-        h.word(c.src.into());
-        h.word(c.dst.into());
-        h.word(c.direction as u64);
-        h.word(c.transport.id() as u64);
+        h.word(u64::from(c.channel) << 32 | u64::from(c.src));
+        h.word(u64::from(c.dst) << 32 | (c.direction as u64) << 16 | c.transport.id() as u64);
         h.bytes(c.mode.as_deref().unwrap_or("").as_bytes());
         if self.conn_seen.contains(&h.0) {
             return;
