@@ -57,9 +57,10 @@ fn any16(chunk: &[u8; 16], f: impl Fn(u8) -> bool) -> bool {
 #[inline(always)]
 pub(crate) fn any_byte(b: &[u8], f: impl Fn(u8) -> bool + Copy) -> bool {
     let Some(last) = b.len().checked_sub(16) else { return b.iter().fold(false, |acc, &x| acc | f(x)) };
-    let mut chunks = b.chunks_exact(16);
     let chunk = |c: &[u8]| <&[u8; 16]>::try_from(c).is_ok_and(|c| any16(c, f));
-    chunks.by_ref().fold(false, |acc, c| acc | chunk(c)) | chunk(&b[last..])
+    // `any` over the chunks, not a fold: its early exit keeps the compiler from vectorising across chunks (16-byte
+    // strided gathers, several times slower) instead of within each.
+    b.chunks_exact(16).any(chunk) || chunk(&b[last..])
 }
 
 /// The bytes of `w` (8 bytes, little-endian) that are an `N`, as their high bits. Exact for every byte: no carry
