@@ -392,6 +392,10 @@ pub fn launcher_rank(text: &str) -> Option<u32> {
         return t[..n].parse().ok();
     }
     let head = &text.as_bytes()[..text.len().min(96)];
+    // Both other forms need a `[`: most lines of other programs hold none, told by a vector test (see `any_byte`).
+    if !any_byte(head, |c| c == b'[') {
+        return None;
+    }
     // One pass over the brackets (a memchr, not a search for each needle: this runs on every line of other
     // programs). `[rank`: the first one only; `]<std`: the first one, with the last `[` before it.
     let mut rank_tried = false;
@@ -576,6 +580,21 @@ mod tests {
                     w[pos] = v;
                     let want = w.iter().enumerate().fold(0u64, |m, (i, &c)| m | (u64::from(c == b'N') << (8 * i + 7)));
                     assert_eq!(n_bits(u64::from_le_bytes(w)), want, "{w:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn any_byte_sees_every_position() {
+        let garbled = |c: u8| (c < 0x20) & (c != b'\t');
+        for len in 0..50 {
+            for pos in 0..len {
+                for c in [0u8, 0x1b, 0x1f, b'\t', b' ', b'N', 0x7f, 0xc3] {
+                    let mut b = vec![b'a'; len];
+                    b[pos] = c;
+                    assert_eq!(any_byte(&b, garbled), garbled(c), "{len} {pos} {c}");
+                    assert_eq!(any_byte(&b, |x| x == b'N'), c == b'N', "{len} {pos} {c}");
                 }
             }
         }
