@@ -132,6 +132,40 @@ fn number(b: &[u8], from: usize) -> Option<(usize, Option<u32>)> {
     (end > from).then(|| (end, u32::try_from(v).ok()))
 }
 
+/// [`number`] for a pid or tid (4 to 7 digits): read at once by [`digits8`] where 8 bytes are there.
+#[inline(always)]
+fn long_number(b: &[u8], from: usize) -> Option<(usize, Option<u32>)> {
+    match b.get(from..from + 8).and_then(|w| w.try_into().ok()).and_then(|w| digits8(u64::from_le_bytes(w))) {
+        Some((n, v)) => (n > 0).then_some((from + n, Some(v))),
+        None => number(b, from),
+    }
+}
+
+/// The digits that start the 8 bytes `w` (little-endian: the first byte lowest) and their value, read at once (a
+/// pid or tid is 4 to 7 digits, a loop costs ten instructions a digit); `None` when all 8 are digits, which the
+/// loop reads.
+fn digits8(w: u64) -> Option<(usize, u32)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // A byte is a digit when its high nibble is 3 before and after adding 6. A carry out of a byte (0xfa and up,
+    // no digit) only disturbs the bytes after it, past the first non-digit.
+    let other = ((w & (0xf0 * ONES)) ^ (0x30 * ONES)) | ((w.wrapping_add(6 * ONES) & (0xf0 * ONES)) ^ (0x30 * ONES));
+    // Each non-zero byte of `other` as its high bit, exactly (no carry crosses bytes).
+    let nonzero = (other | ((other & (0x7f * ONES)) + 0x7f * ONES)) & (0x80 * ONES);
+    if nonzero == 0 {
+        return None;
+    }
+    let n = nonzero.trailing_zeros() as usize / 8;
+    if n == 0 {
+        return Some((0, 0));
+    }
+    // The n digits' values moved to the top bytes (zeros before them), then folded pairwise: 2, 4, 8 digits.
+    let mut v = (w.wrapping_sub(0x30 * ONES) & (u64::MAX >> (64 - 8 * n))) << (64 - 8 * n);
+    v = (v.wrapping_mul(10) + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    v = (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff;
+    Some((n, v as u32))
+}
+
 /// The common case read forwards: `host:pid:tid [dev] NCCL INFO msg` with nothing before the host. `None` sends
 /// the line to the general (backwards) reading. One pass, each byte looked at once: this runs on almost every line.
 fn standard(line: &str) -> Option<Envelope<'_>> {
@@ -154,11 +188,11 @@ fn standard(line: &str) -> Option<Envelope<'_>> {
     if colon == 0 || b.get(colon) != Some(&b':') {
         return None;
     }
-    let (pid_end, pid) = number(b, colon + 1)?;
+    let (pid_end, pid) = long_number(b, colon + 1)?;
     if b.get(pid_end) != Some(&b':') {
         return None;
     }
-    let (tid_end, tid) = number(b, pid_end + 1)?;
+    let (tid_end, tid) = long_number(b, pid_end + 1)?;
     if b.get(tid_end..tid_end + 2) != Some(b" [") {
         return None;
     }
@@ -597,6 +631,35 @@ mod tests {
                     assert_eq!(any_byte(&b, |x| x == b'N'), c == b'N', "{len} {pos} {c}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn eight_digits_at_once_read_as_the_loop_does() {
+        let looped = |b: &[u8]| {
+            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+            (n < 8).then(|| (n, b[..n].iter().fold(0u32, |v, &c| v * 10 + u32::from(c - b'0'))))
+        };
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mostly digits, and every byte value near them.
+            let b: [u8; 8] = std::array::from_fn(|i| {
+                let r = (x >> (i * 8)) as u8;
+                if r.is_multiple_of(4) {
+                    r
+                } else {
+                    b'0' + r % 10
+                }
+            });
+            assert_eq!(digits8(u64::from_le_bytes(b)), looped(&b), "{b:?}");
+        }
+        for b in
+            [*b"1234567:", *b"9999999 ", *b"0000000]", *b"12345678", *b"/:012345", *b"\xfa9999999", *b"\xff9:\xfa9999"]
+        {
+            assert_eq!(digits8(u64::from_le_bytes(b)), looped(&b), "{b:?}");
         }
     }
 
