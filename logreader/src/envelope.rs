@@ -52,8 +52,8 @@ fn any16(chunk: &[u8; 16], f: impl Fn(u8) -> bool) -> bool {
     chunk.iter().fold(false, |acc, &b| acc | f(b))
 }
 
-/// Whether `b` holds a byte `f` accepts, 16 bytes at a time (see [`any16`]). The last 16 bytes overlap the chunk
-/// before them rather than being tested one by one.
+/// Whether `b` holds a byte `f` accepts, tested by vector compares (see [`any16`]). The last 16 bytes overlap the
+/// chunk before them rather than being tested one by one.
 #[inline(always)]
 pub(crate) fn any_byte(b: &[u8], f: impl Fn(u8) -> bool + Copy) -> bool {
     let Some(last) = b.len().checked_sub(16) else { return b.iter().fold(false, |acc, &x| acc | f(x)) };
