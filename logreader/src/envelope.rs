@@ -5,8 +5,6 @@
 //! tolerated.
 
 use collscope_model::scan;
-use memchr::memmem;
-use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -47,56 +45,170 @@ pub enum Line<'a> {
     Other { launcher_rank: Option<u32>, text: &'a str },
 }
 
-fn marker() -> &'static memmem::Finder<'static> {
-    static F: OnceLock<memmem::Finder<'static>> = OnceLock::new();
-    F.get_or_init(|| memmem::Finder::new(b"NCCL "))
+/// Whether `chunk` holds a byte `f` accepts: a fold over a fixed 16 bytes, which the compiler makes a few vector
+/// instructions, where `any` would test byte by byte.
+#[inline(always)]
+fn any16(chunk: &[u8; 16], f: impl Fn(u8) -> bool) -> bool {
+    chunk.iter().fold(false, |acc, &b| acc | f(b))
+}
+
+/// Whether `b` holds a byte `f` accepts, tested by vector compares (see [`any16`]). The last 16 bytes overlap the
+/// chunk before them rather than being tested one by one.
+#[inline(always)]
+pub(crate) fn any_byte(b: &[u8], f: impl Fn(u8) -> bool + Copy) -> bool {
+    let Some(last) = b.len().checked_sub(16) else { return b.iter().fold(false, |acc, &x| acc | f(x)) };
+    let chunk = |c: &[u8]| <&[u8; 16]>::try_from(c).is_ok_and(|c| any16(c, f));
+    // 32 bytes an iteration (two vector tests, one branch). `any` over them, not a fold: its early exit keeps the
+    // compiler from vectorising across chunks (strided gathers, several times slower) instead of within each.
+    let pair = |c: &[u8]| <&[u8; 32]>::try_from(c).is_ok_and(|c| c.iter().fold(false, |acc, &x| acc | f(x)));
+    let mut pairs = b.chunks_exact(32);
+    pairs.any(pair) || pairs.remainder().get(..16).is_some_and(chunk) || chunk(&b[last..])
+}
+
+/// The bytes of `w` (8 bytes, little-endian) that are an `N`, as their high bits. Exact for every byte: no carry
+/// crosses from one byte into the next (the classic zero-byte test is exact only for the first).
+fn n_bits(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let x = w ^ 0x4e4e_4e4e_4e4e_4e4e;
+    !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// Where the next `NCCL ` starts in `text`, at or after `from`. Most messages hold no `N`: chunks of 16 bytes
+/// without one are passed over by one vector test each ([`any16`]), and in a chunk with one its `N`s are found 8
+/// bytes at a time ([`n_bits`]) and compared. (`memmem` set up a searcher on every call, and a memchr per `N` cost
+/// more than these short lines.)
+fn find_marker(text: &str, from: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let is_n = |c: u8| c == b'N';
+    let is_marker = |i: usize| b[i..].starts_with(b"NCCL ");
+    let mut at = from;
+    while let Some(chunk) = b.get(at..at + 16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
+        if any16(chunk, is_n) {
+            for (half, word) in chunk.chunks_exact(8).enumerate() {
+                let mut bits = n_bits(word.try_into().map_or(0, u64::from_le_bytes));
+                while bits != 0 {
+                    let i = at + 8 * half + bits.trailing_zeros() as usize / 8;
+                    if is_marker(i) {
+                        return Some(i);
+                    }
+                    bits &= bits - 1;
+                }
+            }
+        }
+        at += 16;
+    }
+    // Fewer than 16 bytes left: the text's last 16 tell at once whether they hold an `N`.
+    if b.len() >= 16 && !any_byte(&b[b.len() - 16..], is_n) {
+        return None;
+    }
+    (at..b.len()).find(|&i| is_n(b[i]) && is_marker(i))
 }
 
 /// Whether `text` holds `NCCL ` anywhere (a quick test before [`split`]).
 pub fn has_marker(text: &str) -> bool {
-    marker().find(text.as_bytes()).is_some()
+    find_marker(text, 0).is_some()
+}
+
+/// The bytes of a host name that the forward reading takes (`[A-Za-z0-9._<-]`), one table lookup a byte.
+static HOST_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'<');
+        c += 1;
+    }
+    t
+};
+
+/// The ASCII digits at `from` (at least one, else `None`): where they end and their value (`None` past u32).
+#[inline(always)]
+fn number(b: &[u8], from: usize) -> Option<(usize, Option<u32>)> {
+    let mut end = from;
+    let mut v = 0u64;
+    while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
+        // Clamped just past u32 (one compare, no overflow checks): a value past u32 stays past it.
+        v = (v * 10 + u64::from(d)).min(1 << 32);
+        end += 1;
+    }
+    (end > from).then(|| (end, u32::try_from(v).ok()))
+}
+
+/// [`number`] for a pid or tid (4 to 7 digits): read at once by [`digits8`] where 8 bytes are there.
+#[inline(always)]
+fn long_number(b: &[u8], from: usize) -> Option<(usize, Option<u32>)> {
+    match b.get(from..from + 8).and_then(|w| w.try_into().ok()).and_then(|w| digits8(u64::from_le_bytes(w))) {
+        Some((n, v)) => (n > 0).then_some((from + n, Some(v))),
+        None => number(b, from),
+    }
+}
+
+/// The digits that start the 8 bytes `w` (little-endian: the first byte lowest) and their value, read at once (a
+/// pid or tid is 4 to 7 digits, a loop costs ten instructions a digit); `None` when all 8 are digits, which the
+/// loop reads.
+fn digits8(w: u64) -> Option<(usize, u32)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // A byte is a digit when its high nibble is 3 before and after adding 6. A carry out of a byte (0xfa and up,
+    // no digit) only disturbs the bytes after it, past the first non-digit.
+    let other = ((w & (0xf0 * ONES)) ^ (0x30 * ONES)) | ((w.wrapping_add(6 * ONES) & (0xf0 * ONES)) ^ (0x30 * ONES));
+    // Each non-zero byte of `other` as its high bit, exactly (no carry crosses bytes).
+    let nonzero = (other | ((other & (0x7f * ONES)) + 0x7f * ONES)) & (0x80 * ONES);
+    if nonzero == 0 {
+        return None;
+    }
+    let n = nonzero.trailing_zeros() as usize / 8;
+    if n == 0 {
+        return Some((0, 0));
+    }
+    // The n digits' values moved to the top bytes (zeros before them), then folded pairwise: 2, 4, 8 digits.
+    let mut v = (w.wrapping_sub(0x30 * ONES) & (u64::MAX >> (64 - 8 * n))) << (64 - 8 * n);
+    v = (v.wrapping_mul(10) + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    v = (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff;
+    Some((n, v as u32))
 }
 
 /// The common case read forwards: `host:pid:tid [dev] NCCL INFO msg` with nothing before the host. `None` sends
-/// the line to the general (backwards) reading.
+/// the line to the general (backwards) reading. One pass, each byte looked at once: this runs on almost every line.
 fn standard(line: &str) -> Option<Envelope<'_>> {
     let b = line.as_bytes();
-    // The digits from `from` and their value (None past u32), in one pass: this runs on almost every line.
-    // Saturating, so that a value past u32 stays past it.
-    let number = |from: usize| {
-        let mut end = from;
-        let mut v = 0u64;
-        while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
-            v = v.saturating_mul(10).saturating_add(u64::from(d));
-            end += 1;
-        }
-        (end, u32::try_from(v).ok().filter(|_| end > from))
-    };
     // The host name and its colon in one plain loop: a few bytes, shorter than memchr's set-up pays for. An
     // anonymized host (`<cluster_name>`) reads here too: `<` anywhere and `>` at its end are what the general
     // reading takes for the host's own.
-    let name = b[..b.len().min(256)]
-        .iter()
-        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'<')))?;
-    let colon = name + b[name..].iter().take_while(|&&c| c == b'>').count();
-    (colon > 0 && b.get(colon) == Some(&b':')).then_some(())?;
-    let (pid_end, pid) = number(colon + 1);
-    if pid_end == colon + 1 || b.get(pid_end) != Some(&b':') {
+    let limit = b.len().min(256);
+    let mut name = 0;
+    while name < limit && HOST_BYTE[usize::from(b[name])] {
+        name += 1;
+    }
+    if name == limit {
         return None;
     }
-    let (tid_end, tid) = number(pid_end + 1);
-    if tid_end == pid_end + 1 || b.get(tid_end..tid_end + 2) != Some(b" [") {
+    let mut colon = name;
+    while b.get(colon) == Some(&b'>') {
+        colon += 1;
+    }
+    if colon == 0 || b.get(colon) != Some(&b':') {
+        return None;
+    }
+    let (pid_end, pid) = long_number(b, colon + 1)?;
+    if b.get(pid_end) != Some(&b':') {
+        return None;
+    }
+    let (tid_end, tid) = long_number(b, pid_end + 1)?;
+    if b.get(tid_end..tid_end + 2) != Some(b" [") {
         return None;
     }
     let dev_from = tid_end + 2;
     let neg = b.get(dev_from) == Some(&b'-');
-    let (dev_end, dev) = number(dev_from + usize::from(neg));
+    let (dev_end, dev) = number(b, dev_from + usize::from(neg))?;
     let dev = i32::try_from(dev?).ok()?;
-    let rest = line.get(dev_end..)?.strip_prefix("] NCCL INFO")?;
-    let msg = match rest.strip_prefix(' ') {
-        Some(m) => m,
-        None if rest.is_empty() => rest,
-        None => return None,
+    // `] NCCL INFO ` compared at once (the compiler makes it two loads); `] NCCL INFO` ending the line is an empty
+    // message.
+    const INFO: &[u8; 12] = b"] NCCL INFO ";
+    let msg = match b.get(dev_end..dev_end + 12) {
+        Some(s) if s == INFO => &line[dev_end + 12..],
+        None if b[dev_end..] == INFO[..11] => &line[b.len()..],
+        _ => return None,
     };
     Some(Envelope {
         host: Some(&line[..colon]),
@@ -117,7 +229,10 @@ pub fn split(line: &str) -> Line<'_> {
         return Line::Nccl(env);
     }
     let bytes = line.as_bytes();
-    for pos in marker().find_iter(bytes) {
+    let mut from = 0;
+    while let Some(pos) = find_marker(line, from) {
+        // `NCCL ` cannot overlap itself, and is ASCII: the byte after it is a char boundary.
+        from = pos + 5;
         if pos > 0 && !matches!(bytes[pos - 1], b' ' | b':' | b'>' | b']' | b'|' | b'\t') {
             continue;
         }
@@ -299,33 +414,47 @@ fn host_pid_tid(tok: &str) -> Option<(&str, u32, u32, &str)> {
 }
 
 /// The rank a launcher put in front of a line: Open MPI's `[1,3]<stdout>:`, torchrun's `[rank3]:` and
-/// `srun -l`'s `3: `.
+/// `srun -l`'s `3: `. `srun -l`'s at the line's start (after blanks); the others in its first 96 bytes, `[rank`
+/// before `]<std` wherever each is.
 pub fn launcher_rank(text: &str) -> Option<u32> {
-    let head = &text.as_bytes()[..text.len().min(96)];
-    memchr::memchr2(b'[', b':', head)?;
     let t = text.trim_start();
-    if let Some(colon) = t.find(':').filter(|&i| i > 0 && i <= 7) {
-        let after = &t[colon + 1..];
-        if t[..colon].bytes().all(|b| b.is_ascii_digit()) && (after.is_empty() || after.starts_with(' ')) {
-            return t[..colon].parse().ok();
+    let tb = t.as_bytes();
+    let n = tb.iter().take_while(|b| b.is_ascii_digit()).count();
+    if (1..=7).contains(&n)
+        && tb.get(n) == Some(&b':')
+        && matches!(tb.get(n + 1), None | Some(b' '))
+        && text.len() - t.len() + n < 96
+    {
+        return t[..n].parse().ok();
+    }
+    let head = &text.as_bytes()[..text.len().min(96)];
+    // Both other forms need a `[`: most lines of other programs hold none, told by a vector test (see `any_byte`).
+    if !any_byte(head, |c| c == b'[') {
+        return None;
+    }
+    // One pass over the brackets (a memchr, not a search for each needle: this runs on every line of other
+    // programs). `[rank`: the first one only; `]<std`: the first one, with the last `[` before it.
+    let mut rank_tried = false;
+    let mut open = None;
+    let mut stdio: Option<Option<u32>> = None;
+    for i in memchr::memchr2_iter(b'[', b']', head) {
+        if head[i] == b'[' {
+            if !rank_tried && head[i + 1..].starts_with(b"rank") {
+                rank_tried = true;
+                if let Some((_, Some(r))) = number(head, i + 5) {
+                    return Some(r);
+                }
+            }
+            open = Some(i);
+        } else if stdio.is_none() && head[i + 1..].starts_with(b"<std") {
+            // The brackets are ASCII, so char boundaries; `[1, 3]` keeps its blanks for `trim`.
+            stdio = Some(open.and_then(|o| text[o + 1..i].split_once(',')).and_then(|(_, r)| r.trim().parse().ok()));
+            if rank_tried {
+                break;
+            }
         }
     }
-    let head = &text[..floor_char_boundary(text, 96)];
-    memchr::memchr(b'[', head.as_bytes())?;
-    // A `scan::Needle`, not `memmem::find`: this runs on every line of other programs, and memmem sets up a
-    // searcher per call that costs more than these 96 bytes.
-    if let Some(i) = const { scan::Needle::new("[rank") }.find(head) {
-        let digits: String = head[i + 5..].chars().take_while(|c| c.is_ascii_digit()).collect();
-        if let Ok(r) = digits.parse() {
-            return Some(r);
-        }
-    }
-    if let Some(i) = const { scan::Needle::new("]<std") }.find(head) {
-        let open = head[..i].rfind('[')?;
-        let (_, rank) = head[open + 1..i].split_once(',')?;
-        return rank.trim().parse().ok();
-    }
-    None
+    stdio.flatten()
 }
 
 fn floor_char_boundary(s: &str, max: usize) -> usize {
@@ -456,6 +585,114 @@ mod tests {
             "32768 Bytes -> Algo 0 proto 0 time 30.599243"
         );
         assert_eq!(bare("[x]<stdout>:y").launcher_rank, None);
+    }
+
+    #[test]
+    fn the_marker_is_found_wherever_it_lies_in_the_chunks() {
+        // Every position, across the 16-byte chunks and the overlapping tail, in texts of every length near them.
+        for len in 0..60 {
+            for at in 0..=len.max(5) - 5 {
+                let mut t = "xN ".repeat(len).chars().take(len).collect::<String>();
+                if len >= 5 {
+                    t.replace_range(at..at + 5, "NCCL ");
+                }
+                let want = (len >= 5).then_some(at);
+                assert_eq!(find_marker(&t, 0), want, "{t:?}");
+                assert_eq!(has_marker(&t), want.is_some(), "{t:?}");
+                assert_eq!(find_marker(&t, at.min(t.len())), want, "{t:?}");
+                assert_eq!(find_marker(&t, (at + 1).min(t.len())), None, "{t:?}");
+            }
+        }
+        assert!(!has_marker("NCCL_IB_HCA set by environment to mlx5_0 and NET/IB NVLS NCCL"));
+        assert!(has_marker("é NCCL_IB_HCA NET/IB NVLS é h:1:2 [0] NCCL INFO x"));
+    }
+
+    #[test]
+    fn n_bits_marks_exactly_the_n_bytes() {
+        for fill in [0u8, b'N', b'M', b'O', 0x80, 0xce, 0xff] {
+            for pos in 0..8 {
+                for v in 0..=255u8 {
+                    let mut w = [fill; 8];
+                    w[pos] = v;
+                    let want = w.iter().enumerate().fold(0u64, |m, (i, &c)| m | (u64::from(c == b'N') << (8 * i + 7)));
+                    assert_eq!(n_bits(u64::from_le_bytes(w)), want, "{w:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn any_byte_sees_every_position() {
+        let garbled = |c: u8| (c < 0x20) & (c != b'\t');
+        for len in 0..100 {
+            for pos in 0..len {
+                for c in [0u8, 0x1b, 0x1f, b'\t', b' ', b'N', 0x7f, 0xc3] {
+                    let mut b = vec![b'a'; len];
+                    b[pos] = c;
+                    assert_eq!(any_byte(&b, garbled), garbled(c), "{len} {pos} {c}");
+                    assert_eq!(any_byte(&b, |x| x == b'N'), c == b'N', "{len} {pos} {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn eight_digits_at_once_read_as_the_loop_does() {
+        let looped = |b: &[u8]| {
+            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+            (n < 8).then(|| (n, b[..n].iter().fold(0u32, |v, &c| v * 10 + u32::from(c - b'0'))))
+        };
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mostly digits, and every byte value near them.
+            let b: [u8; 8] = std::array::from_fn(|i| {
+                let r = (x >> (i * 8)) as u8;
+                if r.is_multiple_of(4) {
+                    r
+                } else {
+                    b'0' + r % 10
+                }
+            });
+            assert_eq!(digits8(u64::from_le_bytes(b)), looped(&b), "{b:?}");
+        }
+        for b in
+            [*b"1234567:", *b"9999999 ", *b"0000000]", *b"12345678", *b"/:012345", *b"\xfa9999999", *b"\xff9:\xfa9999"]
+        {
+            assert_eq!(digits8(u64::from_le_bytes(b)), looped(&b), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn launcher_ranks() {
+        for (text, rank) in [
+            ("3: x", Some(3)),
+            ("  1234567:", Some(1_234_567)),
+            ("12345678: x", None),
+            ("3:x", None),
+            ("3 : x", None),
+            ("[1,3]<stdout>:x", Some(3)),
+            ("[1, 7]<stderr>: x", Some(7)),
+            ("[a,+5]<stdout>:", Some(5)),
+            ("]<stdout>[rank4]", Some(4)),
+            ("x]<std[rank9]", Some(9)),
+            ("[1,2]<stdout>:[rank3]:", Some(3)),
+            ("[rank]:[2,9]<stdout>:", Some(9)),
+            ("[rank99999999999]:[1,2]<stdout>:", Some(2)),
+            ("]<stdout>:[1,2]<stdout>:", None),
+            ("[80746] [rank4]:[E321 ProcessGroupNCCL.cpp:607] [Rank 4]", Some(4)),
+            ("#   Rank  4 Pid   3805 on ip-172-31-41-105 device  4 [0x00] Tesla V100-SXM2-32GB", None),
+            ("     8388608       2097152   float     sum   2869.7    2.92    5.48  5e-07", None),
+        ] {
+            assert_eq!(launcher_rank(text), rank, "{text}");
+        }
+        // Only the first 96 bytes are looked at.
+        assert_eq!(launcher_rank(&format!("{}[rank3]", " ".repeat(90))), Some(3));
+        assert_eq!(launcher_rank(&format!("{}[rank3]", " ".repeat(91))), None);
+        assert_eq!(launcher_rank(&format!("{}3: x", " ".repeat(94))), Some(3));
+        assert_eq!(launcher_rank(&format!("{}3: x", " ".repeat(95))), None);
     }
 
     #[test]

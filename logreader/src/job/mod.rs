@@ -505,8 +505,7 @@ impl Job {
                 }
             },
         };
-        // A fold rather than `any`, so the compiler can vectorise it.
-        if raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != b'\t'))) {
+        if envelope::any_byte(raw, |b| (b < 0x20) & (b != b'\t')) {
             stats.garbled_lines += 1;
         }
         let at = At { file, line: lineno, text: &text };
@@ -528,7 +527,9 @@ impl Job {
                     // `NCCL WARN ...`, `NCCL version ...` alone: bare too.
                     self.open_bare(at);
                 }
-                self.flush_pending();
+                if self.pending.is_some() {
+                    self.flush_pending();
+                }
                 // Two processes writing into one line: each record on its own, where the first can be told apart.
                 if let Some(Line::Nccl(second)) = envelope::has_marker(env.msg).then(|| envelope::split(env.msg)) {
                     if second.level != Level::Version {
