@@ -38,11 +38,12 @@ pub struct Envelope<'a> {
     pub start: usize,
 }
 
-/// A line, NCCL's or another program's.
+/// A line, NCCL's or another program's. Another program's line carries no launcher rank: [`launcher_rank`] reads
+/// it where the line is kept (a warning, a version), not on every line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line<'a> {
     Nccl(Envelope<'a>),
-    Other { launcher_rank: Option<u32>, text: &'a str },
+    Other { text: &'a str },
 }
 
 /// Whether `chunk` holds a byte `f` accepts: a fold over a fixed 16 bytes, which the compiler makes a few vector
@@ -268,7 +269,7 @@ pub fn split(line: &str) -> Line<'_> {
         env.start = env.start.min(pos);
         return Line::Nccl(env);
     }
-    Line::Other { launcher_rank: launcher_rank(line), text: line }
+    Line::Other { text: line }
 }
 
 /// A line without NCCL's prefix, as a candidate bare message: a launcher's prefix in front of it (`[1,0]<stdout>:`,
@@ -700,7 +701,7 @@ mod tests {
         assert!(matches!(split("# Avg bus bandwidth    : 2.80613"), Line::Other { .. }));
         assert!(matches!(split("we use NCCL for this"), Line::Other { .. }));
         match split("[80746] [rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog") {
-            Line::Other { launcher_rank, .. } => assert_eq!(launcher_rank, Some(4)),
+            Line::Other { text } => assert_eq!(launcher_rank(text), Some(4)),
             l => panic!("{l:?}"),
         }
     }

@@ -514,7 +514,7 @@ impl Job {
 
     fn dispatch(&mut self, at: &At, text: &str) {
         match envelope::split(text) {
-            Line::Other { launcher_rank, text } => self.context(at, launcher_rank, text),
+            Line::Other { text } => self.context(at, text),
             Line::Nccl(env) => {
                 self.matrix = None;
                 self.facts.stats.nccl_lines += 1;
@@ -673,7 +673,7 @@ impl Job {
         Thread { proc: key.id, junk, host_ok: host.is_some() }
     }
 
-    fn context(&mut self, at: &At, launcher_rank: Option<u32>, text: &str) {
+    fn context(&mut self, at: &At, text: &str) {
         if let Some(columns) = self.matrix.take() {
             if let Some((coll, flags)) = message::tuning::matrix_row(text) {
                 self.matrix_row(columns.as_ref(), coll, &flags);
@@ -716,12 +716,12 @@ impl Job {
         }
         let said = classify::context(text);
         if said.error {
-            let rank = launcher_rank.or_else(|| bracket_rank(text));
+            let rank = envelope::launcher_rank(text).or_else(|| bracket_rank(text));
             self.warning(at, rank, None, text.trim(), None);
         }
         if let Some(v) = said.version {
             self.facts.rccl |= said.rccl;
-            self.version(at, v, launcher_rank.map(|r| format!("rank {r}")));
+            self.version(at, v, envelope::launcher_rank(text).map(|r| format!("rank {r}")));
         }
     }
 
