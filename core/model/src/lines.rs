@@ -233,38 +233,46 @@ pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
     s.is_empty().then_some((channel, prev, me, next))
 }
 
-/// `a/b/c` children, -1 for none.
-fn children(s: &str) -> Option<[i32; 3]> {
+/// `a/b/c` from `b[i..]`: one number, or several split by `/` (the children, -1 for none; past the third
+/// ignored). The first three, how many there were, and where they end.
+fn slashed(b: &[u8], mut i: usize) -> Option<([i32; 3], usize, usize)> {
     let mut out = [-1; 3];
-    let mut sc = Scan::new(s);
-    for i in 0.. {
-        let v = sc.num()?;
-        if let Some(slot) = out.get_mut(i) {
+    let mut n = 0;
+    loop {
+        let (v, len) = scan::num_prefix(b.get(i..)?)?;
+        if let Some(slot) = out.get_mut(n) {
             *slot = v;
         }
-        if sc.is_empty() {
-            return Some(out);
+        n += 1;
+        i += len;
+        if b.get(i) != Some(&b'/') {
+            return Some((out, n, i));
         }
-        sc.lit("/")?;
+        i += 1;
     }
-    None
 }
 
-/// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
-fn arrows(s: &str) -> Option<[&str; 3]> {
-    let b = s.as_bytes();
-    let mut cuts = [0usize; 2];
-    let mut n = 0;
-    for i in 1..b.len().saturating_sub(1) {
-        if b[i] == b'-' && b[i + 1] == b'>' {
-            if n == 2 {
-                return None;
-            }
-            cuts[n] = i;
-            n += 1;
-        }
+/// `a/b/c` children, all of the text.
+fn children(s: &str) -> Option<[i32; 3]> {
+    let (out, _, end) = slashed(s.as_bytes(), 0)?;
+    (end == s.len()).then_some(out)
+}
+
+/// One channel's `down->rank->up` (2.8+, the children first) or `up->rank->down` (2.4) from `b[i..]`, told
+/// apart by where the slashes are: the side with several numbers is the children. (rank, up, down) and where
+/// it ends.
+fn tree_spec(b: &[u8], i: usize) -> Option<(u32, i32, [i32; 3], usize)> {
+    let arrow = |i: usize| (b.get(i..i + 2) == Some(b"->")).then_some(i + 2);
+    let (a, a_n, i) = slashed(b, i)?;
+    let i = arrow(i)?;
+    let (rank, len) = scan::num_prefix(&b[i..])?;
+    let i = arrow(i + len)?;
+    let (c, c_n, i) = slashed(b, i)?;
+    match (a_n, c_n) {
+        (_, 1) => Some((rank, c[0], a, i)),
+        (1, _) => Some((rank, a[0], c, i)),
+        _ => None,
     }
-    (n == 2).then(|| [&s[..cuts[0]], &s[cuts[0] + 2..cuts[1]], &s[cuts[1] + 2..]])
 }
 
 /// One rank's trees over all channels (NCCL 2.28.9 `src/init.cc`): `Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`,
@@ -282,23 +290,39 @@ pub fn trees_line(entries: &[TreeEntry]) -> String {
 /// `Trees [0] 1/8/-1->0->-1 [1] ...` (2.8+: down->rank->up), `Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1` (2.5-2.7:
 /// the up tree, then the down tree) and `Trees [0] 26->25->-1/-1/-1` (2.4: up->rank->down).
 pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
-    let mut s = Scan::new(msg.strip_prefix("Trees")?);
-    let mut out = Vec::new();
-    while !s.ws().is_empty() {
-        s.lit("[")?;
-        let channel = s.num()?;
-        s.lit("]")?;
-        let spec = s.ws().word()?;
-        // Byte searches: a Trees line holds a spec for each of up to 64 channels.
-        let has_slash = |x: &str| x.bytes().any(|c| c == b'/');
-        let first = &spec[..spec.bytes().position(|c| c == b'|').unwrap_or(spec.len())];
-        let [a, r, b] = arrows(first)?;
-        let rank = r.parse().ok()?;
-        if has_slash(a) || !has_slash(b) {
-            out.push(TreeEntry { channel, rank, up: b.parse().ok()?, down: children(a)? });
-        } else {
-            out.push(TreeEntry { channel, rank, up: a.parse().ok()?, down: children(b)? });
+    // Walked by index over the bytes: a Trees line holds a spec for each of up to 64 channels.
+    let b = msg.strip_prefix("Trees")?.as_bytes();
+    let ws = |mut i: usize| {
+        while matches!(b.get(i), Some(b' ' | b'\t')) {
+            i += 1;
         }
+        i
+    };
+    let mut out = Vec::new();
+    let mut i = ws(0);
+    while i < b.len() {
+        if b[i] != b'[' {
+            return None;
+        }
+        let (channel, len) = scan::num_prefix(&b[i + 1..])?;
+        i += 1 + len;
+        if b.get(i) != Some(&b']') {
+            return None;
+        }
+        let (rank, up, down, end) = tree_spec(b, ws(i + 1))?;
+        out.push(TreeEntry { channel, rank, up, down });
+        i = end;
+        // 2.5-2.7 print the up tree, `|`, then the down tree: the first is read, the second skipped.
+        if b.get(i) == Some(&b'|') {
+            while !matches!(b.get(i), None | Some(b' ' | b'\t')) {
+                i += 1;
+            }
+        }
+        // A spec ends at a space or the end.
+        if !matches!(b.get(i), None | Some(b' ' | b'\t')) {
+            return None;
+        }
+        i = ws(i);
     }
     (!out.is_empty()).then_some(out)
 }
@@ -455,5 +479,13 @@ mod tests {
         assert_eq!(t[0], e(0, 25, 26, [-1, -1, -1]));
         assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some(e(2, 1, -1, [0, -1, -1])));
         assert!(trees("Trees [0] x").is_none());
+        // Both sides listing children, a third arrow, a stray byte, a missing spec: not a tree.
+        for bad in
+            ["Trees [0] 1/8->0->2/3", "Trees [0] 1->0->2->3", "Trees [0] 1->0->2x", "Trees [0]", "Trees", "Trees 0"]
+        {
+            assert_eq!(trees(bad), None, "{bad}");
+        }
+        let t = trees("Trees\t[0] 1->0->2|2->0->1 [1] 3/4->0->-1").unwrap();
+        assert_eq!(t, vec![e(0, 0, 2, [1, -1, -1]), e(1, 0, -1, [3, 4, -1])]);
     }
 }

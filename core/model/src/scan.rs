@@ -73,19 +73,7 @@ impl<'a> Scan<'a> {
     /// A decimal number, optionally negative when `T` is signed; `None` (nothing consumed) past `T`'s range, as
     /// `str::parse` would say. Accumulated in one pass: this reads most numbers of every line.
     pub fn num<T: Int>(&mut self) -> Option<T> {
-        let b = self.rest.as_bytes();
-        let neg = b.first() == Some(&b'-');
-        let from = usize::from(neg);
-        let mut end = from;
-        let mut v = 0u64;
-        while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
-            v = v.checked_mul(10)?.checked_add(u64::from(d))?;
-            end += 1;
-        }
-        if end == from {
-            return None;
-        }
-        let n = T::from_digits(neg, v)?;
+        let (n, end) = num_prefix(self.rest.as_bytes())?;
         self.rest = &self.rest[end..];
         Some(n)
     }
@@ -110,6 +98,23 @@ impl<'a> Scan<'a> {
     pub fn field(&self, key: &str) -> Option<&'a str> {
         field(self.rest, key)
     }
+}
+
+/// The decimal number `b` starts with, as [`Scan::num`] reads it, and how many bytes it takes: for parsers that
+/// walk a long line by index rather than through a [`Scan`].
+pub fn num_prefix<T: Int>(b: &[u8]) -> Option<(T, usize)> {
+    let neg = b.first() == Some(&b'-');
+    let from = usize::from(neg);
+    let mut end = from;
+    let mut v = 0u64;
+    while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+        end += 1;
+    }
+    if end == from {
+        return None;
+    }
+    Some((T::from_digits(neg, v)?, end))
 }
 
 /// An integer type [`Scan::num`] reads.
