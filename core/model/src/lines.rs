@@ -78,10 +78,10 @@ pub struct TreeEntry {
 
 /// `3` or `3[1b000]`: the rank, ignoring the device or bus id NCCL prints beside it.
 fn rank_of(s: &str) -> Option<u32> {
-    let s = s.trim();
-    // A byte search: this runs twice on every connection line.
-    let end = s.bytes().position(|b| b == b'[').unwrap_or(s.len());
-    s[..end].parse().ok()
+    // Digits read in place: this runs twice on every connection line.
+    let b = s.trim().as_bytes();
+    let (rank, len) = scan::num_prefix(b)?;
+    matches!(b.get(len), None | Some(b'[')).then_some(rank)
 }
 
 /// `NN` or `NN/M` (the connection index, or the ring count), then ` :`.

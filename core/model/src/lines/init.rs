@@ -7,7 +7,7 @@
 
 use crate::comm::InitTimings;
 use crate::graph::{ChannelCounts, Graph, Pattern};
-use crate::scan::{field, fields, Scan};
+use crate::scan::{field, fields, find, Scan};
 
 /// `comm 0x55d3 rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
 #[derive(Debug, Clone, PartialEq)]
@@ -261,7 +261,14 @@ pub fn channel_counts_line(c: &ChannelCounts) -> String {
 /// channels, 2 p2p channels per peer`): those not printed stay unknown.
 pub fn channel_counts(msg: &str) -> Option<ChannelCounts> {
     let mut cc = ChannelCounts::default();
-    for part in msg.split(", ") {
+    let mut rest = Some(msg);
+    // Cut at each `, ` with a byte search for its comma, not `str::split`'s substring searcher, built per call.
+    while let Some(text) = rest {
+        let (part, next) = match find(text, ", ") {
+            Some(i) => (&text[..i], Some(&text[i + 2..])),
+            None => (text, None),
+        };
+        rest = next;
         let (n, what) = part.trim().split_once(' ')?;
         let n = n.parse().ok()?;
         match what {
