@@ -116,6 +116,26 @@ pub fn num_prefix<T: Int>(b: &[u8]) -> Option<(T, usize)> {
     Some((T::from_digits(neg, v)?, end))
 }
 
+/// Where the first byte `b` is among the eight bytes of `w` (read little-endian, as [`word_at`] does): one
+/// word-wide test instead of eight compares. The classic zero-byte test on `w ^ bbbbbbbb`; its lowest flag is
+/// exact (a borrow can only flag bytes above the first match).
+pub const fn byte_in_word(w: u64, b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    let x = w ^ (LO * b as u64);
+    let flags = x.wrapping_sub(LO) & !x & (LO << 7);
+    if flags == 0 {
+        None
+    } else {
+        Some(flags.trailing_zeros() as usize / 8)
+    }
+}
+
+/// The eight bytes of `b` from `i` as one word, if there are eight.
+pub fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    let bytes: [u8; 8] = b.get(i..i.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
 /// An integer type [`Scan::num`] reads.
 pub trait Int: Sized {
     /// The value of a decimal's digits (`v`), negated if `neg`, where the type holds it.
@@ -314,6 +334,17 @@ mod tests {
         assert_eq!((find("a -> b -> c", " -> "), rfind("a -> b -> c", " -> ")), (Some(1), Some(6)));
         assert_eq!((find("abc", "x"), find("ab", "abc"), rfind("", "a")), (None, None, None));
         assert_eq!((find("abc", ""), Needle::new(" -> ").find("a -> b -> c")), (None, Some(1)));
+    }
+
+    #[test]
+    fn byte_in_word_finds_the_first_of_each_byte() {
+        for text in [b"ab: cd R", b"\x01\x00\x01\x01RRR\x00", b"\xff\xfe\x7f\x80 \x00\x01\x02"] {
+            let w = word_at(text, 0).unwrap();
+            for b in 0..=255u8 {
+                assert_eq!(byte_in_word(w, b), text.iter().position(|&c| c == b), "{text:?} {b}");
+            }
+        }
+        assert_eq!((word_at(b"ab: cd R", 1), word_at(b"", 0)), (None, None));
     }
 
     #[test]
