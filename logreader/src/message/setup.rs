@@ -420,7 +420,10 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         | "GDRCOPY" | "TOPO/NET" | "##" | "Skipping" | "P2P" | "Disabling" | "Could" | "Initialized" | "Memory"
         | "MSCCL" | "Enabled" => Event::Known,
         // After the words above: their lines need no substring search.
-        w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
+        // `.c`/`.h` by a pass over the word's byte pairs: `str::contains` builds a substring searcher per call.
+        w if w.as_bytes().windows(2).any(|p| p[0] == b'.' && matches!(p[1], b'c' | b'h')) => {
+            error_trace(body).or_else(|| alloc(&body[w.len()..]))?
+        }
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
         _ if const { Needle::new(" connected via C2C link") }.find(body).is_some()
             || const { Needle::new(" is too low, leaving it set at ") }.find(body).is_some() =>
