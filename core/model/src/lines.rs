@@ -118,13 +118,9 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match const { scan::Needle::new(" -> ") }.find(ends) {
-        Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
-        None if collnet => {
-            let r = rank_of(ends)?;
-            (r, r)
-        }
-        None => return None,
+    let (src, dst) = match ends_in_order(ends) {
+        Some(ranks) => ranks,
+        None => ends_by_arrow(ends, collnet)?,
     };
     // The transport is P2P unless the spec says otherwise; `comm` is set when the line is attributed to one.
     let mut c = Connection::new(channel, src, dst, direction, Transport::P2p);
@@ -150,6 +146,32 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
         return None;
     }
     Some(c)
+}
+
+/// The ranks of `S[x] -> D[y]` (or `S -> D`), read left to right without a search: `None` for any other form
+/// (spaces around a rank, a bracket holding a space), which [`ends_by_arrow`] reads. Where this reads them, the
+/// arrow it reads is the first, so both say the same.
+fn ends_in_order(ends: &str) -> Option<(u32, u32)> {
+    let b = ends.as_bytes();
+    let (src, mut i) = scan::num_prefix(b)?;
+    if b.get(i) == Some(&b'[') {
+        i += b[i..].iter().position(|&c| c == b']' || c == b' ').filter(|&j| b[i + j] == b']')? + 1;
+    }
+    let right = b.get(i..)?.strip_prefix(b" -> ")?;
+    let (dst, n) = scan::num_prefix(right)?;
+    matches!(right.get(n), None | Some(b'[')).then_some((src, dst))
+}
+
+/// The ranks on each side of the first ` -> `; CollNet's lines may name one rank only.
+fn ends_by_arrow(ends: &str, collnet: bool) -> Option<(u32, u32)> {
+    match const { scan::Needle::new(" -> ") }.find(ends) {
+        Some(i) => Some((rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?)),
+        None if collnet => {
+            let r = rank_of(ends)?;
+            Some((r, r))
+        }
+        None => None,
+    }
 }
 
 /// `IB/0`, `IB/0/GDRDMA`, `IB/0(1)/GDRDMA(PCI)/Shared`, `Socket/3`, `AWS Libfabric/2`.
@@ -379,6 +401,21 @@ mod tests {
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via CARRIER/PIGEON").is_none());
         assert!(connection("Channel 00 : garbage").is_none());
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via NET/IB/x").is_none());
+    }
+
+    #[test]
+    fn ends_read_in_order_as_by_the_arrow() {
+        for ends in ["0[0] -> 1[1]", "12 -> 3", "3[1b000] -> 7[41000]", "0[0] -> 1[1] x", "0[0] -> 1"] {
+            assert_eq!(ends_in_order(ends), ends_by_arrow(ends, false), "{ends}");
+            assert!(ends_in_order(ends).is_some(), "{ends}");
+        }
+        // Other forms are left to the search; what it says of them stands.
+        for ends in [" 0 -> 1", "0 -> 1 ", "0[a -> b] -> 1", "0[0 -> 1", "0 ->1", "3", "x -> 1", "0 -> -1"] {
+            assert_eq!(ends_in_order(ends), None, "{ends}");
+        }
+        assert_eq!(ends_by_arrow(" 0 -> 1 ", false), Some((0, 1)));
+        assert_eq!(ends_by_arrow("0[a -> b] -> 1", false), None);
+        assert_eq!(ends_by_arrow("3", true), Some((3, 3)));
     }
 
     #[test]
