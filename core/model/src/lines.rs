@@ -320,7 +320,8 @@ pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
         }
         i
     };
-    let mut out = Vec::new();
+    // Sized once, not grown: each channel's ` [N] a/b/c->r->u` takes 16 bytes or more (NCCL prints three children).
+    let mut out = Vec::with_capacity(b.len() / 16 + 1);
     let mut i = ws(0);
     while i < b.len() {
         if b[i] != b'[' {
