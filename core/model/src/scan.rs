@@ -187,6 +187,8 @@ const fn rarest(n: &[u8]) -> Option<(usize, u8)> {
 /// Where `needle` first occurs in `hay`: a byte search for its rarest byte, then a comparison. For the short
 /// delimiters of NCCL's formats this beats building a substring searcher for each call. A literal needle on a
 /// hot path is a [`Needle`], its rarest byte picked at compile time.
+// Inlined: where the needle is a literal, its rarest byte is then picked at compile time.
+#[inline]
 pub fn find(hay: &str, needle: &str) -> Option<usize> {
     let (k, rare) = rarest(needle.as_bytes())?;
     find_by(hay.as_bytes(), needle.as_bytes(), k, rare)
