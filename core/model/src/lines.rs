@@ -78,10 +78,10 @@ pub struct TreeEntry {
 
 /// `3` or `3[1b000]`: the rank, ignoring the device or bus id NCCL prints beside it.
 fn rank_of(s: &str) -> Option<u32> {
-    let s = s.trim();
-    // A byte search: this runs twice on every connection line.
-    let end = s.bytes().position(|b| b == b'[').unwrap_or(s.len());
-    s[..end].parse().ok()
+    // Digits read in place: this runs twice on every connection line.
+    let b = s.trim().as_bytes();
+    let (rank, len) = scan::num_prefix(b)?;
+    matches!(b.get(len), None | Some(b'[')).then_some(rank)
 }
 
 /// `NN` or `NN/M` (the connection index, or the ring count), then ` :`.
@@ -118,13 +118,9 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
     } else {
         (ends, Direction::Both)
     };
-    let (src, dst) = match const { scan::Needle::new(" -> ") }.find(ends) {
-        Some(i) => (rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?),
-        None if collnet => {
-            let r = rank_of(ends)?;
-            (r, r)
-        }
-        None => return None,
+    let (src, dst) = match ends_in_order(ends) {
+        Some(ranks) => ranks,
+        None => ends_by_arrow(ends, collnet)?,
     };
     // The transport is P2P unless the spec says otherwise; `comm` is set when the line is attributed to one.
     let mut c = Connection::new(channel, src, dst, direction, Transport::P2p);
@@ -150,6 +146,32 @@ pub fn connection_at(msg: &str, via: usize) -> Option<Connection> {
         return None;
     }
     Some(c)
+}
+
+/// The ranks of `S[x] -> D[y]` (or `S -> D`), read left to right without a search: `None` for any other form
+/// (spaces around a rank, a bracket holding a space), which [`ends_by_arrow`] reads. Where this reads them, the
+/// arrow it reads is the first, so both say the same.
+fn ends_in_order(ends: &str) -> Option<(u32, u32)> {
+    let b = ends.as_bytes();
+    let (src, mut i) = scan::num_prefix(b)?;
+    if b.get(i) == Some(&b'[') {
+        i += b[i..].iter().position(|&c| c == b']' || c == b' ').filter(|&j| b[i + j] == b']')? + 1;
+    }
+    let right = b.get(i..)?.strip_prefix(b" -> ")?;
+    let (dst, n) = scan::num_prefix(right)?;
+    matches!(right.get(n), None | Some(b'[')).then_some((src, dst))
+}
+
+/// The ranks on each side of the first ` -> `; CollNet's lines may name one rank only.
+fn ends_by_arrow(ends: &str, collnet: bool) -> Option<(u32, u32)> {
+    match const { scan::Needle::new(" -> ") }.find(ends) {
+        Some(i) => Some((rank_of(&ends[..i])?, rank_of(&ends[i + 4..])?)),
+        None if collnet => {
+            let r = rank_of(ends)?;
+            Some((r, r))
+        }
+        None => None,
+    }
 }
 
 /// `IB/0`, `IB/0/GDRDMA`, `IB/0(1)/GDRDMA(PCI)/Shared`, `Socket/3`, `AWS Libfabric/2`.
@@ -233,38 +255,46 @@ pub fn ring_neighbours(msg: &str) -> Option<(u32, u32, u32, u32)> {
     s.is_empty().then_some((channel, prev, me, next))
 }
 
-/// `a/b/c` children, -1 for none.
-fn children(s: &str) -> Option<[i32; 3]> {
+/// `a/b/c` from `b[i..]`: one number, or several split by `/` (the children, -1 for none; past the third
+/// ignored). The first three, how many there were, and where they end.
+fn slashed(b: &[u8], mut i: usize) -> Option<([i32; 3], usize, usize)> {
     let mut out = [-1; 3];
-    let mut sc = Scan::new(s);
-    for i in 0.. {
-        let v = sc.num()?;
-        if let Some(slot) = out.get_mut(i) {
+    let mut n = 0;
+    loop {
+        let (v, len) = scan::num_prefix(b.get(i..)?)?;
+        if let Some(slot) = out.get_mut(n) {
             *slot = v;
         }
-        if sc.is_empty() {
-            return Some(out);
+        n += 1;
+        i += len;
+        if b.get(i) != Some(&b'/') {
+            return Some((out, n, i));
         }
-        sc.lit("/")?;
+        i += 1;
     }
-    None
 }
 
-/// Splits `x->y->z` at its arrows (numbers may be negative: `-1->0->-1`).
-fn arrows(s: &str) -> Option<[&str; 3]> {
-    let b = s.as_bytes();
-    let mut cuts = [0usize; 2];
-    let mut n = 0;
-    for i in 1..b.len().saturating_sub(1) {
-        if b[i] == b'-' && b[i + 1] == b'>' {
-            if n == 2 {
-                return None;
-            }
-            cuts[n] = i;
-            n += 1;
-        }
+/// `a/b/c` children, all of the text.
+fn children(s: &str) -> Option<[i32; 3]> {
+    let (out, _, end) = slashed(s.as_bytes(), 0)?;
+    (end == s.len()).then_some(out)
+}
+
+/// One channel's `down->rank->up` (2.8+, the children first) or `up->rank->down` (2.4) from `b[i..]`, told
+/// apart by where the slashes are: the side with several numbers is the children. (rank, up, down) and where
+/// it ends.
+fn tree_spec(b: &[u8], i: usize) -> Option<(u32, i32, [i32; 3], usize)> {
+    let arrow = |i: usize| (b.get(i..i + 2) == Some(b"->")).then_some(i + 2);
+    let (a, a_n, i) = slashed(b, i)?;
+    let i = arrow(i)?;
+    let (rank, len) = scan::num_prefix(&b[i..])?;
+    let i = arrow(i + len)?;
+    let (c, c_n, i) = slashed(b, i)?;
+    match (a_n, c_n) {
+        (_, 1) => Some((rank, c[0], a, i)),
+        (1, _) => Some((rank, a[0], c, i)),
+        _ => None,
     }
-    (n == 2).then(|| [&s[..cuts[0]], &s[cuts[0] + 2..cuts[1]], &s[cuts[1] + 2..]])
 }
 
 /// One rank's trees over all channels (NCCL 2.28.9 `src/init.cc`): `Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`,
@@ -282,23 +312,40 @@ pub fn trees_line(entries: &[TreeEntry]) -> String {
 /// `Trees [0] 1/8/-1->0->-1 [1] ...` (2.8+: down->rank->up), `Trees [0] 1/-1/-1->0->7|7->0->1/-1/-1` (2.5-2.7:
 /// the up tree, then the down tree) and `Trees [0] 26->25->-1/-1/-1` (2.4: up->rank->down).
 pub fn trees(msg: &str) -> Option<Vec<TreeEntry>> {
-    let mut s = Scan::new(msg.strip_prefix("Trees")?);
-    let mut out = Vec::new();
-    while !s.ws().is_empty() {
-        s.lit("[")?;
-        let channel = s.num()?;
-        s.lit("]")?;
-        let spec = s.ws().word()?;
-        // Byte searches: a Trees line holds a spec for each of up to 64 channels.
-        let has_slash = |x: &str| x.bytes().any(|c| c == b'/');
-        let first = &spec[..spec.bytes().position(|c| c == b'|').unwrap_or(spec.len())];
-        let [a, r, b] = arrows(first)?;
-        let rank = r.parse().ok()?;
-        if has_slash(a) || !has_slash(b) {
-            out.push(TreeEntry { channel, rank, up: b.parse().ok()?, down: children(a)? });
-        } else {
-            out.push(TreeEntry { channel, rank, up: a.parse().ok()?, down: children(b)? });
+    // Walked by index over the bytes: a Trees line holds a spec for each of up to 64 channels.
+    let b = msg.strip_prefix("Trees")?.as_bytes();
+    let ws = |mut i: usize| {
+        while matches!(b.get(i), Some(b' ' | b'\t')) {
+            i += 1;
         }
+        i
+    };
+    // Sized once, not grown: each channel's ` [N] a/b/c->r->u` takes 16 bytes or more (NCCL prints three children).
+    let mut out = Vec::with_capacity(b.len() / 16 + 1);
+    let mut i = ws(0);
+    while i < b.len() {
+        if b[i] != b'[' {
+            return None;
+        }
+        let (channel, len) = scan::num_prefix(&b[i + 1..])?;
+        i += 1 + len;
+        if b.get(i) != Some(&b']') {
+            return None;
+        }
+        let (rank, up, down, end) = tree_spec(b, ws(i + 1))?;
+        out.push(TreeEntry { channel, rank, up, down });
+        i = end;
+        // 2.5-2.7 print the up tree, `|`, then the down tree: the first is read, the second skipped.
+        if b.get(i) == Some(&b'|') {
+            while !matches!(b.get(i), None | Some(b' ' | b'\t')) {
+                i += 1;
+            }
+        }
+        // A spec ends at a space or the end.
+        if !matches!(b.get(i), None | Some(b' ' | b'\t')) {
+            return None;
+        }
+        i = ws(i);
     }
     (!out.is_empty()).then_some(out)
 }
@@ -355,6 +402,21 @@ mod tests {
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via CARRIER/PIGEON").is_none());
         assert!(connection("Channel 00 : garbage").is_none());
         assert!(connection("Channel 00/0 : 0[0] -> 1[1] via NET/IB/x").is_none());
+    }
+
+    #[test]
+    fn ends_read_in_order_as_by_the_arrow() {
+        for ends in ["0[0] -> 1[1]", "12 -> 3", "3[1b000] -> 7[41000]", "0[0] -> 1[1] x", "0[0] -> 1"] {
+            assert_eq!(ends_in_order(ends), ends_by_arrow(ends, false), "{ends}");
+            assert!(ends_in_order(ends).is_some(), "{ends}");
+        }
+        // Other forms are left to the search; what it says of them stands.
+        for ends in [" 0 -> 1", "0 -> 1 ", "0[a -> b] -> 1", "0[0 -> 1", "0 ->1", "3", "x -> 1", "0 -> -1"] {
+            assert_eq!(ends_in_order(ends), None, "{ends}");
+        }
+        assert_eq!(ends_by_arrow(" 0 -> 1 ", false), Some((0, 1)));
+        assert_eq!(ends_by_arrow("0[a -> b] -> 1", false), None);
+        assert_eq!(ends_by_arrow("3", true), Some((3, 3)));
     }
 
     #[test]
@@ -455,5 +517,13 @@ mod tests {
         assert_eq!(t[0], e(0, 25, 26, [-1, -1, -1]));
         assert_eq!(tree("Tree 2 : -1 -> 1 -> 0/-1/-1"), Some(e(2, 1, -1, [0, -1, -1])));
         assert!(trees("Trees [0] x").is_none());
+        // Both sides listing children, a third arrow, a stray byte, a missing spec: not a tree.
+        for bad in
+            ["Trees [0] 1/8->0->2/3", "Trees [0] 1->0->2->3", "Trees [0] 1->0->2x", "Trees [0]", "Trees", "Trees 0"]
+        {
+            assert_eq!(trees(bad), None, "{bad}");
+        }
+        let t = trees("Trees\t[0] 1->0->2|2->0->1 [1] 3/4->0->-1").unwrap();
+        assert_eq!(t, vec![e(0, 0, 2, [1, -1, -1]), e(1, 0, -1, [3, 4, -1])]);
     }
 }

@@ -21,17 +21,16 @@ impl<'a> Scan<'a> {
     }
 
     /// Consumes `lit` if the rest starts with it.
+    // Inlined: with the literal's length known where it is called, the comparison compiles to a few word loads,
+    // not a loop over its bytes nor a call to memcmp.
+    #[inline]
     pub fn lit(&mut self, lit: &str) -> Option<()> {
-        // Compared byte by byte: a call to memcmp costs more than a literal's few bytes.
-        let (r, l) = (self.rest.as_bytes(), lit.as_bytes());
-        if r.len() < l.len() || !r.iter().zip(l).all(|(x, y)| x == y) {
-            return None;
-        }
-        self.rest = &self.rest[l.len()..];
+        self.rest = self.rest.strip_prefix(lit)?;
         Some(())
     }
 
     /// Consumes `lit` if the rest starts with it; says whether it did.
+    #[inline]
     pub fn eat(&mut self, lit: &str) -> bool {
         self.lit(lit).is_some()
     }
@@ -50,6 +49,8 @@ impl<'a> Scan<'a> {
     }
 
     /// The text up to `delim` (not included, not consumed), at least one byte.
+    // Inlined, as `find` is: a literal delimiter's rarest byte is then picked at compile time.
+    #[inline]
     pub fn until(&mut self, delim: &str) -> Option<&'a str> {
         let end = find(self.rest, delim)?;
         self.take(end)
@@ -73,19 +74,7 @@ impl<'a> Scan<'a> {
     /// A decimal number, optionally negative when `T` is signed; `None` (nothing consumed) past `T`'s range, as
     /// `str::parse` would say. Accumulated in one pass: this reads most numbers of every line.
     pub fn num<T: Int>(&mut self) -> Option<T> {
-        let b = self.rest.as_bytes();
-        let neg = b.first() == Some(&b'-');
-        let from = usize::from(neg);
-        let mut end = from;
-        let mut v = 0u64;
-        while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
-            v = v.checked_mul(10)?.checked_add(u64::from(d))?;
-            end += 1;
-        }
-        if end == from {
-            return None;
-        }
-        let n = T::from_digits(neg, v)?;
+        let (n, end) = num_prefix(self.rest.as_bytes())?;
         self.rest = &self.rest[end..];
         Some(n)
     }
@@ -110,6 +99,43 @@ impl<'a> Scan<'a> {
     pub fn field(&self, key: &str) -> Option<&'a str> {
         field(self.rest, key)
     }
+}
+
+/// The decimal number `b` starts with, as [`Scan::num`] reads it, and how many bytes it takes: for parsers that
+/// walk a long line by index rather than through a [`Scan`].
+pub fn num_prefix<T: Int>(b: &[u8]) -> Option<(T, usize)> {
+    let neg = b.first() == Some(&b'-');
+    let from = usize::from(neg);
+    let mut end = from;
+    let mut v = 0u64;
+    while let Some(d) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|&d| d < 10) {
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+        end += 1;
+    }
+    if end == from {
+        return None;
+    }
+    Some((T::from_digits(neg, v)?, end))
+}
+
+/// Where the first byte `b` is among the eight bytes of `w` (read little-endian, as [`word_at`] does): one
+/// word-wide test instead of eight compares. The classic zero-byte test on `w ^ bbbbbbbb`; its lowest flag is
+/// exact (a borrow can only flag bytes above the first match).
+pub const fn byte_in_word(w: u64, b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    let x = w ^ (LO * b as u64);
+    let flags = x.wrapping_sub(LO) & !x & (LO << 7);
+    if flags == 0 {
+        None
+    } else {
+        Some(flags.trailing_zeros() as usize / 8)
+    }
+}
+
+/// The eight bytes of `b` from `i` as one word, if there are eight.
+pub fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    let bytes: [u8; 8] = b.get(i..i.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
 }
 
 /// An integer type [`Scan::num`] reads.
@@ -163,6 +189,8 @@ const fn rarest(n: &[u8]) -> Option<(usize, u8)> {
 /// Where `needle` first occurs in `hay`: a byte search for its rarest byte, then a comparison. For the short
 /// delimiters of NCCL's formats this beats building a substring searcher for each call. A literal needle on a
 /// hot path is a [`Needle`], its rarest byte picked at compile time.
+// Inlined: where the needle is a literal, its rarest byte is then picked at compile time.
+#[inline]
 pub fn find(hay: &str, needle: &str) -> Option<usize> {
     let (k, rare) = rarest(needle.as_bytes())?;
     find_by(hay.as_bytes(), needle.as_bytes(), k, rare)
@@ -310,6 +338,17 @@ mod tests {
         assert_eq!((find("a -> b -> c", " -> "), rfind("a -> b -> c", " -> ")), (Some(1), Some(6)));
         assert_eq!((find("abc", "x"), find("ab", "abc"), rfind("", "a")), (None, None, None));
         assert_eq!((find("abc", ""), Needle::new(" -> ").find("a -> b -> c")), (None, Some(1)));
+    }
+
+    #[test]
+    fn byte_in_word_finds_the_first_of_each_byte() {
+        for text in [b"ab: cd R", b"\x01\x00\x01\x01RRR\x00", b"\xff\xfe\x7f\x80 \x00\x01\x02"] {
+            let w = word_at(text, 0).unwrap();
+            for b in 0..=255u8 {
+                assert_eq!(byte_in_word(w, b), text.iter().position(|&c| c == b), "{text:?} {b}");
+            }
+        }
+        assert_eq!((word_at(b"ab: cd R", 1), word_at(b"", 0)), (None, None));
     }
 
     #[test]

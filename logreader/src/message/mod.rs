@@ -204,6 +204,22 @@ fn own_word(word: &str) -> bool {
 fn first_word(s: &str) -> &str {
     let b = s.as_bytes();
     let mut i = 0;
+    // Eight bytes at a time to the next space or colon: this runs on every message.
+    while let Some(w) = scan::word_at(b, i) {
+        let at = match (scan::byte_in_word(w, b' '), scan::byte_in_word(w, b':')) {
+            (None, None) => {
+                i += 8;
+                continue;
+            }
+            (Some(s), Some(c)) => i + s.min(c),
+            (Some(x), None) | (None, Some(x)) => i + x,
+        };
+        if b[at] == b' ' || b.get(at + 1) == Some(&b' ') {
+            return &s[..at];
+        }
+        // A colon inside the word (`NET/IB:0`): on past it.
+        i = at + 1;
+    }
     while i < b.len() && b[i] != b' ' && !(b[i] == b':' && b.get(i + 1) == Some(&b' ')) {
         i += 1;
     }
@@ -254,7 +270,13 @@ fn named(word: &str, body: &str) -> Option<Event> {
 /// Whether the line ends with RCCL's `nRanks NN [busId X]` (looked for in its last bytes only).
 fn has_rccl_tail(body: &str) -> bool {
     let tail = &body.as_bytes()[body.len().saturating_sub(32)..];
-    // By its `R`, which these lines rarely hold: one byte search instead of a comparison at every offset.
+    // By its `R`, which these lines rarely hold: four word-wide tests rule most lines out, then one byte search
+    // instead of a comparison at every offset.
+    if tail.len() == 32
+        && (0..32).step_by(8).all(|i| scan::word_at(tail, i).is_some_and(|w| scan::byte_in_word(w, b'R').is_none()))
+    {
+        return false;
+    }
     memchr::memchr_iter(b'R', tail).any(|i| i >= 1 && tail[i - 1..].starts_with(b"nRanks "))
 }
 

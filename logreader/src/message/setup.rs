@@ -420,10 +420,16 @@ pub fn misc(word: &str, body: &str) -> Option<Event> {
         | "GDRCOPY" | "TOPO/NET" | "##" | "Skipping" | "P2P" | "Disabling" | "Could" | "Initialized" | "Memory"
         | "MSCCL" | "Enabled" => Event::Known,
         // After the words above: their lines need no substring search.
-        w if w.contains(".c") || w.contains(".h") => error_trace(body).or_else(|| alloc(&body[w.len()..]))?,
+        // `.c`/`.h` by a pass over the word's byte pairs: `str::contains` builds a substring searcher per call.
+        w if w.as_bytes().windows(2).any(|p| p[0] == b'.' && matches!(p[1], b'c' | b'h')) => {
+            error_trace(body).or_else(|| alloc(&body[w.len()..]))?
+        }
         w if w.starts_with("ncclProxy") || w.starts_with("ncclPoll") || w.starts_with("proxy") => Event::Known,
-        _ if const { Needle::new(" connected via C2C link") }.find(body).is_some()
-            || const { Needle::new(" is too low, leaving it set at ") }.find(body).is_some() =>
+        // One byte search for the rare bytes the two needles search by (`C`, `,`) before either: most lines that
+        // get here are no NCCL message's and hold neither.
+        _ if memchr::memchr2(b'C', b',', body.as_bytes()).is_some()
+            && (const { Needle::new(" connected via C2C link") }.find(body).is_some()
+                || const { Needle::new(" is too low, leaving it set at ") }.find(body).is_some()) =>
         {
             Event::Known
         }
@@ -691,6 +697,15 @@ mod tests {
             parse("ProxyCall UDS comm 0x1 rank 3 tpRank 1(1) reqSize 8"),
             Some(Event::ProxyCall { comm: "0x1".into(), rank: 3 })
         );
+        // Known by a phrase wherever they are, whatever their first word; a line with neither is not understood.
+        for (line, want) in [
+            ("HCA 1b000 connected via C2C link", Some(Event::Known)),
+            ("maxCTAs 0 is too low, leaving it set at 16", Some(Event::Known)),
+            ("# nThread 1 nGpus 1 minBytes 8", None),
+            ("Compiled with CUDA, linked", None),
+        ] {
+            assert_eq!(parse(line), want, "{line}");
+        }
         for known in [
             "[Proxy Service] Device 0 CPU core 12",
             "P2P Chunksize set to 131072",

@@ -7,7 +7,7 @@
 
 use crate::comm::InitTimings;
 use crate::graph::{ChannelCounts, Graph, Pattern};
-use crate::scan::{field, fields, Scan};
+use crate::scan::{field, fields, find, Scan};
 
 /// `comm 0x55d3 rank 13 nRanks 16 nNodes 2 localRanks 8 localRank 5 MNNVL 0`.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,8 @@ pub fn comm_info_line(comm: &str, rank: u32, nranks: u32, nnodes: u32, local_ran
 pub fn comm_info(msg: &str) -> Option<CommInfo> {
     let mut s = Scan::new(msg);
     s.lit("comm ")?;
-    let comm = s.word()?.to_string();
+    // Owned once the line is known to be this one: `comm ...` also starts the Init and Abort lines.
+    let comm = s.word()?;
     s.lit(" rank ")?;
     let rank = s.num()?;
     s.lit(" nRanks ")?;
@@ -43,7 +44,7 @@ pub fn comm_info(msg: &str) -> Option<CommInfo> {
     let local_ranks = s.num()?;
     s.lit(" localRank ")?;
     let local_rank = s.num()?;
-    Some(CommInfo { comm, rank, nranks, nnodes, local_ranks, local_rank })
+    Some(CommInfo { comm: comm.to_string(), rank, nranks, nnodes, local_ranks, local_rank })
 }
 
 /// `[ncclCommInitRank ]comm 0x55d3 rank 3 nranks 8 cudaDev 3 [nvmlDev 3] [busId 1b000] [commId 0x9f] [parent 0x..]
@@ -81,7 +82,11 @@ pub fn comm_init(msg: &str) -> Option<CommInit> {
     } else {
         return None;
     };
-    // One pass for all seven fields: this line is printed twice by every rank of every communicator.
+    comm_init_in_order(msg, complete).or_else(|| comm_init_by_fields(msg, complete))
+}
+
+/// [`comm_init`] by each field's name, wherever it is: one pass for all seven.
+fn comm_init_by_fields(msg: &str, complete: bool) -> Option<CommInit> {
     let [comm, rank, nranks, cuda_dev, bus_id, comm_id, parent] =
         fields(msg, ["comm", "rank", "nranks", "cudaDev", "busId", "commId", "parent"]);
     let text = |v: Option<&str>| v.map(str::to_string);
@@ -93,6 +98,48 @@ pub fn comm_init(msg: &str) -> Option<CommInit> {
         bus_id: text(bus_id),
         comm_id: text(comm_id),
         parent: text(parent),
+        complete,
+    })
+}
+
+/// [`comm_init`] for the line as NCCL prints it (2.28.9 `src/init.cc`, and the older releases that leave fields
+/// out), read left to right: it is printed twice by every rank of every communicator. `None` for any other form
+/// (`ncclCommSplit`'s `parent`, a field moved), which [`fields`] then reads. Each value is checked to be no
+/// field's name, so that what is read is what `fields`, taking each name's first occurrence, would find.
+fn comm_init_in_order(msg: &str, complete: bool) -> Option<CommInit> {
+    let mut s = Scan::new(msg);
+    if !s.eat("comm ") {
+        s.word().filter(|w| w.starts_with("nccl"))?;
+        s.lit(" comm ")?;
+    }
+    let comm = s.word().filter(|c| c.starts_with("0x"))?;
+    s.lit(" rank ")?;
+    let rank = s.num()?;
+    s.lit(" nranks ")?;
+    let nranks = s.num()?;
+    s.lit(" cudaDev ")?;
+    let cuda_dev = s.num()?;
+    if s.eat(" nvmlDev ") {
+        s.num::<i64>()?;
+    }
+    let mut bus_id = None;
+    if s.eat(" busId ") {
+        bus_id = Some(s.word().filter(|b| b.bytes().all(|c| c.is_ascii_hexdigit()))?);
+    }
+    let mut comm_id = None;
+    if s.eat(" commId ") {
+        comm_id = Some(s.word().filter(|c| c.starts_with("0x"))?);
+    }
+    s.lit(" - Init ")?;
+    matches!(s.rest().trim_end(), "START" | "COMPLETE").then_some(())?;
+    Some(CommInit {
+        comm: comm.to_string(),
+        rank,
+        nranks,
+        cuda_dev,
+        bus_id: bus_id.map(str::to_string),
+        comm_id: comm_id.map(str::to_string),
+        parent: None,
         complete,
     })
 }
@@ -214,7 +261,14 @@ pub fn channel_counts_line(c: &ChannelCounts) -> String {
 /// channels, 2 p2p channels per peer`): those not printed stay unknown.
 pub fn channel_counts(msg: &str) -> Option<ChannelCounts> {
     let mut cc = ChannelCounts::default();
-    for part in msg.split(", ") {
+    let mut rest = Some(msg);
+    // Cut at each `, ` with a byte search for its comma, not `str::split`'s substring searcher, built per call.
+    while let Some(text) = rest {
+        let (part, next) = match find(text, ", ") {
+            Some(i) => (&text[..i], Some(&text[i + 2..])),
+            None => (text, None),
+        };
+        rest = next;
         let (n, what) = part.trim().split_once(' ')?;
         let n = n.parse().ok()?;
         match what {
@@ -285,6 +339,35 @@ mod tests {
         let c = comm_init("ncclCommSplit comm 0x28 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 parent 0x10 color 0 key 0- Init START").unwrap();
         assert_eq!((c.parent.as_deref(), c.comm_id, c.complete), (Some("0x10"), None, false));
         assert_eq!(comm_init("comm 0x55d3 rank 5 nranks 8 cudaDev 1 busId a7000 - Abort COMPLETE"), None);
+    }
+
+    #[test]
+    fn comm_init_in_order_reads_what_the_fields_say() {
+        // NCCL's forms: read left to right, the same as by the fields' names.
+        for line in [
+            "ncclCommInitRank comm 0xa624cf0 rank 6 nranks 8 cudaDev 6 nvmlDev 6 busId 90000 commId 0xa0 - Init START",
+            "comm 0x55d3 rank 17 nranks 64 cudaDev -1 nvmlDev 0 - Init COMPLETE",
+            "comm 0x55d3 rank 1 nranks 2 cudaDev 1 busId 1b000 - Init COMPLETE  ",
+            "ncclCommInitAll comm 0x55d3 rank 1 nranks 2 cudaDev 1 commId 0x9f - Init START",
+        ] {
+            let complete = line.trim_end().ends_with("COMPLETE");
+            let fast = comm_init_in_order(line, complete);
+            assert!(fast.is_some(), "{line}");
+            assert_eq!(fast, comm_init_by_fields(line, complete), "{line}");
+        }
+        // Anything else is left to the fields: a split's parent, a field moved, a value that is a field's name.
+        for line in [
+            "ncclCommSplit comm 0x28 rank 0 nranks 2 cudaDev 0 busId 1b000 parent 0x10 color 0 key 0- Init START",
+            "comm 0x1 nranks 2 rank 0 cudaDev 0 - Init START",
+            "rank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START",
+            "comm 0x1 rank 0 nranks 2 cudaDev 0 busId commId commId 0x2 - Init START",
+            "comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START parent 0x3",
+        ] {
+            assert_eq!(comm_init_in_order(line, false), None, "{line}");
+        }
+        assert_eq!(comm_init("rank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START"), None);
+        let moved = comm_init("comm 0x1 nranks 2 rank 0 cudaDev 0 - Init START").unwrap();
+        assert_eq!((moved.rank, moved.nranks), (0, 2));
     }
 
     #[test]
