@@ -258,8 +258,8 @@ pub fn open(path: &Path) -> Result<Input, ReadError> {
     Ok(Input { source, total: 0, limit, unended: 0, file })
 }
 
-/// A line as the reader hands it on: text (ASCII, known from the line-end search, or checked to be UTF-8), or bytes
-/// not checked yet (a line held across buffers, cut, or holding invalid UTF-8).
+/// A line as the reader hands it on: text its buffer was checked to be UTF-8 with (one check per buffer, not per
+/// line), or bytes not checked yet (a line held across buffers, cut, or holding invalid UTF-8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Text<'a> {
     Utf8(&'a str),
@@ -300,36 +300,27 @@ impl Lines {
             self.carry.clear();
             data = &data[i + 1..];
         }
-        // The line ends and the bytes past ASCII of 64 bytes at a time, as bit masks: a line of ASCII alone (nearly
-        // all of a log) is UTF-8 without a check of its own, and the line ends cost a few instructions each.
         let mut start = 0;
-        // The bytes of the line being cut, in the blocks before this one, are ASCII.
-        let mut ascii = true;
-        for (n, block) in data.chunks(64).enumerate() {
-            let base = n * 64;
-            let (mut ends, high) = masks(block);
-            while ends != 0 {
-                let end = base + ends.trailing_zeros() as usize;
-                ends &= ends - 1;
-                let line = &data[start..end];
-                // This block's bytes of the line (from its start, or the block's, up to its end) are ASCII.
-                let mine = || {
-                    let below = (1u64 << (end - base)) - 1;
-                    high & below & (u64::MAX << start.saturating_sub(base)) == 0
-                };
-                let text = if ascii && (high == 0 || mine()) {
-                    // SAFETY: every byte of `line` is below 0x80 (its bits in `high` are clear, and `ascii` says
-                    // the same of its bytes in earlier blocks): ASCII, which is UTF-8.
-                    Text::Utf8(unsafe { std::str::from_utf8_unchecked(line) })
-                } else {
-                    std::str::from_utf8(line).map_or(Text::Bytes(line), Text::Utf8)
-                };
-                emit(text, f);
-                start = end + 1;
-                ascii = true;
+        loop {
+            // The UTF-8 checked once for all the lines that follow, up to the first invalid byte.
+            let rest = &data[start..];
+            let valid = match std::str::from_utf8(rest) {
+                Ok(s) => s,
+                Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+            };
+            let mut pos = 0;
+            while let Some(i) = memchr::memchr(b'\n', &valid.as_bytes()[pos..]) {
+                emit(Text::Utf8(&valid[pos..pos + i]), f);
+                pos += i + 1;
             }
-            if high != 0 && start < base + block.len() {
-                ascii &= high >> start.saturating_sub(base) == 0;
+            start += pos;
+            // The line with the invalid byte goes on as bytes; a character cut at the end waits in `carry`.
+            match (valid.len() < rest.len()).then(|| memchr::memchr(b'\n', &data[start..])).flatten() {
+                Some(i) => {
+                    emit(Text::Bytes(&data[start..start + i]), f);
+                    start += i + 1;
+                }
+                None => break,
             }
         }
         self.hold(&data[start..], f);
@@ -379,37 +370,6 @@ pub fn for_each_line(mut input: impl Read, mut f: impl FnMut(Text, bool)) -> std
     }
 }
 
-/// The `\n` bytes and the bytes past ASCII of `block` (64 bytes at most) as bit masks, bit `i` for `block[i]`.
-#[inline]
-fn masks(block: &[u8]) -> (u64, u64) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if let Ok(block) = <&[u8; 64]>::try_from(block) {
-        // SAFETY: the build targets SSE2 (the `cfg` above), the one feature `sse2_masks` needs.
-        return unsafe { sse2_masks(block) };
-    }
-    block
-        .iter()
-        .enumerate()
-        .fold((0, 0), |(ends, high), (i, &b)| (ends | u64::from(b == b'\n') << i, high | u64::from(b >= 0x80) << i))
-}
-
-/// [`masks`] of 64 bytes with SSE2, which every x86_64 CPU has: four 16-byte compares and sign-bit masks where
-/// the loop above takes 64 steps.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[target_feature(enable = "sse2")]
-fn sse2_masks(block: &[u8; 64]) -> (u64, u64) {
-    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
-    let newline = _mm_set1_epi8(b'\n' as i8);
-    let (mut ends, mut high) = (0u64, 0u64);
-    for (k, part) in block.chunks_exact(16).enumerate() {
-        // SAFETY: `part` holds the 16 bytes the load reads; an unaligned load has no alignment to meet.
-        let v = unsafe { _mm_loadu_si128(part.as_ptr().cast()) };
-        ends |= u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, newline)) as u16) << (16 * k);
-        high |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * k);
-    }
-    (ends, high)
-}
-
 /// Hands a whole line on, cut to [`MAX_LINE`], without its `\r`.
 fn emit(line: Text, f: &mut impl FnMut(Text, bool)) {
     match line {
@@ -440,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn an_invalid_line_goes_on_as_bytes_and_the_others_as_text() {
+    fn utf8_is_checked_per_buffer_and_an_invalid_line_goes_on_as_bytes() {
         let data = ["h:1:2 [0] NCCL INFO é\nbad ".as_bytes(), b"\xff", b" byte\nafter\r\nlast"].concat();
         let (mut split, mut got) = (Lines::default(), Vec::new());
         let mut f = |l: Text, cut: bool| got.push((format!("{l:?}"), cut));
@@ -465,45 +425,6 @@ mod tests {
             assert_eq!(lines, ["α", "βγ", "δ"], "cut at {cut}");
             // The last line lies in the second piece unless the cut falls inside it.
             assert!(got.last().unwrap().1 || cut > 8, "cut at {cut}");
-        }
-    }
-
-    #[test]
-    fn lines_across_blocks_are_text_exactly_when_they_are_utf8() {
-        // Lines of 0 to 200 bytes, some with a character past ASCII or an invalid byte placed anywhere, so that
-        // line ends and those bytes fall on every position of the 64-byte blocks and on their edges.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
-        let mut data = Vec::new();
-        let mut want = Vec::new();
-        for _ in 0..3000 {
-            let mut line: Vec<u8> = (0..next(200)).map(|_| b'a' + next(26) as u8).collect();
-            match next(4) {
-                0 => line.splice(0..0, "é".bytes()).for_each(drop),
-                1 if !line.is_empty() => line.insert(next(line.len() as u64) as usize, 0xff),
-                2 => line.extend_from_slice("β".as_bytes()),
-                _ => {}
-            }
-            if next(8) == 0 {
-                line.push(b'\r');
-            }
-            data.extend_from_slice(&line);
-            data.push(b'\n');
-            let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
-            want.push((std::str::from_utf8(&line).is_ok(), line));
-        }
-        let mut got = Vec::new();
-        let mut split = Lines::default();
-        split.push(&data, &mut |l: Text, _| got.push((matches!(l, Text::Utf8(_)), l.bytes().to_vec())));
-        assert!(want.iter().filter(|w| !w.0).count() > 500, "invalid lines among them");
-        assert_eq!(got.len(), want.len());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(g, w, "line {i}");
         }
     }
 
