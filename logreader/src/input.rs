@@ -429,6 +429,44 @@ mod tests {
     }
 
     #[test]
+    fn lines_are_text_exactly_when_they_are_utf8() {
+        // Lines of 0 to 200 bytes, some with a character past ASCII or an invalid byte placed anywhere.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut data = Vec::new();
+        let mut want = Vec::new();
+        for _ in 0..3000 {
+            let mut line: Vec<u8> = (0..next(200)).map(|_| b'a' + next(26) as u8).collect();
+            match next(4) {
+                0 => line.splice(0..0, "é".bytes()).for_each(drop),
+                1 if !line.is_empty() => line.insert(next(line.len() as u64) as usize, 0xff),
+                2 => line.extend_from_slice("β".as_bytes()),
+                _ => {}
+            }
+            if next(8) == 0 {
+                line.push(b'\r');
+            }
+            data.extend_from_slice(&line);
+            data.push(b'\n');
+            let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
+            want.push((std::str::from_utf8(&line).is_ok(), line));
+        }
+        let mut got = Vec::new();
+        let mut split = Lines::default();
+        split.push(&data, &mut |l: Text, _| got.push((matches!(l, Text::Utf8(_)), l.bytes().to_vec())));
+        assert!(want.iter().filter(|w| !w.0).count() > 500, "invalid lines among them");
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "line {i}");
+        }
+    }
+
+    #[test]
     fn cuts_overlong_lines_and_keeps_going() {
         let mut data = vec![b'x'; MAX_LINE * 5];
         data.extend_from_slice(b"\nnext\n");
