@@ -301,15 +301,9 @@ fn comm_init(body: &str) -> Option<Event> {
         if tail.ends_with(end) {
             let mut s = Scan::new(body);
             s.lit("comm ")?;
-            let comm = s.word()?.to_string();
-            s.lit(" rank ")?;
-            let rank = s.num()?;
-            s.lit(" nranks ")?;
-            let nranks = s.num()?;
-            s.lit(" cudaDev ")?;
-            let cuda_dev = s.num()?;
+            let (comm, rank, nranks, cuda_dev) = lines::comm_member(&mut s)?;
             let bus_id = field(body, "busId").map(str::to_string);
-            return Some(Event::CommEnd(CommEnd { comm, rank, nranks, cuda_dev, bus_id, abort }));
+            return Some(Event::CommEnd(CommEnd { comm: comm.to_string(), rank, nranks, cuda_dev, bus_id, abort }));
         }
     }
     lines::comm_init(body).map(Event::CommInit)

@@ -102,6 +102,18 @@ fn comm_init_by_fields(msg: &str, complete: bool) -> Option<CommInit> {
     })
 }
 
+/// `0x55d3 rank 5 nranks 8 cudaDev 1`, after the `comm ` of the lines that begin and end a communicator (NCCL
+/// 2.28.9 `src/init.cc`: Init START/COMPLETE, Abort/Destroy COMPLETE): the pointer, rank, size and CUDA device.
+pub fn comm_member<'a>(s: &mut Scan<'a>) -> Option<(&'a str, u32, u32, i32)> {
+    let comm = s.word()?;
+    s.lit(" rank ")?;
+    let rank = s.num()?;
+    s.lit(" nranks ")?;
+    let nranks = s.num()?;
+    s.lit(" cudaDev ")?;
+    Some((comm, rank, nranks, s.num()?))
+}
+
 /// [`comm_init`] for the line as NCCL prints it (2.28.9 `src/init.cc`, and the older releases that leave fields
 /// out), read left to right: it is printed twice by every rank of every communicator. `None` for any other form
 /// (`ncclCommSplit`'s `parent`, a field moved), which [`fields`] then reads. Each value is checked to be no
@@ -112,13 +124,8 @@ fn comm_init_in_order(msg: &str, complete: bool) -> Option<CommInit> {
         s.word().filter(|w| w.starts_with("nccl"))?;
         s.lit(" comm ")?;
     }
-    let comm = s.word().filter(|c| c.starts_with("0x"))?;
-    s.lit(" rank ")?;
-    let rank = s.num()?;
-    s.lit(" nranks ")?;
-    let nranks = s.num()?;
-    s.lit(" cudaDev ")?;
-    let cuda_dev = s.num()?;
+    let (comm, rank, nranks, cuda_dev) = comm_member(&mut s)?;
+    comm.starts_with("0x").then_some(())?;
     if s.eat(" nvmlDev ") {
         s.num::<i64>()?;
     }
