@@ -150,9 +150,7 @@ impl FleetView {
         }
         out
     }
-}
 
-impl FleetView {
     /// The view as the model's [`JobView`] (the TUI's rank strip and findings), read through `prometheus`: what
     /// the gauges do not carry (a call's sequence number, collective and size, the latest calls, the ranks'
     /// edges) stays unknown; the findings are those the endpoints raise and the job-level rules' over what is

@@ -392,7 +392,6 @@ fn excess(len: usize, bound: usize) -> usize {
     }
 }
 
-/// Appends `item`, then drops the oldest past `bound`; how many went.
 /// Adds `stall` to the stalls kept: those that ended [`STALL_KEEP_US`] or more before it are let go (by age: a
 /// recovered stall stays visible that long, the clock being the calls' own), then the oldest beyond
 /// [`MAX_STALLS`] (by size).
@@ -403,6 +402,7 @@ fn keep_stall(stalls: &mut Vec<Stall>, stall: Stall) {
     push_bounded(stalls, stall, MAX_STALLS);
 }
 
+/// Appends `item`, then drops the oldest past `bound`; how many went.
 fn push_bounded<T>(list: &mut Vec<T>, item: T, bound: usize) -> usize {
     list.push(item);
     let cut = excess(list.len(), bound);
